@@ -1,0 +1,147 @@
+"""Reading config files: mcpd's TOML, and the ``mcpServers`` JSON that MCP hosts already use.
+
+A file that cannot be read or parsed raises ``ConfigError``. A bad server entry does
+not: it becomes a ``ConfigIssue`` naming the file, the server and the field, and the
+other servers still run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from mcpd.config.model import Config, ConfigIssue, ServerConfig
+from mcpd.config.paths import default_config_path
+from mcpd.errors import ConfigError
+
+EMBEDDED_SOURCE = "<embedded default>"
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_FIELDS = frozenset(ServerConfig.__struct_fields__) - {"name"}
+# Keys that hosts (Claude Desktop, Claude Code, Cursor, VS Code, Cline) put in their entries and
+# that mean nothing to mcpd; they are dropped instead of rejected so the user's file works as is.
+_HOST_ONLY_KEYS = frozenset(
+    {"type", "transport", "transportType", "disabled", "timeout", "autoApprove", "alwaysAllow", "trust"}
+)
+_VALIDATION_PATH = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
+_UNKNOWN_FIELD = re.compile(r"Object contains unknown field `(?P<field>[^`]+)`")
+
+
+def embedded_config() -> Config:
+    """The config used when the user has none: one demo server shipped inside the package."""
+    demo = ServerConfig(
+        name="demo",
+        command=sys.executable,
+        args=("-m", "mcpd.demo"),
+        description="A small demo server shipped with mcpd: clock, echo and arithmetic tools.",
+    )
+    return Config(source=EMBEDDED_SOURCE, servers=(demo,))
+
+
+def load_config(path: Path | None = None) -> Config:
+    """Load ``path``, or the default file, or (when there is no default file) the embedded config."""
+    if path is None:
+        path = default_config_path()
+        if not path.exists():
+            return embedded_config()
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
+    source = str(path)
+    if path.suffix.lower() == ".json":
+        entries = _json_entries(source, raw)
+        return _build(source, entries, host_format=True)
+    return _build(source, _toml_entries(source, raw), host_format=False)
+
+
+def _toml_entries(source: str, raw: bytes) -> Mapping[str, Any]:
+    try:
+        document = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    unknown = sorted(set(document) - {"servers"})
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown top-level key(s) {', '.join(unknown)}; servers go in [servers.NAME]"
+        )
+    servers = document.get("servers", {})
+    if not isinstance(servers, dict):
+        raise ConfigError(f"{source}: `servers` must be a table of [servers.NAME] sections")
+    return servers
+
+
+def _json_entries(source: str, raw: bytes) -> Mapping[str, Any]:
+    try:
+        document = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{source}: not valid JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise ConfigError(f"{source}: expected a JSON object with an `mcpServers` key")
+    # `mcpServers` is what Claude Desktop, Claude Code and Cursor write; VS Code writes `servers`.
+    for key in ("mcpServers", "servers"):
+        if key in document:
+            servers = document[key]
+            if not isinstance(servers, dict):
+                raise ConfigError(f"{source}: `{key}` must be an object of name -> server")
+            return servers
+    raise ConfigError(f"{source}: no `mcpServers` (or `servers`) object in this file")
+
+
+def _build(source: str, entries: Mapping[str, Any], *, host_format: bool) -> Config:
+    servers: list[ServerConfig] = []
+    issues: list[ConfigIssue] = []
+    for name, entry in entries.items():
+        result = _server(source, name, entry, host_format=host_format)
+        if isinstance(result, ConfigIssue):
+            issues.append(result)
+        else:
+            servers.append(result)
+    servers.sort(key=lambda s: s.name)
+    return Config(source=source, servers=tuple(servers), issues=tuple(issues))
+
+
+def _server(source: str, name: str, entry: Any, *, host_format: bool) -> ServerConfig | ConfigIssue:
+    def issue(message: str, field: str | None = None) -> ConfigIssue:
+        return ConfigIssue(file=source, server=name, field=field, message=message)
+
+    if not _NAME.match(name):
+        return issue(
+            "server names are 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"
+        )
+    if not isinstance(entry, dict):
+        return issue("expected a table/object of server settings")
+    if host_format:
+        if entry.get("type") == "sse":
+            return issue("the SSE transport is not supported; use the server's streamable HTTP URL", "type")
+        fields = {k: v for k, v in entry.items() if k in _FIELDS}
+        if entry.get("disabled") is True:
+            fields["enabled"] = False
+        dropped = set(entry) - _FIELDS - _HOST_ONLY_KEYS
+        if dropped:
+            return issue(f"unknown field `{sorted(dropped)[0]}`", sorted(dropped)[0])
+    else:
+        fields = dict(entry)
+    try:
+        return msgspec.convert({**fields, "name": name}, ServerConfig)
+    except msgspec.ValidationError as exc:
+        message, field = _explain(str(exc))
+        return issue(message, field)
+
+
+def _explain(error: str) -> tuple[str, str | None]:
+    """Split msgspec's ``"<what> - at `$.field`"`` into a message and a field path."""
+    unknown = _UNKNOWN_FIELD.search(error)
+    if unknown:
+        return f"unknown field `{unknown['field']}`", unknown["field"]
+    at = _VALIDATION_PATH.search(error)
+    if at:
+        return error[: at.start()], at["path"] or None
+    return error, None

@@ -1,0 +1,97 @@
+"""Configuration structs. Frozen, so two configs compare equal exactly when a reload may skip them."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class RestartPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """When and how often a dead or unhealthy server is started again."""
+
+    initial_delay: float = 0.5
+    max_delay: float = 30.0
+    multiplier: float = 2.0
+    jitter: float = 0.2
+    max_retries: int = 5
+    """Consecutive unstable runs tolerated; one more means a crash loop and the server is ``failed``."""
+    stable_after: float = 30.0
+    """A run that lasts this long resets the retry count."""
+
+    def __post_init__(self) -> None:
+        if self.initial_delay < 0 or self.max_delay < self.initial_delay:
+            raise ValueError("need 0 <= initial_delay <= max_delay")
+        if self.multiplier < 1:
+            raise ValueError("multiplier must be >= 1")
+        if not 0 <= self.jitter < 1:
+            raise ValueError("jitter must be in [0, 1)")
+        if self.max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+
+
+class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """One MCP server: a command to spawn (stdio) or a URL to connect to (streamable HTTP)."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    description: str | None = None
+    enabled: bool = True
+    connect_timeout: float = 20.0
+    """Seconds for spawn + initialize + the first tools/list."""
+    call_timeout: float = 60.0
+    """Default deadline of a tool call when the caller gives none."""
+    ping_interval: float = 15.0
+    ping_timeout: float = 5.0
+    unhealthy_after: int = 3
+    """Consecutive failed pings after which a live but unresponsive server is restarted."""
+    stop_grace: float = 2.0
+    """Seconds between closing stdin and SIGTERM, and again between SIGTERM and SIGKILL."""
+    restart: RestartPolicy = RestartPolicy()
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command is not None else "http"
+
+    def __post_init__(self) -> None:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("exactly one of `command` (stdio) or `url` (streamable HTTP) is required")
+        if self.command is not None and not self.command.strip():
+            raise ValueError("`command` is empty")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError("`url` must start with http:// or https://")
+        for field in ("connect_timeout", "call_timeout", "ping_interval", "ping_timeout", "stop_grace"):
+            if getattr(self, field) <= 0:
+                raise ValueError(f"`{field}` must be > 0")
+        if self.unhealthy_after < 1:
+            raise ValueError("`unhealthy_after` must be >= 1")
+
+
+class ConfigIssue(msgspec.Struct, frozen=True, kw_only=True):
+    """One rejected server entry: where it is and why it was skipped."""
+
+    file: str
+    server: str
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}: server {self.server!r}"
+        if self.field:
+            where += f", field `{self.field}`"
+        return f"{where}: {self.message}"
+
+
+class Config(msgspec.Struct, frozen=True, kw_only=True):
+    """A loaded config: the valid servers (sorted by name) and what was wrong with the rest."""
+
+    source: str
+    """The file it came from, or ``<embedded default>``."""
+    servers: tuple[ServerConfig, ...] = ()
+    issues: tuple[ConfigIssue, ...] = ()
+
+    def server(self, name: str) -> ServerConfig | None:
+        return next((s for s in self.servers if s.name == name), None)

@@ -1,0 +1,1 @@
+"""The daemon: wiring, signals and logging."""

@@ -1,0 +1,34 @@
+"""structlog set-up: key-value lines on a terminal, JSON lines otherwise, always on stderr."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Literal
+
+import structlog
+
+LogFormat = Literal["auto", "json", "console"]
+
+
+def configure_logging(level: str = "info", fmt: LogFormat = "auto") -> None:
+    """Configure structlog once for the process; ``auto`` picks JSON unless stderr is a terminal."""
+    use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
+    renderer: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+    # The SDK logs through stdlib logging (e.g. a server's unparseable output); keep it on stderr,
+    # quiet below warnings, so it cannot interleave with stdout of a front end.
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )

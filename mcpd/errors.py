@@ -1,0 +1,97 @@
+"""The one exception tree of mcpd; each class carries the code it has on the wire.
+
+::
+
+    McpdError                     1000  anything mcpd itself raises on purpose
+    ├── ConfigError               1001  a config file or entry is invalid
+    ├── ProtocolError             1002  a malformed frame or message, a version mismatch
+    ├── UnknownMethod             1003
+    ├── InvalidParams             1004
+    ├── UnknownServer             1005  no server of that name is configured
+    ├── ServerNotRunning          1006  the server is stopped, failed, disabled or still starting
+    ├── UnknownTool               1007
+    ├── ToolError                 1008  the tool ran and reported failure
+    ├── TransportError            1009  the server went away or answered nonsense mid-call
+    └── CallTimeout               1010  no answer within the deadline
+
+Lower-layer errors (the SDK's ``MCPError``, ``OSError``, anyio's stream errors) are
+converted once, where they cross into mcpd, to the most specific class here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class McpdError(Exception):
+    """Base class; ``code`` identifies the class on the wire, ``data`` is extra detail."""
+
+    code: ClassVar[int] = 1000
+
+    def __init__(self, message: str, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data or {}
+
+
+class ConfigError(McpdError):
+    code = 1001
+
+
+class ProtocolError(McpdError):
+    code = 1002
+
+
+class UnknownMethod(McpdError):
+    code = 1003
+
+
+class InvalidParams(McpdError):
+    code = 1004
+
+
+class UnknownServer(McpdError):
+    code = 1005
+
+
+class ServerNotRunning(McpdError):
+    code = 1006
+
+
+class UnknownTool(McpdError):
+    code = 1007
+
+
+class ToolError(McpdError):
+    code = 1008
+
+
+class TransportError(McpdError):
+    code = 1009
+
+
+class CallTimeout(McpdError):
+    code = 1010
+
+
+ERRORS_BY_CODE: dict[int, type[McpdError]] = {
+    cls.code: cls
+    for cls in (
+        McpdError,
+        ConfigError,
+        ProtocolError,
+        UnknownMethod,
+        InvalidParams,
+        UnknownServer,
+        ServerNotRunning,
+        UnknownTool,
+        ToolError,
+        TransportError,
+        CallTimeout,
+    )
+}
+
+
+def error_from_wire(code: int, message: str, data: dict[str, Any] | None) -> McpdError:
+    """Rebuild the exception a daemon sent; unknown codes become the base class."""
+    return ERRORS_BY_CODE.get(code, McpdError)(message, data)

@@ -1,0 +1,303 @@
+"""A stdio MCP server as a child process: spawn, JSON-RPC lines, stderr, and a bounded stop.
+
+The SDK's ``stdio_client`` hides the process, so it cannot report a pid, tell when the
+process died, tie the child's life to the daemon's, or route stderr to our log; this
+module does those and hands the SDK's ``ClientSession`` the same pair of streams.
+
+Each child gets its own session and process group, so stopping it reaches the
+grandchildren too (``npx`` -> ``node``, ``uvx`` -> ``python``). On Linux the child
+also gets ``PR_SET_PDEATHSIG = SIGKILL``: if the daemon is killed with SIGKILL, the
+kernel kills the child at once; its own children see stdin close and exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+import anyio
+import mcp_types
+import structlog
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.shared.message import SessionMessage
+
+from mcpd.config.model import ServerConfig
+
+log = structlog.get_logger("mcpd.supervisor")
+
+MAX_LINE_BYTES = 32 * 1024 * 1024
+"""One JSON-RPC message per line; a line longer than this ends the connection."""
+
+_KILL_WAIT = 2.0
+_GROUP_POLL = 0.02
+_INHERITED_ENV = (
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
+    "TMPDIR", "TZ", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME",
+    "XDG_STATE_HOME", "SSL_CERT_FILE", "SSL_CERT_DIR", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+    "http_proxy", "https_proxy", "no_proxy",
+)  # fmt: skip
+
+
+def child_environment(extra: dict[str, str]) -> dict[str, str]:
+    """What a child sees: the basics a program needs from ours, then the entry's own ``env``."""
+    env = {key: os.environ[key] for key in _INHERITED_ENV if key in os.environ}
+    env.setdefault("PATH", os.defpath)
+    env.update(extra)
+    return env
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the kernel SIGKILL the child when the daemon dies (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    pr_set_pdeathsig = 1
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(pr_set_pdeathsig, signal.SIGKILL)
+        # The daemon may have died between fork and prctl; then nobody would kill us later.
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
+
+
+class StderrLog:
+    """Forwards a child's stderr lines to the daemon log, rate-limited, keeping a short tail.
+
+    A token bucket: ``burst`` lines at once, then ``per_second``; what is dropped is
+    counted and reported once lines flow again, so a chatty server cannot flood the log.
+    """
+
+    def __init__(self, server: str, *, burst: int = 50, per_second: float = 10.0, tail: int = 20) -> None:
+        self.server = server
+        self.tail: deque[str] = deque(maxlen=tail)
+        self._burst = burst
+        self._rate = per_second
+        self._tokens = float(burst)
+        self._stamp = time.monotonic()
+        self._dropped = 0
+
+    def line(self, text: str) -> None:
+        self.tail.append(text)
+        now = time.monotonic()
+        self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self._rate)
+        self._stamp = now
+        if self._tokens < 1:
+            self._dropped += 1
+            return
+        self._tokens -= 1
+        if self._dropped:
+            log.warning("server.stderr_dropped", server=self.server, lines=self._dropped)
+            self._dropped = 0
+        log.info("server.stderr", server=self.server, line=text)
+
+
+def describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited with code {returncode}"
+
+
+class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """The asyncio protocol, plus a hook when the process exits.
+
+    ``Process.wait()`` also waits for every pipe to close, which a grandchild holding
+    stdout open can delay forever; ``process_exited`` fires on the exit itself.
+    """
+
+    def __init__(self, on_exit: Callable[[], None]) -> None:
+        super().__init__(limit=MAX_LINE_BYTES, loop=asyncio.get_running_loop())
+        self._on_exit = on_exit
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        self._on_exit()
+
+
+@dataclass
+class StdioChild:
+    """A running stdio server process and the message streams of its JSON-RPC connection."""
+
+    server: str
+    process: asyncio.subprocess.Process
+    stderr: StderrLog
+    exited: anyio.Event = field(default_factory=anyio.Event)
+    garbage_lines: int = 0
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+    def exit_reason(self) -> str:
+        """Why it is gone, with its last stderr line: the usual answer to "why did it die"."""
+        code = self.returncode
+        reason = "process is running" if code is None else describe_exit(code)
+        if self.stderr.tail:
+            reason += f"; last stderr: {self.stderr.tail[-1][:300]}"
+        return reason
+
+    async def _read_stdout(self, sink: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
+        stdout = self.process.stdout
+        assert stdout is not None
+        async with sink:
+            while True:
+                try:
+                    line = await stdout.readuntil(b"\n")
+                except asyncio.IncompleteReadError as exc:
+                    line = exc.partial
+                    if not line:
+                        return
+                except asyncio.LimitOverrunError:
+                    log.error("server.line_too_long", server=self.server, limit=MAX_LINE_BYTES)
+                    return
+                if not line.strip():
+                    continue
+                try:
+                    message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                except ValueError:
+                    # Servers that print banners or debug output on stdout break the protocol for
+                    # that line only; skip it, say so, and keep the connection.
+                    self.garbage_lines += 1
+                    if self.garbage_lines <= 10 or self.garbage_lines % 1000 == 0:
+                        log.warning(
+                            "server.stdout_garbage",
+                            server=self.server,
+                            count=self.garbage_lines,
+                            line=line[:200].decode("utf-8", "replace").rstrip(),
+                        )
+                    continue
+                try:
+                    await sink.send(SessionMessage(message))
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    return
+
+    async def _write_stdin(self, source: MemoryObjectReceiveStream[SessionMessage]) -> None:
+        stdin = self.process.stdin
+        assert stdin is not None
+        async with source:
+            async for item in source:
+                data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+                try:
+                    stdin.write(data.encode() + b"\n")
+                    await stdin.drain()
+                except (ConnectionError, OSError):
+                    return
+
+    async def _read_stderr(self) -> None:
+        stderr = self.process.stderr
+        assert stderr is not None
+        while True:
+            try:
+                line = await stderr.readline()
+            except ValueError:  # a line over the limit: skip what is buffered
+                continue
+            if not line:
+                return
+            self.stderr.line(line.decode("utf-8", "replace").rstrip())
+
+    def _signal_group(self, signum: int) -> bool:
+        """Send ``signum`` to the child's whole process group; False when the group is gone."""
+        try:
+            os.killpg(self.pid, signum)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # pragma: no cover - a setuid child; nothing more we may do
+            return False
+        return True
+
+    async def _wait_group_gone(self, timeout: float) -> bool:
+        """Wait until the leader has exited and no process is left in its group."""
+        with anyio.move_on_after(timeout):
+            await self.exited.wait()
+            # Grandchildren are not ours to wait for; polling the group is the only way to see them go.
+            while self._signal_group(0):  # noqa: ASYNC110
+                await anyio.sleep(_GROUP_POLL)
+            return True
+        return False
+
+    async def stop(self, grace: float) -> None:
+        """Close stdin, wait ``grace``; SIGTERM the group, wait ``grace``; SIGKILL the group.
+
+        Shielded and bounded: a cancelled caller still gets a dead child, and never waits
+        more than about ``2 * grace + 2`` seconds.
+        """
+        with anyio.CancelScope(shield=True):
+            stdin = self.process.stdin
+            if stdin is not None and not stdin.is_closing():
+                stdin.close()
+            if await self._wait_group_gone(grace):
+                return
+            if self._signal_group(signal.SIGTERM) and await self._wait_group_gone(grace):
+                return
+            if self._signal_group(signal.SIGKILL) and not await self._wait_group_gone(_KILL_WAIT):
+                log.error("server.unkillable", server=self.server, pid=self.pid)
+
+
+@contextlib.asynccontextmanager
+async def open_stdio_child(
+    config: ServerConfig,
+) -> AsyncIterator[
+    tuple[
+        StdioChild,
+        MemoryObjectReceiveStream[SessionMessage | Exception],
+        MemoryObjectSendStream[SessionMessage],
+    ]
+]:
+    """Spawn the server; yield it with the (read, write) streams a ``ClientSession`` takes.
+
+    Raises ``OSError`` when the command cannot be spawned. On exit the child is stopped.
+    """
+    assert config.command is not None
+    loop = asyncio.get_running_loop()
+    exited = anyio.Event()
+    transport, protocol = await loop.subprocess_exec(
+        lambda: _Protocol(exited.set),
+        config.command,
+        *config.args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=child_environment(config.env),
+        cwd=config.cwd,
+        start_new_session=True,
+        preexec_fn=_die_with_parent(),
+    )
+    child = StdioChild(
+        server=config.name,
+        process=asyncio.subprocess.Process(transport, protocol, loop),
+        stderr=StderrLog(config.name),
+        exited=exited,
+    )
+    read_in, read_out = anyio.create_memory_object_stream[SessionMessage | Exception](32)
+    write_in, write_out = anyio.create_memory_object_stream[SessionMessage](32)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(child._read_stdout, read_in)
+            tg.start_soon(child._write_stdin, write_out)
+            tg.start_soon(child._read_stderr)
+            try:
+                yield child, read_out, write_in
+            finally:
+                await child.stop(config.stop_grace)
+                tg.cancel_scope.cancel()
+    finally:
+        for stream in (read_out, write_in):
+            stream.close()
+        transport.close()

@@ -1,0 +1,155 @@
+"""The set of supervised servers: start them all at once, apply a reload diff, stop them all."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+
+import anyio
+import msgspec
+import structlog
+from anyio.abc import TaskGroup
+
+from mcpd.config.model import Config, ServerConfig
+from mcpd.errors import UnknownServer
+from mcpd.supervisor.actor import ServerActor
+from mcpd.supervisor.model import Event, ServerStatus
+from mcpd.supervisor.states import ServerState
+
+log = structlog.get_logger("mcpd.supervisor")
+
+S = ServerState
+
+
+class ReloadPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """What a new config changes: names of servers to start, stop, restart, and leave alone."""
+
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    changed: tuple[str, ...]
+    unchanged: tuple[str, ...]
+
+
+def plan_reload(old: dict[str, ServerConfig], new: Config) -> ReloadPlan:
+    """Diff the running configs against a new config, by server name and full equality."""
+    new_by_name = {s.name: s for s in new.servers}
+    return ReloadPlan(
+        added=tuple(sorted(new_by_name.keys() - old.keys())),
+        removed=tuple(sorted(old.keys() - new_by_name.keys())),
+        changed=tuple(sorted(n for n in old.keys() & new_by_name.keys() if old[n] != new_by_name[n])),
+        unchanged=tuple(sorted(n for n in old.keys() & new_by_name.keys() if old[n] == new_by_name[n])),
+    )
+
+
+class Supervisor:
+    """Owns one ``ServerActor`` task per configured server, all in one task group."""
+
+    def __init__(self, tg: TaskGroup, *, listeners: list[Callable[[Event], None]] | None = None) -> None:
+        self._tg = tg
+        self._actors: dict[str, ServerActor] = {}
+        self._scopes: dict[str, anyio.CancelScope] = {}
+        self._listeners = list(listeners or [])
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        return sorted(self._actors)
+
+    def actor(self, name: str) -> ServerActor:
+        try:
+            return self._actors[name]
+        except KeyError:
+            raise UnknownServer(f"no server named {name!r} is configured", {"server": name}) from None
+
+    def actors(self) -> list[ServerActor]:
+        """All actors, sorted by server name: the one stable order everything lists in."""
+        return [self._actors[name] for name in sorted(self._actors)]
+
+    def status(self) -> list[ServerStatus]:
+        return [actor.status() for actor in self.actors()]
+
+    def add_listener(self, listener: Callable[[Event], None]) -> None:
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[Event], None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
+
+    # -- changes ----------------------------------------------------------------------------
+
+    def _emit(self, event: Event) -> None:
+        for listener in list(self._listeners):
+            listener(event)
+
+    def add(self, config: ServerConfig) -> ServerActor:
+        """Start supervising ``config`` (it starts at once unless disabled)."""
+        actor = ServerActor(config, self._emit)
+        scope = anyio.CancelScope()
+        self._actors[config.name] = actor
+        self._scopes[config.name] = scope
+
+        async def supervise() -> None:
+            with scope:
+                await actor.run()
+
+        self._tg.start_soon(supervise, name=f"mcpd.server.{config.name}")
+        return actor
+
+    async def remove(self, name: str) -> None:
+        """Stop a server and forget it."""
+        actor = self.actor(name)
+        await actor.stop()
+        self._scopes.pop(name).cancel()
+        del self._actors[name]
+
+    async def apply(self, config: Config) -> ReloadPlan:
+        """Bring the running set in line with ``config``; untouched servers keep running as they are."""
+        plan = plan_reload({n: a.config for n, a in self._actors.items()}, config)
+        new = {s.name: s for s in config.servers}
+        async with anyio.create_task_group() as tg:
+            for name in plan.removed:
+                tg.start_soon(self.remove, name)
+            for name in plan.changed:
+                tg.start_soon(self.remove, name)
+        for name in (*plan.added, *plan.changed):
+            self.add(new[name])
+        log.info(
+            "config.reloaded",
+            source=config.source,
+            added=list(plan.added),
+            removed=list(plan.removed),
+            changed=list(plan.changed),
+            unchanged=len(plan.unchanged),
+        )
+        return plan
+
+    async def wait_started(self, timeout: float) -> None:
+        """Wait until every enabled server has finished its first start attempt, or ``timeout``."""
+        with anyio.move_on_after(timeout):
+            for actor in self.actors():
+                if actor.config.enabled:
+                    await actor.first_attempt_done.wait()
+
+    async def stop_all(self) -> None:
+        """Stop every server in parallel; each stop is bounded by that server's grace periods."""
+        async with anyio.create_task_group() as tg:
+            for actor in self.actors():
+                tg.start_soon(actor.stop)
+        for scope in self._scopes.values():
+            scope.cancel()
+
+
+@contextlib.asynccontextmanager
+async def open_supervisor(
+    config: Config, *, listeners: list[Callable[[Event], None]] | None = None
+) -> AsyncIterator[Supervisor]:
+    """Start every server of ``config`` concurrently; on exit stop them all."""
+    async with anyio.create_task_group() as tg:
+        supervisor = Supervisor(tg, listeners=listeners)
+        for server in config.servers:
+            supervisor.add(server)
+        try:
+            yield supervisor
+        finally:
+            with anyio.CancelScope(shield=True):
+                await supervisor.stop_all()

@@ -1,0 +1,1 @@
+"""Helpers for testing with mcpd: a misbehaving-on-demand fixture server, and more to come."""

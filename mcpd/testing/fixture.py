@@ -1,0 +1,152 @@
+"""A configurable MCP server for tests, benchmarks and users' own experiments.
+
+Run ``python -m mcpd.testing.fixture --help``. It is written with the mcp SDK, so it
+behaves like a real server, and its flags make it misbehave on purpose: hang in
+``initialize``, die, freeze, answer slowly, print garbage on stdout, expose no tools.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m mcpd.testing.fixture", description=__doc__)
+    parser.add_argument("--name", default="fixture", help="server name reported in serverInfo")
+    parser.add_argument("--tools", type=int, default=3, help="number of generic tools tool_0..tool_N-1")
+    parser.add_argument("--no-control", action="store_true", help="omit echo/fail/sleep/crash/add_tool")
+    parser.add_argument("--instructions", default=None, help="instructions sent in initialize")
+    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    parser.add_argument("--port", type=int, default=0, help="loopback port for --transport http")
+    parser.add_argument("--hang-initialize", action="store_true", help="never answer initialize")
+    parser.add_argument("--exit-after", type=int, default=0, metavar="K", help="exit(3) on the K-th call")
+    parser.add_argument(
+        "--freeze-after", type=int, default=0, metavar="K", help="stop answering anything after K calls"
+    )
+    parser.add_argument(
+        "--die-after", type=float, default=None, metavar="S", help="exit(1) S seconds after start"
+    )
+    parser.add_argument(
+        "--slow", type=float, default=0.0, metavar="S", help="every tool call sleeps S seconds"
+    )
+    parser.add_argument("--garbage-stdout", action="store_true", help="print non-JSON lines on stdout first")
+    parser.add_argument(
+        "--stderr-lines", type=int, default=0, metavar="N", help="write N lines to stderr at start"
+    )
+    parser.add_argument("--ignore-sigterm", action="store_true", help="survive SIGTERM (needs SIGKILL)")
+    return parser.parse_args(argv)
+
+
+class _Behaviour:
+    """Counts calls and carries out the misbehaviours the flags ask for."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.calls = 0
+
+    async def on_call(self) -> None:
+        self.calls += 1
+        if self.args.exit_after and self.calls >= self.args.exit_after:
+            os._exit(3)
+        if self.args.freeze_after and self.calls > self.args.freeze_after:
+            # Blocks the event loop: the process stays alive but answers nothing, not even ping.
+            time.sleep(3600)  # noqa: ASYNC251
+        if self.args.slow:
+            await anyio.sleep(self.args.slow)
+
+
+def _generic_tool(server: MCPServer, behaviour: _Behaviour, index: int) -> None:
+    name = f"tool_{index}"
+
+    async def run(text: str = "") -> str:
+        await behaviour.on_call()
+        return f"{server.name}:{name}:{text}"
+
+    server.add_tool(run, name=name, description=f"Generic fixture tool number {index} of {server.name}.")
+
+
+def build_server(args: argparse.Namespace) -> MCPServer:
+    """The MCP server the flags describe."""
+    server: MCPServer = MCPServer(args.name, instructions=args.instructions, log_level="WARNING")
+    behaviour = _Behaviour(args)
+    for index in range(args.tools):
+        _generic_tool(server, behaviour, index)
+    if args.no_control:
+        return server
+
+    @server.tool(description="Return the given text unchanged.")
+    async def echo(text: str) -> str:
+        await behaviour.on_call()
+        return text
+
+    @server.tool(description="Always fail with the given message, as a tool error.")
+    async def fail(message: str = "fixture failure") -> str:
+        await behaviour.on_call()
+        raise ValueError(message)
+
+    @server.tool(description="Sleep for the given number of seconds, then return.")
+    async def sleep(seconds: float) -> str:
+        await behaviour.on_call()
+        await anyio.sleep(seconds)
+        return f"slept {seconds}"
+
+    @server.tool(description="Exit the server process at once with the given code.")
+    async def crash(code: int = 3) -> str:
+        os._exit(code)
+
+    @server.tool(description="Add a tool with the given name and notify the client that the list changed.")
+    async def add_tool(name: str, ctx: Context) -> str:
+        async def added(text: str = "") -> str:
+            return text
+
+        server.add_tool(added, name=name, description=f"Tool {name}, added at run time.")
+        await ctx.session.send_tool_list_changed()
+        return f"added {name}"
+
+    @server.tool(description="Return the process id of this server.")
+    async def pid() -> int:
+        return os.getpid()
+
+    return server
+
+
+def _misbehave_at_start(args: argparse.Namespace) -> None:
+    if args.ignore_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    for line in range(args.stderr_lines):
+        print(f"fixture {args.name} stderr line {line}", file=sys.stderr, flush=True)
+    if args.garbage_stdout:
+        print("this is not JSON-RPC", flush=True)
+        print("{not json either", flush=True)
+    if args.die_after is not None:
+        # A timer thread, because the server's own loop may be blocked by another misbehaviour.
+        timer = threading.Timer(args.die_after, os._exit, args=(1,))
+        timer.daemon = True
+        timer.start()
+    if args.hang_initialize:
+        # Alive, reading nothing: the client's initialize must time out.
+        time.sleep(3600)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parse_args(argv)
+    _misbehave_at_start(args)
+    server = build_server(args)
+    if args.transport == "stdio":
+        server.run("stdio")
+        return
+    kwargs: dict[str, Any] = {"host": "127.0.0.1", "port": args.port}
+    server.run("streamable-http", **kwargs)
+
+
+if __name__ == "__main__":
+    main()
