@@ -28,6 +28,7 @@ import mcpd
 from mcpd.config.model import ServerConfig
 from mcpd.errors import CallTimeout, ServerNotRunning, TransportError, UnknownTool
 from mcpd.supervisor.backoff import backoff_delay, gives_up
+from mcpd.supervisor.gate import StartGate
 from mcpd.supervisor.model import (
     Event,
     ServerInfo,
@@ -85,9 +86,11 @@ class ServerActor:
         config: ServerConfig,
         emit: Callable[[Event], None],
         *,
+        start_gate: StartGate | None = None,
         unit_random: Callable[[], float] = random.random,
     ) -> None:
         self.config = config
+        self._start_gate = start_gate or StartGate()
         self._emit = emit
         self._random = unit_random
         self._state = S.STOPPED if config.enabled else S.DISABLED
@@ -274,7 +277,8 @@ class ServerActor:
             return
         if gives_up(self._attempt, self.config.restart):
             self._want_running = False
-            self._set(S.FAILED, f"crash loop: {self._attempt} failed starts in a row; last: {failure.reason}")
+            self.last_error = f"crash loop: {self._attempt} failed runs in a row; last: {failure.reason}"
+            self._set(S.FAILED, self.last_error)
             return
         delay = backoff_delay(self._attempt, self.config.restart, self._random())
         self._set(S.BACKOFF, f"restart in {delay:.2f}s: {failure.reason}")
@@ -296,10 +300,13 @@ class ServerActor:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._watch_wishes, tg)
+                slot = await self._start_gate.enter()
+                tg.start_soon(slot.expire)
                 async with self._connect() as session:
                     if self._child is not None:
                         tg.start_soon(self._watch_exit, self._child)
                     await self._handshake(session)
+                    slot.release()
                     tg.start_soon(self._watch_health, session)
                     tg.start_soon(self._watch_tools, session)
                     await anyio.sleep_forever()

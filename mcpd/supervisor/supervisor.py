@@ -13,6 +13,7 @@ from anyio.abc import TaskGroup
 from mcpd.config.model import Config, ServerConfig
 from mcpd.errors import UnknownServer
 from mcpd.supervisor.actor import ServerActor
+from mcpd.supervisor.gate import StartGate
 from mcpd.supervisor.model import Event, ServerStatus
 from mcpd.supervisor.states import ServerState
 
@@ -49,6 +50,7 @@ class Supervisor:
         self._actors: dict[str, ServerActor] = {}
         self._scopes: dict[str, anyio.CancelScope] = {}
         self._listeners = list(listeners or [])
+        self._start_gate = StartGate()
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -83,7 +85,7 @@ class Supervisor:
 
     def add(self, config: ServerConfig) -> ServerActor:
         """Start supervising ``config`` (it starts at once unless disabled)."""
-        actor = ServerActor(config, self._emit)
+        actor = ServerActor(config, self._emit, start_gate=self._start_gate)
         scope = anyio.CancelScope()
         self._actors[config.name] = actor
         self._scopes[config.name] = scope

@@ -1,1 +1,44 @@
-"""Helpers for testing with mcpd: a misbehaving-on-demand fixture server, and more to come."""
+"""Helpers for testing with mcpd, in this repository and in users' own test suites.
+
+``fixture_server()`` builds the config of a fixture server (see ``mcpd.testing.fixture``
+for its misbehaviour flags); ``process_gone()`` tells whether a pid has really exited.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from mcpd.config.model import RestartPolicy, ServerConfig
+
+FAST_RESTARTS = RestartPolicy(initial_delay=0.05, max_delay=0.2, max_retries=3, stable_after=10.0)
+"""A restart policy that keeps tests quick: short backoff, three retries."""
+
+
+def fixture_command(name: str, *flags: str) -> tuple[str, ...]:
+    """argv that runs the fixture server named ``name`` with misbehaviour ``flags``."""
+    return (sys.executable, "-m", "mcpd.testing.fixture", "--name", name, *flags)
+
+
+def fixture_server(name: str, *flags: str, **settings: Any) -> ServerConfig:
+    """A ``ServerConfig`` for a stdio fixture server; ``settings`` override config fields."""
+    command, *args = fixture_command(name, *flags)
+    settings.setdefault("restart", FAST_RESTARTS)
+    return ServerConfig(name=name, command=command, args=tuple(args), **settings)
+
+
+def process_gone(pid: int) -> bool:
+    """True when ``pid`` no longer runs. A zombie counts as gone: it has exited, only its
+    parent (or init, for orphans) has yet to collect the status."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+    except OSError:  # no /proc (macOS): a signal-able pid is taken as running
+        return False

@@ -1,0 +1,75 @@
+"""The state table and the backoff function: pure logic, no processes, no sleeping."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from mcpd.config.model import RestartPolicy
+from mcpd.supervisor.backoff import backoff_delay, gives_up
+from mcpd.supervisor.states import InvalidTransition, ServerState, check_transition
+
+S = ServerState
+
+
+def test_legal_transitions_return_the_new_state() -> None:
+    """Every edge the supervisor walks on a normal life cycle is allowed."""
+    path = [
+        S.STOPPED,
+        S.STARTING,
+        S.RUNNING,
+        S.DEGRADED,
+        S.RUNNING,
+        S.BACKOFF,
+        S.STARTING,
+        S.FAILED,
+        S.STARTING,
+    ]
+    for old, new in itertools.pairwise(path):
+        assert check_transition(old, new) is new
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (S.STOPPED, S.RUNNING),  # never running without a handshake
+        (S.BACKOFF, S.RUNNING),
+        (S.FAILED, S.BACKOFF),  # failed stays failed until an explicit start
+        (S.DISABLED, S.RUNNING),
+        (S.RUNNING, S.RUNNING),
+    ],
+)
+def test_illegal_transitions_raise(old: ServerState, new: ServerState) -> None:
+    """Edges outside the table are bugs and fail loudly."""
+    with pytest.raises(InvalidTransition):
+        check_transition(old, new)
+
+
+def test_backoff_grows_exponentially_and_is_capped() -> None:
+    """Without jitter the delay doubles per attempt until max_delay."""
+    policy = RestartPolicy(initial_delay=1.0, max_delay=10.0, multiplier=2.0, jitter=0.0)
+    assert [backoff_delay(n, policy, 0.5) for n in range(1, 7)] == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+
+
+def test_backoff_jitter_stays_within_its_fraction() -> None:
+    """Jitter spreads the delay by at most +/- jitter, in both directions."""
+    policy = RestartPolicy(initial_delay=2.0, max_delay=2.0, jitter=0.25)
+    assert backoff_delay(1, policy, 0.0) == pytest.approx(1.5)
+    assert backoff_delay(1, policy, 0.999999) == pytest.approx(2.5, rel=1e-5)
+    assert backoff_delay(1, policy, 0.5) == pytest.approx(2.0)
+
+
+def test_crash_loop_threshold() -> None:
+    """max_retries unstable runs are retried; one more is a crash loop."""
+    policy = RestartPolicy(max_retries=3)
+    assert not gives_up(3, policy)
+    assert gives_up(4, policy)
+
+
+def test_policy_rejects_nonsense() -> None:
+    """A policy that could never work is refused when built."""
+    with pytest.raises(ValueError, match="jitter"):
+        RestartPolicy(jitter=1.5)
+    with pytest.raises(ValueError, match="max_delay"):
+        RestartPolicy(initial_delay=5, max_delay=1)

@@ -1,0 +1,352 @@
+"""The supervisor against real MCP server processes: start, death, restart, health, stop, reload."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+
+from mcpd.config import Config, ServerConfig
+from mcpd.errors import CallTimeout, ServerNotRunning, UnknownServer, UnknownTool
+from mcpd.supervisor.model import Event, StateChanged
+from mcpd.supervisor.states import ServerState
+from mcpd.supervisor.supervisor import Supervisor, open_supervisor, plan_reload
+from mcpd.testing import fixture_command, fixture_server, process_gone
+
+pytestmark = pytest.mark.anyio
+S = ServerState
+
+
+def config(*servers: ServerConfig) -> Config:
+    return Config(source="<test>", servers=tuple(sorted(servers, key=lambda s: s.name)))
+
+
+async def wait_gone(pid: int, timeout: float = 10.0) -> None:
+    with anyio.fail_after(timeout):
+        while not process_gone(pid):
+            await anyio.sleep(0.02)
+
+
+async def test_parallel_start_two_hanging_of_six() -> None:
+    """Healthy servers are running long before hung ones time out; start time is not the sum."""
+    healthy = [fixture_server(f"ok{i}") for i in range(4)]
+    hung = [fixture_server(f"hung{i}", "--hang-initialize", connect_timeout=6.0) for i in range(2)]
+    ready_at: dict[str, float] = {}
+    start = time.monotonic()
+
+    def record(event: Event) -> None:
+        if isinstance(event, StateChanged) and event.old is S.STARTING:
+            ready_at[event.server] = time.monotonic() - start
+
+    async with open_supervisor(config(*healthy, *hung), listeners=[record]) as sup:
+        await sup.wait_started(timeout=20)
+        total = time.monotonic() - start
+        states = {s.name: s for s in sup.status()}
+    assert all(states[s.name].state is S.RUNNING for s in healthy)
+    for server in hung:
+        assert states[server.name].state is S.DEGRADED
+        assert states[server.name].alive
+        assert "initialize" in (states[server.name].last_error or "")
+    slowest_healthy = max(ready_at[s.name] for s in healthy)
+    assert slowest_healthy < min(ready_at[s.name] for s in hung)
+    # Bounded by the connect timeout, never 2 x 6 s plus 4 starts in series.
+    assert total < 6.0 + 4.0, ready_at
+
+
+async def test_kill_9_child_is_restarted_with_reason() -> None:
+    """A child killed with SIGKILL comes back with a new pid; restarts and last_error say what happened."""
+    async with open_supervisor(config(fixture_server("victim"))) as sup:
+        actor = sup.actor("victim")
+        await actor.wait_state(S.RUNNING, timeout=20)
+        first = actor.status().pid
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        await actor.wait_state(S.BACKOFF, timeout=10)
+        await actor.wait_state(S.RUNNING, timeout=20)
+        status = actor.status()
+    assert status.pid not in (None, first)
+    assert status.restarts == 1
+    assert "SIGKILL" in (status.last_error or "")
+    await wait_gone(first)
+
+
+async def test_crash_loop_ends_in_failed_until_restarted() -> None:
+    """A server that dies right after start is retried max_retries times, then left failed."""
+    dying = fixture_server("dying", "--die-after", "0")
+    async with open_supervisor(config(dying)) as sup:
+        actor = sup.actor("dying")
+        await actor.wait_state(S.FAILED, timeout=30)
+        status = actor.status()
+        assert status.restarts == dying.restart.max_retries
+        assert "crash loop" in (status.last_error or "") and "exited with code 1" in (status.last_error or "")
+        with pytest.raises(ServerNotRunning, match="failed"):
+            await actor.call_tool("echo", {"text": "x"}, timeout=1)
+        # failed is sticky: nothing happens until someone asks.
+        with pytest.raises(TimeoutError):
+            await actor.wait_state(S.STARTING, timeout=0.5)
+        actor.restart()
+        await actor.wait_state(S.STARTING, timeout=5)
+
+
+async def test_frozen_server_is_degraded_then_restarted() -> None:
+    """Alive but silent (pings time out) is degraded, not dead; after unhealthy_after misses, restarted."""
+    frozen = fixture_server(
+        "frozen",
+        "--freeze-after",
+        "1",
+        ping_interval=0.2,
+        ping_timeout=0.3,
+        unhealthy_after=3,
+        stop_grace=0.5,
+    )
+    async with open_supervisor(config(frozen)) as sup:
+        actor = sup.actor("frozen")
+        await actor.wait_state(S.RUNNING, timeout=20)
+        pid = actor.status().pid
+        await actor.call_tool("echo", {"text": "one"})
+        async with anyio.create_task_group() as tg:
+            # The second call freezes the process; the call itself times out.
+            tg.start_soon(_expect_timeout, sup, "frozen")
+            await actor.wait_state(S.DEGRADED, timeout=10)
+            status = actor.status()
+            assert status.alive and status.degraded and status.pid == pid
+            assert "ping" in (status.last_error or "")
+            await actor.wait_state(S.BACKOFF, timeout=10)
+        assert "unresponsive" in (actor.last_error or "")
+        await actor.wait_state(S.RUNNING, timeout=20)
+        assert actor.status().pid != pid
+    assert pid is not None
+    await wait_gone(pid)
+
+
+async def _expect_timeout(sup: Supervisor, name: str) -> None:
+    with pytest.raises(CallTimeout):
+        await sup.actor(name).call_tool("echo", {"text": "two"}, timeout=0.5)
+
+
+async def test_zero_tools_is_running_not_degraded() -> None:
+    """A server that legitimately has no tools is healthy."""
+    empty = fixture_server("empty", "--tools", "0", "--no-control", ping_interval=0.2)
+    async with open_supervisor(config(empty)) as sup:
+        actor = sup.actor("empty")
+        await actor.wait_state(S.RUNNING, timeout=20)
+        await anyio.sleep(0.6)  # let a few pings pass: still healthy
+        status = actor.status()
+    assert status.state is S.RUNNING and status.tools == 0 and not status.degraded
+
+
+async def test_missing_command_fails_alone() -> None:
+    """A command that does not exist fails at once with a clear reason; its neighbour runs."""
+    missing = ServerConfig(name="missing", command="/definitely/not/here-mcp")
+    async with open_supervisor(config(missing, fixture_server("fine"))) as sup:
+        await sup.actor("missing").wait_state(S.FAILED, timeout=10)
+        await sup.actor("fine").wait_state(S.RUNNING, timeout=20)
+        status = sup.actor("missing").status()
+    assert "/definitely/not/here-mcp" in (status.last_error or "")
+    assert status.restarts == 0
+
+
+async def test_garbage_on_stdout_is_skipped() -> None:
+    """Non-JSON lines on stdout are dropped and counted; the session still works."""
+    async with open_supervisor(
+        config(fixture_server("noisy", "--garbage-stdout", "--stderr-lines", "5"))
+    ) as sup:
+        actor = sup.actor("noisy")
+        await actor.wait_state(S.RUNNING, timeout=20)
+        result = await actor.call_tool("echo", {"text": "still fine"})
+    assert result.content == [{"type": "text", "text": "still fine"}]
+
+
+async def test_tool_results_errors_and_unknown_tools() -> None:
+    """A tool error is a result with is_error; an unknown tool and an unknown server are typed errors."""
+    async with open_supervisor(config(fixture_server("t"))) as sup:
+        actor = sup.actor("t")
+        await actor.wait_state(S.RUNNING, timeout=20)
+        failed = await actor.call_tool("fail", {"message": "nope"})
+        assert failed.is_error
+        with pytest.raises(UnknownTool):
+            await actor.call_tool("no_such_tool", {})
+        with pytest.raises(UnknownServer):
+            sup.actor("no_such_server")
+        with pytest.raises(CallTimeout):
+            await actor.call_tool("sleep", {"seconds": 5}, timeout=0.3)
+        # The slow call did not hurt the server.
+        assert (await actor.call_tool("echo", {"text": "ok"})).content[0]["text"] == "ok"
+        assert actor.state is S.RUNNING
+
+
+async def test_list_changed_refreshes_tools() -> None:
+    """notifications/tools/list_changed makes the supervisor re-list that server's tools."""
+    async with open_supervisor(config(fixture_server("dyn"))) as sup:
+        actor = sup.actor("dyn")
+        await actor.wait_state(S.RUNNING, timeout=20)
+        before = {t.name for t in actor.tools}
+        await actor.call_tool("add_tool", {"name": "brand_new"})
+        with anyio.fail_after(5):
+            while "brand_new" not in {t.name for t in actor.tools}:
+                await anyio.sleep(0.02)
+    assert "brand_new" not in before
+    assert [t.name for t in actor.tools] == sorted(t.name for t in actor.tools)
+
+
+async def test_call_during_restart_waits_then_runs() -> None:
+    """A call that arrives while its server restarts waits for it and succeeds."""
+    async with open_supervisor(config(fixture_server("phoenix"))) as sup:
+        actor = sup.actor("phoenix")
+        await actor.wait_state(S.RUNNING, timeout=20)
+        actor.restart()
+        await actor.wait_state(S.STARTING, timeout=5)
+        result = await actor.call_tool("echo", {"text": "after restart"}, timeout=20)
+    assert result.content[0]["text"] == "after restart"
+    assert actor.restarts == 1
+
+
+async def test_stop_start_one_server_leaves_others_alone() -> None:
+    """Stopping and starting one server does not touch another's process."""
+    async with open_supervisor(config(fixture_server("one"), fixture_server("two"))) as sup:
+        one, two = sup.actor("one"), sup.actor("two")
+        await one.wait_state(S.RUNNING, timeout=20)
+        await two.wait_state(S.RUNNING, timeout=20)
+        one_pid, two_pid = one.status().pid, two.status().pid
+        assert one_pid is not None
+        await one.stop()
+        assert one.state is S.STOPPED
+        await wait_gone(one_pid)
+        with pytest.raises(ServerNotRunning, match="stopped"):
+            await one.call_tool("echo", {"text": "x"}, timeout=1)
+        one.start()
+        await one.wait_state(S.RUNNING, timeout=20)
+        assert two.status().pid == two_pid and two.state is S.RUNNING
+
+
+async def test_stop_reaches_grandchildren_and_sigterm_ignorers() -> None:
+    """Stop signals the whole process group, escalating to SIGKILL within the grace periods."""
+    command, *args = fixture_command("stubborn", "--ignore-sigterm")
+    # sh runs a grandchild (sleep) in the same group, then execs the server.
+    wrapper = ServerConfig(
+        name="stubborn",
+        command="/bin/sh",
+        args=("-c", f"sleep 300 & echo $! >&2; exec {' '.join(map(_quote, [command, *args]))}"),
+        stop_grace=0.5,
+    )
+    async with open_supervisor(config(wrapper)) as sup:
+        actor = sup.actor("stubborn")
+        await actor.wait_state(S.RUNNING, timeout=20)
+        pid = actor.status().pid
+        assert pid is not None
+        group = _group_members(pid)
+        assert len(group) >= 2, group
+        started = time.monotonic()
+        await actor.stop()
+        elapsed = time.monotonic() - started
+    for member in group:
+        await wait_gone(member, timeout=5)
+    assert elapsed < 2 * 0.5 + 2.5
+
+
+def _quote(arg: str) -> str:
+    return "'" + arg.replace("'", "'\\''") + "'"
+
+
+def _group_members(pgid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "-g", str(pgid)], capture_output=True, text=True, check=False)
+    return [int(line) for line in out.stdout.split()]
+
+
+async def test_reload_applies_only_the_diff() -> None:
+    """Added servers start, removed ones stop, changed ones restart, unchanged ones keep their pid."""
+    keep, change, drop = fixture_server("keep"), fixture_server("change"), fixture_server("drop")
+    async with open_supervisor(config(keep, change, drop)) as sup:
+        for name in ("keep", "change", "drop"):
+            await sup.actor(name).wait_state(S.RUNNING, timeout=20)
+        pids = {s.name: s.pid for s in sup.status()}
+        changed = fixture_server("change", description="now with a description")
+        new = config(keep, changed, fixture_server("add"))
+        plan = plan_reload({a.name: a.config for a in sup.actors()}, new)
+        assert (plan.added, plan.removed, plan.changed, plan.unchanged) == (
+            ("add",),
+            ("drop",),
+            ("change",),
+            ("keep",),
+        )
+        await sup.apply(new)
+        assert sup.names() == ["add", "change", "keep"]
+        await sup.actor("add").wait_state(S.RUNNING, timeout=20)
+        await sup.actor("change").wait_state(S.RUNNING, timeout=20)
+        after = {s.name: s.pid for s in sup.status()}
+    assert after["keep"] == pids["keep"]
+    assert after["change"] != pids["change"]
+    drop_pid = pids["drop"]
+    assert drop_pid is not None
+    await wait_gone(drop_pid)
+
+
+async def test_disabled_server_stays_down_until_started() -> None:
+    """enabled = false means disabled: no process until an explicit start."""
+    async with open_supervisor(config(fixture_server("off", enabled=False))) as sup:
+        actor = sup.actor("off")
+        assert actor.state is S.DISABLED
+        await sup.wait_started(timeout=1)
+        assert actor.status().pid is None
+        actor.start()
+        await actor.wait_state(S.RUNNING, timeout=20)
+
+
+@pytest.fixture
+async def http_fixture() -> AsyncIterator[str]:
+    """A fixture server on streamable HTTP at a loopback port; yields its URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = await anyio.open_process(
+        [*fixture_command("remote", "--transport", "http", "--port", str(port))],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with anyio.fail_after(20):
+            while True:
+                try:
+                    stream = await anyio.connect_tcp("127.0.0.1", port)
+                except OSError:
+                    await anyio.sleep(0.05)
+                    continue
+                await stream.aclose()
+                break
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        with anyio.move_on_after(5):
+            await process.wait()
+
+
+async def test_streamable_http_server(http_fixture: str) -> None:
+    """A remote (streamable HTTP) server is supervised like a stdio one: connect, list, call."""
+    remote = ServerConfig(name="remote", url=http_fixture)
+    async with open_supervisor(config(remote)) as sup:
+        actor = sup.actor("remote")
+        await actor.wait_state(S.RUNNING, timeout=20)
+        status = actor.status()
+        result = await actor.call_tool("echo", {"text": "over http"})
+    assert status.transport == "http" and status.alive and status.pid is None
+    assert status.tools > 0
+    assert result.content[0]["text"] == "over http"
+
+
+async def test_third_party_server_time() -> None:
+    """mcp-server-time from PyPI starts and lists its tools."""
+    time_server = ServerConfig(name="time", command=sys.executable, args=("-m", "mcp_server_time"))
+    async with open_supervisor(config(time_server)) as sup:
+        actor = sup.actor("time")
+        await actor.wait_state(S.RUNNING, timeout=30)
+        names = [t.name for t in actor.tools]
+        result = await actor.call_tool("get_current_time", {"timezone": "UTC"})
+    assert "get_current_time" in names and "convert_time" in names
+    assert not result.is_error
