@@ -14,7 +14,7 @@ import time
 
 import anyio
 
-from mcpd.config import Config, ServerConfig
+from mcpd.config.model import Config, ServerConfig
 from mcpd.daemon.logging import configure_logging
 from mcpd.supervisor.supervisor import open_supervisor
 from mcpd.testing import fixture_server

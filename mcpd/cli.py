@@ -1,37 +1,227 @@
-"""The ``mcpd`` command line."""
+"""The ``mcpd`` command line: a thin front end over ``mcpd.client``.
+
+Exit status: 0 success; 1 the daemon reported an error (or the tool call failed);
+2 bad usage or config; 3 no daemon is listening.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
+
+import msgspec
+
+from mcpd.client.sync import Client
+from mcpd.errors import DaemonNotRunning, McpdError
+from mcpd.supervisor.model import ServerStatus
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_NO_DAEMON = 3
+
+
+def _emit_json(value: object) -> None:
+    sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes}m"
+    return f"{minutes}m{secs}s" if minutes else f"{secs}s"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return "\n".join(lines)
+
+
+def _one_line(text: str | None, width: int = 80) -> str:
+    if not text:
+        return ""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+# -- commands: each takes the parsed args and a connected client, prints, returns an exit status
+
+
+def cmd_status(args: argparse.Namespace, client: Client) -> int:
+    servers = client.status()
+    if args.json:
+        _emit_json({"servers": servers})
+        return EXIT_OK
+    rows = [
+        [
+            s.name,
+            str(s.state),
+            str(s.pid or "-"),
+            _duration(s.uptime_s),
+            str(s.restarts),
+            str(s.tools),
+            _one_line(s.last_error, 60),
+        ]
+        for s in servers
+    ]
+    print(_table(["NAME", "STATE", "PID", "UPTIME", "RESTARTS", "TOOLS", "LAST ERROR"], rows))
+    return EXIT_OK
+
+
+def cmd_tools(args: argparse.Namespace, client: Client) -> int:
+    tools = client.tools(args.server or None)
+    if args.json:
+        _emit_json({"tools": tools})
+        return EXIT_OK
+    print(_table(["TOOL", "DESCRIPTION"], [[t.name, _one_line(t.description, 70)] for t in tools]))
+    return EXIT_OK
+
+
+def cmd_call(args: argparse.Namespace, client: Client) -> int:
+    try:
+        arguments = json.loads(args.args)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--args is not valid JSON: {exc}") from None
+    if not isinstance(arguments, dict):
+        raise UsageError('--args must be a JSON object, e.g. \'{"text": "hi"}\'')
+    result = client.call_tool(args.tool, arguments, server=args.server, timeout=args.timeout)
+    if args.json:
+        _emit_json(result)
+    else:
+        for block in result.content:
+            text = block.get("text")
+            print(text if isinstance(text, str) else json.dumps(block))
+    return EXIT_ERROR if result.is_error else EXIT_OK
+
+
+def _server_command(
+    action: Callable[[Client, str], ServerStatus], success: frozenset[str]
+) -> Callable[[argparse.Namespace, Client], int]:
+    """A start/stop/restart command: exit 0 only when the server ended up in a ``success`` state."""
+
+    def run(args: argparse.Namespace, client: Client) -> int:
+        status = action(client, args.name)
+        if args.json:
+            _emit_json(status)
+        else:
+            pid = f" (pid {status.pid})" if status.pid else ""
+            error = f": {status.last_error}" if status.last_error and status.state != "running" else ""
+            print(f"{status.name}: {status.state}{pid}{error}")
+        return EXIT_OK if status.state in success else EXIT_ERROR
+
+    return run
+
+
+def cmd_reload(args: argparse.Namespace, client: Client) -> int:
+    result = client.reload()
+    if args.json:
+        _emit_json(result)
+        return EXIT_OK
+    plan = result.plan
+    print(f"reloaded {result.source}")
+    for label, names in (("added", plan.added), ("removed", plan.removed), ("restarted", plan.changed)):
+        if names:
+            print(f"  {label}: {', '.join(names)}")
+    print(f"  unchanged: {len(plan.unchanged)}")
+    for issue in result.issues:
+        print(f"  skipped: {issue}")
+    return EXIT_OK
+
+
+class UsageError(Exception):
+    pass
 
 
 def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--socket", type=Path, help="daemon socket (default: $MCPD_SOCKET or the runtime dir)"
+    )
+    common.add_argument("--json", action="store_true", help="machine-readable output")
     parser = argparse.ArgumentParser(
         prog="mcpd", description="Supervise MCP servers and share them with every agent."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
     serve = commands.add_parser("serve", help="run the daemon in the foreground")
     serve.add_argument(
         "--config", type=Path, help="config file (TOML, or mcpServers JSON); default: user config dir"
     )
+    serve.add_argument(
+        "--socket", type=Path, help="socket to listen on (default: $MCPD_SOCKET or the runtime dir)"
+    )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.add_argument("--log-format", default="auto", choices=["auto", "json", "console"])
+
+    commands.add_parser("status", parents=[common], help="state of every server").set_defaults(run=cmd_status)
+    tools = commands.add_parser("tools", parents=[common], help="tools of the running servers")
+    tools.add_argument("--server", action="append", help="only this server (repeatable)")
+    tools.set_defaults(run=cmd_tools)
+    call = commands.add_parser("call", parents=[common], help="call a tool")
+    call.add_argument("server", help="server name")
+    call.add_argument("tool", help="tool name, as the server calls it")
+    call.add_argument("--args", default="{}", help="arguments as a JSON object")
+    call.add_argument("--timeout", type=float, help="seconds (default: the server's call_timeout)")
+    call.set_defaults(run=cmd_call)
+    live = frozenset({"running", "degraded"})
+    for name, action, success, text in (
+        ("start", Client.start, live, "start a server (also a failed or disabled one)"),
+        ("stop", Client.stop, frozenset({"stopped"}), "stop a server"),
+        ("restart", Client.restart, live, "restart a server"),
+    ):
+        sub = commands.add_parser(name, parents=[common], help=text)
+        sub.add_argument("name", help="server name")
+        sub.set_defaults(run=_server_command(action, success))
+    commands.add_parser("reload", parents=[common], help="re-read the config and apply changes").set_defaults(
+        run=cmd_reload
+    )
     return parser
+
+
+def _fail(args: argparse.Namespace, error: McpdError | UsageError, code: int) -> int:
+    if getattr(args, "json", False) and isinstance(error, McpdError):
+        _emit_json({"error": {"code": error.code, "type": type(error).__name__, "message": error.message}})
+    print(f"mcpd: {error}", file=sys.stderr)
+    return code
+
+
+def run_client_command(args: argparse.Namespace) -> int:
+    command: Callable[[argparse.Namespace, Client], int] = args.run
+    try:
+        with Client(args.socket, name=f"mcpd-cli/{args.command}") as client:
+            return command(args, client)
+    except DaemonNotRunning as exc:
+        return _fail(args, exc, EXIT_NO_DAEMON)
+    except UsageError as exc:
+        return _fail(args, exc, EXIT_USAGE)
+    except McpdError as exc:
+        return _fail(args, exc, EXIT_ERROR)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import anyio
+
+    from mcpd.daemon.app import serve
+    from mcpd.daemon.logging import configure_logging
+
+    configure_logging(args.log_level, args.log_format)
+    status: int = anyio.run(serve, args.config, args.socket)
+    return status
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     if args.command == "serve":
-        import anyio
-
-        from mcpd.daemon.app import serve
-        from mcpd.daemon.logging import configure_logging
-
-        configure_logging(args.log_level, args.log_format)
-        sys.exit(anyio.run(serve, args.config))
-
-
-if __name__ == "__main__":
-    main()
+        sys.exit(_serve(args))
+    sys.exit(run_client_command(args))

@@ -12,7 +12,8 @@
     ├── UnknownTool               1007
     ├── ToolError                 1008  the tool ran and reported failure
     ├── TransportError            1009  the server went away or answered nonsense mid-call
-    └── CallTimeout               1010  no answer within the deadline
+    ├── CallTimeout               1010  no answer within the deadline
+    └── DaemonNotRunning          1011  (client side) nothing listens on the socket
 
 Lower-layer errors (the SDK's ``MCPError``, ``OSError``, anyio's stream errors) are
 converted once, where they cross into mcpd, to the most specific class here.
@@ -74,6 +75,10 @@ class CallTimeout(McpdError):
     code = 1010
 
 
+class DaemonNotRunning(McpdError):
+    code = 1011
+
+
 ERRORS_BY_CODE: dict[int, type[McpdError]] = {
     cls.code: cls
     for cls in (
@@ -88,6 +93,7 @@ ERRORS_BY_CODE: dict[int, type[McpdError]] = {
         ToolError,
         TransportError,
         CallTimeout,
+        DaemonNotRunning,
     )
 }
 

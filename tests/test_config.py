@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mcpd.config import EMBEDDED_SOURCE, load_config
+from mcpd.config.load import EMBEDDED_SOURCE, load_config
 from mcpd.errors import ConfigError
 
 TOML = """

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from mcpd.config import Config, ServerConfig
+from mcpd.config.model import Config, ServerConfig
 from mcpd.errors import CallTimeout, ServerNotRunning, UnknownServer, UnknownTool
 from mcpd.supervisor.model import Event, StateChanged
 from mcpd.supervisor.states import ServerState

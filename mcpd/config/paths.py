@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import warnings
 from pathlib import Path
 
 import platformdirs
@@ -14,7 +16,17 @@ def default_config_path() -> Path:
 
 
 def default_runtime_dir() -> Path:
-    return platformdirs.user_runtime_path(APP)
+    # Without XDG_RUNTIME_DIR platformdirs falls back to /tmp/runtime-$UID and warns; the
+    # fallback is fine for us (the directory is created 0700), the warning is noise.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return platformdirs.user_runtime_path(APP)
+
+
+def default_socket_path() -> Path:
+    """``$MCPD_SOCKET``, else ``mcpd.sock`` in the user runtime dir."""
+    override = os.environ.get("MCPD_SOCKET")
+    return Path(override) if override else default_runtime_dir() / "mcpd.sock"
 
 
 def default_state_dir() -> Path:

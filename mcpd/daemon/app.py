@@ -1,21 +1,33 @@
-"""``mcpd serve``: load the config, supervise every server, reload on SIGHUP, stop on SIGTERM/SIGINT."""
+"""``mcpd serve``: the socket, the supervised servers, SIGHUP reload, SIGTERM/SIGINT shutdown."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 from pathlib import Path
 
 import anyio
 import structlog
+from anyio.abc import SocketListener
 
-from mcpd.config import Config, load_config
-from mcpd.errors import ConfigError
+from mcpd.config.load import load_config
+from mcpd.config.model import Config
+from mcpd.config.paths import default_socket_path
+from mcpd.daemon.methods import Daemon, methods
+from mcpd.errors import ConfigError, McpdError
+from mcpd.ipc import endpoint
+from mcpd.ipc.server import Limits, RpcServer
+from mcpd.registry.catalog import Catalog
+from mcpd.supervisor.states import LIVE_STATES
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor
 
 log = structlog.get_logger("mcpd.daemon")
 
 START_WAIT = 60.0
 """Upper bound on waiting for first start attempts before announcing readiness."""
+
+EXIT_CONFIG = 2
+EXIT_SOCKET = 3
 
 
 def _report_issues(config: Config) -> None:
@@ -29,43 +41,76 @@ def _report_issues(config: Config) -> None:
         )
 
 
-async def reload(supervisor: Supervisor, config_path: Path | None) -> None:
-    """Re-read the config and apply the diff; an unreadable file changes nothing."""
+async def _reload(daemon: Daemon) -> None:
     try:
-        config = load_config(config_path)
+        result = await daemon.reload()
     except ConfigError as exc:
-        log.error("config.reload_rejected", error=str(exc))
+        log.error("config.reload_rejected", error=exc.message)
         return
-    _report_issues(config)
-    await supervisor.apply(config)
+    for issue in result.issues:
+        log.error(
+            "config.invalid_server",
+            file=issue.file,
+            server=issue.server,
+            field=issue.field,
+            error=issue.message,
+        )
 
 
-async def serve(config_path: Path | None) -> int:
+async def _announce_ready(supervisor: Supervisor) -> None:
+    await supervisor.wait_started(START_WAIT)
+    running = sum(1 for s in supervisor.status() if s.state in LIVE_STATES)
+    log.info("daemon.ready", running=running, servers=len(supervisor.names()))
+
+
+async def serve(
+    config_path: Path | None, socket_path: Path | None = None, limits: Limits | None = None
+) -> int:
     """Run the daemon in the foreground until SIGTERM or SIGINT; returns the exit status."""
     try:
         config = load_config(config_path)
     except ConfigError as exc:
-        log.error("config.invalid", error=str(exc))
-        return 2
+        log.error("config.invalid", error=exc.message)
+        return EXIT_CONFIG
     _report_issues(config)
-    # Signals are caught before any child exists, so a SIGTERM during start-up still stops them all.
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-        log.info("daemon.starting", config=config.source, servers=len(config.servers))
-        async with open_supervisor(config) as supervisor, anyio.create_task_group() as tg:
-
-            async def announce_ready() -> None:
-                await supervisor.wait_started(START_WAIT)
-                running = sum(1 for s in supervisor.status() if s.state in ("running", "degraded"))
-                log.info("daemon.ready", running=running, servers=len(supervisor.names()))
-
-            tg.start_soon(announce_ready)
-            async for signum in signals:
-                if signum == signal.SIGHUP:
-                    log.info("daemon.reload", signal="SIGHUP")
-                    await reload(supervisor, config_path)
-                    continue
-                log.info("daemon.stopping", signal=signal.Signals(signum).name)
-                tg.cancel_scope.cancel()
-                break
+    path = socket_path or default_socket_path()
+    with contextlib.ExitStack() as stack:
+        try:
+            endpoint.check_path(path)
+            endpoint.prepare_directory(path)
+            stack.enter_context(endpoint.hold_lock(path))
+            listener = await endpoint.open_listener(path)
+        except (McpdError, OSError) as exc:
+            log.error("daemon.socket_unavailable", socket=str(path), error=getattr(exc, "message", str(exc)))
+            return EXIT_SOCKET
+        await _run(config, config_path, path, listener, limits)
     log.info("daemon.stopped")
     return 0
+
+
+async def _run(
+    config: Config, config_path: Path | None, path: Path, listener: SocketListener, limits: Limits | None
+) -> None:
+    # Signals are caught before any child exists, so a SIGTERM during start-up still stops them all.
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        log.info("daemon.starting", config=config.source, servers=len(config.servers), socket=str(path))
+        async with open_supervisor(config) as supervisor:
+            catalog = Catalog(supervisor)
+            daemon = Daemon(supervisor=supervisor, catalog=catalog, config_path=config_path)
+            rpc = RpcServer(methods, daemon, limits)
+            supervisor.add_listener(catalog.on_event)
+            supervisor.add_listener(rpc.broadcast)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(rpc.serve, listener)
+                tg.start_soon(_announce_ready, supervisor)
+                async for signum in signals:
+                    if signum == signal.SIGHUP:
+                        log.info("daemon.reload", signal="SIGHUP")
+                        await _reload(daemon)
+                        continue
+                    log.info("daemon.stopping", signal=signal.Signals(signum).name)
+                    tg.cancel_scope.cancel()
+                    break
+        # Still under the lock, so the file is ours to remove.
+        with contextlib.suppress(OSError):
+            path.unlink()  # noqa: ASYNC240 - one unlink at shutdown

@@ -55,6 +55,15 @@ class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
     is_error: bool = False
 
 
+class ReloadPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """What a new config changes: names of servers to start, stop, restart, and leave alone."""
+
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    changed: tuple[str, ...]
+    unchanged: tuple[str, ...]
+
+
 class StateChanged(msgspec.Struct, frozen=True, kw_only=True, tag="state"):
     server: str
     old: ServerState

@@ -6,7 +6,6 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 
 import anyio
-import msgspec
 import structlog
 from anyio.abc import TaskGroup
 
@@ -14,21 +13,12 @@ from mcpd.config.model import Config, ServerConfig
 from mcpd.errors import UnknownServer
 from mcpd.supervisor.actor import ServerActor
 from mcpd.supervisor.gate import StartGate
-from mcpd.supervisor.model import Event, ServerStatus
+from mcpd.supervisor.model import Event, ReloadPlan, ServerStatus
 from mcpd.supervisor.states import ServerState
 
 log = structlog.get_logger("mcpd.supervisor")
 
 S = ServerState
-
-
-class ReloadPlan(msgspec.Struct, frozen=True, kw_only=True):
-    """What a new config changes: names of servers to start, stop, restart, and leave alone."""
-
-    added: tuple[str, ...]
-    removed: tuple[str, ...]
-    changed: tuple[str, ...]
-    unchanged: tuple[str, ...]
 
 
 def plan_reload(old: dict[str, ServerConfig], new: Config) -> ReloadPlan:

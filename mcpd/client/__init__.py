@@ -1,0 +1,23 @@
+"""The one way into the daemon from outside: ``Client`` (blocking) and ``connect()`` (async).
+
+Neither imports the mcp SDK or the daemon, so a short script or ``mcpd status`` starts fast.
+Errors the daemon reports are raised as the same ``mcpd.errors`` classes.
+"""
+
+from typing import TYPE_CHECKING
+
+from mcpd.client.sync import Client
+
+if TYPE_CHECKING:
+    from mcpd.client.aio import AsyncClient, connect
+
+__all__ = ["AsyncClient", "Client", "connect"]
+
+
+def __getattr__(name: str) -> object:
+    # The async client pulls in anyio; load it only for those who use it.
+    if name in ("connect", "AsyncClient"):
+        from mcpd.client import aio  # noqa: PLC0415
+
+        return getattr(aio, name)
+    raise AttributeError(name)

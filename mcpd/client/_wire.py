@@ -1,0 +1,107 @@
+"""What both clients share: the calls (method, params, result type) and the response decoding."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from mcpd.config.paths import default_socket_path
+from mcpd.errors import DaemonNotRunning, ProtocolError, error_from_wire
+from mcpd.ipc.protocol import (
+    PROTOCOL_VERSION,
+    HelloParams,
+    HelloResult,
+    Message,
+    NoParams,
+    Ok,
+    ReloadResult,
+    Request,
+    Response,
+    ServerParams,
+    StatusResult,
+    ToolResult,
+    ToolsCallParams,
+    ToolsListParams,
+    ToolsListResult,
+)
+from mcpd.supervisor.model import ServerStatus
+
+T = TypeVar("T")
+
+encoder = msgspec.msgpack.Encoder()
+decoder = msgspec.msgpack.Decoder(Message)
+
+DEFAULT_TIMEOUT = 30.0
+"""Seconds to wait for any answer that is not a tool call."""
+CALL_MARGIN = 5.0
+"""Extra seconds a client waits beyond a tool call's own deadline, for the daemon to say it expired."""
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    method: str
+    params: msgspec.Struct
+    result: type[T]
+    timeout: float = DEFAULT_TIMEOUT
+
+    def request(self, request_id: int) -> bytes:
+        payload = encoder.encode(Request(request_id, self.method, msgspec.Raw(encoder.encode(self.params))))
+        return len(payload).to_bytes(4, "big") + payload
+
+
+def hello(client: str) -> Call[HelloResult]:
+    return Call("hello", HelloParams(protocol=PROTOCOL_VERSION, client=client), HelloResult)
+
+
+def status() -> Call[StatusResult]:
+    return Call("status", NoParams(), StatusResult)
+
+
+def server_action(action: str, name: str, timeout: float = 120.0) -> Call[ServerStatus]:
+    return Call(f"servers.{action}", ServerParams(name=name), ServerStatus, timeout)
+
+
+def reload() -> Call[ReloadResult]:
+    return Call("reload", NoParams(), ReloadResult, 120.0)
+
+
+def tools_list(servers: list[str] | None) -> Call[ToolsListResult]:
+    return Call("tools.list", ToolsListParams(servers=servers), ToolsListResult)
+
+
+def tools_call(
+    tool: str, arguments: dict[str, Any] | None, server: str | None, timeout: float | None
+) -> Call[ToolResult]:
+    params = ToolsCallParams(tool=tool, server=server, arguments=arguments or {}, timeout=timeout)
+    # Without an explicit timeout the daemon applies the server's call_timeout (60 s by default).
+    wait = (timeout if timeout is not None else 600.0) + CALL_MARGIN
+    return Call("tools.call", params, ToolResult, wait)
+
+
+def subscribe() -> Call[Ok]:
+    return Call("subscribe", NoParams(), Ok)
+
+
+def result_of(response: Response, call: Call[T]) -> T:
+    """The decoded result, or the daemon's error rebuilt as the same exception class."""
+    if response.error is not None:
+        raise error_from_wire(response.error.code, response.error.message, response.error.data)
+    try:
+        return msgspec.msgpack.decode(response.result, type=call.result)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise ProtocolError(f"the daemon's answer to {call.method} did not decode: {exc}") from None
+
+
+def resolve_socket(path: str | Path | None) -> Path:
+    return Path(path) if path is not None else default_socket_path()
+
+
+def not_running(path: Path, exc: OSError) -> DaemonNotRunning:
+    reason = "no such socket" if isinstance(exc, FileNotFoundError) else (exc.strerror or str(exc))
+    return DaemonNotRunning(
+        f"no mcpd daemon is listening on {path} ({reason}); start one with `mcpd serve`",
+        {"socket": str(path)},
+    )

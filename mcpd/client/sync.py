@@ -1,0 +1,124 @@
+"""The blocking client: a plain socket, one request at a time, no event loop and no threads.
+
+It starts fast (the CLI uses it) and suits scripts. For concurrent requests and event
+subscriptions use ``mcpd.client.AsyncClient``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from mcpd.client import _wire
+from mcpd.errors import CallTimeout, ProtocolError, TransportError
+from mcpd.ipc.framing import FrameBuffer
+from mcpd.ipc.protocol import HelloResult, ReloadResult, Response, ToolResult
+from mcpd.registry.model import ToolEntry
+from mcpd.supervisor.model import ServerStatus
+
+T = TypeVar("T")
+
+
+class Client:
+    """``with Client() as mcpd: mcpd.status()``. Raises the daemon's errors as mcpd exceptions."""
+
+    def __init__(self, socket_path: str | Path | None = None, *, name: str = "mcpd-client") -> None:
+        self.path = _wire.resolve_socket(socket_path)
+        self.name = name
+        self.hello_result: HelloResult | None = None
+        self._sock: socket.socket | None = None
+        self._frames = FrameBuffer()
+        self._pending: list[bytes] = []
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def connect(self, timeout: float = _wire.DEFAULT_TIMEOUT) -> Self:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(str(self.path))
+        except OSError as exc:
+            sock.close()
+            raise _wire.not_running(self.path, exc) from None
+        self._sock = sock
+        self.hello_result = self.request(_wire.hello(self.name))
+        return self
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def __enter__(self) -> Self:
+        return self.connect()
+
+    def __exit__(self, *exc: tuple[type[BaseException], BaseException, TracebackType] | None) -> None:
+        self.close()
+
+    def request(self, call: _wire.Call[T]) -> T:
+        """Send one call and wait for its answer (notifications arriving meanwhile are ignored)."""
+        sock = self._sock
+        if sock is None:
+            raise TransportError("the client is not connected")
+        with self._lock:
+            request_id = next(self._ids)
+            sock.settimeout(call.timeout)
+            try:
+                sock.sendall(call.request(request_id))
+                response = self._receive(sock, request_id)
+            except TimeoutError:
+                self.close()
+                raise CallTimeout(f"no answer to {call.method} within {call.timeout:g}s") from None
+            except OSError as exc:
+                self.close()
+                raise TransportError(f"lost the daemon connection: {exc}") from None
+        return _wire.result_of(response, call)
+
+    def _receive(self, sock: socket.socket, request_id: int) -> Response:
+        while True:
+            while self._pending:
+                message = _wire.decoder.decode(self._pending.pop(0))
+                if isinstance(message, Response) and message.id in (request_id, None):
+                    return message
+            data = sock.recv(256 * 1024)
+            if not data:
+                raise TransportError("the daemon closed the connection")
+            try:
+                self._pending.extend(self._frames.feed(data))
+            except ProtocolError:
+                raise TransportError("the daemon sent a malformed frame") from None
+
+    # -- the methods ------------------------------------------------------------------------
+
+    def status(self) -> list[ServerStatus]:
+        return self.request(_wire.status()).servers
+
+    def start(self, name: str) -> ServerStatus:
+        return self.request(_wire.server_action("start", name))
+
+    def stop(self, name: str) -> ServerStatus:
+        return self.request(_wire.server_action("stop", name))
+
+    def restart(self, name: str) -> ServerStatus:
+        return self.request(_wire.server_action("restart", name))
+
+    def reload(self) -> ReloadResult:
+        return self.request(_wire.reload())
+
+    def tools(self, servers: list[str] | None = None) -> list[ToolEntry]:
+        return self.request(_wire.tools_list(servers)).tools
+
+    def call_tool(
+        self,
+        tool: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        server: str | None = None,
+        timeout: float | None = None,
+    ) -> ToolResult:
+        """Call ``tool`` (qualified ``server__tool``, or a plain name with ``server=``)."""
+        return self.request(_wire.tools_call(tool, arguments, server, timeout))

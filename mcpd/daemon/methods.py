@@ -1,0 +1,112 @@
+"""The daemon's methods: each one declared once, with its params struct, beside its handler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+
+from mcpd.config.load import load_config
+from mcpd.ipc.protocol import (
+    NoParams,
+    Ok,
+    ReloadResult,
+    ServerParams,
+    StatusResult,
+    ToolResult,
+    ToolsCallParams,
+    ToolsListParams,
+    ToolsListResult,
+)
+from mcpd.ipc.server import Connection, MethodTable
+from mcpd.registry.catalog import Catalog
+from mcpd.supervisor.model import ServerStatus
+from mcpd.supervisor.states import ServerState
+from mcpd.supervisor.supervisor import Supervisor
+
+S = ServerState
+
+
+@dataclass
+class Daemon:
+    """What handlers work on: the supervised set, its catalogue, where the config came from."""
+
+    supervisor: Supervisor
+    catalog: Catalog
+    config_path: Path | None
+    reload_lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+    async def reload(self) -> ReloadResult:
+        """Re-read the config and apply the diff; a broken file raises ``ConfigError`` and changes nothing."""
+        async with self.reload_lock:
+            config = load_config(self.config_path)
+            plan = await self.supervisor.apply(config)
+        return ReloadResult(source=config.source, plan=plan, issues=list(config.issues))
+
+
+methods: MethodTable[Daemon] = MethodTable()
+
+
+@methods.method("status", NoParams)
+async def status(daemon: Daemon, conn: Connection, params: NoParams) -> StatusResult:
+    return StatusResult(servers=daemon.supervisor.status())
+
+
+async def _settle(daemon: Daemon, name: str) -> ServerStatus:
+    """Wait (bounded by the connect timeout) for a start to end one way or another."""
+    actor = daemon.supervisor.actor(name)
+    limit = actor.config.connect_timeout + 2 * actor.config.stop_grace + 5
+    with anyio.move_on_after(limit):
+        await actor.wait_state(S.RUNNING, S.DEGRADED, S.BACKOFF, S.FAILED, S.STOPPED, timeout=limit)
+    return actor.status()
+
+
+@methods.method("servers.start", ServerParams)
+async def start(daemon: Daemon, conn: Connection, params: ServerParams) -> ServerStatus:
+    actor = daemon.supervisor.actor(params.name)
+    if actor.state in (S.RUNNING, S.DEGRADED):
+        return actor.status()
+    actor.start()
+    await actor.wait_state(S.STARTING, timeout=5)
+    return await _settle(daemon, params.name)
+
+
+@methods.method("servers.restart", ServerParams)
+async def restart(daemon: Daemon, conn: Connection, params: ServerParams) -> ServerStatus:
+    actor = daemon.supervisor.actor(params.name)
+    actor.restart()
+    await actor.wait_state(S.STARTING, timeout=2 * actor.config.stop_grace + 5)
+    return await _settle(daemon, params.name)
+
+
+@methods.method("servers.stop", ServerParams)
+async def stop(daemon: Daemon, conn: Connection, params: ServerParams) -> ServerStatus:
+    actor = daemon.supervisor.actor(params.name)
+    await actor.stop()
+    return actor.status()
+
+
+@methods.method("reload", NoParams)
+async def reload(daemon: Daemon, conn: Connection, params: NoParams) -> ReloadResult:
+    return await daemon.reload()
+
+
+@methods.method("tools.list", ToolsListParams)
+async def tools_list(daemon: Daemon, conn: Connection, params: ToolsListParams) -> ToolsListResult:
+    return ToolsListResult(tools=daemon.catalog.tools(params.servers))
+
+
+@methods.method("tools.call", ToolsCallParams)
+async def tools_call(daemon: Daemon, conn: Connection, params: ToolsCallParams) -> ToolResult:
+    if params.server is None:
+        server, tool = daemon.catalog.resolve(params.tool)
+    else:
+        server, tool = params.server, params.tool
+    actor = daemon.supervisor.actor(server)
+    return await actor.call_tool(tool, params.arguments, params.timeout)
+
+
+@methods.method("subscribe", NoParams)
+async def subscribe(daemon: Daemon, conn: Connection, params: NoParams) -> Ok:
+    return Ok(ok=conn.subscribe())

@@ -1,0 +1,1 @@
+"""The daemon's socket API: bytes -> frames (``framing``) -> messages (``protocol``) -> rpc (``server``)."""

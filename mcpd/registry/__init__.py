@@ -1,0 +1,1 @@
+"""The aggregated catalogue of every live server's tools, under qualified names."""
