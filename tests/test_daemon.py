@@ -7,17 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
-from anyio.abc import Process
-from anyio.streams.text import TextReceiveStream
 
 from mcpd.testing import fixture_command, process_gone
+from mcpd.testing.daemon import running_daemon
 
 pytestmark = pytest.mark.anyio
 
@@ -25,54 +21,6 @@ pytestmark = pytest.mark.anyio
 def toml_server(name: str, *flags: str) -> str:
     command, *args = fixture_command(name, *flags)
     return f"[servers.{name}]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n"
-
-
-class Daemon:
-    """A `mcpd serve` child whose JSON log lines the test reads as events."""
-
-    def __init__(self, process: Process) -> None:
-        self.process = process
-        self.events: list[dict[str, Any]] = []
-        self._lines = TextReceiveStream(process.stderr) if process.stderr else None
-        self._buffer = ""
-
-    async def next_event(self) -> dict[str, Any]:
-        assert self._lines is not None
-        while "\n" not in self._buffer:
-            self._buffer += await self._lines.receive()
-        line, self._buffer = self._buffer.split("\n", 1)
-        event: dict[str, Any] = json.loads(line)
-        self.events.append(event)
-        return event
-
-    async def wait_for(self, name: str, timeout: float = 30, **fields: Any) -> dict[str, Any]:
-        with anyio.fail_after(timeout):
-            while True:
-                event = await self.next_event()
-                if event["event"] == name and all(event.get(k) == v for k, v in fields.items()):
-                    return event
-
-    def running_pids(self) -> dict[str, int]:
-        pids: dict[str, int] = {}
-        for event in self.events:
-            if event["event"] == "server.state" and event["new"] == "running":
-                pids[event["server"]] = event["pid"]
-        return pids
-
-
-@asynccontextmanager
-async def run_daemon(config: Path | None, env: dict[str, str] | None = None) -> AsyncIterator[Daemon]:
-    argv = [sys.executable, "-m", "mcpd", "serve", "--log-format", "json"]
-    if config is not None:
-        argv += ["--config", str(config)]
-    process = await anyio.open_process(argv, stdout=subprocess.DEVNULL, env={**os.environ, **(env or {})})
-    try:
-        yield Daemon(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-        with anyio.move_on_after(10):
-            await process.wait()
 
 
 async def wait_all_gone(pids: list[int], timeout: float) -> None:
@@ -87,14 +35,12 @@ async def test_sigterm_stops_every_child(tmp_path: Path) -> None:
     path.write_text(
         "".join(toml_server(f"s{i}") for i in range(3)) + toml_server("stubborn", "--ignore-sigterm")
     )
-    async with run_daemon(path) as daemon:
+    async with running_daemon(path, wait_ready=False) as daemon:
         ready = await daemon.wait_for("daemon.ready")
         assert ready["running"] == 4
-        pids = list(daemon.running_pids().values())
-        daemon.process.send_signal(signal.SIGTERM)
-        with anyio.fail_after(15):
-            code = await daemon.process.wait()
-        assert code == 0
+        pids = list(daemon.pids().values())
+        daemon.signal(signal.SIGTERM)
+        assert await daemon.wait_exit(15) == 0
         # Reaped by the daemon itself: gone, not zombies waiting for it.
         assert all(not os.path.exists(f"/proc/{pid}") for pid in pids)
 
@@ -105,10 +51,10 @@ async def test_sigkill_of_daemon_leaves_no_child(tmp_path: Path) -> None:
     # `hung` never reads stdin, so only the kernel's parent-death signal can end it.
     hung = toml_server("hung", "--hang-initialize") + "connect_timeout = 1.0\nstop_grace = 30\n"
     path.write_text(toml_server("a") + toml_server("b") + hung)
-    async with run_daemon(path) as daemon:
+    async with running_daemon(path, wait_ready=False) as daemon:
         degraded = await daemon.wait_for("server.state", server="hung", new="degraded")
         await daemon.wait_for("daemon.ready")
-        pids = [*daemon.running_pids().values(), degraded["pid"]]
+        pids = [*daemon.pids().values(), degraded["pid"]]
         assert len(pids) == 3 and not process_gone(degraded["pid"])
         daemon.process.kill()
         await daemon.process.wait()
@@ -119,32 +65,31 @@ async def test_sighup_reloads_the_diff(tmp_path: Path) -> None:
     """SIGHUP re-reads the file: added starts, removed stops, unchanged keeps its process."""
     path = tmp_path / "config.toml"
     path.write_text(toml_server("keep") + toml_server("drop"))
-    async with run_daemon(path) as daemon:
+    async with running_daemon(path, wait_ready=False) as daemon:
         await daemon.wait_for("daemon.ready")
-        before = daemon.running_pids()
+        before = daemon.pids()
         path.write_text(toml_server("keep") + toml_server("new"))
-        daemon.process.send_signal(signal.SIGHUP)
+        daemon.signal(signal.SIGHUP)
         reloaded = await daemon.wait_for("config.reloaded")
         assert (reloaded["added"], reloaded["removed"], reloaded["changed"]) == (["new"], ["drop"], [])
         await daemon.wait_for("server.state", server="new", new="running")
-        assert daemon.running_pids()["keep"] == before["keep"]
+        assert daemon.pids()["keep"] == before["keep"]
         await wait_all_gone([before["drop"]], timeout=5)
         # A broken file on reload is rejected; everything keeps running.
         path.write_text("[servers.keep\n")
-        daemon.process.send_signal(signal.SIGHUP)
+        daemon.signal(signal.SIGHUP)
         rejected = await daemon.wait_for("config.reload_rejected")
         assert "not valid TOML" in rejected["error"]
         assert not process_gone(before["keep"])
-        daemon.process.send_signal(signal.SIGTERM)
-        with anyio.fail_after(15):
-            assert await daemon.process.wait() == 0
+        daemon.signal(signal.SIGTERM)
+        assert await daemon.wait_exit(15) == 0
 
 
 async def test_invalid_entry_is_reported_and_others_run(tmp_path: Path) -> None:
     """One bad entry is logged with file, server and field; the valid one runs."""
     path = tmp_path / "config.toml"
     path.write_text(toml_server("good") + '[servers.bad]\ncommand = "x"\nconnect_timeout = "soon"\n')
-    async with run_daemon(path) as daemon:
+    async with running_daemon(path, wait_ready=False) as daemon:
         issue = await daemon.wait_for("config.invalid_server")
         assert (issue["file"], issue["server"], issue["field"]) == (str(path), "bad", "connect_timeout")
         ready = await daemon.wait_for("daemon.ready")
@@ -170,11 +115,10 @@ async def test_unreadable_config_exits_2_without_traceback(tmp_path: Path) -> No
 
 async def test_embedded_default_runs_the_demo(tmp_path: Path) -> None:
     """With no config file anywhere, `mcpd serve` runs the demo server."""
-    async with run_daemon(None, env={"XDG_CONFIG_HOME": str(tmp_path)}) as daemon:
+    async with running_daemon(None, env={"XDG_CONFIG_HOME": str(tmp_path)}, wait_ready=False) as daemon:
         starting = await daemon.wait_for("daemon.starting")
         assert starting["config"] == "<embedded default>"
         ready = await daemon.wait_for("daemon.ready")
         assert ready["running"] == 1
-        daemon.process.send_signal(signal.SIGINT)
-        with anyio.fail_after(15):
-            assert await daemon.process.wait() == 0
+        daemon.signal(signal.SIGINT)
+        assert await daemon.wait_exit(15) == 0

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from mcpd.config.model import Config, ConfigIssue, ServerConfig
+from mcpd.config.model import Config, ConfigIssue, DaemonSettings, ServerConfig
 from mcpd.config.paths import default_config_path
 from mcpd.errors import ConfigError
 
@@ -57,21 +57,36 @@ def load_config(path: Path | None = None) -> Config:
         raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
     source = str(path)
     if path.suffix.lower() == ".json":
-        entries = _json_entries(source, raw)
-        return _build(source, entries, host_format=True)
-    return _build(source, _toml_entries(source, raw), host_format=False)
+        return _build(source, _json_entries(source, raw), DaemonSettings(), host_format=True)
+    document = _toml_document(source, raw)
+    return _build(source, _toml_servers(source, document), _toml_daemon(source, document), host_format=False)
 
 
-def _toml_entries(source: str, raw: bytes) -> Mapping[str, Any]:
+def _toml_document(source: str, raw: bytes) -> dict[str, Any]:
     try:
         document = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from None
-    unknown = sorted(set(document) - {"servers"})
+    unknown = sorted(set(document) - {"servers", "daemon"})
     if unknown:
         raise ConfigError(
-            f"{source}: unknown top-level key(s) {', '.join(unknown)}; servers go in [servers.NAME]"
+            f"{source}: unknown top-level key(s) {', '.join(unknown)}; servers go in [servers.NAME], "
+            "daemon settings in [daemon]"
         )
+    return document
+
+
+def _toml_daemon(source: str, document: dict[str, Any]) -> DaemonSettings:
+    # Unlike a server entry, bad daemon settings cannot be skipped: the whole file is refused.
+    try:
+        return msgspec.convert(document.get("daemon", {}), DaemonSettings)
+    except msgspec.ValidationError as exc:
+        message, field = _explain(str(exc))
+        where = f", field `{field}`" if field else ""
+        raise ConfigError(f"{source}: [daemon]{where}: {message}") from None
+
+
+def _toml_servers(source: str, document: dict[str, Any]) -> Mapping[str, Any]:
     servers = document.get("servers", {})
     if not isinstance(servers, dict):
         raise ConfigError(f"{source}: `servers` must be a table of [servers.NAME] sections")
@@ -95,7 +110,7 @@ def _json_entries(source: str, raw: bytes) -> Mapping[str, Any]:
     raise ConfigError(f"{source}: no `mcpServers` (or `servers`) object in this file")
 
 
-def _build(source: str, entries: Mapping[str, Any], *, host_format: bool) -> Config:
+def _build(source: str, entries: Mapping[str, Any], daemon: DaemonSettings, *, host_format: bool) -> Config:
     servers: list[ServerConfig] = []
     issues: list[ConfigIssue] = []
     for name, entry in entries.items():
@@ -105,7 +120,7 @@ def _build(source: str, entries: Mapping[str, Any], *, host_format: bool) -> Con
         else:
             servers.append(result)
     servers.sort(key=lambda s: s.name)
-    return Config(source=source, servers=tuple(servers), issues=tuple(issues))
+    return Config(source=source, daemon=daemon, servers=tuple(servers), issues=tuple(issues))
 
 
 def _server(source: str, name: str, entry: Any, *, host_format: bool) -> ServerConfig | ConfigIssue:

@@ -70,6 +70,23 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
             raise ValueError("`unhealthy_after` must be >= 1")
 
 
+class DaemonSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The ``[daemon]`` table: limits of the socket API."""
+
+    max_frame_bytes: int = 16 * 1024 * 1024
+    """Largest message a client may send; a bigger frame closes that connection."""
+    client_write_timeout: float = 10.0
+    """A client that leaves its answers unread this long is disconnected."""
+    max_in_flight: int = 256
+    """Concurrent requests per connection before the daemon stops reading from it."""
+
+    def __post_init__(self) -> None:
+        if self.max_frame_bytes < 1024:
+            raise ValueError("`max_frame_bytes` must be at least 1024")
+        if self.client_write_timeout <= 0 or self.max_in_flight < 1:
+            raise ValueError("`client_write_timeout` must be > 0 and `max_in_flight` >= 1")
+
+
 class ConfigIssue(msgspec.Struct, frozen=True, kw_only=True):
     """One rejected server entry: where it is and why it was skipped."""
 
@@ -90,6 +107,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
 
     source: str
     """The file it came from, or ``<embedded default>``."""
+    daemon: DaemonSettings = DaemonSettings()
     servers: tuple[ServerConfig, ...] = ()
     issues: tuple[ConfigIssue, ...] = ()
 

@@ -83,21 +83,28 @@ async def serve(
         except (McpdError, OSError) as exc:
             log.error("daemon.socket_unavailable", socket=str(path), error=getattr(exc, "message", str(exc)))
             return EXIT_SOCKET
-        await _run(config, config_path, path, listener, limits)
+        await _run(config, config_path, path, listener)
     log.info("daemon.stopped")
     return 0
 
 
-async def _run(
-    config: Config, config_path: Path | None, path: Path, listener: SocketListener, limits: Limits | None
-) -> None:
+def _limits(config: Config) -> Limits:
+    settings = config.daemon
+    return Limits(
+        max_frame=settings.max_frame_bytes,
+        write_timeout=settings.client_write_timeout,
+        max_in_flight=settings.max_in_flight,
+    )
+
+
+async def _run(config: Config, config_path: Path | None, path: Path, listener: SocketListener) -> None:
     # Signals are caught before any child exists, so a SIGTERM during start-up still stops them all.
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         log.info("daemon.starting", config=config.source, servers=len(config.servers), socket=str(path))
         async with open_supervisor(config) as supervisor:
             catalog = Catalog(supervisor)
             daemon = Daemon(supervisor=supervisor, catalog=catalog, config_path=config_path)
-            rpc = RpcServer(methods, daemon, limits)
+            rpc = RpcServer(methods, daemon, _limits(config))
             supervisor.add_listener(catalog.on_event)
             supervisor.add_listener(rpc.broadcast)
             async with anyio.create_task_group() as tg:

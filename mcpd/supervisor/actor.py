@@ -220,9 +220,13 @@ class ServerActor:
             is_error=result.is_error,
         )
 
+    def _connection_lost(self) -> bool:
+        """The process closed stdout: the session is dead though the exit may not be seen yet."""
+        return self._child is not None and self._child.stdout_closed.is_set()
+
     async def _wait_live(self, deadline: float, limit: float) -> ClientSession:
         while True:
-            if self._state in LIVE_STATES and self._session is not None:
+            if self._state in LIVE_STATES and self._session is not None and not self._connection_lost():
                 return self._session
             if self._state in (S.STOPPED, S.FAILED, S.DISABLED) or not self._want_running:
                 raise ServerNotRunning(
@@ -419,8 +423,13 @@ class ServerActor:
         tg.cancel_scope.cancel()
 
     async def _watch_exit(self, child: StdioChild) -> None:
-        await child.exited.wait()
-        self._alive = False
+        await child.stdout_closed.wait()
+        # Closing stdout almost always means exiting; wait a moment to report the real exit status.
+        with anyio.move_on_after(self.config.stop_grace):
+            await child.exited.wait()
+        self._alive = child.returncode is None
+        if self._alive:
+            raise _LifeEnded("closed its stdout but kept running", alive=True)
         raise _LifeEnded(child.exit_reason())
 
     async def _watch_health(self, session: ClientSession) -> None:

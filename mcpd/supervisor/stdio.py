@@ -135,6 +135,8 @@ class StdioChild:
     process: asyncio.subprocess.Process
     stderr: StderrLog
     exited: anyio.Event = field(default_factory=anyio.Event)
+    stdout_closed: anyio.Event = field(default_factory=anyio.Event)
+    """Set at EOF on stdout: from then on no answer can come, whether or not the exit was seen yet."""
     garbage_lines: int = 0
 
     @property
@@ -156,37 +158,45 @@ class StdioChild:
     async def _read_stdout(self, sink: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
         stdout = self.process.stdout
         assert stdout is not None
-        async with sink:
-            while True:
-                try:
-                    line = await stdout.readuntil(b"\n")
-                except asyncio.IncompleteReadError as exc:
-                    line = exc.partial
-                    if not line:
-                        return
-                except asyncio.LimitOverrunError:
-                    log.error("server.line_too_long", server=self.server, limit=MAX_LINE_BYTES)
+        try:
+            async with sink:
+                await self._pump_stdout(stdout, sink)
+        finally:
+            self.stdout_closed.set()
+
+    async def _pump_stdout(
+        self, stdout: asyncio.StreamReader, sink: MemoryObjectSendStream[SessionMessage | Exception]
+    ) -> None:
+        while True:
+            try:
+                line = await stdout.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:
+                line = exc.partial
+                if not line:
                     return
-                if not line.strip():
-                    continue
-                try:
-                    message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except ValueError:
-                    # Servers that print banners or debug output on stdout break the protocol for
-                    # that line only; skip it, say so, and keep the connection.
-                    self.garbage_lines += 1
-                    if self.garbage_lines <= 10 or self.garbage_lines % 1000 == 0:
-                        log.warning(
-                            "server.stdout_garbage",
-                            server=self.server,
-                            count=self.garbage_lines,
-                            line=line[:200].decode("utf-8", "replace").rstrip(),
-                        )
-                    continue
-                try:
-                    await sink.send(SessionMessage(message))
-                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    return
+            except asyncio.LimitOverrunError:
+                log.error("server.line_too_long", server=self.server, limit=MAX_LINE_BYTES)
+                return
+            if not line.strip():
+                continue
+            try:
+                message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except ValueError:
+                # Servers that print banners or debug output on stdout break the protocol for
+                # that line only; skip it, say so, and keep the connection.
+                self.garbage_lines += 1
+                if self.garbage_lines <= 10 or self.garbage_lines % 1000 == 0:
+                    log.warning(
+                        "server.stdout_garbage",
+                        server=self.server,
+                        count=self.garbage_lines,
+                        line=line[:200].decode("utf-8", "replace").rstrip(),
+                    )
+                continue
+            try:
+                await sink.send(SessionMessage(message))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
 
     async def _write_stdin(self, source: MemoryObjectReceiveStream[SessionMessage]) -> None:
         stdin = self.process.stdin

@@ -1,0 +1,422 @@
+"""The socket API against a real daemon: methods, concurrency, hostile clients, the socket file."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import msgspec
+import pytest
+
+from mcpd.client import Client, _wire
+from mcpd.client.aio import connect
+from mcpd.errors import (
+    CallTimeout,
+    DaemonNotRunning,
+    InvalidParams,
+    ProtocolError,
+    ServerNotRunning,
+    UnknownMethod,
+    UnknownServer,
+    UnknownTool,
+)
+from mcpd.ipc.protocol import PROTOCOL_VERSION, HelloParams, NoParams, Request
+from mcpd.supervisor.model import StateChanged
+from mcpd.testing import fixture_command, process_gone
+from mcpd.testing.daemon import DaemonProcess, running_daemon
+
+pytestmark = pytest.mark.anyio
+
+encoder = msgspec.msgpack.Encoder()
+
+
+def server_toml(name: str, *flags: str, extra: str = "") -> str:
+    command, *args = fixture_command(name, *flags)
+    return f"[servers.{name}]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n{extra}"
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DaemonProcess]:
+    """One daemon for the module: two fixture servers and a disabled one, small client limits."""
+    path = tmp_path_factory.mktemp("ipc") / "config.toml"
+    path.write_text(
+        "[daemon]\nmax_frame_bytes = 65536\nclient_write_timeout = 1.0\n"
+        + server_toml("alpha")
+        + server_toml("beta", "--tools", "2")
+        + server_toml("off", extra="enabled = false\n")
+    )
+    async with running_daemon(path) as running:
+        yield running
+
+
+def frame(message: object) -> bytes:
+    payload = encoder.encode(message)
+    return len(payload).to_bytes(4, "big") + payload
+
+
+def hello_frame(request_id: int = 1) -> bytes:
+    params = msgspec.Raw(encoder.encode(HelloParams(protocol=PROTOCOL_VERSION, client="raw")))
+    return frame(Request(request_id, "hello", params))
+
+
+def raw_socket(daemon: DaemonProcess) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(5)
+    sock.connect(str(daemon.socket))
+    return sock
+
+
+def read_response(sock: socket.socket) -> list[object]:
+    header = sock.recv(4, socket.MSG_WAITALL)
+    size = int.from_bytes(header, "big")
+    decoded: list[object] = msgspec.msgpack.decode(sock.recv(size, socket.MSG_WAITALL))
+    return decoded
+
+
+async def assert_healthy(daemon: DaemonProcess) -> None:
+    """Another client is served normally: the hostile one disturbed nobody."""
+    async with connect(daemon.socket, name="bystander") as client:
+        names = [s.name for s in await client.status()]
+    assert names == ["alpha", "beta", "off"]
+
+
+# -- methods ----------------------------------------------------------------------------------
+
+
+async def test_status_lists_servers_in_name_order(daemon: DaemonProcess) -> None:
+    """status returns every configured server with the fields scripts rely on."""
+    async with connect(daemon.socket) as client:
+        servers = {s.name: s for s in await client.status()}
+        assert client.hello_result is not None
+        assert client.hello_result.pid == daemon.process.pid
+    assert servers["alpha"].state == "running" and servers["alpha"].pid
+    assert servers["off"].state == "disabled" and servers["off"].pid is None
+
+
+async def test_tools_list_is_qualified_and_sorted(daemon: DaemonProcess) -> None:
+    """Tools of live servers under server__tool names, sorted by server then tool; filter by server."""
+    async with connect(daemon.socket) as client:
+        tools = await client.tools()
+        beta = await client.tools(["beta"])
+        with pytest.raises(UnknownServer):
+            await client.tools(["nope"])
+    names = [t.name for t in tools]
+    assert names == sorted(names, key=lambda n: tuple(n.split("__", 1)))
+    assert "alpha__echo" in names and "beta__tool_1" in names
+    assert {t.server for t in beta} == {"beta"}
+    assert all(t.input_schema.get("type") == "object" for t in tools)
+
+
+async def test_tools_call_by_qualified_and_plain_name(daemon: DaemonProcess) -> None:
+    """tools.call reaches the server's tool, by qualified name or by server + tool."""
+    async with connect(daemon.socket) as client:
+        by_qualified = await client.call_tool("alpha__echo", {"text": "q"})
+        by_plain = await client.call_tool("echo", {"text": "p"}, server="beta")
+        failed = await client.call_tool("alpha__fail", {"message": "boom"})
+        with pytest.raises(UnknownTool):
+            await client.call_tool("alpha__missing")
+        with pytest.raises(UnknownServer):
+            await client.call_tool("x", server="ghost")
+        with pytest.raises(CallTimeout):
+            await client.call_tool("alpha__sleep", {"seconds": 3}, timeout=0.2)
+        with pytest.raises(ServerNotRunning) as info:
+            await client.call_tool("echo", {"text": "x"}, server="off")
+    assert by_qualified.content[0]["text"] == "q"
+    assert by_plain.content[0]["text"] == "p"
+    assert failed.is_error
+    assert info.value.data["state"] == "disabled"
+
+
+async def test_requests_on_one_connection_run_concurrently(daemon: DaemonProcess) -> None:
+    """A slow call does not hold up a fast request behind it: answers come out of order."""
+    finished: list[str] = []
+    async with connect(daemon.socket) as client:
+
+        async def slow() -> None:
+            await client.call_tool("alpha__sleep", {"seconds": 1.0})
+            finished.append("slow")
+
+        async def fast() -> None:
+            await anyio.sleep(0.1)
+            await client.status()
+            finished.append("fast")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(slow)
+            tg.start_soon(fast)
+    assert finished == ["fast", "slow"]
+
+
+async def test_many_clients_at_once(daemon: DaemonProcess) -> None:
+    """Forty clients with concurrent calls all get their own answers."""
+
+    async def one(index: int) -> None:
+        async with connect(daemon.socket, name=f"c{index}") as client:
+            for round_ in range(5):
+                text = f"{index}-{round_}"
+                result = await client.call_tool("beta__echo", {"text": text})
+                assert result.content[0]["text"] == text
+
+    async with anyio.create_task_group() as tg:
+        for index in range(40):
+            tg.start_soon(one, index)
+
+
+async def test_subscribe_pushes_state_changes(daemon: DaemonProcess) -> None:
+    """A subscriber sees a restart as state events, ending in running."""
+    async with connect(daemon.socket) as watcher, connect(daemon.socket) as actor:
+        events = await watcher.subscribe()
+        status = await actor.restart("beta")
+        assert status.state == "running"
+        seen: list[str] = []
+        with anyio.fail_after(10):
+            async for event in events:
+                if isinstance(event, StateChanged) and event.server == "beta":
+                    seen.append(event.new)
+                    if event.new == "running":
+                        break
+    assert seen[0] == "starting" and seen[-1] == "running"
+
+
+async def test_call_waits_for_a_restarting_server(daemon: DaemonProcess) -> None:
+    """A call that arrives while the server restarts waits for it, then runs."""
+    async with connect(daemon.socket) as client:
+        pid = await client.call_tool("alpha__pid")
+        # Crash it: the next call arrives while it is in backoff or starting.
+        with pytest.raises(Exception):  # noqa: B017,PT011 - the crash surfaces as a transport error
+            await client.call_tool("alpha__crash")
+        result = await client.call_tool("alpha__echo", {"text": "back"}, timeout=30)
+        new_pid = await client.call_tool("alpha__pid")
+    assert result.content[0]["text"] == "back"
+    assert new_pid.content[0]["text"] != pid.content[0]["text"]
+
+
+async def test_start_stop_restart_one_server(daemon: DaemonProcess) -> None:
+    """servers.stop/start/restart act on one server and report its status."""
+    async with connect(daemon.socket) as client:
+        before = {s.name: s.pid for s in await client.status()}
+        stopped = await client.stop("beta")
+        assert stopped.state == "stopped"
+        started = await client.start("beta")
+        assert started.state == "running"
+        enabled = await client.start("off")
+        assert enabled.state == "running"
+        await client.stop("off")
+        after = {s.name: s.pid for s in await client.status()}
+    assert after["alpha"] == before["alpha"]
+    assert after["beta"] != before["beta"]
+
+
+# -- protocol errors and hostile clients -----------------------------------------------------------
+
+
+async def test_hello_is_required_and_versioned(daemon: DaemonProcess) -> None:
+    """Requests before hello are refused; a protocol mismatch is a clear ProtocolError."""
+    with raw_socket(daemon) as sock:
+        sock.sendall(frame(Request(1, "status", msgspec.Raw(encoder.encode(NoParams())))))
+        tag, request_id, _result, error = read_response(sock)
+        assert (tag, request_id) == (1, 1)
+        assert isinstance(error, dict) and error["code"] == ProtocolError.code
+        params = msgspec.Raw(encoder.encode(HelloParams(protocol=PROTOCOL_VERSION + 1)))
+        sock.sendall(frame(Request(2, "hello", params)))
+        _tag, _id, _result, error = read_response(sock)
+        assert isinstance(error, dict) and "protocol mismatch" in error["message"]
+
+
+async def test_unknown_method_and_invalid_params(daemon: DaemonProcess) -> None:
+    """Unknown methods and params of the wrong type get typed errors; the connection stays usable."""
+    with Client(daemon.socket) as client:
+        with pytest.raises(UnknownMethod):
+            client.request(_wire.Call("no.such.method", NoParams(), dict))
+        with pytest.raises(InvalidParams):
+            client.request(_wire.Call("servers.start", HelloParams(protocol=1), dict))
+        with pytest.raises(InvalidParams):
+            client.request(_wire.Call("tools.call", NoParams(), dict))
+        assert [s.name for s in client.status()] == ["alpha", "beta", "off"]
+
+
+async def test_undecodable_message_gets_an_error_and_the_stream_continues(daemon: DaemonProcess) -> None:
+    """A well-framed but undecodable message is answered with an error; later requests still work."""
+    with raw_socket(daemon) as sock:
+        sock.sendall(frame(["not", "a", "request"]) + b"\x00\x00\x00\x02\xc1\xc1" + hello_frame(7))
+        first = read_response(sock)
+        second = read_response(sock)
+        third = read_response(sock)
+    assert first[1] is None and isinstance(first[3], dict) and first[3]["code"] == ProtocolError.code
+    assert second[1] is None
+    assert third[1] == 7 and third[3] is None
+    await assert_healthy(daemon)
+
+
+async def test_garbage_bytes_close_only_that_connection(daemon: DaemonProcess) -> None:
+    """Random bytes read as a huge length: an error frame, then that connection is closed."""
+    with raw_socket(daemon) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        response = read_response(sock)
+        assert response[3] is not None and "exceeds the limit" in response[3]["message"]  # type: ignore[index]
+        assert sock.recv(1) == b""
+    await assert_healthy(daemon)
+
+
+async def test_oversized_frame_is_refused(daemon: DaemonProcess) -> None:
+    """A frame over max_frame_bytes (64 KiB here) closes that connection before it is read."""
+    with raw_socket(daemon) as sock:
+        sock.sendall(hello_frame())
+        read_response(sock)
+        sock.sendall((1 << 20).to_bytes(4, "big") + b"x" * 1000)
+        response = read_response(sock)
+        assert response[3] is not None and response[3]["code"] == ProtocolError.code  # type: ignore[index]
+    await assert_healthy(daemon)
+
+
+async def test_truncated_frame_and_disconnect_mid_request(daemon: DaemonProcess) -> None:
+    """Half a frame then EOF, or leaving while a call runs, disturbs nobody."""
+    with raw_socket(daemon) as sock:
+        sock.sendall(hello_frame()[:-3])
+    with raw_socket(daemon) as sock:
+        sock.sendall(hello_frame())
+        read_response(sock)
+        call = {"tool": "alpha__sleep", "arguments": {"seconds": 2}}
+        sock.sendall(frame(Request(2, "tools.call", msgspec.Raw(encoder.encode(call)))))
+    await assert_healthy(daemon)
+    async with connect(daemon.socket) as client:
+        assert (await client.call_tool("alpha__echo", {"text": "ok"})).content[0]["text"] == "ok"
+
+
+async def test_client_that_never_reads_is_dropped(daemon: DaemonProcess) -> None:
+    """A client that floods requests and reads nothing is disconnected; others are served throughout."""
+    sock = raw_socket(daemon)
+    try:
+        sock.sendall(hello_frame())
+        request = frame(Request(2, "tools.list", msgspec.Raw(encoder.encode({}))))
+        sock.setblocking(False)
+        sent = 0
+        with anyio.fail_after(30):
+            while True:
+                try:
+                    sent += sock.send(request * 64)
+                except BlockingIOError:
+                    await assert_healthy(daemon)
+                    await anyio.sleep(0.05)
+                except (BrokenPipeError, ConnectionResetError):
+                    break
+        assert sent > 0
+    finally:
+        sock.close()
+    await daemon.wait_for("client.dropped", reason="not reading")
+    await assert_healthy(daemon)
+
+
+# -- the socket file -----------------------------------------------------------------------------
+
+
+async def test_socket_and_directory_permissions(daemon: DaemonProcess) -> None:
+    """The socket is 0600; a directory the daemon creates is 0700."""
+    assert stat.S_IMODE(daemon.socket.stat().st_mode) == 0o600
+    nested = Path(f"/tmp/mcpd-perm-{os.getpid()}") / "run"
+    try:
+        env = {"XDG_CONFIG_HOME": "/nonexistent"}
+        async with running_daemon(None, socket=nested / "mcpd.sock", env=env) as other:
+            assert stat.S_IMODE(nested.stat().st_mode) == 0o700
+            assert other.socket.exists()
+        # The socket goes with the daemon; the lock file stays (removing it would race a new daemon).
+        assert sorted(p.name for p in nested.iterdir()) == ["mcpd.sock.lock"]
+    finally:
+        shutil.rmtree(nested.parent, ignore_errors=True)
+
+
+async def test_second_daemon_is_refused_and_first_keeps_running(daemon: DaemonProcess) -> None:
+    """`mcpd serve` on a socket in use exits 3 with one clear line; the first daemon is untouched."""
+    result = subprocess.run(
+        [sys.executable, "-m", "mcpd", "serve", "--socket", str(daemon.socket), "--log-format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        env={**os.environ, "XDG_CONFIG_HOME": "/nonexistent"},
+    )
+    assert result.returncode == 3
+    assert "already serving" in result.stderr and "Traceback" not in result.stderr
+    await assert_healthy(daemon)
+
+
+async def test_stale_socket_of_a_killed_daemon_is_replaced(tmp_path: Path) -> None:
+    """After kill -9 the socket file stays behind; the next daemon takes the path over."""
+    config = tmp_path / "c.toml"
+    config.write_text(server_toml("solo"))
+    async with running_daemon(config) as first:
+        socket_path = first.socket
+        pid = first.pids()["solo"]
+        first.process.kill()
+        await first.wait_exit()
+        assert socket_path.exists()
+        with pytest.raises(DaemonNotRunning):
+            Client(socket_path).connect()
+        with anyio.fail_after(10):
+            while not process_gone(pid):
+                await anyio.sleep(0.05)
+        async with running_daemon(config, socket=socket_path) as second:
+            with Client(second.socket) as client:
+                assert [s.state for s in client.status()] == ["running"]
+
+
+# The client runs as `nobody`, so it needs an interpreter that user may execute (not one under /root).
+SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin")
+
+
+@pytest.mark.skipif(os.getuid() != 0 or SYSTEM_PYTHON is None, reason="needs root and a system python3")
+async def test_other_uid_is_refused(daemon: DaemonProcess) -> None:
+    """A peer with another uid is refused by the kernel-reported credentials, even if it can connect."""
+    # Open up what normally keeps other users out (the 0700 directory, the 0600 socket) so that
+    # only the daemon's own credential check stands in the way.
+    os.chmod(daemon.socket.parent, 0o755)
+    os.chmod(daemon.socket, 0o666)
+    try:
+        code = (
+            "import socket,sys;s=socket.socket(socket.AF_UNIX);s.connect(sys.argv[1]);"
+            "h=s.recv(4,socket.MSG_WAITALL);sys.stdout.buffer.write(s.recv(int.from_bytes(h,'big'),socket.MSG_WAITALL))"
+        )
+        out = subprocess.run(
+            [str(SYSTEM_PYTHON), "-c", code, str(daemon.socket)],
+            capture_output=True,
+            timeout=10,
+            check=True,
+            user=65534,
+        ).stdout
+    finally:
+        os.chmod(daemon.socket, 0o600)
+        os.chmod(daemon.socket.parent, 0o700)
+    message = msgspec.msgpack.decode(out)
+    assert "permission denied" in message[3]["message"]
+    await assert_healthy(daemon)
+
+
+async def test_client_library_does_not_import_the_sdk() -> None:
+    """`import mcpd.client` loads neither the mcp SDK nor the daemon, so CLI calls start fast."""
+    code = (
+        "import sys, mcpd.client, mcpd.cli; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'pydantic', 'anyio') "
+        "or m.startswith(('mcpd.daemon', 'mcpd.supervisor.actor'))]; print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=30)
+    assert out.stdout.strip() == "[]"
+
+
+async def test_async_client_reports_a_dead_daemon(tmp_path: Path) -> None:
+    """Connecting to nothing is DaemonNotRunning, with the socket path in the message."""
+    with pytest.raises(DaemonNotRunning, match="mcpd serve"):
+        async with connect(tmp_path / "none.sock"):
+            pass

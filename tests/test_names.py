@@ -1,0 +1,44 @@
+"""Qualified tool names: valid for every host, unique, stable."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from mcpd.registry.names import qualify
+
+VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def test_plain_names_stay_readable() -> None:
+    """The common case is just server__tool."""
+    assert qualify("github", "create_issue") == "github__create_issue"
+
+
+@pytest.mark.parametrize(
+    ("server", "tool"),
+    [
+        ("files.local", "read"),  # dots are not allowed by hosts
+        ("a" * 40, "b" * 40),  # too long
+        ("srv", "tool with spaces/and:colons"),
+        ("srv", "工具"),  # non-ASCII
+    ],
+)
+def test_awkward_names_are_cleaned_and_hashed(server: str, tool: str) -> None:
+    """Anything outside the host-safe pattern is cleaned, cut to 64 and suffixed with a hash."""
+    name = qualify(server, tool)
+    assert VALID.match(name), name
+    assert qualify(server, tool) == name  # stable
+
+
+def test_cleaning_never_merges_two_tools() -> None:
+    """Pairs that clean to the same text still get different names."""
+    names = {
+        qualify("my.server", "x"),
+        qualify("my_server", "x"),
+        qualify("my-server", "x"),
+        qualify("a" * 70, "x"),
+        qualify("a" * 70, "y"),
+    }
+    assert len(names) == 5
