@@ -1,4 +1,4 @@
-"""The async client (anyio): many requests in flight on one connection, and pushed events.
+"""The async client (anyio on asyncio): many requests in flight on one connection, and pushed events.
 
 ``async with connect() as mcpd:`` opens the socket, says hello and runs a reader task
 that routes each response to its waiting request and each event to ``events()``.
@@ -6,16 +6,15 @@ that routes each response to its waiting request and each event to ``events()``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
 import msgspec
-from anyio.abc import SocketStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from mcpd.client import _wire
@@ -29,7 +28,7 @@ from mcpd.ipc.protocol import (
     Response,
     ToolResult,
 )
-from mcpd.ipc.reader import read_frames
+from mcpd.ipc.stream import FrameStream
 from mcpd.registry.model import ToolEntry
 from mcpd.supervisor.model import ServerStatus
 
@@ -37,22 +36,15 @@ T = TypeVar("T")
 _event_decoder = msgspec.msgpack.Decoder(Event)
 
 
-@dataclass
-class _Waiter:
-    done: anyio.Event = field(default_factory=anyio.Event)
-    response: Response | None = None
-
-
 class AsyncClient:
     """A connected client; build it with ``connect()``."""
 
-    def __init__(self, stream: SocketStream, name: str) -> None:
+    def __init__(self, stream: FrameStream, name: str) -> None:
         self.name = name
         self.hello_result: HelloResult | None = None
         self._stream = stream
         self._ids = itertools.count(1)
-        self._waiters: dict[int, _Waiter] = {}
-        self._send_lock = anyio.Lock()
+        self._waiters: dict[int, asyncio.Future[Response | None]] = {}
         self._closed: McpdError | None = None
         self._event_send: MemoryObjectSendStream[Event] | None = None
         self._event_receive: MemoryObjectReceiveStream[Event] | None = None
@@ -62,53 +54,53 @@ class AsyncClient:
         if self._closed is not None:
             raise self._closed
         request_id = next(self._ids)
-        waiter = _Waiter()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[Response | None] = loop.create_future()
         self._waiters[request_id] = waiter
+        # A loop timer, not a cancel scope, bounds the wait: it is far cheaper per request.
+        timer = loop.call_later(call.timeout, _settle, waiter, None)
         try:
-            async with self._send_lock:
-                await self._stream.send(call.request(request_id))
-            with anyio.move_on_after(call.timeout):
-                await waiter.done.wait()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            await self._stream.send(call.request(request_id))
+            response = await waiter
+        except (ConnectionError, OSError) as exc:
             raise TransportError(f"lost the daemon connection: {exc}") from None
         finally:
+            timer.cancel()
             self._waiters.pop(request_id, None)
-        if waiter.response is None:
+        if response is None:
             if self._closed is not None:
                 raise self._closed
             raise CallTimeout(f"no answer to {call.method} within {call.timeout:g}s")
-        return _wire.result_of(waiter.response, call)
+        return _wire.result_of(response, call)
 
     async def _read(self) -> None:
         reason: McpdError = TransportError("the daemon closed the connection")
         try:
-            async for data in read_frames(self._stream):
+            async for data in self._stream.frames():
                 message = _wire.decoder.decode(data)
                 if isinstance(message, Response):
                     self._deliver(message)
                 elif isinstance(message, Notification) and message.method == EVENT_NOTIFICATION:
                     self._push(_event_decoder.decode(message.params))
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+        except (ConnectionError, OSError) as exc:
             reason = TransportError(f"lost the daemon connection: {exc}")
         except (ProtocolError, msgspec.DecodeError, msgspec.ValidationError) as exc:
             reason = TransportError(f"the daemon sent a malformed message: {exc}")
         finally:
             self._closed = reason
             for waiter in self._waiters.values():
-                waiter.done.set()
+                _settle(waiter, None)
             if self._event_send is not None:
                 self._event_send.close()
 
     def _deliver(self, response: Response) -> None:
         if response.id is None:  # the daemon could not tell which request failed: fail them all
             for waiter in self._waiters.values():
-                waiter.response = response
-                waiter.done.set()
+                _settle(waiter, response)
             return
         pending = self._waiters.get(response.id)
         if pending is not None:
-            pending.response = response
-            pending.done.set()
+            _settle(pending, response)
 
     def _push(self, event: Event) -> None:
         if self._event_send is None:
@@ -166,14 +158,22 @@ async def connect(
     path = _wire.resolve_socket(socket_path)
     try:
         with anyio.fail_after(timeout):
-            stream = await anyio.connect_unix(path)
+            stream = await FrameStream.connect(str(path))
     except OSError as exc:
         raise _wire.not_running(path, exc) from None
-    async with stream, anyio.create_task_group() as tg:
-        client = AsyncClient(stream, name)
-        tg.start_soon(client._read)
-        try:
-            client.hello_result = await client.request(_wire.hello(name))
-            yield client
-        finally:
-            tg.cancel_scope.cancel()
+    try:
+        async with anyio.create_task_group() as tg:
+            client = AsyncClient(stream, name)
+            tg.start_soon(client._read)
+            try:
+                client.hello_result = await client.request(_wire.hello(name))
+                yield client
+            finally:
+                tg.cancel_scope.cancel()
+    finally:
+        stream.close()
+
+
+def _settle(future: asyncio.Future[Response | None], value: Response | None) -> None:
+    if not future.done():
+        future.set_result(value)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import socket
 from pathlib import Path
 
 import anyio
 import structlog
-from anyio.abc import SocketListener
 
 from mcpd.config.load import load_config
 from mcpd.config.model import Config
@@ -79,7 +79,7 @@ async def serve(
             endpoint.check_path(path)
             endpoint.prepare_directory(path)
             stack.enter_context(endpoint.hold_lock(path))
-            listener = await endpoint.open_listener(path)
+            listener = endpoint.open_listener(path)
         except (McpdError, OSError) as exc:
             log.error("daemon.socket_unavailable", socket=str(path), error=getattr(exc, "message", str(exc)))
             return EXIT_SOCKET
@@ -97,7 +97,7 @@ def _limits(config: Config) -> Limits:
     )
 
 
-async def _run(config: Config, config_path: Path | None, path: Path, listener: SocketListener) -> None:
+async def _run(config: Config, config_path: Path | None, path: Path, listener: socket.socket) -> None:
     # Signals are caught before any child exists, so a SIGTERM during start-up still stops them all.
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         log.info("daemon.starting", config=config.source, servers=len(config.servers), socket=str(path))

@@ -1,7 +1,7 @@
 """The socket file: one daemon per path (a lock), private permissions, and who is calling.
 
-anyio's unix listener deletes whatever file is at the path, which would steal a
-running daemon's socket; so the daemon first takes an exclusive ``flock`` on
+Binding means deleting whatever file is at the path, which would steal a running
+daemon's socket; so the daemon first takes an exclusive ``flock`` on
 ``<socket>.lock``. The kernel drops the lock when the daemon dies, however it dies,
 so a stale socket left by ``kill -9`` is simply replaced by the next daemon.
 """
@@ -16,9 +16,6 @@ import struct
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-
-import anyio
-from anyio.abc import SocketListener
 
 from mcpd.errors import McpdError
 
@@ -60,9 +57,26 @@ def prepare_directory(path: Path) -> None:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
-async def open_listener(path: Path) -> SocketListener:
-    """Bind the socket with mode 0600 (replacing a stale file; the caller holds the lock)."""
-    return await anyio.create_unix_listener(path, mode=0o600)
+def open_listener(path: Path) -> socket.socket:
+    """Bind and listen with mode 0600, replacing a stale file (the caller holds the lock)."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        # The umask covers the instant between bind and chmod, when the file would otherwise
+        # exist with the default mode. mcpd binds before it starts any child or thread.
+        previous = os.umask(0o177)
+        try:
+            sock.bind(str(path))
+        finally:
+            os.umask(previous)
+        os.chmod(path, 0o600)
+        sock.listen(1024)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def peer_uid(sock: socket.socket) -> int | None:

@@ -9,17 +9,18 @@ that stops reading is dropped once a write has waited ``write_timeout``.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import anyio
 import msgspec
 import structlog
-from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskGroup
+from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
 import mcpd
@@ -38,7 +39,7 @@ from mcpd.ipc.protocol import (
     Request,
     Response,
 )
-from mcpd.ipc.reader import read_frames
+from mcpd.ipc.stream import FrameStream
 
 log = structlog.get_logger("mcpd.ipc")
 
@@ -79,24 +80,40 @@ def error_response(request_id: int | None, error: McpdError) -> bytes:
 class Connection:
     """One client: its identity from ``hello``, its writes, its subscription."""
 
-    stream: SocketStream
+    stream: FrameStream
     limits: Limits
     id: int = field(default_factory=lambda: next(_ids))
     client: str | None = None
-    peer_pid: int | None = None
-    _lock: anyio.Lock = field(default_factory=anyio.Lock)
     _events: MemoryObjectSendStream[Event] | None = None
     _tg: TaskGroup | None = None
 
     async def send(self, data: bytes) -> None:
-        """Write one frame; a client that does not read within ``write_timeout`` is disconnected."""
-        async with self._lock:
-            with anyio.move_on_after(self.limits.write_timeout) as scope:
-                await self.stream.send(data)
-            if scope.cancelled_caught:
+        await self.stream.send(data)
+
+    async def watch_writes(self) -> None:
+        """Drop the client once its unread answers have not shrunk for ``write_timeout``.
+
+        A watchdog instead of a timeout around every send, because a cancel scope per
+        response would cost more than the response; and a slow reader that makes
+        progress is not dropped.
+        """
+        period = max(0.05, self.limits.write_timeout / 4)
+        stalled_since: float | None = None
+        last = 0
+        while True:
+            await anyio.sleep(period)
+            backlog = self.stream.backlog()
+            now = anyio.current_time()
+            if backlog == 0 or backlog < last:
+                stalled_since = None
+            elif stalled_since is None:
+                stalled_since = now
+            elif now - stalled_since >= self.limits.write_timeout:
                 log.warning("client.dropped", conn=self.id, client=self.client, reason="not reading")
+                self.stream.abort()
                 self.close()
-                raise anyio.BrokenResourceError
+                return
+            last = backlog
 
     def close(self) -> None:
         if self._tg is not None:
@@ -175,6 +192,52 @@ def _decode_params(raw: msgspec.Raw, params_type: type[P]) -> P:
         raise InvalidParams(f"invalid params: {exc}") from None
 
 
+class _InFlight:
+    """Counts a connection's running requests; ``enter`` waits while the limit is reached."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._count = 0
+        self._room = anyio.Event()
+
+    async def enter(self) -> None:
+        while self._count >= self._limit:
+            await self._room.wait()
+        self._count += 1
+
+    def leave(self) -> None:
+        self._count -= 1
+        if self._count == self._limit - 1:
+            self._room.set()
+            self._room = anyio.Event()
+
+
+class _Requests:
+    """The running requests of one connection, as plain asyncio tasks.
+
+    Not ``TaskGroup.start_soon``: anyio's per-task bookkeeping measured about 30 us of CPU
+    per request (``status`` fell from 68 to 38 us, and twice the requests per second).
+    Structure is kept by hand: the connection cancels and awaits every task before it
+    ends, so no request outlives its connection.
+    """
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def aclose(self) -> None:
+        """Cancel whatever still runs and wait for it (shielded, so it happens even when cancelled)."""
+        with anyio.CancelScope(shield=True):
+            for task in self._tasks:
+                task.cancel()
+            if self._tasks:
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
 class RpcServer(Generic[Ctx]):
     """Serves ``table`` on a listener, passing ``ctx`` to every handler."""
 
@@ -189,35 +252,46 @@ class RpcServer(Generic[Ctx]):
         for conn in list(self.connections):
             conn.push(event)
 
-    async def serve(self, listener: SocketListener) -> None:
-        async with listener:
-            await listener.serve(self._serve_connection)
+    async def serve(self, listener: socket.socket) -> None:
+        """Accept clients until cancelled; each is served in its own task."""
+        loop = asyncio.get_running_loop()
+        try:
+            async with anyio.create_task_group() as tg:
+                while True:
+                    sock, _ = await loop.sock_accept(listener)
+                    tg.start_soon(self._serve_connection, sock)
+        finally:
+            listener.close()
 
-    async def _serve_connection(self, stream: SocketStream) -> None:
+    async def _serve_connection(self, sock: socket.socket) -> None:
+        uid = peer_uid(sock)
+        stream = await FrameStream.adopt(sock)
         conn = Connection(stream, self.limits)
-        async with stream:
-            sock: socket.socket = stream.extra(SocketAttribute.raw_socket)
-            uid = peer_uid(sock)
+        try:
             if uid is not None and uid != self._uid:
                 log.warning("client.refused", conn=conn.id, uid=uid)
                 denied = ProtocolError(f"permission denied: this daemon serves uid {self._uid} only")
-                with anyio.move_on_after(1):
-                    await stream.send(error_response(None, denied))
+                await stream.send(error_response(None, denied))
                 return
             self.connections.add(conn)
-            try:
-                async with anyio.create_task_group() as tg:
-                    conn._tg = tg
-                    await self._read_requests(conn, tg)
-                    tg.cancel_scope.cancel()  # the client is gone: nobody is left to answer
-            finally:
-                self.connections.discard(conn)
+            async with anyio.create_task_group() as tg:
+                conn._tg = tg
+                tg.start_soon(conn.watch_writes)
+                await self._read_requests(conn)
+                tg.cancel_scope.cancel()  # the client is gone: nobody is left to answer
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            self.connections.discard(conn)
+            stream.close()
+            if conn.client is not None:
                 log.info("client.disconnected", conn=conn.id, client=conn.client)
 
-    async def _read_requests(self, conn: Connection, tg: TaskGroup) -> None:
-        in_flight = anyio.Semaphore(self.limits.max_in_flight)
+    async def _read_requests(self, conn: Connection) -> None:
+        in_flight = _InFlight(self.limits.max_in_flight)
+        requests = _Requests()
         try:
-            async for data in read_frames(conn.stream, self.limits.max_frame):
+            async for data in conn.stream.frames(self.limits.max_frame):
                 try:
                     message = _decoder.decode(data)
                 except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -226,8 +300,8 @@ class RpcServer(Generic[Ctx]):
                 if not isinstance(message, Request):
                     await conn.send(error_response(None, ProtocolError("clients may only send requests")))
                     continue
-                await in_flight.acquire()
-                tg.start_soon(self._answer, conn, message, in_flight)
+                await in_flight.enter()
+                requests.spawn(self._answer(conn, message, in_flight))
         except FrameTooLarge as exc:
             log.warning("client.bad_frame", conn=conn.id, client=conn.client, error=exc.message)
             await conn.send(error_response(None, exc))
@@ -235,15 +309,17 @@ class RpcServer(Generic[Ctx]):
             log.info("client.truncated", conn=conn.id, client=conn.client, error=exc.message)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
             pass
+        finally:
+            await requests.aclose()
 
-    async def _answer(self, conn: Connection, request: Request, in_flight: anyio.Semaphore) -> None:
+    async def _answer(self, conn: Connection, request: Request, in_flight: _InFlight) -> None:
         try:
             response = await self._dispatch(conn, request)
             await conn.send(response)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
             pass  # the client left before its answer; nothing to do
         finally:
-            in_flight.release()
+            in_flight.leave()
 
     async def _dispatch(self, conn: Connection, request: Request) -> bytes:
         try:

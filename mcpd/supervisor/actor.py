@@ -8,6 +8,7 @@ touches them (spawn, handshake, health pings, tool refresh, teardown) runs insid
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import random
 import time
@@ -16,6 +17,7 @@ from typing import Any
 
 import anyio
 import mcp_types
+import msgspec
 import structlog
 from anyio.abc import TaskGroup
 from mcp.client._transport import TransportStreams
@@ -38,6 +40,7 @@ from mcpd.supervisor.model import (
     ToolResult,
     ToolsChanged,
 )
+from mcpd.supervisor.rawrpc import MAX_BACKLOG, CallResult, ConnectionLost, NotReading
 from mcpd.supervisor.states import LIVE_STATES, ServerState, check_transition
 from mcpd.supervisor.stdio import StdioChild, open_stdio_child
 
@@ -46,6 +49,7 @@ log = structlog.get_logger("mcpd.supervisor")
 S = ServerState
 _CLIENT_INFO = mcp_types.Implementation(name="mcpd", version=mcpd.__version__)
 _MAX_TOOL_PAGES = 100
+_call_result = msgspec.json.Decoder(CallResult)
 _SPAWN_ERRORS = (FileNotFoundError, PermissionError, NotADirectoryError, IsADirectoryError)
 
 
@@ -102,6 +106,7 @@ class ServerActor:
         self._child: StdioChild | None = None
         self._alive = False
         self._tools: tuple[ToolInfo, ...] = ()
+        self._tool_names: frozenset[str] = frozenset()
         self._tools_dirty = anyio.Event()
         self._server_info: ServerInfo | None = None
         self._live_since: float | None = None
@@ -185,26 +190,61 @@ class ServerActor:
         A tool that ran and failed is a result with ``is_error`` set, not an exception.
         """
         limit = timeout if timeout is not None else self.config.call_timeout
-        deadline = anyio.current_time() + limit
+        deadline = asyncio.get_running_loop().time() + limit
         session = await self._wait_live(deadline, limit)
-        if not any(t.name == tool for t in self._tools):
+        if tool not in self._tool_names:
             raise UnknownTool(
                 f"server {self.name!r} has no tool {tool!r}", {"server": self.name, "tool": tool}
             )
+        child = self._child
         try:
+            if child is not None:
+                return await self._call_raw(child, tool, arguments, deadline)
             with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
-                result = await session.call_tool(tool, arguments)
+                return await self._call_sdk(session, tool, arguments)
         except TimeoutError:
             raise CallTimeout(
                 f"{self.name}/{tool} did not answer within {limit:g}s", {"server": self.name, "tool": tool}
             ) from None
+
+    async def _call_raw(
+        self, child: StdioChild, tool: str, arguments: dict[str, Any], deadline: float
+    ) -> ToolResult:
+        try:
+            reply = await child.rpc.request("tools/call", {"name": tool, "arguments": arguments}, deadline)
+        except ConnectionLost:
+            with anyio.move_on_after(0.5):  # the exit status makes the better message
+                await child.exited.wait()
+            raise TransportError(
+                f"{self.name} closed the connection during {tool}: {child.exit_reason()}",
+                {"server": self.name, "tool": tool},
+            ) from None
+        except NotReading:
+            raise TransportError(
+                f"{self.name} is not reading its stdin (over {MAX_BACKLOG} bytes of requests queued)",
+                {"server": self.name, "tool": tool},
+            ) from None
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise TransportError(f"{self.name} sent a malformed answer to {tool}: {exc}") from None
+        if reply.error is not None:
+            # A JSON-RPC error response: the server handled the request and refused it.
+            return ToolResult(content=[{"type": "text", "text": reply.error.message}], is_error=True)
+        try:
+            result = _call_result.decode(reply.result)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise TransportError(f"{self.name} answered {tool} with an invalid result: {exc}") from None
+        return ToolResult(
+            content=result.content, structured_content=result.structured_content, is_error=result.is_error
+        )
+
+    async def _call_sdk(self, session: ClientSession, tool: str, arguments: dict[str, Any]) -> ToolResult:
+        try:
+            result = await session.call_tool(tool, arguments)
         except MCPError as exc:
             if exc.code == mcp_types.CONNECTION_CLOSED:
                 raise TransportError(
-                    f"{self.name} closed the connection during {tool}: {self._exit_reason()}",
-                    {"server": self.name, "tool": tool},
+                    f"{self.name} closed the connection during {tool}", {"server": self.name, "tool": tool}
                 ) from None
-            # A JSON-RPC error response: the server handled the request and refused it.
             return ToolResult(content=[{"type": "text", "text": exc.error.message}], is_error=True)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
             raise TransportError(
@@ -374,7 +414,7 @@ class ServerActor:
         self._server_info = ServerInfo(
             name=info.name, version=info.version, title=info.title, instructions=result.instructions
         )
-        self._tools = tools
+        self._set_tools(tools)
         self._session = session
         self._alive = True
         self._live_since = time.monotonic()
@@ -463,10 +503,14 @@ class ServerActor:
             except (TimeoutError, MCPError) as exc:
                 self._degrade(f"tools/list after list_changed failed: {describe_error(exc)}")
                 continue
-            self._tools = tools
+            self._set_tools(tools)
             self._recover("tools/list answered")
             log.info("server.tools_changed", server=self.name, tools=len(tools))
             self._emit(ToolsChanged(server=self.name, tools=len(tools)))
+
+    def _set_tools(self, tools: tuple[ToolInfo, ...]) -> None:
+        self._tools = tools
+        self._tool_names = frozenset(t.name for t in tools)
 
     def _degrade(self, reason: str) -> None:
         self.last_error = reason
@@ -476,9 +520,6 @@ class ServerActor:
     def _recover(self, reason: str) -> None:
         if self._state is S.DEGRADED:
             self._set(S.RUNNING, reason)
-
-    def _exit_reason(self) -> str:
-        return self._child.exit_reason() if self._child is not None else "connection closed"
 
     def _set(self, new: ServerState, reason: str) -> None:
         old = self._state

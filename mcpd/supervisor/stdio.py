@@ -30,6 +30,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 
 from mcpd.config.model import ServerConfig
+from mcpd.supervisor.rawrpc import RawRpc
 
 log = structlog.get_logger("mcpd.supervisor")
 
@@ -138,6 +139,12 @@ class StdioChild:
     stdout_closed: anyio.Event = field(default_factory=anyio.Event)
     """Set at EOF on stdout: from then on no answer can come, whether or not the exit was seen yet."""
     garbage_lines: int = 0
+    rpc: RawRpc = field(init=False)
+
+    def __post_init__(self) -> None:
+        stdin = self.process.stdin
+        assert stdin is not None
+        self.rpc = RawRpc(stdin.write, stdin.transport.get_write_buffer_size)
 
     @property
     def pid(self) -> int:
@@ -162,6 +169,7 @@ class StdioChild:
             async with sink:
                 await self._pump_stdout(stdout, sink)
         finally:
+            self.rpc.close()
             self.stdout_closed.set()
 
     async def _pump_stdout(
@@ -177,7 +185,7 @@ class StdioChild:
             except asyncio.LimitOverrunError:
                 log.error("server.line_too_long", server=self.server, limit=MAX_LINE_BYTES)
                 return
-            if not line.strip():
+            if not line.strip() or self.rpc.route(line):
                 continue
             try:
                 message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)

@@ -1,0 +1,71 @@
+"""Frames over an asyncio stream pair: the daemon's connections and the async client.
+
+asyncio's protocol-based streams, not anyio's socket streams: on asyncio, anyio serves
+Unix sockets through raw non-blocking calls that register and unregister the socket
+with the selector on every read, which measured slower than the protocol path on the
+per-request hot path. Writes are single synchronous ``write()`` calls, so frames from
+concurrent tasks never interleave and no lock is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+
+from mcpd.ipc.framing import DEFAULT_MAX_FRAME, FrameBuffer, TruncatedFrame
+
+_READ_CHUNK = 256 * 1024
+
+
+class FrameStream:
+    """One connection: ``frames()`` to read, ``send()`` to write whole frames."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+
+    @classmethod
+    async def connect(cls, path: str) -> FrameStream:
+        reader, writer = await asyncio.open_unix_connection(path, limit=_READ_CHUNK)
+        return cls(reader, writer)
+
+    @classmethod
+    async def adopt(cls, sock: socket.socket) -> FrameStream:
+        """Wrap a socket accepted by the listener."""
+        reader, writer = await asyncio.open_unix_connection(sock=sock, limit=_READ_CHUNK)
+        return cls(reader, writer)
+
+    @property
+    def socket(self) -> socket.socket:
+        sock: socket.socket = self._writer.get_extra_info("socket")
+        return sock
+
+    async def frames(self, max_frame: int = DEFAULT_MAX_FRAME) -> AsyncIterator[bytes]:
+        """Each frame until the peer closes; ``TruncatedFrame`` if it closes mid-frame."""
+        buffer = FrameBuffer(max_frame)
+        while True:
+            chunk = await self._reader.read(_READ_CHUNK)
+            if not chunk:
+                if buffer.pending:
+                    raise TruncatedFrame(f"connection closed in a frame, {buffer.pending} bytes into it")
+                return
+            for item in buffer.feed(chunk):
+                yield item
+
+    async def send(self, data: bytes) -> None:
+        """Queue ``data`` and wait only if the peer has let the write buffer fill up."""
+        self._writer.write(data)
+        await self._writer.drain()
+
+    def backlog(self) -> int:
+        """Bytes written but not yet taken by the peer."""
+        return self._writer.transport.get_write_buffer_size()
+
+    def close(self) -> None:
+        """Close after flushing what is queued (the usual end of a connection)."""
+        self._writer.close()
+
+    def abort(self) -> None:
+        """Close at once, dropping unsent data: for a peer that stopped reading."""
+        self._writer.transport.abort()
