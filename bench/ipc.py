@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -167,9 +168,19 @@ async def main(count: int, seconds: float) -> None:
     echo_path = workdir / "echo.sock"
     # The floor runs in its own process, as mcpd does, so both pay the same cross-process hops.
     echo_process = await anyio.open_process([sys.executable, __file__, "--serve-echo", str(echo_path)])
-    with anyio.fail_after(20):
-        while not echo_path.exists():
-            await anyio.sleep(0.02)
+    try:
+        with anyio.fail_after(20):
+            while not echo_path.exists():
+                await anyio.sleep(0.02)
+        await measure(workdir, echo_path, echo_process.pid, count, seconds)
+    finally:
+        echo_process.terminate()
+        with anyio.move_on_after(5):
+            await echo_process.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def measure(workdir: Path, echo_path: Path, echo_pid: int, count: int, seconds: float) -> None:
     command, *args = fixture_command("fx", "--tools", "1")
     config = workdir / "config.toml"
     config.write_text(f"[servers.fx]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n")
@@ -236,7 +247,7 @@ async def main(count: int, seconds: float) -> None:
             cells = "".join(f"{results[label][n]:>12,.0f}" for n in (1, 8, 32))
             print(f"  {label:<34}{cells}")
 
-        echo_cpu = await cpu_per_request(echo_process.pid, [echo_op(i) for i in range(8)], 5000)
+        echo_cpu = await cpu_per_request(echo_pid, [echo_op(i) for i in range(8)], 5000)
         status_cpu = await cpu_per_request(daemon.process.pid, [status_op(i) for i in range(8)], 5000)
         cpu_per_call = await cpu_per_request(daemon.process.pid, [call_op(i) for i in range(8)], 2000)
 
@@ -280,8 +291,6 @@ async def main(count: int, seconds: float) -> None:
         )
         for client in [*echo_clients, *raw_mcpd]:
             client.stream.close()
-    echo_process.terminate()
-    await echo_process.wait()
 
 
 async def serve_echo(path: str) -> None:
