@@ -5,13 +5,14 @@ from __future__ import annotations
 import contextlib
 import signal
 import socket
+from collections.abc import Iterable
 from pathlib import Path
 
 import anyio
 import structlog
 
 from mcpd.config.load import load_config
-from mcpd.config.model import Config
+from mcpd.config.model import Config, ConfigIssue
 from mcpd.config.paths import default_socket_path
 from mcpd.daemon.methods import Daemon, methods
 from mcpd.errors import ConfigError, McpdError
@@ -30,8 +31,8 @@ EXIT_CONFIG = 2
 EXIT_SOCKET = 3
 
 
-def _report_issues(config: Config) -> None:
-    for issue in config.issues:
+def _report_issues(issues: Iterable[ConfigIssue]) -> None:
+    for issue in issues:
         log.error(
             "config.invalid_server",
             file=issue.file,
@@ -47,14 +48,7 @@ async def _reload(daemon: Daemon) -> None:
     except ConfigError as exc:
         log.error("config.reload_rejected", error=exc.message)
         return
-    for issue in result.issues:
-        log.error(
-            "config.invalid_server",
-            file=issue.file,
-            server=issue.server,
-            field=issue.field,
-            error=issue.message,
-        )
+    _report_issues(result.issues)
 
 
 async def _announce_ready(supervisor: Supervisor) -> None:
@@ -63,16 +57,14 @@ async def _announce_ready(supervisor: Supervisor) -> None:
     log.info("daemon.ready", running=running, servers=len(supervisor.names()))
 
 
-async def serve(
-    config_path: Path | None, socket_path: Path | None = None, limits: Limits | None = None
-) -> int:
+async def serve(config_path: Path | None, socket_path: Path | None = None) -> int:
     """Run the daemon in the foreground until SIGTERM or SIGINT; returns the exit status."""
     try:
         config = load_config(config_path)
     except ConfigError as exc:
         log.error("config.invalid", error=exc.message)
         return EXIT_CONFIG
-    _report_issues(config)
+    _report_issues(config.issues)
     path = socket_path or default_socket_path()
     with contextlib.ExitStack() as stack:
         try:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+import structlog
 
 from mcpd.config.load import load_config
+from mcpd.errors import McpdError
 from mcpd.ipc.protocol import (
     NoParams,
     Ok,
@@ -26,6 +29,7 @@ from mcpd.supervisor.states import ServerState
 from mcpd.supervisor.supervisor import Supervisor
 
 S = ServerState
+log = structlog.get_logger("mcpd.daemon")
 
 
 @dataclass
@@ -104,7 +108,26 @@ async def tools_call(daemon: Daemon, conn: Connection, params: ToolsCallParams) 
     else:
         server, tool = params.server, params.tool
     actor = daemon.supervisor.actor(server)
-    return await actor.call_tool(tool, params.arguments, params.timeout)
+    started = time.perf_counter()
+    outcome = "error"
+    try:
+        result = await actor.call_tool(tool, params.arguments, params.timeout)
+    except McpdError as exc:
+        outcome = type(exc).__name__
+        raise
+    else:
+        outcome = "tool_error" if result.is_error else "ok"
+        return result
+    finally:
+        # Debug level: a call is the hot path, and a filtered-out event costs nothing.
+        log.debug(
+            "tool.call",
+            server=server,
+            tool=tool,
+            client=conn.client,
+            ms=round((time.perf_counter() - started) * 1000, 3),
+            outcome=outcome,
+        )
 
 
 @methods.method("subscribe", NoParams)
