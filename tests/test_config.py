@@ -138,3 +138,39 @@ def test_bad_server_name(tmp_path: Path) -> None:
     )
     assert config.servers == ()
     assert config.issues[0].server == "has space"
+
+
+@pytest.mark.parametrize(
+    ("entry", "field", "needle"),
+    [
+        ('command = "x"\nstop_grace = nan', "stop_grace", "finite"),
+        ('command = "x"\nconnect_timeout = inf', "connect_timeout", "finite"),
+        ('command = "x"\n[servers.s.restart]\ninitial_delay = nan', "restart", "finite"),
+        ('command = "x"\nargs = ["a\\u0000b"]', None, "NUL"),
+        ('command = "x"\nenv = { "A=B" = "1" }', None, "invalid variable name"),
+        ('command = "x"\ncwd = "relative/dir"', None, "absolute"),
+    ],
+)
+def test_values_that_would_break_timers_or_exec_are_refused(
+    tmp_path: Path, entry: str, field: str | None, needle: str
+) -> None:
+    """NaN, infinity, NUL bytes and similar are entry errors, not crashes later."""
+    config = load_config(write(tmp_path, "c.toml", f"[servers.s]\n{entry}\n"))
+    assert config.servers == ()
+    (issue,) = config.issues
+    assert needle in issue.message
+    if field:
+        assert issue.field == field
+
+
+def test_trailing_newline_in_a_name_is_refused(tmp_path: Path) -> None:
+    """Names are matched whole: a newline at the end is not a valid name."""
+    config = load_config(write(tmp_path, "c.json", json.dumps({"mcpServers": {"b\n": {"command": "x"}}})))
+    assert config.servers == ()
+
+
+def test_deeply_nested_file_is_a_config_error(tmp_path: Path) -> None:
+    """A pathologically nested file is a ConfigError, not a RecursionError."""
+    path = write(tmp_path, "deep.json", "[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        load_config(path)

@@ -24,11 +24,12 @@ from mcpd.errors import (
     InvalidParams,
     ProtocolError,
     ServerNotRunning,
+    TransportError,
     UnknownMethod,
     UnknownServer,
     UnknownTool,
 )
-from mcpd.ipc.protocol import PROTOCOL_VERSION, HelloParams, NoParams, Request
+from mcpd.ipc.protocol import PROTOCOL_VERSION, HelloParams, NoParams, Request, ToolsCallParams
 from mcpd.supervisor.model import StateChanged
 from mcpd.testing import fixture_command, process_gone
 from mcpd.testing.daemon import DaemonProcess, running_daemon
@@ -269,6 +270,54 @@ async def test_garbage_bytes_close_only_that_connection(daemon: DaemonProcess) -
         assert response[3] is not None and "exceeds the limit" in response[3]["message"]  # type: ignore[index]
         assert sock.recv(1) == b""
     await assert_healthy(daemon)
+
+
+async def test_huge_length_then_hang_up(daemon: DaemonProcess) -> None:
+    """An absurd length followed by an immediate close (the error reply cannot be delivered)."""
+    for _ in range(3):
+        with raw_socket(daemon) as sock:
+            sock.sendall(b"\xff\xff\xff\xff")
+    await assert_healthy(daemon)
+
+
+async def test_subscriber_that_vanishes_mid_broadcast(daemon: DaemonProcess) -> None:
+    """Events pushed to a subscriber that has hung up are dropped with it; the daemon carries on."""
+    with raw_socket(daemon) as sock:
+        sock.sendall(hello_frame() + frame(Request(2, "subscribe", msgspec.Raw(encoder.encode({})))))
+        read_response(sock)
+        read_response(sock)
+    async with connect(daemon.socket) as client:
+        await client.restart("beta")
+    await assert_healthy(daemon)
+
+
+async def test_unencodable_result_is_an_error_not_a_hang(daemon: DaemonProcess) -> None:
+    """A tool result msgpack cannot carry (a 70-bit integer) comes back as TransportError at once."""
+    async with connect(daemon.socket) as client:
+        with anyio.fail_after(10), pytest.raises(TransportError, match="cannot be sent"):
+            await client.call_tool("alpha__huge")
+
+
+async def test_bad_timeout_and_arguments_are_invalid_params(daemon: DaemonProcess) -> None:
+    """A NaN or negative timeout, or arguments JSON cannot express, are InvalidParams."""
+    async with connect(daemon.socket) as client:
+        for timeout in (float("nan"), -1.0, 0.0):
+            with pytest.raises(InvalidParams):  # refused by the client library
+                await client.call_tool("alpha__echo", {"text": "x"}, timeout=timeout)
+            # and by the daemon, for clients that do not check
+            params = ToolsCallParams(tool="alpha__echo", arguments={"text": "x"}, timeout=timeout)
+            with pytest.raises(InvalidParams):
+                await client.request(_wire.Call("tools.call", params, dict))
+        with pytest.raises(InvalidParams):
+            await client.call_tool("alpha__echo", {"text": msgspec.msgpack.Ext(1, b"x")})
+        assert (await client.call_tool("alpha__echo", {"text": "still"})).content[0]["text"] == "still"
+
+
+async def test_errors_leave_the_async_client_block_unwrapped(daemon: DaemonProcess) -> None:
+    """An error raised inside `async with connect()` reaches the caller as itself, not a group."""
+    with pytest.raises(UnknownTool):
+        async with connect(daemon.socket) as client:
+            await client.call_tool("alpha__missing")
 
 
 async def test_oversized_frame_is_refused(daemon: DaemonProcess) -> None:

@@ -73,3 +73,16 @@ def test_policy_rejects_nonsense() -> None:
         RestartPolicy(jitter=1.5)
     with pytest.raises(ValueError, match="max_delay"):
         RestartPolicy(initial_delay=5, max_delay=1)
+
+
+def test_backoff_never_overflows() -> None:
+    """A huge multiplier or attempt count is capped at max_delay instead of raising OverflowError."""
+    policy = RestartPolicy(initial_delay=1.0, max_delay=30.0, multiplier=1e200, jitter=0.0, max_retries=10**6)
+    assert backoff_delay(5, policy, 0.5) == 30.0
+    assert backoff_delay(10**6, RestartPolicy(jitter=0.0, max_retries=10**7), 0.5) == 30.0
+
+
+def test_policy_rejects_non_finite_numbers() -> None:
+    """NaN passes `< 0` checks, so it is refused explicitly."""
+    with pytest.raises(ValueError, match="finite"):
+        RestartPolicy(initial_delay=float("nan"))

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from mcpd.config.model import Config, ServerConfig
+from mcpd.config.model import Config, RestartPolicy, ServerConfig
 from mcpd.errors import CallTimeout, ServerNotRunning, UnknownServer, UnknownTool
 from mcpd.supervisor.model import Event, StateChanged
 from mcpd.supervisor.states import ServerState
@@ -93,6 +93,20 @@ async def test_crash_loop_ends_in_failed_until_restarted() -> None:
             await actor.wait_state(S.STARTING, timeout=0.5)
         actor.restart()
         await actor.wait_state(S.STARTING, timeout=5)
+
+
+async def test_stop_during_backoff_is_prompt() -> None:
+    """A server waiting out a long backoff stops at once when asked, and says stopped."""
+    slow_retry = RestartPolicy(initial_delay=30.0, max_delay=30.0, max_retries=3)
+    async with open_supervisor(
+        config(fixture_server("waiting", "--die-after", "0", restart=slow_retry))
+    ) as sup:
+        actor = sup.actor("waiting")
+        await actor.wait_state(S.BACKOFF, timeout=20)
+        started = time.monotonic()
+        await actor.stop()
+        assert actor.state is S.STOPPED
+        assert time.monotonic() - started < 2.0
 
 
 async def test_frozen_server_is_degraded_then_restarted() -> None:

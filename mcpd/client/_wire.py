@@ -9,8 +9,9 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from mcpd.config.paths import default_socket_path
-from mcpd.errors import DaemonNotRunning, ProtocolError, error_from_wire
+from mcpd.errors import DaemonNotRunning, InvalidParams, ProtocolError, error_from_wire
 from mcpd.ipc.protocol import (
+    MAX_CALL_TIMEOUT,
     PROTOCOL_VERSION,
     HelloParams,
     HelloResult,
@@ -75,6 +76,8 @@ def tools_list(servers: list[str] | None) -> Call[ToolsListResult]:
 def tools_call(
     tool: str, arguments: dict[str, Any] | None, server: str | None, timeout: float | None
 ) -> Call[ToolResult]:
+    if timeout is not None and not 0 < timeout <= MAX_CALL_TIMEOUT:
+        raise InvalidParams(f"timeout must be a number of seconds in (0, {MAX_CALL_TIMEOUT}], not {timeout}")
     params = ToolsCallParams(tool=tool, server=server, arguments=arguments or {}, timeout=timeout)
     # Without an explicit timeout the daemon applies the server's call_timeout (60 s by default).
     wait = (timeout if timeout is not None else 600.0) + CALL_MARGIN

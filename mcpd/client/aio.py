@@ -19,6 +19,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from mcpd.client import _wire
 from mcpd.errors import CallTimeout, McpdError, ProtocolError, TransportError
+from mcpd.ipc.framing import MAX_CLIENT_FRAME
 from mcpd.ipc.protocol import (
     EVENT_NOTIFICATION,
     Event,
@@ -76,7 +77,7 @@ class AsyncClient:
     async def _read(self) -> None:
         reason: McpdError = TransportError("the daemon closed the connection")
         try:
-            async for data in self._stream.frames():
+            async for data in self._stream.frames(MAX_CLIENT_FRAME):
                 message = _wire.decoder.decode(data)
                 if isinstance(message, Response):
                     self._deliver(message)
@@ -161,16 +162,17 @@ async def connect(
             stream = await FrameStream.connect(str(path))
     except OSError as exc:
         raise _wire.not_running(path, exc) from None
+    client = AsyncClient(stream, name)
+    # A plain task rather than a task group around the caller's block, so that errors from
+    # that block reach the caller as themselves, not wrapped in an ExceptionGroup.
+    reader = asyncio.get_running_loop().create_task(client._read())
     try:
-        async with anyio.create_task_group() as tg:
-            client = AsyncClient(stream, name)
-            tg.start_soon(client._read)
-            try:
-                client.hello_result = await client.request(_wire.hello(name))
-                yield client
-            finally:
-                tg.cancel_scope.cancel()
+        client.hello_result = await client.request(_wire.hello(name))
+        yield client
     finally:
+        reader.cancel()
+        with anyio.CancelScope(shield=True):
+            await asyncio.gather(reader, return_exceptions=True)
         stream.close()
 
 

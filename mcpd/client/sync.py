@@ -15,7 +15,7 @@ from typing import Any, Self, TypeVar
 
 from mcpd.client import _wire
 from mcpd.errors import CallTimeout, ProtocolError, TransportError
-from mcpd.ipc.framing import FrameBuffer
+from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer
 from mcpd.ipc.protocol import HelloResult, ReloadResult, Response, ToolResult
 from mcpd.registry.model import ToolEntry
 from mcpd.supervisor.model import ServerStatus
@@ -31,7 +31,7 @@ class Client:
         self.name = name
         self.hello_result: HelloResult | None = None
         self._sock: socket.socket | None = None
-        self._frames = FrameBuffer()
+        self._frames = FrameBuffer(MAX_CLIENT_FRAME)
         self._pending: list[bytes] = []
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -45,7 +45,11 @@ class Client:
             sock.close()
             raise _wire.not_running(self.path, exc) from None
         self._sock = sock
-        self.hello_result = self.request(_wire.hello(self.name))
+        try:
+            self.hello_result = self.request(_wire.hello(self.name))
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def close(self) -> None:

@@ -23,7 +23,7 @@ from mcpd.errors import ConfigError
 
 EMBEDDED_SOURCE = "<embedded default>"
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _FIELDS = frozenset(ServerConfig.__struct_fields__) - {"name"}
 # Keys that hosts (Claude Desktop, Claude Code, Cursor, VS Code, Cline) put in their entries and
 # that mean nothing to mcpd; they are dropped instead of rejected so the user's file works as is.
@@ -31,6 +31,7 @@ _HOST_ONLY_KEYS = frozenset(
     {"type", "transport", "transportType", "disabled", "timeout", "autoApprove", "alwaysAllow", "trust"}
 )
 _VALIDATION_PATH = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
+_NAMED_FIELD = re.compile(r"`(?P<field>\w+)` ")
 _UNKNOWN_FIELD = re.compile(r"Object contains unknown field `(?P<field>[^`]+)`")
 
 
@@ -65,8 +66,8 @@ def load_config(path: Path | None = None) -> Config:
 def _toml_document(source: str, raw: bytes) -> dict[str, Any]:
     try:
         document = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc or 'nested too deeply'}") from None
     unknown = sorted(set(document) - {"servers", "daemon"})
     if unknown:
         raise ConfigError(
@@ -96,8 +97,8 @@ def _toml_servers(source: str, document: dict[str, Any]) -> Mapping[str, Any]:
 def _json_entries(source: str, raw: bytes) -> Mapping[str, Any]:
     try:
         document = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{source}: not valid JSON: {exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ConfigError(f"{source}: not valid JSON: {exc or 'nested too deeply'}") from None
     if not isinstance(document, dict):
         raise ConfigError(f"{source}: expected a JSON object with an `mcpServers` key")
     # `mcpServers` is what Claude Desktop, Claude Code and Cursor write; VS Code writes `servers`.
@@ -127,7 +128,7 @@ def _server(source: str, name: str, entry: Any, *, host_format: bool) -> ServerC
     def issue(message: str, field: str | None = None) -> ConfigIssue:
         return ConfigIssue(file=source, server=name, field=field, message=message)
 
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         return issue(
             "server names are 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"
         )
@@ -157,6 +158,7 @@ def _explain(error: str) -> tuple[str, str | None]:
     if unknown:
         return f"unknown field `{unknown['field']}`", unknown["field"]
     at = _VALIDATION_PATH.search(error)
-    if at:
-        return error[: at.start()], at["path"] or None
-    return error, None
+    message, path = (error[: at.start()], at["path"] or None) if at else (error, None)
+    # Checks across fields (in __post_init__) name their field in backticks at the start.
+    named = _NAMED_FIELD.match(message)
+    return message, path or (named["field"] if named else None)

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+import math
+import os
+
 import msgspec
+
+
+def _require_finite(struct: msgspec.Struct) -> None:
+    """NaN and infinity pass ``< 0`` checks yet break every timer; refuse them up front."""
+    for name in struct.__struct_fields__:
+        value = getattr(struct, name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"`{name}` must be a finite number")
 
 
 class RestartPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -18,6 +29,7 @@ class RestartPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     """A run that lasts this long resets the retry count."""
 
     def __post_init__(self) -> None:
+        _require_finite(self)
         if self.initial_delay < 0 or self.max_delay < self.initial_delay:
             raise ValueError("need 0 <= initial_delay <= max_delay")
         if self.multiplier < 1:
@@ -57,6 +69,7 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
         return "stdio" if self.command is not None else "http"
 
     def __post_init__(self) -> None:
+        _require_finite(self)
         if (self.command is None) == (self.url is None):
             raise ValueError("exactly one of `command` (stdio) or `url` (streamable HTTP) is required")
         if self.command is not None and not self.command.strip():
@@ -68,6 +81,22 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
                 raise ValueError(f"`{field}` must be > 0")
         if self.unhealthy_after < 1:
             raise ValueError("`unhealthy_after` must be >= 1")
+        self._check_spawnable()
+
+    def _check_spawnable(self) -> None:
+        """What exec would refuse later, refused now, where the message can name the field."""
+        for field, values in (
+            ("command", [self.command or ""]),
+            ("args", self.args),
+            ("cwd", [self.cwd or ""]),
+        ):
+            if any("\0" in value for value in values):
+                raise ValueError(f"`{field}` contains a NUL byte")
+        for key, value in self.env.items():
+            if not key or "=" in key or "\0" in key or "\0" in value:
+                raise ValueError(f"`env` has an invalid variable name or value: {key!r}")
+        if self.cwd is not None and not os.path.isabs(os.path.expanduser(self.cwd)):
+            raise ValueError("`cwd` must be an absolute path")
 
 
 class DaemonSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -81,6 +110,7 @@ class DaemonSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     """Concurrent requests per connection before the daemon stops reading from it."""
 
     def __post_init__(self) -> None:
+        _require_finite(self)
         if self.max_frame_bytes < 1024:
             raise ValueError("`max_frame_bytes` must be at least 1024")
         if self.client_write_timeout <= 0 or self.max_in_flight < 1:

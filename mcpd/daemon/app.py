@@ -48,6 +48,10 @@ async def _reload(daemon: Daemon) -> None:
     except ConfigError as exc:
         log.error("config.reload_rejected", error=exc.message)
         return
+    except Exception:
+        # A reload must never take the daemon down; the running set stays as it was.
+        log.exception("config.reload_failed")
+        return
     _report_issues(result.issues)
 
 

@@ -10,7 +10,7 @@ import anyio
 import structlog
 
 from mcpd.config.load import load_config
-from mcpd.errors import McpdError
+from mcpd.errors import CallTimeout, McpdError
 from mcpd.ipc.protocol import (
     NoParams,
     Ok,
@@ -24,6 +24,7 @@ from mcpd.ipc.protocol import (
 )
 from mcpd.ipc.server import Connection, MethodTable
 from mcpd.registry.catalog import Catalog
+from mcpd.supervisor.actor import ServerActor
 from mcpd.supervisor.model import ServerStatus
 from mcpd.supervisor.states import ServerState
 from mcpd.supervisor.supervisor import Supervisor
@@ -45,7 +46,10 @@ class Daemon:
         """Re-read the config and apply the diff; a broken file raises ``ConfigError`` and changes nothing."""
         async with self.reload_lock:
             config = load_config(self.config_path)
-            plan = await self.supervisor.apply(config)
+            # Shielded: a client that hangs up mid-reload must not leave the diff half applied.
+            # apply() is bounded by the servers' stop grace periods.
+            with anyio.CancelScope(shield=True):
+                plan = await self.supervisor.apply(config)
         return ReloadResult(source=config.source, plan=plan, issues=list(config.issues))
 
 
@@ -66,13 +70,23 @@ async def _settle(daemon: Daemon, name: str) -> ServerStatus:
     return actor.status()
 
 
+async def _wait_starting(actor: ServerActor, timeout: float) -> None:
+    try:
+        await actor.wait_state(S.STARTING, timeout=timeout)
+    except TimeoutError:
+        raise CallTimeout(
+            f"server {actor.name!r} did not begin to start within {timeout:g}s (state {actor.state})",
+            {"server": actor.name, "state": str(actor.state)},
+        ) from None
+
+
 @methods.method("servers.start", ServerParams)
 async def start(daemon: Daemon, conn: Connection, params: ServerParams) -> ServerStatus:
     actor = daemon.supervisor.actor(params.name)
     if actor.state in (S.RUNNING, S.DEGRADED):
         return actor.status()
     actor.start()
-    await actor.wait_state(S.STARTING, timeout=5)
+    await _wait_starting(actor, 5)
     return await _settle(daemon, params.name)
 
 
@@ -80,7 +94,7 @@ async def start(daemon: Daemon, conn: Connection, params: ServerParams) -> Serve
 async def restart(daemon: Daemon, conn: Connection, params: ServerParams) -> ServerStatus:
     actor = daemon.supervisor.actor(params.name)
     actor.restart()
-    await actor.wait_state(S.STARTING, timeout=2 * actor.config.stop_grace + 5)
+    await _wait_starting(actor, 2 * actor.config.stop_grace + 5)
     return await _settle(daemon, params.name)
 
 

@@ -11,6 +11,9 @@ from mcpd.errors import ProtocolError
 
 HEADER = 4
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024
+"""What the daemon accepts from a client (configurable)."""
+MAX_CLIENT_FRAME = 64 * 1024 * 1024
+"""What clients accept from the daemon: above the 32 MiB a stdio server's message may be."""
 
 
 class FrameTooLarge(ProtocolError):

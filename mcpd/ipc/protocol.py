@@ -13,7 +13,7 @@ request only.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -22,6 +22,7 @@ from mcpd.registry.model import ToolEntry
 from mcpd.supervisor.model import Event, ReloadPlan, ServerStatus, ToolResult
 
 PROTOCOL_VERSION = 1
+MAX_CALL_TIMEOUT = 86400.0
 
 _NIL = msgspec.Raw(b"\xc0")
 
@@ -93,7 +94,7 @@ class ToolsCallParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     """A qualified name (``server__tool``), or the server's own tool name when ``server`` is given."""
     server: str | None = None
     arguments: dict[str, Any] = msgspec.field(default_factory=dict)
-    timeout: float | None = None
+    timeout: Annotated[float, msgspec.Meta(gt=0, le=MAX_CALL_TIMEOUT)] | None = None
     """Seconds, including any wait for a restarting server; the server's call_timeout when omitted."""
 
 

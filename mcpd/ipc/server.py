@@ -10,6 +10,7 @@ that stops reading is dropped once a write has waited ``write_timeout``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import socket
@@ -24,9 +25,9 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
 import mcpd
-from mcpd.errors import InvalidParams, McpdError, ProtocolError, UnknownMethod
+from mcpd.errors import InvalidParams, McpdError, ProtocolError, TransportError, UnknownMethod
 from mcpd.ipc.endpoint import peer_uid
-from mcpd.ipc.framing import DEFAULT_MAX_FRAME, FrameTooLarge, TruncatedFrame
+from mcpd.ipc.framing import DEFAULT_MAX_FRAME, MAX_CLIENT_FRAME, FrameTooLarge, TruncatedFrame
 from mcpd.ipc.protocol import (
     EVENT_NOTIFICATION,
     PROTOCOL_VERSION,
@@ -42,6 +43,18 @@ from mcpd.ipc.protocol import (
 from mcpd.ipc.stream import FrameStream
 
 log = structlog.get_logger("mcpd.ipc")
+
+_DISCONNECTS = (ConnectionError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError)
+_ACCEPT_RETRY = 0.1
+MAX_RESPONSE = MAX_CLIENT_FRAME - 1024
+"""Largest response the daemon sends: what clients accept, less room for the envelope."""
+
+
+def _only_disconnects(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only_disconnects(e) for e in exc.exceptions)
+    return isinstance(exc, _DISCONNECTS)
+
 
 Ctx = TypeVar("Ctx")
 P = TypeVar("P", bound=msgspec.Struct)
@@ -130,7 +143,11 @@ class Connection:
             async with receive:
                 async for event in receive:
                     params = msgspec.Raw(_encoder.encode(event))
-                    await self.send(encode_message(Notification(EVENT_NOTIFICATION, params)))
+                    try:
+                        await self.send(encode_message(Notification(EVENT_NOTIFICATION, params)))
+                    except _DISCONNECTS:
+                        self.close()
+                        return
 
         self._tg.start_soon(pump)
         return True
@@ -258,16 +275,24 @@ class RpcServer(Generic[Ctx]):
         try:
             async with anyio.create_task_group() as tg:
                 while True:
-                    sock, _ = await loop.sock_accept(listener)
+                    try:
+                        sock, _ = await loop.sock_accept(listener)
+                    except OSError as exc:
+                        # Out of file descriptors, most likely: keep serving those already here.
+                        log.error("ipc.accept_failed", error=str(exc))
+                        await anyio.sleep(_ACCEPT_RETRY)
+                        continue
                     tg.start_soon(self._serve_connection, sock)
         finally:
             listener.close()
 
     async def _serve_connection(self, sock: socket.socket) -> None:
-        uid = peer_uid(sock)
-        stream = await FrameStream.adopt(sock)
-        conn = Connection(stream, self.limits)
+        """Serve one client; whatever happens on this connection ends here, never in the server."""
+        conn: Connection | None = None
         try:
+            uid = peer_uid(sock)
+            stream = await FrameStream.adopt(sock)
+            conn = Connection(stream, self.limits)
             if uid is not None and uid != self._uid:
                 log.warning("client.refused", conn=conn.id, uid=uid)
                 denied = ProtocolError(f"permission denied: this daemon serves uid {self._uid} only")
@@ -279,13 +304,16 @@ class RpcServer(Generic[Ctx]):
                 tg.start_soon(conn.watch_writes)
                 await self._read_requests(conn)
                 tg.cancel_scope.cancel()  # the client is gone: nobody is left to answer
-        except (ConnectionError, OSError):
-            pass
+        except Exception as exc:  # a broken pipe from the event pump, or anything unforeseen
+            if not _only_disconnects(exc):
+                log.exception("ipc.connection_error", conn=conn.id if conn else None)
         finally:
-            self.connections.discard(conn)
-            stream.close()
-            if conn.client is not None:
-                log.info("client.disconnected", conn=conn.id, client=conn.client)
+            sock.close()
+            if conn is not None:
+                self.connections.discard(conn)
+                conn.stream.close()
+                if conn.client is not None:
+                    log.info("client.disconnected", conn=conn.id, client=conn.client)
 
     async def _read_requests(self, conn: Connection) -> None:
         in_flight = _InFlight(self.limits.max_in_flight)
@@ -304,32 +332,44 @@ class RpcServer(Generic[Ctx]):
                 requests.spawn(self._answer(conn, message, in_flight))
         except FrameTooLarge as exc:
             log.warning("client.bad_frame", conn=conn.id, client=conn.client, error=exc.message)
-            await conn.send(error_response(None, exc))
+            with contextlib.suppress(*_DISCONNECTS):
+                await conn.send(error_response(None, exc))
         except TruncatedFrame as exc:
             log.info("client.truncated", conn=conn.id, client=conn.client, error=exc.message)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
+        except _DISCONNECTS:
             pass
         finally:
             await requests.aclose()
 
     async def _answer(self, conn: Connection, request: Request, in_flight: _InFlight) -> None:
         try:
-            response = await self._dispatch(conn, request)
-            await conn.send(response)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
+            await conn.send(await self._dispatch(conn, request))
+        except _DISCONNECTS:
             pass  # the client left before its answer; nothing to do
         finally:
             in_flight.leave()
 
     async def _dispatch(self, conn: Connection, request: Request) -> bytes:
+        """The encoded answer to ``request``: its result, or the error it ended in. Never raises."""
         try:
             result = await self._run(conn, request)
+            response = encode_message(Response(request.id, msgspec.Raw(_encoder.encode(result))))
         except McpdError as exc:
             return error_response(request.id, exc)
+        except (msgspec.EncodeError, OverflowError, TypeError) as exc:
+            # e.g. an integer beyond 64 bits in a tool result: msgpack cannot carry it.
+            error = TransportError(f"the result of {request.method} cannot be sent over the socket: {exc}")
+            return error_response(request.id, error)
         except Exception as exc:
             log.exception("ipc.internal_error", method=request.method, conn=conn.id)
             return error_response(request.id, McpdError(f"internal error in {request.method}: {exc}"))
-        return encode_message(Response(request.id, msgspec.Raw(_encoder.encode(result))))
+        if len(response) > MAX_RESPONSE:
+            too_big = TransportError(
+                f"the result of {request.method} is {len(response)} bytes, over the limit of {MAX_RESPONSE}",
+                {"size": len(response), "limit": MAX_RESPONSE},
+            )
+            return error_response(request.id, too_big)
+        return response
 
     async def _run(self, conn: Connection, request: Request) -> msgspec.Struct:
         if request.method == "hello":

@@ -28,7 +28,7 @@ from mcp.shared.exceptions import MCPError
 
 import mcpd
 from mcpd.config.model import ServerConfig
-from mcpd.errors import CallTimeout, ServerNotRunning, TransportError, UnknownTool
+from mcpd.errors import CallTimeout, InvalidParams, ServerNotRunning, TransportError, UnknownTool
 from mcpd.supervisor.backoff import backoff_delay, gives_up
 from mcpd.supervisor.gate import StartGate
 from mcpd.supervisor.model import (
@@ -41,8 +41,8 @@ from mcpd.supervisor.model import (
     ToolsChanged,
 )
 from mcpd.supervisor.rawrpc import MAX_BACKLOG, CallResult, ConnectionLost, NotReading
-from mcpd.supervisor.states import LIVE_STATES, ServerState, check_transition
-from mcpd.supervisor.stdio import StdioChild, open_stdio_child
+from mcpd.supervisor.states import LIVE_STATES, ServerState, can_transition, check_transition
+from mcpd.supervisor.stdio import SpawnError, StdioChild, open_stdio_child
 
 log = structlog.get_logger("mcpd.supervisor")
 
@@ -50,7 +50,6 @@ S = ServerState
 _CLIENT_INFO = mcp_types.Implementation(name="mcpd", version=mcpd.__version__)
 _MAX_TOOL_PAGES = 100
 _call_result = msgspec.json.Decoder(CallResult)
-_SPAWN_ERRORS = (FileNotFoundError, PermissionError, NotADirectoryError, IsADirectoryError)
 
 
 class _LifeEnded(Exception):
@@ -219,6 +218,8 @@ class ServerActor:
                 f"{self.name} closed the connection during {tool}: {child.exit_reason()}",
                 {"server": self.name, "tool": tool},
             ) from None
+        except (msgspec.EncodeError, TypeError) as exc:
+            raise InvalidParams(f"arguments for {tool} cannot be sent as JSON: {exc}") from None
         except NotReading:
             raise TransportError(
                 f"{self.name} is not reading its stdin (over {MAX_BACKLOG} bytes of requests queued)",
@@ -296,12 +297,25 @@ class ServerActor:
                 self._set(S.STARTING, "restart requested")
             elif self._state is not S.STARTING:
                 self._set(S.STARTING, "start")
-            failure = await self._live_once()
-            if failure is None:  # stopped or restarted on purpose
-                if self._stop_wanted():
-                    self._set(S.STOPPED, "stop requested")
-                continue
-            await self._after_failure(failure)
+            try:
+                failure = await self._live_once()
+                if failure is None:  # stopped or restarted on purpose
+                    if self._stop_wanted():
+                        self._set(S.STOPPED, "stop requested")
+                    continue
+                await self._after_failure(failure)
+            except Exception as exc:
+                # A bug here must not take the other servers down with this one.
+                log.exception("server.internal_error", server=self.name)
+                self._give_up(f"internal error in mcpd: {describe_error(exc)}")
+
+    def _give_up(self, reason: str) -> None:
+        self._want_running = False
+        self.last_error = reason
+        if can_transition(self._state, S.FAILED):
+            self._set(S.FAILED, reason)
+        elif can_transition(self._state, S.STOPPED):
+            self._set(S.STOPPED, reason)
 
     def _stop_wanted(self) -> bool:
         # A method, not the attribute, so type checkers do not assume it unchanged across awaits.
@@ -315,14 +329,12 @@ class ServerActor:
         if not self._want_running:
             self._set(S.STOPPED, "stop requested")
             return
-        if isinstance(failure.__cause__, _SPAWN_ERRORS):
-            self._want_running = False
-            self._set(S.FAILED, f"cannot start: {failure.reason}")
+        if isinstance(failure.__cause__, SpawnError):
+            # Retrying cannot help until the config or the system changes.
+            self._give_up(f"cannot start: {failure.reason}")
             return
         if gives_up(self._attempt, self.config.restart):
-            self._want_running = False
-            self.last_error = f"crash loop: {self._attempt} failed runs in a row; last: {failure.reason}"
-            self._set(S.FAILED, self.last_error)
+            self._give_up(f"crash loop: {self._attempt} failed runs in a row; last: {failure.reason}")
             return
         delay = backoff_delay(self._attempt, self.config.restart, self._random())
         self._set(S.BACKOFF, f"restart in {delay:.2f}s: {failure.reason}")
@@ -330,7 +342,9 @@ class ServerActor:
         if self._want_running and not self._restart_wanted:
             with anyio.move_on_after(delay):
                 await self._consume_wake()
-        if self._want_running:
+        if self._stop_wanted():
+            self._set(S.STOPPED, "stop requested")
+        else:
             self.restarts += 1
             self._set(S.STARTING, "restart after backoff")
 
@@ -366,9 +380,7 @@ class ServerActor:
         leaf = _first_leaf(exc)
         if isinstance(leaf, _LifeEnded):
             return leaf
-        reason = describe_error(leaf)
-        if isinstance(leaf, OSError) and isinstance(leaf, _SPAWN_ERRORS):
-            reason = f"{reason} (command {self.config.command!r})"
+        reason = str(leaf) if isinstance(leaf, SpawnError) else describe_error(leaf)
         ended = _LifeEnded(reason)
         ended.__cause__ = leaf
         return ended

@@ -14,7 +14,10 @@ def backoff_delay(attempt: int, policy: RestartPolicy, unit_random: float) -> fl
     """
     if attempt < 1:
         raise ValueError("attempt is 1-based")
-    base = min(policy.max_delay, policy.initial_delay * policy.multiplier ** (attempt - 1))
+    try:
+        base = min(policy.max_delay, policy.initial_delay * policy.multiplier ** (attempt - 1))
+    except OverflowError:  # float ** raises instead of giving inf; the cap applies either way
+        base = policy.max_delay
     spread = 1.0 + policy.jitter * (2.0 * unit_random - 1.0)
     return max(0.0, base * spread)
 

@@ -140,24 +140,26 @@ class RawRpc:
         if self._backlog() > MAX_BACKLOG:
             raise NotReading
         request_id = f"{PREFIX}{next(self._ids)}"
+        # Encoded before anything is registered, so arguments JSON cannot carry fail cleanly here.
+        line = _encoder.encode(_Request(request_id, method, params)) + b"\n"
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[bytes | None] = loop.create_future()
         self._waiters[request_id] = waiter
         timer = loop.call_at(deadline, _settle, waiter, _EXPIRED)
         try:
             try:
-                self._write(_encoder.encode(_Request(request_id, method, params)) + b"\n")
+                self._write(line)
             except (ConnectionError, OSError, RuntimeError):
                 raise ConnectionLost from None
-            line = await waiter
+            reply = await waiter
         except BaseException:
             self._withdraw(request_id)
             raise
         finally:
             timer.cancel()
-        if line is _EXPIRED:
+        if reply is _EXPIRED:
             self._withdraw(request_id)
             raise TimeoutError
-        if line is None:
+        if reply is None:
             raise ConnectionLost
-        return _reply.decode(line)
+        return _reply.decode(reply)

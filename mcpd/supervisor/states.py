@@ -56,6 +56,10 @@ class InvalidTransition(RuntimeError):
     """An actor tried an edge the table above does not allow."""
 
 
+def can_transition(old: ServerState, new: ServerState) -> bool:
+    return new in _ALLOWED[old]
+
+
 def check_transition(old: ServerState, new: ServerState) -> ServerState:
     """Return ``new`` if ``old -> new`` is legal, else raise ``InvalidTransition``."""
     if new not in _ALLOWED[old]:

@@ -268,6 +268,28 @@ class StdioChild:
                 log.error("server.unkillable", server=self.server, pid=self.pid)
 
 
+class SpawnError(Exception):
+    """The command could not be started at all (not found, not executable, bad cwd)."""
+
+
+async def _spawn(
+    config: ServerConfig, exited: anyio.Event
+) -> tuple[asyncio.SubprocessTransport, asyncio.subprocess.SubprocessStreamProtocol]:
+    assert config.command is not None
+    return await asyncio.get_running_loop().subprocess_exec(
+        lambda: _Protocol(exited.set),
+        config.command,
+        *config.args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=child_environment(config.env),
+        cwd=os.path.expanduser(config.cwd) if config.cwd else None,  # noqa: ASYNC240 - no I/O
+        start_new_session=True,
+        preexec_fn=_die_with_parent(),
+    )
+
+
 @contextlib.asynccontextmanager
 async def open_stdio_child(
     config: ServerConfig,
@@ -280,23 +302,18 @@ async def open_stdio_child(
 ]:
     """Spawn the server; yield it with the (read, write) streams a ``ClientSession`` takes.
 
-    Raises ``OSError`` when the command cannot be spawned. On exit the child is stopped.
+    Raises ``SpawnError`` when the command cannot be started. On exit the child is stopped.
     """
     assert config.command is not None
     loop = asyncio.get_running_loop()
     exited = anyio.Event()
-    transport, protocol = await loop.subprocess_exec(
-        lambda: _Protocol(exited.set),
-        config.command,
-        *config.args,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=child_environment(config.env),
-        cwd=config.cwd,
-        start_new_session=True,
-        preexec_fn=_die_with_parent(),
-    )
+    try:
+        transport, protocol = await _spawn(config, exited)
+    except (OSError, ValueError) as exc:
+        reason = (
+            f"{exc.strerror} ({config.command!r})" if isinstance(exc, OSError) and exc.strerror else str(exc)
+        )
+        raise SpawnError(reason) from exc
     child = StdioChild(
         server=config.name,
         process=asyncio.subprocess.Process(transport, protocol, loop),

@@ -112,6 +112,10 @@ def build_server(args: argparse.Namespace) -> MCPServer:
         await ctx.session.send_tool_list_changed()
         return f"added {name}"
 
+    @server.tool(description="Return an integer too large for 64 bits (valid JSON, not valid msgpack).")
+    async def huge() -> int:
+        return 2**70
+
     @server.tool(description="Return the process id of this server.")
     async def pid() -> int:
         return os.getpid()
