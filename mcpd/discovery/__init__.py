@@ -1,0 +1,1 @@
+"""Discovery: which tools matter to a query, ranked, within a token budget."""

@@ -1,0 +1,224 @@
+"""A field-weighted BM25 (BM25F) index over tools, updated one server at a time.
+
+Each tool is a document with four fields: its server (name and description), its name,
+its description, and its parameters (names and descriptions). A term's frequencies in
+the fields are length-normalised per field, weighted, summed, and saturated once
+(Robertson & Zaragoza's BM25F), so a word in the tool name counts more than the same
+word deep in a parameter description, and repeating a word cannot dominate.
+
+The saturated weight of each (term, tool) is computed when the tool is indexed, so a
+query is a sum over posting lists. Field length averages drift as servers change; the
+stored weights are refreshed for everything once they drift by more than 10 %, and
+otherwise only the changed server's tools are (re)computed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from mcpd.discovery.text import split_identifier, terms
+
+FIELDS = ("server", "name", "description", "params")
+
+
+@dataclass(frozen=True)
+class Params:
+    """BM25F parameters; the defaults were chosen on ../shared/toolret (see bench/retrieval.py)."""
+
+    k1: float = 1.2
+    weights: tuple[float, ...] = (0.6, 3.0, 1.0, 0.8)
+    b: tuple[float, ...] = (0.5, 0.3, 0.75, 0.75)
+    server_weight: float = 0.3
+    """Share of a server's own relevance added to each of its tools (0 turns it off).
+
+    Tasks usually need several tools of one server (create a document, add a paragraph,
+    save as PDF): a server whose whole text matches the query lifts all its tools. On
+    LiveMCPBench's dev half this took R@5 from 38 to 41 (0.4 gave 40, 0.5 gave 38);
+    MetaTool (one tool per server) is unaffected.
+    """
+
+
+_SERVER_DOCS = Params(weights=(0.0, 0.0, 1.0, 0.0), b=(0.0, 0.0, 0.75, 0.0), server_weight=0.0)
+"""A server's document is all its text in one field, ranked with plain BM25."""
+
+
+@dataclass(frozen=True)
+class ToolText:
+    """What is indexed of one tool."""
+
+    server: str
+    tool: str
+    description: str = ""
+    server_description: str = ""
+    params: Sequence[tuple[str, str]] = ()
+    """(name, description) of each input parameter."""
+
+
+@dataclass
+class _Doc:
+    key: tuple[str, str]
+    lengths: tuple[int, ...]
+    tfs: dict[str, tuple[int, ...]]
+
+
+@dataclass
+class Hit:
+    server: str
+    tool: str
+    score: float
+
+
+@dataclass
+class ToolIndex:
+    params: Params = field(default_factory=Params)
+    _docs: dict[int, _Doc] = field(default_factory=dict)
+    _by_server: dict[str, list[int]] = field(default_factory=dict)
+    _postings: dict[str, dict[int, float]] = field(default_factory=dict)
+    _length_sums: list[int] = field(default_factory=lambda: [0] * len(FIELDS))
+    _averages: tuple[float, ...] = (1.0,) * len(FIELDS)
+    _next_id: int = 0
+    _servers: ToolIndex | None = None
+
+    def __post_init__(self) -> None:
+        if self.params.server_weight > 0:
+            self._servers = ToolIndex(_SERVER_DOCS)
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    # -- updates ----------------------------------------------------------------------------
+
+    def replace_server(self, server: str, tools: Iterable[ToolText]) -> None:
+        """Index ``server``'s tools in place of whatever it had; other servers are untouched."""
+        tools = list(tools)
+        self.remove_server(server)
+        if self._servers is not None and tools:
+            self._servers.replace_server(server, [_server_document(server, tools)])
+        ids = []
+        for tool in tools:
+            doc = _analyse(tool)
+            doc_id = self._next_id
+            self._next_id += 1
+            self._docs[doc_id] = doc
+            for i, length in enumerate(doc.lengths):
+                self._length_sums[i] += length
+            ids.append(doc_id)
+        if ids:
+            self._by_server[server] = ids
+        if self._drifted():
+            self._reweigh(self._docs)
+        else:
+            self._reweigh({doc_id: self._docs[doc_id] for doc_id in ids})
+
+    def remove_server(self, server: str) -> None:
+        if self._servers is not None:
+            self._servers.remove_server(server)
+        for doc_id in self._by_server.pop(server, []):
+            doc = self._docs.pop(doc_id)
+            for i, length in enumerate(doc.lengths):
+                self._length_sums[i] -= length
+            for term in doc.tfs:
+                posting = self._postings[term]
+                del posting[doc_id]
+                if not posting:
+                    del self._postings[term]
+
+    def _current_averages(self) -> tuple[float, ...]:
+        count = max(1, len(self._docs))
+        return tuple(max(total / count, 1.0) for total in self._length_sums)
+
+    def _drifted(self) -> bool:
+        now = self._current_averages()
+        return any(abs(a - b) > 0.1 * b for a, b in zip(now, self._averages, strict=True))
+
+    def _reweigh(self, docs: dict[int, _Doc]) -> None:
+        if len(docs) == len(self._docs):
+            self._averages = self._current_averages()
+        k1 = self.params.k1
+        weights, bs, averages = self.params.weights, self.params.b, self._averages
+        norms_by_doc = {
+            doc_id: [
+                w / (1 - b + b * length / avg)
+                for w, b, length, avg in zip(weights, bs, doc.lengths, averages, strict=True)
+            ]
+            for doc_id, doc in docs.items()
+        }
+        for doc_id, doc in docs.items():
+            norms = norms_by_doc[doc_id]
+            for term, tfs in doc.tfs.items():
+                tf = sum(n * f for n, f in zip(norms, tfs, strict=True))
+                self._postings.setdefault(term, {})[doc_id] = tf / (k1 + tf)
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def _scores(self, query_terms: Counter[str]) -> dict[int, float]:
+        scores: dict[int, float] = {}
+        count = len(self._docs)
+        for term, weight in query_terms.items():
+            posting = self._postings.get(term)
+            if not posting:
+                continue
+            df = len(posting)
+            idf = weight * math.log(1.0 + (count - df + 0.5) / (df + 0.5))
+            for doc_id, saturated in posting.items():
+                scores[doc_id] = scores.get(doc_id, 0.0) + idf * saturated
+        return scores
+
+    def search(self, query: str, limit: int | None = None, servers: set[str] | None = None) -> list[Hit]:
+        """Tools ranked by relevance to ``query`` (only those matching at least one query term).
+
+        With ``server_weight`` set, a score is the tool's BM25F score over the best tool's,
+        plus ``server_weight`` times its server's score over the best server's.
+        """
+        query_terms = Counter(terms(query))
+        scores = self._scores(query_terms)
+        if servers is not None:
+            scores = {d: s for d, s in scores.items() if self._docs[d].key[0] in servers}
+        if scores and self._servers is not None:
+            scores = self._with_servers(scores, query_terms)
+        if limit is not None and limit < len(scores):
+            # Doc ids rise in index order, so ties keep a stable order before the final sort.
+            best = heapq.nlargest(limit, scores.items(), key=lambda item: (item[1], -item[0]))
+        else:
+            best = list(scores.items())
+        hits = [Hit(*self._docs[doc_id].key, score) for doc_id, score in best]
+        hits.sort(key=lambda hit: (-hit.score, hit.server, hit.tool))
+        return hits
+
+    def _with_servers(self, scores: dict[int, float], query_terms: Counter[str]) -> dict[int, float]:
+        assert self._servers is not None
+        server_docs = self._servers._docs
+        by_server = {server_docs[d].key[0]: score for d, score in self._servers._scores(query_terms).items()}
+        best_tool = max(scores.values())
+        best_server = max(by_server.values(), default=0.0) or 1.0
+        weight = self.params.server_weight
+        return {
+            doc_id: score / best_tool + weight * by_server.get(self._docs[doc_id].key[0], 0.0) / best_server
+            for doc_id, score in scores.items()
+        }
+
+
+def _server_document(server: str, tools: list[ToolText]) -> ToolText:
+    text = " ".join([tools[0].server_description, *(f"{t.tool} {t.description}" for t in tools)])
+    return ToolText(server=server, tool="", description=f"{server} {text}")
+
+
+def _analyse(tool: ToolText) -> _Doc:
+    server_words = " ".join(split_identifier(tool.server))
+    texts = (
+        f"{server_words} {tool.server_description}",
+        " ".join(split_identifier(tool.tool)),
+        tool.description,
+        " ".join(f"{' '.join(split_identifier(name))} {text}" for name, text in tool.params),
+    )
+    counters = [Counter(terms(text)) for text in texts]
+    vocabulary = set().union(*counters)
+    return _Doc(
+        key=(tool.server, tool.tool),
+        lengths=tuple(sum(c.values()) for c in counters),
+        tfs={term: tuple(c.get(term, 0) for c in counters) for term in vocabulary},
+    )
