@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcpd.discovery.index import ToolIndex, ToolText
+from mcpd.discovery.index import ToolIndex, ToolText, schema_params
 from mcpd.discovery.text import plain_terms
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "toolret"
@@ -81,16 +81,6 @@ def load(directory: Path) -> tuple[list[Tool], list[Query]]:
                 Query(row["query"], frozenset(row["relevant"]), frozenset(row["relevant_servers"]))
             )
     return tools, queries
-
-
-def schema_params(schema: dict[str, Any] | None) -> list[tuple[str, str]]:
-    properties = (schema or {}).get("properties") or {}
-    if not isinstance(properties, dict):
-        return []
-    return [
-        (name, str(spec.get("description", "")) if isinstance(spec, dict) else "")
-        for name, spec in properties.items()
-    ]
 
 
 # -- the methods ---------------------------------------------------------------------------------

@@ -80,11 +80,40 @@ def cmd_status(args: argparse.Namespace, client: Client) -> int:
 
 
 def cmd_tools(args: argparse.Namespace, client: Client) -> int:
-    tools = client.tools(args.server or None)
-    if args.json:
-        _emit_json({"tools": tools})
+    if args.query is None and args.budget is None:
+        tools = client.tools(args.server or None)[: args.limit]
+        if args.json:
+            _emit_json({"tools": tools})
+            return EXIT_OK
+        print(_table(["TOOL", "DESCRIPTION"], [[t.name, _one_line(t.description, 70)] for t in tools]))
         return EXIT_OK
-    print(_table(["TOOL", "DESCRIPTION"], [[t.name, _one_line(t.description, 70)] for t in tools]))
+    result = client.search(
+        args.query or "", servers=args.server or None, limit=args.limit, budget_tokens=args.budget
+    )
+    if args.json:
+        _emit_json(result)
+    elif result.rendered is not None:
+        sys.stdout.write(result.rendered.text)
+        print(f"\n(~{result.rendered.tokens} of {args.budget} tokens, estimated)", file=sys.stderr)
+    else:
+        rows = [
+            [t.name, f"{t.score:.3f}" if t.score is not None else "", _one_line(t.description, 60)]
+            for t in result.tools
+        ]
+        print(_table(["TOOL", "SCORE", "DESCRIPTION"], rows))
+    return EXIT_OK
+
+
+def cmd_select(args: argparse.Namespace, client: Client) -> int:
+    result = client.select(args.query, args.threshold)
+    if args.json:
+        _emit_json(result)
+        return EXIT_OK
+    for name in result.servers:
+        score = result.scores.get(name)
+        print(f"{name}\t{score:.3f}" if score is not None else name)
+    if result.fallback:
+        print("(no server stood out: all servers returned)", file=sys.stderr)
     return EXIT_OK
 
 
@@ -165,9 +194,20 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-format", default="auto", choices=["auto", "json", "console"])
 
     commands.add_parser("status", parents=[common], help="state of every server").set_defaults(run=cmd_status)
-    tools = commands.add_parser("tools", parents=[common], help="tools of the running servers")
+    tools = commands.add_parser(
+        "tools", parents=[common], help="tools of the running servers, or those for a query"
+    )
+    tools.add_argument("query", nargs="?", help="rank tools by relevance to this text")
     tools.add_argument("--server", action="append", help="only this server (repeatable)")
+    tools.add_argument("--limit", type=int, help="at most this many tools")
+    tools.add_argument("--budget", type=int, help="render for a model's context within this many tokens")
     tools.set_defaults(run=cmd_tools)
+    select = commands.add_parser(
+        "select", parents=[common], help="servers relevant to a query (compatible mode)"
+    )
+    select.add_argument("query")
+    select.add_argument("--threshold", type=float, help="minimum TF-cosine score (default 0.05)")
+    select.set_defaults(run=cmd_select)
     call = commands.add_parser("call", parents=[common], help="call a tool")
     call.add_argument("server", help="server name")
     call.add_argument("tool", help="tool name, as the server calls it")

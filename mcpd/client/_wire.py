@@ -21,6 +21,8 @@ from mcpd.ipc.protocol import (
     ReloadResult,
     Request,
     Response,
+    SelectParams,
+    SelectResult,
     ServerParams,
     StatusResult,
     ToolResult,
@@ -69,8 +71,21 @@ def reload() -> Call[ReloadResult]:
     return Call("reload", NoParams(), ReloadResult, 120.0)
 
 
-def tools_list(servers: list[str] | None) -> Call[ToolsListResult]:
-    return Call("tools.list", ToolsListParams(servers=servers), ToolsListResult)
+def tools_list(
+    servers: list[str] | None,
+    query: str | None = None,
+    limit: int | None = None,
+    budget_tokens: int | None = None,
+) -> Call[ToolsListResult]:
+    params = ToolsListParams(servers=servers, query=query, limit=limit, budget_tokens=budget_tokens)
+    return Call("tools.list", params, ToolsListResult)
+
+
+def select(query: str, threshold: float | None = None) -> Call[SelectResult]:
+    params = (
+        SelectParams(query=query) if threshold is None else SelectParams(query=query, threshold=threshold)
+    )
+    return Call("servers.select", params, SelectResult)
 
 
 def tools_call(

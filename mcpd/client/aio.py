@@ -27,7 +27,9 @@ from mcpd.ipc.protocol import (
     Notification,
     ReloadResult,
     Response,
+    SelectResult,
     ToolResult,
+    ToolsListResult,
 )
 from mcpd.ipc.stream import FrameStream
 from mcpd.registry.model import ToolEntry
@@ -127,7 +129,23 @@ class AsyncClient:
         return await self.request(_wire.reload())
 
     async def tools(self, servers: list[str] | None = None) -> list[ToolEntry]:
+        """Every tool of the live servers (or of ``servers``), by server then name."""
         return (await self.request(_wire.tools_list(servers))).tools
+
+    async def search(
+        self,
+        query: str,
+        *,
+        servers: list[str] | None = None,
+        limit: int | None = None,
+        budget_tokens: int | None = None,
+    ) -> ToolsListResult:
+        """Tools ranked for ``query``; with ``budget_tokens``, also rendered for a model's context."""
+        return await self.request(_wire.tools_list(servers, query, limit, budget_tokens))
+
+    async def select(self, query: str, threshold: float | None = None) -> SelectResult:
+        """Compatible-mode server selection (term-frequency cosine, reference behaviour)."""
+        return await self.request(_wire.select(query, threshold))
 
     async def call_tool(
         self,

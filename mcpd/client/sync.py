@@ -16,7 +16,7 @@ from typing import Any, Self, TypeVar
 from mcpd.client import _wire
 from mcpd.errors import CallTimeout, ProtocolError, TransportError
 from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer
-from mcpd.ipc.protocol import HelloResult, ReloadResult, Response, ToolResult
+from mcpd.ipc.protocol import HelloResult, ReloadResult, Response, SelectResult, ToolResult, ToolsListResult
 from mcpd.registry.model import ToolEntry
 from mcpd.supervisor.model import ServerStatus
 
@@ -114,7 +114,23 @@ class Client:
         return self.request(_wire.reload())
 
     def tools(self, servers: list[str] | None = None) -> list[ToolEntry]:
+        """Every tool of the live servers (or of ``servers``), by server then name."""
         return self.request(_wire.tools_list(servers)).tools
+
+    def search(
+        self,
+        query: str,
+        *,
+        servers: list[str] | None = None,
+        limit: int | None = None,
+        budget_tokens: int | None = None,
+    ) -> ToolsListResult:
+        """Tools ranked for ``query``; with ``budget_tokens``, also rendered for a model's context."""
+        return self.request(_wire.tools_list(servers, query, limit, budget_tokens))
+
+    def select(self, query: str, threshold: float | None = None) -> SelectResult:
+        """Compatible-mode server selection (term-frequency cosine, reference behaviour)."""
+        return self.request(_wire.select(query, threshold))
 
     def call_tool(
         self,

@@ -120,7 +120,6 @@ def _build(source: str, entries: Mapping[str, Any], daemon: DaemonSettings, *, h
             issues.append(result)
         else:
             servers.append(result)
-    servers.sort(key=lambda s: s.name)
     return Config(source=source, daemon=daemon, servers=tuple(servers), issues=tuple(issues))
 
 

@@ -133,7 +133,7 @@ class ConfigIssue(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True):
-    """A loaded config: the valid servers (sorted by name) and what was wrong with the rest."""
+    """A loaded config: the valid servers (in file order) and what was wrong with the rest."""
 
     source: str
     """The file it came from, or ``<embedded default>``."""

@@ -99,7 +99,7 @@ async def _run(config: Config, config_path: Path | None, path: Path, listener: s
         log.info("daemon.starting", config=config.source, servers=len(config.servers), socket=str(path))
         async with open_supervisor(config) as supervisor:
             catalog = Catalog(supervisor)
-            daemon = Daemon(supervisor=supervisor, catalog=catalog, config_path=config_path)
+            daemon = Daemon(supervisor=supervisor, catalog=catalog, config=config, config_path=config_path)
             rpc = RpcServer(methods, daemon, _limits(config))
             supervisor.add_listener(catalog.on_event)
             supervisor.add_listener(rpc.broadcast)

@@ -10,11 +10,16 @@ import anyio
 import structlog
 
 from mcpd.config.load import load_config
+from mcpd.config.model import Config
+from mcpd.discovery.render import render
+from mcpd.discovery.select import Candidate, select_servers
 from mcpd.errors import CallTimeout, McpdError
 from mcpd.ipc.protocol import (
     NoParams,
     Ok,
     ReloadResult,
+    SelectParams,
+    SelectResult,
     ServerParams,
     StatusResult,
     ToolResult,
@@ -39,6 +44,8 @@ class Daemon:
 
     supervisor: Supervisor
     catalog: Catalog
+    config: Config
+    """The config now in force (replaced by each successful reload)."""
     config_path: Path | None
     reload_lock: anyio.Lock = field(default_factory=anyio.Lock)
 
@@ -50,6 +57,7 @@ class Daemon:
             # apply() is bounded by the servers' stop grace periods.
             with anyio.CancelScope(shield=True):
                 plan = await self.supervisor.apply(config)
+            self.config = config
         return ReloadResult(source=config.source, plan=plan, issues=list(config.issues))
 
 
@@ -112,7 +120,20 @@ async def reload(daemon: Daemon, conn: Connection, params: NoParams) -> ReloadRe
 
 @methods.method("tools.list", ToolsListParams)
 async def tools_list(daemon: Daemon, conn: Connection, params: ToolsListParams) -> ToolsListResult:
-    return ToolsListResult(tools=daemon.catalog.tools(params.servers))
+    if params.query and params.query.strip():
+        tools = daemon.catalog.search(params.query, params.servers, params.limit)
+    else:
+        tools = daemon.catalog.tools(params.servers)[: params.limit]
+    rendered = render(tools, params.budget_tokens) if params.budget_tokens is not None else None
+    return ToolsListResult(tools=tools, rendered=rendered)
+
+
+@methods.method("servers.select", SelectParams)
+async def servers_select(daemon: Daemon, conn: Connection, params: SelectParams) -> SelectResult:
+    candidates = [Candidate(s.name, s.description) for s in daemon.config.servers]
+    selection = select_servers(params.query, candidates, params.threshold)
+    scores = {name: round(score, 4) for name, score in selection.scores.items()}
+    return SelectResult(servers=selection.names, scores=scores, fallback=selection.fallback)
 
 
 @methods.method("tools.call", ToolsCallParams)

@@ -19,6 +19,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from mcpd.discovery.text import split_identifier, terms
 
@@ -222,3 +223,14 @@ def _analyse(tool: ToolText) -> _Doc:
         lengths=tuple(sum(c.values()) for c in counters),
         tfs={term: tuple(c.get(term, 0) for c in counters) for term in vocabulary},
     )
+
+
+def schema_params(schema: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """(name, description) of each top-level property of an input schema."""
+    properties = (schema or {}).get("properties")
+    if not isinstance(properties, dict):
+        return []
+    return [
+        (str(name), str(spec.get("description", "")) if isinstance(spec, dict) else "")
+        for name, spec in properties.items()
+    ]

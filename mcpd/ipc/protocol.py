@@ -18,6 +18,8 @@ from typing import Annotated, Any
 import msgspec
 
 from mcpd.config.model import ConfigIssue
+from mcpd.discovery.render import Rendered
+from mcpd.discovery.select import DEFAULT_THRESHOLD
 from mcpd.registry.model import ToolEntry
 from mcpd.supervisor.model import Event, ReloadPlan, ServerStatus, ToolResult
 
@@ -83,10 +85,29 @@ class ServerParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 class ToolsListParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     servers: list[str] | None = None
     """Only these servers' tools; all live servers when omitted."""
+    query: str | None = None
+    """Rank by relevance to this text (tools matching none of its words are left out)."""
+    limit: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    budget_tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    """Also render the result for a model's context within this many (estimated) tokens."""
 
 
 class ToolsListResult(msgspec.Struct, frozen=True, kw_only=True):
     tools: list[ToolEntry]
+    """Ranked best first when a query was given; else every tool, by server then name."""
+    rendered: Rendered | None = None
+
+
+class SelectParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    query: str
+    threshold: Annotated[float, msgspec.Meta(ge=0, le=1)] = DEFAULT_THRESHOLD
+
+
+class SelectResult(msgspec.Struct, frozen=True, kw_only=True):
+    servers: list[str]
+    """Selected servers in config order (all of them when ``fallback``)."""
+    scores: dict[str, float]
+    fallback: bool
 
 
 class ToolsCallParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -125,6 +146,8 @@ __all__ = [
     "ReloadResult",
     "Request",
     "Response",
+    "SelectParams",
+    "SelectResult",
     "ServerParams",
     "StatusResult",
     "ToolResult",

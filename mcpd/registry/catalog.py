@@ -2,16 +2,21 @@
 
 Entries are rebuilt per server, only when that server's tools or state change, so a
 listing costs a concatenation of cached tuples in the one stable order: by server name,
-then tool name.
+then tool name. The search index follows the same rule: before a query, servers whose
+tool list is not the one indexed are re-indexed, and only those.
 """
 
 from __future__ import annotations
 
+import msgspec
+
+from mcpd.discovery.index import Params, ToolIndex, ToolText, schema_params
+from mcpd.discovery.render import one_line
 from mcpd.errors import UnknownTool
 from mcpd.registry.model import ToolEntry
 from mcpd.registry.names import SEPARATOR, qualify
 from mcpd.supervisor.actor import ServerActor
-from mcpd.supervisor.model import Event
+from mcpd.supervisor.model import Event, ToolInfo
 from mcpd.supervisor.states import LIVE_STATES
 from mcpd.supervisor.supervisor import Supervisor
 
@@ -19,10 +24,12 @@ from mcpd.supervisor.supervisor import Supervisor
 class Catalog:
     """The aggregated tool catalogue; ``on_event`` must be registered as a supervisor listener."""
 
-    def __init__(self, supervisor: Supervisor) -> None:
+    def __init__(self, supervisor: Supervisor, params: Params | None = None) -> None:
         self._supervisor = supervisor
         self._entries: dict[str, tuple[ToolEntry, ...]] = {}
         self._by_name: dict[str, tuple[str, str]] | None = None
+        self._index = ToolIndex(params or Params())
+        self._indexed: dict[str, tuple[ToolInfo, ...]] = {}
 
     def on_event(self, event: Event) -> None:
         self._entries.pop(event.server, None)
@@ -57,6 +64,36 @@ class Catalog:
                 out.extend(self._server_entries(actor))
         return out
 
+    def search(
+        self, query: str, servers: list[str] | None = None, limit: int | None = None
+    ) -> list[ToolEntry]:
+        """Tools of live servers ranked for ``query``, each with its score; best first."""
+        if servers is not None:
+            for name in servers:
+                self._supervisor.actor(name)  # UnknownServer for a name not configured
+        self._sync_index()
+        hits = self._index.search(query, limit=limit, servers=set(servers) if servers is not None else None)
+        entries = {
+            (entry.server, entry.tool): entry
+            for actor in self._supervisor.actors()
+            if actor.name in self._indexed
+            for entry in self._server_entries(actor)
+        }
+        return [
+            msgspec.structs.replace(entries[hit.server, hit.tool], score=round(hit.score, 4)) for hit in hits
+        ]
+
+    def _sync_index(self) -> None:
+        live = {actor.name: actor for actor in self._supervisor.actors() if actor.state in LIVE_STATES}
+        for name in [name for name in self._indexed if name not in live]:
+            self._index.remove_server(name)
+            del self._indexed[name]
+        for name, actor in live.items():
+            tools = actor.tools
+            if self._indexed.get(name) is not tools:
+                self._index.replace_server(name, [_tool_text(actor, tool) for tool in tools])
+                self._indexed[name] = tools
+
     def resolve(self, name: str) -> tuple[str, str]:
         """(server, tool) for a qualified name, also for a server that is restarting right now."""
         if self._by_name is None:
@@ -75,3 +112,23 @@ class Catalog:
         raise UnknownTool(
             f"no server offers a tool named {name!r} (qualified names look like server__tool)", {"tool": name}
         )
+
+
+def server_description(actor: ServerActor) -> str:
+    """The configured description, else what the server says of itself, else its tool names."""
+    if actor.config.description:
+        return actor.config.description
+    info = actor.server_info
+    if info is not None and (info.instructions or info.title):
+        return one_line(info.instructions or info.title or "", 200)
+    return "Tools: " + ", ".join(tool.name for tool in actor.tools[:12])
+
+
+def _tool_text(actor: ServerActor, tool: ToolInfo) -> ToolText:
+    return ToolText(
+        server=actor.name,
+        tool=tool.name,
+        description=tool.description or tool.title or "",
+        server_description=server_description(actor),
+        params=schema_params(tool.input_schema),
+    )

@@ -16,3 +16,5 @@ class ToolEntry(msgspec.Struct, frozen=True, kw_only=True):
     description: str = ""
     input_schema: dict[str, Any] = msgspec.field(default_factory=dict)
     title: str | None = None
+    score: float | None = None
+    """Relevance to the query that listed it; None in an unranked listing."""

@@ -1,0 +1,199 @@
+"""Discovery logic: the compatible selection's fallbacks, text analysis, the index, budgeted rendering."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from mcpd.discovery.index import Params, ToolIndex, ToolText
+from mcpd.discovery.render import estimate_tokens, render
+from mcpd.discovery.select import Candidate, select_servers
+from mcpd.discovery.text import split_identifier, stem, terms
+from mcpd.registry.model import ToolEntry
+
+SERVERS = [
+    Candidate("filesystem", "Read, write, and search local files and directories"),
+    Candidate("github", "GitHub repos, issues, pull requests, code search"),
+    Candidate("brew", "Install, update, and manage macOS packages via Homebrew"),
+]
+
+
+# -- compatible server selection -------------------------------------------------------------------
+
+
+def test_select_picks_brew_for_installing() -> None:
+    """The reference example: 'install imagemagick' selects brew, and only brew."""
+    selection = select_servers("install imagemagick", SERVERS)
+    assert selection.names == ["brew"] and not selection.fallback
+
+
+def test_select_keeps_config_order() -> None:
+    """Matches come back in the order they were configured, not by score."""
+    selection = select_servers("search code files", SERVERS)
+    assert selection.names == ["filesystem", "github"]
+    assert selection.scores["github"] > selection.scores["filesystem"]
+
+
+@pytest.mark.parametrize(
+    ("query", "servers"),
+    [
+        ("install imagemagick", []),  # empty list
+        ("   ", SERVERS),  # blank query
+        ("install imagemagick", [Candidate("a", None), Candidate("b", "")]),  # no descriptions
+        ("quantum chromodynamics", SERVERS),  # nothing reaches the threshold
+    ],
+)
+def test_select_falls_back_to_the_full_list(query: str, servers: list[Candidate]) -> None:
+    """Each fallback returns the list unchanged and says it is a fallback."""
+    selection = select_servers(query, servers)
+    assert selection.fallback
+    assert selection.names == [s.name for s in servers]
+
+
+def test_select_threshold_is_inclusive_and_adjustable() -> None:
+    """A high threshold falls back; a low one keeps anything with a shared term ('and' counts too)."""
+    assert select_servers("install imagemagick", SERVERS, threshold=0.99).fallback
+    assert select_servers("search", SERVERS, threshold=0.01).names == ["filesystem", "github"]
+    assert select_servers("search and", SERVERS, threshold=0.01).names == ["filesystem", "github", "brew"]
+
+
+# -- text analysis ------------------------------------------------------------------------------
+
+
+def test_identifiers_split_into_words() -> None:
+    """snake_case, camelCase, acronyms, dots and dashes all separate words."""
+    assert split_identifier("getHTTPResponse") == ["get", "HTTP", "Response"]
+    assert split_identifier("create_issue.v2-beta") == ["create", "issue", "v2", "beta"]
+
+
+def test_terms_stem_and_drop_stop_words() -> None:
+    """Plurals and -ing forms meet their stems; stop words are not terms."""
+    assert terms("Searching the files") == ["search", "file"]
+    assert stem("running") == "run" and stem("directories") == "directory"
+    assert stem("status") == stem("status")  # stable
+
+
+def test_cjk_text_becomes_bigrams() -> None:
+    """Chinese without spaces still yields matchable terms."""
+    assert terms("搜索关键词") == ["搜索", "索关", "关键", "键词"]
+    assert "bing" in terms("必应bing搜索")
+
+
+# -- the index ----------------------------------------------------------------------------------
+
+
+def tool(server: str, name: str, description: str = "", params: tuple[tuple[str, str], ...] = ()) -> ToolText:
+    return ToolText(server, name, description, "", params)
+
+
+def make_index() -> ToolIndex:
+    index = ToolIndex()
+    index.replace_server(
+        "files",
+        [
+            tool("files", "read_file", "Read the contents of a file", (("path", "Path of the file"),)),
+            tool("files", "list_directory", "List entries of a directory"),
+        ],
+    )
+    index.replace_server("github", [tool("github", "create_issue", "Open a new issue in a repository")])
+    index.replace_server("search", [tool("search", "bing_search", "使用必应搜索指定的关键词")])
+    return index
+
+
+def test_ranking_prefers_name_matches_and_is_deterministic() -> None:
+    """The tool named for the query wins, and the same query gives the same answer every time."""
+    index = make_index()
+    first = index.search("read a file")
+    assert (first[0].server, first[0].tool) == ("files", "read_file")
+    assert all(a.score >= b.score for a, b in itertools.pairwise(first))
+    assert [(h.server, h.tool, h.score) for h in index.search("read a file")] == [
+        (h.server, h.tool, h.score) for h in first
+    ]
+
+
+def test_cjk_query_finds_cjk_description() -> None:
+    """A Chinese query matches a Chinese description."""
+    hits = make_index().search("关键词搜索")
+    assert (hits[0].server, hits[0].tool) == ("search", "bing_search")
+
+
+def test_replacing_one_server_reindexes_only_it() -> None:
+    """New tools are found, removed ones are gone, other servers' documents are untouched."""
+    index = make_index()
+    github_ids = list(index._by_server["github"])
+    index.replace_server("files", [tool("files", "write_file", "Write text to a file")])
+    assert [h.tool for h in index.search("write")] == ["write_file"]
+    assert not [h for h in index.search("directory") if h.tool == "list_directory"]
+    assert index._by_server["github"] == github_ids
+    index.remove_server("files")
+    assert not index.search("write file")
+    assert len(index) == 2
+
+
+def test_empty_descriptions_and_server_filter() -> None:
+    """Tools without descriptions are still found by name; a server filter restricts results."""
+    index = ToolIndex(Params(server_weight=0.0))
+    index.replace_server("a", [tool("a", "fetch_weather")])
+    index.replace_server("b", [tool("b", "fetch_news")])
+    assert {h.server for h in index.search("fetch")} == {"a", "b"}
+    assert [h.server for h in index.search("fetch", servers={"b"})] == ["b"]
+    assert index.search("") == []
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+
+def entries(count: int, seed: int = 7) -> list[ToolEntry]:
+    rng = random.Random(seed)
+    words = [
+        "file",
+        "search",
+        "issue",
+        "repo",
+        "weather",
+        "image",
+        "audio",
+        "convert",
+        "report",
+        "chart",
+        "搜索",
+        "必应",
+    ]
+    out = []
+    for i in range(count):
+        description = " ".join(rng.choice(words) for _ in range(rng.randint(0, 40)))
+        properties = {
+            f"p{j}": {"type": "string", "description": description[:30]} for j in range(rng.randint(0, 6))
+        }
+        out.append(
+            ToolEntry(
+                name=f"s__t{i}",
+                server="s",
+                tool=f"t{i}",
+                description=description,
+                input_schema={"type": "object", "properties": properties},
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize("budget", [1, 5, 20, 50, 120, 400, 1000, 3000, 20000])
+def test_budget_is_never_exceeded(budget: int) -> None:
+    """Whatever the budget, the rendering's estimated size stays within it and everything is accounted for."""
+    tools = entries(60)
+    rendered = render(tools, budget)
+    assert estimate_tokens(rendered.text) <= rendered.tokens <= budget
+    assert len(rendered.full) + len(rendered.brief) + len(rendered.names) + rendered.omitted == len(tools)
+
+
+def test_tiers_follow_rank_order() -> None:
+    """Full schemas go to the best-ranked tools, then one-liners, then names, then a count."""
+    tools = entries(60)
+    rendered = render(tools, 1500)
+    order = [t.name for t in rendered.full] + [b.name for b in rendered.brief] + rendered.names
+    assert order == [t.name for t in tools[: len(order)]]
+    assert rendered.full and rendered.brief and rendered.names and rendered.omitted
+    assert f"(+{rendered.omitted} more tools not shown)" in rendered.text
+    assert render(tools, 10**6).omitted == 0

@@ -1,0 +1,115 @@
+"""Discovery through the socket: a 10k-tool catalogue, budgets, index updates, compatible selection."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+
+from mcpd.client.aio import connect
+from mcpd.discovery.render import estimate_tokens
+from mcpd.testing import fixture_command
+from mcpd.testing.daemon import DaemonProcess, running_daemon
+
+pytestmark = pytest.mark.anyio
+
+SERVERS = 4
+TOOLS_EACH = 2500
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def server_toml(name: str, description: str, *flags: str) -> str:
+    command, *args = fixture_command(name, *flags)
+    return (
+        f"[servers.{name}]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n"
+        f"description = {json.dumps(description)}\nconnect_timeout = 120\n"
+    )
+
+
+@pytest.fixture(scope="module")
+async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DaemonProcess]:
+    path = tmp_path_factory.mktemp("discovery") / "config.toml"
+    path.write_text(
+        "".join(
+            server_toml(f"big{i}", f"Bulk fixture server {i}", "--tools", str(TOOLS_EACH), "--no-control")
+            for i in range(SERVERS)
+        )
+        + server_toml("brew", "Install, update, and manage macOS packages via Homebrew", "--tools", "1")
+        + server_toml("github", "GitHub repos, issues, pull requests, code search", "--tools", "1")
+    )
+    async with running_daemon(path) as running:
+        yield running
+
+
+async def test_blank_query_lists_everything_in_stable_order(daemon: DaemonProcess) -> None:
+    """Over 10k tools: a listing without a query is every tool, by server then tool name."""
+    async with connect(daemon.socket) as client:
+        tools = await client.tools()
+        again = await client.search("")
+    assert len(tools) >= SERVERS * TOOLS_EACH
+    keys = [(t.server, t.tool) for t in tools]
+    assert keys == sorted(keys)
+    assert [t.name for t in again.tools] == [t.name for t in tools]
+
+
+async def test_query_ranks_the_matching_tool_first(daemon: DaemonProcess) -> None:
+    """The one tool whose description holds the query's number and server comes first, with a score."""
+    async with connect(daemon.socket) as client:
+        result = await client.search("fixture tool number 1234 of big2", limit=5)
+    assert result.tools[0].name == "big2__tool_1234"
+    assert result.tools[0].score is not None and result.tools[0].score > (result.tools[1].score or 0)
+    assert len(result.tools) == 5
+
+
+async def test_budgeted_registry_over_the_socket(daemon: DaemonProcess) -> None:
+    """A budgeted listing fits its budget and says how many tools it left out."""
+    async with connect(daemon.socket) as client:
+        result = await client.search("fixture tool number", limit=500, budget_tokens=800)
+    rendered = result.rendered
+    assert rendered is not None
+    assert estimate_tokens(rendered.text) <= rendered.tokens <= 800
+    assert rendered.full and rendered.omitted > 0
+    assert len(rendered.full) + len(rendered.brief) + len(rendered.names) + rendered.omitted == 500
+
+
+async def test_new_tool_is_searchable_after_list_changed(daemon: DaemonProcess) -> None:
+    """A server that adds a tool and sends list_changed has it in the index for the next query."""
+    async with connect(daemon.socket) as client:
+        await client.call_tool("brew__add_tool", {"name": "zanzibar_forecast"})
+        with anyio.fail_after(10):
+            while True:
+                result = await client.search("zanzibar forecast")
+                if result.tools:
+                    break
+                await anyio.sleep(0.05)
+    assert result.tools[0].name == "brew__zanzibar_forecast"
+
+
+def test_select_through_the_cli(daemon: DaemonProcess) -> None:
+    """`mcpd select` gives the compatible selection: 'install imagemagick' -> brew."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mcpd",
+            "select",
+            "install imagemagick",
+            "--json",
+            "--socket",
+            str(daemon.socket),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    selection = json.loads(result.stdout)
+    assert selection["servers"] == ["brew"] and selection["fallback"] is False
