@@ -83,6 +83,7 @@ class ToolIndex:
     _averages: tuple[float, ...] = (1.0,) * len(FIELDS)
     _next_id: int = 0
     _servers: ToolIndex | None = None
+    _doc_server: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.params.server_weight > 0:
@@ -105,6 +106,7 @@ class ToolIndex:
             doc_id = self._next_id
             self._next_id += 1
             self._docs[doc_id] = doc
+            self._doc_server[doc_id] = server
             for i, length in enumerate(doc.lengths):
                 self._length_sums[i] += length
             ids.append(doc_id)
@@ -120,6 +122,7 @@ class ToolIndex:
             self._servers.remove_server(server)
         for doc_id in self._by_server.pop(server, []):
             doc = self._docs.pop(doc_id)
+            del self._doc_server[doc_id]
             for i, length in enumerate(doc.lengths):
                 self._length_sums[i] -= length
             for term in doc.tfs:
@@ -157,16 +160,23 @@ class ToolIndex:
     # -- queries ----------------------------------------------------------------------------
 
     def _scores(self, query_terms: Counter[str]) -> dict[int, float]:
-        scores: dict[int, float] = {}
         count = len(self._docs)
+        weighted = []
         for term, weight in query_terms.items():
             posting = self._postings.get(term)
-            if not posting:
-                continue
-            df = len(posting)
-            idf = weight * math.log(1.0 + (count - df + 0.5) / (df + 0.5))
+            if posting:
+                df = len(posting)
+                weighted.append((weight * math.log(1.0 + (count - df + 0.5) / (df + 0.5)), posting))
+        if not weighted:
+            return {}
+        # Seed from the longest posting list in one comprehension, then add the others in.
+        weighted.sort(key=lambda item: len(item[1]), reverse=True)
+        idf, posting = weighted[0]
+        scores = {doc_id: idf * saturated for doc_id, saturated in posting.items()}
+        get = scores.get
+        for idf, posting in weighted[1:]:
             for doc_id, saturated in posting.items():
-                scores[doc_id] = scores.get(doc_id, 0.0) + idf * saturated
+                scores[doc_id] = get(doc_id, 0.0) + idf * saturated
         return scores
 
     def search(self, query: str, limit: int | None = None, servers: set[str] | None = None) -> list[Hit]:
@@ -182,8 +192,10 @@ class ToolIndex:
         if scores and self._servers is not None:
             scores = self._with_servers(scores, query_terms)
         if limit is not None and limit < len(scores):
-            # Doc ids rise in index order, so ties keep a stable order before the final sort.
-            best = heapq.nlargest(limit, scores.items(), key=lambda item: (item[1], -item[0]))
+            # Ties at the cut go by posting order, which is deterministic for a given index.
+            best = [
+                (doc_id, scores[doc_id]) for doc_id in heapq.nlargest(limit, scores, key=scores.__getitem__)
+            ]
         else:
             best = list(scores.items())
         hits = [Hit(*self._docs[doc_id].key, score) for doc_id, score in best]
@@ -194,13 +206,13 @@ class ToolIndex:
         assert self._servers is not None
         server_docs = self._servers._docs
         by_server = {server_docs[d].key[0]: score for d, score in self._servers._scores(query_terms).items()}
-        best_tool = max(scores.values())
-        best_server = max(by_server.values(), default=0.0) or 1.0
-        weight = self.params.server_weight
-        return {
-            doc_id: score / best_tool + weight * by_server.get(self._docs[doc_id].key[0], 0.0) / best_server
-            for doc_id, score in scores.items()
-        }
+        if not by_server:
+            return scores
+        # tool/best_tool + weight * server/best_server, kept in the tool scores' scale.
+        lift = self.params.server_weight * max(scores.values()) / (max(by_server.values()) or 1.0)
+        bonus = {server: score * lift for server, score in by_server.items()}
+        doc_server = self._doc_server
+        return {doc_id: score + bonus.get(doc_server[doc_id], 0.0) for doc_id, score in scores.items()}
 
 
 def _server_document(server: str, tools: list[ToolText]) -> ToolText:
