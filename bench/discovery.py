@@ -80,8 +80,7 @@ def main() -> None:
         servers = catalogue(rows, size)
         index = ToolIndex()
         started = time.perf_counter()
-        for name, tools in servers.items():
-            index.replace_server(name, tools)
+        index.replace_servers(servers)
         build = time.perf_counter() - started
         samples = []
         for query in queries:

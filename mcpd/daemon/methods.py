@@ -121,7 +121,7 @@ async def reload(daemon: Daemon, conn: Connection, params: NoParams) -> ReloadRe
 @methods.method("tools.list", ToolsListParams)
 async def tools_list(daemon: Daemon, conn: Connection, params: ToolsListParams) -> ToolsListResult:
     if params.query and params.query.strip():
-        tools = daemon.catalog.search(params.query, params.servers, params.limit)
+        tools = await daemon.catalog.search(params.query, params.servers, params.limit)
     else:
         tools = daemon.catalog.tools(params.servers)[: params.limit]
     rendered = render(tools, params.budget_tokens) if params.budget_tokens is not None else None

@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,26 +96,37 @@ class ToolIndex:
 
     def replace_server(self, server: str, tools: Iterable[ToolText]) -> None:
         """Index ``server``'s tools in place of whatever it had; other servers are untouched."""
-        tools = list(tools)
-        self.remove_server(server)
-        if self._servers is not None and tools:
-            self._servers.replace_server(server, [_server_document(server, tools)])
-        ids = []
-        for tool in tools:
-            doc = _analyse(tool)
-            doc_id = self._next_id
-            self._next_id += 1
-            self._docs[doc_id] = doc
-            self._doc_server[doc_id] = server
-            for i, length in enumerate(doc.lengths):
-                self._length_sums[i] += length
-            ids.append(doc_id)
-        if ids:
-            self._by_server[server] = ids
+        self.replace_servers({server: tools})
+
+    def replace_servers(self, changes: Mapping[str, Iterable[ToolText]]) -> None:
+        """Re-index several servers at once, weighing the new documents in one pass."""
+        added: list[int] = []
+        server_docs = []
+        for server, texts in changes.items():
+            tools = list(texts)
+            self.remove_server(server)
+            if tools:
+                server_docs.append((server, _server_document(server, tools)))
+            ids = [self._add(server, tool) for tool in tools]
+            if ids:
+                self._by_server[server] = ids
+            added.extend(ids)
+        if self._servers is not None and server_docs:
+            self._servers.replace_servers({server: [doc] for server, doc in server_docs})
         if self._drifted():
             self._reweigh(self._docs)
         else:
-            self._reweigh({doc_id: self._docs[doc_id] for doc_id in ids})
+            self._reweigh({doc_id: self._docs[doc_id] for doc_id in added})
+
+    def _add(self, server: str, tool: ToolText) -> int:
+        doc = _analyse(tool)
+        doc_id = self._next_id
+        self._next_id += 1
+        self._docs[doc_id] = doc
+        self._doc_server[doc_id] = server
+        for i, length in enumerate(doc.lengths):
+            self._length_sums[i] += length
+        return doc_id
 
     def remove_server(self, server: str) -> None:
         if self._servers is not None:

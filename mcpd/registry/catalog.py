@@ -8,6 +8,7 @@ tool list is not the one indexed are re-indexed, and only those.
 
 from __future__ import annotations
 
+import anyio
 import msgspec
 
 from mcpd.discovery.index import Params, ToolIndex, ToolText, schema_params
@@ -30,6 +31,7 @@ class Catalog:
         self._by_name: dict[str, tuple[str, str]] | None = None
         self._index = ToolIndex(params or Params())
         self._indexed: dict[str, tuple[ToolInfo, ...]] = {}
+        self._index_lock = anyio.Lock()
 
     def on_event(self, event: Event) -> None:
         self._entries.pop(event.server, None)
@@ -64,15 +66,18 @@ class Catalog:
                 out.extend(self._server_entries(actor))
         return out
 
-    def search(
+    async def search(
         self, query: str, servers: list[str] | None = None, limit: int | None = None
     ) -> list[ToolEntry]:
         """Tools of live servers ranked for ``query``, each with its score; best first."""
         if servers is not None:
             for name in servers:
                 self._supervisor.actor(name)  # UnknownServer for a name not configured
-        self._sync_index()
-        hits = self._index.search(query, limit=limit, servers=set(servers) if servers is not None else None)
+        async with self._index_lock:
+            await self._sync_index()
+            hits = self._index.search(
+                query, limit=limit, servers=set(servers) if servers is not None else None
+            )
         entries = {
             (entry.server, entry.tool): entry
             for actor in self._supervisor.actors()
@@ -80,19 +85,26 @@ class Catalog:
             for entry in self._server_entries(actor)
         }
         return [
-            msgspec.structs.replace(entries[hit.server, hit.tool], score=round(hit.score, 4)) for hit in hits
+            msgspec.structs.replace(entries[hit.server, hit.tool], score=round(hit.score, 4))
+            for hit in hits
+            if (hit.server, hit.tool) in entries
         ]
 
-    def _sync_index(self) -> None:
+    async def _sync_index(self) -> None:
         live = {actor.name: actor for actor in self._supervisor.actors() if actor.state in LIVE_STATES}
         for name in [name for name in self._indexed if name not in live]:
             self._index.remove_server(name)
             del self._indexed[name]
-        for name, actor in live.items():
-            tools = actor.tools
-            if self._indexed.get(name) is not tools:
-                self._index.replace_server(name, [_tool_text(actor, tool) for tool in tools])
-                self._indexed[name] = tools
+        changed = {
+            name: actor.tools for name, actor in live.items() if self._indexed.get(name) is not actor.tools
+        }
+        if not changed:
+            return
+        texts = {name: [_tool_text(live[name], tool) for tool in tools] for name, tools in changed.items()}
+        # Analysing thousands of tools (the first query after a start) takes seconds of CPU:
+        # off the event loop, so calls and status keep flowing meanwhile.
+        await anyio.to_thread.run_sync(self._index.replace_servers, texts)
+        self._indexed.update(changed)
 
     def resolve(self, name: str) -> tuple[str, str]:
         """(server, tool) for a qualified name, also for a server that is restarting right now."""
