@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -100,7 +101,11 @@ def cmd_tools(args: argparse.Namespace, client: Client) -> int:
             [t.name, f"{t.score:.3f}" if t.score is not None else "", _one_line(t.description, 60)]
             for t in result.tools
         ]
-        print(_table(["TOOL", "SCORE", "DESCRIPTION"], rows))
+        if args.explain:
+            for row, tool in zip(rows, result.tools, strict=True):
+                parts = tool.score_parts or {}
+                row.insert(2, " ".join(f"{k}={v:.3f}" for k, v in parts.items()) or "text only")
+        print(_table(["TOOL", "SCORE", *(["PARTS"] if args.explain else []), "DESCRIPTION"], rows))
     return EXIT_OK
 
 
@@ -124,7 +129,9 @@ def cmd_call(args: argparse.Namespace, client: Client) -> int:
         raise UsageError(f"--args is not valid JSON: {exc}") from None
     if not isinstance(arguments, dict):
         raise UsageError('--args must be a JSON object, e.g. \'{"text": "hi"}\'')
-    result = client.call_tool(args.tool, arguments, server=args.server, timeout=args.timeout)
+    result = client.call_tool(
+        args.tool, arguments, server=args.server, timeout=args.timeout, query=args.query
+    )
     if args.json:
         _emit_json(result)
     else:
@@ -150,6 +157,51 @@ def _server_command(
         return EXIT_OK if status.state in success else EXIT_ERROR
 
     return run
+
+
+def _since(text: str | None) -> float | None:
+    """'90s', '15m', '12h', '7d' -> seconds."""
+    if text is None:
+        return None
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    try:
+        value = float(text[:-1]) * units[text[-1]] if text[-1] in units else float(text)
+    except (ValueError, IndexError):
+        raise UsageError(f"--since takes a duration like 90s, 15m, 12h or 7d, not {text!r}") from None
+    if value <= 0:
+        raise UsageError("--since must be positive")
+    return value
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+def cmd_report(args: argparse.Namespace, client: Client) -> int:
+    report = client.report(_since(args.since), args.top)
+    if args.json:
+        _emit_json(report)
+        return EXIT_OK
+    rows = [
+        [
+            f"{t.server}/{t.tool}",
+            str(t.calls),
+            f"{100 * t.failure_rate:.1f}%",
+            f"{t.p50_ms:.1f}",
+            f"{t.p95_ms:.1f}",
+            _when(t.last_used),
+        ]
+        for t in report.tools
+    ]
+    print(_table(["TOOL", "CALLS", "FAILED", "P50 MS", "P95 MS", "LAST USED"], rows))
+    print("\nmissing capabilities (most requested first)")
+    if not report.capabilities:
+        print("  none recorded")
+    for group in report.capabilities:
+        others = [e for e in group.examples if e != group.capability]
+        also = f"  (also: {'; '.join(others)})" if others else ""
+        print(f"  {group.count:>4} x {group.capability}{also}")
+    return EXIT_OK
 
 
 def cmd_reload(args: argparse.Namespace, client: Client) -> int:
@@ -201,6 +253,7 @@ def _parser() -> argparse.ArgumentParser:
     tools.add_argument("--server", action="append", help="only this server (repeatable)")
     tools.add_argument("--limit", type=int, help="at most this many tools")
     tools.add_argument("--budget", type=int, help="render for a model's context within this many tokens")
+    tools.add_argument("--explain", action="store_true", help="show the parts of each score")
     tools.set_defaults(run=cmd_tools)
     select = commands.add_parser(
         "select", parents=[common], help="servers relevant to a query (compatible mode)"
@@ -213,6 +266,7 @@ def _parser() -> argparse.ArgumentParser:
     call.add_argument("tool", help="tool name, as the server calls it")
     call.add_argument("--args", default="{}", help="arguments as a JSON object")
     call.add_argument("--timeout", type=float, help="seconds (default: the server's call_timeout)")
+    call.add_argument("--query", help="the user request behind this call (ranking learns from it)")
     call.set_defaults(run=cmd_call)
     live = frozenset({"running", "degraded"})
     for name, action, success, text in (
@@ -223,6 +277,10 @@ def _parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, parents=[common], help=text)
         sub.add_argument("name", help="server name")
         sub.set_defaults(run=_server_command(action, success))
+    report = commands.add_parser("report", parents=[common], help="tool usage and missing capabilities")
+    report.add_argument("--since", help="only this recent: 90s, 15m, 12h, 7d (default: all retained)")
+    report.add_argument("--top", type=int, default=20, help="how many capability groups (default 20)")
+    report.set_defaults(run=cmd_report)
     commands.add_parser("reload", parents=[common], help="re-read the config and apply changes").set_defaults(
         run=cmd_reload
     )

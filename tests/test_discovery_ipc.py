@@ -66,7 +66,8 @@ async def test_query_ranks_the_matching_tool_first(daemon: DaemonProcess) -> Non
         result = await client.search("fixture tool number 1234 of big2", limit=5)
     assert result.tools[0].name == "big2__tool_1234"
     assert result.tools[0].score is not None and result.tools[0].score > (result.tools[1].score or 0)
-    assert len(result.tools) == 5
+    # The limit counts ranked tools; the reserved capability-request tool always comes in addition.
+    assert len(result.tools) == 6 and result.tools[-1].name == "mcpd_request_capability"
 
 
 async def test_budgeted_registry_over_the_socket(daemon: DaemonProcess) -> None:
@@ -77,7 +78,8 @@ async def test_budgeted_registry_over_the_socket(daemon: DaemonProcess) -> None:
     assert rendered is not None
     assert estimate_tokens(rendered.text) <= rendered.tokens <= 800
     assert rendered.full and rendered.omitted > 0
-    assert len(rendered.full) + len(rendered.brief) + len(rendered.names) + rendered.omitted == 500
+    assert len(rendered.full) + len(rendered.brief) + len(rendered.names) + rendered.omitted == 500 + 1
+    assert rendered.full[0].name == "mcpd_request_capability"
 
 
 async def test_new_tool_is_searchable_after_list_changed(daemon: DaemonProcess) -> None:
@@ -87,7 +89,7 @@ async def test_new_tool_is_searchable_after_list_changed(daemon: DaemonProcess) 
         with anyio.fail_after(10):
             while True:
                 result = await client.search("zanzibar forecast")
-                if result.tools:
+                if result.tools[0].name != "mcpd_request_capability":
                     break
                 await anyio.sleep(0.05)
     assert result.tools[0].name == "brew__zanzibar_forecast"

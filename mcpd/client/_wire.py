@@ -13,12 +13,15 @@ from mcpd.errors import DaemonNotRunning, InvalidParams, ProtocolError, error_fr
 from mcpd.ipc.protocol import (
     MAX_CALL_TIMEOUT,
     PROTOCOL_VERSION,
+    CapabilityParams,
     HelloParams,
     HelloResult,
     Message,
     NoParams,
     Ok,
     ReloadResult,
+    ReportParams,
+    ReportResult,
     Request,
     Response,
     SelectParams,
@@ -76,9 +79,20 @@ def tools_list(
     query: str | None = None,
     limit: int | None = None,
     budget_tokens: int | None = None,
+    explain: bool = False,
 ) -> Call[ToolsListResult]:
-    params = ToolsListParams(servers=servers, query=query, limit=limit, budget_tokens=budget_tokens)
+    params = ToolsListParams(
+        servers=servers, query=query, limit=limit, budget_tokens=budget_tokens, explain=explain
+    )
     return Call("tools.list", params, ToolsListResult)
+
+
+def capability_request(capability: str, context: str | None) -> Call[ToolResult]:
+    return Call("capability.request", CapabilityParams(capability=capability, context=context), ToolResult)
+
+
+def report(since_s: float | None, top: int = 20) -> Call[ReportResult]:
+    return Call("report", ReportParams(since_s=since_s, top=top), ReportResult)
 
 
 def select(query: str, threshold: float | None = None) -> Call[SelectResult]:
@@ -89,11 +103,17 @@ def select(query: str, threshold: float | None = None) -> Call[SelectResult]:
 
 
 def tools_call(
-    tool: str, arguments: dict[str, Any] | None, server: str | None, timeout: float | None
+    tool: str,
+    arguments: dict[str, Any] | None,
+    server: str | None,
+    timeout: float | None,
+    query: str | None = None,
 ) -> Call[ToolResult]:
     if timeout is not None and not 0 < timeout <= MAX_CALL_TIMEOUT:
         raise InvalidParams(f"timeout must be a number of seconds in (0, {MAX_CALL_TIMEOUT}], not {timeout}")
-    params = ToolsCallParams(tool=tool, server=server, arguments=arguments or {}, timeout=timeout)
+    params = ToolsCallParams(
+        tool=tool, server=server, arguments=arguments or {}, timeout=timeout, query=query
+    )
     # Without an explicit timeout the daemon applies the server's call_timeout (60 s by default).
     wait = (timeout if timeout is not None else 600.0) + CALL_MARGIN
     return Call("tools.call", params, ToolResult, wait)

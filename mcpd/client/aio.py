@@ -26,6 +26,7 @@ from mcpd.ipc.protocol import (
     HelloResult,
     Notification,
     ReloadResult,
+    ReportResult,
     Response,
     SelectResult,
     ToolResult,
@@ -139,9 +140,18 @@ class AsyncClient:
         servers: list[str] | None = None,
         limit: int | None = None,
         budget_tokens: int | None = None,
+        explain: bool = False,
     ) -> ToolsListResult:
         """Tools ranked for ``query``; with ``budget_tokens``, also rendered for a model's context."""
-        return await self.request(_wire.tools_list(servers, query, limit, budget_tokens))
+        return await self.request(_wire.tools_list(servers, query, limit, budget_tokens, explain))
+
+    async def request_capability(self, capability: str, context: str | None = None) -> ToolResult:
+        """Record that the user needed something no tool provides."""
+        return await self.request(_wire.capability_request(capability, context))
+
+    async def report(self, since_s: float | None = None, top: int = 20) -> ReportResult:
+        """Per-tool call statistics and the top missing capabilities (optionally of the last ``since_s``)."""
+        return await self.request(_wire.report(since_s, top))
 
     async def select(self, query: str, threshold: float | None = None) -> SelectResult:
         """Compatible-mode server selection (term-frequency cosine, reference behaviour)."""
@@ -154,9 +164,13 @@ class AsyncClient:
         *,
         server: str | None = None,
         timeout: float | None = None,
+        query: str | None = None,
     ) -> ToolResult:
-        """Call ``tool`` (qualified ``server__tool``, or a plain name with ``server=``)."""
-        return await self.request(_wire.tools_call(tool, arguments, server, timeout))
+        """Call ``tool`` (qualified ``server__tool``, or a plain name with ``server=``).
+
+        ``query``: the user request that led to the call, so that ranking learns from it.
+        """
+        return await self.request(_wire.tools_call(tool, arguments, server, timeout, query))
 
     async def subscribe(self, backlog: int = 1024) -> MemoryObjectReceiveStream[Event]:
         """Ask for state and tool-list events; returns the stream they arrive on."""

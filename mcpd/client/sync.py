@@ -16,7 +16,15 @@ from typing import Any, Self, TypeVar
 from mcpd.client import _wire
 from mcpd.errors import CallTimeout, ProtocolError, TransportError
 from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer
-from mcpd.ipc.protocol import HelloResult, ReloadResult, Response, SelectResult, ToolResult, ToolsListResult
+from mcpd.ipc.protocol import (
+    HelloResult,
+    ReloadResult,
+    ReportResult,
+    Response,
+    SelectResult,
+    ToolResult,
+    ToolsListResult,
+)
 from mcpd.registry.model import ToolEntry
 from mcpd.supervisor.model import ServerStatus
 
@@ -124,9 +132,18 @@ class Client:
         servers: list[str] | None = None,
         limit: int | None = None,
         budget_tokens: int | None = None,
+        explain: bool = False,
     ) -> ToolsListResult:
         """Tools ranked for ``query``; with ``budget_tokens``, also rendered for a model's context."""
-        return self.request(_wire.tools_list(servers, query, limit, budget_tokens))
+        return self.request(_wire.tools_list(servers, query, limit, budget_tokens, explain))
+
+    def request_capability(self, capability: str, context: str | None = None) -> ToolResult:
+        """Record that the user needed something no tool provides."""
+        return self.request(_wire.capability_request(capability, context))
+
+    def report(self, since_s: float | None = None, top: int = 20) -> ReportResult:
+        """Per-tool call statistics and the top missing capabilities (optionally of the last ``since_s``)."""
+        return self.request(_wire.report(since_s, top))
 
     def select(self, query: str, threshold: float | None = None) -> SelectResult:
         """Compatible-mode server selection (term-frequency cosine, reference behaviour)."""
@@ -139,6 +156,10 @@ class Client:
         *,
         server: str | None = None,
         timeout: float | None = None,
+        query: str | None = None,
     ) -> ToolResult:
-        """Call ``tool`` (qualified ``server__tool``, or a plain name with ``server=``)."""
-        return self.request(_wire.tools_call(tool, arguments, server, timeout))
+        """Call ``tool`` (qualified ``server__tool``, or a plain name with ``server=``).
+
+        ``query``: the user request that led to the call, so that ranking learns from it.
+        """
+        return self.request(_wire.tools_call(tool, arguments, server, timeout, query))

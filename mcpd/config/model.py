@@ -108,6 +108,11 @@ class DaemonSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     """A client that leaves its answers unread this long is disconnected."""
     max_in_flight: int = 256
     """Concurrent requests per connection before the daemon stops reading from it."""
+    usage: bool = True
+    """Record tool calls and capability requests (ranking learns from them; ``mcpd report``)."""
+    usage_db: str | None = None
+    """SQLite file of the usage store; default ``usage.db`` in the user state directory."""
+    usage_retention_days: float = 90.0
 
     def __post_init__(self) -> None:
         _require_finite(self)
@@ -115,6 +120,8 @@ class DaemonSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
             raise ValueError("`max_frame_bytes` must be at least 1024")
         if self.client_write_timeout <= 0 or self.max_in_flight < 1:
             raise ValueError("`client_write_timeout` must be > 0 and `max_in_flight` >= 1")
+        if self.usage_retention_days <= 0:
+            raise ValueError("`usage_retention_days` must be > 0")
 
 
 class ConfigIssue(msgspec.Struct, frozen=True, kw_only=True):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import signal
 import socket
-from collections.abc import Iterable
+import sqlite3
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
 import anyio
@@ -15,12 +16,14 @@ from mcpd.config.load import load_config
 from mcpd.config.model import Config, ConfigIssue
 from mcpd.config.paths import default_socket_path
 from mcpd.daemon.methods import Daemon, methods
+from mcpd.discovery.prior import UsagePrior
 from mcpd.errors import ConfigError, McpdError
 from mcpd.ipc import endpoint
 from mcpd.ipc.server import Limits, RpcServer
 from mcpd.registry.catalog import Catalog
 from mcpd.supervisor.states import LIVE_STATES
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor
+from mcpd.usage.store import UsageStore, UsageUnavailable, prior_rows, prune
 
 log = structlog.get_logger("mcpd.daemon")
 
@@ -93,27 +96,70 @@ def _limits(config: Config) -> Limits:
     )
 
 
+async def _open_usage(config: Config) -> tuple[UsageStore, UsagePrior]:
+    """The usage store and the prior learned from it; usage off (not the daemon down) on any failure."""
+    settings = config.daemon
+    prior = UsagePrior()
+    if not settings.usage:
+        return UsageStore.disabled("usage recording is off in the config"), prior
+    path = Path(settings.usage_db).expanduser() if settings.usage_db else None  # noqa: ASYNC240 - no I/O
+    store = await anyio.to_thread.run_sync(UsageStore.open, path)
+    if store.enabled:
+        try:
+            removed = await store.run(lambda db: prune(db, settings.usage_retention_days))
+            tools, term_rows = await store.run(prior_rows)
+        except (sqlite3.Error, UsageUnavailable) as exc:
+            log.error("usage.load_failed", error=str(exc))
+        else:
+            prior.load(tools, term_rows)
+            log.info("usage.loaded", tools=len(tools), terms=len(term_rows), pruned_calls=removed)
+    return store, prior
+
+
 async def _run(config: Config, config_path: Path | None, path: Path, listener: socket.socket) -> None:
     # Signals are caught before any child exists, so a SIGTERM during start-up still stops them all.
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         log.info("daemon.starting", config=config.source, servers=len(config.servers), socket=str(path))
-        async with open_supervisor(config) as supervisor:
-            catalog = Catalog(supervisor)
-            daemon = Daemon(supervisor=supervisor, catalog=catalog, config=config, config_path=config_path)
-            rpc = RpcServer(methods, daemon, _limits(config))
-            supervisor.add_listener(catalog.on_event)
-            supervisor.add_listener(rpc.broadcast)
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(rpc.serve, listener)
-                tg.start_soon(_announce_ready, supervisor)
-                async for signum in signals:
-                    if signum == signal.SIGHUP:
-                        log.info("daemon.reload", signal="SIGHUP")
-                        await _reload(daemon)
-                        continue
-                    log.info("daemon.stopping", signal=signal.Signals(signum).name)
-                    tg.cancel_scope.cancel()
-                    break
+        usage, prior = await _open_usage(config)
+        try:
+            await _serve_with(config, config_path, listener, signals, usage=usage, prior=prior)
+        finally:
+            await anyio.to_thread.run_sync(usage.close)
         # Still under the lock, so the file is ours to remove.
         with contextlib.suppress(OSError):
             path.unlink()  # noqa: ASYNC240 - one unlink at shutdown
+
+
+async def _serve_with(
+    config: Config,
+    config_path: Path | None,
+    listener: socket.socket,
+    signals: AsyncIterator[signal.Signals],
+    *,
+    usage: UsageStore,
+    prior: UsagePrior,
+) -> None:
+    async with open_supervisor(config) as supervisor:
+        catalog = Catalog(supervisor)
+        daemon = Daemon(
+            supervisor=supervisor,
+            catalog=catalog,
+            config=config,
+            config_path=config_path,
+            usage=usage,
+            prior=prior,
+        )
+        rpc = RpcServer(methods, daemon, _limits(config))
+        supervisor.add_listener(catalog.on_event)
+        supervisor.add_listener(rpc.broadcast)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(rpc.serve, listener)
+            tg.start_soon(_announce_ready, supervisor)
+            async for signum in signals:
+                if signum == signal.SIGHUP:
+                    log.info("daemon.reload", signal="SIGHUP")
+                    await _reload(daemon)
+                    continue
+                log.info("daemon.stopping", signal=signal.Signals(signum).name)
+                tg.cancel_scope.cancel()
+                break

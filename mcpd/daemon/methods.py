@@ -11,28 +11,39 @@ import structlog
 
 from mcpd.config.load import load_config
 from mcpd.config.model import Config
+from mcpd.discovery.groups import group_similar
+from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.render import render
 from mcpd.discovery.select import Candidate, select_servers
-from mcpd.errors import CallTimeout, McpdError
+from mcpd.discovery.text import terms
+from mcpd.errors import CallTimeout, InvalidParams, McpdError, TransportError
 from mcpd.ipc.protocol import (
+    CapabilityGroup,
+    CapabilityParams,
     NoParams,
     Ok,
     ReloadResult,
+    ReportParams,
+    ReportResult,
     SelectParams,
     SelectResult,
     ServerParams,
     StatusResult,
+    ToolReport,
     ToolResult,
     ToolsCallParams,
     ToolsListParams,
     ToolsListResult,
 )
 from mcpd.ipc.server import Connection, MethodTable
+from mcpd.registry import reserved
 from mcpd.registry.catalog import Catalog
 from mcpd.supervisor.actor import ServerActor
 from mcpd.supervisor.model import ServerStatus
 from mcpd.supervisor.states import ServerState
 from mcpd.supervisor.supervisor import Supervisor
+from mcpd.usage import report as usage_report
+from mcpd.usage.store import CallRecord, CapabilityRecord, UsageStore, UsageUnavailable
 
 S = ServerState
 log = structlog.get_logger("mcpd.daemon")
@@ -47,6 +58,8 @@ class Daemon:
     config: Config
     """The config now in force (replaced by each successful reload)."""
     config_path: Path | None
+    usage: UsageStore = field(default_factory=lambda: UsageStore.disabled("usage recording is off"))
+    prior: UsagePrior = field(default_factory=UsagePrior)
     reload_lock: anyio.Lock = field(default_factory=anyio.Lock)
 
     async def reload(self) -> ReloadResult:
@@ -121,10 +134,18 @@ async def reload(daemon: Daemon, conn: Connection, params: NoParams) -> ReloadRe
 @methods.method("tools.list", ToolsListParams)
 async def tools_list(daemon: Daemon, conn: Connection, params: ToolsListParams) -> ToolsListResult:
     if params.query and params.query.strip():
-        tools = await daemon.catalog.search(params.query, params.servers, params.limit)
+        tools = await daemon.catalog.search(
+            params.query, params.servers, params.limit, prior=daemon.prior, explain=params.explain
+        )
     else:
         tools = daemon.catalog.tools(params.servers)[: params.limit]
-    rendered = render(tools, params.budget_tokens) if params.budget_tokens is not None else None
+    if params.servers is None:
+        tools.append(reserved.ENTRY)  # in every registry that is not explicitly about other servers
+    rendered = None
+    if params.budget_tokens is not None:
+        # The reserved tool first, so an agent always learns how to report a missing capability.
+        ordered = [reserved.ENTRY, *tools[:-1]] if params.servers is None else tools
+        rendered = render(ordered, params.budget_tokens)
     return ToolsListResult(tools=tools, rendered=rendered)
 
 
@@ -138,31 +159,125 @@ async def servers_select(daemon: Daemon, conn: Connection, params: SelectParams)
 
 @methods.method("tools.call", ToolsCallParams)
 async def tools_call(daemon: Daemon, conn: Connection, params: ToolsCallParams) -> ToolResult:
+    if reserved.is_reserved(params.tool, params.server):
+        capability = params.arguments.get("capability")
+        if not isinstance(capability, str) or not capability.strip():
+            raise InvalidParams(f"{reserved.NAME} needs a non-empty string `capability`")
+        context = params.arguments.get("context")
+        return _request_capability(daemon, conn, capability, context if isinstance(context, str) else None)
     if params.server is None:
         server, tool = daemon.catalog.resolve(params.tool)
     else:
         server, tool = params.server, params.tool
     actor = daemon.supervisor.actor(server)
-    started = time.perf_counter()
-    outcome = "error"
+    call = _CallRecorder(daemon, conn, server, tool, params.query)
     try:
         result = await actor.call_tool(tool, params.arguments, params.timeout)
     except McpdError as exc:
-        outcome = type(exc).__name__
+        call.done(_OUTCOMES.get(type(exc), "error"), type(exc).__name__)
         raise
-    else:
-        outcome = "tool_error" if result.is_error else "ok"
-        return result
-    finally:
+    call.done("tool_error" if result.is_error else "ok")
+    return result
+
+
+_OUTCOMES: dict[type[McpdError], str] = {CallTimeout: "timeout", TransportError: "transport_error"}
+
+
+class _CallRecorder:
+    """Times one call and records its outcome in the usage store and the ranking prior."""
+
+    def __init__(self, daemon: Daemon, conn: Connection, server: str, tool: str, query: str | None) -> None:
+        self.daemon, self.conn, self.server, self.tool, self.query = daemon, conn, server, tool, query
+        self.started = time.perf_counter()
+
+    def done(self, outcome: str, error_class: str | None = None) -> None:
+        duration_ms = (time.perf_counter() - self.started) * 1000
         # Debug level: a call is the hot path, and a filtered-out event costs nothing.
         log.debug(
             "tool.call",
-            server=server,
-            tool=tool,
-            client=conn.client,
-            ms=round((time.perf_counter() - started) * 1000, 3),
+            server=self.server,
+            tool=self.tool,
+            client=self.conn.client,
+            ms=duration_ms,
             outcome=outcome,
         )
+        if error_class in ("UnknownServer", "UnknownTool", "InvalidParams"):
+            return  # the call never reached a server: nothing to learn about a tool
+        now = time.time()
+        query_terms = tuple(terms(self.query)) if self.query else ()
+        self.daemon.prior.observe(self.server, self.tool, outcome == "ok", query_terms, now)
+        self.daemon.usage.record_call(
+            CallRecord(
+                ts=now,
+                client=self.conn.client,
+                session=str(self.conn.id),
+                server=self.server,
+                tool=self.tool,
+                duration_ms=round(duration_ms, 3),
+                outcome=outcome,
+                error_class=error_class,
+                query=self.query,
+                query_terms=query_terms,
+            )
+        )
+
+
+def _request_capability(daemon: Daemon, conn: Connection, capability: str, context: str | None) -> ToolResult:
+    daemon.usage.record_capability(
+        CapabilityRecord(
+            ts=time.time(),
+            capability=capability.strip(),
+            context=context,
+            client=conn.client,
+            session=str(conn.id),
+        )
+    )
+    log.info("capability.requested", capability=capability.strip(), client=conn.client)
+    return ToolResult(content=[{"type": "text", "text": reserved.acknowledgement(capability.strip())}])
+
+
+@methods.method("capability.request", CapabilityParams)
+async def capability_request(daemon: Daemon, conn: Connection, params: CapabilityParams) -> ToolResult:
+    return _request_capability(daemon, conn, params.capability, params.context)
+
+
+@methods.method("report", ReportParams)
+async def report(daemon: Daemon, conn: Connection, params: ReportParams) -> ReportResult:
+    since = time.time() - params.since_s if params.since_s else None
+    try:
+        tools = await daemon.usage.run(lambda db: usage_report.tool_rows(db, since))
+        requests = await daemon.usage.run(lambda db: usage_report.capability_rows(db, since))
+    except UsageUnavailable as exc:
+        raise McpdError(f"no usage report: {exc}", {"usage": "off"}) from None
+    groups = group_similar([capability for capability, _ in requests])
+    last: dict[str, float] = {}
+    for capability, ts in requests:
+        last[capability] = ts
+    return ReportResult(
+        since=since,
+        tools=[
+            ToolReport(
+                server=row.server,
+                tool=row.tool,
+                calls=len(row.durations_ms),
+                failures=row.failures,
+                failure_rate=round(row.failures / len(row.durations_ms), 4),
+                p50_ms=round(usage_report.percentile(row.durations_ms, 0.5), 3),
+                p95_ms=round(usage_report.percentile(row.durations_ms, 0.95), 3),
+                last_used=row.last_used,
+            )
+            for row in tools
+        ],
+        capabilities=[
+            CapabilityGroup(
+                capability=group.representative,
+                count=len(group.members),
+                examples=sorted(set(group.members), key=group.members.index)[:3],
+                last_requested=max(last[m] for m in group.members),
+            )
+            for group in groups[: params.top]
+        ],
+    )
 
 
 @methods.method("subscribe", NoParams)

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.text import split_identifier, terms
 
 FIELDS = ("server", "name", "description", "params")
@@ -71,6 +72,8 @@ class Hit:
     server: str
     tool: str
     score: float
+    parts: dict[str, float] | None = None
+    """How the score was made, when usage took part: text, usage_factor, association."""
 
 
 @dataclass
@@ -84,6 +87,7 @@ class ToolIndex:
     _next_id: int = 0
     _servers: ToolIndex | None = None
     _doc_server: dict[int, str] = field(default_factory=dict)
+    _key_doc: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.params.server_weight > 0:
@@ -124,6 +128,7 @@ class ToolIndex:
         self._next_id += 1
         self._docs[doc_id] = doc
         self._doc_server[doc_id] = server
+        self._key_doc[doc.key] = doc_id
         for i, length in enumerate(doc.lengths):
             self._length_sums[i] += length
         return doc_id
@@ -134,6 +139,7 @@ class ToolIndex:
         for doc_id in self._by_server.pop(server, []):
             doc = self._docs.pop(doc_id)
             del self._doc_server[doc_id]
+            self._key_doc.pop(doc.key, None)
             for i, length in enumerate(doc.lengths):
                 self._length_sums[i] -= length
             for term in doc.tfs:
@@ -190,11 +196,19 @@ class ToolIndex:
                 scores[doc_id] = get(doc_id, 0.0) + idf * saturated
         return scores
 
-    def search(self, query: str, limit: int | None = None, servers: set[str] | None = None) -> list[Hit]:
-        """Tools ranked by relevance to ``query`` (only those matching at least one query term).
+    def search(
+        self,
+        query: str,
+        limit: int | None = None,
+        servers: set[str] | None = None,
+        prior: UsagePrior | None = None,
+    ) -> list[Hit]:
+        """Tools ranked by relevance to ``query``: those matching a query term, or tied to one by usage.
 
-        With ``server_weight`` set, a score is the tool's BM25F score over the best tool's,
-        plus ``server_weight`` times its server's score over the best server's.
+        With ``server_weight`` set, a text score is the tool's BM25F score plus
+        ``server_weight`` times its server's score, both relative to the best. A non-empty
+        ``prior`` then scales it by the tool's usage factor and adds its association with
+        the query's words (see ``mcpd.usage.prior``).
         """
         query_terms = Counter(terms(query))
         scores = self._scores(query_terms)
@@ -202,6 +216,9 @@ class ToolIndex:
             scores = {d: s for d, s in scores.items() if self._docs[d].key[0] in servers}
         if scores and self._servers is not None:
             scores = self._with_servers(scores, query_terms)
+        parts: dict[int, dict[str, float]] = {}
+        if prior:
+            scores, parts = self._with_usage(scores, query_terms, prior, servers)
         if limit is not None and limit < len(scores):
             # Ties at the cut go by posting order, which is deterministic for a given index.
             best = [
@@ -209,9 +226,29 @@ class ToolIndex:
             ]
         else:
             best = list(scores.items())
-        hits = [Hit(*self._docs[doc_id].key, score) for doc_id, score in best]
+        hits = [Hit(*self._docs[doc_id].key, score, parts.get(doc_id)) for doc_id, score in best]
         hits.sort(key=lambda hit: (-hit.score, hit.server, hit.tool))
         return hits
+
+    def _with_usage(
+        self, scores: dict[int, float], query_terms: Counter[str], prior: UsagePrior, servers: set[str] | None
+    ) -> tuple[dict[int, float], dict[int, dict[str, float]]]:
+        best = max(scores.values(), default=0.0) or 1.0
+        lift = prior.association_weight * best
+        strength = prior.association(query_terms)
+        candidates = dict.fromkeys(scores, 0.0)
+        for key, value in strength.items():
+            doc_id = self._key_doc.get(key)
+            if doc_id is not None and (servers is None or key[0] in servers):
+                candidates[doc_id] = value
+        final: dict[int, float] = {}
+        parts: dict[int, dict[str, float]] = {}
+        for doc_id, association in candidates.items():
+            text = scores.get(doc_id, 0.0)
+            factor = prior.tool_factor(self._docs[doc_id].key)
+            final[doc_id] = text * (1 + factor) + lift * association * (1 + factor)
+            parts[doc_id] = {"text": text, "usage_factor": factor, "association": association}
+        return final, parts
 
     def _with_servers(self, scores: dict[int, float], query_terms: Counter[str]) -> dict[int, float]:
         assert self._servers is not None

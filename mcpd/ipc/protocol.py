@@ -90,6 +90,8 @@ class ToolsListParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     limit: Annotated[int, msgspec.Meta(ge=1)] | None = None
     budget_tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
     """Also render the result for a model's context within this many (estimated) tokens."""
+    explain: bool = False
+    """Give each ranked tool the parts of its score (text, usage factor, association)."""
 
 
 class ToolsListResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -117,6 +119,48 @@ class ToolsCallParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     arguments: dict[str, Any] = msgspec.field(default_factory=dict)
     timeout: Annotated[float, msgspec.Meta(gt=0, le=MAX_CALL_TIMEOUT)] | None = None
     """Seconds, including any wait for a restarting server; the server's call_timeout when omitted."""
+    query: str | None = None
+    """The user's request that led to this call, if the client knows it: ranking learns from it."""
+
+
+class CapabilityParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    capability: Annotated[str, msgspec.Meta(min_length=1, max_length=2000)]
+    context: Annotated[str, msgspec.Meta(max_length=8000)] | None = None
+
+
+class ReportParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    since_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    """Only the last this many seconds; everything retained when omitted."""
+    top: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 20
+    """How many capability groups to return."""
+
+
+class ToolReport(msgspec.Struct, frozen=True, kw_only=True):
+    server: str
+    tool: str
+    calls: int
+    failures: int
+    failure_rate: float
+    p50_ms: float
+    p95_ms: float
+    last_used: float
+    """Unix time of the latest call."""
+
+
+class CapabilityGroup(msgspec.Struct, frozen=True, kw_only=True):
+    capability: str
+    """The most frequent wording in the group."""
+    count: int
+    examples: list[str]
+    last_requested: float
+
+
+class ReportResult(msgspec.Struct, frozen=True, kw_only=True):
+    since: float | None
+    tools: list[ToolReport]
+    """By server, then tool."""
+    capabilities: list[CapabilityGroup]
+    """Largest group first."""
 
 
 class ReloadResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -135,6 +179,8 @@ EVENT_NOTIFICATION = "event"
 __all__ = [
     "EVENT_NOTIFICATION",
     "PROTOCOL_VERSION",
+    "CapabilityGroup",
+    "CapabilityParams",
     "ErrorInfo",
     "Event",
     "HelloParams",
@@ -144,12 +190,15 @@ __all__ = [
     "Notification",
     "Ok",
     "ReloadResult",
+    "ReportParams",
+    "ReportResult",
     "Request",
     "Response",
     "SelectParams",
     "SelectResult",
     "ServerParams",
     "StatusResult",
+    "ToolReport",
     "ToolResult",
     "ToolsCallParams",
     "ToolsListParams",

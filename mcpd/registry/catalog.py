@@ -12,6 +12,7 @@ import anyio
 import msgspec
 
 from mcpd.discovery.index import Params, ToolIndex, ToolText, schema_params
+from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.render import one_line
 from mcpd.errors import UnknownTool
 from mcpd.registry.model import ToolEntry
@@ -67,7 +68,12 @@ class Catalog:
         return out
 
     async def search(
-        self, query: str, servers: list[str] | None = None, limit: int | None = None
+        self,
+        query: str,
+        servers: list[str] | None = None,
+        limit: int | None = None,
+        prior: UsagePrior | None = None,
+        explain: bool = False,
     ) -> list[ToolEntry]:
         """Tools of live servers ranked for ``query``, each with its score; best first."""
         if servers is not None:
@@ -75,9 +81,8 @@ class Catalog:
                 self._supervisor.actor(name)  # UnknownServer for a name not configured
         async with self._index_lock:
             await self._sync_index()
-            hits = self._index.search(
-                query, limit=limit, servers=set(servers) if servers is not None else None
-            )
+            wanted = set(servers) if servers is not None else None
+            hits = self._index.search(query, limit=limit, servers=wanted, prior=prior)
         entries = {
             (entry.server, entry.tool): entry
             for actor in self._supervisor.actors()
@@ -85,7 +90,11 @@ class Catalog:
             for entry in self._server_entries(actor)
         }
         return [
-            msgspec.structs.replace(entries[hit.server, hit.tool], score=round(hit.score, 4))
+            msgspec.structs.replace(
+                entries[hit.server, hit.tool],
+                score=round(hit.score, 4),
+                score_parts={k: round(v, 4) for k, v in hit.parts.items()} if explain and hit.parts else None,
+            )
             for hit in hits
             if (hit.server, hit.tool) in entries
         ]

@@ -18,3 +18,5 @@ class ToolEntry(msgspec.Struct, frozen=True, kw_only=True):
     title: str | None = None
     score: float | None = None
     """Relevance to the query that listed it; None in an unranked listing."""
+    score_parts: dict[str, float] | None = None
+    """With ``explain``: text relevance, usage factor and query association behind ``score``."""

@@ -97,8 +97,10 @@ async def running_daemon(
     argv = [sys.executable, "-m", "mcpd", "serve", "--log-format", "json", "--socket", str(socket)]
     if config is not None:
         argv += ["--config", str(config)]
+    # The usage store goes to the temporary directory too, never the user's own state dir.
+    environment = {**os.environ, "XDG_STATE_HOME": str(workdir / "state"), **(env or {})}
     process = await anyio.open_process(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env={**os.environ, **(env or {})}
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=environment
     )
     daemon = DaemonProcess(process, socket)
     try:

@@ -1,0 +1,237 @@
+"""Usage: durable records (also across kill -9), the ranking prior, capability requests, the report."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from mcpd.client.aio import connect
+from mcpd.discovery.groups import group_similar
+from mcpd.discovery.index import ToolIndex, ToolText
+from mcpd.discovery.prior import UsagePrior
+from mcpd.discovery.text import terms
+from mcpd.errors import McpdError
+from mcpd.testing import fixture_command
+from mcpd.testing.daemon import DaemonProcess, running_daemon
+from mcpd.usage.store import CallRecord, UsageStore, prior_rows
+
+pytestmark = pytest.mark.anyio
+
+
+def config_text(db: Path | str, *names: str) -> str:
+    text = f"[daemon]\nusage_db = {json.dumps(str(db))}\n"
+    for name in names:
+        command, *args = fixture_command(name)
+        text += f"[servers.{name}]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n"
+    return text
+
+
+@pytest.fixture
+async def daemon(tmp_path: Path) -> AsyncIterator[DaemonProcess]:
+    path = tmp_path / "config.toml"
+    path.write_text(config_text(tmp_path / "usage.db", "alpha", "beta"))
+    async with running_daemon(path) as running:
+        yield running
+
+
+# -- the store and the daemon ------------------------------------------------------------------------
+
+
+async def test_records_survive_kill_9(tmp_path: Path) -> None:
+    """Committed call records are still there after the daemon is killed with SIGKILL and restarted."""
+    path = tmp_path / "config.toml"
+    path.write_text(config_text(tmp_path / "usage.db", "alpha"))
+    async with running_daemon(path) as first:
+        async with connect(first.socket) as client:
+            for i in range(25):
+                await client.call_tool("alpha__echo", {"text": str(i)}, query="say something back")
+            report = await client.report()  # runs after every queued record is committed
+        assert report.tools[0].calls == 25
+        first.process.kill()
+        await first.wait_exit()
+    async with running_daemon(path) as second, connect(second.socket) as client:
+        again = await client.report()
+        ranked = await client.search("say something back", explain=True, limit=3)
+    assert [(t.server, t.tool, t.calls) for t in again.tools] == [("alpha", "echo", 25)]
+    assert ranked.tools[0].name == "alpha__echo"
+    assert (ranked.tools[0].score_parts or {}).get("association", 0) > 0
+
+
+async def test_concurrent_calls_from_many_clients_are_all_recorded(daemon: DaemonProcess) -> None:
+    """Twenty clients calling at once: every call is one record, with its client's name."""
+
+    async def one(index: int) -> None:
+        async with connect(daemon.socket, name=f"agent-{index}") as client:
+            for _ in range(10):
+                await client.call_tool("beta__echo", {"text": "x"})
+
+    async with anyio.create_task_group() as tg:
+        for index in range(20):
+            tg.start_soon(one, index)
+    async with connect(daemon.socket) as client:
+        report = await client.report()
+    beta = next(t for t in report.tools if t.tool == "echo")
+    assert beta.calls == 200 and beta.failures == 0
+    db = sqlite3.connect(_db_path(daemon))
+    clients = {row[0] for row in db.execute("SELECT DISTINCT client FROM calls")}
+    db.close()
+    assert clients == {f"agent-{i}" for i in range(20)}
+
+
+def _db_path(daemon: DaemonProcess) -> str:
+    opened = next(e for e in daemon.events if e.get("event") == "usage.opened")
+    return str(opened["path"])
+
+
+async def test_outcomes_and_the_report(daemon: DaemonProcess) -> None:
+    """ok, tool error and timeout are told apart; the report has rates, percentiles and last use."""
+    async with connect(daemon.socket) as client:
+        await client.call_tool("alpha__echo", {"text": "x"})
+        await client.call_tool("alpha__fail", {})
+        with pytest.raises(McpdError):
+            await client.call_tool("alpha__sleep", {"seconds": 2}, timeout=0.2)
+        report = await client.report()
+        recent = await client.report(since_s=3600)
+    by_tool = {t.tool: t for t in report.tools}
+    assert by_tool["echo"].failures == 0 and by_tool["fail"].failure_rate == 1.0
+    assert by_tool["sleep"].failures == 1
+    assert by_tool["echo"].p95_ms >= by_tool["echo"].p50_ms > 0
+    assert abs(by_tool["echo"].last_used - time.time()) < 60
+    assert {t.tool for t in recent.tools} == {"echo", "fail", "sleep"}
+    db = sqlite3.connect(_db_path(daemon))
+    outcomes = dict(db.execute("SELECT tool, outcome FROM calls").fetchall())
+    db.close()
+    assert outcomes == {"echo": "ok", "fail": "tool_error", "sleep": "timeout"}
+
+
+async def test_reserved_tool_is_answered_by_the_daemon(daemon: DaemonProcess) -> None:
+    """mcpd_request_capability is in every registry, acknowledged by mcpd, never sent to a server."""
+    async with connect(daemon.socket) as client:
+        listed = [t.name for t in await client.tools()]
+        ranked = await client.search("weather forecast", budget_tokens=2000)
+        before = (await client.call_tool("alpha__pid")).content
+        ack = await client.call_tool("mcpd_request_capability", {"capability": "convert PDF to Markdown"})
+        await client.request_capability("PDF to markdown conversion", context="user sent a paper")
+        await client.request_capability("send an SMS message")
+        after = (await client.call_tool("alpha__pid")).content
+        report = await client.report()
+        status = {s.name: s for s in await client.status()}
+    assert "mcpd_request_capability" in listed
+    assert ranked.rendered is not None and "mcpd_request_capability" in ranked.rendered.text
+    assert "Recorded the missing capability" in ack.content[0]["text"] and not ack.is_error
+    assert before == after and status["alpha"].restarts == 0
+    first = report.capabilities[0]
+    assert (first.count, first.capability) == (2, "convert PDF to Markdown")
+    assert report.capabilities[1].capability == "send an SMS message"
+    assert all(t.tool != "mcpd_request_capability" for t in report.tools)
+
+
+async def test_corrupt_database_turns_usage_off_not_the_daemon(tmp_path: Path) -> None:
+    """A database file that is not SQLite: usage is off with a clear reason; calls still work."""
+    db = tmp_path / "usage.db"
+    db.write_bytes(b"this is not a database" * 100)
+    path = tmp_path / "config.toml"
+    path.write_text(config_text(db, "alpha"))
+    async with running_daemon(path) as daemon:
+        disabled = await daemon.wait_for("usage.disabled")
+        assert str(db) in disabled["path"]
+        async with connect(daemon.socket) as client:
+            assert (await client.call_tool("alpha__echo", {"text": "fine"})).content[0]["text"] == "fine"
+            with pytest.raises(McpdError, match="no usage report"):
+                await client.report()
+
+
+async def test_unwritable_location_turns_usage_off(tmp_path: Path) -> None:
+    """A store that cannot be created (under /proc here, unwritable even for root) is reported, not fatal."""
+    path = tmp_path / "config.toml"
+    path.write_text(config_text("/proc/mcpd-test/usage.db", "alpha"))
+    async with running_daemon(path) as daemon:
+        await daemon.wait_for("usage.disabled")
+        async with connect(daemon.socket) as client:
+            assert (await client.call_tool("alpha__echo", {"text": "ok"})).content[0]["text"] == "ok"
+
+
+@pytest.mark.skipif(os.getuid() == 0, reason="root writes through file permissions")
+async def test_read_only_database_file(tmp_path: Path) -> None:
+    """A read-only database file is found at start (usage off), not at the first call."""
+    db = tmp_path / "usage.db"
+    UsageStore.open(db).close()
+    db.chmod(0o400)
+    store = UsageStore.open(db)
+    assert not store.enabled and "readonly" in (store.reason or "").replace(" ", "").lower()
+
+
+async def test_store_schema_version_and_reopen(tmp_path: Path) -> None:
+    """The schema is versioned; reopening keeps the data; a newer schema is refused clearly."""
+    db = tmp_path / "usage.db"
+    store = UsageStore.open(db)
+    store.record_call(CallRecord(ts=time.time(), server="s", tool="t", duration_ms=1.0, outcome="ok"))
+    await store.flush()
+    store.close()
+    reopened = UsageStore.open(db)
+    tools, _ = await reopened.run(prior_rows)
+    reopened.close()
+    assert tools[0][:4] == ("s", "t", 1, 0)
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    newer = UsageStore.open(db)
+    assert not newer.enabled and "newer" in (newer.reason or "")
+
+
+# -- the prior and grouping, as logic ------------------------------------------------------------------
+
+
+def test_ranking_moves_after_successes_and_failures() -> None:
+    """Two equal tools: successes lift one, failures sink the other; a strong text match stays first."""
+    index = ToolIndex()
+    index.replace_server("left", [ToolText("left", "convert", "Convert a document to another format")])
+    index.replace_server("right", [ToolText("right", "convert", "Convert a document to another format")])
+    index.replace_server("pdfs", [ToolText("pdfs", "pdf_to_markdown", "Turn a PDF into Markdown text")])
+    query = "convert a document"
+    plain = index.search(query)
+    prior = UsagePrior()
+    now = time.time()
+    for _ in range(5):
+        prior.observe("right", "convert", True, terms("make this doc markdown"), now)
+        prior.observe("left", "convert", False, (), now)
+    moved = [h.server for h in index.search(query, prior=prior)]
+    assert [h.server for h in plain[:2]] == ["left", "right"]  # a tie, broken by name
+    assert abs(plain[0].score - plain[1].score) < 1e-9
+    assert moved[:2] == ["right", "left"]
+    # Usage ties "markdown" to right/convert, but the tool whose own text says so stays ahead.
+    assert next(h.server for h in index.search("pdf markdown", prior=prior)) == "pdfs"
+
+
+def test_stale_successes_fade() -> None:
+    """A tool whose successes are old gets less of a lift than one used recently."""
+    prior = UsagePrior(half_life_days=30)
+    prior.observe("s", "old", True, (), time.time() - 365 * 86400)
+    prior.observe("s", "new", True, (), time.time())
+    assert prior.tool_factor(("s", "new")) > prior.tool_factor(("s", "old")) >= 0
+
+
+def test_similar_capability_requests_group_together() -> None:
+    """Near-duplicate wordings form one group, the most frequent wording names it."""
+    groups = group_similar(
+        [
+            "convert PDF to markdown",
+            "PDF to Markdown conversion",
+            "send an SMS",
+            "convert PDF to markdown",
+            "sending SMS messages",
+            "book a flight",
+        ]
+    )
+    assert [(g.representative, len(g.members)) for g in groups] == [
+        ("convert PDF to markdown", 3),
+        ("send an SMS", 2),
+        ("book a flight", 1),
+    ]
