@@ -30,6 +30,7 @@ log = structlog.get_logger("mcpd.usage")
 T = TypeVar("T")
 
 _BATCH = 512
+_WINDOW = 0.025
 _CLOSE_WAIT = 5.0
 
 MIGRATIONS: tuple[str, ...] = (
@@ -214,19 +215,7 @@ class UsageStore:
         assert conn is not None
         try:
             while True:
-                item = self._queue.get()
-                batch: list[Any] = []
-                stop = False
-                while item is not None:
-                    batch.append(item)
-                    if len(batch) >= _BATCH:
-                        break
-                    try:
-                        item = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                else:
-                    stop = True
+                batch, stop = self._collect()
                 self._process(conn, batch)
                 if stop:
                     return
@@ -234,13 +223,31 @@ class UsageStore:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
 
+    def _collect(self) -> tuple[list[Any], bool]:
+        """The next batch: what arrives within ``_WINDOW`` of its first item (or ``_BATCH`` items).
+
+        One transaction per window instead of one per call: under load that is most of the
+        store's CPU saved, and a record is still committed within tens of milliseconds.
+        """
+        batch = [self._queue.get()]
+        deadline = time.monotonic() + _WINDOW
+        while batch[-1] is not None and len(batch) < _BATCH:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                batch.append(self._queue.get(timeout=remaining))
+            except queue.Empty:
+                break
+        stop = batch[-1] is None
+        return [item for item in batch if item is not None], stop
+
     def _process(self, conn: sqlite3.Connection, batch: list[Any]) -> None:
         records = [item for item in batch if not isinstance(item, tuple)]
         if records and self.reason is None:
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                for record in records:
-                    _insert(conn, record)
+                _insert(conn, records)
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 with contextlib.suppress(sqlite3.Error):
@@ -253,41 +260,47 @@ class UsageStore:
                 deliver(lambda job=job: job(conn))
 
 
-def _insert(conn: sqlite3.Connection, record: CallRecord | CapabilityRecord) -> None:
-    if isinstance(record, CapabilityRecord):
-        conn.execute(
+def _insert(conn: sqlite3.Connection, records: list[CallRecord | CapabilityRecord]) -> None:
+    """All of a batch in three ``executemany`` statements."""
+    calls = [r for r in records if isinstance(r, CallRecord)]
+    requests = [r for r in records if isinstance(r, CapabilityRecord)]
+    if requests:
+        conn.executemany(
             "INSERT INTO capability_requests (ts, client, session, capability, context)"
             " VALUES (?, ?, ?, ?, ?)",
-            (record.ts, record.client, record.session, record.capability, record.context),
+            [(r.ts, r.client, r.session, r.capability, r.context) for r in requests],
         )
-        return
-    conn.execute(
-        "INSERT INTO calls (ts, client, session, server, tool, duration_ms, outcome, error_class, query)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            record.ts,
-            record.client,
-            record.session,
-            record.server,
-            record.tool,
-            record.duration_ms,
-            record.outcome,
-            record.error_class,
-            record.query,
-        ),
-    )
-    if record.query_terms:
-        ok = record.outcome == "ok"
-        rows = [
-            (term, record.server, record.tool, int(ok), int(not ok), record.ts)
-            for term in set(record.query_terms)
-        ]
+    if calls:
+        conn.executemany(
+            "INSERT INTO calls (ts, client, session, server, tool, duration_ms, outcome, error_class, query)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    r.ts,
+                    r.client,
+                    r.session,
+                    r.server,
+                    r.tool,
+                    r.duration_ms,
+                    r.outcome,
+                    r.error_class,
+                    r.query,
+                )
+                for r in calls
+            ],
+        )
+    term_rows = [
+        (term, r.server, r.tool, int(r.outcome == "ok"), int(r.outcome != "ok"), r.ts)
+        for r in calls
+        for term in set(r.query_terms)
+    ]
+    if term_rows:
         conn.executemany(
             "INSERT INTO term_tool (term, server, tool, successes, failures, last_ts)"
             " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (term, server, tool) DO UPDATE SET"
             " successes = successes + excluded.successes, failures = failures + excluded.failures,"
             " last_ts = excluded.last_ts",
-            rows,
+            term_rows,
         )
 
 
