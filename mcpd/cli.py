@@ -230,6 +230,9 @@ def _parser() -> argparse.ArgumentParser:
         "--socket", type=Path, help="daemon socket (default: $MCPD_SOCKET or the runtime dir)"
     )
     common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument(
+        "--autostart", action="store_true", help="start a daemon in the background if none runs"
+    )
     parser = argparse.ArgumentParser(
         prog="mcpd", description="Supervise MCP servers and share them with every agent."
     )
@@ -244,6 +247,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.add_argument("--log-format", default="auto", choices=["auto", "json", "console"])
+
+    bridge = commands.add_parser("bridge", help="serve MCP on stdio for a host, through the daemon")
+    bridge.add_argument(
+        "--socket", type=Path, help="daemon socket (default: $MCPD_SOCKET or the runtime dir)"
+    )
+    bridge.add_argument("--config", type=Path, help="config for a daemon this bridge has to start")
+    bridge.add_argument(
+        "--connect", action="append", default=[], metavar="SERVER", help="pre-connect a server"
+    )
+    bridge.add_argument(
+        "--all", action="store_true", help="expose every tool (for hosts ignoring list_changed)"
+    )
+    bridge.add_argument("--no-autostart", action="store_true", help="fail instead of starting a daemon")
 
     commands.add_parser("status", parents=[common], help="state of every server").set_defaults(run=cmd_status)
     tools = commands.add_parser(
@@ -297,6 +313,10 @@ def _fail(args: argparse.Namespace, error: McpdError | UsageError, code: int) ->
 def run_client_command(args: argparse.Namespace) -> int:
     command: Callable[[argparse.Namespace, Client], int] = args.run
     try:
+        if args.autostart:
+            from mcpd.client.autostart import ensure_daemon
+
+            ensure_daemon(args.socket)
         with Client(args.socket, name=f"mcpd-cli/{args.command}") as client:
             return command(args, client)
     except DaemonNotRunning as exc:
@@ -305,6 +325,30 @@ def run_client_command(args: argparse.Namespace) -> int:
         return _fail(args, exc, EXIT_USAGE)
     except McpdError as exc:
         return _fail(args, exc, EXIT_ERROR)
+
+
+def _bridge(args: argparse.Namespace) -> int:
+    import anyio
+
+    from mcpd.bridge import run_bridge
+    from mcpd.daemon.logging import configure_logging
+
+    # stdout is the MCP channel: logs go to stderr, warnings and up.
+    configure_logging("warning", "json")
+    try:
+        status: int = anyio.run(
+            lambda: run_bridge(
+                args.socket,
+                config=args.config,
+                preconnect=args.connect,
+                expose_all=args.all,
+                autostart=not args.no_autostart,
+            )
+        )
+    except McpdError as exc:
+        print(f"mcpd bridge: {exc}", file=sys.stderr)
+        return EXIT_NO_DAEMON if isinstance(exc, DaemonNotRunning) else EXIT_ERROR
+    return status
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -322,4 +366,6 @@ def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     if args.command == "serve":
         sys.exit(_serve(args))
+    if args.command == "bridge":
+        sys.exit(_bridge(args))
     sys.exit(run_client_command(args))

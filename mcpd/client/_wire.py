@@ -13,7 +13,9 @@ from mcpd.errors import DaemonNotRunning, InvalidParams, ProtocolError, error_fr
 from mcpd.ipc.protocol import (
     MAX_CALL_TIMEOUT,
     PROTOCOL_VERSION,
+    CancelParams,
     CapabilityParams,
+    ConnectResult,
     HelloParams,
     HelloResult,
     Message,
@@ -27,6 +29,8 @@ from mcpd.ipc.protocol import (
     SelectParams,
     SelectResult,
     ServerParams,
+    SessionTools,
+    SnippetResult,
     StatusResult,
     ToolResult,
     ToolsCallParams,
@@ -76,13 +80,20 @@ def reload() -> Call[ReloadResult]:
 
 def tools_list(
     servers: list[str] | None,
+    *,
     query: str | None = None,
     limit: int | None = None,
     budget_tokens: int | None = None,
     explain: bool = False,
+    include_reserved: bool = True,
 ) -> Call[ToolsListResult]:
     params = ToolsListParams(
-        servers=servers, query=query, limit=limit, budget_tokens=budget_tokens, explain=explain
+        servers=servers,
+        query=query,
+        limit=limit,
+        budget_tokens=budget_tokens,
+        explain=explain,
+        include_reserved=include_reserved,
     )
     return Call("tools.list", params, ToolsListResult)
 
@@ -117,6 +128,23 @@ def tools_call(
     # Without an explicit timeout the daemon applies the server's call_timeout (60 s by default).
     wait = (timeout if timeout is not None else 600.0) + CALL_MARGIN
     return Call("tools.call", params, ToolResult, wait)
+
+
+def session_connect(server: str) -> Call[ConnectResult]:
+    return Call("session.connect", ServerParams(name=server), ConnectResult)
+
+
+def session_tools() -> Call[SessionTools]:
+    return Call("session.tools", NoParams(), SessionTools)
+
+
+def snippet() -> Call[SnippetResult]:
+    return Call("prompt.snippet", NoParams(), SnippetResult)
+
+
+def cancel(request_id: int) -> bytes:
+    """The frame that withdraws request ``request_id`` (its answer is not awaited)."""
+    return Call("cancel", CancelParams(id=request_id), Ok).request(0)
 
 
 def subscribe() -> Call[Ok]:

@@ -22,6 +22,7 @@ from mcpd.errors import CallTimeout, McpdError, ProtocolError, TransportError
 from mcpd.ipc.framing import MAX_CLIENT_FRAME
 from mcpd.ipc.protocol import (
     EVENT_NOTIFICATION,
+    ConnectResult,
     Event,
     HelloResult,
     Notification,
@@ -29,6 +30,7 @@ from mcpd.ipc.protocol import (
     ReportResult,
     Response,
     SelectResult,
+    SessionTools,
     ToolResult,
     ToolsListResult,
 )
@@ -68,6 +70,12 @@ class AsyncClient:
             response = await waiter
         except (ConnectionError, OSError) as exc:
             raise TransportError(f"lost the daemon connection: {exc}") from None
+        except asyncio.CancelledError:
+            # The caller gave up: withdraw the request so the daemon (and the server) stop too.
+            if self._closed is None:
+                with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+                    self._stream.send_nowait(_wire.cancel(request_id))
+            raise
         finally:
             timer.cancel()
             self._waiters.pop(request_id, None)
@@ -141,9 +149,31 @@ class AsyncClient:
         limit: int | None = None,
         budget_tokens: int | None = None,
         explain: bool = False,
+        include_reserved: bool = True,
     ) -> ToolsListResult:
         """Tools ranked for ``query``; with ``budget_tokens``, also rendered for a model's context."""
-        return await self.request(_wire.tools_list(servers, query, limit, budget_tokens, explain))
+        return await self.request(
+            _wire.tools_list(
+                servers,
+                query=query,
+                limit=limit,
+                budget_tokens=budget_tokens,
+                explain=explain,
+                include_reserved=include_reserved,
+            )
+        )
+
+    async def connect_server(self, server: str) -> ConnectResult:
+        """Activate ``server``'s tools for this connection's session."""
+        return await self.request(_wire.session_connect(server))
+
+    async def session_tools(self) -> SessionTools:
+        """The servers this session connected and their tools."""
+        return await self.request(_wire.session_tools())
+
+    async def snippet(self) -> str:
+        """An ``<available_mcps>`` block describing the live servers, for a system prompt."""
+        return (await self.request(_wire.snippet())).text
 
     async def request_capability(self, capability: str, context: str | None = None) -> ToolResult:
         """Record that the user needed something no tool provides."""

@@ -17,11 +17,13 @@ from mcpd.client import _wire
 from mcpd.errors import CallTimeout, ProtocolError, TransportError
 from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer
 from mcpd.ipc.protocol import (
+    ConnectResult,
     HelloResult,
     ReloadResult,
     ReportResult,
     Response,
     SelectResult,
+    SessionTools,
     ToolResult,
     ToolsListResult,
 )
@@ -135,7 +137,21 @@ class Client:
         explain: bool = False,
     ) -> ToolsListResult:
         """Tools ranked for ``query``; with ``budget_tokens``, also rendered for a model's context."""
-        return self.request(_wire.tools_list(servers, query, limit, budget_tokens, explain))
+        return self.request(
+            _wire.tools_list(servers, query=query, limit=limit, budget_tokens=budget_tokens, explain=explain)
+        )
+
+    def connect_server(self, server: str) -> ConnectResult:
+        """Activate ``server``'s tools for this connection's session."""
+        return self.request(_wire.session_connect(server))
+
+    def session_tools(self) -> SessionTools:
+        """The servers this session connected and their tools."""
+        return self.request(_wire.session_tools())
+
+    def snippet(self) -> str:
+        """An ``<available_mcps>`` block describing the live servers, for a system prompt."""
+        return (self.request(_wire.snippet())).text
 
     def request_capability(self, capability: str, context: str | None = None) -> ToolResult:
         """Record that the user needed something no tool provides."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 import anyio
 import structlog
@@ -13,13 +14,14 @@ from mcpd.config.load import load_config
 from mcpd.config.model import Config
 from mcpd.discovery.groups import group_similar
 from mcpd.discovery.prior import UsagePrior
-from mcpd.discovery.render import render
+from mcpd.discovery.render import one_line, render
 from mcpd.discovery.select import Candidate, select_servers
 from mcpd.discovery.text import terms
-from mcpd.errors import CallTimeout, InvalidParams, McpdError, TransportError
+from mcpd.errors import CallTimeout, InvalidParams, McpdError, ServerNotRunning, TransportError
 from mcpd.ipc.protocol import (
     CapabilityGroup,
     CapabilityParams,
+    ConnectResult,
     NoParams,
     Ok,
     ReloadResult,
@@ -28,6 +30,8 @@ from mcpd.ipc.protocol import (
     SelectParams,
     SelectResult,
     ServerParams,
+    SessionTools,
+    SnippetResult,
     StatusResult,
     ToolReport,
     ToolResult,
@@ -37,10 +41,10 @@ from mcpd.ipc.protocol import (
 )
 from mcpd.ipc.server import Connection, MethodTable
 from mcpd.registry import reserved
-from mcpd.registry.catalog import Catalog
+from mcpd.registry.catalog import Catalog, server_description
 from mcpd.supervisor.actor import ServerActor
 from mcpd.supervisor.model import ServerStatus
-from mcpd.supervisor.states import ServerState
+from mcpd.supervisor.states import LIVE_STATES, ServerState
 from mcpd.supervisor.supervisor import Supervisor
 from mcpd.usage import report as usage_report
 from mcpd.usage.store import CallRecord, CapabilityRecord, UsageStore, UsageUnavailable
@@ -139,12 +143,13 @@ async def tools_list(daemon: Daemon, conn: Connection, params: ToolsListParams) 
         )
     else:
         tools = daemon.catalog.tools(params.servers)[: params.limit]
-    if params.servers is None:
+    with_reserved = params.include_reserved and params.servers is None
+    if with_reserved:
         tools.append(reserved.ENTRY)  # in every registry that is not explicitly about other servers
     rendered = None
     if params.budget_tokens is not None:
         # The reserved tool first, so an agent always learns how to report a missing capability.
-        ordered = [reserved.ENTRY, *tools[:-1]] if params.servers is None else tools
+        ordered = [reserved.ENTRY, *tools[:-1]] if with_reserved else tools
         rendered = render(ordered, params.budget_tokens)
     return ToolsListResult(tools=tools, rendered=rendered)
 
@@ -278,6 +283,39 @@ async def report(daemon: Daemon, conn: Connection, params: ReportParams) -> Repo
             for group in groups[: params.top]
         ],
     )
+
+
+@methods.method("session.connect", ServerParams)
+async def session_connect(daemon: Daemon, conn: Connection, params: ServerParams) -> ConnectResult:
+    """Activate a live server's tools for this session only."""
+    actor = daemon.supervisor.actor(params.name)
+    if actor.state not in LIVE_STATES:
+        raise ServerNotRunning(
+            f"server {actor.name!r} is {actor.state}" + (f": {actor.last_error}" if actor.last_error else ""),
+            {"server": actor.name, "state": str(actor.state), "last_error": actor.last_error},
+        )
+    already = params.name in conn.session.activated
+    conn.session.activated.add(params.name)
+    return ConnectResult(server=params.name, already=already, tools=daemon.catalog.tools([params.name]))
+
+
+@methods.method("session.tools", NoParams)
+async def session_tools(daemon: Daemon, conn: Connection, params: NoParams) -> SessionTools:
+    """The tools this session has connected (of servers still configured)."""
+    names = sorted(name for name in conn.session.activated if name in daemon.supervisor.names())
+    return SessionTools(servers=names, tools=daemon.catalog.tools(names) if names else [])
+
+
+@methods.method("prompt.snippet", NoParams)
+async def prompt_snippet(daemon: Daemon, conn: Connection, params: NoParams) -> SnippetResult:
+    """An ``<available_mcps>`` block: each live server's id and short description, XML-escaped."""
+    lines = ["<available_mcps>"]
+    for actor in daemon.supervisor.actors():
+        if actor.state in LIVE_STATES:
+            description = escape(one_line(server_description(actor), 200))
+            lines.append(f'  <mcp id="{escape(actor.name, {chr(34): "&quot;"})}">{description}</mcp>')
+    lines.append("</available_mcps>")
+    return SnippetResult(text="\n".join(lines))
 
 
 @methods.method("subscribe", NoParams)

@@ -92,6 +92,8 @@ class ToolsListParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     """Also render the result for a model's context within this many (estimated) tokens."""
     explain: bool = False
     """Give each ranked tool the parts of its score (text, usage factor, association)."""
+    include_reserved: bool = True
+    """Add ``mcpd_request_capability`` (front ends that offer it themselves turn this off)."""
 
 
 class ToolsListResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -173,14 +175,40 @@ class Ok(msgspec.Struct, frozen=True, kw_only=True):
     ok: bool = True
 
 
+class CancelParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    id: int
+    """The id of an earlier request on the same connection."""
+
+
+class ConnectResult(msgspec.Struct, frozen=True, kw_only=True):
+    server: str
+    already: bool
+    """The session had connected this server before; nothing changed."""
+    tools: list[ToolEntry]
+
+
+class SessionTools(msgspec.Struct, frozen=True, kw_only=True):
+    servers: list[str]
+    """Servers this session has connected."""
+    tools: list[ToolEntry]
+    """Their tools (of those that are live), by server then name."""
+
+
+class SnippetResult(msgspec.Struct, frozen=True, kw_only=True):
+    text: str
+    """An ``<available_mcps>`` block for a system prompt."""
+
+
 EVENT_NOTIFICATION = "event"
 """The one notification method: its params are a supervisor ``Event`` (state or tools change)."""
 
 __all__ = [
     "EVENT_NOTIFICATION",
     "PROTOCOL_VERSION",
+    "CancelParams",
     "CapabilityGroup",
     "CapabilityParams",
+    "ConnectResult",
     "ErrorInfo",
     "Event",
     "HelloParams",
@@ -197,6 +225,8 @@ __all__ = [
     "SelectParams",
     "SelectResult",
     "ServerParams",
+    "SessionTools",
+    "SnippetResult",
     "StatusResult",
     "ToolReport",
     "ToolResult",

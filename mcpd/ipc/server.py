@@ -31,12 +31,14 @@ from mcpd.ipc.framing import DEFAULT_MAX_FRAME, MAX_CLIENT_FRAME, FrameTooLarge,
 from mcpd.ipc.protocol import (
     EVENT_NOTIFICATION,
     PROTOCOL_VERSION,
+    CancelParams,
     ErrorInfo,
     Event,
     HelloParams,
     HelloResult,
     Message,
     Notification,
+    Ok,
     Request,
     Response,
 )
@@ -89,14 +91,23 @@ def error_response(request_id: int | None, error: McpdError) -> bytes:
     return encode_message(Response(request_id, error=ErrorInfo(error.code, error.message, error.data)))
 
 
+@dataclass
+class Session:
+    """What one client has asked for, seen by no other client."""
+
+    activated: set[str] = field(default_factory=set)
+    """Servers whose tools this session has connected (``session.connect``)."""
+
+
 @dataclass(eq=False)
 class Connection:
-    """One client: its identity from ``hello``, its writes, its subscription."""
+    """One client: its identity from ``hello``, its session, its writes, its subscription."""
 
     stream: FrameStream
     limits: Limits
     id: int = field(default_factory=lambda: next(_ids))
     client: str | None = None
+    session: Session = field(default_factory=Session)
     _events: MemoryObjectSendStream[Event] | None = None
     _tg: TaskGroup | None = None
 
@@ -240,11 +251,22 @@ class _Requests:
 
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[None]] = set()
+        self._by_id: dict[int, asyncio.Task[None]] = {}
 
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def spawn(self, request_id: int, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
+        self._by_id[request_id] = task
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda _: self._by_id.pop(request_id, None))
+
+    def cancel(self, request_id: int) -> bool:
+        """Cancel a running request (the client gave up on it); False if it is not running."""
+        task = self._by_id.get(request_id)
+        if task is None:
+            return False
+        task.cancel()
+        return True
 
     async def aclose(self) -> None:
         """Cancel whatever still runs and wait for it (shielded, so it happens even when cancelled)."""
@@ -328,8 +350,11 @@ class RpcServer(Generic[Ctx]):
                 if not isinstance(message, Request):
                     await conn.send(error_response(None, ProtocolError("clients may only send requests")))
                     continue
+                if message.method == "cancel":
+                    await conn.send(self._cancel(message, requests, conn.id))
+                    continue
                 await in_flight.enter()
-                requests.spawn(self._answer(conn, message, in_flight))
+                requests.spawn(message.id, self._answer(conn, message, in_flight))
         except FrameTooLarge as exc:
             log.warning("client.bad_frame", conn=conn.id, client=conn.client, error=exc.message)
             with contextlib.suppress(*_DISCONNECTS):
@@ -340,6 +365,17 @@ class RpcServer(Generic[Ctx]):
             pass
         finally:
             await requests.aclose()
+
+    @staticmethod
+    def _cancel(request: Request, requests: _Requests, conn_id: int) -> bytes:
+        """``cancel {id}``: stop a request of this connection; its caller gets no answer for it."""
+        try:
+            params = _decode_params(request.params, CancelParams)
+        except InvalidParams as exc:
+            return error_response(request.id, exc)
+        found = requests.cancel(params.id)
+        log.info("request.cancelled", conn=conn_id, request=params.id, found=found)
+        return encode_message(Response(request.id, msgspec.Raw(_encoder.encode(Ok(ok=found)))))
 
     async def _answer(self, conn: Connection, request: Request, in_flight: _InFlight) -> None:
         try:

@@ -58,6 +58,10 @@ class FrameStream:
         self._writer.write(data)
         await self._writer.drain()
 
+    def send_nowait(self, data: bytes) -> None:
+        """Queue ``data`` without waiting (for a last word from a task being cancelled)."""
+        self._writer.write(data)
+
     def backlog(self) -> int:
         """Bytes written but not yet taken by the peer."""
         return self._writer.transport.get_write_buffer_size()

@@ -1,0 +1,79 @@
+"""Start a daemon in the background when none is listening, safely when many try at once.
+
+Starters take an exclusive ``flock`` on ``<socket>.start`` for the check-then-spawn step,
+so concurrent starters queue and the later ones find the daemon the first one started.
+The daemon's own lock on the socket path is the final guarantee: even a starter that
+got past this lock cannot bring up a second daemon on the same socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mcpd.client import _wire
+from mcpd.client.sync import Client
+from mcpd.errors import DaemonNotRunning
+
+POLL = 0.05
+
+
+def _reachable(path: Path) -> bool:
+    try:
+        Client(path, name="mcpd-autostart").connect(timeout=5).close()
+    except DaemonNotRunning:
+        return False
+    return True
+
+
+def ensure_daemon(
+    socket_path: str | Path | None = None, *, config: Path | None = None, timeout: float = 60.0
+) -> bool:
+    """Make sure a daemon listens on the socket; returns True if this call started it.
+
+    The started daemon runs in its own session (it outlives the caller) and logs to
+    ``mcpd.log`` beside the socket. Raises ``DaemonNotRunning`` if it does not come up
+    within ``timeout`` seconds, naming that log.
+    """
+    path = _wire.resolve_socket(socket_path)
+    if _reachable(path):
+        return False
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    log_path = path.with_name("mcpd.log")
+    lock_fd = os.open(path.with_name(path.name + ".start"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        if _reachable(path):
+            return False
+        argv = [sys.executable, "-m", "mcpd", "serve", "--socket", str(path), "--log-format", "json"]
+        if config is not None:
+            argv += ["--config", str(config)]
+        with open(log_path, "ab") as log:
+            process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                start_new_session=True,
+                close_fds=True,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if _reachable(path):
+                return True
+            if process.poll() is not None and not _reachable(path):
+                break
+            time.sleep(POLL)
+        raise DaemonNotRunning(
+            f"started `mcpd serve` on {path} but it did not come up; see {log_path}",
+            {"socket": str(path), "log": str(log_path)},
+        )
+    finally:
+        with contextlib.suppress(OSError):
+            fcntl.flock(lock_fd, fcntl.LOCK_UN)
+        os.close(lock_fd)
