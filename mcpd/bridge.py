@@ -10,12 +10,15 @@ or a change in a connected server's tools sends ``notifications/tools/list_chang
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
 import structlog
+from anyio.abc import TaskGroup
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.session import ServerSession
@@ -24,7 +27,7 @@ from mcp.server.stdio import stdio_server
 from mcpd.client.aio import AsyncClient, connect
 from mcpd.client.autostart import ensure_daemon
 from mcpd.errors import McpdError
-from mcpd.ipc.protocol import Event, ToolResult
+from mcpd.ipc.protocol import Event, Progress, ToolResult
 from mcpd.registry import reserved
 from mcpd.registry.model import ToolEntry
 from mcpd.supervisor.model import StateChanged, ToolsChanged
@@ -115,6 +118,7 @@ class Bridge:
         self.expose_all = expose_all
         self.host: ServerSession | None = None
         self.connected: set[str] = set()
+        self.tasks: TaskGroup | None = None
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -141,11 +145,35 @@ class Bridge:
                 inner = arguments.get("arguments") or {}
                 if not isinstance(tool, str) or not isinstance(inner, dict):
                     return _text("`tool` must be a string and `arguments` an object", error=True)
-                return _relay(await self.client.call_tool(tool, inner))
-            return _relay(await self.client.call_tool(params.name, arguments))
+                return _relay(await self.client.call_tool(tool, inner, on_progress=self._relay_progress(ctx)))
+            return _relay(
+                await self.client.call_tool(params.name, arguments, on_progress=self._relay_progress(ctx))
+            )
         except McpdError as exc:
             # The host's model sees why, and can try something else.
             return _text(f"{type(exc).__name__}: {exc.message}", error=True)
+
+    def _relay_progress(self, ctx: ServerRequestContext[Any]) -> Callable[[Progress], None] | None:
+        """Forward the daemon's progress updates to the host, if the host asked for progress."""
+        meta: dict[str, Any] = dict(ctx.meta or {})
+        token = meta.get("progress_token", meta.get("progressToken"))
+        if token is None or self.tasks is None:
+            return None
+        tasks, session = self.tasks, ctx.session
+
+        def relay(update: Progress) -> None:
+            tasks.start_soon(
+                partial(
+                    session.send_progress_notification,
+                    token,
+                    update.progress,
+                    update.total,
+                    update.message,
+                    related_request_id=str(ctx.request_id) if ctx.request_id is not None else None,
+                )
+            )
+
+        return relay
 
     async def _search(self, arguments: dict[str, Any]) -> types.CallToolResult:
         query = arguments.get("query")
@@ -215,6 +243,7 @@ async def run_bridge(
         )
         options = server.create_initialization_options(NotificationOptions(tools_changed=True))
         async with stdio_server() as (read, write), anyio.create_task_group() as tg:
+            bridge.tasks = tg
             tg.start_soon(bridge.follow_daemon)
             await server.run(read, write, options)
             tg.cancel_scope.cancel()

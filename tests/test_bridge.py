@@ -138,6 +138,27 @@ async def test_errors_timeouts_and_capability_requests(daemon: DaemonProcess) ->
         assert text(await host.call("tools__echo", {"text": "still here"})) == "still here"
 
 
+async def test_progress_passes_through(daemon: DaemonProcess) -> None:
+    """Progress notifications of a server reach the host, in order, for the call that asked."""
+    updates: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        updates.append((progress, total, message))
+
+    async with bridge(daemon.socket, "--connect", "tools") as host:
+        with anyio.fail_after(30):
+            result = await host.session.call_tool(
+                "tools__progress", {"steps": 4}, progress_callback=on_progress
+            )
+        assert isinstance(result, types.CallToolResult)
+        assert text(result) == "done 4 steps"
+        with anyio.fail_after(5):
+            while len(updates) < 4:
+                await anyio.sleep(0.02)
+    assert [u[0] for u in updates] == [1, 2, 3, 4]
+    assert updates[-1] == (4, 4, "step 4 of 4")
+
+
 async def test_cancellation_reaches_the_daemon(daemon: DaemonProcess) -> None:
     """A host that gives up on a call makes the bridge withdraw it from the daemon."""
     async with bridge(daemon.socket, "--connect", "other") as host:

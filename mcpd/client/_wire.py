@@ -119,11 +119,13 @@ def tools_call(
     server: str | None,
     timeout: float | None,
     query: str | None = None,
+    *,
+    progress: bool = False,
 ) -> Call[ToolResult]:
     if timeout is not None and not 0 < timeout <= MAX_CALL_TIMEOUT:
         raise InvalidParams(f"timeout must be a number of seconds in (0, {MAX_CALL_TIMEOUT}], not {timeout}")
     params = ToolsCallParams(
-        tool=tool, server=server, arguments=arguments or {}, timeout=timeout, query=query
+        tool=tool, server=server, arguments=arguments or {}, timeout=timeout, query=query, progress=progress
     )
     # Without an explicit timeout the daemon applies the server's call_timeout (60 s by default).
     wait = (timeout if timeout is not None else 600.0) + CALL_MARGIN

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,10 +22,12 @@ from mcpd.errors import CallTimeout, McpdError, ProtocolError, TransportError
 from mcpd.ipc.framing import MAX_CLIENT_FRAME
 from mcpd.ipc.protocol import (
     EVENT_NOTIFICATION,
+    PROGRESS_NOTIFICATION,
     ConnectResult,
     Event,
     HelloResult,
     Notification,
+    Progress,
     ReloadResult,
     ReportResult,
     Response,
@@ -40,6 +42,8 @@ from mcpd.supervisor.model import ServerStatus
 
 T = TypeVar("T")
 _event_decoder = msgspec.msgpack.Decoder(Event)
+_progress_decoder = msgspec.msgpack.Decoder(Progress)
+ProgressHandler = Callable[[Progress], None]
 
 
 class AsyncClient:
@@ -51,11 +55,12 @@ class AsyncClient:
         self._stream = stream
         self._ids = itertools.count(1)
         self._waiters: dict[int, asyncio.Future[Response | None]] = {}
+        self._progress: dict[int, ProgressHandler] = {}
         self._closed: McpdError | None = None
         self._event_send: MemoryObjectSendStream[Event] | None = None
         self._event_receive: MemoryObjectReceiveStream[Event] | None = None
 
-    async def request(self, call: _wire.Call[T]) -> T:
+    async def request(self, call: _wire.Call[T], on_progress: ProgressHandler | None = None) -> T:
         """Send ``call``, wait for its answer (other requests may be answered meanwhile)."""
         if self._closed is not None:
             raise self._closed
@@ -63,6 +68,8 @@ class AsyncClient:
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[Response | None] = loop.create_future()
         self._waiters[request_id] = waiter
+        if on_progress is not None:
+            self._progress[request_id] = on_progress
         # A loop timer, not a cancel scope, bounds the wait: it is far cheaper per request.
         timer = loop.call_later(call.timeout, _settle, waiter, None)
         try:
@@ -79,6 +86,7 @@ class AsyncClient:
         finally:
             timer.cancel()
             self._waiters.pop(request_id, None)
+            self._progress.pop(request_id, None)
         if response is None:
             if self._closed is not None:
                 raise self._closed
@@ -94,6 +102,11 @@ class AsyncClient:
                     self._deliver(message)
                 elif isinstance(message, Notification) and message.method == EVENT_NOTIFICATION:
                     self._push(_event_decoder.decode(message.params))
+                elif isinstance(message, Notification) and message.method == PROGRESS_NOTIFICATION:
+                    update = _progress_decoder.decode(message.params)
+                    handler = self._progress.get(update.request)
+                    if handler is not None:
+                        handler(update)
         except (ConnectionError, OSError) as exc:
             reason = TransportError(f"lost the daemon connection: {exc}")
         except (ProtocolError, msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -195,12 +208,15 @@ class AsyncClient:
         server: str | None = None,
         timeout: float | None = None,
         query: str | None = None,
+        on_progress: ProgressHandler | None = None,
     ) -> ToolResult:
         """Call ``tool`` (qualified ``server__tool``, or a plain name with ``server=``).
 
         ``query``: the user request that led to the call, so that ranking learns from it.
+        ``on_progress``: receives the server's progress updates for this call.
         """
-        return await self.request(_wire.tools_call(tool, arguments, server, timeout, query))
+        call = _wire.tools_call(tool, arguments, server, timeout, query, progress=on_progress is not None)
+        return await self.request(call, on_progress)
 
     async def subscribe(self, backlog: int = 1024) -> MemoryObjectReceiveStream[Event]:
         """Ask for state and tool-list events; returns the stream they arrive on."""

@@ -19,11 +19,13 @@ from mcpd.discovery.select import Candidate, select_servers
 from mcpd.discovery.text import terms
 from mcpd.errors import CallTimeout, InvalidParams, McpdError, ServerNotRunning, TransportError
 from mcpd.ipc.protocol import (
+    PROGRESS_NOTIFICATION,
     CapabilityGroup,
     CapabilityParams,
     ConnectResult,
     NoParams,
     Ok,
+    Progress,
     ReloadResult,
     ReportParams,
     ReportResult,
@@ -39,11 +41,12 @@ from mcpd.ipc.protocol import (
     ToolsListParams,
     ToolsListResult,
 )
-from mcpd.ipc.server import Connection, MethodTable
+from mcpd.ipc.server import Connection, MethodTable, current_request
 from mcpd.registry import reserved
 from mcpd.registry.catalog import Catalog, server_description
 from mcpd.supervisor.actor import ServerActor
 from mcpd.supervisor.model import ServerStatus
+from mcpd.supervisor.rawrpc import ProgressCallback
 from mcpd.supervisor.states import LIVE_STATES, ServerState
 from mcpd.supervisor.supervisor import Supervisor
 from mcpd.usage import report as usage_report
@@ -176,13 +179,24 @@ async def tools_call(daemon: Daemon, conn: Connection, params: ToolsCallParams) 
         server, tool = params.server, params.tool
     actor = daemon.supervisor.actor(server)
     call = _CallRecorder(daemon, conn, server, tool, params.query)
+    on_progress = _progress_relay(conn, current_request.get()) if params.progress else None
     try:
-        result = await actor.call_tool(tool, params.arguments, params.timeout)
+        result = await actor.call_tool(tool, params.arguments, params.timeout, on_progress)
     except McpdError as exc:
         call.done(_OUTCOMES.get(type(exc), "error"), type(exc).__name__)
         raise
     call.done("tool_error" if result.is_error else "ok")
     return result
+
+
+def _progress_relay(conn: Connection, request_id: int) -> ProgressCallback:
+    def relay(progress: float, total: float | None, message: str | None) -> None:
+        conn.notify(
+            PROGRESS_NOTIFICATION,
+            Progress(request=request_id, progress=progress, total=total, message=message),
+        )
+
+    return relay
 
 
 _OUTCOMES: dict[type[McpdError], str] = {CallTimeout: "timeout", TransportError: "transport_error"}

@@ -123,6 +123,8 @@ class ToolsCallParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     """Seconds, including any wait for a restarting server; the server's call_timeout when omitted."""
     query: str | None = None
     """The user's request that led to this call, if the client knows it: ranking learns from it."""
+    progress: bool = False
+    """Relay the server's progress for this call as ``progress`` notifications."""
 
 
 class CapabilityParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -199,11 +201,22 @@ class SnippetResult(msgspec.Struct, frozen=True, kw_only=True):
     """An ``<available_mcps>`` block for a system prompt."""
 
 
+class Progress(msgspec.Struct, frozen=True, kw_only=True):
+    """Params of a ``progress`` notification: how far request ``request`` has come."""
+
+    request: int
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+PROGRESS_NOTIFICATION = "progress"
 EVENT_NOTIFICATION = "event"
 """The one notification method: its params are a supervisor ``Event`` (state or tools change)."""
 
 __all__ = [
     "EVENT_NOTIFICATION",
+    "PROGRESS_NOTIFICATION",
     "PROTOCOL_VERSION",
     "CancelParams",
     "CapabilityGroup",
@@ -217,6 +230,7 @@ __all__ = [
     "NoParams",
     "Notification",
     "Ok",
+    "Progress",
     "ReloadResult",
     "ReportParams",
     "ReportResult",

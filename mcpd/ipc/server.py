@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 import os
 import socket
@@ -45,6 +46,9 @@ from mcpd.ipc.protocol import (
 from mcpd.ipc.stream import FrameStream
 
 log = structlog.get_logger("mcpd.ipc")
+
+current_request: contextvars.ContextVar[int] = contextvars.ContextVar("mcpd_current_request")
+"""The id of the request a handler is answering (each request runs in its own task)."""
 
 _DISCONNECTS = (ConnectionError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError)
 _ACCEPT_RETRY = 0.1
@@ -113,6 +117,13 @@ class Connection:
 
     async def send(self, data: bytes) -> None:
         await self.stream.send(data)
+
+    def notify(self, method: str, params: msgspec.Struct) -> None:
+        """Push a notification without waiting (from synchronous callbacks); dropped if the client left."""
+        with contextlib.suppress(*_DISCONNECTS, RuntimeError):
+            self.stream.send_nowait(
+                encode_message(Notification(method, msgspec.Raw(_encoder.encode(params))))
+            )
 
     async def watch_writes(self) -> None:
         """Drop the client once its unread answers have not shrunk for ``write_timeout``.
@@ -378,6 +389,7 @@ class RpcServer(Generic[Ctx]):
         return encode_message(Response(request.id, msgspec.Raw(_encoder.encode(Ok(ok=found)))))
 
     async def _answer(self, conn: Connection, request: Request, in_flight: _InFlight) -> None:
+        current_request.set(request.id)
         try:
             await conn.send(await self._dispatch(conn, request))
         except _DISCONNECTS:

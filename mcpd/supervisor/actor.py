@@ -40,7 +40,7 @@ from mcpd.supervisor.model import (
     ToolResult,
     ToolsChanged,
 )
-from mcpd.supervisor.rawrpc import MAX_BACKLOG, CallResult, ConnectionLost, NotReading
+from mcpd.supervisor.rawrpc import MAX_BACKLOG, CallResult, ConnectionLost, NotReading, ProgressCallback
 from mcpd.supervisor.states import LIVE_STATES, ServerState, can_transition, check_transition
 from mcpd.supervisor.stdio import SpawnError, StdioChild, open_stdio_child
 
@@ -181,9 +181,15 @@ class ServerActor:
         return self._state
 
     async def call_tool(
-        self, tool: str, arguments: dict[str, Any], timeout: float | None = None
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        timeout: float | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> ToolResult:
         """Call ``tool``; waits for a (re)starting server, all within ``timeout`` seconds.
+
+        ``on_progress`` receives the server's progress notifications for this call (stdio servers).
 
         Raises ``ServerNotRunning``, ``UnknownTool``, ``CallTimeout`` or ``TransportError``.
         A tool that ran and failed is a result with ``is_error`` set, not an exception.
@@ -198,7 +204,7 @@ class ServerActor:
         child = self._child
         try:
             if child is not None:
-                return await self._call_raw(child, tool, arguments, deadline)
+                return await self._call_raw(child, tool, arguments, deadline, on_progress)
             with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
                 return await self._call_sdk(session, tool, arguments)
         except TimeoutError:
@@ -207,10 +213,17 @@ class ServerActor:
             ) from None
 
     async def _call_raw(
-        self, child: StdioChild, tool: str, arguments: dict[str, Any], deadline: float
+        self,
+        child: StdioChild,
+        tool: str,
+        arguments: dict[str, Any],
+        deadline: float,
+        on_progress: ProgressCallback | None,
     ) -> ToolResult:
         try:
-            reply = await child.rpc.request("tools/call", {"name": tool, "arguments": arguments}, deadline)
+            reply = await child.rpc.request(
+                "tools/call", {"name": tool, "arguments": arguments}, deadline, on_progress
+            )
         except ConnectionLost:
             with anyio.move_on_after(0.5):  # the exit status makes the better message
                 await child.exited.wait()

@@ -47,6 +47,21 @@ class _Route(msgspec.Struct, frozen=True):
     method: str | None = None
 
 
+class _ProgressParams(msgspec.Struct, frozen=True, rename="camel"):
+    progress_token: int | str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+class _ProgressNotification(msgspec.Struct, frozen=True):
+    params: _ProgressParams
+
+
+ProgressCallback = Callable[[float, float | None, str | None], None]
+"""(progress, total, message) of a running request."""
+
+
 class _Request(msgspec.Struct, frozen=True):
     id: str
     method: str
@@ -61,6 +76,7 @@ class _Cancelled(msgspec.Struct, frozen=True):
 
 
 _route = msgspec.json.Decoder(_Route)
+_progress = msgspec.json.Decoder(_ProgressNotification)
 _reply = msgspec.json.Decoder(Reply)
 _encoder = msgspec.json.Encoder()
 
@@ -93,12 +109,15 @@ class RawRpc:
         self._backlog = backlog
         self._ids = itertools.count(1)
         self._waiters: dict[str, asyncio.Future[bytes | None]] = {}
+        self._progress: dict[str, ProgressCallback] = {}
         self._closed = False
 
     def route(self, line: bytes) -> bool:
         """Take ``line`` if it answers one of our requests; False leaves it to the SDK."""
         if not self._waiters or PREFIX.encode() not in line:
             return False
+        if self._progress and b"notifications/progress" in line:
+            return self._route_progress(line)
         try:
             route = _route.decode(line)
         except (msgspec.DecodeError, msgspec.ValidationError):
@@ -109,6 +128,17 @@ class RawRpc:
         if waiter is None:
             return False
         _settle(waiter, line)
+        return True
+
+    def _route_progress(self, line: bytes) -> bool:
+        try:
+            params = _progress.decode(line).params
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return False
+        callback = self._progress.get(str(params.progress_token))
+        if callback is None:
+            return False
+        callback(params.progress, params.total, params.message)
         return True
 
     def close(self) -> None:
@@ -125,7 +155,13 @@ class RawRpc:
             with contextlib.suppress(ConnectionError, OSError, RuntimeError):
                 self._write(_encoder.encode(cancel) + b"\n")
 
-    async def request(self, method: str, params: Any, deadline: float) -> Reply:
+    async def request(
+        self,
+        method: str,
+        params: dict[str, Any],
+        deadline: float,
+        on_progress: ProgressCallback | None = None,
+    ) -> Reply:
         """Send one request and wait for its reply until ``deadline`` (event-loop time).
 
         Raises ``TimeoutError`` past the deadline and ``ConnectionLost`` if the stream ends.
@@ -140,6 +176,10 @@ class RawRpc:
         if self._backlog() > MAX_BACKLOG:
             raise NotReading
         request_id = f"{PREFIX}{next(self._ids)}"
+        if on_progress is not None:
+            # Our request id doubles as the progress token: unique, and ours.
+            params = {**params, "_meta": {"progressToken": request_id}}
+            self._progress[request_id] = on_progress
         # Encoded before anything is registered, so arguments JSON cannot carry fail cleanly here.
         line = _encoder.encode(_Request(request_id, method, params)) + b"\n"
         loop = asyncio.get_running_loop()
@@ -157,6 +197,7 @@ class RawRpc:
             raise
         finally:
             timer.cancel()
+            self._progress.pop(request_id, None)
         if reply is _EXPIRED:
             self._withdraw(request_id)
             raise TimeoutError

@@ -116,6 +116,13 @@ def build_server(args: argparse.Namespace) -> MCPServer:
     async def huge() -> int:
         return 2**70
 
+    @server.tool(description="Report progress `steps` times (a short pause each), then return.")
+    async def progress(steps: int, ctx: Context) -> str:
+        for step in range(1, steps + 1):
+            await anyio.sleep(0.01)
+            await ctx.report_progress(step, steps, f"step {step} of {steps}")
+        return f"done {steps} steps"
+
     @server.tool(description="Return the process id of this server.")
     async def pid() -> int:
         return os.getpid()
