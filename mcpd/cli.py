@@ -18,6 +18,7 @@ import msgspec
 from mcpd.client.sync import Client
 from mcpd.errors import DaemonNotRunning, McpdError
 from mcpd.supervisor.model import ServerStatus
+from mcpd.trust.verify import describe
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -204,6 +205,31 @@ def cmd_report(args: argparse.Namespace, client: Client) -> int:
     return EXIT_OK
 
 
+def cmd_approve(args: argparse.Namespace, client: Client) -> int:
+    result = client.approve(args.server, args.tool)
+    if args.json:
+        _emit_json(result)
+    elif result.approved:
+        print(f"approved: {', '.join(result.approved)}")
+    else:
+        print("nothing was waiting for approval")
+    return EXIT_OK
+
+
+def cmd_diff(args: argparse.Namespace, client: Client) -> int:
+    result = client.trust(args.server)
+    if args.json:
+        _emit_json(result)
+        return EXIT_OK
+    print(f"{result.server}: {result.summary or 'nothing held back'}")
+    for change in result.changes:
+        print(f"\n{change.tool} ({change.reason})")
+        print(change.diff)
+    for finding in result.findings:
+        print(f"  {describe(finding)}")
+    return EXIT_OK
+
+
 def cmd_reload(args: argparse.Namespace, client: Client) -> int:
     result = client.reload()
     if args.json:
@@ -293,6 +319,18 @@ def _parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, parents=[common], help=text)
         sub.add_argument("name", help="server name")
         sub.set_defaults(run=_server_command(action, success))
+    approve = commands.add_parser("approve", parents=[common], help="accept changed or new tools of a server")
+    approve.add_argument("server")
+    approve.add_argument("tool", nargs="?", help="only this tool")
+    approve.set_defaults(run=cmd_approve)
+    diff = commands.add_parser(
+        "diff", parents=[common], help="what changed in a server's tools since approval"
+    )
+    diff.add_argument("server")
+    diff.set_defaults(run=cmd_diff)
+    check = commands.add_parser("check", help="run the tool-poisoning verifier over the configured servers")
+    check.add_argument("--config", type=Path, help="config file (default: the user config, else the demo)")
+    check.add_argument("--json", action="store_true", help="machine-readable output")
     report = commands.add_parser("report", parents=[common], help="tool usage and missing capabilities")
     report.add_argument("--since", help="only this recent: 90s, 15m, 12h, 7d (default: all retained)")
     report.add_argument("--top", type=int, default=20, help="how many capability groups (default 20)")
@@ -351,6 +389,21 @@ def _bridge(args: argparse.Namespace) -> int:
     return status
 
 
+def _check(args: argparse.Namespace) -> int:
+    import anyio
+
+    from mcpd.daemon.check import run_check
+    from mcpd.daemon.logging import configure_logging
+
+    configure_logging("error", "json")
+    try:
+        status: int = anyio.run(run_check, args.config, args.json)
+    except McpdError as exc:
+        print(f"mcpd check: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return status
+
+
 def _serve(args: argparse.Namespace) -> int:
     import anyio
 
@@ -368,4 +421,6 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(_serve(args))
     if args.command == "bridge":
         sys.exit(_bridge(args))
+    if args.command == "check":
+        sys.exit(_check(args))
     sys.exit(run_client_command(args))

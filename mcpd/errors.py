@@ -13,7 +13,8 @@
     ├── ToolError                 1008  the tool ran and reported failure
     ├── TransportError            1009  the server went away or answered nonsense mid-call
     ├── CallTimeout               1010  no answer within the deadline
-    └── DaemonNotRunning          1011  (client side) nothing listens on the socket
+    ├── DaemonNotRunning          1011  (client side) nothing listens on the socket
+    └── NotApproved               1012  the tool is held back by the trust gate
 
 Lower-layer errors (the SDK's ``MCPError``, ``OSError``, anyio's stream errors) are
 converted once, where they cross into mcpd, to the most specific class here.
@@ -79,6 +80,10 @@ class DaemonNotRunning(McpdError):
     code = 1011
 
 
+class NotApproved(McpdError):
+    code = 1012
+
+
 ERRORS_BY_CODE: dict[int, type[McpdError]] = {
     cls.code: cls
     for cls in (
@@ -94,6 +99,7 @@ ERRORS_BY_CODE: dict[int, type[McpdError]] = {
         TransportError,
         CallTimeout,
         DaemonNotRunning,
+        NotApproved,
     )
 }
 

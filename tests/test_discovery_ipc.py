@@ -42,7 +42,9 @@ async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Daem
             server_toml(f"big{i}", f"Bulk fixture server {i}", "--tools", str(TOOLS_EACH), "--no-control")
             for i in range(SERVERS)
         )
+        # pinning = trust: this server adds a tool at run time, which `pin` would hold for approval.
         + server_toml("brew", "Install, update, and manage macOS packages via Homebrew", "--tools", "1")
+        + 'pinning = "trust"\n'
         + server_toml("github", "GitHub repos, issues, pull requests, code search", "--tools", "1")
     )
     async with running_daemon(path) as running:

@@ -13,6 +13,8 @@ from mcpd.errors import DaemonNotRunning, InvalidParams, ProtocolError, error_fr
 from mcpd.ipc.protocol import (
     MAX_CALL_TIMEOUT,
     PROTOCOL_VERSION,
+    ApproveParams,
+    ApproveResult,
     CancelParams,
     CapabilityParams,
     ConnectResult,
@@ -36,6 +38,7 @@ from mcpd.ipc.protocol import (
     ToolsCallParams,
     ToolsListParams,
     ToolsListResult,
+    TrustResult,
 )
 from mcpd.supervisor.model import ServerStatus
 
@@ -147,6 +150,14 @@ def snippet() -> Call[SnippetResult]:
 def cancel(request_id: int) -> bytes:
     """The frame that withdraws request ``request_id`` (its answer is not awaited)."""
     return Call("cancel", CancelParams(id=request_id), Ok).request(0)
+
+
+def approve(server: str, tool: str | None) -> Call[ApproveResult]:
+    return Call("trust.approve", ApproveParams(server=server, tool=tool), ApproveResult)
+
+
+def trust(server: str) -> Call[TrustResult]:
+    return Call("trust.show", ServerParams(name=server), TrustResult)
 
 
 def subscribe() -> Call[Ok]:

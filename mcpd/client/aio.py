@@ -23,6 +23,7 @@ from mcpd.ipc.framing import MAX_CLIENT_FRAME
 from mcpd.ipc.protocol import (
     EVENT_NOTIFICATION,
     PROGRESS_NOTIFICATION,
+    ApproveResult,
     ConnectResult,
     Event,
     HelloResult,
@@ -35,6 +36,7 @@ from mcpd.ipc.protocol import (
     SessionTools,
     ToolResult,
     ToolsListResult,
+    TrustResult,
 )
 from mcpd.ipc.stream import FrameStream
 from mcpd.registry.model import ToolEntry
@@ -187,6 +189,14 @@ class AsyncClient:
     async def snippet(self) -> str:
         """An ``<available_mcps>`` block describing the live servers, for a system prompt."""
         return (await self.request(_wire.snippet())).text
+
+    async def approve(self, server: str, tool: str | None = None) -> ApproveResult:
+        """Accept the current definitions of ``server``'s held-back tools (or of ``tool``)."""
+        return await self.request(_wire.approve(server, tool))
+
+    async def trust(self, server: str) -> TrustResult:
+        """Held-back changes (with diffs) and verifier findings for ``server``."""
+        return await self.request(_wire.trust(server))
 
     async def request_capability(self, capability: str, context: str | None = None) -> ToolResult:
         """Record that the user needed something no tool provides."""

@@ -17,6 +17,7 @@ from mcpd.client import _wire
 from mcpd.errors import CallTimeout, ProtocolError, TransportError
 from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer
 from mcpd.ipc.protocol import (
+    ApproveResult,
     ConnectResult,
     HelloResult,
     ReloadResult,
@@ -26,6 +27,7 @@ from mcpd.ipc.protocol import (
     SessionTools,
     ToolResult,
     ToolsListResult,
+    TrustResult,
 )
 from mcpd.registry.model import ToolEntry
 from mcpd.supervisor.model import ServerStatus
@@ -152,6 +154,14 @@ class Client:
     def snippet(self) -> str:
         """An ``<available_mcps>`` block describing the live servers, for a system prompt."""
         return (self.request(_wire.snippet())).text
+
+    def approve(self, server: str, tool: str | None = None) -> ApproveResult:
+        """Accept the current definitions of ``server``'s held-back tools (or of ``tool``)."""
+        return self.request(_wire.approve(server, tool))
+
+    def trust(self, server: str) -> TrustResult:
+        """Held-back changes (with diffs) and verifier findings for ``server``."""
+        return self.request(_wire.trust(server))
 
     def request_capability(self, capability: str, context: str | None = None) -> ToolResult:
         """Record that the user needed something no tool provides."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import Literal
 
 import msgspec
 
@@ -63,6 +64,10 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
     stop_grace: float = 2.0
     """Seconds between closing stdin and SIGTERM, and again between SIGTERM and SIGKILL."""
     restart: RestartPolicy = RestartPolicy()
+    verify: Literal["off", "warn", "block"] = "warn"
+    """What the tool-poisoning verifier's high-severity findings do: nothing, a warning, keep it out."""
+    pinning: Literal["pin", "trust"] = "pin"
+    """pin: changed or added tools wait for `mcpd approve`; trust: they are used at once."""
 
     @property
     def transport(self) -> str:

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
 import anyio
+import msgspec
 import structlog
 
 from mcpd.config.load import load_config
@@ -23,7 +24,8 @@ from mcpd.ipc.server import Limits, RpcServer
 from mcpd.registry.catalog import Catalog
 from mcpd.supervisor.states import LIVE_STATES
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor
-from mcpd.usage.store import UsageStore, UsageUnavailable, prior_rows, prune
+from mcpd.trust.gate import Pin, TrustGate
+from mcpd.usage.store import PinRecord, UsageStore, UsageUnavailable, pin_rows, prior_rows, prune
 
 log = structlog.get_logger("mcpd.daemon")
 
@@ -32,6 +34,24 @@ START_WAIT = 60.0
 
 EXIT_CONFIG = 2
 EXIT_SOCKET = 3
+
+
+def _warn_if_exposed(config: Config, config_path: Path | None) -> None:
+    """A config holding env or header values that other users can read deserves a warning."""
+    if config_path is None:
+        return
+    try:
+        mode = config_path.stat().st_mode
+    except OSError:
+        return
+    holders = [s.name for s in config.servers if s.env or s.headers]
+    if holders and mode & 0o044:
+        log.warning(
+            "config.readable_by_others",
+            file=str(config_path),
+            servers=holders,
+            advice=f"chmod 600 {config_path}: it holds env or header values",
+        )
 
 
 def _report_issues(issues: Iterable[ConfigIssue]) -> None:
@@ -72,6 +92,7 @@ async def serve(config_path: Path | None, socket_path: Path | None = None) -> in
         log.error("config.invalid", error=exc.message)
         return EXIT_CONFIG
     _report_issues(config.issues)
+    _warn_if_exposed(config, config_path)
     path = socket_path or default_socket_path()
     with contextlib.ExitStack() as stack:
         try:
@@ -96,33 +117,42 @@ def _limits(config: Config) -> Limits:
     )
 
 
-async def _open_usage(config: Config) -> tuple[UsageStore, UsagePrior]:
-    """The usage store and the prior learned from it; usage off (not the daemon down) on any failure."""
+async def _open_usage(config: Config) -> tuple[UsageStore, UsagePrior, list[PinRecord]]:
+    """The usage store, the prior learned from it and the pins; usage off (not the daemon down) on failure."""
     settings = config.daemon
     prior = UsagePrior()
+    pins: list[PinRecord] = []
     if not settings.usage:
-        return UsageStore.disabled("usage recording is off in the config"), prior
+        log.warning("usage.off", consequence="tool pins are kept in memory only")
+        return UsageStore.disabled("usage recording is off in the config"), prior, pins
     path = Path(settings.usage_db).expanduser() if settings.usage_db else None  # noqa: ASYNC240 - no I/O
     store = await anyio.to_thread.run_sync(UsageStore.open, path)
     if store.enabled:
         try:
             removed = await store.run(lambda db: prune(db, settings.usage_retention_days))
             tools, term_rows = await store.run(prior_rows)
+            pins = await store.run(pin_rows)
         except (sqlite3.Error, UsageUnavailable) as exc:
             log.error("usage.load_failed", error=str(exc))
         else:
             prior.load(tools, term_rows)
-            log.info("usage.loaded", tools=len(tools), terms=len(term_rows), pruned_calls=removed)
-    return store, prior
+            log.info(
+                "usage.loaded", tools=len(tools), terms=len(term_rows), pins=len(pins), pruned_calls=removed
+            )
+    return store, prior, pins
 
 
 async def _run(config: Config, config_path: Path | None, path: Path, listener: socket.socket) -> None:
     # Signals are caught before any child exists, so a SIGTERM during start-up still stops them all.
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         log.info("daemon.starting", config=config.source, servers=len(config.servers), socket=str(path))
-        usage, prior = await _open_usage(config)
+        usage, prior, pins = await _open_usage(config)
+        gate = TrustGate(
+            (Pin(**msgspec.structs.asdict(record)) for record in pins),
+            persist=lambda pin: usage.save_pin(PinRecord(**msgspec.structs.asdict(pin))),
+        )
         try:
-            await _serve_with(config, config_path, listener, signals, usage=usage, prior=prior)
+            await _serve_with(config, config_path, listener, signals, usage=usage, prior=prior, gate=gate)
         finally:
             await anyio.to_thread.run_sync(usage.close)
         # Still under the lock, so the file is ours to remove.
@@ -138,9 +168,10 @@ async def _serve_with(
     *,
     usage: UsageStore,
     prior: UsagePrior,
+    gate: TrustGate,
 ) -> None:
     async with open_supervisor(config) as supervisor:
-        catalog = Catalog(supervisor)
+        catalog = Catalog(supervisor, gate=gate)
         daemon = Daemon(
             supervisor=supervisor,
             catalog=catalog,

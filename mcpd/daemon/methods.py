@@ -8,6 +8,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 import anyio
+import msgspec
 import structlog
 
 from mcpd.config.load import load_config
@@ -17,9 +18,11 @@ from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.render import one_line, render
 from mcpd.discovery.select import Candidate, select_servers
 from mcpd.discovery.text import terms
-from mcpd.errors import CallTimeout, InvalidParams, McpdError, ServerNotRunning, TransportError
+from mcpd.errors import CallTimeout, InvalidParams, McpdError, NotApproved, ServerNotRunning, TransportError
 from mcpd.ipc.protocol import (
     PROGRESS_NOTIFICATION,
+    ApproveParams,
+    ApproveResult,
     CapabilityGroup,
     CapabilityParams,
     ConnectResult,
@@ -40,6 +43,7 @@ from mcpd.ipc.protocol import (
     ToolsCallParams,
     ToolsListParams,
     ToolsListResult,
+    TrustResult,
 )
 from mcpd.ipc.server import Connection, MethodTable, current_request
 from mcpd.registry import reserved
@@ -86,7 +90,11 @@ methods: MethodTable[Daemon] = MethodTable()
 
 @methods.method("status", NoParams)
 async def status(daemon: Daemon, conn: Connection, params: NoParams) -> StatusResult:
-    return StatusResult(servers=daemon.supervisor.status())
+    servers = [
+        msgspec.structs.replace(actor.status(), trust=daemon.catalog.trust_summary(actor))
+        for actor in daemon.supervisor.actors()
+    ]
+    return StatusResult(servers=servers)
 
 
 async def _settle(daemon: Daemon, name: str) -> ServerStatus:
@@ -178,6 +186,13 @@ async def tools_call(daemon: Daemon, conn: Connection, params: ToolsCallParams) 
     else:
         server, tool = params.server, params.tool
     actor = daemon.supervisor.actor(server)
+    held = daemon.catalog.denied(server, tool)
+    if held is not None:
+        raise NotApproved(
+            f"{server}/{tool} is held back: {held}; "
+            f"see `mcpd diff {server}`, then `mcpd approve {server} {tool}`",
+            {"server": server, "tool": tool, "reason": held},
+        )
     call = _CallRecorder(daemon, conn, server, tool, params.query)
     on_progress = _progress_relay(conn, current_request.get()) if params.progress else None
     try:
@@ -308,6 +323,9 @@ async def session_connect(daemon: Daemon, conn: Connection, params: ServerParams
             f"server {actor.name!r} is {actor.state}" + (f": {actor.last_error}" if actor.last_error else ""),
             {"server": actor.name, "state": str(actor.state), "last_error": actor.last_error},
         )
+    blocked = daemon.catalog.trust_summary(actor)
+    if blocked and not daemon.catalog.tools([params.name]):
+        raise NotApproved(f"server {actor.name!r} is kept out: {blocked}", {"server": actor.name})
     already = params.name in conn.session.activated
     conn.session.activated.add(params.name)
     return ConnectResult(server=params.name, already=already, tools=daemon.catalog.tools([params.name]))
@@ -330,6 +348,25 @@ async def prompt_snippet(daemon: Daemon, conn: Connection, params: NoParams) -> 
             lines.append(f'  <mcp id="{escape(actor.name, {chr(34): "&quot;"})}">{description}</mcp>')
     lines.append("</available_mcps>")
     return SnippetResult(text="\n".join(lines))
+
+
+@methods.method("trust.approve", ApproveParams)
+async def trust_approve(daemon: Daemon, conn: Connection, params: ApproveParams) -> ApproveResult:
+    """Accept the current definitions of a server's held-back tools (or of one of them)."""
+    daemon.supervisor.actor(params.server)
+    return ApproveResult(approved=daemon.catalog.gate.approve(params.server, params.tool))
+
+
+@methods.method("trust.show", ServerParams)
+async def trust_show(daemon: Daemon, conn: Connection, params: ServerParams) -> TrustResult:
+    """What the trust gate says of a server: held-back changes (as diffs) and verifier findings."""
+    actor = daemon.supervisor.actor(params.name)
+    return TrustResult(
+        server=params.name,
+        summary=daemon.catalog.trust_summary(actor),
+        changes=daemon.catalog.gate.changes(params.name),
+        findings=daemon.catalog.gate.findings(params.name),
+    )
 
 
 @methods.method("subscribe", NoParams)

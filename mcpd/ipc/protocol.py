@@ -22,6 +22,8 @@ from mcpd.discovery.render import Rendered
 from mcpd.discovery.select import DEFAULT_THRESHOLD
 from mcpd.registry.model import ToolEntry
 from mcpd.supervisor.model import Event, ReloadPlan, ServerStatus, ToolResult
+from mcpd.trust.gate import ToolChange
+from mcpd.trust.verify import Finding
 
 PROTOCOL_VERSION = 1
 MAX_CALL_TIMEOUT = 86400.0
@@ -196,6 +198,24 @@ class SessionTools(msgspec.Struct, frozen=True, kw_only=True):
     """Their tools (of those that are live), by server then name."""
 
 
+class ApproveParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    server: str
+    tool: str | None = None
+    """One tool; all of the server's held-back tools when omitted."""
+
+
+class ApproveResult(msgspec.Struct, frozen=True, kw_only=True):
+    approved: list[str]
+
+
+class TrustResult(msgspec.Struct, frozen=True, kw_only=True):
+    server: str
+    summary: str | None
+    """Why the server or some of its tools are kept out, if they are."""
+    changes: list[ToolChange]
+    findings: list[Finding]
+
+
 class SnippetResult(msgspec.Struct, frozen=True, kw_only=True):
     text: str
     """An ``<available_mcps>`` block for a system prompt."""
@@ -218,6 +238,8 @@ __all__ = [
     "EVENT_NOTIFICATION",
     "PROGRESS_NOTIFICATION",
     "PROTOCOL_VERSION",
+    "ApproveParams",
+    "ApproveResult",
     "CancelParams",
     "CapabilityGroup",
     "CapabilityParams",
@@ -247,4 +269,5 @@ __all__ = [
     "ToolsCallParams",
     "ToolsListParams",
     "ToolsListResult",
+    "TrustResult",
 ]

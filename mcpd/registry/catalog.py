@@ -8,52 +8,84 @@ tool list is not the one indexed are re-indexed, and only those.
 
 from __future__ import annotations
 
+import contextlib
+
 import anyio
 import msgspec
 
 from mcpd.discovery.index import Params, ToolIndex, ToolText, schema_params
 from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.render import one_line
-from mcpd.errors import UnknownTool
+from mcpd.errors import UnknownServer, UnknownTool
 from mcpd.registry.model import ToolEntry
 from mcpd.registry.names import SEPARATOR, qualify
 from mcpd.supervisor.actor import ServerActor
 from mcpd.supervisor.model import Event, ToolInfo
 from mcpd.supervisor.states import LIVE_STATES
 from mcpd.supervisor.supervisor import Supervisor
+from mcpd.trust.gate import TrustGate
 
 
 class Catalog:
     """The aggregated tool catalogue; ``on_event`` must be registered as a supervisor listener."""
 
-    def __init__(self, supervisor: Supervisor, params: Params | None = None) -> None:
+    def __init__(
+        self, supervisor: Supervisor, params: Params | None = None, gate: TrustGate | None = None
+    ) -> None:
         self._supervisor = supervisor
-        self._entries: dict[str, tuple[ToolEntry, ...]] = {}
+        self.gate = gate or TrustGate()
+        self._entries: dict[str, tuple[tuple[ToolInfo, ...], int, tuple[ToolEntry, ...]]] = {}
         self._by_name: dict[str, tuple[str, str]] | None = None
         self._index = ToolIndex(params or Params())
-        self._indexed: dict[str, tuple[ToolInfo, ...]] = {}
+        self._indexed: dict[str, tuple[tuple[ToolInfo, ...], int]] = {}
         self._index_lock = anyio.Lock()
 
     def on_event(self, event: Event) -> None:
         self._entries.pop(event.server, None)
         self._by_name = None
+        # Review a server's tools as soon as they are known, so findings are logged at once.
+        with contextlib.suppress(UnknownServer):
+            actor = self._supervisor.actor(event.server)
+            if actor.state in LIVE_STATES:
+                self.gate.review(actor.config, actor.tools)
+
+    def _allowed_tools(self, actor: ServerActor) -> list[ToolInfo]:
+        review = self.gate.review(actor.config, actor.tools)
+        if review.blocked:
+            return []
+        return [tool for tool in actor.tools if tool.name not in review.held]
+
+    def denied(self, server: str, tool: str) -> str | None:
+        """Why the trust gate keeps this tool out, or None."""
+        actor = self._supervisor.actor(server)
+        if actor.tools:
+            self.gate.review(actor.config, actor.tools)
+        return self.gate.allowed(server, tool)
+
+    def trust_summary(self, actor: ServerActor) -> str | None:
+        if not actor.tools:
+            return None
+        return self.gate.review(actor.config, actor.tools).summary()
 
     def _server_entries(self, actor: ServerActor) -> tuple[ToolEntry, ...]:
+        allowed = self._allowed_tools(actor)
+        revision = self.gate.revision(actor.name)
         cached = self._entries.get(actor.name)
-        if cached is None:
-            cached = tuple(
-                ToolEntry(
-                    name=qualify(actor.name, tool.name),
-                    server=actor.name,
-                    tool=tool.name,
-                    description=tool.description,
-                    input_schema=tool.input_schema,
-                    title=tool.title,
-                )
-                for tool in actor.tools
+        if cached is not None and cached[0] is actor.tools and cached[1] == revision:
+            return cached[2]
+        entries = tuple(
+            ToolEntry(
+                name=qualify(actor.name, tool.name),
+                server=actor.name,
+                tool=tool.name,
+                description=tool.description,
+                input_schema=tool.input_schema,
+                title=tool.title,
             )
-            self._entries[actor.name] = cached
-        return cached
+            for tool in allowed
+        )
+        self._entries[actor.name] = (actor.tools, revision, entries)
+        return entries
 
     def tools(self, servers: list[str] | None = None) -> list[ToolEntry]:
         """Tools of live servers (all, or the named ones; an unknown name is an error)."""
@@ -104,12 +136,18 @@ class Catalog:
         for name in [name for name in self._indexed if name not in live]:
             self._index.remove_server(name)
             del self._indexed[name]
-        changed = {
-            name: actor.tools for name, actor in live.items() if self._indexed.get(name) is not actor.tools
-        }
+        # A server is re-indexed when its tool list or the trust gate's verdict on it changed.
+        changed: dict[str, tuple[tuple[ToolInfo, ...], int]] = {}
+        texts: dict[str, list[ToolText]] = {}
+        for name, actor in live.items():
+            allowed = self._allowed_tools(actor)  # reviews first, so the revision below is current
+            key = (actor.tools, self.gate.revision(name))
+            indexed = self._indexed.get(name)
+            if indexed is None or indexed[0] is not key[0] or indexed[1] != key[1]:
+                changed[name] = key
+                texts[name] = [_tool_text(actor, tool) for tool in allowed]
         if not changed:
             return
-        texts = {name: [_tool_text(live[name], tool) for tool in tools] for name, tools in changed.items()}
         # Analysing thousands of tools (the first query after a start) takes seconds of CPU:
         # off the event loop, so calls and status keep flowing meanwhile.
         await anyio.to_thread.run_sync(self._index.replace_servers, texts)

@@ -45,6 +45,8 @@ class ServerStatus(msgspec.Struct, frozen=True, kw_only=True):
     tools: int
     description: str | None
     server_info: ServerInfo | None
+    trust: str | None = None
+    """Why the server or some of its tools are kept out of registries (verifier, pins), if they are."""
 
 
 class ToolResult(msgspec.Struct, frozen=True, kw_only=True):

@@ -69,6 +69,18 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (term, server, tool)
     ) WITHOUT ROWID;
     """,
+    # 2: pinned tool definitions (the trust gate)
+    """
+    CREATE TABLE pins (
+        server TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        approved_hash TEXT,
+        approved_definition TEXT,
+        seen_hash TEXT NOT NULL,
+        seen_definition TEXT NOT NULL,
+        PRIMARY KEY (server, tool)
+    ) WITHOUT ROWID;
+    """,
 )
 
 
@@ -93,6 +105,15 @@ class CapabilityRecord(msgspec.Struct, frozen=True, kw_only=True):
     context: str | None = None
     client: str | None = None
     session: str | None = None
+
+
+class PinRecord(msgspec.Struct, frozen=True, kw_only=True):
+    server: str
+    tool: str
+    approved_hash: str | None
+    approved_definition: str | None
+    seen_hash: str
+    seen_definition: str
 
 
 class UsageUnavailable(Exception):
@@ -178,6 +199,10 @@ class UsageStore:
         if self.enabled:
             self._queue.put(record)
 
+    def save_pin(self, record: PinRecord) -> None:
+        if self.enabled:
+            self._queue.put(record)
+
     async def run(self, job: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``job`` on the store's thread after everything queued before it is committed."""
         if not self.enabled:
@@ -260,8 +285,18 @@ class UsageStore:
                 deliver(lambda job=job: job(conn))
 
 
-def _insert(conn: sqlite3.Connection, records: list[CallRecord | CapabilityRecord]) -> None:
-    """All of a batch in three ``executemany`` statements."""
+def _insert(conn: sqlite3.Connection, records: list[CallRecord | CapabilityRecord | PinRecord]) -> None:
+    """All of a batch in a few ``executemany`` statements."""
+    pins = [r for r in records if isinstance(r, PinRecord)]
+    if pins:
+        conn.executemany(
+            "INSERT OR REPLACE INTO pins (server, tool, approved_hash, approved_definition, seen_hash,"
+            " seen_definition) VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (p.server, p.tool, p.approved_hash, p.approved_definition, p.seen_hash, p.seen_definition)
+                for p in pins
+            ],
+        )
     calls = [r for r in records if isinstance(r, CallRecord)]
     requests = [r for r in records if isinstance(r, CapabilityRecord)]
     if requests:
@@ -322,6 +357,22 @@ def prior_rows(
         )
     ]
     return tools, terms
+
+
+def pin_rows(conn: sqlite3.Connection) -> list[PinRecord]:
+    return [
+        PinRecord(
+            server=server,
+            tool=tool,
+            approved_hash=approved_hash,
+            approved_definition=approved_definition,
+            seen_hash=seen_hash,
+            seen_definition=seen_definition,
+        )
+        for server, tool, approved_hash, approved_definition, seen_hash, seen_definition in conn.execute(
+            "SELECT server, tool, approved_hash, approved_definition, seen_hash, seen_definition FROM pins"
+        )
+    ]
 
 
 def prune(conn: sqlite3.Connection, retention_days: float) -> int:

@@ -1,0 +1,1 @@
+"""Trust: the tool-poisoning verifier and pinned tool definitions."""
