@@ -331,6 +331,14 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="run the tool-poisoning verifier over the configured servers")
     check.add_argument("--config", type=Path, help="config file (default: the user config, else the demo)")
     check.add_argument("--json", action="store_true", help="machine-readable output")
+    service = commands.add_parser("service", help="run mcpd as a systemd user service or launchd agent")
+    service.add_argument("action", choices=["install", "uninstall", "status"])
+    service.add_argument("--dry-run", action="store_true", help="print the files instead of installing")
+    service.add_argument("--config", type=Path, help="config for the service (default: the user config)")
+    service.add_argument("--socket", type=Path, help="socket path (default: the runtime dir)")
+    service.add_argument(
+        "--socket-activation", action="store_true", help="also install mcpd.socket (systemd)"
+    )
     report = commands.add_parser("report", parents=[common], help="tool usage and missing capabilities")
     report.add_argument("--since", help="only this recent: 90s, 15m, 12h, 7d (default: all retained)")
     report.add_argument("--top", type=int, default=20, help="how many capability groups (default 20)")
@@ -404,6 +412,17 @@ def _check(args: argparse.Namespace) -> int:
     return status
 
 
+def _service(args: argparse.Namespace) -> int:
+    from mcpd import service
+
+    if args.action == "install":
+        paths = service.current_paths(args.config.resolve() if args.config else None, args.socket)
+        return service.install(paths, dry_run=args.dry_run, socket_activation=args.socket_activation)
+    if args.action == "uninstall":
+        return service.uninstall()
+    return service.status()
+
+
 def _serve(args: argparse.Namespace) -> int:
     import anyio
 
@@ -423,4 +442,6 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(_bridge(args))
     if args.command == "check":
         sys.exit(_check(args))
+    if args.command == "service":
+        sys.exit(_service(args))
     sys.exit(run_client_command(args))

@@ -16,7 +16,8 @@ import structlog
 from mcpd.config.load import load_config
 from mcpd.config.model import Config, ConfigIssue
 from mcpd.config.paths import default_socket_path
-from mcpd.daemon.methods import Daemon, methods
+from mcpd.daemon.methods import Daemon, methods, summary
+from mcpd.daemon.notify import Notifier
 from mcpd.discovery.prior import UsagePrior
 from mcpd.errors import ConfigError, McpdError
 from mcpd.ipc import endpoint
@@ -67,21 +68,28 @@ def _report_issues(issues: Iterable[ConfigIssue]) -> None:
 
 async def _reload(daemon: Daemon) -> None:
     try:
-        result = await daemon.reload()
+        await daemon.reload()
     except ConfigError as exc:
         log.error("config.reload_rejected", error=exc.message)
-        return
     except Exception:
         # A reload must never take the daemon down; the running set stays as it was.
         log.exception("config.reload_failed")
-        return
-    _report_issues(result.issues)
 
 
-async def _announce_ready(supervisor: Supervisor) -> None:
+async def _announce_ready(supervisor: Supervisor, notifier: Notifier) -> None:
     await supervisor.wait_started(START_WAIT)
     running = sum(1 for s in supervisor.status() if s.state in LIVE_STATES)
     log.info("daemon.ready", running=running, servers=len(supervisor.names()))
+    notifier.ready(summary(supervisor))
+
+
+async def _watchdog(notifier: Notifier) -> None:
+    interval = notifier.watchdog_interval()
+    if interval is None:
+        return
+    while True:
+        notifier.send("WATCHDOG=1")
+        await anyio.sleep(interval)
 
 
 async def serve(config_path: Path | None, socket_path: Path | None = None) -> int:
@@ -96,14 +104,17 @@ async def serve(config_path: Path | None, socket_path: Path | None = None) -> in
     path = socket_path or default_socket_path()
     with contextlib.ExitStack() as stack:
         try:
+            inherited = endpoint.inherited_listener()
             endpoint.check_path(path)
             endpoint.prepare_directory(path)
             stack.enter_context(endpoint.hold_lock(path))
-            listener = endpoint.open_listener(path)
+            listener = inherited or endpoint.open_listener(path)
         except (McpdError, OSError) as exc:
             log.error("daemon.socket_unavailable", socket=str(path), error=getattr(exc, "message", str(exc)))
             return EXIT_SOCKET
-        await _run(config, config_path, path, listener)
+        if inherited is not None:
+            log.info("daemon.socket_activated", socket=str(path))
+        await _run(config, config_path, path, listener, owns_socket=inherited is None)
     log.info("daemon.stopped")
     return 0
 
@@ -142,7 +153,9 @@ async def _open_usage(config: Config) -> tuple[UsageStore, UsagePrior, list[PinR
     return store, prior, pins
 
 
-async def _run(config: Config, config_path: Path | None, path: Path, listener: socket.socket) -> None:
+async def _run(
+    config: Config, config_path: Path | None, path: Path, listener: socket.socket, *, owns_socket: bool
+) -> None:
     # Signals are caught before any child exists, so a SIGTERM during start-up still stops them all.
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         log.info("daemon.starting", config=config.source, servers=len(config.servers), socket=str(path))
@@ -155,9 +168,10 @@ async def _run(config: Config, config_path: Path | None, path: Path, listener: s
             await _serve_with(config, config_path, listener, signals, usage=usage, prior=prior, gate=gate)
         finally:
             await anyio.to_thread.run_sync(usage.close)
-        # Still under the lock, so the file is ours to remove.
-        with contextlib.suppress(OSError):
-            path.unlink()  # noqa: ASYNC240 - one unlink at shutdown
+        # Still under the lock, so the file is ours to remove -- unless systemd made it.
+        if owns_socket:
+            with contextlib.suppress(OSError):
+                path.unlink()  # noqa: ASYNC240 - one unlink at shutdown
 
 
 async def _serve_with(
@@ -170,6 +184,7 @@ async def _serve_with(
     prior: UsagePrior,
     gate: TrustGate,
 ) -> None:
+    notifier = Notifier()
     async with open_supervisor(config) as supervisor:
         catalog = Catalog(supervisor, gate=gate)
         daemon = Daemon(
@@ -179,18 +194,23 @@ async def _serve_with(
             config_path=config_path,
             usage=usage,
             prior=prior,
+            notifier=notifier,
         )
         rpc = RpcServer(methods, daemon, _limits(config))
         supervisor.add_listener(catalog.on_event)
         supervisor.add_listener(rpc.broadcast)
+        if notifier.enabled:
+            supervisor.add_listener(lambda event: notifier.status(summary(supervisor)))
         async with anyio.create_task_group() as tg:
             tg.start_soon(rpc.serve, listener)
-            tg.start_soon(_announce_ready, supervisor)
+            tg.start_soon(_announce_ready, supervisor, notifier)
+            tg.start_soon(_watchdog, notifier)
             async for signum in signals:
                 if signum == signal.SIGHUP:
                     log.info("daemon.reload", signal="SIGHUP")
                     await _reload(daemon)
                     continue
                 log.info("daemon.stopping", signal=signal.Signals(signum).name)
+                notifier.stopping()
                 tg.cancel_scope.cancel()
                 break

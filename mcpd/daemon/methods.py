@@ -13,12 +13,21 @@ import structlog
 
 from mcpd.config.load import load_config
 from mcpd.config.model import Config
+from mcpd.daemon.notify import Notifier
 from mcpd.discovery.groups import group_similar
 from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.render import one_line, render
 from mcpd.discovery.select import Candidate, select_servers
 from mcpd.discovery.text import terms
-from mcpd.errors import CallTimeout, InvalidParams, McpdError, NotApproved, ServerNotRunning, TransportError
+from mcpd.errors import (
+    CallTimeout,
+    ConfigError,
+    InvalidParams,
+    McpdError,
+    NotApproved,
+    ServerNotRunning,
+    TransportError,
+)
 from mcpd.ipc.protocol import (
     PROGRESS_NOTIFICATION,
     ApproveParams,
@@ -71,18 +80,43 @@ class Daemon:
     config_path: Path | None
     usage: UsageStore = field(default_factory=lambda: UsageStore.disabled("usage recording is off"))
     prior: UsagePrior = field(default_factory=UsagePrior)
+    notifier: Notifier = field(default_factory=lambda: Notifier(""))
     reload_lock: anyio.Lock = field(default_factory=anyio.Lock)
 
     async def reload(self) -> ReloadResult:
-        """Re-read the config and apply the diff; a broken file raises ``ConfigError`` and changes nothing."""
+        """Re-read the config and apply the diff; a broken file raises ``ConfigError`` and changes nothing.
+
+        systemd hears RELOADING=1 before and READY=1 after, whether the reload applied or not.
+        """
+        self.notifier.reloading()
+        try:
+            return await self._reload()
+        finally:
+            self.notifier.ready(summary(self.supervisor))
+
+    async def _reload(self) -> ReloadResult:
         async with self.reload_lock:
             config = load_config(self.config_path)
+            if config.issues:
+                # At start a bad entry is skipped; on reload skipping it would stop a running
+                # server over a typo. The whole new config is refused instead.
+                problems = "; ".join(str(issue) for issue in config.issues)
+                raise ConfigError(f"reload refused, nothing changed: {problems}")
             # Shielded: a client that hangs up mid-reload must not leave the diff half applied.
             # apply() is bounded by the servers' stop grace periods.
             with anyio.CancelScope(shield=True):
                 plan = await self.supervisor.apply(config)
             self.config = config
         return ReloadResult(source=config.source, plan=plan, issues=list(config.issues))
+
+
+def summary(supervisor: Supervisor) -> str:
+    """One line for systemd's STATUS=: how many servers run, and which are in trouble."""
+    statuses = supervisor.status()
+    running = sum(1 for s in statuses if s.state in LIVE_STATES)
+    troubled = [s.name for s in statuses if s.state in ("failed", "backoff", "degraded")]
+    line = f"{running}/{len(statuses)} servers running"
+    return line + (f"; trouble: {', '.join(troubled)}" if troubled else "")
 
 
 methods: MethodTable[Daemon] = MethodTable()

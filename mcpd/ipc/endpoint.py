@@ -90,3 +90,26 @@ def peer_uid(sock: socket.socket) -> int | None:
         xucred = sock.getsockopt(sol_local, local_peercred, struct.calcsize("IIh16I"))
         return int(struct.unpack_from("II", xucred)[1])
     return None  # pragma: no cover
+
+
+SD_LISTEN_FDS_START = 3
+
+
+def inherited_listener() -> socket.socket | None:
+    """The listening socket systemd passed (socket activation), if it passed one to this process."""
+    if os.environ.get("LISTEN_PID") != str(os.getpid()):
+        return None
+    try:
+        count = int(os.environ.get("LISTEN_FDS", "0"))
+    except ValueError:
+        return None
+    for name in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
+        os.environ.pop(name, None)  # children must not believe the socket is theirs
+    if count < 1:
+        return None
+    sock = socket.socket(fileno=SD_LISTEN_FDS_START)
+    if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM:
+        raise McpdError(f"socket activation passed fd {SD_LISTEN_FDS_START}: not a Unix stream socket")
+    os.set_inheritable(SD_LISTEN_FDS_START, False)
+    sock.setblocking(False)
+    return sock

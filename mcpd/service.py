@@ -1,0 +1,182 @@
+"""``mcpd service install | uninstall | status``: run mcpd as a systemd user service or a launchd agent.
+
+The files are generated with this installation's paths (the ``mcpd`` next to the running
+interpreter, the config and the socket), so a venv, a pipx or a uv tool install all work.
+``systemd/`` and ``launchd/`` in the repository hold the same files rendered with generic
+paths, for reading and for packagers.
+"""
+
+from __future__ import annotations
+
+import os
+import plistlib
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from mcpd.config.paths import default_runtime_dir
+
+UNIT = "mcpd.service"
+SOCKET_UNIT = "mcpd.socket"
+LABEL = "io.mcpd.daemon"
+
+
+@dataclass(frozen=True)
+class Paths:
+    executable: str
+    config: str | None
+    """None: the daemon finds the user config itself (or runs the embedded default)."""
+    socket: str
+    log_dir: str
+
+    def serve_args(self) -> list[str]:
+        config = ["--config", self.config] if self.config else []
+        return [
+            *self.executable.split(" "),
+            "serve",
+            *config,
+            "--socket",
+            self.socket,
+            "--log-format",
+            "json",
+        ]
+
+
+GENERIC = {
+    "systemd": Paths(executable="%h/.local/bin/mcpd", config=None, socket="%t/mcpd/mcpd.sock", log_dir=""),
+    "launchd": Paths(
+        executable="/Users/USER/.local/bin/mcpd",
+        config=None,
+        socket="/Users/USER/Library/Caches/TemporaryItems/mcpd/mcpd.sock",
+        log_dir="/Users/USER/Library/Logs/mcpd",
+    ),
+}
+"""The paths the repository's systemd/ and launchd/ files are rendered with."""
+
+
+def current_paths(config: Path | None = None, socket: Path | None = None) -> Paths:
+    """The paths of this installation: the mcpd script beside this interpreter, else on PATH."""
+    beside = Path(sys.executable).with_name("mcpd")
+    executable = str(beside) if beside.exists() else shutil.which("mcpd") or f"{sys.executable} -m mcpd"
+    return Paths(
+        executable=executable,
+        config=str(config) if config else None,
+        socket=str(socket or default_runtime_dir() / "mcpd.sock"),
+        log_dir=str(Path.home() / "Library" / "Logs" / "mcpd"),
+    )
+
+
+def systemd_service(paths: Paths) -> str:
+    return f"""[Unit]
+Description=mcpd: supervised MCP servers shared by every agent
+
+[Service]
+Type=notify
+NotifyAccess=main
+ExecStart={" ".join(paths.serve_args())}
+ExecReload=/bin/kill -HUP $MAINPID
+Restart=on-failure
+RestartSec=2
+# A stop is bounded by the servers' grace periods; leave room, then systemd kills what is left.
+TimeoutStopSec=30
+WatchdogSec=60
+KillMode=mixed
+
+[Install]
+WantedBy=default.target
+"""
+
+
+def systemd_socket(paths: Paths) -> str:
+    return f"""[Unit]
+Description=mcpd socket: clients can connect while the daemon (re)starts
+
+[Socket]
+ListenStream={paths.socket}
+SocketMode=0600
+DirectoryMode=0700
+
+[Install]
+WantedBy=sockets.target
+"""
+
+
+def launchd_plist(paths: Paths) -> str:
+    document = {
+        "Label": LABEL,
+        "ProgramArguments": paths.serve_args(),
+        "RunAtLoad": True,
+        "KeepAlive": {"SuccessfulExit": False},
+        "ProcessType": "Background",
+        "StandardOutPath": f"{paths.log_dir}/mcpd.out.log",
+        "StandardErrorPath": f"{paths.log_dir}/mcpd.err.log",
+        "EnvironmentVariables": {"MCPD_SOCKET": paths.socket},
+    }
+    return plistlib.dumps(document).decode()
+
+
+def _run(argv: list[str]) -> int:
+    print("$ " + " ".join(argv))
+    return subprocess.run(argv, check=False).returncode
+
+
+def install(paths: Paths, *, dry_run: bool, socket_activation: bool) -> int:
+    if sys.platform == "darwin":
+        target = Path.home() / "Library" / "LaunchAgents" / f"{LABEL}.plist"
+        text = launchd_plist(paths)
+        if dry_run:
+            print(f"# {target}\n{text}")
+            return 0
+        Path(paths.log_dir).mkdir(parents=True, exist_ok=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        print(f"wrote {target}")
+        _run(["launchctl", "bootout", f"gui/{os.getuid()}", str(target)])
+        return _run(["launchctl", "bootstrap", f"gui/{os.getuid()}", str(target)])
+    directory = Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "systemd" / "user"
+    files = {directory / UNIT: systemd_service(paths)}
+    if socket_activation:
+        files[directory / SOCKET_UNIT] = systemd_socket(paths)
+    if dry_run:
+        for path, text in files.items():
+            print(f"# {path}\n{text}")
+        return 0
+    directory.mkdir(parents=True, exist_ok=True)
+    for path, text in files.items():
+        path.write_text(text)
+        print(f"wrote {path}")
+    if shutil.which("systemctl") is None:
+        print("systemctl not found: enable the unit yourself")
+        return 1
+    _run(["systemctl", "--user", "daemon-reload"])
+    unit = SOCKET_UNIT if socket_activation else UNIT
+    return _run(["systemctl", "--user", "enable", "--now", unit])
+
+
+def uninstall() -> int:
+    if sys.platform == "darwin":
+        target = Path.home() / "Library" / "LaunchAgents" / f"{LABEL}.plist"
+        _run(["launchctl", "bootout", f"gui/{os.getuid()}", str(target)])
+        target.unlink(missing_ok=True)
+        print(f"removed {target}")
+        return 0
+    directory = Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "systemd" / "user"
+    if shutil.which("systemctl") is not None:
+        _run(["systemctl", "--user", "disable", "--now", SOCKET_UNIT, UNIT])
+    for name in (SOCKET_UNIT, UNIT):
+        (directory / name).unlink(missing_ok=True)
+        print(f"removed {directory / name}")
+    if shutil.which("systemctl") is not None:
+        _run(["systemctl", "--user", "daemon-reload"])
+    return 0
+
+
+def status() -> int:
+    if sys.platform == "darwin":
+        return _run(["launchctl", "print", f"gui/{os.getuid()}/{LABEL}"])
+    if shutil.which("systemctl") is None:
+        print("systemctl not found")
+        return 1
+    return _run(["systemctl", "--user", "status", "--no-pager", UNIT])

@@ -1,0 +1,232 @@
+"""Running as a service: sd_notify, socket activation, reload safety, generated unit and plist files."""
+
+from __future__ import annotations
+
+import json
+import os
+import plistlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+from mcpd import service
+from mcpd.client import Client
+from mcpd.testing import fixture_command
+from mcpd.testing.daemon import running_daemon
+
+pytestmark = pytest.mark.anyio
+REPO = Path(__file__).resolve().parent.parent
+
+
+def server_toml(name: str, *flags: str) -> str:
+    command, *args = fixture_command(name, *flags)
+    return f"[servers.{name}]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n"
+
+
+@contextmanager
+def notify_socket(abstract: bool) -> Iterator[tuple[str, socket.socket]]:
+    """A datagram socket standing in for systemd's NOTIFY_SOCKET; yields (address for env, socket)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    directory = tempfile.mkdtemp(prefix="mcpd-notify-", dir="/tmp")
+    try:
+        if abstract:
+            name = f"mcpd-test-{os.getpid()}-{id(sock)}"
+            sock.bind("\0" + name)
+            address = "@" + name
+        else:
+            address = f"{directory}/notify"
+            sock.bind(address)
+        sock.setblocking(False)
+        yield address, sock
+    finally:
+        sock.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+async def next_message(sock: socket.socket, timeout: float = 30) -> dict[str, str]:
+    with anyio.fail_after(timeout):
+        while True:
+            try:
+                data = sock.recv(4096)
+            except BlockingIOError:
+                await anyio.sleep(0.02)
+                continue
+            return dict(line.split("=", 1) for line in data.decode().splitlines())
+
+
+async def wait_for_key(sock: socket.socket, key: str) -> dict[str, str]:
+    while True:
+        message = await next_message(sock)
+        if key in message:
+            return message
+
+
+@pytest.mark.parametrize("abstract", [False, True])
+async def test_sd_notify_sequence(tmp_path: Path, abstract: bool) -> None:
+    """READY=1 with a STATUS once servers are up; RELOADING=1 then READY=1 around SIGHUP; STOPPING=1."""
+    config = tmp_path / "c.toml"
+    config.write_text(server_toml("one") + server_toml("two"))
+    with notify_socket(abstract) as (address, sock):
+        async with running_daemon(config, env={"NOTIFY_SOCKET": address}) as daemon:
+            ready = await wait_for_key(sock, "READY")
+            assert ready["READY"] == "1" and ready["STATUS"] == "2/2 servers running"
+            daemon.signal(signal.SIGHUP)
+            reloading = await wait_for_key(sock, "RELOADING")
+            assert int(reloading["MONOTONIC_USEC"]) > 0
+            again = await wait_for_key(sock, "READY")
+            assert again["STATUS"].startswith("2/2")
+            daemon.signal(signal.SIGTERM)
+            stopping = await wait_for_key(sock, "STOPPING")
+            assert stopping == {"STOPPING": "1"}
+            assert await daemon.wait_exit() == 0
+
+
+async def test_watchdog_pings(tmp_path: Path) -> None:
+    """With WATCHDOG_USEC set, WATCHDOG=1 arrives at half that interval."""
+    config = tmp_path / "c.toml"
+    config.write_text(server_toml("one"))
+    with notify_socket(False) as (address, sock):
+        env = {"NOTIFY_SOCKET": address, "WATCHDOG_USEC": "200000"}
+        async with running_daemon(config, env=env, wait_ready=False):
+            pings = 0
+            with anyio.fail_after(20):
+                while pings < 3:
+                    pings += "WATCHDOG" in await next_message(sock)
+
+
+async def test_socket_activation(tmp_path: Path) -> None:
+    """Given a listening socket as fd 3 with LISTEN_FDS/LISTEN_PID, the daemon serves on it, and leaves it."""
+    config = tmp_path / "c.toml"
+    config.write_text(server_toml("one"))
+    directory = Path(tempfile.mkdtemp(prefix="mcpd-act-", dir="/tmp"))
+    path = directory / "mcpd.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(16)
+    fd = listener.fileno()
+    # What systemd does: the socket becomes fd 3 and LISTEN_PID names the daemon itself.
+    argv = [sys.executable, "-m", "mcpd", "serve", "--config", str(config), "--socket", str(path)]
+    launcher = (
+        "import os, sys\n"
+        f"os.dup2({fd}, 3)\n"
+        f"os.close({fd})\n"
+        "os.environ.update(LISTEN_FDS='1', LISTEN_PID=str(os.getpid()))\n"
+        f"os.execv(sys.executable, {argv!r})\n"
+    )
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    process = await anyio.open_process(
+        [sys.executable, "-c", launcher],
+        pass_fds=[fd],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    listener.close()  # the daemon holds it now, as after a systemd hand-over
+    try:
+        with anyio.fail_after(30):
+            while True:
+                try:
+                    with Client(path) as client:
+                        if [s.state for s in client.status()] == ["running"]:
+                            break
+                except Exception:
+                    pass
+                await anyio.sleep(0.1)
+        process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(20):
+            assert await process.wait() == 0
+        assert path.exists()  # systemd's socket file is not the daemon's to remove
+    finally:
+        if process.returncode is None:
+            process.kill()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+async def test_invalid_reload_changes_nothing(tmp_path: Path) -> None:
+    """A new config with one bad entry is refused as a whole: no server stops, no pid changes."""
+    config = tmp_path / "c.toml"
+    config.write_text(server_toml("keep") + server_toml("other"))
+    async with running_daemon(config) as daemon:
+        before = daemon.pids()
+        config.write_text(server_toml("keep") + '[servers.other]\ncommand = "x"\nconnect_timeout = "soon"\n')
+        daemon.signal(signal.SIGHUP)
+        rejected = await daemon.wait_for("config.reload_rejected")
+        with Client(daemon.socket) as client:
+            after = {s.name: s.pid for s in client.status()}
+    assert "nothing changed" in rejected["error"] and "connect_timeout" in rejected["error"]
+    assert after == before
+
+
+# -- generated files ----------------------------------------------------------------------------
+
+
+def test_repository_files_are_the_generated_ones() -> None:
+    """systemd/ and launchd/ hold exactly what `mcpd service install` writes, with generic paths."""
+    generic = service.GENERIC
+    assert (REPO / "systemd" / "mcpd.service").read_text() == service.systemd_service(generic["systemd"])
+    assert (REPO / "systemd" / "mcpd.socket").read_text() == service.systemd_socket(generic["systemd"])
+    assert (REPO / "launchd" / "io.mcpd.daemon.plist").read_text() == service.launchd_plist(
+        generic["launchd"]
+    )
+
+
+def test_plist_is_valid_and_complete() -> None:
+    """The LaunchAgent parses, runs at load, restarts on a crash, logs to files, knows the socket."""
+    document = plistlib.loads((REPO / "launchd" / "io.mcpd.daemon.plist").read_bytes())
+    assert document["RunAtLoad"] is True and document["KeepAlive"] == {"SuccessfulExit": False}
+    assert document["ProgramArguments"][1] == "serve"
+    assert document["StandardErrorPath"].endswith(".log") and document["StandardOutPath"].endswith(".log")
+    assert document["EnvironmentVariables"]["MCPD_SOCKET"].endswith("mcpd.sock")
+
+
+def test_unit_contents_and_systemd_analyze(tmp_path: Path) -> None:
+    """The units say what the daemon does (notify, reload, restart on failure) and pass systemd-analyze."""
+    unit = service.systemd_service(service.GENERIC["systemd"])
+    for line in ("Type=notify", "Restart=on-failure", "ExecReload=/bin/kill -HUP $MAINPID", "WatchdogSec="):
+        assert line in unit
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed")
+    paths = service.Paths(
+        executable=str(Path(sys.executable).with_name("mcpd")),
+        config=None,
+        socket=str(tmp_path / "mcpd.sock"),
+        log_dir="",
+    )
+    (tmp_path / "mcpd.service").write_text(service.systemd_service(paths))
+    (tmp_path / "mcpd.socket").write_text(service.systemd_socket(paths))
+    result = subprocess.run(
+        [analyze, "verify", str(tmp_path / "mcpd.service"), str(tmp_path / "mcpd.socket")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    ours = [line for line in result.stderr.splitlines() if str(tmp_path) in line]
+    assert result.returncode == 0 and not ours, result.stderr
+
+
+def test_service_install_dry_run_uses_this_installation() -> None:
+    """`mcpd service install --dry-run` prints the unit with this environment's mcpd and writes nothing."""
+    result = subprocess.run(
+        [sys.executable, "-m", "mcpd", "service", "install", "--dry-run", "--socket", "/tmp/x/mcpd.sock"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    mcpd_path = Path(sys.executable).with_name("mcpd")
+    expected = str(mcpd_path) if mcpd_path.exists() else f"{sys.executable} -m mcpd"
+    if sys.platform == "darwin":
+        assert expected.split(" ")[0] in result.stdout
+    else:
+        assert f"ExecStart={expected} serve --socket /tmp/x/mcpd.sock" in result.stdout
