@@ -18,7 +18,7 @@ import msgspec
 from mcpd.client.sync import Client
 from mcpd.errors import DaemonNotRunning, McpdError
 from mcpd.supervisor.model import ServerStatus
-from mcpd.trust.verify import describe
+from mcpd.trust.model import describe
 
 EXIT_OK = 0
 EXIT_ERROR = 1

@@ -14,7 +14,8 @@ import msgspec
 from mcpd.config.load import load_config
 from mcpd.supervisor.states import LIVE_STATES
 from mcpd.supervisor.supervisor import open_supervisor
-from mcpd.trust.verify import HIGH, Finding, describe, scan_tool
+from mcpd.trust.model import HIGH, Finding, describe
+from mcpd.trust.verify import scan_tool
 
 
 class ServerCheck(msgspec.Struct, frozen=True, kw_only=True):

@@ -22,8 +22,7 @@ from mcpd.discovery.render import Rendered
 from mcpd.discovery.select import DEFAULT_THRESHOLD
 from mcpd.registry.model import ToolEntry
 from mcpd.supervisor.model import Event, ReloadPlan, ServerStatus, ToolResult
-from mcpd.trust.gate import ToolChange
-from mcpd.trust.verify import Finding
+from mcpd.trust.model import Finding, ToolChange
 
 PROTOCOL_VERSION = 1
 MAX_CALL_TIMEOUT = 86400.0

@@ -23,7 +23,8 @@ import structlog
 
 from mcpd.config.model import ServerConfig
 from mcpd.supervisor.model import ToolInfo
-from mcpd.trust.verify import HIGH, Finding, scan_tool
+from mcpd.trust.model import HIGH, Finding, ToolChange
+from mcpd.trust.verify import scan_tool
 
 log = structlog.get_logger("mcpd.trust")
 
@@ -35,13 +36,6 @@ class Pin(msgspec.Struct, kw_only=True):
     approved_definition: str | None
     seen_hash: str
     seen_definition: str
-
-
-class ToolChange(msgspec.Struct, frozen=True, kw_only=True):
-    tool: str
-    reason: str
-    diff: str
-    """A unified diff of the approved and the current definition (pretty JSON)."""
 
 
 def definition(tool: ToolInfo) -> str:

@@ -22,10 +22,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import msgspec
-
-HIGH = "high"
-MEDIUM = "medium"
+from mcpd.trust.model import HIGH, MEDIUM, Finding
 
 _RULES: tuple[tuple[str, str, str, re.Pattern[str]], ...] = (
     (
@@ -83,16 +80,6 @@ _INVISIBLE = re.compile(
     "[\U000e0000-\U000e007f\u200b-\u200f\u2060-\u2064\ufeff\u202a-\u202e\u2066-\u2069\u00ad]"
 )
 _BASE64 = re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{40,}={0,2}(?![A-Za-z0-9+/=])")
-
-
-class Finding(msgspec.Struct, frozen=True, kw_only=True):
-    rule: str
-    severity: str
-    message: str
-    tool: str
-    where: str
-    """Which string: ``name``, ``description``, or a path into the input schema."""
-    excerpt: str
 
 
 def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
@@ -165,8 +152,3 @@ def scan_tool(name: str, description: str, input_schema: dict[str, Any]) -> list
     for path, text in _strings(input_schema, "input_schema"):
         findings.extend(scan_text(name, path, text))
     return findings
-
-
-def describe(finding: Finding) -> str:
-    """One line for people: rule, severity, tool, where, excerpt."""
-    return f"{finding.rule} {finding.severity:<6} {finding.tool} [{finding.where}] {finding.excerpt}"
