@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
 import anyio
-import msgspec
 import structlog
 
 from mcpd.config.load import load_config
@@ -25,7 +24,7 @@ from mcpd.ipc.server import Limits, RpcServer
 from mcpd.registry.catalog import Catalog
 from mcpd.supervisor.states import LIVE_STATES
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor
-from mcpd.trust.gate import Pin, TrustGate
+from mcpd.trust.gate import TrustGate
 from mcpd.usage.store import PinRecord, UsageStore, UsageUnavailable, pin_rows, prior_rows, prune
 
 log = structlog.get_logger("mcpd.daemon")
@@ -160,10 +159,7 @@ async def _run(
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         log.info("daemon.starting", config=config.source, servers=len(config.servers), socket=str(path))
         usage, prior, pins = await _open_usage(config)
-        gate = TrustGate(
-            (Pin(**msgspec.structs.asdict(record)) for record in pins),
-            persist=lambda pin: usage.save_pin(PinRecord(**msgspec.structs.asdict(pin))),
-        )
+        gate = TrustGate(pins, persist=usage.save_pin)
         try:
             await _serve_with(config, config_path, listener, signals, usage=usage, prior=prior, gate=gate)
         finally:

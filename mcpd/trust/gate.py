@@ -25,17 +25,9 @@ from mcpd.config.model import ServerConfig
 from mcpd.supervisor.model import ToolInfo
 from mcpd.trust.model import HIGH, Finding, ToolChange
 from mcpd.trust.verify import scan_tool
+from mcpd.usage.store import PinRecord
 
 log = structlog.get_logger("mcpd.trust")
-
-
-class Pin(msgspec.Struct, kw_only=True):
-    server: str
-    tool: str
-    approved_hash: str | None
-    approved_definition: str | None
-    seen_hash: str
-    seen_definition: str
 
 
 def definition(tool: ToolInfo) -> str:
@@ -72,8 +64,10 @@ class Review:
 class TrustGate:
     """Reviews servers' tool lists against their pins; ``persist`` writes pins through."""
 
-    def __init__(self, pins: Iterable[Pin] = (), persist: Callable[[Pin], None] | None = None) -> None:
-        self._pins: dict[tuple[str, str], Pin] = {(p.server, p.tool): p for p in pins}
+    def __init__(
+        self, pins: Iterable[PinRecord] = (), persist: Callable[[PinRecord], None] | None = None
+    ) -> None:
+        self._pins: dict[tuple[str, str], PinRecord] = {(p.server, p.tool): p for p in pins}
         self._persist = persist or (lambda pin: None)
         self._reviews: dict[str, tuple[tuple[ToolInfo, ...], Review]] = {}
         self._revisions: dict[str, int] = {}
@@ -129,7 +123,7 @@ class TrustGate:
         pin = self._pins.get((server, tool))
         if pin is None:
             approved = first_sight
-            pin = Pin(
+            pin = PinRecord(
                 server=server,
                 tool=tool,
                 approved_hash=hashed if approved else None,
@@ -141,7 +135,9 @@ class TrustGate:
             self._persist(pin)
             return None if approved else "new tool since the server was approved"
         if pin.seen_hash != hashed:
-            pin.seen_hash, pin.seen_definition = hashed, text
+            pin = self._pins[server, tool] = msgspec.structs.replace(
+                pin, seen_hash=hashed, seen_definition=text
+            )
             self._persist(pin)
         if pin.approved_hash is None:
             return "new tool since the server was approved"
@@ -160,13 +156,16 @@ class TrustGate:
     def approve(self, server: str, tool: str | None = None) -> list[str]:
         """Accept the current definitions (of one tool, or all of the server's); returns what changed."""
         approved = []
-        for (pin_server, pin_tool), pin in self._pins.items():
-            if pin_server != server or (tool is not None and pin_tool != tool):
+        for key, pin in list(self._pins.items()):
+            if pin.server != server or (tool is not None and pin.tool != tool):
                 continue
             if pin.approved_hash != pin.seen_hash:
-                pin.approved_hash, pin.approved_definition = pin.seen_hash, pin.seen_definition
-                self._persist(pin)
-                approved.append(pin_tool)
+                accepted = msgspec.structs.replace(
+                    pin, approved_hash=pin.seen_hash, approved_definition=pin.seen_definition
+                )
+                self._pins[key] = accepted
+                self._persist(accepted)
+                approved.append(pin.tool)
         if approved:
             self._reviews.pop(server, None)
             self._bump(server)
