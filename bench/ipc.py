@@ -37,6 +37,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcpd.client.aio import connect
 from mcpd.daemon.logging import configure_logging
+from mcpd.ipc.framing import frame
 from mcpd.ipc.protocol import PROTOCOL_VERSION, HelloParams, Request, Response
 from mcpd.ipc.stream import FrameStream
 from mcpd.testing import fixture_command
@@ -96,7 +97,7 @@ async def echo_server(listener: socket.socket) -> None:
             async for item in stream.frames():
                 request = request_decoder.decode(item)
                 payload = encoder.encode(Response(request.id, request.params))
-                await stream.send(len(payload).to_bytes(4, "big") + payload)
+                await stream.send(frame(payload))
         except ConnectionError:
             pass
         finally:
@@ -119,7 +120,7 @@ class RawClient:
     async def call(self, method: str, params: bytes = b"\x80") -> bytes:
         self.ids += 1
         payload = encoder.encode(Request(self.ids, method, msgspec.Raw(params)))
-        await self.stream.send(len(payload).to_bytes(4, "big") + payload)
+        await self.stream.send(frame(payload))
         async for item in self.stream.frames():
             return item
         raise ConnectionError("closed")

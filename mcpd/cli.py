@@ -241,8 +241,6 @@ def cmd_reload(args: argparse.Namespace, client: Client) -> int:
         if names:
             print(f"  {label}: {', '.join(names)}")
     print(f"  unchanged: {len(plan.unchanged)}")
-    for issue in result.issues:
-        print(f"  skipped: {issue}")
     return EXIT_OK
 
 

@@ -10,6 +10,7 @@ import msgspec
 
 from mcpd.config.paths import default_socket_path
 from mcpd.errors import DaemonNotRunning, InvalidParams, ProtocolError, error_from_wire
+from mcpd.ipc.framing import frame
 from mcpd.ipc.protocol import (
     MAX_CALL_TIMEOUT,
     PROTOCOL_VERSION,
@@ -62,7 +63,7 @@ class Call(Generic[T]):
 
     def request(self, request_id: int) -> bytes:
         payload = encoder.encode(Request(request_id, self.method, msgspec.Raw(encoder.encode(self.params))))
-        return len(payload).to_bytes(4, "big") + payload
+        return frame(payload)
 
 
 def hello(client: str) -> Call[HelloResult]:

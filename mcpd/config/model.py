@@ -152,6 +152,3 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     daemon: DaemonSettings = DaemonSettings()
     servers: tuple[ServerConfig, ...] = ()
     issues: tuple[ConfigIssue, ...] = ()
-
-    def server(self, name: str) -> ServerConfig | None:
-        return next((s for s in self.servers if s.name == name), None)

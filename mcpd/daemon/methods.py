@@ -107,7 +107,7 @@ class Daemon:
             with anyio.CancelScope(shield=True):
                 plan = await self.supervisor.apply(config)
             self.config = config
-        return ReloadResult(source=config.source, plan=plan, issues=list(config.issues))
+        return ReloadResult(source=config.source, plan=plan)
 
 
 def summary(supervisor: Supervisor) -> str:
@@ -220,7 +220,7 @@ async def tools_call(daemon: Daemon, conn: Connection, params: ToolsCallParams) 
     else:
         server, tool = params.server, params.tool
     actor = daemon.supervisor.actor(server)
-    held = daemon.catalog.denied(server, tool)
+    held = daemon.catalog.denied(actor, tool)
     if held is not None:
         raise NotApproved(
             f"{server}/{tool} is held back: {held}; "

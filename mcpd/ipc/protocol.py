@@ -17,7 +17,6 @@ from typing import Annotated, Any
 
 import msgspec
 
-from mcpd.config.model import ConfigIssue
 from mcpd.discovery.render import Rendered
 from mcpd.discovery.select import DEFAULT_THRESHOLD
 from mcpd.registry.model import ToolEntry
@@ -171,7 +170,6 @@ class ReportResult(msgspec.Struct, frozen=True, kw_only=True):
 class ReloadResult(msgspec.Struct, frozen=True, kw_only=True):
     source: str
     plan: ReloadPlan
-    issues: list[ConfigIssue]
 
 
 class Ok(msgspec.Struct, frozen=True, kw_only=True):

@@ -34,14 +34,13 @@ class Catalog:
     ) -> None:
         self._supervisor = supervisor
         self.gate = gate or TrustGate()
-        self._entries: dict[str, tuple[tuple[ToolInfo, ...], int, tuple[ToolEntry, ...]]] = {}
+        self._entries: dict[str, tuple[tuple[ToolInfo, ...], int, dict[str, ToolEntry]]] = {}
         self._by_name: dict[str, tuple[str, str]] | None = None
         self._index = ToolIndex(params or Params())
         self._indexed: dict[str, tuple[tuple[ToolInfo, ...], int]] = {}
         self._index_lock = anyio.Lock()
 
     def on_event(self, event: Event) -> None:
-        self._entries.pop(event.server, None)
         self._by_name = None
         # Review a server's tools as soon as they are known, so findings are logged at once.
         with contextlib.suppress(UnknownServer):
@@ -55,26 +54,25 @@ class Catalog:
             return []
         return [tool for tool in actor.tools if tool.name not in review.held]
 
-    def denied(self, server: str, tool: str) -> str | None:
+    def denied(self, actor: ServerActor, tool: str) -> str | None:
         """Why the trust gate keeps this tool out, or None."""
-        actor = self._supervisor.actor(server)
         if actor.tools:
             self.gate.review(actor.config, actor.tools)
-        return self.gate.allowed(server, tool)
+        return self.gate.allowed(actor.name, tool)
 
     def trust_summary(self, actor: ServerActor) -> str | None:
         if not actor.tools:
             return None
         return self.gate.review(actor.config, actor.tools).summary()
 
-    def _server_entries(self, actor: ServerActor) -> tuple[ToolEntry, ...]:
-        allowed = self._allowed_tools(actor)
+    def _server_entries(self, actor: ServerActor) -> dict[str, ToolEntry]:
+        """The server's allowed tools by name (in tool order), rebuilt when its tools or verdict change."""
         revision = self.gate.revision(actor.name)
         cached = self._entries.get(actor.name)
         if cached is not None and cached[0] is actor.tools and cached[1] == revision:
             return cached[2]
-        entries = tuple(
-            ToolEntry(
+        entries = {
+            tool.name: ToolEntry(
                 name=qualify(actor.name, tool.name),
                 server=actor.name,
                 tool=tool.name,
@@ -82,9 +80,10 @@ class Catalog:
                 input_schema=tool.input_schema,
                 title=tool.title,
             )
-            for tool in allowed
-        )
-        self._entries[actor.name] = (actor.tools, revision, entries)
+            for tool in self._allowed_tools(actor)
+        }
+        # The revision is read after the review above, which may have bumped it.
+        self._entries[actor.name] = (actor.tools, self.gate.revision(actor.name), entries)
         return entries
 
     def tools(self, servers: list[str] | None = None) -> list[ToolEntry]:
@@ -96,7 +95,7 @@ class Catalog:
         out: list[ToolEntry] = []
         for actor in actors:
             if actor.state in LIVE_STATES:
-                out.extend(self._server_entries(actor))
+                out.extend(self._server_entries(actor).values())
         return out
 
     async def search(
@@ -115,21 +114,13 @@ class Catalog:
             await self._sync_index()
             wanted = set(servers) if servers is not None else None
             hits = self._index.search(query, limit=limit, servers=wanted, prior=prior)
-        entries = {
-            (entry.server, entry.tool): entry
-            for actor in self._supervisor.actors()
-            if actor.name in self._indexed
-            for entry in self._server_entries(actor)
-        }
-        return [
-            msgspec.structs.replace(
-                entries[hit.server, hit.tool],
-                score=round(hit.score, 4),
-                score_parts={k: round(v, 4) for k, v in hit.parts.items()} if explain and hit.parts else None,
-            )
-            for hit in hits
-            if (hit.server, hit.tool) in entries
-        ]
+        found = []
+        for hit in hits:
+            entry = self._server_entries(self._supervisor.actor(hit.server)).get(hit.tool)
+            if entry is not None:
+                parts = {k: round(v, 4) for k, v in hit.parts.items()} if explain and hit.parts else None
+                found.append(msgspec.structs.replace(entry, score=round(hit.score, 4), score_parts=parts))
+        return found
 
     async def _sync_index(self) -> None:
         live = {actor.name: actor for actor in self._supervisor.actors() if actor.state in LIVE_STATES}

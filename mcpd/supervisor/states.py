@@ -48,9 +48,6 @@ _ALLOWED: dict[ServerState, frozenset[ServerState]] = {
 LIVE_STATES = frozenset({S.RUNNING, S.DEGRADED})
 """States in which the server has a session that can take calls."""
 
-SETTLED_STATES = frozenset({S.RUNNING, S.DEGRADED, S.FAILED, S.STOPPED, S.DISABLED})
-"""States that end a start attempt: waiting for "started" means waiting for one of these."""
-
 
 class InvalidTransition(RuntimeError):
     """An actor tried an edge the table above does not allow."""

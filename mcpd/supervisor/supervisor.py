@@ -63,10 +63,6 @@ class Supervisor:
     def add_listener(self, listener: Callable[[Event], None]) -> None:
         self._listeners.append(listener)
 
-    def remove_listener(self, listener: Callable[[Event], None]) -> None:
-        with contextlib.suppress(ValueError):
-            self._listeners.remove(listener)
-
     # -- changes ----------------------------------------------------------------------------
 
     def _emit(self, event: Event) -> None:
