@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mcpd.discovery.index import ToolIndex, ToolText, schema_params
 from mcpd.discovery.render import _full_block, estimate_tokens
-from mcpd.registry.model import ToolEntry
+from mcpd.model.tools import ToolEntry
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "toolret"
 

@@ -38,8 +38,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcpd.client.aio import connect
 from mcpd.daemon.logging import configure_logging
 from mcpd.ipc.framing import frame
-from mcpd.ipc.protocol import PROTOCOL_VERSION, HelloParams, Request, Response
 from mcpd.ipc.stream import FrameStream
+from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, Request, Response
 from mcpd.testing import fixture_command
 from mcpd.testing.daemon import running_daemon
 

@@ -27,10 +27,10 @@ from mcp.server.stdio import stdio_server
 from mcpd.client.aio import AsyncClient, connect
 from mcpd.client.autostart import ensure_daemon
 from mcpd.errors import McpdError
-from mcpd.ipc.protocol import Event, Progress, ToolResult
+from mcpd.model.protocol import Progress
+from mcpd.model.servers import CallActivity, Event, ToolsChanged
+from mcpd.model.tools import ToolEntry, ToolResult
 from mcpd.registry import reserved
-from mcpd.registry.model import ToolEntry
-from mcpd.supervisor.model import StateChanged, ToolsChanged
 
 log = structlog.get_logger("mcpd.bridge")
 
@@ -212,11 +212,10 @@ class Bridge:
                 await self.list_changed()
 
     def _concerns_us(self, event: Event) -> bool:
-        if not (self.expose_all or event.server in self.connected):
+        if isinstance(event, CallActivity) or not (self.expose_all or event.server in self.connected):
             return False
         if isinstance(event, ToolsChanged):
             return True
-        assert isinstance(event, StateChanged)
         live = ("running", "degraded")
         return (event.old in live) != (event.new in live)
 

@@ -17,8 +17,8 @@ import msgspec
 
 from mcpd.client.sync import Client
 from mcpd.errors import DaemonNotRunning, McpdError
-from mcpd.supervisor.model import ServerStatus
-from mcpd.trust.model import describe
+from mcpd.model.servers import ServerStatus
+from mcpd.model.trust import describe
 
 EXIT_OK = 0
 EXIT_ERROR = 1

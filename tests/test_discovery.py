@@ -11,7 +11,7 @@ from mcpd.discovery.index import Params, ToolIndex, ToolText
 from mcpd.discovery.render import estimate_tokens, render
 from mcpd.discovery.select import Candidate, select_servers
 from mcpd.discovery.text import split_identifier, stem, terms
-from mcpd.registry.model import ToolEntry
+from mcpd.model.tools import ToolEntry
 
 SERVERS = [
     Candidate("filesystem", "Read, write, and search local files and directories"),

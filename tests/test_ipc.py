@@ -29,8 +29,8 @@ from mcpd.errors import (
     UnknownServer,
     UnknownTool,
 )
-from mcpd.ipc.protocol import PROTOCOL_VERSION, HelloParams, NoParams, Request, ToolsCallParams
-from mcpd.supervisor.model import StateChanged
+from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, NoParams, Request, ToolsCallParams
+from mcpd.model.servers import StateChanged
 from mcpd.testing import fixture_command, process_gone
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 

@@ -7,8 +7,8 @@ import itertools
 import pytest
 
 from mcpd.config.model import RestartPolicy
+from mcpd.model.states import InvalidTransition, ServerState, check_transition
 from mcpd.supervisor.backoff import backoff_delay, gives_up
-from mcpd.supervisor.states import InvalidTransition, ServerState, check_transition
 
 S = ServerState
 

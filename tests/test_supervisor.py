@@ -15,8 +15,8 @@ import pytest
 
 from mcpd.config.model import Config, RestartPolicy, ServerConfig
 from mcpd.errors import CallTimeout, ServerNotRunning, UnknownServer, UnknownTool
-from mcpd.supervisor.model import Event, StateChanged
-from mcpd.supervisor.states import ServerState
+from mcpd.model.servers import ServerEvent, StateChanged
+from mcpd.model.states import ServerState
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor, plan_reload
 from mcpd.testing import fixture_command, fixture_server, process_gone
 
@@ -41,7 +41,7 @@ async def test_parallel_start_two_hanging_of_six() -> None:
     ready_at: dict[str, float] = {}
     start = time.monotonic()
 
-    def record(event: Event) -> None:
+    def record(event: ServerEvent) -> None:
         if isinstance(event, StateChanged) and event.old is S.STARTING:
             ready_at[event.server] = time.monotonic() - start
 

@@ -18,9 +18,11 @@ from mcpd.discovery.index import ToolIndex, ToolText
 from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.text import terms
 from mcpd.errors import McpdError
+from mcpd.model.usage import CallRecord
+from mcpd.store.db import Store
+from mcpd.store.usage import prior_rows
 from mcpd.testing import fixture_command
 from mcpd.testing.daemon import DaemonProcess, running_daemon
-from mcpd.usage.store import CallRecord, UsageStore, prior_rows
 
 pytestmark = pytest.mark.anyio
 
@@ -162,27 +164,27 @@ async def test_unwritable_location_turns_usage_off(tmp_path: Path) -> None:
 async def test_read_only_database_file(tmp_path: Path) -> None:
     """A read-only database file is found at start (usage off), not at the first call."""
     db = tmp_path / "usage.db"
-    UsageStore.open(db).close()
+    Store.open(db).close()
     db.chmod(0o400)
-    store = UsageStore.open(db)
+    store = Store.open(db)
     assert not store.enabled and "readonly" in (store.reason or "").replace(" ", "").lower()
 
 
 async def test_store_schema_version_and_reopen(tmp_path: Path) -> None:
     """The schema is versioned; reopening keeps the data; a newer schema is refused clearly."""
     db = tmp_path / "usage.db"
-    store = UsageStore.open(db)
+    store = Store.open(db)
     store.record_call(CallRecord(ts=time.time(), server="s", tool="t", duration_ms=1.0, outcome="ok"))
     await store.flush()
     store.close()
-    reopened = UsageStore.open(db)
+    reopened = Store.open(db)
     tools, _ = await reopened.run(prior_rows)
     reopened.close()
     assert tools[0][:4] == ("s", "t", 1, 0)
     conn = sqlite3.connect(db)
     conn.execute("PRAGMA user_version = 99")
     conn.close()
-    newer = UsageStore.open(db)
+    newer = Store.open(db)
     assert not newer.enabled and "newer" in (newer.reason or "")
 
 

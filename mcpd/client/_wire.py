@@ -11,7 +11,7 @@ import msgspec
 from mcpd.config.paths import default_socket_path
 from mcpd.errors import DaemonNotRunning, InvalidParams, ProtocolError, error_from_wire
 from mcpd.ipc.framing import frame
-from mcpd.ipc.protocol import (
+from mcpd.model.protocol import (
     MAX_CALL_TIMEOUT,
     PROTOCOL_VERSION,
     ApproveParams,
@@ -26,7 +26,6 @@ from mcpd.ipc.protocol import (
     Ok,
     ReloadResult,
     ReportParams,
-    ReportResult,
     Request,
     Response,
     SelectParams,
@@ -35,13 +34,14 @@ from mcpd.ipc.protocol import (
     SessionTools,
     SnippetResult,
     StatusResult,
-    ToolResult,
     ToolsCallParams,
     ToolsListParams,
     ToolsListResult,
     TrustResult,
 )
-from mcpd.supervisor.model import ServerStatus
+from mcpd.model.servers import ServerStatus
+from mcpd.model.tools import ToolResult
+from mcpd.model.usage import ReportResult
 
 T = TypeVar("T")
 

@@ -20,27 +20,25 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcpd.client import _wire
 from mcpd.errors import CallTimeout, McpdError, ProtocolError, TransportError
 from mcpd.ipc.framing import MAX_CLIENT_FRAME
-from mcpd.ipc.protocol import (
+from mcpd.ipc.stream import FrameStream
+from mcpd.model.protocol import (
     EVENT_NOTIFICATION,
     PROGRESS_NOTIFICATION,
     ApproveResult,
     ConnectResult,
-    Event,
     HelloResult,
     Notification,
     Progress,
     ReloadResult,
-    ReportResult,
     Response,
     SelectResult,
     SessionTools,
-    ToolResult,
     ToolsListResult,
     TrustResult,
 )
-from mcpd.ipc.stream import FrameStream
-from mcpd.registry.model import ToolEntry
-from mcpd.supervisor.model import ServerStatus
+from mcpd.model.servers import Event, ServerStatus
+from mcpd.model.tools import ToolEntry, ToolResult
+from mcpd.model.usage import ReportResult
 
 T = TypeVar("T")
 _event_decoder = msgspec.msgpack.Decoder(Event)

@@ -16,21 +16,20 @@ from typing import Any, Self, TypeVar
 from mcpd.client import _wire
 from mcpd.errors import CallTimeout, ProtocolError, TransportError
 from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer
-from mcpd.ipc.protocol import (
+from mcpd.model.protocol import (
     ApproveResult,
     ConnectResult,
     HelloResult,
     ReloadResult,
-    ReportResult,
     Response,
     SelectResult,
     SessionTools,
-    ToolResult,
     ToolsListResult,
     TrustResult,
 )
-from mcpd.registry.model import ToolEntry
-from mcpd.supervisor.model import ServerStatus
+from mcpd.model.servers import ServerStatus
+from mcpd.model.tools import ToolEntry, ToolResult
+from mcpd.model.usage import ReportResult
 
 T = TypeVar("T")
 

@@ -21,11 +21,14 @@ from mcpd.discovery.prior import UsagePrior
 from mcpd.errors import ConfigError, McpdError
 from mcpd.ipc import endpoint
 from mcpd.ipc.server import Limits, RpcServer
+from mcpd.model.states import LIVE_STATES
+from mcpd.model.trust import PinRecord
 from mcpd.registry.catalog import Catalog
-from mcpd.supervisor.states import LIVE_STATES
+from mcpd.store.db import Store, StoreUnavailable
+from mcpd.store.pins import pin_rows
+from mcpd.store.usage import prior_rows, prune
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor
 from mcpd.trust.gate import TrustGate
-from mcpd.usage.store import PinRecord, UsageStore, UsageUnavailable, pin_rows, prior_rows, prune
 
 log = structlog.get_logger("mcpd.daemon")
 
@@ -127,22 +130,22 @@ def _limits(config: Config) -> Limits:
     )
 
 
-async def _open_usage(config: Config) -> tuple[UsageStore, UsagePrior, list[PinRecord]]:
+async def _open_usage(config: Config) -> tuple[Store, UsagePrior, list[PinRecord]]:
     """The usage store, the prior learned from it and the pins; usage off (not the daemon down) on failure."""
     settings = config.daemon
     prior = UsagePrior()
     pins: list[PinRecord] = []
     if not settings.usage:
         log.warning("usage.off", consequence="tool pins are kept in memory only")
-        return UsageStore.disabled("usage recording is off in the config"), prior, pins
+        return Store.disabled("usage recording is off in the config"), prior, pins
     path = Path(settings.usage_db).expanduser() if settings.usage_db else None  # noqa: ASYNC240 - no I/O
-    store = await anyio.to_thread.run_sync(UsageStore.open, path)
+    store = await anyio.to_thread.run_sync(Store.open, path)
     if store.enabled:
         try:
             removed = await store.run(lambda db: prune(db, settings.usage_retention_days))
             tools, term_rows = await store.run(prior_rows)
             pins = await store.run(pin_rows)
-        except (sqlite3.Error, UsageUnavailable) as exc:
+        except (sqlite3.Error, StoreUnavailable) as exc:
             log.error("usage.load_failed", error=str(exc))
         else:
             prior.load(tools, term_rows)
@@ -176,7 +179,7 @@ async def _serve_with(
     listener: socket.socket,
     signals: AsyncIterator[signal.Signals],
     *,
-    usage: UsageStore,
+    usage: Store,
     prior: UsagePrior,
     gate: TrustGate,
 ) -> None:

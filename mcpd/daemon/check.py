@@ -12,9 +12,9 @@ from pathlib import Path
 import msgspec
 
 from mcpd.config.load import load_config
-from mcpd.supervisor.states import LIVE_STATES
+from mcpd.model.states import LIVE_STATES
+from mcpd.model.trust import HIGH, Finding, describe
 from mcpd.supervisor.supervisor import open_supervisor
-from mcpd.trust.model import HIGH, Finding, describe
 from mcpd.trust.verify import scan_tool
 
 

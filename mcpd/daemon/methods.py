@@ -28,11 +28,11 @@ from mcpd.errors import (
     ServerNotRunning,
     TransportError,
 )
-from mcpd.ipc.protocol import (
+from mcpd.ipc.server import Connection, MethodTable, current_request
+from mcpd.model.protocol import (
     PROGRESS_NOTIFICATION,
     ApproveParams,
     ApproveResult,
-    CapabilityGroup,
     CapabilityParams,
     ConnectResult,
     NoParams,
@@ -40,30 +40,28 @@ from mcpd.ipc.protocol import (
     Progress,
     ReloadResult,
     ReportParams,
-    ReportResult,
     SelectParams,
     SelectResult,
     ServerParams,
     SessionTools,
     SnippetResult,
     StatusResult,
-    ToolReport,
-    ToolResult,
     ToolsCallParams,
     ToolsListParams,
     ToolsListResult,
     TrustResult,
 )
-from mcpd.ipc.server import Connection, MethodTable, current_request
+from mcpd.model.servers import ServerStatus
+from mcpd.model.states import LIVE_STATES, ServerState
+from mcpd.model.tools import ToolResult
+from mcpd.model.usage import CallRecord, CapabilityGroup, CapabilityRecord, ReportResult, ToolReport
 from mcpd.registry import reserved
 from mcpd.registry.catalog import Catalog, server_description
+from mcpd.store import usage as usage_report
+from mcpd.store.db import Store, StoreUnavailable
 from mcpd.supervisor.actor import ServerActor
-from mcpd.supervisor.model import ServerStatus
 from mcpd.supervisor.rawrpc import ProgressCallback
-from mcpd.supervisor.states import LIVE_STATES, ServerState
 from mcpd.supervisor.supervisor import Supervisor
-from mcpd.usage import report as usage_report
-from mcpd.usage.store import CallRecord, CapabilityRecord, UsageStore, UsageUnavailable
 
 S = ServerState
 log = structlog.get_logger("mcpd.daemon")
@@ -78,7 +76,7 @@ class Daemon:
     config: Config
     """The config now in force (replaced by each successful reload)."""
     config_path: Path | None
-    usage: UsageStore = field(default_factory=lambda: UsageStore.disabled("usage recording is off"))
+    usage: Store = field(default_factory=lambda: Store.disabled("usage recording is off"))
     prior: UsagePrior = field(default_factory=UsagePrior)
     notifier: Notifier = field(default_factory=lambda: Notifier(""))
     reload_lock: anyio.Lock = field(default_factory=anyio.Lock)
@@ -315,7 +313,7 @@ async def report(daemon: Daemon, conn: Connection, params: ReportParams) -> Repo
     try:
         tools = await daemon.usage.run(lambda db: usage_report.tool_rows(db, since))
         requests = await daemon.usage.run(lambda db: usage_report.capability_rows(db, since))
-    except UsageUnavailable as exc:
+    except StoreUnavailable as exc:
         raise McpdError(f"no usage report: {exc}", {"usage": "off"}) from None
     groups = group_similar([capability for capability, _ in requests])
     last: dict[str, float] = {}

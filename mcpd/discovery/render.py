@@ -17,9 +17,7 @@ import json
 import math
 from collections.abc import Sequence
 
-import msgspec
-
-from mcpd.registry.model import ToolEntry
+from mcpd.model.tools import BriefTool, Rendered, ToolEntry
 
 _ASCII_CHARS_PER_TOKEN = 3.2
 _TOKENS_PER_OTHER_CHAR = 1.1
@@ -32,23 +30,6 @@ def estimate_tokens(text: str) -> int:
     ascii_chars = sum(1 for ch in text if ch < "\x80")
     others = len(text) - ascii_chars
     return math.ceil(ascii_chars / _ASCII_CHARS_PER_TOKEN + others * _TOKENS_PER_OTHER_CHAR)
-
-
-class BriefTool(msgspec.Struct, frozen=True):
-    name: str
-    summary: str
-
-
-class Rendered(msgspec.Struct, frozen=True, kw_only=True):
-    """What fit: ``full`` with schemas, ``brief`` with a line each, ``names``; ``omitted`` is the rest."""
-
-    full: list[ToolEntry]
-    brief: list[BriefTool]
-    names: list[str]
-    omitted: int
-    tokens: int
-    """Estimated tokens of ``text``; never above the budget."""
-    text: str
 
 
 def one_line(text: str, limit: int = 120) -> str:

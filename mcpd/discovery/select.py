@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mcpd.discovery.text import plain_terms
-
-DEFAULT_THRESHOLD = 0.05
+from mcpd.model.protocol import SELECT_THRESHOLD
 
 
 @dataclass(frozen=True)
@@ -41,7 +40,7 @@ def tf_cosine(query: Counter[str], document: Counter[str]) -> float:
 
 
 def select_servers(
-    query: str, servers: Sequence[Candidate], threshold: float = DEFAULT_THRESHOLD
+    query: str, servers: Sequence[Candidate], threshold: float = SELECT_THRESHOLD
 ) -> Selection:
     names = [server.name for server in servers]
     query_terms = Counter(plain_terms(query))

@@ -29,12 +29,12 @@ import mcpd
 from mcpd.errors import InvalidParams, McpdError, ProtocolError, TransportError, UnknownMethod
 from mcpd.ipc.endpoint import peer_uid
 from mcpd.ipc.framing import DEFAULT_MAX_FRAME, MAX_CLIENT_FRAME, FrameTooLarge, TruncatedFrame
-from mcpd.ipc.protocol import (
+from mcpd.ipc.stream import FrameStream
+from mcpd.model.protocol import (
     EVENT_NOTIFICATION,
     PROTOCOL_VERSION,
     CancelParams,
     ErrorInfo,
-    Event,
     HelloParams,
     HelloResult,
     Message,
@@ -43,7 +43,7 @@ from mcpd.ipc.protocol import (
     Request,
     Response,
 )
-from mcpd.ipc.stream import FrameStream
+from mcpd.model.servers import Event
 
 log = structlog.get_logger("mcpd.ipc")
 

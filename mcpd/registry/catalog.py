@@ -17,11 +17,11 @@ from mcpd.discovery.index import Params, ToolIndex, ToolText, schema_params
 from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.render import one_line
 from mcpd.errors import UnknownServer, UnknownTool
-from mcpd.registry.model import ToolEntry
+from mcpd.model.servers import ServerEvent
+from mcpd.model.states import LIVE_STATES
+from mcpd.model.tools import ToolEntry, ToolInfo
 from mcpd.registry.names import SEPARATOR, qualify
 from mcpd.supervisor.actor import ServerActor
-from mcpd.supervisor.model import Event, ToolInfo
-from mcpd.supervisor.states import LIVE_STATES
 from mcpd.supervisor.supervisor import Supervisor
 from mcpd.trust.gate import TrustGate
 
@@ -40,7 +40,7 @@ class Catalog:
         self._indexed: dict[str, tuple[tuple[ToolInfo, ...], int]] = {}
         self._index_lock = anyio.Lock()
 
-    def on_event(self, event: Event) -> None:
+    def on_event(self, event: ServerEvent) -> None:
         self._by_name = None
         # Review a server's tools as soon as they are known, so findings are logged at once.
         with contextlib.suppress(UnknownServer):

@@ -7,7 +7,7 @@ so maintainers learn what users needed and no tool had.
 
 from __future__ import annotations
 
-from mcpd.registry.model import ToolEntry
+from mcpd.model.tools import ToolEntry
 
 NAME = "mcpd_request_capability"
 SERVER = "mcpd"

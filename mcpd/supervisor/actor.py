@@ -29,19 +29,12 @@ from mcp.shared.exceptions import MCPError
 import mcpd
 from mcpd.config.model import ServerConfig
 from mcpd.errors import CallTimeout, InvalidParams, ServerNotRunning, TransportError, UnknownTool
+from mcpd.model.servers import ServerEvent, ServerInfo, ServerStatus, StateChanged, ToolsChanged
+from mcpd.model.states import LIVE_STATES, ServerState, can_transition, check_transition
+from mcpd.model.tools import ToolInfo, ToolResult
 from mcpd.supervisor.backoff import backoff_delay, gives_up
 from mcpd.supervisor.gate import StartGate
-from mcpd.supervisor.model import (
-    Event,
-    ServerInfo,
-    ServerStatus,
-    StateChanged,
-    ToolInfo,
-    ToolResult,
-    ToolsChanged,
-)
 from mcpd.supervisor.rawrpc import MAX_BACKLOG, CallResult, ConnectionLost, NotReading, ProgressCallback
-from mcpd.supervisor.states import LIVE_STATES, ServerState, can_transition, check_transition
 from mcpd.supervisor.stdio import SpawnError, StdioChild, open_stdio_child
 
 log = structlog.get_logger("mcpd.supervisor")
@@ -87,7 +80,7 @@ class ServerActor:
     def __init__(
         self,
         config: ServerConfig,
-        emit: Callable[[Event], None],
+        emit: Callable[[ServerEvent], None],
         *,
         start_gate: StartGate | None = None,
         unit_random: Callable[[], float] = random.random,

@@ -11,14 +11,17 @@ from anyio.abc import TaskGroup
 
 from mcpd.config.model import Config, ServerConfig
 from mcpd.errors import UnknownServer
+from mcpd.model.servers import ReloadPlan, ServerEvent, ServerStatus
+from mcpd.model.states import ServerState
 from mcpd.supervisor.actor import ServerActor
 from mcpd.supervisor.gate import StartGate
-from mcpd.supervisor.model import Event, ReloadPlan, ServerStatus
-from mcpd.supervisor.states import ServerState
 
 log = structlog.get_logger("mcpd.supervisor")
 
 S = ServerState
+
+Listener = Callable[[ServerEvent], None]
+"""Told of every state and tool-list change; must not block (it runs in the actor's task)."""
 
 
 def plan_reload(old: dict[str, ServerConfig], new: Config) -> ReloadPlan:
@@ -35,7 +38,7 @@ def plan_reload(old: dict[str, ServerConfig], new: Config) -> ReloadPlan:
 class Supervisor:
     """Owns one ``ServerActor`` task per configured server, all in one task group."""
 
-    def __init__(self, tg: TaskGroup, *, listeners: list[Callable[[Event], None]] | None = None) -> None:
+    def __init__(self, tg: TaskGroup, *, listeners: list[Listener] | None = None) -> None:
         self._tg = tg
         self._actors: dict[str, ServerActor] = {}
         self._scopes: dict[str, anyio.CancelScope] = {}
@@ -60,14 +63,18 @@ class Supervisor:
     def status(self) -> list[ServerStatus]:
         return [actor.status() for actor in self.actors()]
 
-    def add_listener(self, listener: Callable[[Event], None]) -> None:
+    def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
     # -- changes ----------------------------------------------------------------------------
 
-    def _emit(self, event: Event) -> None:
+    def _emit(self, event: ServerEvent) -> None:
         for listener in list(self._listeners):
-            listener(event)
+            try:
+                listener(event)
+            except Exception:
+                # A listener's bug must not break the actor that emitted, nor the listeners after it.
+                log.exception("supervisor.listener_failed", listener=getattr(listener, "__qualname__", None))
 
     def add(self, config: ServerConfig) -> ServerActor:
         """Start supervising ``config`` (it starts at once unless disabled)."""
@@ -129,7 +136,7 @@ class Supervisor:
 
 @contextlib.asynccontextmanager
 async def open_supervisor(
-    config: Config, *, listeners: list[Callable[[Event], None]] | None = None
+    config: Config, *, listeners: list[Listener] | None = None
 ) -> AsyncIterator[Supervisor]:
     """Start every server of ``config`` concurrently; on exit stop them all."""
     async with anyio.create_task_group() as tg:

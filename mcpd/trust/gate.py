@@ -22,10 +22,9 @@ import msgspec
 import structlog
 
 from mcpd.config.model import ServerConfig
-from mcpd.supervisor.model import ToolInfo
-from mcpd.trust.model import HIGH, Finding, ToolChange
+from mcpd.model.tools import ToolInfo
+from mcpd.model.trust import HIGH, Finding, PinRecord, ToolChange
 from mcpd.trust.verify import scan_tool
-from mcpd.usage.store import PinRecord
 
 log = structlog.get_logger("mcpd.trust")
 

@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from mcpd.trust.model import HIGH, MEDIUM, Finding
+from mcpd.model.trust import HIGH, MEDIUM, Finding
 
 _RULES: tuple[tuple[str, str, str, re.Pattern[str]], ...] = (
     (

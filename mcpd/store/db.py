@@ -1,4 +1,4 @@
-"""The usage store: tool calls and capability requests in SQLite, written off the event loop.
+"""The SQLite store: one database, written and read on a thread of its own, off the event loop.
 
 One thread owns the connection. Records are queued without waiting (the call path pays
 a queue put) and written in batches, one transaction per batch, in WAL mode: a
@@ -22,10 +22,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import msgspec
 import structlog
 
-log = structlog.get_logger("mcpd.usage")
+from mcpd.model.trust import PinRecord
+from mcpd.model.usage import CallRecord, CapabilityRecord
+from mcpd.store.pins import write_pins
+from mcpd.store.usage import write_usage
+
+log = structlog.get_logger("mcpd.store")
 
 T = TypeVar("T")
 
@@ -84,39 +88,7 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 
-class CallRecord(msgspec.Struct, frozen=True, kw_only=True):
-    ts: float
-    server: str
-    tool: str
-    duration_ms: float
-    outcome: str
-    """ok | tool_error | transport_error | timeout | error"""
-    client: str | None = None
-    session: str | None = None
-    error_class: str | None = None
-    query: str | None = None
-    query_terms: tuple[str, ...] = ()
-    """The query as discovery analyses it; counted per (term, tool) for the ranking prior."""
-
-
-class CapabilityRecord(msgspec.Struct, frozen=True, kw_only=True):
-    ts: float
-    capability: str
-    context: str | None = None
-    client: str | None = None
-    session: str | None = None
-
-
-class PinRecord(msgspec.Struct, frozen=True, kw_only=True):
-    server: str
-    tool: str
-    approved_hash: str | None
-    approved_definition: str | None
-    seen_hash: str
-    seen_definition: str
-
-
-class UsageUnavailable(Exception):
+class StoreUnavailable(Exception):
     """The store is off; ``str()`` says why."""
 
 
@@ -156,8 +128,8 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-class UsageStore:
-    """Open with ``UsageStore.open(path)``; check ``enabled`` / ``reason``; ``close()`` at the end."""
+class Store:
+    """Open with ``Store.open(path)``; check ``enabled`` / ``reason``; ``close()`` at the end."""
 
     def __init__(self, path: Path, conn: sqlite3.Connection | None, reason: str | None) -> None:
         self.path = path
@@ -170,7 +142,7 @@ class UsageStore:
             self._thread.start()
 
     @classmethod
-    def open(cls, path: Path | None = None) -> UsageStore:
+    def open(cls, path: Path | None = None) -> Store:
         path = path or default_path()
         try:
             conn = _connect(path)
@@ -182,7 +154,7 @@ class UsageStore:
         return cls(path, conn, None)
 
     @classmethod
-    def disabled(cls, reason: str) -> UsageStore:
+    def disabled(cls, reason: str) -> Store:
         return cls(Path(), None, reason)
 
     @property
@@ -206,7 +178,7 @@ class UsageStore:
     async def run(self, job: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``job`` on the store's thread after everything queued before it is committed."""
         if not self.enabled:
-            raise UsageUnavailable(self.reason or "usage recording is off")
+            raise StoreUnavailable(self.reason or "usage recording is off")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
 
@@ -272,7 +244,7 @@ class UsageStore:
         if records and self.reason is None:
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                _insert(conn, records)
+                write_records(conn, records)
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 with contextlib.suppress(sqlite3.Error):
@@ -285,105 +257,14 @@ class UsageStore:
                 deliver(lambda job=job: job(conn))
 
 
-def _insert(conn: sqlite3.Connection, records: list[CallRecord | CapabilityRecord | PinRecord]) -> None:
-    """All of a batch in a few ``executemany`` statements."""
-    pins = [r for r in records if isinstance(r, PinRecord)]
-    if pins:
-        conn.executemany(
-            "INSERT OR REPLACE INTO pins (server, tool, approved_hash, approved_definition, seen_hash,"
-            " seen_definition) VALUES (?, ?, ?, ?, ?, ?)",
-            [
-                (p.server, p.tool, p.approved_hash, p.approved_definition, p.seen_hash, p.seen_definition)
-                for p in pins
-            ],
-        )
-    calls = [r for r in records if isinstance(r, CallRecord)]
-    requests = [r for r in records if isinstance(r, CapabilityRecord)]
-    if requests:
-        conn.executemany(
-            "INSERT INTO capability_requests (ts, client, session, capability, context)"
-            " VALUES (?, ?, ?, ?, ?)",
-            [(r.ts, r.client, r.session, r.capability, r.context) for r in requests],
-        )
-    if calls:
-        conn.executemany(
-            "INSERT INTO calls (ts, client, session, server, tool, duration_ms, outcome, error_class, query)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    r.ts,
-                    r.client,
-                    r.session,
-                    r.server,
-                    r.tool,
-                    r.duration_ms,
-                    r.outcome,
-                    r.error_class,
-                    r.query,
-                )
-                for r in calls
-            ],
-        )
-    term_rows = [
-        (term, r.server, r.tool, int(r.outcome == "ok"), int(r.outcome != "ok"), r.ts)
-        for r in calls
-        for term in set(r.query_terms)
-    ]
-    if term_rows:
-        conn.executemany(
-            "INSERT INTO term_tool (term, server, tool, successes, failures, last_ts)"
-            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (term, server, tool) DO UPDATE SET"
-            " successes = successes + excluded.successes, failures = failures + excluded.failures,"
-            " last_ts = excluded.last_ts",
-            term_rows,
-        )
-
-
-def prior_rows(
-    conn: sqlite3.Connection,
-) -> tuple[list[tuple[str, str, int, int, float]], list[tuple[str, str, str, int]]]:
-    """Totals per tool and per (term, tool), for ``UsagePrior.load``."""
-    tools = [
-        (server, tool, int(ok), int(failed), float(last or 0.0))
-        for server, tool, ok, failed, last in conn.execute(
-            "SELECT server, tool, SUM(outcome = 'ok'), SUM(outcome != 'ok'),"
-            " MAX(CASE WHEN outcome = 'ok' THEN ts END) FROM calls GROUP BY server, tool"
-        )
-    ]
-    terms = [
-        (term, server, tool, int(successes))
-        for term, server, tool, successes in conn.execute(
-            "SELECT term, server, tool, successes FROM term_tool WHERE successes > 0"
-        )
-    ]
-    return tools, terms
-
-
-def pin_rows(conn: sqlite3.Connection) -> list[PinRecord]:
-    return [
-        PinRecord(
-            server=server,
-            tool=tool,
-            approved_hash=approved_hash,
-            approved_definition=approved_definition,
-            seen_hash=seen_hash,
-            seen_definition=seen_definition,
-        )
-        for server, tool, approved_hash, approved_definition, seen_hash, seen_definition in conn.execute(
-            "SELECT server, tool, approved_hash, approved_definition, seen_hash, seen_definition FROM pins"
-        )
-    ]
-
-
-def prune(conn: sqlite3.Connection, retention_days: float) -> int:
-    """Delete what is older than the retention; returns the number of calls removed."""
-    cutoff = time.time() - retention_days * 86400
-    conn.execute("BEGIN IMMEDIATE")
-    removed = conn.execute("DELETE FROM calls WHERE ts < ?", (cutoff,)).rowcount
-    conn.execute("DELETE FROM capability_requests WHERE ts < ?", (cutoff,))
-    conn.execute("DELETE FROM term_tool WHERE last_ts < ?", (cutoff,))
-    conn.execute("COMMIT")
-    return int(removed)
+def write_records(conn: sqlite3.Connection, records: list[CallRecord | CapabilityRecord | PinRecord]) -> None:
+    """One batch, in a few ``executemany`` statements per kind of record."""
+    write_pins(conn, [r for r in records if isinstance(r, PinRecord)])
+    write_usage(
+        conn,
+        [r for r in records if isinstance(r, CallRecord)],
+        [r for r in records if isinstance(r, CapabilityRecord)],
+    )
 
 
 def _settle(future: asyncio.Future[T], value: T) -> None:

@@ -1,4 +1,4 @@
-"""What the trust layer reports, as it crosses the socket (kept free of heavy imports for clients)."""
+"""Trust: verifier findings, held-back changes, and pinned tool definitions."""
 
 from __future__ import annotations
 
@@ -23,6 +23,17 @@ class ToolChange(msgspec.Struct, frozen=True, kw_only=True):
     reason: str
     diff: str
     """A unified diff of the approved and the current definition (pretty JSON)."""
+
+
+class PinRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool's pinned definition: what was approved, and what the server shows now."""
+
+    server: str
+    tool: str
+    approved_hash: str | None
+    approved_definition: str | None
+    seen_hash: str
+    seen_definition: str
 
 
 def describe(finding: Finding) -> str:

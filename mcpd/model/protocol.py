@@ -17,14 +17,14 @@ from typing import Annotated, Any
 
 import msgspec
 
-from mcpd.discovery.render import Rendered
-from mcpd.discovery.select import DEFAULT_THRESHOLD
-from mcpd.registry.model import ToolEntry
-from mcpd.supervisor.model import Event, ReloadPlan, ServerStatus, ToolResult
-from mcpd.trust.model import Finding, ToolChange
+from mcpd.model.servers import ReloadPlan, ServerStatus
+from mcpd.model.tools import Rendered, ToolEntry
+from mcpd.model.trust import Finding, ToolChange
 
 PROTOCOL_VERSION = 1
 MAX_CALL_TIMEOUT = 86400.0
+SELECT_THRESHOLD = 0.05
+"""The reference server selection's default TF-cosine threshold."""
 
 _NIL = msgspec.Raw(b"\xc0")
 
@@ -104,7 +104,7 @@ class ToolsListResult(msgspec.Struct, frozen=True, kw_only=True):
 
 class SelectParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     query: str
-    threshold: Annotated[float, msgspec.Meta(ge=0, le=1)] = DEFAULT_THRESHOLD
+    threshold: Annotated[float, msgspec.Meta(ge=0, le=1)] = SELECT_THRESHOLD
 
 
 class SelectResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -137,34 +137,6 @@ class ReportParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     """Only the last this many seconds; everything retained when omitted."""
     top: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 20
     """How many capability groups to return."""
-
-
-class ToolReport(msgspec.Struct, frozen=True, kw_only=True):
-    server: str
-    tool: str
-    calls: int
-    failures: int
-    failure_rate: float
-    p50_ms: float
-    p95_ms: float
-    last_used: float
-    """Unix time of the latest call."""
-
-
-class CapabilityGroup(msgspec.Struct, frozen=True, kw_only=True):
-    capability: str
-    """The most frequent wording in the group."""
-    count: int
-    examples: list[str]
-    last_requested: float
-
-
-class ReportResult(msgspec.Struct, frozen=True, kw_only=True):
-    since: float | None
-    tools: list[ToolReport]
-    """By server, then tool."""
-    capabilities: list[CapabilityGroup]
-    """Largest group first."""
 
 
 class ReloadResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -230,41 +202,3 @@ class Progress(msgspec.Struct, frozen=True, kw_only=True):
 PROGRESS_NOTIFICATION = "progress"
 EVENT_NOTIFICATION = "event"
 """The one notification method: its params are a supervisor ``Event`` (state or tools change)."""
-
-__all__ = [
-    "EVENT_NOTIFICATION",
-    "PROGRESS_NOTIFICATION",
-    "PROTOCOL_VERSION",
-    "ApproveParams",
-    "ApproveResult",
-    "CancelParams",
-    "CapabilityGroup",
-    "CapabilityParams",
-    "ConnectResult",
-    "ErrorInfo",
-    "Event",
-    "HelloParams",
-    "HelloResult",
-    "Message",
-    "NoParams",
-    "Notification",
-    "Ok",
-    "Progress",
-    "ReloadResult",
-    "ReportParams",
-    "ReportResult",
-    "Request",
-    "Response",
-    "SelectParams",
-    "SelectResult",
-    "ServerParams",
-    "SessionTools",
-    "SnippetResult",
-    "StatusResult",
-    "ToolReport",
-    "ToolResult",
-    "ToolsCallParams",
-    "ToolsListParams",
-    "ToolsListResult",
-    "TrustResult",
-]

@@ -1,0 +1,56 @@
+"""Tools: as a server lists them, as the catalogue names them, their results, rendered registries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class ToolInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One tool as its server lists it."""
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = msgspec.field(default_factory=dict)
+    title: str | None = None
+
+
+class ToolEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool under its qualified name (unique across servers, safe for any MCP host)."""
+
+    name: str
+    server: str
+    tool: str
+    description: str = ""
+    input_schema: dict[str, Any] = msgspec.field(default_factory=dict)
+    title: str | None = None
+    score: float | None = None
+    """Relevance to the query that listed it; None in an unranked listing."""
+    score_parts: dict[str, float] | None = None
+    """With ``explain``: text relevance, usage factor and query association behind ``score``."""
+
+
+class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``tools/call`` result; ``is_error`` means the tool ran and reported failure."""
+
+    content: list[dict[str, Any]]
+    structured_content: Any = None
+    is_error: bool = False
+
+
+class BriefTool(msgspec.Struct, frozen=True):
+    name: str
+    summary: str
+
+
+class Rendered(msgspec.Struct, frozen=True, kw_only=True):
+    """What fit: ``full`` with schemas, ``brief`` with a line each, ``names``; ``omitted`` is the rest."""
+
+    full: list[ToolEntry]
+    brief: list[BriefTool]
+    names: list[str]
+    omitted: int
+    tokens: int
+    """Estimated tokens of ``text``; never above the budget."""
+    text: str

@@ -1,1 +1,0 @@
-"""Usage: durable call records, the ranking prior learned from them, capability requests, the report."""
