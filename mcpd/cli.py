@@ -310,9 +310,9 @@ def _parser() -> argparse.ArgumentParser:
     call.set_defaults(run=cmd_call)
     live = frozenset({"running", "degraded"})
     for name, action, success, text in (
-        ("start", Client.start, live, "start a server (also a failed or disabled one)"),
-        ("stop", Client.stop, frozenset({"stopped"}), "stop a server"),
-        ("restart", Client.restart, live, "restart a server"),
+        ("start", lambda c, n: c.start(n), live, "start a server (also a failed or disabled one)"),
+        ("stop", lambda c, n: c.stop(n), frozenset({"stopped"}), "stop a server"),
+        ("restart", lambda c, n: c.restart(n), live, "restart a server"),
     ):
         sub = commands.add_parser(name, parents=[common], help=text)
         sub.add_argument("name", help="server name")

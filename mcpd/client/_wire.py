@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -9,7 +10,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from mcpd.config.paths import default_socket_path
-from mcpd.errors import DaemonNotRunning, InvalidParams, ProtocolError, error_from_wire
+from mcpd.errors import DaemonNotRunning, InvalidParams, TransportError, error_from_wire
 from mcpd.ipc.framing import frame
 from mcpd.model.protocol import (
     MAX_CALL_TIMEOUT,
@@ -24,6 +25,7 @@ from mcpd.model.protocol import (
     Message,
     NoParams,
     Ok,
+    Progress,
     ReloadResult,
     ReportParams,
     Request,
@@ -39,19 +41,22 @@ from mcpd.model.protocol import (
     ToolsListResult,
     TrustResult,
 )
-from mcpd.model.servers import ServerStatus
+from mcpd.model.servers import Event, ServerDetail, ServerStatus
 from mcpd.model.tools import ToolResult
 from mcpd.model.usage import ReportResult
 
 T = TypeVar("T")
 
 encoder = msgspec.msgpack.Encoder()
-decoder = msgspec.msgpack.Decoder(Message)
+decoder: msgspec.msgpack.Decoder[Message] = msgspec.msgpack.Decoder(Message)
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds to wait for any answer that is not a tool call."""
 CALL_MARGIN = 5.0
 """Extra seconds a client waits beyond a tool call's own deadline, for the daemon to say it expired."""
+
+
+ProgressHandler = Callable[[Progress], None]
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,8 @@ class Call(Generic[T]):
     params: msgspec.Struct
     result: type[T]
     timeout: float = DEFAULT_TIMEOUT
+    on_progress: ProgressHandler | None = None
+    """Receives the progress notifications the daemon relays for this request."""
 
     def request(self, request_id: int) -> bytes:
         payload = encoder.encode(Request(request_id, self.method, msgspec.Raw(encoder.encode(self.params))))
@@ -71,26 +78,53 @@ def hello(client: str) -> Call[HelloResult]:
 
 
 def status() -> Call[StatusResult]:
+    """Every configured server's state, by name."""
     return Call("status", NoParams(), StatusResult)
 
 
-def server_action(action: str, name: str, timeout: float = 120.0) -> Call[ServerStatus]:
-    return Call(f"servers.{action}", ServerParams(name=name), ServerStatus, timeout)
+def show(name: str) -> Call[ServerDetail]:
+    """One server's status, recent state changes and the last lines of its stderr."""
+    return Call("servers.show", ServerParams(name=name), ServerDetail)
+
+
+_ACTION_TIMEOUT = 120.0
+
+
+def start(name: str) -> Call[ServerStatus]:
+    """Start a server (also a ``failed`` or ``disabled`` one); returns once the start settled."""
+    return Call("servers.start", ServerParams(name=name), ServerStatus, _ACTION_TIMEOUT)
+
+
+def stop(name: str) -> Call[ServerStatus]:
+    """Stop a server and wait until it is stopped."""
+    return Call("servers.stop", ServerParams(name=name), ServerStatus, _ACTION_TIMEOUT)
+
+
+def restart(name: str) -> Call[ServerStatus]:
+    """Restart a server (resetting its crash-loop count); returns once the start settled."""
+    return Call("servers.restart", ServerParams(name=name), ServerStatus, _ACTION_TIMEOUT)
 
 
 def reload() -> Call[ReloadResult]:
-    return Call("reload", NoParams(), ReloadResult, 120.0)
+    """Re-read the config and apply what changed; a broken file changes nothing."""
+    return Call("reload", NoParams(), ReloadResult, _ACTION_TIMEOUT)
 
 
-def tools_list(
-    servers: list[str] | None,
+def all_tools(servers: list[str] | None = None) -> Call[ToolsListResult]:
+    """Every tool of the live servers (or of ``servers``), by server then name."""
+    return Call("tools.list", ToolsListParams(servers=servers), ToolsListResult)
+
+
+def search(
+    query: str,
     *,
-    query: str | None = None,
+    servers: list[str] | None = None,
     limit: int | None = None,
     budget_tokens: int | None = None,
     explain: bool = False,
     include_reserved: bool = True,
 ) -> Call[ToolsListResult]:
+    """Tools ranked for ``query``; with ``budget_tokens``, also rendered for a model's context."""
     params = ToolsListParams(
         servers=servers,
         query=query,
@@ -102,15 +136,18 @@ def tools_list(
     return Call("tools.list", params, ToolsListResult)
 
 
-def capability_request(capability: str, context: str | None) -> Call[ToolResult]:
+def capability_request(capability: str, context: str | None = None) -> Call[ToolResult]:
+    """Record that the user needed something no tool provides."""
     return Call("capability.request", CapabilityParams(capability=capability, context=context), ToolResult)
 
 
-def report(since_s: float | None, top: int = 20) -> Call[ReportResult]:
+def report(since_s: float | None = None, top: int = 20) -> Call[ReportResult]:
+    """Per-tool call statistics and the top missing capabilities (optionally of the last ``since_s``)."""
     return Call("report", ReportParams(since_s=since_s, top=top), ReportResult)
 
 
 def select(query: str, threshold: float | None = None) -> Call[SelectResult]:
+    """Compatible-mode server selection (term-frequency cosine, reference behaviour)."""
     params = (
         SelectParams(query=query) if threshold is None else SelectParams(query=query, threshold=threshold)
     )
@@ -119,32 +156,46 @@ def select(query: str, threshold: float | None = None) -> Call[SelectResult]:
 
 def tools_call(
     tool: str,
-    arguments: dict[str, Any] | None,
-    server: str | None,
-    timeout: float | None,
-    query: str | None = None,
+    arguments: dict[str, Any] | None = None,
     *,
-    progress: bool = False,
+    server: str | None = None,
+    timeout: float | None = None,
+    query: str | None = None,
+    on_progress: ProgressHandler | None = None,
 ) -> Call[ToolResult]:
+    """Call ``tool`` (qualified ``server__tool``, or a plain name with ``server=``).
+
+    ``query``: the user request that led to the call, so that ranking learns from it.
+    ``on_progress``: receives the server's progress updates for this call.
+    A tool that ran and failed is a result with ``is_error`` set, not an exception.
+    """
     if timeout is not None and not 0 < timeout <= MAX_CALL_TIMEOUT:
         raise InvalidParams(f"timeout must be a number of seconds in (0, {MAX_CALL_TIMEOUT}], not {timeout}")
     params = ToolsCallParams(
-        tool=tool, server=server, arguments=arguments or {}, timeout=timeout, query=query, progress=progress
+        tool=tool,
+        server=server,
+        arguments=arguments or {},
+        timeout=timeout,
+        query=query,
+        progress=on_progress is not None,
     )
     # Without an explicit timeout the daemon applies the server's call_timeout (60 s by default).
     wait = (timeout if timeout is not None else 600.0) + CALL_MARGIN
-    return Call("tools.call", params, ToolResult, wait)
+    return Call("tools.call", params, ToolResult, wait, on_progress)
 
 
 def session_connect(server: str) -> Call[ConnectResult]:
+    """Activate ``server``'s tools for this connection's session."""
     return Call("session.connect", ServerParams(name=server), ConnectResult)
 
 
 def session_tools() -> Call[SessionTools]:
+    """The servers this session connected and their tools."""
     return Call("session.tools", NoParams(), SessionTools)
 
 
 def snippet() -> Call[SnippetResult]:
+    """An ``<available_mcps>`` block describing the live servers, for a system prompt."""
     return Call("prompt.snippet", NoParams(), SnippetResult)
 
 
@@ -153,16 +204,44 @@ def cancel(request_id: int) -> bytes:
     return Call("cancel", CancelParams(id=request_id), Ok).request(0)
 
 
-def approve(server: str, tool: str | None) -> Call[ApproveResult]:
+def approve(server: str, tool: str | None = None) -> Call[ApproveResult]:
+    """Accept what holds back ``server``'s tools (or ``tool``): changed definitions and findings."""
     return Call("trust.approve", ApproveParams(server=server, tool=tool), ApproveResult)
 
 
 def trust(server: str) -> Call[TrustResult]:
+    """Held-back changes (with diffs) and verifier findings for ``server``."""
     return Call("trust.show", ServerParams(name=server), TrustResult)
 
 
 def subscribe() -> Call[Ok]:
     return Call("subscribe", NoParams(), Ok)
+
+
+_event_decoder: msgspec.msgpack.Decoder[Event] = msgspec.msgpack.Decoder(Event)
+_progress_decoder = msgspec.msgpack.Decoder(Progress)
+
+
+def decode_message(data: bytes) -> Message:
+    """One message from the daemon; anything undecodable is a ``TransportError``."""
+    try:
+        return decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError) as exc:
+        raise TransportError(f"the daemon sent a malformed message: {exc}") from None
+
+
+def decode_event(params: msgspec.Raw) -> Event:
+    try:
+        return _event_decoder.decode(params)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise TransportError(f"the daemon sent a malformed event: {exc}") from None
+
+
+def decode_progress(params: msgspec.Raw) -> Progress:
+    try:
+        return _progress_decoder.decode(params)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise TransportError(f"the daemon sent a malformed progress update: {exc}") from None
 
 
 def result_of(response: Response, call: Call[T]) -> T:
@@ -172,7 +251,7 @@ def result_of(response: Response, call: Call[T]) -> T:
     try:
         return msgspec.msgpack.decode(response.result, type=call.result)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise ProtocolError(f"the daemon's answer to {call.method} did not decode: {exc}") from None
+        raise TransportError(f"the daemon's answer to {call.method} did not decode: {exc}") from None
 
 
 def resolve_socket(path: str | Path | None) -> Path:

@@ -11,42 +11,31 @@ import contextlib
 import itertools
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import anyio
-import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from mcpd.client import _wire
+from mcpd.client._wire import ProgressHandler
+from mcpd.client.api import Api
 from mcpd.errors import CallTimeout, McpdError, ProtocolError, TransportError
 from mcpd.ipc.framing import MAX_CLIENT_FRAME
 from mcpd.ipc.stream import FrameStream
 from mcpd.model.protocol import (
     EVENT_NOTIFICATION,
     PROGRESS_NOTIFICATION,
-    ApproveResult,
-    ConnectResult,
     HelloResult,
     Notification,
-    Progress,
-    ReloadResult,
     Response,
-    SelectResult,
-    SessionTools,
-    ToolsListResult,
-    TrustResult,
 )
-from mcpd.model.servers import Event, ServerStatus
-from mcpd.model.tools import ToolEntry, ToolResult
-from mcpd.model.usage import ReportResult
+from mcpd.model.servers import Event
 
 T = TypeVar("T")
-_event_decoder = msgspec.msgpack.Decoder(Event)
-_progress_decoder = msgspec.msgpack.Decoder(Progress)
-ProgressHandler = Callable[[Progress], None]
+R = TypeVar("R")
 
 
-class AsyncClient:
+class AsyncClient(Api):
     """A connected client; build it with ``connect()``."""
 
     def __init__(self, stream: FrameStream, name: str) -> None:
@@ -60,7 +49,7 @@ class AsyncClient:
         self._event_send: MemoryObjectSendStream[Event] | None = None
         self._event_receive: MemoryObjectReceiveStream[Event] | None = None
 
-    async def request(self, call: _wire.Call[T], on_progress: ProgressHandler | None = None) -> T:
+    async def request(self, call: _wire.Call[T]) -> T:
         """Send ``call``, wait for its answer (other requests may be answered meanwhile)."""
         if self._closed is not None:
             raise self._closed
@@ -68,8 +57,8 @@ class AsyncClient:
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[Response | None] = loop.create_future()
         self._waiters[request_id] = waiter
-        if on_progress is not None:
-            self._progress[request_id] = on_progress
+        if call.on_progress is not None:
+            self._progress[request_id] = call.on_progress
         # A loop timer, not a cancel scope, bounds the wait: it is far cheaper per request.
         timer = loop.call_later(call.timeout, _settle, waiter, None)
         try:
@@ -97,20 +86,22 @@ class AsyncClient:
         reason: McpdError = TransportError("the daemon closed the connection")
         try:
             async for data in self._stream.frames(MAX_CLIENT_FRAME):
-                message = _wire.decoder.decode(data)
+                message = _wire.decode_message(data)
                 if isinstance(message, Response):
                     self._deliver(message)
                 elif isinstance(message, Notification) and message.method == EVENT_NOTIFICATION:
-                    self._push(_event_decoder.decode(message.params))
+                    self._push(_wire.decode_event(message.params))
                 elif isinstance(message, Notification) and message.method == PROGRESS_NOTIFICATION:
-                    update = _progress_decoder.decode(message.params)
+                    update = _wire.decode_progress(message.params)
                     handler = self._progress.get(update.request)
                     if handler is not None:
                         handler(update)
         except (ConnectionError, OSError) as exc:
             reason = TransportError(f"lost the daemon connection: {exc}")
-        except (ProtocolError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except ProtocolError as exc:  # a frame over the limit
             reason = TransportError(f"the daemon sent a malformed message: {exc}")
+        except TransportError as exc:
+            reason = exc
         finally:
             self._closed = reason
             for waiter in self._waiters.values():
@@ -133,98 +124,8 @@ class AsyncClient:
         with contextlib.suppress(anyio.WouldBlock):
             self._event_send.send_nowait(event)
 
-    # -- the methods ------------------------------------------------------------------------
-
-    async def status(self) -> list[ServerStatus]:
-        return (await self.request(_wire.status())).servers
-
-    async def start(self, name: str) -> ServerStatus:
-        return await self.request(_wire.server_action("start", name))
-
-    async def stop(self, name: str) -> ServerStatus:
-        return await self.request(_wire.server_action("stop", name))
-
-    async def restart(self, name: str) -> ServerStatus:
-        return await self.request(_wire.server_action("restart", name))
-
-    async def reload(self) -> ReloadResult:
-        return await self.request(_wire.reload())
-
-    async def tools(self, servers: list[str] | None = None) -> list[ToolEntry]:
-        """Every tool of the live servers (or of ``servers``), by server then name."""
-        return (await self.request(_wire.tools_list(servers))).tools
-
-    async def search(
-        self,
-        query: str,
-        *,
-        servers: list[str] | None = None,
-        limit: int | None = None,
-        budget_tokens: int | None = None,
-        explain: bool = False,
-        include_reserved: bool = True,
-    ) -> ToolsListResult:
-        """Tools ranked for ``query``; with ``budget_tokens``, also rendered for a model's context."""
-        return await self.request(
-            _wire.tools_list(
-                servers,
-                query=query,
-                limit=limit,
-                budget_tokens=budget_tokens,
-                explain=explain,
-                include_reserved=include_reserved,
-            )
-        )
-
-    async def connect_server(self, server: str) -> ConnectResult:
-        """Activate ``server``'s tools for this connection's session."""
-        return await self.request(_wire.session_connect(server))
-
-    async def session_tools(self) -> SessionTools:
-        """The servers this session connected and their tools."""
-        return await self.request(_wire.session_tools())
-
-    async def snippet(self) -> str:
-        """An ``<available_mcps>`` block describing the live servers, for a system prompt."""
-        return (await self.request(_wire.snippet())).text
-
-    async def approve(self, server: str, tool: str | None = None) -> ApproveResult:
-        """Accept the current definitions of ``server``'s held-back tools (or of ``tool``)."""
-        return await self.request(_wire.approve(server, tool))
-
-    async def trust(self, server: str) -> TrustResult:
-        """Held-back changes (with diffs) and verifier findings for ``server``."""
-        return await self.request(_wire.trust(server))
-
-    async def request_capability(self, capability: str, context: str | None = None) -> ToolResult:
-        """Record that the user needed something no tool provides."""
-        return await self.request(_wire.capability_request(capability, context))
-
-    async def report(self, since_s: float | None = None, top: int = 20) -> ReportResult:
-        """Per-tool call statistics and the top missing capabilities (optionally of the last ``since_s``)."""
-        return await self.request(_wire.report(since_s, top))
-
-    async def select(self, query: str, threshold: float | None = None) -> SelectResult:
-        """Compatible-mode server selection (term-frequency cosine, reference behaviour)."""
-        return await self.request(_wire.select(query, threshold))
-
-    async def call_tool(
-        self,
-        tool: str,
-        arguments: dict[str, Any] | None = None,
-        *,
-        server: str | None = None,
-        timeout: float | None = None,
-        query: str | None = None,
-        on_progress: ProgressHandler | None = None,
-    ) -> ToolResult:
-        """Call ``tool`` (qualified ``server__tool``, or a plain name with ``server=``).
-
-        ``query``: the user request that led to the call, so that ranking learns from it.
-        ``on_progress``: receives the server's progress updates for this call.
-        """
-        call = _wire.tools_call(tool, arguments, server, timeout, query, progress=on_progress is not None)
-        return await self.request(call, on_progress)
+    async def _run(self, call: _wire.Call[R], pick: Callable[[R], T]) -> T:
+        return pick(await self.request(call))
 
     async def subscribe(self, backlog: int = 1024) -> MemoryObjectReceiveStream[Event]:
         """Ask for state and tool-list events; returns the stream they arrive on."""

@@ -1,7 +1,7 @@
 """The blocking client: a plain socket, one request at a time, no event loop and no threads.
 
-It starts fast (the CLI uses it) and suits scripts. For concurrent requests and event
-subscriptions use ``mcpd.client.AsyncClient``.
+It starts fast (the CLI uses it) and suits scripts. Its methods are the ones declared in
+``mcpd.client.api``, shared with ``AsyncClient``; for concurrent requests use that one.
 """
 
 from __future__ import annotations
@@ -9,32 +9,31 @@ from __future__ import annotations
 import itertools
 import socket
 import threading
+from collections import deque
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Self, TypeVar
 
 from mcpd.client import _wire
+from mcpd.client.api import Api
 from mcpd.errors import CallTimeout, ProtocolError, TransportError
 from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer
 from mcpd.model.protocol import (
-    ApproveResult,
-    ConnectResult,
+    EVENT_NOTIFICATION,
+    PROGRESS_NOTIFICATION,
     HelloResult,
-    ReloadResult,
+    Message,
+    Notification,
     Response,
-    SelectResult,
-    SessionTools,
-    ToolsListResult,
-    TrustResult,
 )
-from mcpd.model.servers import ServerStatus
-from mcpd.model.tools import ToolEntry, ToolResult
-from mcpd.model.usage import ReportResult
+from mcpd.model.servers import Event
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
-class Client:
+class Client(Api):
     """``with Client() as mcpd: mcpd.status()``. Raises the daemon's errors as mcpd exceptions."""
 
     def __init__(self, socket_path: str | Path | None = None, *, name: str = "mcpd-client") -> None:
@@ -43,7 +42,7 @@ class Client:
         self.hello_result: HelloResult | None = None
         self._sock: socket.socket | None = None
         self._frames = FrameBuffer(MAX_CLIENT_FRAME)
-        self._pending: list[bytes] = []
+        self._pending: deque[bytes] = deque()
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -74,17 +73,18 @@ class Client:
     def __exit__(self, *exc: tuple[type[BaseException], BaseException, TracebackType] | None) -> None:
         self.close()
 
+    def _run(self, call: _wire.Call[R], pick: Callable[[R], T]) -> T:
+        return pick(self.request(call))
+
     def request(self, call: _wire.Call[T]) -> T:
-        """Send one call and wait for its answer (notifications arriving meanwhile are ignored)."""
-        sock = self._sock
-        if sock is None:
-            raise TransportError("the client is not connected")
+        """Send one call and wait for its answer; progress for it goes to ``call.on_progress``."""
+        sock = self._socket()
         with self._lock:
             request_id = next(self._ids)
             sock.settimeout(call.timeout)
             try:
                 sock.sendall(call.request(request_id))
-                response = self._receive(sock, request_id)
+                response = self._receive(sock, request_id, call)
             except TimeoutError:
                 self.close()
                 raise CallTimeout(f"no answer to {call.method} within {call.timeout:g}s") from None
@@ -93,12 +93,37 @@ class Client:
                 raise TransportError(f"lost the daemon connection: {exc}") from None
         return _wire.result_of(response, call)
 
-    def _receive(self, sock: socket.socket, request_id: int) -> Response:
+    def events(self) -> Iterator[Event]:
+        """Subscribe, then yield state, tool-list and call-activity events as they come (blocking)."""
+        self.request(_wire.subscribe())
+        sock = self._socket()
+        sock.settimeout(None)
         while True:
-            while self._pending:
-                message = _wire.decoder.decode(self._pending.pop(0))
-                if isinstance(message, Response) and message.id in (request_id, None):
-                    return message
+            message = self._next_message(sock)
+            if isinstance(message, Notification) and message.method == EVENT_NOTIFICATION:
+                yield _wire.decode_event(message.params)
+
+    def _socket(self) -> socket.socket:
+        if self._sock is None:
+            raise TransportError("the client is not connected")
+        return self._sock
+
+    def _receive(self, sock: socket.socket, request_id: int, call: _wire.Call[T]) -> Response:
+        while True:
+            message = self._next_message(sock)
+            if isinstance(message, Response) and message.id in (request_id, None):
+                return message
+            if (
+                call.on_progress is not None
+                and isinstance(message, Notification)
+                and message.method == PROGRESS_NOTIFICATION
+            ):
+                update = _wire.decode_progress(message.params)
+                if update.request == request_id:
+                    call.on_progress(update)
+
+    def _next_message(self, sock: socket.socket) -> Message:
+        while not self._pending:
             data = sock.recv(256 * 1024)
             if not data:
                 raise TransportError("the daemon closed the connection")
@@ -106,85 +131,4 @@ class Client:
                 self._pending.extend(self._frames.feed(data))
             except ProtocolError:
                 raise TransportError("the daemon sent a malformed frame") from None
-
-    # -- the methods ------------------------------------------------------------------------
-
-    def status(self) -> list[ServerStatus]:
-        return self.request(_wire.status()).servers
-
-    def start(self, name: str) -> ServerStatus:
-        return self.request(_wire.server_action("start", name))
-
-    def stop(self, name: str) -> ServerStatus:
-        return self.request(_wire.server_action("stop", name))
-
-    def restart(self, name: str) -> ServerStatus:
-        return self.request(_wire.server_action("restart", name))
-
-    def reload(self) -> ReloadResult:
-        return self.request(_wire.reload())
-
-    def tools(self, servers: list[str] | None = None) -> list[ToolEntry]:
-        """Every tool of the live servers (or of ``servers``), by server then name."""
-        return self.request(_wire.tools_list(servers)).tools
-
-    def search(
-        self,
-        query: str,
-        *,
-        servers: list[str] | None = None,
-        limit: int | None = None,
-        budget_tokens: int | None = None,
-        explain: bool = False,
-    ) -> ToolsListResult:
-        """Tools ranked for ``query``; with ``budget_tokens``, also rendered for a model's context."""
-        return self.request(
-            _wire.tools_list(servers, query=query, limit=limit, budget_tokens=budget_tokens, explain=explain)
-        )
-
-    def connect_server(self, server: str) -> ConnectResult:
-        """Activate ``server``'s tools for this connection's session."""
-        return self.request(_wire.session_connect(server))
-
-    def session_tools(self) -> SessionTools:
-        """The servers this session connected and their tools."""
-        return self.request(_wire.session_tools())
-
-    def snippet(self) -> str:
-        """An ``<available_mcps>`` block describing the live servers, for a system prompt."""
-        return (self.request(_wire.snippet())).text
-
-    def approve(self, server: str, tool: str | None = None) -> ApproveResult:
-        """Accept the current definitions of ``server``'s held-back tools (or of ``tool``)."""
-        return self.request(_wire.approve(server, tool))
-
-    def trust(self, server: str) -> TrustResult:
-        """Held-back changes (with diffs) and verifier findings for ``server``."""
-        return self.request(_wire.trust(server))
-
-    def request_capability(self, capability: str, context: str | None = None) -> ToolResult:
-        """Record that the user needed something no tool provides."""
-        return self.request(_wire.capability_request(capability, context))
-
-    def report(self, since_s: float | None = None, top: int = 20) -> ReportResult:
-        """Per-tool call statistics and the top missing capabilities (optionally of the last ``since_s``)."""
-        return self.request(_wire.report(since_s, top))
-
-    def select(self, query: str, threshold: float | None = None) -> SelectResult:
-        """Compatible-mode server selection (term-frequency cosine, reference behaviour)."""
-        return self.request(_wire.select(query, threshold))
-
-    def call_tool(
-        self,
-        tool: str,
-        arguments: dict[str, Any] | None = None,
-        *,
-        server: str | None = None,
-        timeout: float | None = None,
-        query: str | None = None,
-    ) -> ToolResult:
-        """Call ``tool`` (qualified ``server__tool``, or a plain name with ``server=``).
-
-        ``query``: the user request that led to the call, so that ranking learns from it.
-        """
-        return self.request(_wire.tools_call(tool, arguments, server, timeout, query))
+        return _wire.decode_message(self._pending.popleft())
