@@ -1,9 +1,32 @@
+"""Shared by every test module: the async backend, and the third-party npm servers."""
+
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import pytest
 
+NPM_BIN = Path(__file__).resolve().parent.parent / ".ci" / "npm" / "node_modules" / ".bin"
 
-@pytest.fixture
+
+@pytest.fixture(scope="session")
 def anyio_backend() -> str:
     # The daemon is an asyncio program (its child processes use asyncio's subprocess machinery).
+    # Session-wide, so module-scoped async fixtures (one daemon per module) can use it.
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def npm_bin() -> Path:
+    """The bin directory of the npm servers `.ci/run` installs (server-everything, server-filesystem).
+
+    Missing: a visible skip on a developer's machine, a failure where ``MCPD_REQUIRE_NPM=1`` (CI), so
+    CI can never silently test less.
+    """
+    if not (NPM_BIN / "mcp-server-everything").exists():
+        reason = f"npm MCP servers not installed in {NPM_BIN} (run .ci/run, or npm install there)"
+        if os.environ.get("MCPD_REQUIRE_NPM") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return NPM_BIN

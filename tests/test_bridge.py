@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -20,28 +19,17 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcpd.client.aio import connect
-from mcpd.testing import fixture_command, process_gone
+from mcpd.testing import fixture_toml, process_gone
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-def server_toml(name: str, *flags: str, extra: str = "") -> str:
-    command, *args = fixture_command(name, *flags)
-    return f"[servers.{name}]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n{extra}"
-
-
-@pytest.fixture(scope="module")
 async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DaemonProcess]:
     path = tmp_path_factory.mktemp("bridge") / "config.toml"
     path.write_text(
-        server_toml("tools", extra='description = "Echo <text> & friends"\ncall_timeout = 1.0\n')
-        + server_toml("other")
+        fixture_toml("tools", description="Echo <text> & friends", call_timeout=1.0) + fixture_toml("other")
     )
     async with running_daemon(path) as running:
         yield running
@@ -207,7 +195,7 @@ def _daemons_on(socket: Path) -> list[int]:
 async def test_ten_bridges_racing_start_one_daemon(tmp_path: Path) -> None:
     """With no daemon running, ten bridges starting at once end up sharing exactly one."""
     config = tmp_path / "config.toml"
-    config.write_text(server_toml("solo"))
+    config.write_text(fixture_toml("solo"))
     socket = Path(tempfile.mkdtemp(prefix="mcpd-race-", dir="/tmp")) / "mcpd.sock"
     os.environ["XDG_STATE_HOME"] = str(tmp_path / "state")  # the started daemon's usage store
     pids: list[str] = []

@@ -12,15 +12,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mcpd.testing import fixture_command, process_gone
+from mcpd.testing import fixture_toml, process_gone
 from mcpd.testing.daemon import running_daemon
 
 pytestmark = pytest.mark.anyio
-
-
-def toml_server(name: str, *flags: str) -> str:
-    command, *args = fixture_command(name, *flags)
-    return f"[servers.{name}]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n"
 
 
 async def wait_all_gone(pids: list[int], timeout: float) -> None:
@@ -33,7 +28,7 @@ async def test_sigterm_stops_every_child(tmp_path: Path) -> None:
     """SIGTERM: all children stopped in parallel and reaped, exit status 0, in bounded time."""
     path = tmp_path / "config.toml"
     path.write_text(
-        "".join(toml_server(f"s{i}") for i in range(3)) + toml_server("stubborn", "--ignore-sigterm")
+        "".join(fixture_toml(f"s{i}") for i in range(3)) + fixture_toml("stubborn", "--ignore-sigterm")
     )
     async with running_daemon(path, wait_ready=False) as daemon:
         ready = await daemon.wait_for("daemon.ready")
@@ -49,8 +44,8 @@ async def test_sigkill_of_daemon_leaves_no_child(tmp_path: Path) -> None:
     """kill -9 of the daemon: its children die within a few seconds, even one that ignores stdin."""
     path = tmp_path / "config.toml"
     # `hung` never reads stdin, so only the kernel's parent-death signal can end it.
-    hung = toml_server("hung", "--hang-initialize") + "connect_timeout = 1.0\nstop_grace = 30\n"
-    path.write_text(toml_server("a") + toml_server("b") + hung)
+    hung = fixture_toml("hung", "--hang-initialize", connect_timeout=1.0, stop_grace=30)
+    path.write_text(fixture_toml("a") + fixture_toml("b") + hung)
     async with running_daemon(path, wait_ready=False) as daemon:
         degraded = await daemon.wait_for("server.state", server="hung", new="degraded")
         await daemon.wait_for("daemon.ready")
@@ -64,11 +59,11 @@ async def test_sigkill_of_daemon_leaves_no_child(tmp_path: Path) -> None:
 async def test_sighup_reloads_the_diff(tmp_path: Path) -> None:
     """SIGHUP re-reads the file: added starts, removed stops, unchanged keeps its process."""
     path = tmp_path / "config.toml"
-    path.write_text(toml_server("keep") + toml_server("drop"))
+    path.write_text(fixture_toml("keep") + fixture_toml("drop"))
     async with running_daemon(path, wait_ready=False) as daemon:
         await daemon.wait_for("daemon.ready")
         before = daemon.pids()
-        path.write_text(toml_server("keep") + toml_server("new"))
+        path.write_text(fixture_toml("keep") + fixture_toml("new"))
         daemon.signal(signal.SIGHUP)
         reloaded = await daemon.wait_for("config.reloaded")
         assert (reloaded["added"], reloaded["removed"], reloaded["changed"]) == (["new"], ["drop"], [])
@@ -88,7 +83,7 @@ async def test_sighup_reloads_the_diff(tmp_path: Path) -> None:
 async def test_invalid_entry_is_reported_and_others_run(tmp_path: Path) -> None:
     """One bad entry is logged with file, server and field; the valid one runs."""
     path = tmp_path / "config.toml"
-    path.write_text(toml_server("good") + '[servers.bad]\ncommand = "x"\nconnect_timeout = "soon"\n')
+    path.write_text(fixture_toml("good") + '[servers.bad]\ncommand = "x"\nconnect_timeout = "soon"\n')
     async with running_daemon(path, wait_ready=False) as daemon:
         issue = await daemon.wait_for("config.invalid_server")
         assert (issue["file"], issue["server"], issue["field"]) == (str(path), "bad", "connect_timeout")

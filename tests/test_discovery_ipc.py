@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 
@@ -12,7 +11,7 @@ import pytest
 
 from mcpd.client.aio import connect
 from mcpd.discovery.render import estimate_tokens
-from mcpd.testing import fixture_command
+from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -22,30 +21,31 @@ TOOLS_EACH = 2500
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-def server_toml(name: str, description: str, *flags: str) -> str:
-    command, *args = fixture_command(name, *flags)
-    return (
-        f"[servers.{name}]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n"
-        f"description = {json.dumps(description)}\nconnect_timeout = 120\n"
-    )
-
-
-@pytest.fixture(scope="module")
 async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DaemonProcess]:
     path = tmp_path_factory.mktemp("discovery") / "config.toml"
     path.write_text(
         "".join(
-            server_toml(f"big{i}", f"Bulk fixture server {i}", "--tools", str(TOOLS_EACH), "--no-control")
+            fixture_toml(
+                f"big{i}",
+                "--tools",
+                str(TOOLS_EACH),
+                "--no-control",
+                description=f"Bulk fixture server {i}",
+                connect_timeout=120,
+            )
             for i in range(SERVERS)
         )
         # pinning = trust: this server adds a tool at run time, which `pin` would hold for approval.
-        + server_toml("brew", "Install, update, and manage macOS packages via Homebrew", "--tools", "1")
-        + 'pinning = "trust"\n'
-        + server_toml("github", "GitHub repos, issues, pull requests, code search", "--tools", "1")
+        + fixture_toml(
+            "brew",
+            "--tools",
+            "1",
+            description="Install, update, and manage macOS packages via Homebrew",
+            pinning="trust",
+        )
+        + fixture_toml(
+            "github", "--tools", "1", description="GitHub repos, issues, pull requests, code search"
+        )
     )
     async with running_daemon(path) as running:
         yield running
@@ -97,23 +97,19 @@ async def test_new_tool_is_searchable_after_list_changed(daemon: DaemonProcess) 
     assert result.tools[0].name == "brew__zanzibar_forecast"
 
 
-def test_select_through_the_cli(daemon: DaemonProcess) -> None:
+async def test_select_through_the_cli(daemon: DaemonProcess) -> None:
     """`mcpd select` gives the compatible selection: 'install imagemagick' -> brew."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mcpd",
-            "select",
-            "install imagemagick",
-            "--json",
-            "--socket",
-            str(daemon.socket),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
-    selection = json.loads(result.stdout)
+    argv = [
+        sys.executable,
+        "-m",
+        "mcpd",
+        "select",
+        "install imagemagick",
+        "--json",
+        "--socket",
+        str(daemon.socket),
+    ]
+    with anyio.fail_after(30):
+        result = await anyio.run_process(argv)
+    selection = json.loads(result.stdout.decode())
     assert selection["servers"] == ["brew"] and selection["fallback"] is False

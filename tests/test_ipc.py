@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
@@ -31,22 +30,12 @@ from mcpd.errors import (
 )
 from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, NoParams, Request, ToolsCallParams
 from mcpd.model.servers import StateChanged
-from mcpd.testing import fixture_command, process_gone
+from mcpd.testing import fixture_toml, process_gone
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
 pytestmark = pytest.mark.anyio
 
 encoder = msgspec.msgpack.Encoder()
-
-
-def server_toml(name: str, *flags: str, extra: str = "") -> str:
-    command, *args = fixture_command(name, *flags)
-    return f"[servers.{name}]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n{extra}"
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture(scope="module")
@@ -55,9 +44,9 @@ async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Daem
     path = tmp_path_factory.mktemp("ipc") / "config.toml"
     path.write_text(
         "[daemon]\nmax_frame_bytes = 65536\nclient_write_timeout = 1.0\n"
-        + server_toml("alpha")
-        + server_toml("beta", "--tools", "2")
-        + server_toml("off", extra="enabled = false\n")
+        + fixture_toml("alpha")
+        + fixture_toml("beta", "--tools", "2")
+        + fixture_toml("off", enabled=False)
     )
     async with running_daemon(path) as running:
         yield running
@@ -197,7 +186,7 @@ async def test_call_waits_for_a_restarting_server(daemon: DaemonProcess) -> None
     async with connect(daemon.socket) as client:
         pid = await client.call_tool("alpha__pid")
         # Crash it: the next call arrives while it is in backoff or starting.
-        with pytest.raises(Exception):  # noqa: B017,PT011 - the crash surfaces as a transport error
+        with pytest.raises(TransportError):
             await client.call_tool("alpha__crash")
         result = await client.call_tool("alpha__echo", {"text": "back"}, timeout=30)
         new_pid = await client.call_tool("alpha__pid")
@@ -405,7 +394,7 @@ async def test_second_daemon_is_refused_and_first_keeps_running(daemon: DaemonPr
 async def test_stale_socket_of_a_killed_daemon_is_replaced(tmp_path: Path) -> None:
     """After kill -9 the socket file stays behind; the next daemon takes the path over."""
     config = tmp_path / "c.toml"
-    config.write_text(server_toml("solo"))
+    config.write_text(fixture_toml("solo"))
     async with running_daemon(config) as first:
         socket_path = first.socket
         pid = first.pids()["solo"]

@@ -21,7 +21,7 @@ from mcpd.errors import McpdError
 from mcpd.model.usage import CallRecord
 from mcpd.store.db import Store
 from mcpd.store.usage import prior_rows
-from mcpd.testing import fixture_command
+from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -29,10 +29,7 @@ pytestmark = pytest.mark.anyio
 
 def config_text(db: Path | str, *names: str) -> str:
     text = f"[daemon]\nusage_db = {json.dumps(str(db))}\n"
-    for name in names:
-        command, *args = fixture_command(name)
-        text += f"[servers.{name}]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n"
-    return text
+    return text + "".join(fixture_toml(name) for name in names)
 
 
 @pytest.fixture

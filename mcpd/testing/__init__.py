@@ -1,11 +1,13 @@
 """Helpers for testing with mcpd, in this repository and in users' own test suites.
 
 ``fixture_server()`` builds the config of a fixture server (see ``mcpd.testing.fixture``
-for its misbehaviour flags); ``process_gone()`` tells whether a pid has really exited.
+for its misbehaviour flags) and ``fixture_toml()`` the same as a ``[servers.NAME]`` section
+of a config file; ``process_gone()`` tells whether a pid has really exited.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Any
@@ -26,6 +28,24 @@ def fixture_server(name: str, *flags: str, **settings: Any) -> ServerConfig:
     command, *args = fixture_command(name, *flags)
     settings.setdefault("restart", FAST_RESTARTS)
     return ServerConfig(name=name, command=command, args=tuple(args), **settings)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(value)  # strings and numbers are written the same in JSON and TOML
+
+
+def fixture_toml(name: str, *flags: str, **settings: Any) -> str:
+    """A ``[servers.NAME]`` section running the fixture server; ``settings`` become its keys."""
+    command, *args = fixture_command(name, *flags)
+    lines = [f"[servers.{name}]", f"command = {json.dumps(command)}", f"args = {_toml_value(args)}"]
+    lines += [f"{key} = {_toml_value(value)}" for key, value in settings.items()]
+    return "\n".join(lines) + "\n"
 
 
 def process_gone(pid: int) -> bool:
