@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
+from mcpd.config.load import load_config
 from mcpd.registry.names import qualify
 
 VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -42,3 +44,12 @@ def test_cleaning_never_merges_two_tools() -> None:
         qualify("a" * 70, "y"),
     }
     assert len(names) == 5
+
+
+def test_server_names_with_the_separator_are_refused(tmp_path: Path) -> None:
+    """`a` + `b__c` and `a__b` + `c` would share a name: a server name holding `__` is refused."""
+    config = tmp_path / "c.toml"
+    config.write_text('[servers.a__b]\ncommand = "x"\n[servers.a]\ncommand = "x"\n')
+    loaded = load_config(config)
+    assert [s.name for s in loaded.servers] == ["a"]
+    assert [(i.server, "__" in i.message) for i in loaded.issues] == [("a__b", True)]

@@ -20,6 +20,7 @@ import msgspec
 from mcpd.config.model import Config, ConfigIssue, DaemonSettings, ServerConfig
 from mcpd.config.paths import default_config_path
 from mcpd.errors import ConfigError
+from mcpd.model.tools import SEPARATOR
 
 EMBEDDED_SOURCE = "<embedded default>"
 
@@ -130,6 +131,11 @@ def _server(source: str, name: str, entry: Any, *, host_format: bool) -> ServerC
     if not _NAME.fullmatch(name):
         return issue(
             "server names are 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"
+        )
+    if SEPARATOR in name:
+        # `a` + tool `b__c` and `a__b` + tool `c` would both be called `a__b__c`.
+        return issue(
+            f"server names may not contain {SEPARATOR!r}: it separates server and tool in tool names"
         )
     if not isinstance(entry, dict):
         return issue("expected a table/object of server settings")

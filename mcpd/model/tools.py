@@ -6,6 +6,10 @@ from typing import Any
 
 import msgspec
 
+SEPARATOR = "__"
+"""Between server and tool in a qualified name (``server__tool``); server names may not contain it,
+so the first separator in a qualified name always ends the server's name."""
+
 
 class ToolInfo(msgspec.Struct, frozen=True, kw_only=True):
     """One tool as its server lists it."""

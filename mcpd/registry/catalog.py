@@ -19,8 +19,8 @@ from mcpd.discovery.render import one_line
 from mcpd.errors import UnknownServer, UnknownTool
 from mcpd.model.servers import ServerEvent
 from mcpd.model.states import LIVE_STATES
-from mcpd.model.tools import ToolEntry, ToolInfo
-from mcpd.registry.names import SEPARATOR, qualify
+from mcpd.model.tools import SEPARATOR, ToolEntry, ToolInfo
+from mcpd.registry.names import qualify
 from mcpd.supervisor.actor import ServerActor
 from mcpd.supervisor.supervisor import Supervisor
 from mcpd.trust.gate import TrustGate

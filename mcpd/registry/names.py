@@ -1,9 +1,11 @@
 """Qualified tool names: ``server__tool``, unique across servers, matching ``^[A-Za-z0-9_-]{1,64}$``.
 
-Many hosts reject other names. The name is a pure function of (server, tool): when the
-plain form is not allowed as is (other characters, or too long), it is cleaned and cut,
-and a hash of the original pair is appended, so two different pairs never meet and the
-same pair always gets the same name, whatever else is configured.
+Many hosts reject other names. Server names never contain ``__`` (the config refuses
+them), so a plain name splits at its first ``__`` into exactly one (server, tool) pair.
+The name is a pure function of (server, tool): when the plain form is not allowed as is
+(other characters, or too long), it is cleaned and cut, and a hash of the original pair
+is appended, so two different pairs never meet and the same pair always gets the same
+name, whatever else is configured.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 import hashlib
 import re
 
-SEPARATOR = "__"
+from mcpd.model.tools import SEPARATOR
+
 MAX_LENGTH = 64
 _ALLOWED = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _DISALLOWED = re.compile(r"[^A-Za-z0-9_-]")
