@@ -22,10 +22,10 @@ from mcpd.errors import ConfigError, McpdError
 from mcpd.ipc import endpoint
 from mcpd.ipc.server import Limits, RpcServer
 from mcpd.model.states import LIVE_STATES
-from mcpd.model.trust import PinRecord
+from mcpd.model.trust import AcceptedFindings, PinRecord
 from mcpd.registry.catalog import Catalog
 from mcpd.store.db import Store, StoreUnavailable
-from mcpd.store.pins import pin_rows
+from mcpd.store.pins import accepted_rows, pin_rows
 from mcpd.store.usage import prior_rows, prune
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor
 from mcpd.trust.gate import TrustGate
@@ -130,14 +130,16 @@ def _limits(config: Config) -> Limits:
     )
 
 
-async def _open_usage(config: Config) -> tuple[Store, UsagePrior, list[PinRecord]]:
-    """The usage store, the prior learned from it and the pins; usage off (not the daemon down) on failure."""
+async def _open_usage(config: Config) -> tuple[Store, UsagePrior, TrustGate]:
+    """The store, the prior learned from it and the trust gate with its memory; usage off (not the
+    daemon down) on failure."""
     settings = config.daemon
     prior = UsagePrior()
     pins: list[PinRecord] = []
+    accepted: list[AcceptedFindings] = []
     if not settings.usage:
-        log.warning("usage.off", consequence="tool pins are kept in memory only")
-        return Store.disabled("usage recording is off in the config"), prior, pins
+        log.warning("usage.off", consequence="tool pins and accepted findings are kept in memory only")
+        return Store.disabled("usage recording is off in the config"), prior, TrustGate()
     path = Path(settings.usage_db).expanduser() if settings.usage_db else None  # noqa: ASYNC240 - no I/O
     store = await anyio.to_thread.run_sync(Store.open, path)
     if store.enabled:
@@ -145,6 +147,7 @@ async def _open_usage(config: Config) -> tuple[Store, UsagePrior, list[PinRecord
             removed = await store.run(lambda db: prune(db, settings.usage_retention_days))
             tools, term_rows = await store.run(prior_rows)
             pins = await store.run(pin_rows)
+            accepted = await store.run(accepted_rows)
         except (sqlite3.Error, StoreUnavailable) as exc:
             log.error("usage.load_failed", error=str(exc))
         else:
@@ -152,7 +155,7 @@ async def _open_usage(config: Config) -> tuple[Store, UsagePrior, list[PinRecord
             log.info(
                 "usage.loaded", tools=len(tools), terms=len(term_rows), pins=len(pins), pruned_calls=removed
             )
-    return store, prior, pins
+    return store, prior, TrustGate(pins, accepted, persist=store.save_trust)
 
 
 async def _run(
@@ -161,8 +164,7 @@ async def _run(
     # Signals are caught before any child exists, so a SIGTERM during start-up still stops them all.
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         log.info("daemon.starting", config=config.source, servers=len(config.servers), socket=str(path))
-        usage, prior, pins = await _open_usage(config)
-        gate = TrustGate(pins, persist=usage.save_pin)
+        usage, prior, gate = await _open_usage(config)
         try:
             await _serve_with(config, config_path, listener, signals, usage=usage, prior=prior, gate=gate)
         finally:
@@ -202,6 +204,7 @@ async def _serve_with(
             supervisor.add_listener(lambda event: notifier.status(summary(supervisor)))
         async with anyio.create_task_group() as tg:
             tg.start_soon(rpc.serve, listener)
+            tg.start_soon(catalog.run)
             tg.start_soon(_announce_ready, supervisor, notifier)
             tg.start_soon(_watchdog, notifier)
             async for signum in signals:

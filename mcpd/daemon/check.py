@@ -15,7 +15,7 @@ from mcpd.config.load import load_config
 from mcpd.model.states import LIVE_STATES
 from mcpd.model.trust import HIGH, Finding, describe
 from mcpd.supervisor.supervisor import open_supervisor
-from mcpd.trust.verify import scan_tool
+from mcpd.trust.gate import inspect
 
 
 class ServerCheck(msgspec.Struct, frozen=True, kw_only=True):
@@ -34,9 +34,10 @@ async def run_check(config_path: Path | None, as_json: bool) -> int:
     async with open_supervisor(msgspec.structs.replace(config, servers=tuple(servers))) as supervisor:
         await supervisor.wait_started(timeout)
         for actor in supervisor.actors():
-            findings = [
-                f for tool in actor.tools for f in scan_tool(tool.name, tool.description, tool.input_schema)
-            ]
+            # `check` always runs the verifier, whatever the server's `verify` policy in the daemon.
+            scanned = msgspec.structs.replace(actor.config, verify="warn")
+            inspection = inspect(scanned, actor.tools, actor.server_info)
+            findings = [finding for subject in inspection.subjects for finding in subject.findings]
             live = actor.state in LIVE_STATES
             results.append(
                 ServerCheck(

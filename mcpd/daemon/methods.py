@@ -56,7 +56,7 @@ from mcpd.model.states import LIVE_STATES, ServerState
 from mcpd.model.tools import ToolResult
 from mcpd.model.usage import CallRecord, CapabilityGroup, CapabilityRecord, ReportResult, ToolReport
 from mcpd.registry import reserved
-from mcpd.registry.catalog import Catalog, server_description
+from mcpd.registry.catalog import Catalog
 from mcpd.store import usage as usage_report
 from mcpd.store.db import Store, StoreUnavailable
 from mcpd.supervisor.actor import ServerActor
@@ -122,11 +122,18 @@ methods: MethodTable[Daemon] = MethodTable()
 
 @methods.method("status", NoParams)
 async def status(daemon: Daemon, conn: Connection, params: NoParams) -> StatusResult:
-    servers = [
-        msgspec.structs.replace(actor.status(), trust=daemon.catalog.trust_summary(actor))
-        for actor in daemon.supervisor.actors()
-    ]
-    return StatusResult(servers=servers)
+    return StatusResult(servers=[_status(daemon, actor) for actor in daemon.supervisor.actors()])
+
+
+def _status(daemon: Daemon, actor: ServerActor) -> ServerStatus:
+    """The actor's status with the trust gate's latest verdict (never waiting for a review)."""
+    status = actor.status()
+    review = daemon.catalog.reviewed(actor) if status.tools else None
+    if review is None:
+        return status
+    return msgspec.structs.replace(
+        status, trust=review.summary(), blocked=review.blocked, held=sorted(review.held)
+    )
 
 
 async def _settle(daemon: Daemon, name: str) -> ServerStatus:
@@ -185,7 +192,7 @@ async def tools_list(daemon: Daemon, conn: Connection, params: ToolsListParams) 
             params.query, params.servers, params.limit, prior=daemon.prior, explain=params.explain
         )
     else:
-        tools = daemon.catalog.tools(params.servers)[: params.limit]
+        tools = (await daemon.catalog.tools(params.servers))[: params.limit]
     with_reserved = params.include_reserved and params.servers is None
     if with_reserved:
         tools.append(reserved.ENTRY)  # in every registry that is not explicitly about other servers
@@ -197,9 +204,17 @@ async def tools_list(daemon: Daemon, conn: Connection, params: ToolsListParams) 
     return ToolsListResult(tools=tools, rendered=rendered)
 
 
+_CANNOT_SERVE = frozenset({S.FAILED, S.DISABLED, S.STOPPED})
+
+
 @methods.method("servers.select", SelectParams)
 async def servers_select(daemon: Daemon, conn: Connection, params: SelectParams) -> SelectResult:
-    candidates = [Candidate(s.name, s.description) for s in daemon.config.servers]
+    # Only servers that can serve: not failed, disabled, stopped or blocked by the verifier.
+    serving = set()
+    for actor in daemon.supervisor.actors():
+        if actor.state not in _CANNOT_SERVE and not (await daemon.catalog.review(actor)).blocked:
+            serving.add(actor.name)
+    candidates = [Candidate(s.name, s.description) for s in daemon.config.servers if s.name in serving]
     selection = select_servers(params.query, candidates, params.threshold)
     scores = {name: round(score, 4) for name, score in selection.scores.items()}
     return SelectResult(servers=selection.names, scores=scores, fallback=selection.fallback)
@@ -218,12 +233,10 @@ async def tools_call(daemon: Daemon, conn: Connection, params: ToolsCallParams) 
     else:
         server, tool = params.server, params.tool
     actor = daemon.supervisor.actor(server)
-    held = daemon.catalog.denied(actor, tool)
+    held = await daemon.catalog.denied(actor, tool)
     if held is not None:
         raise NotApproved(
-            f"{server}/{tool} is held back: {held}; "
-            f"see `mcpd diff {server}`, then `mcpd approve {server} {tool}`",
-            {"server": server, "tool": tool, "reason": held},
+            f"{server}/{tool} is held back: {held}", {"server": server, "tool": tool, "reason": held}
         )
     call = _CallRecorder(daemon, conn, server, tool, params.query)
     on_progress = _progress_relay(conn, current_request.get()) if params.progress else None
@@ -355,47 +368,54 @@ async def session_connect(daemon: Daemon, conn: Connection, params: ServerParams
             f"server {actor.name!r} is {actor.state}" + (f": {actor.last_error}" if actor.last_error else ""),
             {"server": actor.name, "state": str(actor.state), "last_error": actor.last_error},
         )
-    blocked = daemon.catalog.trust_summary(actor)
-    if blocked and not daemon.catalog.tools([params.name]):
-        raise NotApproved(f"server {actor.name!r} is kept out: {blocked}", {"server": actor.name})
+    review = await daemon.catalog.review(actor)
+    if review.blocked:
+        raise NotApproved(f"server {actor.name!r} is kept out: {review.blocked}", {"server": actor.name})
     already = params.name in conn.session.activated
     conn.session.activated.add(params.name)
-    return ConnectResult(server=params.name, already=already, tools=daemon.catalog.tools([params.name]))
+    tools = await daemon.catalog.tools([params.name])
+    return ConnectResult(server=params.name, already=already, tools=tools)
 
 
 @methods.method("session.tools", NoParams)
 async def session_tools(daemon: Daemon, conn: Connection, params: NoParams) -> SessionTools:
     """The tools this session has connected (of servers still configured)."""
     names = sorted(name for name in conn.session.activated if name in daemon.supervisor.names())
-    return SessionTools(servers=names, tools=daemon.catalog.tools(names) if names else [])
+    return SessionTools(servers=names, tools=await daemon.catalog.tools(names) if names else [])
 
 
 @methods.method("prompt.snippet", NoParams)
 async def prompt_snippet(daemon: Daemon, conn: Connection, params: NoParams) -> SnippetResult:
-    """An ``<available_mcps>`` block: each live server's id and short description, XML-escaped."""
+    """An ``<available_mcps>`` block: each live server's id and short description, XML-escaped.
+
+    Servers the verifier blocks are left out, and a server's own instructions are never passed on
+    when the verifier found something in them.
+    """
     lines = ["<available_mcps>"]
-    for actor in daemon.supervisor.actors():
-        if actor.state in LIVE_STATES:
-            description = escape(one_line(server_description(actor), 200))
-            lines.append(f'  <mcp id="{escape(actor.name, {chr(34): "&quot;"})}">{description}</mcp>')
+    for actor in await daemon.catalog.serving():
+        description = escape(one_line(daemon.catalog.describe(actor), 200))
+        lines.append(f'  <mcp id="{escape(actor.name, {chr(34): "&quot;"})}">{description}</mcp>')
     lines.append("</available_mcps>")
     return SnippetResult(text="\n".join(lines))
 
 
 @methods.method("trust.approve", ApproveParams)
 async def trust_approve(daemon: Daemon, conn: Connection, params: ApproveParams) -> ApproveResult:
-    """Accept the current definitions of a server's held-back tools (or of one of them)."""
-    daemon.supervisor.actor(params.server)
-    return ApproveResult(approved=daemon.catalog.gate.approve(params.server, params.tool))
+    """Accept what holds a server's tools back (or one tool's): changed definitions, verifier findings."""
+    actor = daemon.supervisor.actor(params.server)
+    await daemon.catalog.review(actor)  # findings are accepted for the texts the server shows now
+    definitions, findings = daemon.catalog.gate.approve(actor.config, params.tool)
+    return ApproveResult(approved=definitions, findings=findings)
 
 
 @methods.method("trust.show", ServerParams)
 async def trust_show(daemon: Daemon, conn: Connection, params: ServerParams) -> TrustResult:
     """What the trust gate says of a server: held-back changes (as diffs) and verifier findings."""
     actor = daemon.supervisor.actor(params.name)
+    review = await daemon.catalog.review(actor)
     return TrustResult(
         server=params.name,
-        summary=daemon.catalog.trust_summary(actor),
+        summary=review.summary(),
         changes=daemon.catalog.gate.changes(params.name),
         findings=daemon.catalog.gate.findings(params.name),
     )

@@ -175,6 +175,9 @@ class ApproveParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
 class ApproveResult(msgspec.Struct, frozen=True, kw_only=True):
     approved: list[str]
+    """Tools whose changed or new definitions were accepted."""
+    findings: list[str] = msgspec.field(default_factory=list)
+    """Tools (or "(server instructions)") whose verifier findings were accepted."""
 
 
 class TrustResult(msgspec.Struct, frozen=True, kw_only=True):

@@ -18,6 +18,8 @@ class ToolInfo(msgspec.Struct, frozen=True, kw_only=True):
     description: str = ""
     input_schema: dict[str, Any] = msgspec.field(default_factory=dict)
     title: str | None = None
+    annotations: dict[str, Any] | None = None
+    """Hints about the tool's behaviour (readOnlyHint, title, ...), as the server sent them."""
 
 
 class ToolEntry(msgspec.Struct, frozen=True, kw_only=True):

@@ -16,6 +16,8 @@ class Finding(msgspec.Struct, frozen=True, kw_only=True):
     where: str
     """Which string: ``name``, ``description``, or a path into the input schema."""
     excerpt: str
+    accepted: bool = False
+    """A person accepted this finding for the current text (``mcpd approve``): it blocks nothing."""
 
 
 class ToolChange(msgspec.Struct, frozen=True, kw_only=True):
@@ -36,6 +38,17 @@ class PinRecord(msgspec.Struct, frozen=True, kw_only=True):
     seen_definition: str
 
 
+class AcceptedFindings(msgspec.Struct, frozen=True, kw_only=True):
+    """A person accepted the findings in one subject's texts, as long as they hash to this."""
+
+    server: str
+    subject: str
+    """A tool's name, or "" for the server's own instructions and title."""
+    definition_hash: str
+
+
 def describe(finding: Finding) -> str:
     """One line for people: rule, severity, tool, where, excerpt."""
-    return f"{finding.rule} {finding.severity:<6} {finding.tool} [{finding.where}] {finding.excerpt}"
+    accepted = " (accepted)" if finding.accepted else ""
+    subject = finding.tool or "(server)"
+    return f"{finding.rule} {finding.severity:<6} {subject} [{finding.where}] {finding.excerpt}{accepted}"

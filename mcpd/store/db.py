@@ -24,9 +24,9 @@ from typing import Any, TypeVar
 
 import structlog
 
-from mcpd.model.trust import PinRecord
+from mcpd.model.trust import AcceptedFindings, PinRecord
 from mcpd.model.usage import CallRecord, CapabilityRecord
-from mcpd.store.pins import write_pins
+from mcpd.store.pins import write_accepted, write_pins
 from mcpd.store.usage import write_usage
 
 log = structlog.get_logger("mcpd.store")
@@ -83,6 +83,15 @@ MIGRATIONS: tuple[str, ...] = (
         seen_hash TEXT NOT NULL,
         seen_definition TEXT NOT NULL,
         PRIMARY KEY (server, tool)
+    ) WITHOUT ROWID;
+    """,
+    # 3: verifier findings a person accepted, per subject (a tool, or "" for the server's own texts)
+    """
+    CREATE TABLE accepted_findings (
+        server TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        definition_hash TEXT NOT NULL,
+        PRIMARY KEY (server, subject)
     ) WITHOUT ROWID;
     """,
 )
@@ -171,7 +180,7 @@ class Store:
         if self.enabled:
             self._queue.put(record)
 
-    def save_pin(self, record: PinRecord) -> None:
+    def save_trust(self, record: PinRecord | AcceptedFindings) -> None:
         if self.enabled:
             self._queue.put(record)
 
@@ -257,9 +266,13 @@ class Store:
                 deliver(lambda job=job: job(conn))
 
 
-def write_records(conn: sqlite3.Connection, records: list[CallRecord | CapabilityRecord | PinRecord]) -> None:
+Record = CallRecord | CapabilityRecord | PinRecord | AcceptedFindings
+
+
+def write_records(conn: sqlite3.Connection, records: list[Record]) -> None:
     """One batch, in a few ``executemany`` statements per kind of record."""
     write_pins(conn, [r for r in records if isinstance(r, PinRecord)])
+    write_accepted(conn, [r for r in records if isinstance(r, AcceptedFindings)])
     write_usage(
         conn,
         [r for r in records if isinstance(r, CallRecord)],

@@ -462,7 +462,13 @@ class ServerActor:
             page = await session.list_tools(params=params)
             tools.extend(
                 ToolInfo(
-                    name=t.name, description=t.description or "", input_schema=t.input_schema, title=t.title
+                    name=t.name,
+                    description=t.description or "",
+                    input_schema=t.input_schema,
+                    title=t.title,
+                    annotations=t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
+                    if t.annotations
+                    else None,
                 )
                 for t in page.tools
             )

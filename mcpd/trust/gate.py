@@ -1,13 +1,20 @@
-"""The trust gate: which tools of a server may reach registries and calls.
+"""The trust gate: which servers and tools may reach a model's context, registries and calls.
 
 Two checks, per server policy:
 
-- ``verify`` (off | warn | block): the verifier's findings are logged; under ``block`` a
-  server with a high-severity finding is kept out of every registry.
+- ``verify`` (off | warn | block): everything a server says to models is scanned (its
+  ``instructions`` and title, each tool's name, title, description, annotations and
+  schema). Findings are logged; under ``block`` a server with an unaccepted high finding
+  is kept out of every registry, the ``<available_mcps>`` block and selection. ``approve``
+  accepts exactly the findings of the current texts: a later change is reviewed again.
 - ``pinning`` (pin | trust): a SHA-256 of each tool's name, description and input schema
   is pinned the first time the server is seen. Afterwards a tool whose definition changed,
   or a tool the server added, is held back until ``approve`` -- the "rug pull" defence.
   ``trust`` pins too (so ``diff`` works) but holds nothing back.
+
+Scanning and hashing thousands of tools takes a noticeable fraction of a second, so it is
+split off as ``inspect()``, a pure function the catalogue runs in a worker thread; what is
+left for the event loop (``review``, ``approve``) is dictionary work.
 """
 
 from __future__ import annotations
@@ -15,18 +22,22 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import msgspec
 import structlog
 
 from mcpd.config.model import ServerConfig
+from mcpd.model.servers import ServerInfo
 from mcpd.model.tools import ToolInfo
-from mcpd.model.trust import HIGH, Finding, PinRecord, ToolChange
-from mcpd.trust.verify import scan_tool
+from mcpd.model.trust import HIGH, AcceptedFindings, Finding, PinRecord, ToolChange
+from mcpd.trust.verify import scan_text, scan_tool
 
 log = structlog.get_logger("mcpd.trust")
+
+SERVER_SUBJECT = ""
+"""The subject name of a server's own texts (instructions, title), beside its tools' names."""
 
 
 def definition(tool: ToolInfo) -> str:
@@ -43,14 +54,81 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class Subject:
+    """One thing a server says to models: a tool, or (``SERVER_SUBJECT``) the server itself."""
+
+    name: str
+    definition: str
+    hash: str
+    """Of everything scanned, so accepted findings stay accepted only while the text stays."""
+    findings: tuple[Finding, ...]
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """What ``inspect`` found in one server's texts; the inputs are kept to tell it is current."""
+
+    tools: tuple[ToolInfo, ...]
+    info: ServerInfo | None
+    subjects: tuple[Subject, ...]
+
+    def current(self, tools: tuple[ToolInfo, ...], info: ServerInfo | None) -> bool:
+        return self.tools is tools and self.info is info
+
+
+def _server_subject(info: ServerInfo | None, verify: bool) -> Subject | None:
+    if info is None or not (info.instructions or info.title):
+        return None
+    texts = {"instructions": info.instructions or "", "title": info.title or ""}
+    text = json.dumps(texts, sort_keys=True, ensure_ascii=False)
+    findings: list[Finding] = []
+    if verify:
+        for where, value in texts.items():
+            findings.extend(scan_text(SERVER_SUBJECT, where, value))
+    return Subject(SERVER_SUBJECT, text, digest(text), tuple(findings))
+
+
+def _tool_subject(tool: ToolInfo, verify: bool) -> Subject:
+    pinned = definition(tool)
+    extra = {"title": tool.title, "annotations": tool.annotations}
+    findings: list[Finding] = []
+    if verify:
+        findings.extend(scan_tool(tool.name, tool.description, tool.input_schema))
+        if tool.title:
+            findings.extend(scan_text(tool.name, "title", tool.title))
+        findings.extend(_scan_annotations(tool))
+    everything = pinned + json.dumps(extra, sort_keys=True, ensure_ascii=False)
+    return Subject(tool.name, pinned, digest(everything), tuple(findings))
+
+
+def _scan_annotations(tool: ToolInfo) -> list[Finding]:
+    findings: list[Finding] = []
+    for key, value in (tool.annotations or {}).items():
+        if isinstance(value, str):
+            findings.extend(scan_text(tool.name, f"annotations.{key}", value))
+    return findings
+
+
+def inspect(config: ServerConfig, tools: tuple[ToolInfo, ...], info: ServerInfo | None) -> Inspection:
+    """Scan and hash everything the server says to models. Pure; run it off the event loop."""
+    verify = config.verify != "off"
+    server = _server_subject(info, verify)
+    subjects = [_tool_subject(tool, verify) for tool in tools]
+    return Inspection(tools, info, (*([server] if server else []), *subjects))
+
+
 @dataclass
 class Review:
-    """The verdict on one server's current tool list."""
+    """The verdict on one server's current texts."""
 
     findings: list[Finding] = field(default_factory=list)
     blocked: str | None = None
+    """Why the whole server is kept out, in plain words (verifier findings not yet accepted)."""
     held: dict[str, str] = field(default_factory=dict)
-    """tool -> why it is held back"""
+    """tool -> why it is held back (changed or new since approval)"""
+    tainted_instructions: bool = False
+    """The server's own texts carry an unaccepted high finding: never pass them on to a model."""
 
     def summary(self) -> str | None:
         if self.blocked:
@@ -61,24 +139,37 @@ class Review:
 
 
 class TrustGate:
-    """Reviews servers' tool lists against their pins; ``persist`` writes pins through."""
+    """Reviews inspections against pins and accepted findings; ``persist`` writes records through."""
 
     def __init__(
-        self, pins: Iterable[PinRecord] = (), persist: Callable[[PinRecord], None] | None = None
+        self,
+        pins: Iterable[PinRecord] = (),
+        accepted: Iterable[AcceptedFindings] = (),
+        persist: Callable[[PinRecord | AcceptedFindings], None] | None = None,
     ) -> None:
         self._pins: dict[tuple[str, str], PinRecord] = {(p.server, p.tool): p for p in pins}
-        self._persist = persist or (lambda pin: None)
-        self._reviews: dict[str, tuple[tuple[ToolInfo, ...], Review]] = {}
+        self._pinned_servers = {server for server, _ in self._pins}
+        self._accepted: dict[tuple[str, str], str] = {
+            (a.server, a.subject): a.definition_hash for a in accepted
+        }
+        self._persist = persist or (lambda record: None)
+        self._reviews: dict[str, tuple[Inspection, Review]] = {}
         self._revisions: dict[str, int] = {}
 
-    def review(self, config: ServerConfig, tools: tuple[ToolInfo, ...]) -> Review:
+    def review(self, config: ServerConfig, inspection: Inspection) -> Review:
+        """The verdict on ``inspection`` (cached while it stays the server's latest)."""
         cached = self._reviews.get(config.name)
-        if cached is not None and cached[0] is tools:
+        if cached is not None and cached[0] is inspection:
             return cached[1]
-        review = self._review(config, tools)
-        self._reviews[config.name] = (tools, review)
+        review = self._review(config, inspection, log_findings=cached is None or cached[0] is not inspection)
+        self._reviews[config.name] = (inspection, review)
         self._bump(config.name)
         return review
+
+    def cached(self, server: str) -> Review | None:
+        """The latest verdict on ``server``, if it has had one."""
+        found = self._reviews.get(server)
+        return found[1] if found else None
 
     def revision(self, server: str) -> int:
         """Changes with every new verdict on ``server``: caches keyed on it know to refresh."""
@@ -87,55 +178,60 @@ class TrustGate:
     def _bump(self, server: str) -> None:
         self._revisions[server] = self._revisions.get(server, 0) + 1
 
-    def _review(self, config: ServerConfig, tools: Sequence[ToolInfo]) -> Review:
+    def _review(self, config: ServerConfig, inspection: Inspection, *, log_findings: bool) -> Review:
         review = Review()
-        if config.verify != "off":
-            for tool in tools:
-                review.findings.extend(scan_tool(tool.name, tool.description, tool.input_schema))
-            for finding in review.findings:
-                log.warning(
-                    "trust.finding",
-                    server=config.name,
-                    rule=finding.rule,
-                    severity=finding.severity,
-                    tool=finding.tool,
-                    where=finding.where,
-                    excerpt=finding.excerpt,
-                )
-            high = sorted({f.rule for f in review.findings if f.severity == HIGH})
-            if config.verify == "block" and high:
-                review.blocked = f"blocked by the verifier: {', '.join(high)} (see `mcpd check`)"
-                log.error("trust.blocked", server=config.name, rules=high)
-        known = any(server == config.name for server, _ in self._pins)
-        for tool in tools:
-            text = definition(tool)
-            reason = self._pin(config.name, tool.name, text, first_sight=not known)
+        blocking: list[str] = []
+        for subject in inspection.subjects:
+            accepted = self._accepted.get((config.name, subject.name)) == subject.hash
+            for found in subject.findings:
+                finding = msgspec.structs.replace(found, accepted=accepted)
+                review.findings.append(finding)
+                if log_findings:
+                    _log_finding(config.name, finding)
+                if finding.severity != HIGH or accepted:
+                    continue
+                if subject.name == SERVER_SUBJECT:
+                    review.tainted_instructions = True
+                blocking.append(f"{finding.rule} in {_where(finding)}")
+        if config.verify == "block" and blocking:
+            unique = sorted(set(blocking))
+            review.blocked = (
+                f"blocked by the verifier: {', '.join(unique[:4])}{' ...' if len(unique) > 4 else ''}; "
+                f"review with `mcpd diff {config.name}`, accept with `mcpd approve {config.name}`"
+            )
+            log.error("trust.blocked", server=config.name, findings=unique)
+        first_sight = config.name not in self._pinned_servers
+        tools = [subject for subject in inspection.subjects if subject.name != SERVER_SUBJECT]
+        if tools:
+            self._pinned_servers.add(config.name)
+        for subject in tools:
+            reason = self._pin(config.name, subject, first_sight=first_sight)
             if reason and config.pinning == "pin":
-                review.held[tool.name] = reason
-        if review.held:
+                review.held[subject.name] = reason
+        if review.held and log_findings:
             log.warning("trust.held_back", server=config.name, tools=sorted(review.held))
         return review
 
-    def _pin(self, server: str, tool: str, text: str, *, first_sight: bool) -> str | None:
+    def _pin(self, server: str, subject: Subject, *, first_sight: bool) -> str | None:
         """Record what was seen; return why the tool must wait for approval, if it must."""
-        hashed = digest(text)
-        pin = self._pins.get((server, tool))
+        hashed = digest(subject.definition)
+        pin = self._pins.get((server, subject.name))
         if pin is None:
             approved = first_sight
             pin = PinRecord(
                 server=server,
-                tool=tool,
+                tool=subject.name,
                 approved_hash=hashed if approved else None,
-                approved_definition=text if approved else None,
+                approved_definition=subject.definition if approved else None,
                 seen_hash=hashed,
-                seen_definition=text,
+                seen_definition=subject.definition,
             )
-            self._pins[server, tool] = pin
+            self._pins[server, subject.name] = pin
             self._persist(pin)
             return None if approved else "new tool since the server was approved"
         if pin.seen_hash != hashed:
-            pin = self._pins[server, tool] = msgspec.structs.replace(
-                pin, seen_hash=hashed, seen_definition=text
+            pin = self._pins[server, subject.name] = msgspec.structs.replace(
+                pin, seen_hash=hashed, seen_definition=subject.definition
             )
             self._persist(pin)
         if pin.approved_hash is None:
@@ -144,17 +240,26 @@ class TrustGate:
             return "definition changed since it was approved"
         return None
 
-    def allowed(self, server: str, tool: str) -> str | None:
-        """None if the tool may be listed and called; else why not."""
+    def denied(self, server: str, tool: str) -> str | None:
+        """None if the tool may be listed and called; else why not (the kind of hold, and the way out)."""
         cached = self._reviews.get(server)
         if cached is None:
             return None
         review = cached[1]
-        return review.blocked or review.held.get(tool)
+        if review.blocked:
+            return review.blocked
+        held = review.held.get(tool)
+        if held:
+            return f"{held}; see `mcpd diff {server}`, then `mcpd approve {server} {tool}`"
+        return None
 
-    def approve(self, server: str, tool: str | None = None) -> list[str]:
-        """Accept the current definitions (of one tool, or all of the server's); returns what changed."""
-        approved = []
+    def approve(self, config: ServerConfig, tool: str | None = None) -> tuple[list[str], list[str]]:
+        """Accept the current definitions and the current findings (of one tool, or all of the server's).
+
+        Returns (tools whose definitions were accepted, subjects whose findings were accepted).
+        """
+        server = config.name
+        definitions = []
         for key, pin in list(self._pins.items()):
             if pin.server != server or (tool is not None and pin.tool != tool):
                 continue
@@ -164,12 +269,24 @@ class TrustGate:
                 )
                 self._pins[key] = accepted
                 self._persist(accepted)
-                approved.append(pin.tool)
-        if approved:
-            self._reviews.pop(server, None)
-            self._bump(server)
-            log.info("trust.approved", server=server, tools=sorted(approved))
-        return sorted(approved)
+                definitions.append(pin.tool)
+        findings = []
+        cached = self._reviews.pop(server, None)
+        for subject in cached[0].subjects if cached else ():
+            if not subject.findings or (tool is not None and subject.name != tool):
+                continue
+            if self._accepted.get((server, subject.name)) != subject.hash:
+                self._accepted[server, subject.name] = subject.hash
+                self._persist(
+                    AcceptedFindings(server=server, subject=subject.name, definition_hash=subject.hash)
+                )
+                findings.append(subject.name or "(server instructions)")
+        if cached is not None:
+            self._reviews[server] = (cached[0], self._review(config, cached[0], log_findings=False))
+        self._bump(server)
+        if definitions or findings:
+            log.info("trust.approved", server=server, tools=sorted(definitions), findings=sorted(findings))
+        return sorted(definitions), sorted(findings)
 
     def changes(self, server: str) -> list[ToolChange]:
         out = []
@@ -186,3 +303,22 @@ class TrustGate:
     def findings(self, server: str) -> list[Finding]:
         cached = self._reviews.get(server)
         return list(cached[1].findings) if cached else []
+
+
+def _where(finding: Finding) -> str:
+    if finding.tool == SERVER_SUBJECT:
+        return f"server {finding.where}"
+    return f"tool {finding.tool}"
+
+
+def _log_finding(server: str, finding: Finding) -> None:
+    log.warning(
+        "trust.finding",
+        server=server,
+        rule=finding.rule,
+        severity=finding.severity,
+        tool=finding.tool or None,
+        where=finding.where,
+        excerpt=finding.excerpt,
+        accepted=finding.accepted,
+    )
