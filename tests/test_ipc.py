@@ -29,7 +29,8 @@ from mcpd.errors import (
     UnknownTool,
 )
 from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, NoParams, Request, ToolsCallParams
-from mcpd.model.servers import StateChanged
+from mcpd.model.servers import CallActivity, StateChanged
+from mcpd.model.tools import ToolResult
 from mcpd.testing import fixture_toml, process_gone
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
@@ -179,6 +180,41 @@ async def test_subscribe_pushes_state_changes(daemon: DaemonProcess) -> None:
                     if event.new == "running":
                         break
     assert seen[0] == "starting" and seen[-1] == "running"
+
+
+async def test_subscribers_hear_call_activity(daemon: DaemonProcess) -> None:
+    """Calls are summed per server and told to subscribers once per interval (what `mcpd top` shows)."""
+    async with connect(daemon.socket) as watcher, connect(daemon.socket) as caller:
+        events = await watcher.subscribe()
+        await caller.call_tool("alpha__echo", {"text": "x"})
+        await caller.call_tool("alpha__fail", {})
+        seen: list[CallActivity] = []
+        with anyio.fail_after(10):
+            async for event in events:
+                if isinstance(event, CallActivity) and "alpha" in event.calls:
+                    seen.append(event)
+                    break
+    assert seen[0].calls["alpha"] >= 2 and seen[0].errors["alpha"] >= 1
+
+
+async def test_the_blocking_client_follows_events_and_progress(daemon: DaemonProcess) -> None:
+    """The blocking client streams events and relays a call's progress to its callback."""
+    updates: list[float] = []
+
+    def use_blocking_client() -> tuple[ToolResult, CallActivity]:
+        with Client(daemon.socket) as client:
+            result = client.call_tool(
+                "alpha__progress", {"steps": 3}, on_progress=lambda p: updates.append(p.progress)
+            )
+            events = client.events()
+            with Client(daemon.socket) as other:
+                other.call_tool("alpha__echo", {"text": "x"})
+            return result, next(e for e in events if isinstance(e, CallActivity))
+
+    with anyio.fail_after(30):
+        result, event = await anyio.to_thread.run_sync(use_blocking_client)
+    assert result.content[0]["text"] == "done 3 steps" and updates == [1, 2, 3]
+    assert event.calls.get("alpha", 0) >= 1
 
 
 async def test_call_waits_for_a_restarting_server(daemon: DaemonProcess) -> None:

@@ -205,6 +205,7 @@ async def _serve_with(
         async with anyio.create_task_group() as tg:
             tg.start_soon(rpc.serve, listener)
             tg.start_soon(catalog.run)
+            tg.start_soon(daemon.activity.publish, rpc.broadcast)
             tg.start_soon(_announce_ready, supervisor, notifier)
             tg.start_soon(_watchdog, notifier)
             async for signum in signals:

@@ -13,6 +13,7 @@ import structlog
 
 from mcpd.config.load import load_config
 from mcpd.config.model import Config
+from mcpd.daemon.activity import Activity
 from mcpd.daemon.notify import Notifier
 from mcpd.discovery.groups import group_similar
 from mcpd.discovery.prior import UsagePrior
@@ -80,6 +81,7 @@ class Daemon:
     prior: UsagePrior = field(default_factory=UsagePrior)
     notifier: Notifier = field(default_factory=lambda: Notifier(""))
     reload_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    activity: Activity = field(default_factory=Activity)
 
     async def reload(self) -> ReloadResult:
         """Re-read the config and apply the diff; a broken file raises ``ConfigError`` and changes nothing.
@@ -282,6 +284,7 @@ class _CallRecorder:
         )
         if error_class in ("UnknownServer", "UnknownTool", "InvalidParams"):
             return  # the call never reached a server: nothing to learn about a tool
+        self.daemon.activity.record(self.server, outcome == "ok")
         now = time.time()
         query_terms = tuple(terms(self.query)) if self.query else ()
         self.daemon.prior.observe(self.server, self.tool, outcome == "ok", query_terms, now)
