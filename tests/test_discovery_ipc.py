@@ -46,6 +46,9 @@ async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Daem
         + fixture_toml(
             "github", "--tools", "1", description="GitHub repos, issues, pull requests, code search"
         )
+        # Cannot serve: a command that does not exist, and a server switched off.
+        + '[servers.brokenbrew]\ncommand = "/no/such/brew"\ndescription = "Install packages via Homebrew"\n'
+        + fixture_toml("offbrew", description="Install macOS packages with Homebrew", enabled=False)
     )
     async with running_daemon(path) as running:
         yield running
@@ -113,3 +116,13 @@ async def test_select_through_the_cli(daemon: DaemonProcess) -> None:
         result = await anyio.run_process(argv)
     selection = json.loads(result.stdout.decode())
     assert selection["servers"] == ["brew"] and selection["fallback"] is False
+
+
+async def test_selection_leaves_out_servers_that_cannot_serve(daemon: DaemonProcess) -> None:
+    """A failed or disabled server is never selected, however well its description matches."""
+    async with connect(daemon.socket) as client:
+        with anyio.fail_after(30):
+            while {s.name: s.state for s in await client.status()}["brokenbrew"] != "failed":
+                await anyio.sleep(0.05)
+        result = await client.select("install packages with homebrew")
+    assert result.servers == ["brew"] and result.fallback is False
