@@ -1,17 +1,37 @@
-"""The verifier: signs of tool poisoning in what a server says about its tools.
+"""The verifier: signs of poisoning in any text a server puts before a model.
 
-A tool's name, description and input schema go straight into a model's context, so a
-malicious server can address the model there. Every string of a tool is scanned (name,
-description, and in the schema: descriptions, titles, defaults, enum values, examples)
-for:
+Tool names, descriptions and schemas, server instructions, titles, annotations, prompt and
+resource descriptions all reach a model's context, so a malicious server can address the
+model there. Each text is prepared first (``normalize``: invisible characters removed and
+flagged, NFKC, look-alike letters mapped, lower case, whitespace and line breaks collapsed)
+and then read for intents (``rules``), in English and eight other languages:
 
-    TP001 high    instructions aimed at the model (ignore/override previous instructions)
-    TP002 high    concealment (do not tell the user, secretly, without mentioning)
-    TP003 high    hidden instruction blocks (<IMPORTANT>, <SYSTEM>, [INST] ...)
-    TP004 medium  references to secrets and credential files (~/.ssh, id_rsa, .env, tokens)
-    TP005 medium  attempts to steer other tools (instead of / before using another tool)
-    TP006 high    invisible or direction-changing Unicode (tag characters, zero-width, bidi)
-    TP007 medium  base64-looking blobs
+    TP001 high    instructions aimed at the model: ignore/forget/override its instructions in
+                  any word order, "you are now", "your new instructions", reveal the system prompt
+    TP002 high    concealment from the user: do not tell/inform anyone, the user must not know,
+                  without the user noticing, keep this between us, lie about what was done
+    TP003 high    hidden instruction blocks: <IMPORTANT ...>, <SYSTEM>, <instructions x=y>,
+                  chat-template tokens (<|im_start|>, [INST], <<SYS>>), ### SYSTEM OVERRIDE
+    TP004 high    reading secrets: a credential file or store (any ~/.ssh key, *.pem, .env*, cloud
+                  and container configs, .netrc-style dotfiles, keychains, browser logins, seed
+                  phrases, private keys, $..._TOKEN) together with a verb that reads or sends it,
+                  or a password/token/API key that is looked up and then passed on
+          medium  a credential file or store mentioned without such a verb (a path default)
+    TP005 high    rewriting other tools: changes what another tool does or whom it sends to,
+                  calls other tools unsafe or disabled, routes every call through this one
+          medium  steering: "instead of the X tool", "before calling any other tool"
+    TP006 high    invisible or direction-changing characters (zero-width, bidi, tag characters)
+    TP007 medium  a base64 or hex blob that decodes to readable text (what it says is read too)
+    TP008 high    the model addressed directly: "NOTE TO AI:", "SYSTEM: you ...", "attention agent"
+    TP009 high    exfiltration: send/forward/post/upload/include data to a URL, an address, a
+                  file share, another tool or a parameter; a link that carries the conversation
+    TP010 high    destructive or remote-code shell commands (rm -rf, curl ... | sh)
+    TP011 medium  a word mixing Latin letters with look-alikes from another script
+
+Text hidden in base64, hex, URL-encoding, HTML entities, \\u escapes or tag characters is
+decoded and read too: what is found there is reported as high, with ``where`` naming the
+encoding, e.g. ``description (decoded base64)``. Mere words such as "password", "token",
+"IMPORTANT:" or "send email" raise nothing: honest tools use them all the time.
 
 High findings are what a ``block`` policy blocks on; medium ones are reported.
 """
@@ -19,67 +39,192 @@ High findings are what a ``block`` policy blocks on; medium ones are reported.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, NamedTuple
 
+from mcpd.trust import rules
 from mcpd.model.trust import HIGH, MEDIUM, Finding
+from mcpd.trust.normalize import INVISIBLE, Layer, Prepared, hidden_layers, prepare, tag_text
 
-_RULES: tuple[tuple[str, str, str, re.Pattern[str]], ...] = (
-    (
-        "TP001",
-        HIGH,
-        "instructions aimed at the model",
-        re.compile(
-            r"\b(ignore|disregard|forget|override)\b[^.\n]{0,40}"
-            r"\b(previous|prior|above|earlier|all|other|system)\b[^.\n]{0,20}"
-            r"\b(instructions?|prompts?|rules|directions)\b|\byou are now\b|\bnew instructions\b",
-            re.IGNORECASE,
-        ),
-    ),
-    (
-        "TP002",
-        HIGH,
-        "concealment from the user",
-        re.compile(
-            r"\b(do not|don't|never)\s+(tell|inform|mention|reveal|show|notify)\b[^.\n]{0,30}\buser\b"
-            r"|\bwithout (telling|informing|notifying|alerting)\b|\b(secretly|covertly)\b"
-            r"|\bkeep (this|it) (a )?secret\b",
-            re.IGNORECASE,
-        ),
-    ),
-    (
-        "TP003",
-        HIGH,
-        "hidden instruction block",
-        re.compile(r"<\s*/?\s*(important|system|instructions?|secret|hidden)\s*>|\[/?INST\]", re.IGNORECASE),
-    ),
-    (
-        "TP004",
-        MEDIUM,
-        "reference to secrets or credential files",
-        re.compile(
-            r"~/\.ssh|\bid_(rsa|ed25519|ecdsa)\b|(^|[\s/'\"])\.env\b|\.aws/credentials|\.netrc|\.npmrc|\.pgpass"
-            r"|\bprivate[ _-]?key\b|\b(api[ _-]?key|access[ _-]?token|secret[ _-]?key|password)s?\b",
-            re.IGNORECASE,
-        ),
-    ),
-    (
-        "TP005",
-        MEDIUM,
-        "attempt to steer other tools",
-        re.compile(
-            r"\b(instead of|rather than) (using |calling )?(the |any )?[\w.-]+ tool\b"
-            r"|\b(before|after|when) (using|calling) (any( other)?|another|other|the [\w.-]+) tools?\b"
-            r"|\bmust (also|always|first) (call|use|send)\b",
-            re.IGNORECASE,
-        ),
-    ),
-)
 
-_INVISIBLE = re.compile(
-    "[\U000e0000-\U000e007f\u200b-\u200f\u2060-\u2064\ufeff\u202a-\u202e\u2066-\u2069\u00ad]"
-)
-_BASE64 = re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{40,}={0,2}(?![A-Za-z0-9+/=])")
+class _Hit(NamedTuple):
+    rule: str
+    severity: str
+    message: str
+    excerpt: str
+
+
+def _excerpt(text: str, start: int, end: int, context: int = 40) -> str:
+    snippet = text[max(0, start - context) : end + context]
+    visible = INVISIBLE.sub(lambda m: f"<U+{ord(m.group()):04X}>", snippet)
+    return " ".join(visible.split())[:200]
+
+
+def _first(intent: rules.Intent, hits: rules.Hits, sentences: Iterable[str]) -> str | None:
+    match = intent.first(hits, sentences)
+    if match is None or _quoted_example(match):
+        return None
+    return _excerpt(match.string, match.start(), match.end())
+
+
+_QUOTE_OPEN = re.compile(r"(?:such as|like|e\.g\.|for example|phrases?|patterns?|strings?)\W{0,3}$")
+
+
+def _quoted_example(match: re.Match[str]) -> bool:
+    """An attack quoted as an example ("detects phrases such as 'ignore ...'") is mentioned, not used."""
+    before = match.string[max(0, match.start() - 20) : match.start()]
+    return (
+        before[-1:] in "'\"\u201c\u2018\u00ab" and before[-1:] != "" and bool(_QUOTE_OPEN.search(before[:-1]))
+    )
+
+
+def _secret(hits: rules.Hits, sentences: list[str]) -> _Hit | None:
+    mentioned = None
+    credentials = rules.CREDENTIAL.active(hits)
+    for sentence in sentences if credentials else ():
+        match = rules.search(credentials, [sentence])
+        if match:
+            excerpt = _excerpt(sentence, match.start(), match.end())
+            if rules.CREDENTIAL_VERB.search(sentence):
+                return _Hit("TP004", HIGH, "reads or sends secrets or credential files", excerpt)
+            mentioned = mentioned or excerpt
+    taken = _first(rules.SECRET_TAKEN, hits, sentences)
+    if taken:
+        return _Hit("TP004", HIGH, "reads or sends secrets or credential files", taken)
+    if mentioned:
+        return _Hit("TP004", MEDIUM, "mentions a credential file or store", mentioned)
+    return None
+
+
+def _exfiltration(hits: rules.Hits, sentences: list[str]) -> str | None:
+    transfers = rules.TRANSFER.active(hits)
+    destinations = rules.DESTINATION.active(hits) if transfers else []
+    if destinations:
+        objects = rules.DATA.active(hits) + rules.QUANTITY.active(hits)
+        for sentence in sentences:
+            transfer = rules.search(transfers, [sentence])
+            if transfer and rules.search(destinations, [sentence]) and rules.search(objects, [sentence]):
+                return _excerpt(sentence, transfer.start(), transfer.end() + 60)
+    return _first(rules.EXFIL_DIRECT, hits, sentences)
+
+
+def _steering(hits: rules.Hits, sentences: list[str]) -> _Hit | None:
+    shadow = _first(rules.SHADOWING, hits, sentences)
+    if shadow:
+        return _Hit("TP005", HIGH, "rewrites or disables other tools", shadow)
+    steering = rules.STEERING.active(hits)
+    steers = [m for s in sentences if steering and (m := rules.search(steering, [s]))]
+    if not steers:
+        return None
+    excerpt = _excerpt(steers[0].string, steers[0].start(), steers[0].end())
+    if len(steers) > 1:
+        return _Hit("TP005", HIGH, "steers the model away from other tools, repeatedly", excerpt)
+    return _Hit("TP005", MEDIUM, "steers the model away from other tools", excerpt)
+
+
+def _intents(prepared: Prepared) -> Iterator[_Hit]:
+    folded = prepared.folded
+    sentences = rules.SENTENCES.split(folded)
+    hits = rules.triggered(folded)
+    excerpt = _first(rules.OVERRIDE, hits, sentences)
+    if excerpt:
+        yield _Hit("TP001", HIGH, "instructions aimed at the model", excerpt)
+    excerpt = _first(rules.CONCEAL, hits, sentences)
+    if excerpt:
+        yield _Hit("TP002", HIGH, "concealment from the user", excerpt)
+    block = rules.INSTRUCTION_BLOCK.first(hits, [folded]) or rules.weak_block(folded)
+    if block:
+        yield _Hit("TP003", HIGH, "hidden instruction block", _excerpt(folded, block.start(), block.end()))
+    secret = _secret(hits, sentences)
+    if secret:
+        yield secret
+    steering = _steering(hits, sentences)
+    if steering:
+        yield steering
+    excerpt = _first(rules.ADDRESSING, hits, [folded])
+    if excerpt:
+        yield _Hit("TP008", HIGH, "addresses the model directly", excerpt)
+    excerpt = _exfiltration(hits, sentences)
+    if excerpt:
+        yield _Hit("TP009", HIGH, "sends data to a URL, an address or another tool", excerpt)
+    excerpt = _first(rules.SHELL, hits, [folded])
+    if excerpt:
+        yield _Hit("TP010", HIGH, "destructive or remote-code shell command", excerpt)
+
+
+def _layers(raw: str, visible: str) -> Iterator[Layer]:
+    tagged = tag_text(raw)
+    if tagged:
+        yield tagged
+    yield from hidden_layers(visible)
+
+
+def _decoded(tool: str, where: str, layer: Layer, depth: int) -> list[Finding]:
+    label = f"{where} (decoded {layer.encoding})"
+    prepared = prepare(layer.decoded)
+    # Whatever an encoding hides is meant not to be read: any intent found inside is high.
+    found = [
+        Finding(
+            rule=h.rule,
+            severity=HIGH,
+            message=f"{h.message}, hidden in {layer.encoding}",
+            tool=tool,
+            where=label,
+            excerpt=h.excerpt,
+        )
+        for h in _intents(prepared)
+    ]
+    if depth < 2:
+        for inner in hidden_layers(prepared.visible):
+            found.extend(_decoded(tool, label, inner, depth + 1))
+    if layer.encoding in ("base64", "hex"):
+        found.append(
+            Finding(
+                rule="TP007",
+                severity=MEDIUM,
+                message=f"{layer.encoding} blob that decodes to text",
+                tool=tool,
+                where=where,
+                excerpt=f"{layer.run[:40]} -> {' '.join(layer.decoded.split())[:120]}",
+            )
+        )
+    return found
+
+
+def scan_text(subject: str, where: str, text: str) -> list[Finding]:
+    """Every finding in one text; ``subject`` names its tool, prompt or server."""
+    if len(text) < 16 and text.isascii() and " " not in text:
+        return []  # a name, a type, an enum value: nothing can hide in it
+    prepared = prepare(text)
+    hits: list[_Hit] = []
+    if prepared.hidden:
+        offset, char = prepared.hidden
+        hits.append(
+            _Hit(
+                "TP006",
+                HIGH,
+                f"invisible or direction-changing character U+{ord(char):04X}",
+                _excerpt(text, offset, offset + 1),
+            )
+        )
+    if prepared.homoglyphs:
+        hits.append(_Hit("TP011", MEDIUM, "word mixing Latin with look-alike letters", prepared.homoglyphs))
+    hits.extend(_intents(prepared))
+    findings = [
+        Finding(
+            rule=h.rule, severity=h.severity, message=h.message, tool=subject, where=where, excerpt=h.excerpt
+        )
+        for h in hits
+    ]
+    if len(prepared.visible) >= 16 or prepared.hidden:
+        for layer in _layers(text, prepared.visible):
+            findings.extend(_decoded(subject, where, layer, 1))
+    return findings
+
+
+def scan_texts(subject: str, texts: Iterable[tuple[str, str]]) -> list[Finding]:
+    """Every finding in ``(where, text)`` pairs: ``("instructions", ...)``, ``("title", ...)``."""
+    return [finding for where, text in texts for finding in scan_text(subject, where, text)]
 
 
 def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
@@ -93,62 +238,7 @@ def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from _strings(item, f"{path}[{index}]")
 
 
-def _excerpt(text: str, start: int, end: int, context: int = 40) -> str:
-    snippet = text[max(0, start - context) : end + context]
-    visible = _INVISIBLE.sub(lambda m: f"<U+{ord(m.group()):04X}>", snippet)
-    return " ".join(visible.split())[:200]
-
-
-def _looks_encoded(run: str) -> bool:
-    # Real base64 mixes cases and digits; a URL path or a long identifier does not.
-    return any(c.isdigit() for c in run) and any(c.isupper() for c in run) and any(c.islower() for c in run)
-
-
-def scan_text(tool: str, where: str, text: str) -> list[Finding]:
-    findings = []
-    for rule, severity, message, pattern in _RULES:
-        match = pattern.search(text)
-        if match:
-            findings.append(
-                Finding(
-                    rule=rule,
-                    severity=severity,
-                    message=message,
-                    tool=tool,
-                    where=where,
-                    excerpt=_excerpt(text, match.start(), match.end()),
-                )
-            )
-    hidden = _INVISIBLE.search(text)
-    if hidden:
-        findings.append(
-            Finding(
-                rule="TP006",
-                severity=HIGH,
-                message=f"invisible or direction-changing character U+{ord(hidden.group()):04X}",
-                tool=tool,
-                where=where,
-                excerpt=_excerpt(text, hidden.start(), hidden.end()),
-            )
-        )
-    blob = next((m for m in _BASE64.finditer(text) if _looks_encoded(m.group())), None)
-    if blob:
-        findings.append(
-            Finding(
-                rule="TP007",
-                severity=MEDIUM,
-                message="base64-looking blob",
-                tool=tool,
-                where=where,
-                excerpt=_excerpt(text, blob.start(), blob.end(), context=10),
-            )
-        )
-    return findings
-
-
 def scan_tool(name: str, description: str, input_schema: dict[str, Any]) -> list[Finding]:
     """Every finding in one tool's name, description and input schema."""
-    findings = scan_text(name, "name", name) + scan_text(name, "description", description)
-    for path, text in _strings(input_schema, "input_schema"):
-        findings.extend(scan_text(name, path, text))
-    return findings
+    texts = [("name", name), ("description", description), *_strings(input_schema, "input_schema")]
+    return scan_texts(name, texts)

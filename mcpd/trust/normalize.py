@@ -1,0 +1,176 @@
+"""Text as the verifier reads it: invisible characters out, Unicode folded, encodings opened.
+
+``prepare`` turns a raw string into a ``Prepared``: the characters that hide text (zero-width,
+bidi controls, tag characters, soft hyphens) are removed and remembered; NFKC folds fullwidth
+and compatibility forms; letters from Cyrillic or Greek inside an otherwise Latin word are
+mapped to the Latin letter they imitate; case is lowered and every run of whitespace, line
+breaks included, becomes one space. ``hidden_layers`` finds text hidden in base64, hex,
+URL-encoding, HTML entities, ``\\u`` escapes and tag characters and yields it decoded.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import html
+import re
+import unicodedata
+from collections.abc import Iterator
+from typing import NamedTuple
+from urllib.parse import unquote
+
+# Characters that render as nothing or reorder text; kept apart from ordinary format
+# characters such as the emoji variation selector U+FE0F, which honest texts use.
+INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069"
+    "\u3164\ufeff\uffa0\U000e0000-\U000e007f\U000e0100-\U000e01ef]"
+)
+_TAG_RUN = re.compile("[\U000e0020-\U000e007e]{4,}")
+# ZWJ joins emoji (family, flags); only between letters or digits does it hide anything.
+_ZWJ_IN_WORD = re.compile(r"(?<=\w)\u200d(?=\w)")
+
+# Cyrillic and Greek letters that look like Latin ones; applied only inside words that
+# also contain Latin letters, so Russian and Greek text stays as it is.
+_CONFUSABLES = str.maketrans(
+    "асеорхуіјѕԁһкмнтвАВЕКМНОРСТХУІЈЅοαικνρτυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
+    "aceopxyijsdhkmhtbabekmhopctxyijsoaikvptuxabezhikmnoptyx",
+)
+_MIXED_WORD = re.compile(r"\w*[a-z]\w*[^\W\x00-\x7f]\w*|\w*[^\W\x00-\x7f]\w*[a-z]\w*")
+_CONFUSABLE_CHARS = frozenset("асеорхуіјѕԁһкмнтвАВЕКМНОРСТХУІЈЅοαικνρτυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ".lower())
+_HAS_CONFUSABLE = re.compile(f"[{''.join(sorted(_CONFUSABLE_CHARS))}]")
+
+
+# A line break ends a sentence only where layout says so (a blank line, a list item); any
+# other line break is whitespace, so "Ignore\nprevious\ninstructions" reads as one phrase.
+_HARD_BREAK = re.compile(r"\n\s*\n|\n[ \t]*(?=[-*•#>]|\d+[.)]\s)")
+
+
+class Prepared(NamedTuple):
+    folded: str
+    """NFKC, invisible characters out, confusables mapped, lower case, whitespace collapsed
+    (hard line breaks kept as one ``\\n``)."""
+    visible: str
+    """NFKC with invisible characters removed (case and layout kept): where encodings are sought."""
+    hidden: tuple[int, str] | None
+    """Offset and character of the first invisible character in the raw text."""
+    homoglyphs: str | None
+    """The first word that mixed Latin letters with look-alikes from another script."""
+
+
+def _unmix(folded: str) -> tuple[str, str | None]:
+    first: str | None = None
+
+    def fix(match: re.Match[str]) -> str:
+        nonlocal first
+        word = match.group()
+        if not any(c in _CONFUSABLE_CHARS for c in word):
+            return word
+        if first is None:
+            first = word
+        return word.translate(_CONFUSABLES)
+
+    return _MIXED_WORD.sub(fix, folded), first
+
+
+def prepare(raw: str) -> Prepared:
+    hidden_match = INVISIBLE.search(raw)
+    hidden = None
+    text = raw
+    if hidden_match:
+        if hidden_match.group() != "\u200d" or _ZWJ_IN_WORD.search(raw):
+            hidden = (hidden_match.start(), hidden_match.group())
+        text = INVISIBLE.sub("", raw)
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    pieces = _HARD_BREAK.split(text.lower())
+    folded = "\n".join(" ".join(piece.split()) for piece in pieces if not piece.isspace())
+    homoglyphs = None
+    if not folded.isascii() and _HAS_CONFUSABLE.search(folded):
+        folded, homoglyphs = _unmix(folded)
+    return Prepared(folded=folded, visible=text, hidden=hidden, homoglyphs=homoglyphs)
+
+
+class Layer(NamedTuple):
+    encoding: str
+    """base64, hex, url-encoding, html entities, unicode escapes, tag characters"""
+    decoded: str
+    run: str
+    """The encoded text as it appears."""
+
+
+_BASE64_RUN = re.compile(r"(?<![\w+/=-])[A-Za-z0-9+/_-]{16,}={0,2}(?![\w+/=-])")
+_HEX_RUN = re.compile(r"(?<![\w])(?:[0-9a-fA-F]{2}){8,}(?![\w])|(?:\\x[0-9a-fA-F]{2}){4,}")
+_PERCENT_TOKEN = re.compile(r"\S*%[0-9a-fA-F]{2}\S*%[0-9a-fA-F]{2}\S*")
+_ENTITY_TOKEN = re.compile(r"\S*&#?\w{2,8};\S*&#?\w{2,8};\S*")
+_ESCAPE_TOKEN = re.compile(r"\S*\\u[0-9a-fA-F]{4}\S*\\u[0-9a-fA-F]{4}\S*")
+_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
+
+
+def _readable(data: bytes) -> str | None:
+    """The bytes as text if they are text a model would read, else None."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    letters = sum(c.isalpha() for c in text)
+    printable = sum(c.isprintable() or c in "\n\t" for c in text)
+    if letters < 4 or printable < len(text) * 0.95 or letters < len(text) * 0.5:
+        return None
+    return text
+
+
+def _base64(run: str) -> str | None:
+    body = run.rstrip("=")
+    # Identifiers (camelCase, snake_case, words) are also base64 alphabets; real payloads mix
+    # cases and rarely sit on a word boundary of prose, so decode and let _readable decide.
+    if body.isalpha() and (body.islower() or body.isupper()):
+        return None
+    padded = body + "=" * (-len(body) % 4)
+    try:
+        data = base64.b64decode(padded, altchars=b"-_" if ("-" in body or "_" in body) else None)
+    except (binascii.Error, ValueError):
+        return None
+    return _readable(data)
+
+
+def _hex(run: str) -> str | None:
+    try:
+        return _readable(bytes.fromhex(run.replace("\\x", "")))
+    except ValueError:
+        return None
+
+
+def hidden_layers(visible: str) -> Iterator[Layer]:
+    """Text hidden in encodings inside ``visible``, each decoded once."""
+    if len(visible) < 16:
+        return
+    for match in _HEX_RUN.finditer(visible):
+        decoded = _hex(match.group())
+        if decoded:
+            yield Layer("hex", decoded, match.group())
+    for match in _BASE64_RUN.finditer(visible):
+        run = match.group()
+        if _HEX_RUN.fullmatch(run):
+            continue
+        decoded = _base64(run)
+        if decoded:
+            yield Layer("base64", decoded, run)
+    if "%" in visible:
+        for match in _PERCENT_TOKEN.finditer(visible):
+            yield Layer("url-encoding", unquote(match.group()), match.group())
+    if "&" in visible:
+        for match in _ENTITY_TOKEN.finditer(visible):
+            yield Layer("html entities", html.unescape(match.group()), match.group())
+    if "\\u" in visible:
+        for match in _ESCAPE_TOKEN.finditer(visible):
+            decoded = _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), match.group())
+            yield Layer("unicode escapes", decoded, match.group())
+
+
+def tag_text(raw: str) -> Layer | None:
+    """Text spelled in Unicode tag characters (invisible ASCII look-alikes), if any."""
+    match = _TAG_RUN.search(raw)
+    if match is None:
+        return None
+    decoded = "".join(chr(ord(c) - 0xE0000) for c in match.group())
+    return Layer("tag characters", decoded, match.group())

@@ -1,0 +1,547 @@
+# A lexicon: a pattern per line reads better than one cut into fragments, and the letters from
+# other scripts (Cyrillic, fullwidth punctuation) are meant.
+# ruff: noqa: E501, RUF001
+"""The verifier's lexicon: what each intent looks like, in prepared (folded) text.
+
+Each intent is a few patterns over one sentence of folded text (lower case, whitespace
+collapsed, see ``normalize``). Intents are written as an action plus its object or target
+("ignore" + "your rules", "send" + "the conversation" + a URL), with bounded word gaps so
+the words may come in any order a sentence allows; a handful of lexicons cover Spanish,
+French, German, Portuguese, Italian, Chinese, Japanese and Russian.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+
+def _any(*patterns: str) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{p})" for p in patterns))
+
+
+# Every pattern sits behind a cheap trigger: words (or fragments) it cannot match without.
+# One pass over a text's words finds the patterns worth running, so a text that holds none of
+# the trigger words costs a few dictionary lookups: thousands of tools scan in well under a second.
+_Index = dict[str, list[tuple[int, int, re.Pattern[str]]]]
+"""trigger -> (intent, part, pattern)"""
+_BY_WORD: _Index = {}
+_BY_FRAGMENT: _Index = {}
+"""punctuation and phrases that are not single words"""
+_BY_FOREIGN: _Index = {}
+"""non-ASCII fragments, sought only in texts that are not plain ASCII"""
+_TOKEN = re.compile(r"\w+")
+Hits = dict[int, dict[int, re.Pattern[str]]]
+"""intent -> part -> pattern: what is worth running on one text"""
+
+
+def triggered(folded: str) -> Hits:
+    """The patterns whose trigger occurs in ``folded``, by intent."""
+    found: list[tuple[int, int, re.Pattern[str]]] = []
+    for word in set(_TOKEN.findall(folded)):
+        found.extend(_BY_WORD.get(word, ()))
+    for fragment, entries in _BY_FRAGMENT.items():
+        if fragment in folded:
+            found.extend(entries)
+    if not folded.isascii():
+        for fragment, entries in _BY_FOREIGN.items():
+            if fragment in folded:
+                found.extend(entries)
+    hits: Hits = {}
+    for intent, part, pattern in found:
+        hits.setdefault(intent, {})[part] = pattern
+    return hits
+
+
+class Intent:
+    """One intent's patterns, each with its trigger words (see ``triggered``)."""
+
+    _count = 0
+
+    def __init__(self, *parts: tuple[str, str]) -> None:
+        Intent._count += 1
+        self._id = Intent._count
+        for part, (triggers, pattern) in enumerate(parts):
+            compiled = re.compile(pattern)
+            for trigger in triggers.split("|"):
+                if not trigger:
+                    raise ValueError("empty trigger")
+                if not trigger.isascii():
+                    index = _BY_FOREIGN
+                elif re.fullmatch(r"[a-z0-9_]+", trigger):
+                    index = _BY_WORD
+                else:
+                    index = _BY_FRAGMENT
+                index.setdefault(trigger, []).append((self._id, part, compiled))
+
+    def active(self, hits: Hits) -> list[re.Pattern[str]]:
+        """The patterns worth running, given what ``triggered`` found in a text."""
+        return [pattern for _, pattern in sorted(hits.get(self._id, {}).items())]
+
+    def first(self, hits: Hits, sentences: Iterable[str]) -> re.Match[str] | None:
+        """The first match in any of ``sentences``."""
+        patterns = self.active(hits)
+        return search(patterns, sentences) if patterns else None
+
+
+def search(patterns: list[re.Pattern[str]], sentences: Iterable[str]) -> re.Match[str] | None:
+    """The first match of any of ``patterns`` in ``sentences``, sentence by sentence."""
+    for sentence in sentences:
+        for pattern in patterns:
+            match = pattern.search(sentence)
+            if match:
+                return match
+    return None
+
+
+def gap(n: int) -> str:
+    """Up to ``n`` whole words between two parts of a pattern."""
+    return rf"(?:\W+[\w'’-]+){{0,{n}}}?\W+"
+
+
+# -- TP001: overriding the model's instructions --------------------------------------------------
+
+_IGNORE = (
+    r"ignore|disregard|forget|override|overrides|overriding|bypass|drop|discard|abandon|neglect|set aside"
+    r"|pay no attention to|do not follow|don't follow|stop following|no longer follow|do not obey|don't obey|throw away"
+)
+_IGNORE_TRIGGER = "ignore|disregard|forget|override|overrides|overriding|bypass|drop|discard|abandon|neglect|aside|attention|follow|following|obey|throw"
+_RULES = r"instructions?|rules|guidelines|guidance|directions|directives|system prompts?|prompts?|constraints|restrictions|polic(?:y|ies)|programming|content filters?|filters|context|orders|training"
+_QUALIFIER = r"previous|prior|above|earlier|preceding|all|any|your|my|system|original|initial|existing|safety|developer's|user's|former|old|current"
+_TOLD = r"what (?:you|you've|you have) (?:were|been|have been) (?:told|given|instructed)|everything (?:you (?:have been|were|'ve been) told|above|before this|so far)|whatever you (?:were|have been) told"
+_INVALID = "void|invalid|obsolete|outdated|cancelled|canceled|revoked|null|superseded|overridden|fake|wrong|test|longer|trusted|followed|ignored|updated"
+
+OVERRIDE = Intent(
+    (
+        _IGNORE_TRIGGER,
+        rf"\b(?:{_IGNORE})\b{gap(2)}(?:the\W+)?(?:{_QUALIFIER})\W+(?:[\w'-]+\W+){{0,3}}?(?:{_RULES})\b",
+    ),
+    (
+        _IGNORE_TRIGGER,
+        rf"\b(?:{_IGNORE})\b{gap(3)}(?:{_RULES})\W+(?:above|before|so far|given (?:before|earlier|above))\b",
+    ),
+    ("told", rf"\b(?:{_IGNORE})\b\W+(?:{_TOLD})|(?:{_TOLD}){gap(3)}(?:ignore|disregard|forget)\b"),
+    (
+        _INVALID,
+        rf"\b(?:previous|prior|above|earlier|preceding|original|your|old|system)\W+(?:\w+\W+){{0,2}}?(?:instructions|rules|guidelines|system prompt|prompt|directions|guidance|messages)\b"
+        rf"{gap(6)}(?:are|is|were|was|have been|has been)\W+(?:now\W+)?(?:void|invalid|obsolete|outdated|cancel+ed|revoked|null|superseded|overridden|fake|wrong|a test|no longer (?:valid|in effect)|not to be (?:followed|trusted)|to be ignored|updated by)",
+    ),
+    (
+        "longer|ignored|disregarded|forgotten",
+        r"\b(?:instructions|rules|prompt)\b(?:\W+\w+){0,5}?\W+(?:no longer appl(?:y|ies)|(?:must|should) be (?:ignored|disregarded|forgotten))",
+    ),
+    (
+        "now",
+        r"\byou are now\b|\bfrom now on\b,?(?:\W+\w+){0,3}?\W+(?:you|your|answer|respond|reply|obey|act|only)\b",
+    ),
+    (
+        "your",
+        r"\byour (?:new|real|actual|true|only|updated) (?:system prompt|instructions|task|role|purpose|goal|directive|orders)\b",
+    ),
+    ("instructions", r"\b(?:new|updated|real) (?:system )?instructions\b\W*(?:follow|below|:)"),
+    (
+        "prompt|given",
+        r"\b(?:reveal|print|show|output|repeat|display|leak|dump|tell me|give me)\b(?:\W+\w+){0,3}?\W+(?:system prompt|hidden prompt|initial prompt|instructions you were given)",
+    ),
+    (
+        "mode|jailbreak|jailbroken|anything",
+        r"\b(?:developer|god|dan|jailbreak|unrestricted) mode\b|\bjailbr(?:eak|oken)\b|\bdo anything now\b",
+    ),
+    (
+        "act|refuse|refusing",
+        r"\bact as (?:an? |the )?(?:unrestricted|administrator|admin|root|superuser|jailbroken|dan)\b|\bnever refuse\b|\bwithout refusing\b",
+    ),
+    (
+        "obey|obeys|comply|complies",
+        r"\b(?:obey|obeys|comply with|complies with)\b(?:\W+\w+){0,5}?\W+(?:this|the) (?:server|tool|mcp)\b|\bobey (?:it|me|us|only)\b",
+    ),
+    ("precedence", r"\btakes? precedence over (?:your|the user|all|any|everything|system)"),
+    ("reset", r"\breset your (?:context|memory|instructions)\b"),
+    # Spanish, French, Portuguese, Italian, German, Russian, Chinese, Japanese: a verb of
+    # ignoring or forgetting with their word for the instructions or rules.
+    (
+        "ignora|ignore|ignoren|olvida|olvide|olviden|descarta|omite|desobedece",
+        r"\b(?:ignora|ignore|ignoren|olvida|olvide|olviden|descarta|omite|desobedece)\b(?:\W+\w+){0,3}?\W+(?:las|tus|sus|todas las|todas tus)\W+(?:\w+\W+)?(?:instrucciones|reglas|indicaciones|directrices|órdenes)",
+    ),
+    (
+        "ignore|ignorez|oublie|oubliez|néglige",
+        r"\b(?:ignore|ignorez|oublie|oubliez|néglige)\b(?:\W+\w+){0,2}?\W+(?:les|tes|vos|mes|toutes (?:les|tes|vos))\W+(?:\w+\W+)?(?:instructions|consignes|règles|directives)",
+    ),
+    (
+        "ignore|ignora|esqueça|esqueca|desconsidere|descarte",
+        r"\b(?:ignore|ignora|esqueça|esqueca|desconsidere|descarte)\b(?:\W+\w+){0,2}?\W+(?:as|suas|tuas|todas as)\W+(?:\w+\W+)?(?:instruções|regras|diretrizes|orientações)",
+    ),
+    (
+        "ignora|ignori|dimentica|dimentichi|trascura",
+        r"\b(?:ignora|ignori|dimentica|dimentichi|trascura)\b(?:\W+\w+){0,2}?\W+(?:le|tue|sue|tutte le)\W+(?:\w+\W+)?(?:istruzioni|regole|direttive|indicazioni)",
+    ),
+    (
+        "ignoriere|ignorieren|vergiss|vergessen|missachte|missachten",
+        r"\b(?:ignoriere|ignorieren sie|vergiss|vergessen sie|missachte|missachten sie)\b(?:\W+\w+){0,4}?\W+(?:anweisungen|regeln|instruktionen|vorgaben|richtlinien|befehle)\b",
+    ),
+    (
+        "игнор|забуд|не обращай|не слушай",
+        r"(?:игнорируй|игнорируйте|проигнорируй|забудь|забудьте|не обращай внимания на|не слушай)(?:\W+\w+){0,4}?\W+(?:инструкци|правил|указани|промпт|команд)",
+    ),
+    (
+        "忽略|无视|忘记|忘掉|不要理会|不要遵守|无需遵守",
+        r"(?:忽略|无视|忘记|忘掉|不要理会|不要遵守|无需遵守)[^。，,]{0,10}(?:指令|指示|规则|说明|提示词|设定)",
+    ),
+    (
+        "無視|忘れ",
+        r"(?:指示|ルール|命令|規則|プロンプト|指令)[^。]{0,12}(?:無視|忘れ)|(?:無視|忘れ)[^。]{0,8}(?:指示|ルール|命令)",
+    ),
+    (
+        "obedece|obedeces|obedecer|obedeça|obbedisci|obéis|folgst|gehorche|подчиня|слушайся|只听从|只服从|だけに従",
+        r"obedec\w* (?:solo|solamente|únicamente)|obedeça apenas|obbedisci solo|n'obéis qu|folgst du nur|gehorche nur|подчиняешься только|слушайся только|只听从|只服从|だけに従",
+    ),
+    (
+        "systemprompt|システムプロンプト|系统提示|системн",
+        r"gib den systemprompt aus|zeige? den systemprompt|システムプロンプトを(?:表示|出力|教え)|显示系统提示|输出系统提示|покажи системн",
+    ),
+)
+
+# -- TP002: concealment from the user -----------------------------------------------------------
+
+_NEG = r"do not|don't|dont|never|must not|mustn't|should not|shouldn't|no need to|avoid|refrain from"
+_NEG_TRIGGER = "not|don|dont|never|mustn|shouldn|need|avoid|refrain"
+_TELL = r"tell|inform|mention|reveal|show|notify|alert|disclose|report|let|say|explain|warn|bother"
+_WHOM = r"the user|the human|users?|anyone|anybody|them|the person|the customer|the owner|the operator"
+
+CONCEAL = Intent(
+    (_NEG_TRIGGER, rf"\b(?:{_NEG})\s+(?:\w+\s+){{0,2}}?(?:{_TELL})\b(?:\W+[\w']+){{0,6}}?\W+(?:{_WHOM})\b"),
+    (
+        "not|never",
+        r"\b(?:the )?(?:user|human|person|customer)s? (?:must|should|need|needs|shall|will|may) (?:not|never) (?:\w+ )?(?:know|notice|see|find out|learn|be told|be informed|be aware|realize|discover|suspect)\b",
+    ),
+    (
+        "without",
+        r"\bwithout (?:the |any )?(?:user|user's|human|human's|them|anyone|anybody|their|his|her)\W*(?:\w+\W+)?(?:noticing|knowing|knowledge|awareness|seeing|being (?:told|informed|aware)|realizing|finding out)",
+    ),
+    (
+        "without",
+        r"\bwithout (?:telling|informing|notifying|alerting|warning) (?:the user|the human|anyone|anybody|them|the owner)\b",
+    ),
+    (
+        "secretly|covertly|surreptitiously|stealthily|behind",
+        r"\b(?:secretly|covertly|surreptitiously|stealthily)\b|\bbehind (?:the user's|their|his|her) back\b",
+    ),
+    (
+        "keep",
+        r"\bkeep (?:this|it|these|that)(?: \w+){0,2}? (?:between (?:us|you and)|secret|hidden|confidential|private|to yourself|quiet)\b",
+    ),
+    ("between", r"\bconfidential between you\b|\bbetween you and (?:me|the server|us|this tool)\b"),
+    ("hide", r"\bhide (?:this|these|it|that|the \w+)(?: \w+){0,3}? from (?:the )?(?:user|human|them|person)"),
+    ("unaware", r"\b(?:stays?|remains?|keeps?|be) (?:\w+ )?unaware\b"),
+    (
+        "only|just|merely|nothing|didn|not",
+        r"\b(?:say|tell \w+|claim|answer|reply)(?: that)? (?:you|it|this tool|the tool) (?:only|just|merely|did nothing|didn't|did not)\b",
+    ),
+    (
+        "say",
+        r"\b(?:just|only|simply) say (?:that )?(?:the |it |everything )?(?:\w+ )?(?:succeeded|worked|was successful|went (?:fine|well)|is done|completed)\b",
+    ),
+    (
+        "mention",
+        r"\b(?:never|do not|don't|must not) mention (?:this|it|these|that|the) (?:step|call|tool|action|part|request|instruction|note|upload|transfer)s?\b",
+    ),
+    ("pretend|if", r"\bpretend (?:that )?(?:this|the|you|nothing|it|to)\b|\bact as if\b|\bas if nothing\b"),
+    (
+        "out",
+        r"\b(?:leave|keep) (?:\w+ ){0,4}?out of (?:your|the) (?:reply|answer|response|summary|report|output)",
+    ),
+    (
+        _NEG_TRIGGER,
+        r"\b(?:do not|don't|never) (?:display|show|include|output|print|repeat|echo|quote) (?:this|these) (?:text|instructions?|notes?|message|description|step)",
+    ),
+    (
+        "suspicious|suspicion",
+        r"\b(?:get|getting|become|becoming|arous\w+|rais\w+|avoid\w*) (?:\w+ )?suspicio(?:us|n)\b",
+    ),
+    (
+        "ask|asking",
+        r"\b(?:never|do not|don't|without) ask(?:ing)? (?:the user )?for (?:confirmation|permission|approval)\b",
+    ),
+    (
+        "silently|quietly|discreetly|invisibly",
+        r"\b(?:silently|quietly|discreetly|invisibly)\s+(?:attach|send|upload|copy|forward|include|add|record|log|collect|transfer|read|pass|append|post|share|email|install|run|execute)\b",
+    ),
+    # Other languages: "do not tell the user", "without the user noticing", "secretly".
+    (
+        "no|sin|escondidas",
+        r"\bno (?:le |les )?(?:digas|diga|informes|informe|menciones|mencione|cuentes|cuente|reveles|revele)\b(?:\W+\w+){0,5}?\W+(?:usuario|nadie)|\bsin (?:que el usuario|avisar|informar)|\ba escondidas\b",
+    ),
+    (
+        "ne|sans|cachette",
+        r"\bne (?:dis|dites|mentionne|mentionnez|révèle|révélez|signale|informe|informez)\b(?:\W+[\w']+){0,5}?\W+(?:utilisateur|personne|rien)|sans que l'utilisateur|\ben cachette\b",
+    ),
+    (
+        "nichts|niemandem|niemand|ohne|heimlich",
+        r"\b(?:sage|sag|erzähle|erzähl|verrate)\b(?:\W+\w+){0,4}?\W+nichts\b|\bniemandem\b|\bohne dass (?:der|die) (?:benutzer|nutzer)|\bheimlich\b",
+    ),
+    (
+        "não|sem|escondidas",
+        r"\bnão (?:conte|diga|informe|mencione|revele)\b(?:\W+\w+){0,5}?\W+(?:usuário|utilizador|ninguém)|\bsem que o usuário\b|\bàs escondidas\b",
+    ),
+    (
+        "non|senza|nascosto",
+        r"\bnon (?:dire|dirlo|informare|menzionare|rivelare)\b(?:\W+[\w']+){0,5}?\W+(?:utente|nessuno)|\bsenza che l'utente\b|\bdi nascosto\b",
+    ),
+    (
+        "不要|别|切勿|不得|不可|悄悄|秘密地|偷偷",
+        r"(?:不要|别|切勿|不得|不可)(?:告诉|通知|提及|透露|让)[^。]{0,10}(?:用户|任何人)|悄悄|秘密地|偷偷",
+    ),
+    (
+        "ユーザー|利用者|誰|こっそり|密かに",
+        r"(?:ユーザー|利用者|誰)に?[^。]{0,12}(?:伝えない|知らせない|言わない|教えない|知らせては|伝えては|気づかれ)|こっそり|密かに",
+    ),
+    (
+        "не |незаметно|тайно",
+        r"\bне (?:говори|сообщай|рассказывай|упоминай|показывай)\w*(?:\W+\w+){0,4}?\W+(?:пользовател|никому)|пользователь не (?:заметил|узнал)|\bнезаметно\b|\bтайно\b",
+    ),
+)
+
+# -- TP003: hidden instruction blocks ------------------------------------------------------------
+
+INSTRUCTION_BLOCK = Intent(
+    ("<", r"<\s*/?\s*(?:important|system|instructions?|hidden|admin|override|critical|sys)\b[^<>]{0,120}>"),
+    (
+        "im_start|im_end|system|endoftext|start_header_id|end_header_id|eot_id|begin_of_text",
+        r"<\|\s*(?:im_start|im_end|system|endoftext|start_header_id|end_header_id|eot_id|begin_of_text)\s*\|>",
+    ),
+    ("inst|sys|system", r"\[/?inst\]|<</?sys>>|\{\{\s*system\s*\}\}"),
+    ("##", r"#{2,}\s*(?:system (?:override|prompt|message|instructions?)|new instructions|admin override)\b"),
+)
+_WEAK_TAG = re.compile(
+    r"<\s*(secret|ai|assistant|model|developer|note|internal|confidential|priority|instructions?-?\w*)\b[^<>]{0,120}>"
+)
+
+
+def weak_block(folded: str) -> re.Match[str] | None:
+    """A tag whose name is also a placeholder (``<model>``) counts only with its closing tag."""
+    if "</" not in folded:
+        return None
+    for match in _WEAK_TAG.finditer(folded):
+        if f"</{match.group(1)}" in folded:
+            return match
+    return None
+
+
+# -- TP008: addressing the model directly --------------------------------------------------------
+
+_MODEL = r"ai|a\.i\.|assistant|llm|language model|model|agent|ai agent|ai assistant|chatbot|claude|gpt|chatgpt|copilot"
+ADDRESSING = Intent(
+    (
+        "note|message|attention|instruction|instructions|reminder|directive|notice",
+        rf"\b(?:note|message|attention|instructions?|reminder|directive|notice) (?:to|for) (?:the |all |any )?(?:{_MODEL})s?\b",
+    ),
+    ("attention|hey|dear", rf"\b(?:attention|hey|dear),? (?:the )?(?:{_MODEL})s?\b"),
+    (
+        ":",
+        r"(?:^|[.!?:\n] ?)(?:system|ai|assistant|admin|administrator|operator)\s*:\s*(?:you|ignore|do not|don't|never|always|stop|from now|new|the assistant|assistant|read|send|forward|this is)\b",
+    ),
+    (
+        "directive|override",
+        r"\bpriority directive\b|\b(?:operator|admin|administrator|system) (?:override|directive)\b",
+    ),
+)
+
+# -- TP010: destructive or remote-code shell commands --------------------------------------------
+
+SHELL = Intent(
+    ("rm", r"\brm\s+-(?:[a-z]*r[a-z]*f|[a-z]*f[a-z]*r)\b"),
+    ("curl|wget", r"\b(?:curl|wget)\b[^|;\n]{0,120}\|\s*(?:sudo\s+)?(?:ba|z)?sh\b"),
+    ("mkfs|dd|:(){", r"\bmkfs(?:\.\w+)?\s+/dev/|\bdd\s+if=\S+\s+of=/dev/|:\(\)\s*\{\s*:\|:&\s*\};:"),
+    ("chmod|base64", r"\bchmod\s+(?:-r\s+)?777\s+/|\bbase64\s+(?:-d|--decode)\b[^|]{0,40}\|\s*(?:ba)?sh\b"),
+)
+
+# -- TP004: secrets and credential files ---------------------------------------------------------
+
+CREDENTIAL = Intent(
+    (
+        "ssh|aws|gcp|azure|kube|docker|gnupg|gcloud|password|electrum|bitcoin|ethereum|solana|vault|config",
+        r"\.ssh/(?!config\b|known_hosts\b)[\w.*-]+(?<!\.pub)|\.ssh\b(?!/)|\.aws/(?:credentials|config|sso/cache)"
+        r"|\.(?:gcp|azure|kube|docker|gnupg|gcloud|password-store|electrum|bitcoin|ethereum|solana|vault-token)\b(?:/[\w.*-]+)*"
+        r"|\.config/(?:gcloud|gh|solana|rclone|hub|op|doctl|heroku)\b(?:/[\w.*-]+)*",
+    ),
+    (
+        "credentials|netrc|npmrc|pypirc|pgpass|cnf|htpasswd|terraformrc|dockercfg|s3cfg|boto|bash_history|zsh_history|psql_history|mysql_history|python_history|node_repl_history",
+        r"\.(?:git-credentials|netrc|npmrc|pypirc|pgpass|my\.cnf|htpasswd|terraformrc|dockercfg|s3cfg|boto)\b"
+        r"|\.(?:bash|zsh|psql|mysql|python|node_repl)_history\b|(?:\.cargo|\.gem)/credentials",
+    ),
+    ("env", r"(?<![\w.-])\.env(?:\.(?!example|sample|template|dist|defaults)[\w-]+)?\b"),
+    (
+        "id_rsa|id_dsa|id_ecdsa|id_ed25519|pem|key|p12|pfx|jks|keystore|ppk|kdbx",
+        r"\bid_(?:rsa|dsa|ecdsa|ed25519)\b(?!\.pub)|[\w*-]+\.(?:pem|key|p12|pfx|jks|keystore|ppk|kdbx)\b",
+    ),
+    (
+        "~/|$home|/home/|/users/|/root/",
+        r"(?:~|\$home|/home/[\w.-]+|/users/[\w.-]+|/root)/[\w./-]*(?:credential|secret|token|passw|private|wallet|keystore|id\.json)[\w./-]*",
+    ),
+    ("etc", r"/etc/(?:shadow|gshadow|sudoers|master\.passwd|passwd)\b"),
+    (
+        "keychain|keyring|login|sqlite|logins|key3|key4|wallet",
+        r"\bkeychain\b|\bkeyring\b|\blogin data\b|\bcookies\.sqlite\b|\blogins\.json\b|\bkey[34]\.db\b|\bwallet\.dat\b",
+    ),
+    (
+        "phrase|private|private_key|private_keys|privatekey|saved|browser",
+        r"\b(?:seed|recovery|mnemonic|secret) phrase\b|\bprivate[ _-]?keys?\b|\bsaved (?:passwords|logins)\b|\bbrowser (?:cookies|passwords)\b",
+    ),
+    ("$", r"\$\{?[a-z0-9_]*(?:key|token|secret|password|passwd|pwd|credentials?)\b"),
+)
+_READ = (
+    r"read|cat|open|load|print|dump|grab|get|fetch|collect|extract|copy|look up|lookup|retrieve|access"
+    r"|obtain|find|steal|harvest|echo|type|head|tail|output|show|display|reveal|ask the user for|ask for"
+    r"|lee|leer|lis|lire|lies|lesen|leia|ler|leggi|leggere|読み|読ん|读取|读|прочитай|прочитать|открой"
+)
+_MOVE = (
+    r"include|pass|send|attach|append|put|paste|add|provide|supply|upload|post|forward|transmit|embed"
+    r"|insert|share|email|leak|submit|envía|envia|incluye|incluya|inclus|inclure|envoie|sende|senden"
+    r"|füge|inclua|envie|includi|invia|发送|上传|包含|送信|含め|отправь|отправить|пришли|включи"
+)
+CREDENTIAL_VERB = re.compile(rf"(?:\b|^)(?:{_READ}|{_MOVE})(?:\b|(?=[^\x00-\x7f]))")
+_SECRET = r"passwords?|passphrases?|api[ _-]?keys?|access[ _-]?tokens?|tokens?|secrets?|secret[ _-]?keys?|credentials|session cookies?|cookies|environment variables|env vars"
+_IMPERATIVE = r"(?:^|[,;:(]\s*|\b(?:and|then|also|always|first|please|must|should|you|now|next|just|simply|quietly|silently|secretly)\s+)"
+SECRET_TAKEN = Intent(
+    (
+        "password|passwords|passphrase|passphrases|api|api_key|api_keys|apikey|token|tokens|access_token|secret|secrets|secret_key|credentials|cookie|cookies|environment|env",
+        rf"{_IMPERATIVE}(?:{_READ})\b(?:\W+[\w']+){{0,5}}?\W+(?:{_SECRET})\b.*{_IMPERATIVE}(?:{_MOVE})\b",
+    ),
+)
+
+# -- TP009: exfiltration ---------------------------------------------------------------------------
+
+_TRANSFER_WORDS = (
+    "send|forward|post|upload|transmit|exfiltrate|leak|email|mail|share|mirror|sync|copy|append"
+    "|include|pass|put|attach|bcc|cc|submit|relay|route|deliver|push|log|render|embed|encode|report"
+)
+_TRANSFER_OTHER = (
+    "envía|envia|reenvía|reenvia|manda|sube|publica|comparte|incluye|copia|envoie|envoyez|transfère|publie|inclus|incluez|partage"
+    "|sende|leite|schicke|schick|übermittle|kopiere|envie|encaminhe|mande|inclua|compartilhe|invia|inoltra|includi|condividi|carica"
+    "|отправь|отправьте|перешли|перешлите|загрузи|пошли|передай"
+)
+_CJK_TRANSFER = "发送|发到|转发|上传|提交|送信|転送|アップロード|送っ"
+TRANSFER = Intent(
+    (_TRANSFER_WORDS, rf"\b(?:{_TRANSFER_WORDS})\b"),
+    (
+        "be",
+        r"\b(?:must|should|shall|will) (?:first |also |always )?be (?:sent|forwarded|posted|uploaded|copied|passed|included|shared|mirrored)\b",
+    ),
+    ("call", r"\bcall [\w-]+ with\b"),
+    (_TRANSFER_OTHER, rf"\b(?:{_TRANSFER_OTHER})\b"),
+    (_CJK_TRANSFER, _CJK_TRANSFER),
+)
+DESTINATION = Intent(
+    ("://", r"\b(?:https?|ftp|sftp|s3|gs|wss?|smb)://\S+"),
+    (
+        "com|net|org|io|dev|biz|info|xyz|ru|cn|jp|example|sh|me|app|site|online|top|cc|ly",
+        r"\b(?:[a-z0-9-]+\.)+(?:com|net|org|io|dev|biz|info|xyz|ru|cn|jp|example|sh|me|app|site|online|top|cc|ly)\b",
+    ),
+    ("@", r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
+    (
+        "tool|function|parameter|argument|field|param",
+        r"\b(?:to|into|in|as|through|via|with|inside)\s+(?:the\s+|this\s+|its\s+|a\s+)?[`'\"]?[\w.-]+[`'\"]?\s+(?:tool|function|parameter|argument|field|param)\b"
+        r"|\b(?:to|into) this (?:tool|function|server)\b",
+    ),
+    ("`", r"\b(?:to|into|in|as)\s+`[\w.-]+`"),
+    (
+        "here|webhook|note|notes|パラメータ|参数|параметр",
+        r"\bhere\b|\bwebhook\b|\bnotes?\b|パラメータ|パラメーター|参数|параметр",
+    ),
+)
+_DATA_WORDS = (
+    "conversation|chat|history|transcript|messages|message|emails|email|e-mails|e-mail|mail|inbox|contacts|calendar|events|location"
+    "|clipboard|screenshots|screenshot|keystrokes|contents|content|files|file|documents|document|directory|folder|project|repository"
+    "|codebase|results|result|outputs|output|summary|data|database|everything|arguments|parameters|question|prompt|secrets"
+    "|credentials|tokens|passwords|keys|cookies|logs|log"
+)
+_DATA_OTHER = (
+    "correos|mensajes|historial|conversación|contenido|archivos|historique|courriels|contenu|fichiers"
+    "|verlauf|nachrichten|inhalt|dateien|unterhaltung|histórico|conversa|mensagens|conteúdo|arquivos|cronologia"
+    "|messaggi|contenuto"
+)
+_DATA_STEMS = "переписк|истори|сообщени|содержимое|письм|对话|聊天记录|消息|内容|文件|邮件|会話|履歴|メッセージ|ファイル|メール"
+DATA = Intent(
+    (_DATA_WORDS, rf"\b(?:{_DATA_WORDS})\b"),
+    ("user|their", r"\b(?:user's|their) \w+"),
+    (_DATA_OTHER, rf"\b(?:{_DATA_OTHER})\b"),
+    (_DATA_STEMS, _DATA_STEMS),
+)
+_QUANTITY_WORDS = "always|every|each|all|any|whenever|automatically|also|todos|todas|toutes|tous|jede|jeden|alle|toda|todo|tutti|tutte|всю|все|каждый"
+QUANTITY = Intent(
+    (_QUANTITY_WORDS, rf"\b(?:{_QUANTITY_WORDS})\b"),
+    ("所有|全部|每|すべて|全て", "所有|全部|每|すべて|全て"),
+)
+EXFIL_DIRECT = Intent(
+    (
+        "tool|function",
+        r"\b(?:call|invoke|use) this (?:tool|function)\b(?:\W+\w+){0,3}?\W+with (?:the |all |every |its )?(?:full |entire |whole |complete )?(?:conversation|chat|history|arguments|parameters|context|messages?|transcript|prompt|files?|contents?)\b",
+    ),
+    ("![", r"!\[[^\]]*\]\(\s*https?://[^)\s]*\{"),
+    (
+        "://",
+        r"https?://\S*[?&]\w+=\{?\s*(?:conversation|chat|history|messages?|secret|token|key|password|context|query|question|summary)\b",
+    ),
+)
+
+# -- TP005: steering other tools -----------------------------------------------------------------
+
+_OTHER_TOOL = r"(?:the |any |an? )?(?:other )?['\"`]?(?!this\b)[\w./-]+['\"`]?\s+(?:tool|function|server)s?\b"
+STEERING = Intent(
+    (
+        "instead|rather|place",
+        rf"\b(?:instead of|rather than|in place of)\s+(?:using |calling )?{_OTHER_TOOL}",
+    ),
+    ("instead", r"\binstead of (?:using|calling) (?:the )?['\"`]?[\w-]*_[\w-]*['\"`]?"),
+    (
+        "using|calling|invoking|running",
+        r"\b(?:before|after|when|whenever)\s+(?:using|calling|invoking|running)\s+(?:any(?: other)?|another|other|every|each)\s+tools?\b",
+    ),
+    ("instead", r"\buse this tool instead\b"),
+    (
+        "replace|replaces|supersede|supersedes",
+        r"\b(?:replaces?|supersedes?) (?:the |any )?(?:official |built-in |default |original |real )?['\"`]?[\w./-]+['\"`]? tool\b",
+    ),
+    (
+        "never|not|don",
+        r"\b(?:never|do not|don't) (?:call|use|invoke) (?:the )?(?!this\b)[\w-]+ (?:tool )?(?:directly|under any circumstances|anymore|any more|at all)\b",
+    ),
+)
+SHADOWING = Intent(
+    (
+        "used|called|invoked|runs|run|available|executes",
+        r"\b(?:when|whenever|every time|each time|if|before|after)\b(?:\W+\w+){0,3}?\W+(?:the )?['\"`]?[\w-]+['\"`]? (?:tool|function) (?:is used|is called|is invoked|runs|is run|is available|executes)\b.*\b(?:also|always|first|tell it|make it|bcc|cc|add|change|replace|redirect|set|send|share|forward|copy|run|include)\b",
+    ),
+    (
+        "when",
+        r"\bwhen (?:using|calling|you use|you call) (?:the )?(?!this\b)['\"`]?[\w-]+['\"`]? (?:tool|function)\b.*\b(?:also|always|first|add|change|replace|redirect|set|send|share|forward|copy|run|include)\b",
+    ),
+    (
+        "change|replace|modify|alter|redirect|rewrite|swap",
+        r"\b(?:change|replace|modify|alter|redirect|rewrite|swap) (?:the |any )?(?:recipient|destination|target|address|account|amount|payee|iban|url|bcc|cc|sender)s?\b(?:\W+\w+){0,3}?\W+(?:of|in|for) (?:any|every|all|each)\b",
+    ),
+    (
+        "here|this",
+        r"\b(?:all|every|any) (?:calls?|requests?|invocations?|messages?|emails?|payments?|transfers?|commands?)\b(?:\W+\w+){0,4}?\W+(?:must|should|shall|will) (?:first |also |always )?(?:be )?(?:sent|routed|go|pass|forwarded|redirected|copied) (?:here|through this|to this|via this)\b",
+    ),
+    (
+        "route",
+        r"\broute (?:every|all|any) (?:\w+ ){0,2}?(?:requests?|calls?|traffic|commands?|messages?) through this\b",
+    ),
+    (
+        "unsafe|compromised|disabled|broken|malicious|insecure|safe|trusted",
+        r"\b(?:[\w-]+_[\w-]+|tools?|functions?)\b(?:\W+\w+){0,5}?\W+(?:is|are|has been|have been) (?:\w+ )?(?:deprecated and unsafe|unsafe|compromised|disabled|broken|malicious|insecure|not (?:safe|trusted))\b",
+    ),
+    (
+        "official|built|original|real",
+        r"\b(?:replaces?|supersedes?) the (?:official|built-in|original|real) [\w./-]+ tool\b",
+    ),
+    (
+        "ignore",
+        r"\bignore (?:the )?(?:results?|outputs?|answers?|responses?) (?:of|from) (?:any|all|the) other\b",
+    ),
+)
+
+# A sentence ends at . ! ? followed by space, at CJK stops and semicolons, and at line breaks
+# that ``normalize`` kept (blank lines, list items).
+SENTENCES = re.compile(r"(?<=[.!?])\s+|[。！？;；]\s*|\n")
