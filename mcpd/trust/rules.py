@@ -106,7 +106,7 @@ _IGNORE = (
     r"|pay no attention to|do not follow|don't follow|stop following|no longer follow|do not obey|don't obey|throw away"
 )
 _IGNORE_TRIGGER = "ignore|disregard|forget|override|overrides|overriding|bypass|drop|discard|abandon|neglect|aside|attention|follow|following|obey|throw"
-_RULES = r"instructions?|rules|guidelines|guidance|directions|directives|system prompts?|prompts?|constraints|restrictions|polic(?:y|ies)|programming|content filters?|filters|context|orders|training"
+_RULES = r"instructions?|rules|guidelines|guidance|directions|directives|system prompts?|prompts?|constraints|restrictions|polic(?:y|ies)|programming|content filters?|filters|context|orders|training|requests?|messages"
 _QUALIFIER = r"previous|prior|above|earlier|preceding|all|any|your|my|system|original|initial|existing|safety|developer's|user's|former|old|current"
 _TOLD = r"what (?:you|you've|you have) (?:were|been|have been) (?:told|given|instructed)|everything (?:you (?:have been|were|'ve been) told|above|before this|so far)|whatever you (?:were|have been) told"
 _INVALID = "void|invalid|obsolete|outdated|cancelled|canceled|revoked|null|superseded|overridden|fake|wrong|test|longer|trusted|followed|ignored|updated"
@@ -199,6 +199,40 @@ OVERRIDE = Intent(
         "systemprompt|システムプロンプト|系统提示|системн",
         r"gib den systemprompt aus|zeige? den systemprompt|システムプロンプトを(?:表示|出力|教え)|显示系统提示|输出系统提示|покажи системн",
     ),
+    (
+        _IGNORE_TRIGGER,
+        rf"\b(?:{_IGNORE})\b{gap(2)}(?:the\W+)?(?:{_RULES})\W+(?:that )?you (?:got|received|were given|have been given|had|read|saw)\b",
+    ),
+    (
+        "follow|obey|do",
+        r"\b(?:obey|follow|do) (?:only |just )?(?:what|whatever) (?:this|the) (?:tool|server|description|text) (?:says|tells you)\b",
+    ),
+    (
+        "trust",
+        r"\b(?:trust only|only trust) (?:this|the) (?:tool|server|description)|\b(?:do not|don't|never) trust (?:the user|your (?:instructions|system prompt))",
+    ),
+    (
+        "attacker|hacker|impostor|malicious|forged|compromised|genuine|legitimate|authentic",
+        rf"\b(?:instructions|rules|system prompt|prompt|messages)\b{gap(6)}(?:are|is|were|was)\W+(?:written by an? (?:attacker|hacker|impostor)|malicious|forged|compromised|not (?:genuine|legitimate|real|authentic))",
+    ),
+    (
+        "new",
+        r"\byou have (?:a |been given a )?new (?:goal|task|purpose|mission|role|instructions|objective)\b|\byour (?:goal|task|mission|objective|purpose) is now\b",
+    ),
+    (
+        "treat|regard|consider",
+        r"\b(?:treat|regard|consider)\b(?:\W+\w+){0,5}?\W+as (?:coming from|sent by|written by|(?:a |the |your )?(?:system|developer|administrator|admin|operator)\b)",
+    ),
+    (
+        "nothing|none|apply|applies",
+        rf"\b(?:nothing|none)\W+(?:in|of)\W+(?:your|the)\W+(?:\w+\W+)?(?:instructions|rules|guidelines|system prompt)\b{gap(3)}appl(?:y|ies)\b|\b(?:instructions|rules|guidelines)\b{gap(5)}(?:do not|don't|does not|doesn't) apply\b",
+    ),
+    ("refuse", r"\b(?:must not|mustn't|should not|shouldn't|may not|cannot|can't|do not|don't) refuse\b"),
+    ("everything", r"\bforget everything (?:you|above|before|that|said|so far|else)\b"),
+    (
+        "vergiss|vergessen|olvida|olvide|oublie|oubliez|dimentica|esqueça|esqueca|забуд|folge",
+        r"\b(?:vergiss|vergessen sie|olvida|olvide|oublie|oubliez|dimentica|esqueça|esqueca)\W+(?:alles|todo|lo que|tout|tutto|tudo|ce qu|was)\b|забудь(?:те)?\W+(?:всё|все|что)|\bfolge nur\b",
+    ),
 )
 
 # -- TP002: concealment from the user -----------------------------------------------------------
@@ -269,23 +303,23 @@ CONCEAL = Intent(
     # Other languages: "do not tell the user", "without the user noticing", "secretly".
     (
         "no|sin|escondidas",
-        r"\bno (?:le |les )?(?:digas|diga|informes|informe|menciones|mencione|cuentes|cuente|reveles|revele)\b(?:\W+\w+){0,5}?\W+(?:usuario|nadie)|\bsin (?:que el usuario|avisar|informar)|\ba escondidas\b",
+        r"\bno (?:le |les )?(?:digas|diga|informes|informe|menciones|mencione|cuentes|cuente|reveles|revele|avises|avise)\b(?:\W+\w+){0,5}?\W+(?:usuario|nadie)|\bsin (?:que el usuario|avisar|informar)|\ba escondidas\b",
     ),
     (
         "ne|sans|cachette",
-        r"\bne (?:dis|dites|mentionne|mentionnez|révèle|révélez|signale|informe|informez)\b(?:\W+[\w']+){0,5}?\W+(?:utilisateur|personne|rien)|sans que l'utilisateur|\ben cachette\b",
+        r"\bne (?:dis|dites|mentionne|mentionnez|révèle|révélez|signale|informe|informez|préviens|prévenez|avertis)\b(?:\W+[\w']+){0,5}?\W+(?:utilisateur|personne|rien)|sans que l'utilisateur|\ben cachette\b",
     ),
     (
-        "nichts|niemandem|niemand|ohne|heimlich",
-        r"\b(?:sage|sag|erzähle|erzähl|verrate)\b(?:\W+\w+){0,4}?\W+nichts\b|\bniemandem\b|\bohne dass (?:der|die) (?:benutzer|nutzer)|\bheimlich\b",
+        "nichts|nicht|niemandem|niemand|ohne|heimlich",
+        r"\b(?:sage|sag|erzähle|erzähl|verrate|informiere|benachrichtige)\b(?:\W+\w+){0,4}?\W+nichts?\b|\bniemandem\b|\bohne dass (?:der|die) (?:benutzer|nutzer)|\bheimlich\b",
     ),
     (
         "não|sem|escondidas",
-        r"\bnão (?:conte|diga|informe|mencione|revele)\b(?:\W+\w+){0,5}?\W+(?:usuário|utilizador|ninguém)|\bsem que o usuário\b|\bàs escondidas\b",
+        r"\bnão (?:conte|diga|informe|mencione|revele|avise|comente)\b(?:\W+\w+){0,5}?\W+(?:usuário|utilizador|ninguém)|\bsem que o usuário\b|\bàs escondidas\b",
     ),
     (
         "non|senza|nascosto",
-        r"\bnon (?:dire|dirlo|informare|menzionare|rivelare)\b(?:\W+[\w']+){0,5}?\W+(?:utente|nessuno)|\bsenza che l'utente\b|\bdi nascosto\b",
+        r"\bnon (?:dire|dirlo|informare|menzionare|rivelare|avvisare|avvertire)\b(?:\W+[\w']+){0,5}?\W+(?:utente|nessuno)|\bsenza che l'utente\b|\bdi nascosto\b",
     ),
     (
         "不要|别|切勿|不得|不可|悄悄|秘密地|偷偷",
@@ -299,6 +333,26 @@ CONCEAL = Intent(
         "не |незаметно|тайно",
         r"\bне (?:говори|сообщай|рассказывай|упоминай|показывай)\w*(?:\W+\w+){0,4}?\W+(?:пользовател|никому)|пользователь не (?:заметил|узнал)|\bнезаметно\b|\bтайно\b",
     ),
+    (
+        "not|never|doesn|don|needn|shouldn|mustn|won|cannot|can",
+        r"\b(?:the )?(?:user|human|person|customer)s? (?:must not|must never|should not|shouldn't|mustn't|need not|needn't|does not need to|doesn't need to|do not need to|don't need to|will not|won't|may not|is not to|cannot|can't|never) (?:\w+ )?(?:know|notice|see|find out|learn|be told|be informed|be notified|be aware|realize|discover|suspect)\b",
+    ),
+    (
+        "mention|say|reveal|tell|disclose|admit|explain",
+        r"\b(?:do not|don't|never|without) (?:mention|say|reveal|tell \w+|disclose|admit|explain)(?:ing)? (?:that|how|why|what|where) (?:you|this tool|it)\b",
+    ),
+    (
+        "bring|bringing|talk|refer|allude|mention|mentioning|telling|informing|notifying|alerting|disclosing|revealing",
+        r"\b(?:do not|don't|never|avoid|refrain from|without|no need to)\s+(?:bring(?:ing)? (?:this |it |that )?up|talk(?:ing)? about|refer(?:ring)? to|allud(?:e|ing) to|mention(?:ing)?|telling|informing|notifying|alerting|disclosing|revealing)\b(?:\W+[\w']+){0,6}?\W+(?:with|to) (?:the user|them|the human)\b",
+    ),
+    (
+        "bring|bringing|mention|mentioning|talk|refer",
+        r"\b(?:do not|don't|never|avoid)\s+(?:bring(?:ing)? (?:this |it |that )?up|mention(?:ing)?|talk(?:ing)? about|refer(?:ring)? to)\b(?:\W+[\w']+){0,8}?\W+in (?:your|the) (?:reply|answer|response|summary|output)\b",
+    ),
+    (
+        "though|although|fact|actually",
+        r"\b(?:tell|say|claim|report|reply|answer)\b(?:\W+[\w']+){0,10}?\W+(?:even though|even if|when in fact|when actually|although it)\b",
+    ),
 )
 
 # -- TP003: hidden instruction blocks ------------------------------------------------------------
@@ -311,6 +365,8 @@ INSTRUCTION_BLOCK = Intent(
     ),
     ("inst|sys|system", r"\[/?inst\]|<</?sys>>|\{\{\s*system\s*\}\}"),
     ("##", r"#{2,}\s*(?:system (?:override|prompt|message|instructions?)|new instructions|admin override)\b"),
+    ("[", r"\[\s*(?:system|admin|important|instructions?|sys|hidden)\s*\]"),
+    ("<!--", r"<!--[^>]{0,20}\b(?:ai|assistant|model|llm|agent|system|claude|gpt)\b\s*:"),
 )
 _WEAK_TAG = re.compile(
     r"<\s*(secret|ai|assistant|model|developer|note|internal|confidential|priority|instructions?-?\w*)\b[^<>]{0,120}>"
@@ -388,6 +444,23 @@ CREDENTIAL = Intent(
         r"\b(?:seed|recovery|mnemonic|secret) phrase\b|\bprivate[ _-]?keys?\b|\bsaved (?:passwords|logins)\b|\bbrowser (?:cookies|passwords)\b",
     ),
     ("$", r"\$\{?[a-z0-9_]*(?:key|token|secret|password|passwd|pwd|credentials?)\b"),
+    (
+        "secret|secrets|credential|credentials|token|tokens|password|passwords|passwd",
+        r"[\w./-]*\b(?:secrets?|credentials?|tokens?|passwords?|passwd)[\w-]*\.(?:ya?ml|json|toml|ini|txt|conf|cfg|xml|properties|csv)\b",
+    ),
+    (
+        "chrome|firefox|library",
+        r"\bchrome/(?:default|profile)\b|\bfirefox/profiles\b|~/library/(?:keychains|cookies|application support/google/chrome)",
+    ),
+    (
+        "clave|clé|schlüssel|chave|chiave|私钥|秘密鍵|ключ|semilla|récupération",
+        r"clave privada|clé privée|privater schlüssel|chave privada|chiave privata|私钥|秘密鍵|(?:закрытый|приватный) ключ|frase semilla|phrase de récupération",
+    ),
+)
+# A hidden file or folder in a home directory (~/.cursor/mcp.json, ~/.config/x/session.json):
+# private by convention, so reading it *and* passing it on is taking a secret.
+PRIVATE_FILE = Intent(
+    ("~/|$home|/home/|/users/|/root/", r"(?:~|\$home|/home/[\w.-]+|/users/[\w.-]+|/root)/\.[\w.-]+")
 )
 _READ = (
     r"read|cat|open|load|print|dump|grab|get|fetch|collect|extract|copy|look up|lookup|retrieve|access"
@@ -400,11 +473,13 @@ _MOVE = (
     r"|füge|inclua|envie|includi|invia|发送|上传|包含|送信|含め|отправь|отправить|пришли|включи"
 )
 CREDENTIAL_VERB = re.compile(rf"(?:\b|^)(?:{_READ}|{_MOVE})(?:\b|(?=[^\x00-\x7f]))")
-_SECRET = r"passwords?|passphrases?|api[ _-]?keys?|access[ _-]?tokens?|tokens?|secrets?|secret[ _-]?keys?|credentials|session cookies?|cookies|environment variables|env vars"
+READ_VERB = re.compile(rf"(?:\b|^)(?:{_READ})(?:\b|(?=[^\x00-\x7f]))")
+MOVE_VERB = re.compile(rf"(?:\b|^)(?:{_MOVE})(?:\b|(?=[^\x00-\x7f]))")
+_SECRET = r"contraseñas?|mots? de passe|passwort|senhas?|пароль|密码|パスワード|passwords?|passphrases?|api[ _-]?keys?|access[ _-]?tokens?|tokens?|secrets?|secret[ _-]?keys?|credentials|session cookies?|cookies|environment variables|env vars"
 _IMPERATIVE = r"(?:^|[,;:(]\s*|\b(?:and|then|also|always|first|please|must|should|you|now|next|just|simply|quietly|silently|secretly)\s+)"
 SECRET_TAKEN = Intent(
     (
-        "password|passwords|passphrase|passphrases|api|api_key|api_keys|apikey|token|tokens|access_token|secret|secrets|secret_key|credentials|cookie|cookies|environment|env",
+        "contraseña|contraseñas|mot|passwort|senha|senhas|пароль|密码|パスワード|password|passwords|passphrase|passphrases|api|api_key|api_keys|apikey|token|tokens|access_token|secret|secrets|secret_key|credentials|cookie|cookies|environment|env",
         rf"{_IMPERATIVE}(?:{_READ})\b(?:\W+[\w']+){{0,5}}?\W+(?:{_SECRET})\b.*{_IMPERATIVE}(?:{_MOVE})\b",
     ),
 )
@@ -448,6 +523,10 @@ DESTINATION = Intent(
         "here|webhook|note|notes|パラメータ|参数|параметр",
         r"\bhere\b|\bwebhook\b|\bnotes?\b|パラメータ|パラメーター|参数|параметр",
     ),
+    (
+        "servidor|serveur|server|服务器|サーバー|сервер",
+        r"\b(?:este|ce|diesen|questo) (?:servidor|serveur|server)\b|这个服务器|このサーバー|этот сервер",
+    ),
 )
 _DATA_WORDS = (
     "conversation|chat|history|transcript|messages|message|emails|email|e-mails|e-mail|mail|inbox|contacts|calendar|events|location"
@@ -472,6 +551,10 @@ QUANTITY = Intent(
     (_QUANTITY_WORDS, rf"\b(?:{_QUANTITY_WORDS})\b"),
     ("所有|全部|每|すべて|全て", "所有|全部|每|すべて|全て"),
 )
+USER_DATA = re.compile(
+    r"\b(?:passing|pass|include|including|with|send|sending|attach|attaching)\b (?:it )?(?:the |all (?:of )?the |every )?"
+    r"(?:(?:user's|full|entire|whole|complete) )+(?:request|conversation|prompt|messages?|history|input|question|chat|context|transcript)s?\b"
+)
 EXFIL_DIRECT = Intent(
     (
         "tool|function",
@@ -481,6 +564,10 @@ EXFIL_DIRECT = Intent(
     (
         "://",
         r"https?://\S*[?&]\w+=\{?\s*(?:conversation|chat|history|messages?|secret|token|key|password|context|query|question|summary)\b",
+    ),
+    (
+        "visit|open|fetch|browse|navigate|load|request",
+        r"\b(?:visit|open|fetch|browse to|navigate to|load|request)\s+(?:https?://)?\S+[?&]\w+=\S*\s+(?:plus|followed by|with|and append|\+)",
     ),
 )
 
@@ -506,6 +593,7 @@ STEERING = Intent(
         "never|not|don",
         r"\b(?:never|do not|don't) (?:call|use|invoke) (?:the )?(?!this\b)[\w-]+ (?:tool )?(?:directly|under any circumstances|anymore|any more|at all)\b",
     ),
+    ("before", r"\bbefore (?:every|any|all|each)(?: other)? tools?\b"),
 )
 SHADOWING = Intent(
     (
@@ -539,6 +627,10 @@ SHADOWING = Intent(
     (
         "ignore",
         r"\bignore (?:the )?(?:results?|outputs?|answers?|responses?) (?:of|from) (?:any|all|the) other\b",
+    ),
+    (
+        "next",
+        r"\bwhen (?:you )?(?:next )?(?:use|call|run) the [\w-]+ (?:tool|function)(?: next time)?\b.*\b(?:also|as well|copy|send|write|add)\b",
     ),
 )
 

@@ -80,6 +80,12 @@ def _quoted_example(match: re.Match[str]) -> bool:
 
 def _secret(hits: rules.Hits, sentences: list[str]) -> _Hit | None:
     mentioned = None
+    private = rules.PRIVATE_FILE.active(hits)
+    for sentence in sentences if private else ():
+        match = rules.search(private, [sentence])
+        if match and rules.READ_VERB.search(sentence) and rules.MOVE_VERB.search(sentence):
+            excerpt = _excerpt(sentence, match.start(), match.end())
+            return _Hit("TP004", HIGH, "reads a private file and passes it on", excerpt)
     credentials = rules.CREDENTIAL.active(hits)
     for sentence in sentences if credentials else ():
         match = rules.search(credentials, [sentence])
@@ -117,7 +123,7 @@ def _steering(hits: rules.Hits, sentences: list[str]) -> _Hit | None:
     if not steers:
         return None
     excerpt = _excerpt(steers[0].string, steers[0].start(), steers[0].end())
-    if len(steers) > 1:
+    if len(steers) > 1 or any(rules.USER_DATA.search(s) for s in sentences):
         return _Hit("TP005", HIGH, "steers the model away from other tools, repeatedly", excerpt)
     return _Hit("TP005", MEDIUM, "steers the model away from other tools", excerpt)
 
