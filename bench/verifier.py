@@ -6,7 +6,10 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
 - on ``tests/data/poisoning_corpus.jsonl``, for the development half (even lines, the one
   the rules were written against), the held-out half (odd lines) and all: how many poisoned
   items get a high finding (recall at high), how many benign look-alikes do (precision at
-  high), and how many benign ones get a medium finding;
+  high), and how many benign ones get a medium finding; then the same for the probe sets,
+  each written later, in another voice, and first run on rules that had never seen it:
+  probe 1 then found 23/40 poisoned at high (57.5%), probe 2 27/40 (67.5%), no benign one at
+  high; the rules were widened after each, so today's figures on them are no longer blind;
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would.
@@ -28,24 +31,31 @@ from mcpd.trust.model import HIGH, MEDIUM, Finding, describe
 from mcpd.trust.verify import scan_text, scan_tool
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = ROOT / "tests" / "data" / "poisoning_corpus.jsonl"
+DATA = ROOT / "tests" / "data"
+CORPUS = DATA / "poisoning_corpus.jsonl"
+PROBES = (DATA / "poisoning_probe1.jsonl", DATA / "poisoning_probe2.jsonl")
 TOOLRET = ROOT.parent / "shared" / "toolret"
 
 
-def corpus_report(items: list[Item]) -> None:
+def corpus_report(items: list[Item], probes: dict[str, list[Item]]) -> None:
     development, held_out = halves(items)
-    print(f"corpus: {CORPUS.relative_to(ROOT)} ({len(items)} items)")
+    print(f"corpus: {CORPUS.relative_to(ROOT)} ({len(items)} items), probes: {', '.join(probes)}")
     print(
         f"{'half':<10}{'poisoned':>9}{'at high':>9}{'recall':>8}{'any sev':>9}"
         f"{'benign':>8}{'false hi':>9}{'precision':>10}{'benign med':>11}"
     )
     scores = {"dev": score(development), "held-out": score(held_out), "all": score(items)}
+    scores |= {name: score(probe) for name, probe in probes.items()}
     for name, result in scores.items():
         print(
             f"{name:<10}{result.poisoned:>9}{result.caught_high:>9}{result.recall_high:>8.1%}"
             f"{result.caught_any:>9}{result.benign:>8}{result.false_high:>9}"
             f"{result.precision_high:>10.1%}{result.false_medium:>11}"
         )
+    for name, probe_score in scores.items():
+        if name in probes:
+            for item in probe_score.missed + probe_score.false_alarms:
+                print(f"  {name}: [{item.label} {item.cls}/{item.lang}] {item.text[:100]!r}")
     whole = scores["all"]
     by_class: dict[str, list[int]] = {}
     for item in items:
@@ -128,7 +138,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=TOOLRET, help="a toolret copy: DIR/<set>/tools.jsonl")
     args = parser.parse_args()
-    corpus_report(load(CORPUS))
+    corpus_report(load(CORPUS), {path.stem.removeprefix("poisoning_"): load(path) for path in PROBES})
     tools = load_tools(args.data)
     if not tools:
         raise SystemExit(f"no */tools.jsonl under {args.data}")

@@ -63,12 +63,13 @@ class Intent:
         self._id = Intent._count
         for part, (triggers, pattern) in enumerate(parts):
             compiled = re.compile(pattern)
-            for trigger in triggers.split("|"):
-                if not trigger:
+            for word in triggers.split("|"):
+                if not word:
                     raise ValueError("empty trigger")
+                trigger = word.removesuffix("*")  # a stem: sought as a substring
                 if not trigger.isascii():
                     index = _BY_FOREIGN
-                elif re.fullmatch(r"[a-z0-9_]+", trigger):
+                elif re.fullmatch(r"[a-z0-9_]+", word):
                     index = _BY_WORD
                 else:
                     index = _BY_FRAGMENT
@@ -108,8 +109,8 @@ _IGNORE = (
 _IGNORE_TRIGGER = "ignore|disregard|forget|override|overrides|overriding|bypass|drop|discard|abandon|neglect|aside|attention|follow|following|obey|throw"
 _RULES = r"instructions?|rules|guidelines|guidance|directions|directives|system prompts?|prompts?|constraints|restrictions|polic(?:y|ies)|programming|content filters?|filters|context|orders|training|requests?|messages"
 _QUALIFIER = r"previous|prior|above|earlier|preceding|all|any|your|my|system|original|initial|existing|safety|developer's|user's|former|old|current"
-_TOLD = r"what (?:you|you've|you have) (?:were|been|have been) (?:told|given|instructed)|everything (?:you (?:have been|were|'ve been) told|above|before this|so far)|whatever you (?:were|have been) told"
-_INVALID = "void|invalid|obsolete|outdated|cancelled|canceled|revoked|null|superseded|overridden|fake|wrong|test|longer|trusted|followed|ignored|updated"
+_TOLD = r"(?:what|anything|all) (?:you|you've|you have) (?:were|been|have been) (?:told|given|instructed)|everything (?:you (?:have been|were|'ve been) told|above|before this|so far)|whatever you (?:were|have been) told"
+_INVALID = "void|invalid|obsolete|outdated|cancelled|canceled|revoked|null|superseded|overridden|fake|wrong|test|longer|trusted|followed|ignored|updated|date|expired|stale|deprecated"
 
 OVERRIDE = Intent(
     (
@@ -124,7 +125,7 @@ OVERRIDE = Intent(
     (
         _INVALID,
         rf"\b(?:previous|prior|above|earlier|preceding|original|your|old|system)\W+(?:\w+\W+){{0,2}}?(?:instructions|rules|guidelines|system prompt|prompt|directions|guidance|messages)\b"
-        rf"{gap(6)}(?:are|is|were|was|have been|has been)\W+(?:now\W+)?(?:void|invalid|obsolete|outdated|cancel+ed|revoked|null|superseded|overridden|fake|wrong|a test|no longer (?:valid|in effect)|not to be (?:followed|trusted)|to be ignored|updated by)",
+        rf"{gap(6)}(?:are|is|were|was|have been|has been)\W+(?:now\W+)?(?:void|invalid|obsolete|outdated|cancel+ed|revoked|null|superseded|overridden|fake|wrong|a test|no longer (?:valid|in effect)|not to be (?:followed|trusted)|to be ignored|updated by|out of date|expired|stale|deprecated)",
     ),
     (
         "longer|ignored|disregarded|forgotten",
@@ -232,6 +233,34 @@ OVERRIDE = Intent(
     (
         "vergiss|vergessen|olvida|olvide|oublie|oubliez|dimentica|esqueça|esqueca|забуд|folge",
         r"\b(?:vergiss|vergessen sie|olvida|olvide|oublie|oubliez|dimentica|esqueça|esqueca)\W+(?:alles|todo|lo que|tout|tutto|tudo|ce qu|was)\b|забудь(?:те)?\W+(?:всё|все|что)|\bfolge nur\b",
+    ),
+    (
+        "supersede|supersedes|trump|trumps|outrank|outranks|precedence",
+        rf"\b(?:supersedes?|trumps?|outranks?|takes? precedence over)\b{gap(2)}(?:anything|everything|all|any)\b(?:\W+\w+){{0,4}}?\W+(?:told|given|instructed|before|previous|prior|earlier|else)\b",
+    ),
+    (
+        "supersede|supersedes|override|overrides|replace|replaces",
+        r"\b(?:supersedes?|overrides?|replaces?) (?:your|all|any) (?:previous |prior |earlier |original |system |other )?(?:instructions|rules|guidelines|system prompt|directives)\b",
+    ),
+    (
+        "below|here",
+        r"\bfollow (?:the|these|my) (?:rules|instructions|directions|steps) (?:below|here) instead\b",
+    ),
+    (
+        "without|sin|sans|ohne|senza|sem|без|限制|制限",
+        r"\b(?:answer|respond|reply|responde|contesta|réponds|répondez|antworte|rispondi|responda|responde)\b(?:\W+\w+){0,4}?\W+(?:without|sin|sans|ohne|senza|sem) (?:any |ninguna |aucune |jegliche |alcuna |nenhuma )?(?:restrictions?|restricciones|einschränkungen|beschränkungen|restrizioni|restrições|limits?|filters?|censorship|censura|censure)\b|отвечай\w* без ограничений|不受任何限制|没有任何限制|制限なく|制限なし",
+    ),
+    (
+        "haz|hagas",
+        r"\b(?:haz caso omiso de|no hagas caso (?:a|de))\W+(?:las|tus|sus|todas las)\W+(?:\w+\W+)?(?:instrucciones|reglas|indicaciones|directrices|órdenes)",
+    ),
+    (
+        "ignoriere|ignorieren|vergiss|vergessen|missachte|missachten",
+        r"\b(?:ignoriere|ignorieren sie|vergiss|vergessen sie|missachte|missachten sie)\b(?:\W+\w+){0,4}?\W+\w*(?:anweisungen|regeln|instruktionen|vorgaben|richtlinien|befehle)\b",
+    ),
+    (
+        "следуй|выполняй|подчиняйся",
+        r"не (?:следуй|выполняй|подчиняйся)\w*(?:\W+\w+){0,3}?\W+(?:предыдущ|прежн|систем|инструкци|правил|указани)|(?:следуй|подчиняйся) только",
     ),
 )
 
@@ -353,6 +382,38 @@ CONCEAL = Intent(
         "though|although|fact|actually",
         r"\b(?:tell|say|claim|report|reply|answer)\b(?:\W+[\w']+){0,10}?\W+(?:even though|even if|when in fact|when actually|although it)\b",
     ),
+    (
+        "not|never|doesn|don|needn|shouldn|mustn|won|cannot|can",
+        r"\b(?:the )?(?:user|human|person|customer)s? (?:must not|must never|should not|shouldn't|mustn't|need not|needn't|does not need to|doesn't need to|do not need to|don't need to|will not|won't|may not|is not to|cannot|can't|never) (?:\w+ ){0,2}?(?:know|notice|see|find out|learn|told|informed|notified|aware|realize|discover|suspect)\b",
+    ),
+    (
+        "omit|remove|drop|strip|exclude|leave|hide",
+        r"\b(?:omit|remove|drop|strip|exclude|leave out|hide)\b(?:\W+\w+){0,3}?\W+(?:references?|mentions?|traces?|signs?|word)\b(?:\W+\w+){0,5}?\W+(?:from|in) (?:the |your )?(?:final )?(?:answer|reply|response|summary|output|message)",
+    ),
+    (
+        "usuario|nadie",
+        r"\b(?:el usuario|la usuaria|nadie) no (?:debe|puede|tiene que|necesita)\s+(?:enterarse|saber|saberlo|notar|notarlo|darse cuenta|ver)",
+    ),
+    (
+        "utilisateur|en",
+        r"\bl'utilisateur ne (?:doit|peut) (?:pas|jamais) (?:le )?(?:savoir|remarquer|s'en apercevoir|voir|découvrir)|\bn'en (?:parle|parlez|dis|dites|informe)\w*\b|\bne (?:parle|parlez)\b(?:\W+[\w']+){0,4}?\W+(?:utilisateur|personne)",
+    ),
+    (
+        "benutzer|nutzer",
+        r"\b(?:der )?(?:benutzer|nutzer) (?:darf|soll|muss) (?:das |es |davon )?nicht(?:s)? (?:\w+ )?(?:wissen|erfahren|merken|bemerken|sehen|mitbekommen)",
+    ),
+    (
+        "usuário|utente",
+        r"\bo usuário não (?:deve|pode|precisa) (?:saber|perceber|notar|descobrir)|\bl'utente non (?:deve|può) (?:saperlo|sapere|accorgersene|notare|scoprire)",
+    ),
+    (
+        "пользовател",
+        r"пользовател\w* не (?:должен|должна|должны|может) (?:\w+ )?(?:знать|узнать|заметить|видеть|увидеть)|без ведома пользовател",
+    ),
+    (
+        "用户|ユーザー|利用者",
+        r"对用户保密|向用户隐瞒|瞒着用户|不让用户知道|用户不应知道|用户不能知道|不要在(?:回复|回答|答复)中(?:提及|提到|透露)|(?:ユーザー|利用者)には?(?:秘密|内緒)",
+    ),
 )
 
 # -- TP003: hidden instruction blocks ------------------------------------------------------------
@@ -465,16 +526,18 @@ PRIVATE_FILE = Intent(
 _READ = (
     r"read|cat|open|load|print|dump|grab|get|fetch|collect|extract|copy|look up|lookup|retrieve|access"
     r"|obtain|find|steal|harvest|echo|type|head|tail|output|show|display|reveal|ask the user for|ask for"
-    r"|lee|leer|lis|lire|lies|lesen|leia|ler|leggi|leggere|読み|読ん|读取|读|прочитай|прочитать|открой"
+    r"|lee|leer|lis|lire|lies|lesen|leia|ler|leggi|leggere|прочитай|прочитать|открой"
 )
 _MOVE = (
     r"include|pass|send|attach|append|put|paste|add|provide|supply|upload|post|forward|transmit|embed"
     r"|insert|share|email|leak|submit|envía|envia|incluye|incluya|inclus|inclure|envoie|sende|senden"
-    r"|füge|inclua|envie|includi|invia|发送|上传|包含|送信|含め|отправь|отправить|пришли|включи"
+    r"|füge|inclua|envie|includi|invia|отправь|отправить|пришли|включи"
 )
-CREDENTIAL_VERB = re.compile(rf"(?:\b|^)(?:{_READ}|{_MOVE})(?:\b|(?=[^\x00-\x7f]))")
-READ_VERB = re.compile(rf"(?:\b|^)(?:{_READ})(?:\b|(?=[^\x00-\x7f]))")
-MOVE_VERB = re.compile(rf"(?:\b|^)(?:{_MOVE})(?:\b|(?=[^\x00-\x7f]))")
+_CJK_READ = "読み|読ん|読み取|读取|读|查看|打开"
+_CJK_MOVE = "発送|送信|含め|入れ|渡し|添付|发送|上传|包含|放入|附加|传给|提交"
+CREDENTIAL_VERB = re.compile(rf"\b(?:{_READ}|{_MOVE})\b|{_CJK_READ}|{_CJK_MOVE}")
+READ_VERB = re.compile(rf"\b(?:{_READ})\b|{_CJK_READ}")
+MOVE_VERB = re.compile(rf"\b(?:{_MOVE})\b|{_CJK_MOVE}")
 _SECRET = r"contraseñas?|mots? de passe|passwort|senhas?|пароль|密码|パスワード|passwords?|passphrases?|api[ _-]?keys?|access[ _-]?tokens?|tokens?|secrets?|secret[ _-]?keys?|credentials|session cookies?|cookies|environment variables|env vars"
 _IMPERATIVE = r"(?:^|[,;:(]\s*|\b(?:and|then|also|always|first|please|must|should|you|now|next|just|simply|quietly|silently|secretly)\s+)"
 SECRET_TAKEN = Intent(
@@ -527,6 +590,7 @@ DESTINATION = Intent(
         "servidor|serveur|server|服务器|サーバー|сервер",
         r"\b(?:este|ce|diesen|questo) (?:servidor|serveur|server)\b|这个服务器|このサーバー|этот сервер",
     ),
+    ("+", r"\+\d[\d ()-]{7,}\d"),
 )
 _DATA_WORDS = (
     "conversation|chat|history|transcript|messages|message|emails|email|e-mails|e-mail|mail|inbox|contacts|calendar|events|location"
@@ -545,6 +609,10 @@ DATA = Intent(
     ("user|their", r"\b(?:user's|their) \w+"),
     (_DATA_OTHER, rf"\b(?:{_DATA_OTHER})\b"),
     (_DATA_STEMS, _DATA_STEMS),
+    (
+        "verlauf*|nachricht*|datei*|inhalt*|daten*|e-mails*",
+        r"\w*(?:verlauf|nachrichten|dateien|inhalte?|daten|e-mails)\b",
+    ),
 )
 _QUANTITY_WORDS = "always|every|each|all|any|whenever|automatically|also|todos|todas|toutes|tous|jede|jeden|alle|toda|todo|tutti|tutte|всю|все|каждый"
 QUANTITY = Intent(
@@ -631,6 +699,10 @@ SHADOWING = Intent(
     (
         "next",
         r"\bwhen (?:you )?(?:next )?(?:use|call|run) the [\w-]+ (?:tool|function)(?: next time)?\b.*\b(?:also|as well|copy|send|write|add)\b",
+    ),
+    (
+        "used|called|invoked|run|available",
+        r"\b(?:when|whenever|every time|each time|if|after|before)\s+(?:the )?['\"`]?[\w-]+_[\w-]+['\"`]?(?: (?:tool|function))? (?:is|gets|has been) (?:used|called|invoked|run|available)\b.*\b(?:also|always|first|bcc|cc|add|change|replace|redirect|send|share|forward|copy|run|include)\b",
     ),
 )
 
