@@ -497,8 +497,8 @@ CREDENTIAL = Intent(
     ),
     ("etc", r"/etc/(?:shadow|gshadow|sudoers|master\.passwd|passwd)\b"),
     (
-        "keychain|keyring|login|sqlite|logins|key3|key4|wallet",
-        r"\bkeychain\b|\bkeyring\b|\blogin data\b|\bcookies\.sqlite\b|\blogins\.json\b|\bkey[34]\.db\b|\bwallet\.dat\b",
+        "keychain|keyring|keystore|login|sqlite|logins|key3|key4|wallet",
+        r"\bkeychain\b|\bkeyring\b|\bkeystore\b|\bwallet (?:file|json|backup)\b|\blogin data\b|\bcookies\.sqlite\b|\blogins\.json\b|\bkey[34]\.db\b|\bwallet\.dat\b",
     ),
     (
         "phrase|private|private_key|private_keys|privatekey|saved|browser",
