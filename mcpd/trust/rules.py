@@ -262,13 +262,34 @@ OVERRIDE = Intent(
         "следуй|выполняй|подчиняйся",
         r"не (?:следуй|выполняй|подчиняйся)\w*(?:\W+\w+){0,3}?\W+(?:предыдущ|прежн|систем|инструкци|правил|указани)|(?:следуй|подчиняйся) только",
     ),
+    (
+        "final|last|whatever",
+        r"\b(?:has|have|gets) the (?:final|last) (?:word|say)\b|\bwhatever (?:the )?(?:system|user|developer)(?: message| prompt| instructions?)? says\b",
+    ),
+    (
+        "suspended|lifted|disabled|off|paused|removed|waived",
+        rf"\b(?:guardrails|safeguards|safety (?:rules|measures|checks|guidelines|filters|policy)|content filters?|restrictions|guidelines|rules|instructions)\b{gap(5)}(?:are|is|have been|has been)\W+(?:now\W+)?(?:suspended|lifted|disabled|turned off|switched off|paused|removed|waived|off)\b",
+    ),
+    (
+        "bound|constrained|restricted|limited",
+        r"\b(?:no longer|not) (?:bound|constrained|restricted|limited) by\b",
+    ),
+    (
+        "appliquent|valables|aplican|válidas|gelten|ungültig|valem|valgono|applicano|действуют|无效|作废|不再适用|無効",
+        r"\bne s'appliquent plus\b|\bne sont plus valables\b|\bya no (?:aplican|se aplican|son válidas)\b|\bgelten nicht mehr\b|\bsind (?:jetzt )?ungültig\b|\bnão (?:se aplicam|valem) mais\b|\bnon (?:valgono|si applicano) più\b|больше не действуют|(?:指令|规则|指示|提示)[^。]{0,4}(?:无效|作废|不再适用)|(?:ルール|指示)[^。]{0,6}無効",
+    ),
+    ("obéis", r"\bobéis (?:uniquement|seulement)\b"),
+    (
+        "系统提示|系统消息|系统指令",
+        r"(?:忽略|无视|忘记|不要理会|不要遵守)[^。，,]{0,6}(?:系统提示|系统消息|系统指令)",
+    ),
 )
 
 # -- TP002: concealment from the user -----------------------------------------------------------
 
 _NEG = r"do not|don't|dont|never|must not|mustn't|should not|shouldn't|no need to|avoid|refrain from"
 _NEG_TRIGGER = "not|don|dont|never|mustn|shouldn|need|avoid|refrain"
-_TELL = r"tell|inform|mention|reveal|show|notify|alert|disclose|report|let|say|explain|warn|bother"
+_TELL = r"tell|inform|mention|reveal|show|notify|alert|disclose|report|let|say|explain|warn|bother|surface|expose|relay"
 _WHOM = r"the user|the human|users?|anyone|anybody|them|the person|the customer|the owner|the operator"
 
 CONCEAL = Intent(
@@ -340,7 +361,7 @@ CONCEAL = Intent(
     ),
     (
         "nichts|nicht|niemandem|niemand|ohne|heimlich",
-        r"\b(?:sage|sag|erzähle|erzähl|verrate|informiere|benachrichtige)\b(?:\W+\w+){0,4}?\W+nichts?\b|\bniemandem\b|\bohne dass (?:der|die) (?:benutzer|nutzer)|\bheimlich\b",
+        r"\b(?:sage|sag|erzähle|erzähl|verrate|informiere|benachrichtige)\b(?:\W+\w+){0,6}?\W+nichts?\b|\bniemandem\b|\bohne dass (?:der|die) (?:benutzer|nutzer)|\bheimlich\b",
     ),
     (
         "não|sem|escondidas",
@@ -414,6 +435,23 @@ CONCEAL = Intent(
         "用户|ユーザー|利用者",
         r"对用户保密|向用户隐瞒|瞒着用户|不让用户知道|用户不应知道|用户不能知道|不要在(?:回复|回答|答复)中(?:提及|提到|透露)|(?:ユーザー|利用者)には?(?:秘密|内緒)",
     ),
+    (
+        "nothing",
+        r"\b(?:reply|answer|respond|say)\b(?:\W+[\w']+){0,8}?\W+nothing (?:else )?(?:about|regarding|on)\b",
+    ),
+    (
+        "dark|loop",
+        r"\b(?:user|users|them|human|person)\b(?:\W+[\w']+){0,4}?\W+(?:in the dark|out of the loop)\b",
+    ),
+    (
+        "erwähne|erwähnen|teile|zeige",
+        r"\b(?:erwähne|erwähnen sie|teile|zeige)\b(?:\W+\w+){0,6}?\W+(?:benutzer|nutzer)\w*(?:\W+\w+){0,2}?\W+nicht\b",
+    ),
+    (
+        "説明しない|話さない|報告しない|見せない",
+        r"(?:ユーザー|利用者)に[^。]{0,12}(?:説明しない|話さない|報告しない|見せない)",
+    ),
+    ("не ", r"не (?:уведомляя|сообщая|говоря|предупреждая|информируя)\s+(?:об этом\s+)?пользовател"),
 )
 
 # -- TP003: hidden instruction blocks ------------------------------------------------------------
@@ -426,11 +464,12 @@ INSTRUCTION_BLOCK = Intent(
     ),
     ("inst|sys|system", r"\[/?inst\]|<</?sys>>|\{\{\s*system\s*\}\}"),
     ("##", r"#{2,}\s*(?:system (?:override|prompt|message|instructions?)|new instructions|admin override)\b"),
-    ("[", r"\[\s*(?:system|admin|important|instructions?|sys|hidden)\s*\]"),
+    ("[", r"\[\[?\s*(?:system|admin|important|instructions?|sys|hidden)\b[^\]]{0,40}\]"),
     ("<!--", r"<!--[^>]{0,20}\b(?:ai|assistant|model|llm|agent|system|claude|gpt)\b\s*:"),
 )
 _WEAK_TAG = re.compile(
-    r"<\s*(secret|ai|assistant|model|developer|note|internal|confidential|priority|instructions?-?\w*)\b[^<>]{0,120}>"
+    r"<\s*([\w-]*?(?:secret|ai|assistant|model|developer|note|internal|confidential|priority|instruction|system"
+    r"|important|prompt|directive|admin|override|hidden)[\w-]*)\b[^<>]{0,120}>"
 )
 
 
@@ -517,6 +556,10 @@ CREDENTIAL = Intent(
         "clave|clé|schlüssel|chave|chiave|私钥|秘密鍵|ключ|semilla|récupération",
         r"clave privada|clé privée|privater schlüssel|chave privada|chiave privata|私钥|秘密鍵|(?:закрытый|приватный) ключ|frase semilla|phrase de récupération",
     ),
+    (
+        "printenv|env|environ|export",
+        r"\bprintenv\b|`env`|/proc/(?:self|\d+)/environ\b|\bexport -p\b|\bget-childitem env:",
+    ),
 )
 # A hidden file or folder in a home directory (~/.cursor/mcp.json, ~/.config/x/session.json):
 # private by convention, so reading it *and* passing it on is taking a secret.
@@ -526,15 +569,15 @@ PRIVATE_FILE = Intent(
 _READ = (
     r"read|cat|open|load|print|dump|grab|get|fetch|collect|extract|copy|look up|lookup|retrieve|access"
     r"|obtain|find|steal|harvest|echo|type|head|tail|output|show|display|reveal|ask the user for|ask for"
-    r"|lee|leer|lis|lire|lies|lesen|leia|ler|leggi|leggere|прочитай|прочитать|открой"
+    r"|lee|leer|lis|lire|lies|lesen|leia|ler|leggi|leggere|copia|copie|kopiere|скопируй|прочитай|прочитать|открой"
 )
 _MOVE = (
     r"include|pass|send|attach|append|put|paste|add|provide|supply|upload|post|forward|transmit|embed"
     r"|insert|share|email|leak|submit|envía|envia|incluye|incluya|inclus|inclure|envoie|sende|senden"
-    r"|füge|inclua|envie|includi|invia|отправь|отправить|пришли|включи"
+    r"|füge|inclua|envie|includi|invia|pon|pega|añade|adjunta|mets|colle|ajoute|joins|coloque|cole|anexe|metti|incolla|aggiungi|allega|вставь|добавь|приложи|передай|отправь|отправить|пришли|включи"
 )
-_CJK_READ = "読み|読ん|読み取|读取|读|查看|打开"
-_CJK_MOVE = "発送|送信|含め|入れ|渡し|添付|发送|上传|包含|放入|附加|传给|提交"
+_CJK_READ = "読み|読ん|読み取|コピー|读取|读|查看|打开|复制"
+_CJK_MOVE = "発送|送信|含め|入れ|渡し|添付|貼り付け|发送|上传|包含|放入|附加|附上|粘贴|添加|传给|提交"
 CREDENTIAL_VERB = re.compile(rf"\b(?:{_READ}|{_MOVE})\b|{_CJK_READ}|{_CJK_MOVE}")
 READ_VERB = re.compile(rf"\b(?:{_READ})\b|{_CJK_READ}")
 MOVE_VERB = re.compile(rf"\b(?:{_MOVE})\b|{_CJK_MOVE}")
@@ -555,7 +598,7 @@ _TRANSFER_WORDS = (
 )
 _TRANSFER_OTHER = (
     "envía|envia|reenvía|reenvia|manda|sube|publica|comparte|incluye|copia|envoie|envoyez|transfère|publie|inclus|incluez|partage"
-    "|sende|leite|schicke|schick|übermittle|kopiere|envie|encaminhe|mande|inclua|compartilhe|invia|inoltra|includi|condividi|carica"
+    "|sende|leite|lade|schicke|schick|übermittle|kopiere|envie|encaminhe|mande|inclua|compartilhe|invia|inoltra|includi|condividi|carica"
     "|отправь|отправьте|перешли|перешлите|загрузи|пошли|передай"
 )
 _CJK_TRANSFER = "发送|发到|转发|上传|提交|送信|転送|アップロード|送っ"
@@ -583,8 +626,12 @@ DESTINATION = Intent(
     ),
     ("`", r"\b(?:to|into|in|as)\s+`[\w.-]+`"),
     (
-        "here|webhook|note|notes|パラメータ|参数|параметр",
-        r"\bhere\b|\bwebhook\b|\bnotes?\b|パラメータ|パラメーター|参数|параметр",
+        "here|webhook|パラメータ|参数|параметр",
+        r"\bhere\b|\bwebhook\b|パラメータ|パラメーター|参数|параметр",
+    ),
+    (
+        "parámetro|paramètre|parâmetro|parametro|campo|champ|feld",
+        r"\b(?:parámetro|paramètre|parâmetro|parametro|campo|champ|feld)\b",
     ),
     (
         "servidor|serveur|server|服务器|サーバー|сервер",
@@ -610,8 +657,8 @@ DATA = Intent(
     (_DATA_OTHER, rf"\b(?:{_DATA_OTHER})\b"),
     (_DATA_STEMS, _DATA_STEMS),
     (
-        "verlauf*|nachricht*|datei*|inhalt*|daten*|e-mails*",
-        r"\w*(?:verlauf|nachrichten|dateien|inhalte?|daten|e-mails)\b",
+        "verlauf*|nachricht*|datei*|inhalt*|daten*|e-mails*|dokument*",
+        r"\w*(?:verlauf|nachrichten|dateien|inhalte?|daten|e-mails|dokumente?)\b",
     ),
 )
 _QUANTITY_WORDS = "always|every|each|all|any|whenever|automatically|also|todos|todas|toutes|tous|jede|jeden|alle|toda|todo|tutti|tutte|всю|все|каждый"
@@ -636,6 +683,11 @@ EXFIL_DIRECT = Intent(
     (
         "visit|open|fetch|browse|navigate|load|request",
         r"\b(?:visit|open|fetch|browse to|navigate to|load|request)\s+(?:https?://)?\S+[?&]\w+=\S*\s+(?:plus|followed by|with|and append|\+)",
+    ),
+    (
+        "always|every|each|before",
+        r"\b(?:always|every time|each time|before (?:replying|answering|responding))\b(?:\W+\w+){0,3}?\W+call [\w-]+_[\w-]+ with (?:the )?(?:user's|full|entire|whole|complete|last|previous|recent)\b(?:\W+\w+){0,3}?\W+(?:messages?|conversation|history|chat|emails?|files?|data)\b"
+        r"|\bcall [\w-]+_[\w-]+ with (?:the )?(?:user's|full|entire|whole|complete|last|previous|recent)\b(?:\W+\w+){0,3}?\W+(?:messages?|conversation|history|chat|emails?|files?|data)\b(?:\W+\w+){0,3}?\W+(?:before (?:replying|answering|responding)|every time|each time)",
     ),
 )
 
@@ -704,6 +756,15 @@ SHADOWING = Intent(
         "used|called|invoked|run|available",
         r"\b(?:when|whenever|every time|each time|if|after|before)\s+(?:the )?['\"`]?[\w-]+_[\w-]+['\"`]?(?: (?:tool|function))? (?:is|gets|has been) (?:used|called|invoked|run|available)\b.*\b(?:also|always|first|bcc|cc|add|change|replace|redirect|send|share|forward|copy|run|include)\b",
     ),
+    (
+        "named|called",
+        r"\bif (?:a|any|the|there is a) (?:tool|function|server) (?:named|called) ['\"`]?[\w-]+['\"`]? (?:exists|is available|is present)\b",
+    ),
+    (
+        "account|iban",
+        r"\b(?:set|change|use|make)\b(?:\W+\w+){0,3}?\W+(?:to|as)\W+(?:account|iban)\s*[:#]?\s*[a-z]{0,2}\d[\d -]{6,}",
+    ),
+    ("bug|buggy|wrong", r"\b[\w-]+_[\w-]+ (?:tool )?(?:has a bug|is buggy|sends (?:\w+ )?to the wrong)\b"),
 )
 
 # A sentence ends at . ! ? followed by space, at CJK stops and semicolons, and at line breaks
