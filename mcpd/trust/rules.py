@@ -77,7 +77,7 @@ class Intent:
 
     def active(self, hits: Hits) -> list[re.Pattern[str]]:
         """The patterns worth running, given what ``triggered`` found in a text."""
-        return [pattern for _, pattern in sorted(hits.get(self._id, {}).items())]
+        return list(hits.get(self._id, {}).values())
 
     def first(self, hits: Hits, sentences: Iterable[str]) -> re.Match[str] | None:
         """The first match in any of ``sentences``."""

@@ -132,6 +132,8 @@ def _intents(prepared: Prepared) -> Iterator[_Hit]:
     folded = prepared.folded
     sentences = rules.SENTENCES.split(folded)
     hits = rules.triggered(folded)
+    if not hits:
+        return
     excerpt = _first(rules.OVERRIDE, hits, sentences)
     if excerpt:
         yield _Hit("TP001", HIGH, "instructions aimed at the model", excerpt)
