@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mcpd.model.trust import HIGH, MEDIUM, Finding, describe
 from mcpd.trust.corpus import Item, halves, load, score
-from mcpd.trust.model import HIGH, MEDIUM, Finding, describe
 from mcpd.trust.verify import scan_text, scan_tool
 
 ROOT = Path(__file__).resolve().parent.parent

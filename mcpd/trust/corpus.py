@@ -13,7 +13,7 @@ from typing import Literal
 
 import msgspec
 
-from mcpd.trust.model import HIGH
+from mcpd.model.trust import HIGH
 from mcpd.trust.verify import scan_text
 
 

@@ -105,7 +105,9 @@ _ENTITY_TOKEN = re.compile(r"\S*&#?\w{2,8};\S*&#?\w{2,8};\S*")
 _ESCAPE_TOKEN = re.compile(r"\S*\\u[0-9a-fA-F]{4}\S*\\u[0-9a-fA-F]{4}\S*")
 _ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
 # One cheap look first: prose has no 16-character runs and no escapes, so most texts stop here.
-_ENCODED_HINT = re.compile(r"[A-Za-z0-9+/_-]{16}|\\x[0-9a-fA-F]{2}|%[0-9a-fA-F]{2}|&#?\w{2,8};|\\u[0-9a-fA-F]{4}")
+_ENCODED_HINT = re.compile(
+    r"[A-Za-z0-9+/_-]{16}|\\x[0-9a-fA-F]{2}|%[0-9a-fA-F]{2}|&#?\w{2,8};|\\u[0-9a-fA-F]{4}"
+)
 
 
 def _readable(data: bytes) -> str | None:

@@ -283,6 +283,18 @@ OVERRIDE = Intent(
         "系统提示|系统消息|系统指令",
         r"(?:忽略|无视|忘记|不要理会|不要遵守)[^。，,]{0,6}(?:系统提示|系统消息|系统指令)",
     ),
+    (
+        "approved|authorised|authorized|consented|pre",
+        r"\b(?:has|have) (?:already |previously )?(?:approved|authori[sz]ed|consented to|pre-?approved)\b(?:\W+\w+){0,3}?\W+(?:in advance|beforehand|ahead of time)\b|\b(?:already|pre-?)\W?(?:approved|authori[sz]ed) (?:all|every|any)\b",
+    ),
+    (
+        "disable|turn|switch|deactivate|suspend",
+        r"\b(?:disable|turn off|switch off|deactivate|suspend)\b(?:\W+\w+){0,2}?\W+(?:your|all|the) (?:safety |content |security )?(?:guidelines|filters|rules|restrictions|guardrails|policies|checks|safeguards)\b",
+    ),
+    (
+        "task|instructions",
+        r"\bnew (?:task|instructions|orders) from (?:the )?(?:operator|developer|admin|administrator|system|server)\b|\bstop\W+(?:new|next) (?:task|instructions)\b",
+    ),
 )
 
 # -- TP002: concealment from the user -----------------------------------------------------------
@@ -559,6 +571,10 @@ CREDENTIAL = Intent(
     (
         "printenv|env|environ|export",
         r"\bprintenv\b|`env`|/proc/(?:self|\d+)/environ\b|\bexport -p\b|\bget-childitem env:",
+    ),
+    (
+        "environment|env",
+        r"\b(?:pass|send|include|attach|give|provide|dump|print)\b(?:\W+\w+){0,2}?\W+all (?:the |of the |your |the user's )?(?:environment variables|env vars)\b(?! to the (?:child |sub)?process| to the command)",
     ),
 )
 # A hidden file or folder in a home directory (~/.cursor/mcp.json, ~/.config/x/session.json):

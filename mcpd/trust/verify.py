@@ -22,7 +22,9 @@ and then read for intents (``rules``), in English and eight other languages:
           medium  steering: "instead of the X tool", "before calling any other tool"
     TP006 high    invisible or direction-changing characters (zero-width, bidi, tag characters)
     TP007 medium  a base64 or hex blob that decodes to readable text (what it says is read too)
-    TP008 high    the model addressed directly: "NOTE TO AI:", "SYSTEM: you ...", "attention agent"
+    TP008 medium  the model addressed directly: "NOTE TO AI:", "SYSTEM: you ...", "attention agent";
+                  normal in server instructions, so medium alone, but it turns every other medium
+                  finding of the same text (and itself) high
     TP009 high    exfiltration: send/forward/post/upload/include data to a URL, an address, a
                   file share, another tool or a parameter; a link that carries the conversation
     TP010 high    destructive or remote-code shell commands (rm -rf, curl ... | sh)
@@ -42,8 +44,8 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
-from mcpd.trust import rules
 from mcpd.model.trust import HIGH, MEDIUM, Finding
+from mcpd.trust import rules
 from mcpd.trust.normalize import INVISIBLE, Layer, Prepared, hidden_layers, prepare, tag_text
 
 
@@ -128,7 +130,15 @@ def _steering(hits: rules.Hits, sentences: list[str]) -> _Hit | None:
     return _Hit("TP005", MEDIUM, "steers the model away from other tools", excerpt)
 
 
-def _intents(prepared: Prepared) -> Iterator[_Hit]:
+def _intents(prepared: Prepared) -> list[_Hit]:
+    hits = list(_each_intent(prepared))
+    if len(hits) > 1 and any(h.rule == "TP008" for h in hits):
+        # Addressing the model *and* steering it, naming a secret...: the two together are an attack.
+        return [h._replace(severity=HIGH) for h in hits]
+    return hits
+
+
+def _each_intent(prepared: Prepared) -> Iterator[_Hit]:
     folded = prepared.folded
     sentences = rules.SENTENCES.split(folded)
     hits = rules.triggered(folded)
@@ -151,7 +161,7 @@ def _intents(prepared: Prepared) -> Iterator[_Hit]:
         yield steering
     excerpt = _first(rules.ADDRESSING, hits, [folded])
     if excerpt:
-        yield _Hit("TP008", HIGH, "addresses the model directly", excerpt)
+        yield _Hit("TP008", MEDIUM, "addresses the model directly", excerpt)
     excerpt = _exfiltration(hits, sentences)
     if excerpt:
         yield _Hit("TP009", HIGH, "sends data to a URL, an address or another tool", excerpt)
