@@ -7,7 +7,9 @@ flagged, NFKC, look-alike letters mapped, lower case, whitespace and line breaks
 and then read for intents (``rules``), in English and eight other languages:
 
     TP001 high    instructions aimed at the model: ignore/forget/override its instructions in
-                  any word order, "you are now", "your new instructions", reveal the system prompt
+                  any word order, "you are now", "your new instructions", reveal the system prompt,
+                  claims of authority ("this description has the final word", "the user approved
+                  everything in advance", "your guardrails are suspended")
     TP002 high    concealment from the user: do not tell/inform anyone, the user must not know,
                   without the user noticing, keep this between us, lie about what was done
     TP003 high    hidden instruction blocks: <IMPORTANT ...>, <SYSTEM>, <instructions x=y>,
@@ -15,10 +17,13 @@ and then read for intents (``rules``), in English and eight other languages:
     TP004 high    reading secrets: a credential file or store (any ~/.ssh key, *.pem, .env*, cloud
                   and container configs, .netrc-style dotfiles, keychains, browser logins, seed
                   phrases, private keys, $..._TOKEN) together with a verb that reads or sends it,
-                  or a password/token/API key that is looked up and then passed on
+                  or a password/token/API key that is looked up and then passed on, or any hidden
+                  file of a home directory (~/.cursor/mcp.json) that is read and passed on, or an
+                  environment dump (printenv) handed over
           medium  a credential file or store mentioned without such a verb (a path default)
     TP005 high    rewriting other tools: changes what another tool does or whom it sends to,
-                  calls other tools unsafe or disabled, routes every call through this one
+                  calls other tools unsafe or disabled, routes every call through this one; or
+                  steering said twice, or steering that asks for the user's whole request
           medium  steering: "instead of the X tool", "before calling any other tool"
     TP006 high    invisible or direction-changing characters (zero-width, bidi, tag characters)
     TP007 medium  a base64 or hex blob that decodes to readable text (what it says is read too)
