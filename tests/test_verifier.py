@@ -255,7 +255,7 @@ def test_scan_tool_reads_the_schema() -> None:
 def test_corpus_stays_at_the_goals() -> None:
     """On the labelled corpus (each half) and the probes: >= 95% of poisoned at high, no benign at high."""
     corpus = load(DATA / "poisoning_corpus.jsonl")
-    sets = [*halves(corpus), *(load(DATA / f"poisoning_probe{n}.jsonl") for n in (1, 2, 3))]
+    sets = [*halves(corpus), *(load(DATA / f"poisoning_probe{n}.jsonl") for n in (1, 2, 3, 4))]
     for items in sets:
         result = score(items)
         assert result.poisoned >= 40 and result.benign >= 20

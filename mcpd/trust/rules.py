@@ -295,6 +295,19 @@ OVERRIDE = Intent(
         "task|instructions",
         r"\bnew (?:task|instructions|orders) from (?:the )?(?:operator|developer|admin|administrator|system|server)\b|\bstop\W+(?:new|next) (?:task|instructions)\b",
     ),
+    (
+        "binding|suggestions|draft|advisory|optional|relaxed|lifted|suspended",
+        r"\b(?:(?:your|the user's|system|developer|previous|prior|earlier|original|safety)\W+(?:\w+\W+){0,2}?(?:instructions|rules|guidelines|guidance|directives|system prompt|policy|prompt)|(?:instructions|rules|guidelines|directives|requests)\W+from\W+(?:the user|your developer|the developer|the system|your operator))\b"
+        r"(?:\W+\w+){0,4}?\W+(?:are|is|were|was|has been|have been)\W+(?:\w+\W+){0,6}?(?:not binding|non-binding|(?:only|just|merely) suggestions|a draft|advisory|optional|relaxed|lifted|suspended)\b",
+    ),
+    (
+        "prioritise|prioritize",
+        r"\bprioriti[sz]e\b(?:\W+\w+){0,5}?\W+over\W+(?:\w+\W+){0,3}?(?:instructions?|rules|guidelines|system prompt|the user)",
+    ),
+    (
+        "tiens|tenez",
+        r"\bne (?:tiens|tenez) (?:plus|pas) compte\b(?:\W+\w+){0,3}?\W+(?:consignes|instructions|règles|directives)",
+    ),
 )
 
 # -- TP002: concealment from the user -----------------------------------------------------------
@@ -464,6 +477,19 @@ CONCEAL = Intent(
         r"(?:ユーザー|利用者)に[^。]{0,12}(?:説明しない|話さない|報告しない|見せない)",
     ),
     ("не ", r"не (?:уведомляя|сообщая|говоря|предупреждая|информируя)\s+(?:об этом\s+)?пользовател"),
+    (
+        "never|not|shouldn|mustn",
+        r"\b(?:user|human|person|customer|client|diner|patient|buyer|recipient|owner|employee|victim|they|he|she)s? (?:must never|must not|should never|should not|shouldn't|mustn't|will never|may never|need never|can never) (?:\w+ )?(?:find out|know|learn|notice|discover|realize|suspect)\b",
+    ),
+    ("silencio", r"\ben silencio\b"),
+    (
+        "no",
+        r"\bno (?:lo |la |se lo |se la )(?:digas|menciones|cuentes|reveles|comentes)\b(?:\W+\w+){0,3}?\W+(?:al usuario|a nadie)",
+    ),
+    (
+        "пользовател",
+        r"пользовател\w*(?:\W+\w+){0,3}?\W+(?:знать|сообщать|говорить|рассказывать) не (?:нужно|надо|стоит|следует)",
+    ),
 )
 
 # -- TP003: hidden instruction blocks ------------------------------------------------------------
@@ -592,6 +618,10 @@ _MOVE = (
     r"|insert|share|email|leak|submit|envía|envia|incluye|incluya|inclus|inclure|envoie|sende|senden"
     r"|füge|inclua|envie|includi|invia|pon|pega|añade|adjunta|mets|colle|ajoute|joins|coloque|cole|anexe|metti|incolla|aggiungi|allega|вставь|добавь|приложи|передай|отправь|отправить|пришли|включи"
 )
+# A move verb done, with where it went: "once you have pasted ~/.x into `session`".
+MOVED = re.compile(
+    r"\b(?:pasted|passed|included|sent|attached|uploaded|copied|submitted|forwarded|posted|pasting|passing|including|sending|attaching|uploading|copying)\s+(?:\S+\s+){0,6}?(?:into|to|as)\b"
+)
 _CJK_READ = "読み|読ん|読み取|コピー|读取|读|查看|打开|复制"
 _CJK_MOVE = "発送|送信|含め|入れ|渡し|添付|貼り付け|发送|上传|包含|放入|附加|附上|粘贴|添加|传给|提交"
 CREDENTIAL_VERB = re.compile(rf"\b(?:{_READ}|{_MOVE})\b|{_CJK_READ}|{_CJK_MOVE}")
@@ -614,10 +644,14 @@ _TRANSFER_WORDS = (
 )
 _TRANSFER_OTHER = (
     "envía|envia|reenvía|reenvia|manda|sube|publica|comparte|incluye|copia|envoie|envoyez|transfère|publie|inclus|incluez|partage"
+    "|adjunta|añade|agrega|pon|mete|joins|ajoute|mets|füge|anexe|adicione|coloque|allega|aggiungi|metti|приложи|добавь|вставь"
     "|sende|leite|lade|schicke|schick|übermittle|kopiere|envie|encaminhe|mande|inclua|compartilhe|invia|inoltra|includi|condividi|carica"
     "|отправь|отправьте|перешли|перешлите|загрузи|пошли|передай"
 )
-_CJK_TRANSFER = "发送|发到|转发|上传|提交|送信|転送|アップロード|送っ"
+_CJK_TRANSFER = "发送|发到|转发|上传|提交|附加|添加|放入|附上|送信|転送|アップロード|送っ|添付|追加"
+NEGATED = re.compile(
+    r"(?:\bdo not|\bdon't|\bnever|\bmust not|\bmustn't|\bshould not|\bshouldn't|\bavoid|\bcannot|\bcan't|\bnot)\s+(?:\w+\s+)?$"
+)
 TRANSFER = Intent(
     (_TRANSFER_WORDS, rf"\b(?:{_TRANSFER_WORDS})\b"),
     (
@@ -705,6 +739,11 @@ EXFIL_DIRECT = Intent(
         r"\b(?:always|every time|each time|before (?:replying|answering|responding))\b(?:\W+\w+){0,3}?\W+call [\w-]+_[\w-]+ with (?:the )?(?:user's|full|entire|whole|complete|last|previous|recent)\b(?:\W+\w+){0,3}?\W+(?:messages?|conversation|history|chat|emails?|files?|data)\b"
         r"|\bcall [\w-]+_[\w-]+ with (?:the )?(?:user's|full|entire|whole|complete|last|previous|recent)\b(?:\W+\w+){0,3}?\W+(?:messages?|conversation|history|chat|emails?|files?|data)\b(?:\W+\w+){0,3}?\W+(?:before (?:replying|answering|responding)|every time|each time)",
     ),
+    (
+        "this",
+        r"\bcall this (?:one|tool|function) with (?:every|all|each|the) (?:\w+ )?(?:arguments?|parameters?|inputs?|data)\b",
+    ),
+    ("exfiltrate", r"\bexfiltrate\b"),
 )
 
 # -- TP005: steering other tools -----------------------------------------------------------------

@@ -98,7 +98,7 @@ def _secret(hits: rules.Hits, sentences: list[str]) -> _Hit | None:
         match = rules.search(credentials, [sentence])
         if match:
             excerpt = _excerpt(sentence, match.start(), match.end())
-            if rules.CREDENTIAL_VERB.search(sentence):
+            if rules.CREDENTIAL_VERB.search(sentence) or rules.MOVED.search(sentence):
                 return _Hit("TP004", HIGH, "reads or sends secrets or credential files", excerpt)
             mentioned = mentioned or excerpt
     taken = _first(rules.SECRET_TAKEN, hits, sentences)
@@ -109,13 +109,22 @@ def _secret(hits: rules.Hits, sentences: list[str]) -> _Hit | None:
     return None
 
 
+def _affirmed(patterns: list[re.Pattern[str]], sentence: str) -> re.Match[str] | None:
+    """The first match not under a negation ("do not pass secrets in `query`" forbids, not asks)."""
+    for pattern in patterns:
+        for match in pattern.finditer(sentence):
+            if not rules.NEGATED.search(sentence, 0, match.start()):
+                return match
+    return None
+
+
 def _exfiltration(hits: rules.Hits, sentences: list[str]) -> str | None:
     transfers = rules.TRANSFER.active(hits)
     destinations = rules.DESTINATION.active(hits) if transfers else []
     if destinations:
         objects = rules.DATA.active(hits) + rules.QUANTITY.active(hits)
         for sentence in sentences:
-            transfer = rules.search(transfers, [sentence])
+            transfer = _affirmed(transfers, sentence)
             if transfer and rules.search(destinations, [sentence]) and rules.search(objects, [sentence]):
                 return _excerpt(sentence, transfer.start(), transfer.end() + 60)
     return _first(rules.EXFIL_DIRECT, hits, sentences)
