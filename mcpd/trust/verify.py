@@ -1,10 +1,11 @@
 """The verifier: signs of poisoning in any text a server puts before a model.
 
-Tool names, descriptions and schemas, server instructions, titles, annotations, prompt and
-resource descriptions all reach a model's context, so a malicious server can address the
-model there. Each text is prepared first (``normalize``: invisible characters removed and
-flagged, NFKC, look-alike letters mapped, lower case, whitespace and line breaks collapsed)
-and then read for intents (``rules``), in English and eight other languages:
+Tool names, descriptions and schemas (strings and property names), server instructions,
+titles, annotations, prompt and resource descriptions all reach a model's context, so a
+malicious server can address the model there. Each text is prepared first (``normalize``:
+invisible characters removed and flagged, NFKC, look-alike letters mapped, lower case,
+whitespace and line breaks collapsed) and then read for intents (``rules``), in English and
+eight other languages:
 
     TP001 high    instructions aimed at the model: ignore/forget/override its instructions in
                   any word order, "you are now", "your new instructions", reveal the system prompt,
@@ -270,7 +271,26 @@ def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from _strings(item, f"{path}[{index}]")
 
 
+_IDENTIFIER_BREAK = re.compile(r"[_\-.]+|(?<=[a-z0-9])(?=[A-Z])")
+
+
+def _property_names(schema: Any, path: str) -> Iterator[tuple[str, str]]:
+    """Property names as words (``ignorePreviousInstructions`` -> ``ignore Previous Instructions``)."""
+    if isinstance(schema, dict):
+        for key, item in schema.items():
+            if key == "properties" and isinstance(item, dict):
+                for name in item:
+                    yield f"{path}.properties.{name} (name)", _IDENTIFIER_BREAK.sub(" ", name)
+            yield from _property_names(item, f"{path}.{key}")
+    elif isinstance(schema, list):
+        for index, item in enumerate(schema):
+            yield from _property_names(item, f"{path}[{index}]")
+
+
 def scan_tool(name: str, description: str, input_schema: dict[str, Any]) -> list[Finding]:
-    """Every finding in one tool's name, description and input schema."""
+    """Every finding in one tool's name, description and input schema (its property names too)."""
     texts = [("name", name), ("description", description), *_strings(input_schema, "input_schema")]
-    return scan_texts(name, texts)
+    findings = scan_texts(name, texts)
+    # A property called private_key is no sign of anything; one called ignore_all_instructions is.
+    keys = scan_texts(name, _property_names(input_schema, "input_schema"))
+    return findings + [f for f in keys if f.severity == HIGH]
