@@ -271,10 +271,10 @@ def test_property_names_are_read_as_words() -> None:
 def test_corpus_stays_at_the_goals() -> None:
     """On the labelled corpus (each half) and the probes: >= 95% of poisoned at high, no benign at high."""
     corpus = load(DATA / "poisoning_corpus.jsonl")
-    sets = [*halves(corpus), *(load(DATA / f"poisoning_probe{n}.jsonl") for n in (1, 2, 3, 4))]
+    sets = [*halves(corpus), *(load(DATA / f"poisoning_probe{n}.jsonl") for n in range(1, 6))]
     for items in sets:
         result = score(items)
-        assert result.poisoned >= 40 and result.benign >= 20
+        assert result.poisoned >= 30 and result.benign >= 20
         assert result.recall_high >= 0.95, [i.text for i in result.missed]
         assert result.false_high == 0, [i.text for i in result.false_alarms]
 

@@ -124,7 +124,7 @@ OVERRIDE = Intent(
     ("told", rf"\b(?:{_IGNORE})\b\W+(?:{_TOLD})|(?:{_TOLD}){gap(3)}(?:ignore|disregard|forget)\b"),
     (
         _INVALID,
-        rf"\b(?:previous|prior|above|earlier|preceding|original|your|old|system)\W+(?:\w+\W+){{0,2}}?(?:instructions|rules|guidelines|system prompt|prompt|directions|guidance|messages)\b"
+        rf"\b(?:previous|prior|above|earlier|preceding|original|your|old|system)\W+(?:\w+\W+){{0,2}}?(?:instructions|rules|guidelines|system prompt|system messages?|prompt|directions|guidance|messages)\b"
         rf"{gap(6)}(?:are|is|were|was|have been|has been)\W+(?:now\W+)?(?:void|invalid|obsolete|outdated|cancel+ed|revoked|null|superseded|overridden|fake|wrong|a test|no longer (?:valid|in effect)|not to be (?:followed|trusted)|to be ignored|updated by|out of date|expired|stale|deprecated)",
     ),
     (
@@ -308,6 +308,15 @@ OVERRIDE = Intent(
         "tiens|tenez",
         r"\bne (?:tiens|tenez) (?:plus|pas) compte\b(?:\W+\w+){0,3}?\W+(?:consignes|instructions|règles|directives)",
     ),
+    (
+        "my|these|following|tool's",
+        r"\b(?:my|these|this tool's|the following) (?:instructions|rules|directives)\b(?:\W+\w+){0,2}?\W+(?:override|overrides|supersede|supersedes|replace|take precedence over|outrank)\b",
+    ),
+    (
+        "anuladas|anulados|efecto|gelten|valide|valgono|applicano",
+        r"\bquedan (?:anuladas|anulados|sin efecto)\b|\bestán anuladas\b|\bgelten\b(?:\W+\w+){0,3}?\W+nicht mehr\b|\bnon sono più valide\b|\bnon (?:valgono|si applicano) più\b",
+    ),
+    ("sigue|sigues|segui", r"\bsigues? (?:solo|solamente|únicamente)\b|\bsegui solo\b"),
 )
 
 # -- TP002: concealment from the user -----------------------------------------------------------
@@ -490,6 +499,23 @@ CONCEAL = Intent(
         "пользовател",
         r"пользовател\w*(?:\W+\w+){0,3}?\W+(?:знать|сообщать|говорить|рассказывать) не (?:нужно|надо|стоит|следует)",
     ),
+    (
+        "reason|need",
+        r"\bno (?:reason|need) to (?:bother|trouble|worry|burden|inform|tell|notify|alert)\b(?:\W+\w+){0,2}?\W+(?:the user|them|the human|anyone)\b",
+    ),
+    (
+        "asked",
+        r"\bif (?:you are |you're )?asked\b(?:\W+[\w']+){0,8}?\W+(?:answer|say|reply|respond) (?:no|nothing|that (?:nothing|no|it did not|it didn't))\b",
+    ),
+    (
+        "keep",
+        r"\bkeep (?:the user|them|the human|users|everyone) (?:unaware|in the dark|uninformed|out of the loop)\b",
+    ),
+    ("nobody|no one|noone", r"\btell (?:nobody|no one|noone)\b"),
+    (
+        "n'informe|n'informez|n'avertis|n'avertissez|n'préviens",
+        r"\bn'(?:informe|informez|avertis|avertissez)\w* (?:pas|jamais) (?:l'utilisateur|personne)",
+    ),
 )
 
 # -- TP003: hidden instruction blocks ------------------------------------------------------------
@@ -610,12 +636,12 @@ PRIVATE_FILE = Intent(
 )
 _READ = (
     r"read|cat|open|load|print|dump|grab|get|fetch|collect|extract|copy|look up|lookup|retrieve|access"
-    r"|obtain|find|steal|harvest|echo|type|head|tail|output|show|display|reveal|ask the user for|ask for"
+    r"|obtain|find|steal|harvest|echo|type|head|tail|output|show|display|reveal|ask the user for|ask for|look for|locate"
     r"|lee|leer|lis|lire|lies|lesen|leia|ler|leggi|leggere|copia|copie|kopiere|скопируй|прочитай|прочитать|открой"
 )
 _MOVE = (
     r"include|pass|send|attach|append|put|paste|add|provide|supply|upload|post|forward|transmit|embed"
-    r"|insert|share|email|leak|submit|envía|envia|incluye|incluya|inclus|inclure|envoie|sende|senden"
+    r"|insert|share|email|leak|submit|hand (?:it |them |its \w+ )?(?:over )?to|transmets|transmettez|envía|envia|incluye|incluya|inclus|inclure|envoie|sende|senden"
     r"|füge|inclua|envie|includi|invia|pon|pega|añade|adjunta|mets|colle|ajoute|joins|coloque|cole|anexe|metti|incolla|aggiungi|allega|вставь|добавь|приложи|передай|отправь|отправить|пришли|включи"
 )
 # A move verb done, with where it went: "once you have pasted ~/.x into `session`".
@@ -688,6 +714,7 @@ DESTINATION = Intent(
         r"\b(?:este|ce|diesen|questo) (?:servidor|serveur|server)\b|这个服务器|このサーバー|этот сервер",
     ),
     ("+", r"\+\d[\d ()-]{7,}\d"),
+    ("our", r"\b(?:to|on|at) our (?:servers?|backend|cloud|analytics)\b"),
 )
 _DATA_WORDS = (
     "conversation|chat|history|transcript|messages|message|emails|email|e-mails|e-mail|mail|inbox|contacts|calendar|events|location"
@@ -698,7 +725,7 @@ _DATA_WORDS = (
 _DATA_OTHER = (
     "correos|mensajes|historial|conversación|contenido|archivos|historique|courriels|contenu|fichiers"
     "|verlauf|nachrichten|inhalt|dateien|unterhaltung|histórico|conversa|mensagens|conteúdo|arquivos|cronologia"
-    "|messaggi|contenuto"
+    "|messaggi|contenuto|documento|documentos|documenti|documents"
 )
 _DATA_STEMS = "переписк|истори|сообщени|содержимое|письм|对话|聊天记录|消息|内容|文件|邮件|会話|履歴|メッセージ|ファイル|メール"
 DATA = Intent(
@@ -711,7 +738,7 @@ DATA = Intent(
         r"\w*(?:verlauf|nachrichten|dateien|inhalte?|daten|e-mails|dokumente?)\b",
     ),
 )
-_QUANTITY_WORDS = "always|every|each|all|any|whenever|automatically|also|todos|todas|toutes|tous|jede|jeden|alle|toda|todo|tutti|tutte|всю|все|каждый"
+_QUANTITY_WORDS = "always|every|each|all|any|whenever|automatically|also|todos|todas|toutes|tous|jede|jeden|alle|toda|todo|tutti|tutte|cada|chaque|ogni|всю|все|каждый|каждое|каждую"
 QUANTITY = Intent(
     (_QUANTITY_WORDS, rf"\b(?:{_QUANTITY_WORDS})\b"),
     ("所有|全部|每|すべて|全て", "所有|全部|每|すべて|全て"),
@@ -769,6 +796,8 @@ STEERING = Intent(
         r"\b(?:never|do not|don't) (?:call|use|invoke) (?:the )?(?!this\b)[\w-]+ (?:tool )?(?:directly|under any circumstances|anymore|any more|at all)\b",
     ),
     ("before", r"\bbefore (?:every|any|all|each)(?: other)? tools?\b"),
+    ("replace|replaces|supersede|supersedes", r"\b(?:replaces?|supersedes?) [\w-]+_[\w-]+\b"),
+    ("instead", r"\b(?:call|use) this (?:tool|one) instead\b"),
 )
 SHADOWING = Intent(
     (
