@@ -45,6 +45,12 @@ _HAS_CONFUSABLE = re.compile(f"[{''.join(sorted(_CONFUSABLE_CHARS))}]")
 _HARD_BREAK = re.compile(r"\n\s*\n|\n[ \t]*(?=[-*•#>]|\d+[.)]\s)")
 
 
+# Typographic quotes as plain ones, so "don\u2019t" reads as "don't".
+_QUOTES = str.maketrans(
+    {"\u2018": "'", "\u2019": "'", "\u201b": "'", "\u02bc": "'", "\u201c": '"', "\u201d": '"'}
+)
+
+
 class Prepared(NamedTuple):
     folded: str
     """NFKC, invisible characters out, confusables mapped, lower case, whitespace collapsed
@@ -81,7 +87,7 @@ def prepare(raw: str) -> Prepared:
             hidden = (hidden_match.start(), hidden_match.group())
         text = INVISIBLE.sub("", raw)
     if not text.isascii():
-        text = unicodedata.normalize("NFKC", text)
+        text = unicodedata.normalize("NFKC", text).translate(_QUOTES)
     pieces = _HARD_BREAK.split(text.lower())
     folded = "\n".join(" ".join(piece.split()) for piece in pieces if not piece.isspace())
     homoglyphs = None

@@ -15,11 +15,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-
-def _any(*patterns: str) -> re.Pattern[str]:
-    return re.compile("|".join(f"(?:{p})" for p in patterns))
-
-
 # Every pattern sits behind a cheap trigger: words (or fragments) it cannot match without.
 # One pass over a text's words finds the patterns worth running, so a text that holds none of
 # the trigger words costs a few dictionary lookups: thousands of tools scan in well under a second.
