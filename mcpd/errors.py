@@ -5,6 +5,7 @@
     McpdError                     1000  anything mcpd itself raises on purpose
     ├── ConfigError               1001  a config file or entry is invalid
     ├── ProtocolError             1002  a malformed frame or message, a version mismatch
+    │   └── PeerRejected          1013  the other end of the socket runs as another uid
     ├── UnknownMethod             1003
     ├── InvalidParams             1004
     ├── UnknownServer             1005  no server of that name is configured
@@ -42,6 +43,12 @@ class ConfigError(McpdError):
 
 class ProtocolError(McpdError):
     code = 1002
+
+
+class PeerRejected(ProtocolError):
+    """A client found the socket served by another uid, or the daemon refused a client of another uid."""
+
+    code = 1013
 
 
 class UnknownMethod(McpdError):
@@ -100,6 +107,7 @@ ERRORS_BY_CODE: dict[int, type[McpdError]] = {
         CallTimeout,
         DaemonNotRunning,
         NotApproved,
+        PeerRejected,
     )
 }
 

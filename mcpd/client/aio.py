@@ -20,6 +20,7 @@ from mcpd.client import _wire
 from mcpd.client._wire import ProgressHandler
 from mcpd.client.api import Api
 from mcpd.errors import CallTimeout, McpdError, ProtocolError, TransportError
+from mcpd.ipc.endpoint import check_server
 from mcpd.ipc.framing import MAX_CLIENT_FRAME
 from mcpd.ipc.stream import FrameStream
 from mcpd.model.protocol import (
@@ -154,6 +155,7 @@ async def connect(
     # that block reach the caller as themselves, not wrapped in an ExceptionGroup.
     reader = asyncio.get_running_loop().create_task(client._read())
     try:
+        check_server(stream.socket, path)
         client.hello_result = await client.request(_wire.hello(name))
         yield client
     finally:

@@ -19,6 +19,7 @@ from pathlib import Path
 from mcpd.client import _wire
 from mcpd.client.sync import Client
 from mcpd.errors import DaemonNotRunning
+from mcpd.ipc.endpoint import prepare_directory
 
 POLL = 0.05
 
@@ -43,9 +44,10 @@ def ensure_daemon(
     path = _wire.resolve_socket(socket_path)
     if _reachable(path):
         return False
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    prepare_directory(path)
     log_path = path.with_name("mcpd.log")
-    lock_fd = os.open(path.with_name(path.name + ".start"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    start_lock = path.with_name(path.name + ".start")
+    lock_fd = os.open(start_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
         if _reachable(path):

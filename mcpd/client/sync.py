@@ -18,6 +18,7 @@ from typing import Self, TypeVar
 from mcpd.client import _wire
 from mcpd.client.api import Api
 from mcpd.errors import CallTimeout, ProtocolError, TransportError
+from mcpd.ipc.endpoint import check_server
 from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer
 from mcpd.model.protocol import (
     EVENT_NOTIFICATION,
@@ -56,6 +57,7 @@ class Client(Api):
             raise _wire.not_running(self.path, exc) from None
         self._sock = sock
         try:
+            check_server(sock, self.path)
             self.hello_result = self.request(_wire.hello(self.name))
         except BaseException:
             self.close()

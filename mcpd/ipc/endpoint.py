@@ -1,23 +1,35 @@
-"""The socket file: one daemon per path (a lock), private permissions, and who is calling.
+"""The socket file: one daemon per path (a lock), private permissions, and who is at the other end.
 
 Binding means deleting whatever file is at the path, which would steal a running
 daemon's socket; so the daemon first takes an exclusive ``flock`` on
 ``<socket>.lock``. The kernel drops the lock when the daemon dies, however it dies,
 so a stale socket left by ``kill -9`` is simply replaced by the next daemon.
+
+Nobody else may take the socket over. The directory must be this user's and writable
+by nobody else, so no other uid can plant a file in it; and even so nothing in it is
+followed through a symlink: the lock is opened ``O_NOFOLLOW`` relative to the checked
+directory, and the socket path is ``lstat``-ed before it is replaced. A directory that
+fails the check is refused, never repaired: if it was open to others, they may already
+have planted something in it, and a ``chmod`` would not undo that (nor is a directory
+someone chose to share ours to close). A directory mcpd creates is 0700 from the start.
+Clients check the listener's uid from the kernel before they send a byte
+(``check_server``), so a socket another user managed to put in place gets nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import socket
+import stat
 import struct
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from mcpd.errors import McpdError
+from mcpd.errors import McpdError, PeerRejected
 
 # sockaddr_un.sun_path is 108 bytes on Linux and 104 on macOS, including the NUL.
 MAX_PATH_BYTES = 103 if sys.platform == "darwin" else 107
@@ -27,17 +39,70 @@ class AddressInUse(McpdError):
     """Another daemon already serves this socket path."""
 
 
+class UnsafePath(McpdError):
+    """The socket's directory, lock or path could be controlled by someone else; nothing was touched."""
+
+
 def check_path(path: Path) -> None:
     if len(os.fsencode(path)) > MAX_PATH_BYTES:
         raise McpdError(f"socket path is too long for a Unix socket ({MAX_PATH_BYTES} bytes max): {path}")
 
 
+def _unsafe(path: Path, problem: str, fix: str) -> UnsafePath:
+    return UnsafePath(f"refusing {path}: {problem}; {fix}", {"path": str(path), "fix": fix})
+
+
+def prepare_directory(path: Path) -> None:
+    """Make sure the socket's directory exists, is ours, and only we can write to it.
+
+    Created 0700 when missing. Raises ``UnsafePath`` (naming the directory and the fix)
+    for a symlink, a directory of another uid, or one that group or others may write to.
+    """
+    directory = path.parent
+    with contextlib.suppress(FileExistsError):
+        directory.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.mkdir(directory, 0o700)
+    info = os.lstat(directory)
+    if stat.S_ISLNK(info.st_mode):
+        raise _unsafe(directory, "the socket directory is a symlink", "use a real directory for the socket")
+    if not stat.S_ISDIR(info.st_mode):
+        raise _unsafe(directory, "the socket directory is not a directory", "remove it or choose another")
+    uid = os.getuid()
+    if info.st_uid != uid:
+        raise _unsafe(
+            directory,
+            f"the socket directory belongs to uid {info.st_uid}, not to this user (uid {uid})",
+            "choose a directory of your own (e.g. --socket or MCPD_SOCKET) or remove that one",
+        )
+    if info.st_mode & 0o022:
+        raise _unsafe(
+            directory,
+            f"the socket directory is writable by group or others (mode {stat.S_IMODE(info.st_mode):o})",
+            f"run `chmod 700 {directory}`",
+        )
+
+
 @contextlib.contextmanager
 def hold_lock(path: Path) -> Iterator[None]:
-    """Hold ``<path>.lock`` exclusively for the life of the daemon, or raise ``AddressInUse``."""
-    lock_path = path.with_name(path.name + ".lock")
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    """Hold ``<path>.lock`` exclusively for the life of the daemon, or raise ``AddressInUse``.
+
+    Opened without following a symlink, inside the directory ``prepare_directory`` checked,
+    so a link planted there can never make the daemon truncate another file.
+    """
+    name = path.name + ".lock"
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
+        fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _unsafe(path.parent / name, "the lock file is a symlink", "remove the link") from None
+        raise
+    finally:
+        os.close(dir_fd)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_nlink != 1:
+            raise _unsafe(path.parent / name, "the lock is not a plain file of this user", "remove it")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -52,14 +117,17 @@ def hold_lock(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def prepare_directory(path: Path) -> None:
-    """Create the socket's directory private to this user (0700) if it does not exist."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-
-
 def open_listener(path: Path) -> socket.socket:
-    """Bind and listen with mode 0600, replacing a stale file (the caller holds the lock)."""
+    """Bind and listen with mode 0600, replacing a stale socket (the caller holds the lock).
+
+    Only a socket is ever replaced: anything else at the path (a symlink, a file someone
+    named by mistake) is refused with ``UnsafePath`` and left as it is.
+    """
     with contextlib.suppress(FileNotFoundError):
+        info = os.lstat(path)
+        if not stat.S_ISSOCK(info.st_mode):
+            kind = "a symlink" if stat.S_ISLNK(info.st_mode) else "not a socket"
+            raise _unsafe(path, f"the socket path is {kind}", "remove it or choose another path")
         path.unlink()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -86,10 +154,27 @@ def peer_uid(sock: socket.socket) -> int | None:
         _pid, uid, _gid = struct.unpack("3i", creds)
         return int(uid)
     if sys.platform == "darwin":  # pragma: no cover - exercised on macOS only
+        # getpeereid(3) is LOCAL_PEERCRED underneath: an xucred whose second field is the uid.
         sol_local, local_peercred = 0, 0x001
         xucred = sock.getsockopt(sol_local, local_peercred, struct.calcsize("IIh16I"))
         return int(struct.unpack_from("II", xucred)[1])
     return None  # pragma: no cover
+
+
+def check_server(sock: socket.socket, path: Path | str) -> None:
+    """Refuse a listener run by another uid (``PeerRejected``); call it before sending anything.
+
+    Whoever could replace the socket file could otherwise read the client's requests
+    (tool arguments included) and answer them.
+    """
+    uid = peer_uid(sock)
+    own = os.getuid()
+    if uid is not None and uid != own:
+        raise PeerRejected(
+            f"the socket {path} is served by uid {uid}, not by this user (uid {own}): refusing to talk "
+            "to it; check who created it and whether its directory is writable by others",
+            {"socket": str(path), "uid": uid},
+        )
 
 
 SD_LISTEN_FDS_START = 3
