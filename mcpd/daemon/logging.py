@@ -1,4 +1,10 @@
-"""structlog set-up: key-value lines on a terminal, JSON lines otherwise, always on stderr."""
+"""structlog set-up: key-value lines on a terminal, JSON lines otherwise, always on stderr.
+
+A logged exception keeps what a reader needs to explain the failure: on a terminal the
+usual readable traceback; in JSON (the service's format) an ``exception`` list with each
+exception's type, message and frames (file, line, function). Frame locals are left out:
+they could hold a server's environment values or a tool's arguments.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import sys
 from typing import Literal
 
 import structlog
+from structlog.tracebacks import ExceptionDictTransformer
 
 LogFormat = Literal["auto", "json", "console"]
 
@@ -14,14 +21,19 @@ LogFormat = Literal["auto", "json", "console"]
 def configure_logging(level: str = "info", fmt: LogFormat = "auto") -> None:
     """Configure structlog once for the process; ``auto`` picks JSON unless stderr is a terminal."""
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
-    renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer(colors=False)
+    renderers: list[structlog.typing.Processor] = (
+        [
+            structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False, use_rich=False)),
+            structlog.processors.JSONRenderer(),
+        ]
+        if use_json
+        else [structlog.dev.ConsoleRenderer(colors=False)]
     )
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            renderer,
+            *renderers,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
