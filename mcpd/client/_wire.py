@@ -11,6 +11,7 @@ import msgspec
 
 from mcpd.config.paths import default_socket_path
 from mcpd.errors import DaemonNotRunning, InvalidParams, TransportError, error_from_wire
+from mcpd.ipc.codec import DECODE_FAILURES
 from mcpd.ipc.framing import frame
 from mcpd.model.protocol import (
     MAX_CALL_TIMEOUT,
@@ -226,21 +227,21 @@ def decode_message(data: bytes) -> Message:
     """One message from the daemon; anything undecodable is a ``TransportError``."""
     try:
         return decoder.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError) as exc:
+    except DECODE_FAILURES as exc:
         raise TransportError(f"the daemon sent a malformed message: {exc}") from None
 
 
 def decode_event(params: msgspec.Raw) -> Event:
     try:
         return _event_decoder.decode(params)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except DECODE_FAILURES as exc:
         raise TransportError(f"the daemon sent a malformed event: {exc}") from None
 
 
 def decode_progress(params: msgspec.Raw) -> Progress:
     try:
         return _progress_decoder.decode(params)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except DECODE_FAILURES as exc:
         raise TransportError(f"the daemon sent a malformed progress update: {exc}") from None
 
 
@@ -250,8 +251,8 @@ def result_of(response: Response, call: Call[T]) -> T:
         raise error_from_wire(response.error.code, response.error.message, response.error.data)
     try:
         return msgspec.msgpack.decode(response.result, type=call.result)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise TransportError(f"the daemon's answer to {call.method} did not decode: {exc}") from None
+    except DECODE_FAILURES as exc:
+        raise TransportError(f"the daemon's answer to {call.method} did not decode: {exc!r}") from None
 
 
 def resolve_socket(path: str | Path | None) -> Path:

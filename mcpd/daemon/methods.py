@@ -31,6 +31,7 @@ from mcpd.errors import (
 )
 from mcpd.ipc.server import Connection, MethodTable, current_request
 from mcpd.model.protocol import (
+    MAX_CALL_PARAMS,
     PROGRESS_NOTIFICATION,
     ApproveParams,
     ApproveResult,
@@ -222,7 +223,7 @@ async def servers_select(daemon: Daemon, conn: Connection, params: SelectParams)
     return SelectResult(servers=selection.names, scores=scores, fallback=selection.fallback)
 
 
-@methods.method("tools.call", ToolsCallParams)
+@methods.method("tools.call", ToolsCallParams, max_bytes=MAX_CALL_PARAMS)
 async def tools_call(daemon: Daemon, conn: Connection, params: ToolsCallParams) -> ToolResult:
     if reserved.is_reserved(params.tool, params.server):
         capability = params.arguments.get("capability")

@@ -29,34 +29,54 @@ def frame(payload: bytes) -> bytes:
 
 
 class FrameBuffer:
-    """Accumulates received bytes and cuts complete frames out of them."""
+    """Accumulates received bytes and cuts complete frames out of them.
+
+    Each frame is copied out once; a buffer that grew for a large frame is dropped once
+    that frame is out, so a connection does not keep megabytes of capacity it no longer needs.
+    """
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.max_frame = max_frame
         self._buffer = bytearray()
+        self._start = 0
 
-    def feed(self, data: bytes) -> list[bytes]:
-        """Add ``data``; return every frame now complete. Raises ``FrameTooLarge``."""
+    def feed(self, data: bytes, limit: int | None = None) -> list[bytes]:
+        """Add ``data``; return the frames now complete, at most ``limit`` of them.
+
+        The rest stay buffered for the next call (``feed(b"", limit)`` to take them without
+        new data). Raises ``FrameTooLarge``.
+        """
         buffer = self._buffer
-        buffer += data
+        if data:
+            buffer += data
         frames: list[bytes] = []
-        start = 0
+        start = self._start
         end = len(buffer)
-        while end - start >= HEADER:
-            size = int.from_bytes(buffer[start : start + HEADER], "big")
-            if size > self.max_frame:
-                raise FrameTooLarge(
-                    f"frame of {size} bytes exceeds the limit of {self.max_frame}",
-                    {"size": size, "limit": self.max_frame},
-                )
-            if end - start - HEADER < size:
-                break
-            frames.append(bytes(buffer[start + HEADER : start + HEADER + size]))
-            start += HEADER + size
-        if start:
-            del buffer[:start]
+        with memoryview(buffer) as view:
+            while end - start >= HEADER and len(frames) != limit:
+                size = int.from_bytes(view[start : start + HEADER], "big")
+                if size > self.max_frame:
+                    raise FrameTooLarge(
+                        f"frame of {size} bytes exceeds the limit of {self.max_frame}",
+                        {"size": size, "limit": self.max_frame},
+                    )
+                if end - start - HEADER < size:
+                    break
+                frames.append(bytes(view[start + HEADER : start + HEADER + size]))
+                start += HEADER + size
+            rest = bytearray(view[start:end]) if start > _KEEP else None
+        if rest is not None:
+            self._buffer, start = rest, 0
+        elif start and (start == end or len(frames) != limit):
+            del buffer[:start]  # nothing more to take now: make room at the front
+            start = 0
+        self._start = start
         return frames
 
     @property
     def pending(self) -> int:
-        return len(self._buffer)
+        return len(self._buffer) - self._start
+
+
+_KEEP = 1024 * 1024
+"""Past this much consumed, the rest moves to a fresh buffer and the grown one is freed."""

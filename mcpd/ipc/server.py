@@ -5,6 +5,11 @@ requests on one connection run concurrently and are answered as they finish. Not
 client sends can disturb another client: a bad message gets an error response on that
 connection; a stream that cannot be resynchronised closes that connection only; a client
 that stops reading is dropped once a write has waited ``write_timeout``.
+
+Nor can one client take more than its share of the event loop: the accept loop yields
+after every connection, a connection yields after a few frames (``FrameStream.frames``),
+each method's params have a byte limit checked before decoding, and large params are
+decoded one at a time across the daemon, after ``codec.walk`` has bounded their cost.
 """
 
 from __future__ import annotations
@@ -26,7 +31,15 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
 import mcpd
-from mcpd.errors import InvalidParams, McpdError, ProtocolError, TransportError, UnknownMethod
+from mcpd.errors import (
+    InvalidParams,
+    McpdError,
+    PeerRejected,
+    ProtocolError,
+    TransportError,
+    UnknownMethod,
+)
+from mcpd.ipc import codec
 from mcpd.ipc.endpoint import peer_uid
 from mcpd.ipc.framing import DEFAULT_MAX_FRAME, MAX_CLIENT_FRAME, FrameTooLarge, TruncatedFrame
 from mcpd.ipc.stream import FrameStream
@@ -37,7 +50,6 @@ from mcpd.model.protocol import (
     ErrorInfo,
     HelloParams,
     HelloResult,
-    Message,
     Notification,
     Ok,
     Request,
@@ -68,8 +80,11 @@ Handler = Callable[[Ctx, "Connection", Any], Awaitable[msgspec.Struct]]
 
 _NIL = b"\xc0"
 _encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(Message)
 _ids = itertools.count(1)
+
+DEFAULT_MAX_PARAMS = 64 * 1024
+"""Bytes of params a method accepts unless it declares otherwise."""
+HELLO_MAX_PARAMS = 1024
 
 
 @dataclass
@@ -193,6 +208,7 @@ class Connection:
 class _Method(Generic[Ctx]):
     params: type[msgspec.Struct]
     handler: Handler[Ctx]
+    max_bytes: int = DEFAULT_MAX_PARAMS
 
 
 class MethodTable(Generic[Ctx]):
@@ -201,11 +217,15 @@ class MethodTable(Generic[Ctx]):
     def __init__(self) -> None:
         self._methods: dict[str, _Method[Ctx]] = {}
 
-    def method(self, name: str, params: type[P]) -> Callable[[Handler[Ctx]], Handler[Ctx]]:
+    def method(
+        self, name: str, params: type[P], *, max_bytes: int = DEFAULT_MAX_PARAMS
+    ) -> Callable[[Handler[Ctx]], Handler[Ctx]]:
+        """Register a handler; params over ``max_bytes`` are refused before they are decoded."""
+
         def register(handler: Handler[Ctx]) -> Handler[Ctx]:
             if name in self._methods or name == "hello":
                 raise ValueError(f"method {name!r} is already defined")
-            self._methods[name] = _Method(params, handler)
+            self._methods[name] = _Method(params, handler, max_bytes)
             return handler
 
         return register
@@ -220,13 +240,22 @@ class MethodTable(Generic[Ctx]):
             raise UnknownMethod(f"unknown method {name!r}", {"method": name}) from None
 
 
+def _check_size(name: str, raw: msgspec.Raw, limit: int) -> None:
+    if len(raw) > limit:
+        raise InvalidParams(
+            f"params of {name} are {len(raw)} bytes, over its limit of {limit}",
+            {"method": name, "size": len(raw), "limit": limit},
+        )
+
+
 def _decode_params(raw: msgspec.Raw, params_type: type[P]) -> P:
     try:
-        if bytes(raw) == _NIL:
+        if len(raw) == 1 and bytes(raw) == _NIL:
             return params_type()
         return msgspec.msgpack.decode(raw, type=params_type)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise InvalidParams(f"invalid params: {exc}") from None
+    except codec.DECODE_FAILURES as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise InvalidParams(f"invalid params: {reason}") from None
     except TypeError as exc:  # required fields missing from an empty params object
         raise InvalidParams(f"invalid params: {exc}") from None
 
@@ -297,6 +326,9 @@ class RpcServer(Generic[Ctx]):
         self.limits = limits or Limits()
         self.connections: set[Connection] = set()
         self._uid = os.getuid()
+        self._large_turn = asyncio.Lock()
+        """Held while large params are decoded, and for one loop turn after: one at a time, daemon-wide."""
+        self._hello_method: _Method[Ctx] = _Method(HelloParams, self._hello, HELLO_MAX_PARAMS)
 
     def broadcast(self, event: Event) -> None:
         for conn in list(self.connections):
@@ -316,6 +348,10 @@ class RpcServer(Generic[Ctx]):
                         await anyio.sleep(_ACCEPT_RETRY)
                         continue
                     tg.start_soon(self._serve_connection, sock)
+                    # Let everything else run before the next accept: otherwise a client that
+                    # connects and hangs up in a loop keeps the listener always ready and
+                    # this loop never gives the others a turn.
+                    await asyncio.sleep(0)
         finally:
             listener.close()
 
@@ -328,7 +364,7 @@ class RpcServer(Generic[Ctx]):
             conn = Connection(stream, self.limits)
             if uid is not None and uid != self._uid:
                 log.warning("client.refused", conn=conn.id, uid=uid)
-                denied = ProtocolError(f"permission denied: this daemon serves uid {self._uid} only")
+                denied = PeerRejected(f"permission denied: this daemon serves uid {self._uid} only")
                 await stream.send(error_response(None, denied))
                 return
             self.connections.add(conn)
@@ -354,18 +390,29 @@ class RpcServer(Generic[Ctx]):
         try:
             async for data in conn.stream.frames(self.limits.max_frame):
                 try:
-                    message = _decoder.decode(data)
-                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                    await conn.send(error_response(None, ProtocolError(f"undecodable message: {exc}")))
-                    continue
-                if not isinstance(message, Request):
-                    await conn.send(error_response(None, ProtocolError("clients may only send requests")))
+                    message = codec.decode_request(data)
+                    if not isinstance(message, Request):
+                        raise ProtocolError("clients may only send requests")  # noqa: TRY301
+                except ProtocolError as exc:
+                    # The frame was whole, so the stream is still in step: answer and read on.
+                    log.warning("client.bad_message", conn=conn.id, client=conn.client, error=exc.message)
+                    await conn.send(error_response(None, exc))
                     continue
                 if message.method == "cancel":
                     await conn.send(self._cancel(message, requests, conn.id))
                     continue
+                params: msgspec.Struct | None = None
+                if len(data) > codec.LARGE_FRAME:
+                    try:
+                        params = await self._large_params(message)
+                    except McpdError as exc:
+                        await conn.send(error_response(message.id, exc))
+                        continue
+                    # The decoded params are all the request needs: let the frame go now.
+                    message = Request(message.id, message.method)
+                    del data
                 await in_flight.enter()
-                requests.spawn(message.id, self._answer(conn, message, in_flight))
+                requests.spawn(message.id, self._answer(conn, message, in_flight, params))
         except FrameTooLarge as exc:
             log.warning("client.bad_frame", conn=conn.id, client=conn.client, error=exc.message)
             with contextlib.suppress(*_DISCONNECTS):
@@ -388,19 +435,35 @@ class RpcServer(Generic[Ctx]):
         log.info("request.cancelled", conn=conn_id, request=params.id, found=found)
         return encode_message(Response(request.id, msgspec.Raw(_encoder.encode(Ok(ok=found)))))
 
-    async def _answer(self, conn: Connection, request: Request, in_flight: _InFlight) -> None:
+    def _method(self, name: str) -> _Method[Ctx]:
+        return self._hello_method if name == "hello" else self.table.get(name)
+
+    async def _large_params(self, request: Request) -> msgspec.Struct:
+        """Params of a large frame: size limit, then a sliced walk, then one decode at a time."""
+        method = self._method(request.method)
+        _check_size(request.method, request.params, method.max_bytes)
+        for _ in codec.walk(request.params):
+            await asyncio.sleep(0)
+        async with self._large_turn:
+            params = _decode_params(request.params, method.params)
+            await asyncio.sleep(0)
+        return params
+
+    async def _answer(
+        self, conn: Connection, request: Request, in_flight: _InFlight, params: msgspec.Struct | None
+    ) -> None:
         current_request.set(request.id)
         try:
-            await conn.send(await self._dispatch(conn, request))
+            await conn.send(await self._dispatch(conn, request, params))
         except _DISCONNECTS:
             pass  # the client left before its answer; nothing to do
         finally:
             in_flight.leave()
 
-    async def _dispatch(self, conn: Connection, request: Request) -> bytes:
+    async def _dispatch(self, conn: Connection, request: Request, params: msgspec.Struct | None) -> bytes:
         """The encoded answer to ``request``: its result, or the error it ended in. Never raises."""
         try:
-            result = await self._run(conn, request)
+            result = await self._run(conn, request, params)
             response = encode_message(Response(request.id, msgspec.Raw(_encoder.encode(result))))
         except McpdError as exc:
             return error_response(request.id, exc)
@@ -419,15 +482,17 @@ class RpcServer(Generic[Ctx]):
             return error_response(request.id, too_big)
         return response
 
-    async def _run(self, conn: Connection, request: Request) -> msgspec.Struct:
-        if request.method == "hello":
-            return self._hello(conn, _decode_params(request.params, HelloParams))
-        if conn.client is None:
+    async def _run(self, conn: Connection, request: Request, params: msgspec.Struct | None) -> msgspec.Struct:
+        """Run the handler; ``params`` were decoded already when the frame was large."""
+        if conn.client is None and request.method != "hello":
             raise ProtocolError("the first request on a connection must be `hello`")
-        method = self.table.get(request.method)
-        return await method.handler(self.ctx, conn, _decode_params(request.params, method.params))
+        method = self._method(request.method)
+        if params is None:
+            _check_size(request.method, request.params, method.max_bytes)
+            params = _decode_params(request.params, method.params)
+        return await method.handler(self.ctx, conn, params)
 
-    def _hello(self, conn: Connection, params: HelloParams) -> HelloResult:
+    async def _hello(self, _ctx: Ctx, conn: Connection, params: HelloParams) -> HelloResult:
         if params.protocol != PROTOCOL_VERSION:
             raise ProtocolError(
                 f"protocol mismatch: this daemon speaks version {PROTOCOL_VERSION}, "

@@ -5,6 +5,10 @@ Unix sockets through raw non-blocking calls that register and unregister the soc
 with the selector on every read, which measured slower than the protocol path on the
 per-request hot path. Writes are single synchronous ``write()`` calls, so frames from
 concurrent tasks never interleave and no lock is needed.
+
+A reader returns at once while data is buffered, so a peer that keeps the socket full
+would keep its connection's task running forever; ``frames()`` hands out at most
+``TURN`` units of work (a read or a frame each) before it lets every other task run.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from collections.abc import AsyncIterator
 from mcpd.ipc.framing import DEFAULT_MAX_FRAME, FrameBuffer, TruncatedFrame
 
 _READ_CHUNK = 256 * 1024
+TURN = 32
+"""Reads plus frames one connection handles before it yields to the event loop."""
 
 
 class FrameStream:
@@ -44,14 +50,25 @@ class FrameStream:
     async def frames(self, max_frame: int = DEFAULT_MAX_FRAME) -> AsyncIterator[bytes]:
         """Each frame until the peer closes; ``TruncatedFrame`` if it closes mid-frame."""
         buffer = FrameBuffer(max_frame)
+        work = 0
         while True:
             chunk = await self._reader.read(_READ_CHUNK)
             if not chunk:
                 if buffer.pending:
                     raise TruncatedFrame(f"connection closed in a frame, {buffer.pending} bytes into it")
                 return
-            for item in buffer.feed(chunk):
-                yield item
+            work += 1
+            batch = buffer.feed(chunk, TURN)
+            while True:
+                for item in batch:
+                    yield item
+                work += len(batch)
+                if work >= TURN:
+                    work = 0
+                    await asyncio.sleep(0)
+                if len(batch) < TURN:
+                    break
+                batch = buffer.feed(b"", TURN)
 
     async def send(self, data: bytes) -> None:
         """Queue ``data`` and wait only if the peer has let the write buffer fill up."""

@@ -26,6 +26,18 @@ MAX_CALL_TIMEOUT = 86400.0
 SELECT_THRESHOLD = 0.05
 """The reference server selection's default TF-cosine threshold."""
 
+# Limits on what a client may ask for, so that no request costs the daemon more than a
+# few milliseconds to read (a refused value is an ``InvalidParams`` naming the limit).
+MAX_QUERY = 4096
+"""Characters of a query: far beyond any user request, far below what ranking could slow down on."""
+MAX_NAME = 256
+"""Characters of a server, tool or client name."""
+MAX_CALL_PARAMS = 4 * 1024 * 1024
+"""Bytes of ``tools.call`` params (the arguments, mostly); other methods take 64 KiB."""
+
+Query = Annotated[str, msgspec.Meta(max_length=MAX_QUERY)]
+Name = Annotated[str, msgspec.Meta(max_length=MAX_NAME)]
+
 _NIL = msgspec.Raw(b"\xc0")
 
 
@@ -64,7 +76,7 @@ class NoParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 class HelloParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     protocol: int
-    client: str = "unknown"
+    client: Name = "unknown"
 
 
 class HelloResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -79,13 +91,13 @@ class StatusResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ServerParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    name: str
+    name: Name
 
 
 class ToolsListParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    servers: list[str] | None = None
+    servers: Annotated[list[Name], msgspec.Meta(max_length=1024)] | None = None
     """Only these servers' tools; all live servers when omitted."""
-    query: str | None = None
+    query: Query | None = None
     """Rank by relevance to this text (tools matching none of its words are left out)."""
     limit: Annotated[int, msgspec.Meta(ge=1)] | None = None
     budget_tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
@@ -103,7 +115,7 @@ class ToolsListResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class SelectParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    query: str
+    query: Query
     threshold: Annotated[float, msgspec.Meta(ge=0, le=1)] = SELECT_THRESHOLD
 
 
@@ -115,13 +127,13 @@ class SelectResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ToolsCallParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    tool: str
+    tool: Annotated[str, msgspec.Meta(max_length=2 * MAX_NAME + 2)]
     """A qualified name (``server__tool``), or the server's own tool name when ``server`` is given."""
-    server: str | None = None
+    server: Name | None = None
     arguments: dict[str, Any] = msgspec.field(default_factory=dict)
     timeout: Annotated[float, msgspec.Meta(gt=0, le=MAX_CALL_TIMEOUT)] | None = None
     """Seconds, including any wait for a restarting server; the server's call_timeout when omitted."""
-    query: str | None = None
+    query: Query | None = None
     """The user's request that led to this call, if the client knows it: ranking learns from it."""
     progress: bool = False
     """Relay the server's progress for this call as ``progress`` notifications."""
@@ -168,8 +180,8 @@ class SessionTools(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ApproveParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    server: str
-    tool: str | None = None
+    server: Name
+    tool: Name | None = None
     """One tool; all of the server's held-back tools when omitted."""
 
 
