@@ -23,7 +23,9 @@ def configure_logging(level: str = "info", fmt: LogFormat = "auto") -> None:
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     renderers: list[structlog.typing.Processor] = (
         [
-            structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False, use_rich=False)),
+            structlog.processors.ExceptionRenderer(
+                ExceptionDictTransformer(show_locals=False, use_rich=False)
+            ),
             structlog.processors.JSONRenderer(),
         ]
         if use_json

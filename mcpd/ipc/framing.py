@@ -44,7 +44,7 @@ class FrameBuffer:
         """Add ``data``; return the frames now complete, at most ``limit`` of them.
 
         The rest stay buffered for the next call (``feed(b"", limit)`` to take them without
-        new data). Raises ``FrameTooLarge``.
+        new data). Raises ``FrameTooLarge`` once the frames before the oversized one are out.
         """
         buffer = self._buffer
         if data:
@@ -56,6 +56,8 @@ class FrameBuffer:
             while end - start >= HEADER and len(frames) != limit:
                 size = int.from_bytes(view[start : start + HEADER], "big")
                 if size > self.max_frame:
+                    if frames:  # deliver the frames before it first; the next call raises
+                        break
                     raise FrameTooLarge(
                         f"frame of {size} bytes exceeds the limit of {self.max_frame}",
                         {"size": size, "limit": self.max_frame},

@@ -59,15 +59,13 @@ class FrameStream:
                 return
             work += 1
             batch = buffer.feed(chunk, TURN)
-            while True:
+            while batch:
                 for item in batch:
                     yield item
                 work += len(batch)
                 if work >= TURN:
                     work = 0
                     await asyncio.sleep(0)
-                if len(batch) < TURN:
-                    break
                 batch = buffer.feed(b"", TURN)
 
     async def send(self, data: bytes) -> None:

@@ -1,0 +1,315 @@
+"""Hostile input against a real daemon: a fuzzed wire, bad messages, and sockets other users control."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from mcpd.client import Client
+from mcpd.client.aio import connect
+from mcpd.errors import InvalidParams, PeerRejected, ProtocolError, UnknownMethod
+from mcpd.ipc import endpoint
+from mcpd.ipc.endpoint import UnsafePath
+from mcpd.ipc.protocol import MAX_QUERY
+from mcpd.testing import fixture_command
+from mcpd.testing.daemon import DaemonProcess, running_daemon
+from mcpd.testing.hostile import INVALID_UTF8, bad_inputs, deep, empty_maps, frame, hello, probe, request
+
+NOBODY = 65534
+needs_root = pytest.mark.skipif(os.getuid() != 0, reason="needs root to act as another uid (nobody)")
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DaemonProcess]:
+    """One daemon with one fixture server and the default limits."""
+    command, *args = fixture_command("fx", "--tools", "1")
+    path = tmp_path_factory.mktemp("hostile") / "config.toml"
+    path.write_text(f"[servers.fx]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n")
+    async with running_daemon(path) as running:
+        yield running
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def exchange(path: Path, data: bytes, answers: int) -> list[list[object]]:
+    """Send ``data`` on a new connection after a hello; the ``answers`` responses other than hello's,
+    in the order they came (the hello's own answer may come after an error the reader sent at once)."""
+    import msgspec  # noqa: PLC0415 - only this helper decodes by hand
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10)
+        sock.connect(str(path))
+        sock.sendall(hello() + data)
+        out: list[list[object]] = []
+        for _ in range(answers + 1):
+            size = int.from_bytes(sock.recv(4, socket.MSG_WAITALL), "big")
+            out.append(msgspec.msgpack.decode(sock.recv(size, socket.MSG_WAITALL)))
+    return [answer for answer in out if answer[1] != 1]
+
+
+def error_code(answer: list[object]) -> int:
+    error = answer[3]
+    assert isinstance(error, dict), answer
+    code = error["code"]
+    assert isinstance(code, int)
+    return code
+
+
+# -- the wire --------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_fuzzed_wire_beside_a_well_behaved_client(daemon: DaemonProcess) -> None:
+    """Seeded random, truncated, oversized, misshapen, non-UTF-8, deeply nested and huge inputs on
+    hundreds of connections: a bystander's requests all succeed meanwhile, the daemon stays up,
+    every decodable-but-wrong request is answered with a typed error, and its fds return to baseline."""
+    pid = daemon.process.pid
+    inputs = list(bad_inputs(random.Random(1313), 280))
+    served = 0
+    answered: dict[str, list[list[object]]] = {}
+
+    async with connect(daemon.socket, name="bystander") as bystander:
+        baseline = open_fds(pid)
+        done = anyio.Event()
+
+        async def behave() -> None:
+            nonlocal served
+            while not done.is_set():
+                assert len(await bystander.status()) == 1
+                result = await bystander.call_tool("fx__echo", {"text": f"t{served}"})
+                assert result.content[0]["text"] == f"t{served}"
+                served += 1
+
+        async def attack(worker: int) -> None:
+            for item in inputs[worker::8]:
+                answers = await probe(daemon.socket, item.payload)
+                # Everything but the answer to the hello (request 1).
+                answered.setdefault(item.kind, []).extend(
+                    a for a in answers if isinstance(a, list) and a[1] != 1
+                )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(behave)
+            async with anyio.create_task_group() as attackers:
+                for worker in range(8):
+                    attackers.start_soon(attack, worker)
+            done.set()
+
+        assert daemon.process.returncode is None
+        with anyio.fail_after(10):
+            while open_fds(pid) > baseline:
+                await anyio.sleep(0.02)
+    assert served > 0
+    typed = {ProtocolError.code, InvalidParams.code, UnknownMethod.code}
+    for kind in ("shape", "utf8", "deep", "huge", "oversized"):
+        assert answered[kind], kind
+        assert {error_code(a) for a in answered[kind] if a[3] is not None} <= typed, kind
+    assert not [e for e in daemon.events if e.get("level") == "error"]
+
+
+@pytest.mark.anyio
+async def test_invalid_utf8_is_a_protocol_error_and_the_connection_goes_on(daemon: DaemonProcess) -> None:
+    """The frame 94 00 01 a2 e4 00 c0 gets a ProtocolError, logged as a warning without a traceback;
+    the same connection then serves a status request."""
+    mark = len(daemon.events)
+    bad, status = exchange(daemon.socket, frame(INVALID_UTF8) + request(5, "status"), 2)
+    assert bad[1] is None and error_code(bad) == ProtocolError.code
+    assert status[1] == 5 and status[3] is None
+    logged = await daemon.wait_for("client.bad_message", after=mark)
+    assert logged["level"] == "warning" and "exception" not in logged
+
+
+@pytest.mark.anyio
+async def test_deep_nesting_is_refused_at_every_depth(daemon: DaemonProcess) -> None:
+    """Nesting past msgspec's recursion limit (small frame) or past 64 levels (large frame) is a
+    typed error, and the connection keeps serving."""
+    small, large, status = exchange(daemon.socket, deep(5_000) + deep(60_000) + request(9, "status"), 3)
+    assert error_code(small) == ProtocolError.code and "nested too deeply" in str(small[3])
+    assert error_code(large) == InvalidParams.code and "deeper than 64" in str(large[3])
+    assert status[1] == 9 and status[3] is None
+
+
+@pytest.mark.anyio
+async def test_params_limits_name_the_limit(daemon: DaemonProcess) -> None:
+    """A query over MAX_QUERY, params over a method's byte limit, and params of too many values
+    are InvalidParams saying which limit they broke."""
+    async with connect(daemon.socket) as client:
+        with pytest.raises(InvalidParams, match=f"length <= {MAX_QUERY}"):
+            await client.search("q" * (MAX_QUERY + 1))
+        with pytest.raises(InvalidParams, match="over its limit of 4194304"):
+            await client.call_tool("fx__echo", {"text": "x" * (5 * 1024 * 1024)})
+        assert (await client.call_tool("fx__echo", {"text": "y" * 100_000})).content[0][
+            "text"
+        ] == "y" * 100_000
+    too_many, too_big = exchange(
+        daemon.socket, empty_maps(100_000) + request(4, "tools.list", {"query": "z" * 70_000}), 2
+    )
+    assert error_code(too_many) == InvalidParams.code and "more than 65536 values" in str(too_many[3])
+    assert error_code(too_big) == InvalidParams.code and "over its limit of 65536" in str(too_big[3])
+
+
+# -- the socket and its directory ------------------------------------------------------------------
+
+
+def claim(socket_path: Path) -> None:
+    """What ``mcpd serve`` does with its socket path before it serves (``mcpd.daemon.app.serve``)."""
+    endpoint.prepare_directory(socket_path)
+    with endpoint.hold_lock(socket_path):
+        endpoint.open_listener(socket_path).close()
+
+
+def serve(socket_path: Path) -> subprocess.CompletedProcess[str]:
+    """``mcpd serve`` on ``socket_path``, expected to refuse to start."""
+    return subprocess.run(
+        [sys.executable, "-m", "mcpd", "serve", "--socket", str(socket_path), "--log-format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        env={**os.environ, "XDG_CONFIG_HOME": "/nonexistent"},
+    )
+
+
+@pytest.fixture
+def private_dir(tmp_path: Path) -> Iterator[Path]:
+    """A 0700 directory of this user with a short path (socket paths are limited to ~104 bytes)."""
+    path = Path(f"/tmp/mcpd-h{os.getpid()}")
+    path.mkdir(mode=0o700)
+    try:
+        yield path
+    finally:
+        subprocess.run(["rm", "-rf", str(path)], check=True)
+
+
+def test_symlinked_lock_is_refused_and_its_target_untouched(private_dir: Path, tmp_path: Path) -> None:
+    """A symlink planted at <socket>.lock stops `mcpd serve` (exit 3, one clear line); the file it
+    points to keeps its content."""
+    target = tmp_path / "precious"
+    target.write_text("precious data\n")
+    (private_dir / "mcpd.sock.lock").symlink_to(target)
+    result = serve(private_dir / "mcpd.sock")
+    assert result.returncode == 3
+    assert "lock file is a symlink" in result.stderr and "Traceback" not in result.stderr
+    assert target.read_text() == "precious data\n"
+
+
+def test_symlinked_socket_path_is_refused(private_dir: Path, tmp_path: Path) -> None:
+    """A symlink at the socket path is neither followed nor removed."""
+    target = tmp_path / "elsewhere"
+    target.write_text("keep\n")
+    (private_dir / "mcpd.sock").symlink_to(target)
+    with pytest.raises(UnsafePath, match="socket path is a symlink"):
+        claim(private_dir / "mcpd.sock")
+    assert (private_dir / "mcpd.sock").is_symlink() and target.read_text() == "keep\n"
+
+
+def test_symlinked_directory_is_refused(private_dir: Path) -> None:
+    """A socket directory that is a symlink (to a directory that passes every other check) is refused."""
+    real = private_dir / "real"
+    real.mkdir(mode=0o700)
+    link = private_dir / "link"
+    link.symlink_to(real)
+    with pytest.raises(UnsafePath, match="directory is a symlink"):
+        claim(link / "mcpd.sock")
+    assert list(real.iterdir()) == []
+
+
+def test_directory_writable_by_others_is_refused_not_repaired(private_dir: Path) -> None:
+    """A world-writable socket directory is refused with the chmod that fixes it, and left as it was."""
+    private_dir.chmod(0o777)
+    with pytest.raises(UnsafePath, match=f"chmod 700 {private_dir}"):
+        claim(private_dir / "mcpd.sock")
+    assert private_dir.stat().st_mode & 0o777 == 0o777
+    assert list(private_dir.iterdir()) == []
+
+
+@needs_root
+def test_directory_of_another_user_is_refused(private_dir: Path) -> None:
+    """A socket directory owned by another uid (even a private one) is refused."""
+    os.chown(private_dir, NOBODY, NOBODY)
+    with pytest.raises(UnsafePath, match=f"belongs to uid {NOBODY}"):
+        claim(private_dir / "mcpd.sock")
+
+
+def impostor(directory: Path) -> tuple[int, int, Path]:
+    """Fork a child that becomes ``nobody`` and listens on ``directory/mcpd.sock``.
+
+    Returns (pid, a pipe that carries "ready" and then the number of bytes the impostor
+    received from its first caller, the socket path).
+    """
+    path = directory / "mcpd.sock"
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(read_end)
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(str(path))
+            os.chmod(path, 0o666)
+            listener.listen(8)
+            os.write(write_end, b"ready\n")
+            listener.settimeout(20)
+            conn, _ = listener.accept()
+            conn.settimeout(2)
+            received = b""
+            try:
+                while chunk := conn.recv(65536):
+                    received += chunk
+            except TimeoutError:
+                pass
+            os.write(write_end, f"{len(received)}\n".encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    return pid, read_end, path
+
+
+@needs_root
+@pytest.mark.anyio
+async def test_impostor_socket_of_another_uid_is_refused(private_dir: Path) -> None:
+    """A listener run by another uid is refused by both clients (PeerRejected) before they send a byte."""
+    os.chown(private_dir, NOBODY, NOBODY)
+    for use_async in (False, True):
+        pid, pipe, path = impostor(private_dir)
+        try:
+            with os.fdopen(pipe) as reports:
+                assert reports.readline() == "ready\n"
+                if use_async:
+                    with pytest.raises(PeerRejected, match=f"served by uid {NOBODY}"):
+                        async with connect(path):
+                            pass
+                else:
+                    with pytest.raises(PeerRejected, match=f"served by uid {NOBODY}"):
+                        Client(path).connect()
+                # In a thread: the event loop must stay free to finish closing the async client's socket.
+                assert await anyio.to_thread.run_sync(reports.readline) == "0\n"
+        finally:
+            await anyio.to_thread.run_sync(os.waitpid, pid, 0)
+            path.unlink()
+
+
+def test_a_private_directory_of_ours_is_accepted_and_a_missing_one_created_0700(private_dir: Path) -> None:
+    """The checks refuse only what others could control: a 0755 directory of ours is fine, and a
+    missing one is created 0700."""
+    private_dir.chmod(0o755)
+    claim(private_dir / "mcpd.sock")
+    claim(private_dir / "new" / "mcpd.sock")
+    assert (private_dir / "new").stat().st_mode & 0o777 == 0o700
