@@ -19,7 +19,7 @@ from mcpd.client.aio import connect
 from mcpd.errors import InvalidParams, PeerRejected, ProtocolError, UnknownMethod
 from mcpd.ipc import endpoint
 from mcpd.ipc.endpoint import UnsafePath
-from mcpd.ipc.protocol import MAX_QUERY
+from mcpd.model.protocol import MAX_QUERY
 from mcpd.testing import fixture_command
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.testing.hostile import INVALID_UTF8, bad_inputs, deep, empty_maps, frame, hello, probe, request

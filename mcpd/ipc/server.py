@@ -43,6 +43,7 @@ from mcpd.ipc import codec
 from mcpd.ipc.endpoint import peer_uid
 from mcpd.ipc.framing import DEFAULT_MAX_FRAME, MAX_CLIENT_FRAME, FrameTooLarge, TruncatedFrame
 from mcpd.ipc.stream import FrameStream
+from mcpd.ipc.turns import Turns
 from mcpd.model.protocol import (
     EVENT_NOTIFICATION,
     PROTOCOL_VERSION,
@@ -55,7 +56,6 @@ from mcpd.model.protocol import (
     Request,
     Response,
 )
-from mcpd.ipc.turns import Turns
 from mcpd.model.servers import Event
 
 log = structlog.get_logger("mcpd.ipc")

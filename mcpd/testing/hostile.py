@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from mcpd.ipc.protocol import PROTOCOL_VERSION, HelloParams, Request
+from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, Request
 
 _encoder = msgspec.msgpack.Encoder()
 
