@@ -8,13 +8,17 @@ daemon's open fds before and after, and its RSS at baseline, at peak and after t
 attacks (target: after within 20% of baseline).
 
 Each attack runs in its own process (this script with ``--attack``), so the measuring
-client's event loop is never the one under load. Asserts nothing: the figures are for people.
+client's event loop is never the one under load, and at the lowest CPU priority (nice
+19), so that what is measured is how the daemon shares its time, not how the machine
+shares its cores. The machine's load average is printed too: on a busy machine every
+figure rises. Asserts nothing: the figures are for people.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import random
@@ -22,6 +26,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,6 +141,13 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def sched(pid: int) -> tuple[float, float]:
+    """Milliseconds ``pid`` has run on a CPU, and waited runnable for one (``/proc/PID/schedstat``)."""
+    with open(f"/proc/{pid}/schedstat") as stat:
+        ran, waited, _slices = stat.read().split()
+    return int(ran) / 1e6, int(waited) / 1e6
+
+
 def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
@@ -161,6 +173,30 @@ async def watch_rss(pid: int, peak: list[float], stop: anyio.Event) -> None:
         await anyio.sleep(0.02)
 
 
+@dataclass
+class Phase:
+    name: str
+    start: float
+    end: float
+    daemon_cpu: float
+    """Milliseconds the daemon ran during the phase."""
+    daemon_waited: float
+    """Milliseconds the daemon was ready to run but had no CPU: the machine's share, not the daemon's."""
+
+
+async def measure(name: str, pid: int, run: Callable[[], Awaitable[tuple[float, float]]]) -> Phase:
+    ran, waited = sched(pid)
+    start, end = await run()
+    ran_after, waited_after = sched(pid)
+    return Phase(name, start, end, ran_after - ran, waited_after - waited)
+
+
+async def quiet() -> tuple[float, float]:
+    start = time.perf_counter()
+    await anyio.sleep(QUIET_SECONDS)
+    return start, time.perf_counter()
+
+
 async def run_attack(name: str, socket: Path) -> tuple[float, float]:
     """Run one attack in its own process; the phase is from its "go" to its exit."""
     process = await anyio.open_process(
@@ -174,12 +210,13 @@ async def run_attack(name: str, socket: Path) -> tuple[float, float]:
     return start, time.perf_counter()
 
 
-def row(label: str, samples: Samples, start: float, end: float) -> str:
+def row(phase: Phase, samples: Samples) -> str:
     cells = []
     for op in ("status", "tools.call"):
-        values = samples.window(op, start, end)
+        values = samples.window(op, phase.start, phase.end)
         cells.append(f"{percentile(values, 0.5):7.2f} {percentile(values, 0.99):8.2f} {len(values):6d}")
-    return f"  {label:<30}{end - start:6.1f} s  " + "   ".join(cells)
+    sched_cells = f"{phase.daemon_cpu:8.0f} {phase.daemon_waited:8.0f}"
+    return f"  {phase.name:<28}{phase.end - phase.start:6.1f} s " + "   ".join(cells) + sched_cells
 
 
 async def main() -> None:
@@ -192,8 +229,9 @@ async def main() -> None:
         command, *args = fixture_command(name, "--tools", "1")
         entries.append(f"[servers.{name}]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n")
     config.write_text("".join(entries))
+    load = os.getloadavg()
     samples = Samples()
-    phases: list[tuple[str, float, float]] = []
+    phases: list[Phase] = []
     try:
         async with running_daemon(config) as daemon, connect(daemon.socket, name="well-behaved") as client:
             pid = daemon.process.pid
@@ -201,28 +239,25 @@ async def main() -> None:
             peak = [0.0]
             async with anyio.create_task_group() as tg:
                 tg.start_soon(behave, client, samples, stop)
-                start = time.perf_counter()
-                await anyio.sleep(QUIET_SECONDS)
-                phases.append(("quiet baseline", start, time.perf_counter()))
+                phases.append(await measure("quiet baseline", pid, quiet))
                 rss_baseline, fds_before = rss_mib(pid), open_fds(pid)
                 tg.start_soon(watch_rss, pid, peak, stop)
                 for name in ATTACKS:
-                    start, end = await run_attack(name, daemon.socket)
-                    phases.append((name, start, end))
-                start = time.perf_counter()
-                await anyio.sleep(QUIET_SECONDS)
-                phases.append(("quiet after", start, time.perf_counter()))
+                    attack = functools.partial(run_attack, name, daemon.socket)
+                    phases.append(await measure(name, pid, attack))
+                phases.append(await measure("quiet after", pid, quiet))
                 stop.set()
             rss_after, fds_after = rss_mib(pid), open_fds(pid)
             crashes = 0 if daemon.process.returncode is None else 1
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
+    print(f"machine load average (1 min) at start {load[0]:.1f}, at end {os.getloadavg()[0]:.1f}")
     print("well-behaved client during each phase, ms (target p99 <= 50)")
     status, call = "status p50   p99      n", "tools.call p50   p99      n"
-    print(f"  {'phase':<30}{'length':>8}  {status:>24}   {call:>27}")
-    for name, start, end in phases:
-        print(row(name, samples, start, end))
+    print(f"  {'phase':<28}{'length':>8} {status:>24}   {call:>27}  daemon ms: ran, waited for a CPU")
+    for phase in phases:
+        print(row(phase, samples))
     print(f"\nwell-behaved requests that failed: {samples.failures}")
     print(f"daemon crashes: {crashes}  (target 0)")
     print(f"daemon fds: before {fds_before}, after {fds_after}")
@@ -234,6 +269,7 @@ async def main() -> None:
 
 
 def attack(name: str, socket: str) -> None:
+    os.nice(19)
     print("go", flush=True)
     asyncio.run(ATTACKS[name](Path(socket)))
 

@@ -31,14 +31,18 @@ def frame(payload: bytes) -> bytes:
 class FrameBuffer:
     """Accumulates received bytes and cuts complete frames out of them.
 
-    Each frame is copied out once; a buffer that grew for a large frame is dropped once
-    that frame is out, so a connection does not keep megabytes of capacity it no longer needs.
+    Each frame is copied out once. A frame over ``LARGE`` is instead filled in place in a
+    buffer of exactly its size, allocated when its header arrives, and handed out as that
+    ``bytearray``: no growing buffer, no copy of megabytes at the end, and nothing of it
+    kept by the connection once the frame is out.
     """
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.max_frame = max_frame
         self._buffer = bytearray()
         self._start = 0
+        self._large: bytearray | None = None
+        self._filled = 0
 
     def feed(self, data: bytes, limit: int | None = None) -> list[bytes]:
         """Add ``data``; return the frames now complete, at most ``limit`` of them.
@@ -46,10 +50,14 @@ class FrameBuffer:
         The rest stay buffered for the next call (``feed(b"", limit)`` to take them without
         new data). Raises ``FrameTooLarge`` once the frames before the oversized one are out.
         """
+        frames: list[bytes] = []
+        if self._large is not None:
+            data = self._fill(data, frames)
+            if self._large is not None:
+                return frames
         buffer = self._buffer
         if data:
             buffer += data
-        frames: list[bytes] = []
         start = self._start
         end = len(buffer)
         with memoryview(buffer) as view:
@@ -63,22 +71,39 @@ class FrameBuffer:
                         {"size": size, "limit": self.max_frame},
                     )
                 if end - start - HEADER < size:
+                    if size > LARGE:
+                        self._large = bytearray(size)
+                        self._filled = end - start - HEADER
+                        self._large[: self._filled] = view[start + HEADER : end]
+                        start = end
                     break
                 frames.append(bytes(view[start + HEADER : start + HEADER + size]))
                 start += HEADER + size
-            rest = bytearray(view[start:end]) if start > _KEEP else None
-        if rest is not None:
-            self._buffer, start = rest, 0
-        elif start and (start == end or len(frames) != limit):
+        if start and (start == end or len(frames) != limit):
             del buffer[:start]  # nothing more to take now: make room at the front
             start = 0
         self._start = start
         return frames
 
+    def _fill(self, data: bytes, frames: list[bytes]) -> bytes:
+        """Copy ``data`` into the large frame; once it is whole, move it to ``frames``.
+        Returns what of ``data`` follows the frame."""
+        large = self._large
+        assert large is not None
+        taken = min(len(large) - self._filled, len(data))
+        large[self._filled : self._filled + taken] = memoryview(data)[:taken]
+        self._filled += taken
+        if self._filled < len(large):
+            return b""
+        frames.append(large)  # type: ignore[arg-type]  # a bytearray serves wherever bytes are read
+        self._large = None
+        return data[taken:]
+
     @property
     def pending(self) -> int:
-        return len(self._buffer) - self._start
+        large = 0 if self._large is None else HEADER + self._filled
+        return len(self._buffer) - self._start + large
 
 
-_KEEP = 1024 * 1024
-"""Past this much consumed, the rest moves to a fresh buffer and the grown one is freed."""
+LARGE = 1024 * 1024
+"""Frames above this are filled in place (see ``FrameBuffer``)."""

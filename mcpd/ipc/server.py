@@ -42,6 +42,7 @@ from mcpd.errors import (
 from mcpd.ipc import codec
 from mcpd.ipc.endpoint import peer_uid
 from mcpd.ipc.framing import DEFAULT_MAX_FRAME, MAX_CLIENT_FRAME, FrameTooLarge, TruncatedFrame
+from mcpd.ipc.memory import CONNECTION_BYTES, Trimmer
 from mcpd.ipc.stream import FrameStream
 from mcpd.ipc.turns import Turns
 from mcpd.model.protocol import (
@@ -173,6 +174,8 @@ class Connection:
     session: Session = field(default_factory=Session)
     tasks: _Tasks = field(default_factory=_Tasks)
     """Its running requests and its event pump."""
+    bad_messages: int = 0
+    """Frames that did not decode to a request."""
     _events: MemoryObjectSendStream[Event] | None = None
     _task: asyncio.Task[None] | None = None
     _ended: bool = False
@@ -334,6 +337,7 @@ class RpcServer(Generic[Ctx]):
         self.connections: set[Connection] = set()
         self._uid = os.getuid()
         self._churn = Turns(CHURN_PER_ITERATION)
+        self._trimmer = Trimmer()
         self._large_turn = asyncio.Lock()
         """Held while large params are decoded, and for one loop turn after: one at a time, daemon-wide."""
         self._hello_method: _Method[Ctx] = _Method(HelloParams, self._hello, HELLO_MAX_PARAMS)
@@ -367,7 +371,9 @@ class RpcServer(Generic[Ctx]):
                 await asyncio.sleep(0)
         finally:
             try:
-                await tasks.aclose()
+                with anyio.CancelScope(shield=True):
+                    await tasks.aclose()
+                    await self._trimmer.aclose()
             finally:
                 listener.close()
 
@@ -412,8 +418,10 @@ class RpcServer(Generic[Ctx]):
                 self.connections.discard(conn)
                 await conn.tasks.aclose()  # the client is gone: nobody is left to answer
                 conn.stream.close()
-                if conn.client is not None:
-                    log.info("client.disconnected", conn=conn.id, client=conn.client)
+                self._trimmer.note(CONNECTION_BYTES)
+                if conn.client is not None or conn.bad_messages:
+                    bad = conn.bad_messages
+                    log.info("client.disconnected", conn=conn.id, client=conn.client, bad_messages=bad)
             sock.close()
 
     async def _read_requests(self, conn: Connection) -> None:
@@ -427,7 +435,11 @@ class RpcServer(Generic[Ctx]):
                         raise ProtocolError("clients may only send requests")  # noqa: TRY301
                 except ProtocolError as exc:
                     # The frame was whole, so the stream is still in step: answer and read on.
-                    log.warning("client.bad_message", conn=conn.id, client=conn.client, error=exc.message)
+                    # Logged once per connection: a flood of bad frames must not become a flood of
+                    # log lines. The rest are counted and the count logged at disconnect.
+                    if not conn.bad_messages:
+                        log.warning("client.bad_message", conn=conn.id, client=conn.client, error=exc.message)
+                    conn.bad_messages += 1
                     await conn.send(error_response(None, exc))
                     continue
                 if message.method == "cancel":
@@ -435,6 +447,7 @@ class RpcServer(Generic[Ctx]):
                     continue
                 params: msgspec.Struct | None = None
                 if len(data) > codec.LARGE_FRAME:
+                    self._trimmer.note(len(data))
                     try:
                         params = await self._large_params(message)
                     except McpdError as exc:

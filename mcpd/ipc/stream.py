@@ -8,7 +8,7 @@ concurrent tasks never interleave and no lock is needed.
 
 A reader returns at once while data is buffered, so a peer that keeps the socket full
 would keep its connection's task running forever; ``frames()`` hands out at most
-``TURN`` units of work (a read or a frame each) before it lets every other task run.
+``TURN`` units of work (frames, reads, bytes read) before it lets every other task run.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from mcpd.ipc.framing import DEFAULT_MAX_FRAME, FrameBuffer, TruncatedFrame
 
 _READ_CHUNK = 256 * 1024
 TURN = 32
-"""Reads plus frames one connection handles before it yields to the event loop."""
+"""Units of work one connection does before it yields to the event loop: a frame, or a
+read and each 64 KiB it brought."""
+_WORK_BYTES = 64 * 1024
 
 
 class FrameStream:
@@ -57,7 +59,7 @@ class FrameStream:
                 if buffer.pending:
                     raise TruncatedFrame(f"connection closed in a frame, {buffer.pending} bytes into it")
                 return
-            work += 1
+            work += 1 + len(chunk) // _WORK_BYTES
             batch = buffer.feed(chunk, TURN)
             while batch:
                 for item in batch:

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import random
 import socket
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,18 +162,35 @@ def connect_close(path: Path, cycles: int) -> None:
 
 
 def send_and_wait(path: Path, data: bytes, answers: int, timeout: float = 60.0) -> None:
-    """Say hello, send ``data``, and wait for ``answers`` responses after the hello's (or EOF)."""
+    """Say hello, send ``data``, and read ``answers`` responses after the hello's (or to EOF).
+
+    Sends from a thread while reading, as a client must: the daemon stops reading from a
+    client that leaves its answers unread.
+    """
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         sock.connect(str(path))
-        sock.sendall(hello() + data)
-        for _ in range(answers + 1):
-            header = sock.recv(4, socket.MSG_WAITALL)
-            if len(header) < 4:
-                return
-            size = int.from_bytes(header, "big")
-            while size:
-                size -= len(sock.recv(min(size, 1 << 20)))
+        sender = threading.Thread(target=_send_all, args=(sock, hello() + data), daemon=True)
+        sender.start()
+        try:
+            for _ in range(answers + 1):
+                header = sock.recv(4, socket.MSG_WAITALL)
+                if len(header) < 4:
+                    return
+                size = int.from_bytes(header, "big")
+                while size:
+                    chunk = sock.recv(min(size, 1 << 20))
+                    if not chunk:
+                        return
+                    size -= len(chunk)
+        finally:
+            sock.shutdown(socket.SHUT_RDWR)
+            sender.join(timeout)
+
+
+def _send_all(sock: socket.socket, data: bytes) -> None:
+    with contextlib.suppress(OSError):
+        sock.sendall(data)
 
 
 async def parallel(path: Path, count: int, timeout: float = 60.0) -> None:
