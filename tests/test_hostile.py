@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import socket
@@ -20,7 +19,7 @@ from mcpd.errors import InvalidParams, PeerRejected, ProtocolError, UnknownMetho
 from mcpd.ipc import endpoint
 from mcpd.ipc.endpoint import UnsafePath
 from mcpd.model.protocol import MAX_QUERY
-from mcpd.testing import fixture_command
+from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.testing.hostile import INVALID_UTF8, bad_inputs, deep, empty_maps, frame, hello, probe, request
 
@@ -29,16 +28,10 @@ needs_root = pytest.mark.skipif(os.getuid() != 0, reason="needs root to act as a
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DaemonProcess]:
     """One daemon with one fixture server and the default limits."""
-    command, *args = fixture_command("fx", "--tools", "1")
     path = tmp_path_factory.mktemp("hostile") / "config.toml"
-    path.write_text(f"[servers.fx]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n")
+    path.write_text(fixture_toml("fx", "--tools", "1"))
     async with running_daemon(path) as running:
         yield running
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import stat
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import anyio
@@ -21,6 +23,7 @@ from mcpd.errors import (
     CallTimeout,
     DaemonNotRunning,
     InvalidParams,
+    PeerRejected,
     ProtocolError,
     ServerNotRunning,
     TransportError,
@@ -478,6 +481,7 @@ async def test_other_uid_is_refused(daemon: DaemonProcess) -> None:
         os.chmod(daemon.socket.parent, 0o700)
     message = msgspec.msgpack.decode(out)
     assert "permission denied" in message[3]["message"]
+    assert message[3]["code"] == PeerRejected.code
     await assert_healthy(daemon)
 
 
@@ -496,4 +500,62 @@ async def test_async_client_reports_a_dead_daemon(tmp_path: Path) -> None:
     """Connecting to nothing is DaemonNotRunning, with the socket path in the message."""
     with pytest.raises(DaemonNotRunning, match="mcpd serve"):
         async with connect(tmp_path / "none.sock"):
+            pass
+
+
+# -- answers the clients cannot decode ------------------------------------------------------------
+
+BAD_ANSWERS = {
+    # [1, 1, nil, {"code": 1002, "message": <not UTF-8>}]
+    "invalid UTF-8 in an error": b"\x94\x01\x01\xc0\x82\xa4code\xcd\x03\xea\xa7message\xa2\xe4\x00",
+    # [1, 1, <nested past the recursion limit>, nil]
+    "nesting past the recursion limit": b"\x94\x01\x01" + b"\x91" * 5000 + b"\xc0\xc0",
+    # [1, 1, {"protocol": 1, "version": <not UTF-8>, "pid": 1}, nil]
+    "invalid UTF-8 in a result": b"\x94\x01\x01\x83\xa8protocol\x01\xa7version\xa2\xe4\x00\xa3pid\x01\xc0",
+    "not msgpack at all": b"\xc1\xc1\xc1",
+}
+
+
+@pytest.fixture
+def fake_daemon(tmp_path: Path) -> Iterator[tuple[Path, list[bytes]]]:
+    """A listener of this uid that answers every connection's first request with the next of a
+    list of raw answers (each framed), then waits for the client to hang up."""
+    path = Path(f"/tmp/mcpd-fake-{os.getpid()}.sock")
+    answers: list[bytes] = []
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(8)
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                with conn:
+                    conn.recv(65536)
+                    conn.sendall(len(answers[0]).to_bytes(4, "big") + answers.pop(0))
+                    conn.recv(65536)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield path, answers
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+        path.unlink()
+        thread.join(5)
+
+
+@pytest.mark.parametrize("answer", BAD_ANSWERS, ids=list(BAD_ANSWERS))
+async def test_clients_turn_every_undecodable_answer_into_a_typed_error(
+    fake_daemon: tuple[Path, list[bytes]], answer: str
+) -> None:
+    """Whatever the daemon's answer fails to decode on (bad UTF-8, deep nesting, garbage), both
+    clients raise TransportError, never a decoder's own exception."""
+    path, answers = fake_daemon
+    answers += [BAD_ANSWERS[answer], BAD_ANSWERS[answer]]
+    with pytest.raises(TransportError):
+        Client(path).connect(timeout=5)
+    with pytest.raises(TransportError):
+        async with connect(path, timeout=5):
             pass

@@ -1,9 +1,9 @@
 """structlog set-up: key-value lines on a terminal, JSON lines otherwise, always on stderr.
 
 A logged exception keeps what a reader needs to explain the failure: on a terminal the
-usual readable traceback; in JSON (the service's format) an ``exception`` list with each
-exception's type, message and frames (file, line, function). Frame locals are left out:
-they could hold a server's environment values or a tool's arguments.
+usual Python traceback; in JSON (the service's format) an ``exception`` list with each
+exception's type, message and frames (file, line, function). Frame locals are left out of
+both: they could hold a server's environment values or a tool's arguments.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ def configure_logging(level: str = "info", fmt: LogFormat = "auto") -> None:
             structlog.processors.JSONRenderer(),
         ]
         if use_json
-        else [structlog.dev.ConsoleRenderer(colors=False)]
+        # The plain Python traceback: rich's (the default when installed) prints frame locals.
+        else [structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)]
     )
     structlog.configure(
         processors=[
