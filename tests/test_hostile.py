@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import socket
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -18,10 +20,22 @@ from mcpd.client.aio import connect
 from mcpd.errors import InvalidParams, PeerRejected, ProtocolError, UnknownMethod
 from mcpd.ipc import endpoint
 from mcpd.ipc.endpoint import UnsafePath
+from mcpd.ipc.turns import Turns
 from mcpd.model.protocol import MAX_QUERY
 from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
-from mcpd.testing.hostile import INVALID_UTF8, bad_inputs, deep, empty_maps, frame, hello, probe, request
+from mcpd.testing.hostile import (
+    INVALID_UTF8,
+    bad_inputs,
+    connect_close,
+    deep,
+    empty_maps,
+    frame,
+    hello,
+    parallel,
+    probe,
+    request,
+)
 
 NOBODY = 65534
 needs_root = pytest.mark.skipif(os.getuid() != 0, reason="needs root to act as another uid (nobody)")
@@ -70,8 +84,9 @@ def error_code(answer: list[object]) -> int:
 @pytest.mark.anyio
 async def test_fuzzed_wire_beside_a_well_behaved_client(daemon: DaemonProcess) -> None:
     """Seeded random, truncated, oversized, misshapen, non-UTF-8, deeply nested and huge inputs on
-    hundreds of connections: a bystander's requests all succeed meanwhile, the daemon stays up,
-    every decodable-but-wrong request is answered with a typed error, and its fds return to baseline."""
+    hundreds of connections, 1,000 connect/close cycles and 200 parallel connections: a bystander's
+    requests all succeed meanwhile, the daemon stays up, every decodable-but-wrong request is
+    answered with a typed error, and its fds return to baseline."""
     pid = daemon.process.pid
     inputs = list(bad_inputs(random.Random(1313), 280))
     served = 0
@@ -102,6 +117,8 @@ async def test_fuzzed_wire_beside_a_well_behaved_client(daemon: DaemonProcess) -
             async with anyio.create_task_group() as attackers:
                 for worker in range(8):
                     attackers.start_soon(attack, worker)
+                attackers.start_soon(anyio.to_thread.run_sync, connect_close, daemon.socket, 1000)
+                attackers.start_soon(parallel, daemon.socket, 200)
             done.set()
 
         assert daemon.process.returncode is None
@@ -306,3 +323,30 @@ def test_a_private_directory_of_ours_is_accepted_and_a_missing_one_created_0700(
     claim(private_dir / "mcpd.sock")
     claim(private_dir / "new" / "mcpd.sock")
     assert (private_dir / "new").stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.anyio
+async def test_turns_admit_a_fixed_number_per_loop_iteration_in_order() -> None:
+    """Twenty takers of three turns per iteration pass three per iteration, first come first served."""
+    turns = Turns(3)
+    iteration = 0
+    passed: list[tuple[int, int]] = []
+
+    def tick() -> None:
+        nonlocal iteration
+        iteration += 1
+        loop.call_soon(tick)
+
+    loop = asyncio.get_running_loop()
+    loop.call_soon(tick)
+
+    async def taker(index: int) -> None:
+        await turns.take()
+        passed.append((index, iteration))
+
+    async with anyio.create_task_group() as tg:
+        for index in range(20):
+            tg.start_soon(taker, index)
+    assert [index for index, _ in passed] == list(range(20))
+    per_iteration = Counter(at for _, at in passed)
+    assert max(per_iteration.values()) <= 3 and len(per_iteration) >= 7
