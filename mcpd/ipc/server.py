@@ -7,9 +7,11 @@ connection; a stream that cannot be resynchronised closes that connection only; 
 that stops reading is dropped once a write has waited ``write_timeout``.
 
 Nor can one client take more than its share of the event loop: the accept loop yields
-after every connection, a connection yields after a few frames (``FrameStream.frames``),
-each method's params have a byte limit checked before decoding, and large params are
-decoded one at a time across the daemon, after ``codec.walk`` has bounded their cost.
+after every connection, connection set-ups and tear-downs take turns (``Turns``) so that a
+crowd arriving or leaving at once cannot hold up established clients, a connection yields
+after a few frames (``FrameStream.frames``), each method's params have a byte limit checked
+before decoding, and large params are decoded one at a time across the daemon, after
+``codec.walk`` has bounded their cost. Memory a burst took is given back (``Trimmer``).
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ _ids = itertools.count(1)
 DEFAULT_MAX_PARAMS = 64 * 1024
 """Bytes of params a method accepts unless it declares otherwise."""
 HELLO_MAX_PARAMS = 1024
+"""Bytes of ``hello`` params: a version and a client name."""
 
 
 @dataclass
@@ -151,8 +154,7 @@ class _Tasks:
         with anyio.CancelScope(shield=True):
             for task in self._tasks:
                 task.cancel()
-            if self._tasks:
-                await asyncio.gather(*self._tasks, return_exceptions=True)
+            await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
 @dataclass
