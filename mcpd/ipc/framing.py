@@ -43,6 +43,8 @@ class FrameBuffer:
         self._start = 0
         self._large: bytearray | None = None
         self._filled = 0
+        self.refused = False
+        """An oversized frame waits behind the frames just returned: the next ``feed`` raises."""
 
     def feed(self, data: bytes, limit: int | None = None) -> list[bytes]:
         """Add ``data``; return the frames now complete, at most ``limit`` of them.
@@ -65,6 +67,7 @@ class FrameBuffer:
                 size = int.from_bytes(view[start : start + HEADER], "big")
                 if size > self.max_frame:
                     if frames:  # deliver the frames before it first; the next call raises
+                        self.refused = True
                         break
                     raise FrameTooLarge(
                         f"frame of {size} bytes exceeds the limit of {self.max_frame}",

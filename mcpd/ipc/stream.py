@@ -68,7 +68,8 @@ class FrameStream:
                 if work >= TURN:
                     work = 0
                     await asyncio.sleep(0)
-                batch = buffer.feed(b"", TURN)
+                # More to take only if the batch was cut short by TURN or by an oversized frame.
+                batch = buffer.feed(b"", TURN) if len(batch) == TURN or buffer.refused else []
 
     async def send(self, data: bytes) -> None:
         """Queue ``data`` and wait only if the peer has let the write buffer fill up."""
