@@ -18,7 +18,6 @@ from mcpd.discovery.index import ToolIndex, ToolText
 from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.text import terms
 from mcpd.errors import McpdError
-from mcpd.model.usage import CallRecord
 from mcpd.store.db import Store
 from mcpd.store.usage import prior_rows
 from mcpd.testing import fixture_toml
@@ -171,7 +170,7 @@ async def test_store_schema_version_and_reopen(tmp_path: Path) -> None:
     """The schema is versioned; reopening keeps the data; a newer schema is refused clearly."""
     db = tmp_path / "usage.db"
     store = Store.open(db)
-    store.record_call(CallRecord(ts=time.time(), server="s", tool="t", duration_ms=1.0, outcome="ok"))
+    store.record_call((time.perf_counter(), 0.001, None, None, "s", "t", "ok", None, None))
     await store.flush()
     store.close()
     reopened = Store.open(db)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import socket
 import sqlite3
@@ -18,6 +19,7 @@ from mcpd.config.paths import default_socket_path
 from mcpd.daemon.methods import Daemon, methods, summary
 from mcpd.daemon.notify import Notifier
 from mcpd.discovery.prior import UsagePrior
+from mcpd.discovery.text import terms
 from mcpd.errors import ConfigError, McpdError
 from mcpd.ipc import endpoint
 from mcpd.ipc.server import Limits, RpcServer
@@ -26,7 +28,6 @@ from mcpd.model.trust import AcceptedFindings, PinRecord
 from mcpd.registry.catalog import Catalog
 from mcpd.store.db import Store, StoreUnavailable
 from mcpd.store.pins import accepted_rows, pin_rows
-from mcpd.store.usage import prior_rows, prune
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor
 from mcpd.trust.gate import TrustGate
 
@@ -141,20 +142,18 @@ async def _open_usage(config: Config) -> tuple[Store, UsagePrior, TrustGate]:
         log.warning("usage.off", consequence="tool pins and accepted findings are kept in memory only")
         return Store.disabled("usage recording is off in the config"), prior, TrustGate()
     path = Path(settings.usage_db).expanduser() if settings.usage_db else None  # noqa: ASYNC240 - no I/O
-    store = await anyio.to_thread.run_sync(Store.open, path)
+    opener = functools.partial(Store.open, analyse=terms, retention_days=settings.usage_retention_days)
+    store = await anyio.to_thread.run_sync(opener, path)
     if store.enabled:
         try:
-            removed = await store.run(lambda db: prune(db, settings.usage_retention_days))
-            tools, term_rows = await store.run(prior_rows)
+            tools, term_rows = await store.follow(prior.load)
+            prior.load(tools, term_rows)
             pins = await store.run(pin_rows)
             accepted = await store.run(accepted_rows)
         except (sqlite3.Error, StoreUnavailable) as exc:
             log.error("usage.load_failed", error=str(exc))
         else:
-            prior.load(tools, term_rows)
-            log.info(
-                "usage.loaded", tools=len(tools), terms=len(term_rows), pins=len(pins), pruned_calls=removed
-            )
+            log.info("usage.loaded", tools=len(tools), terms=len(term_rows), pins=len(pins))
     return store, prior, TrustGate(pins, accepted, persist=store.save_trust)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,6 @@ from mcpd.discovery.groups import group_similar
 from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.render import one_line, render
 from mcpd.discovery.select import Candidate, select_servers
-from mcpd.discovery.text import terms
 from mcpd.errors import (
     CallTimeout,
     ConfigError,
@@ -56,7 +56,7 @@ from mcpd.model.protocol import (
 from mcpd.model.servers import ServerStatus
 from mcpd.model.states import LIVE_STATES, ServerState
 from mcpd.model.tools import ToolResult
-from mcpd.model.usage import CallRecord, CapabilityGroup, CapabilityRecord, ReportResult, ToolReport
+from mcpd.model.usage import CapabilityGroup, CapabilityRecord, ReportResult, ToolReport
 from mcpd.registry import reserved
 from mcpd.registry.catalog import Catalog
 from mcpd.store import usage as usage_report
@@ -266,41 +266,41 @@ _OUTCOMES: dict[type[McpdError], str] = {CallTimeout: "timeout", TransportError:
 
 
 class _CallRecorder:
-    """Times one call and records its outcome in the usage store and the ranking prior."""
+    """Times one call and queues its outcome for the usage store, which also teaches the prior."""
+
+    __slots__ = ("conn", "daemon", "query", "server", "started", "tool")
 
     def __init__(self, daemon: Daemon, conn: Connection, server: str, tool: str, query: str | None) -> None:
         self.daemon, self.conn, self.server, self.tool, self.query = daemon, conn, server, tool, query
         self.started = time.perf_counter()
 
     def done(self, outcome: str, error_class: str | None = None) -> None:
-        duration_ms = (time.perf_counter() - self.started) * 1000
+        ended = time.perf_counter()
         # Debug level: a call is the hot path, and a filtered-out event costs nothing.
         log.debug(
             "tool.call",
             server=self.server,
             tool=self.tool,
             client=self.conn.client,
-            ms=duration_ms,
+            ms=(ended - self.started) * 1000,
             outcome=outcome,
         )
         if error_class in ("UnknownServer", "UnknownTool", "InvalidParams"):
             return  # the call never reached a server: nothing to learn about a tool
         self.daemon.activity.record(self.server, outcome == "ok")
-        now = time.time()
-        query_terms = tuple(terms(self.query)) if self.query else ()
-        self.daemon.prior.observe(self.server, self.tool, outcome == "ok", query_terms, now)
+        # A plain tuple and one clock: the store's thread makes it a row with a unix time,
+        # analyses the query and passes what it learned to the prior, a batch at a time.
         self.daemon.usage.record_call(
-            CallRecord(
-                ts=now,
-                client=self.conn.client,
-                session=str(self.conn.id),
-                server=self.server,
-                tool=self.tool,
-                duration_ms=round(duration_ms, 3),
-                outcome=outcome,
-                error_class=error_class,
-                query=self.query,
-                query_terms=query_terms,
+            (
+                ended,
+                ended - self.started,
+                self.conn.client,
+                str(self.conn.id),
+                self.server,
+                self.tool,
+                outcome,
+                error_class,
+                self.query,
             )
         )
 
@@ -326,12 +326,16 @@ async def capability_request(daemon: Daemon, conn: Connection, params: Capabilit
 
 @methods.method("report", ReportParams)
 async def report(daemon: Daemon, conn: Connection, params: ReportParams) -> ReportResult:
+    """Built on the store's thread from rollups: bounded work whatever the store holds, none on the loop."""
     since = time.time() - params.since_s if params.since_s else None
     try:
-        tools = await daemon.usage.run(lambda db: usage_report.tool_rows(db, since))
-        requests = await daemon.usage.run(lambda db: usage_report.capability_rows(db, since))
+        return await daemon.usage.run(lambda db: _report(db, since, params.top))
     except StoreUnavailable as exc:
         raise McpdError(f"no usage report: {exc}", {"usage": "off"}) from None
+
+
+def _report(db: sqlite3.Connection, since: float | None, top: int) -> ReportResult:
+    requests = usage_report.capability_rows(db, since)
     groups = group_similar([capability for capability, _ in requests])
     last: dict[str, float] = {}
     for capability, ts in requests:
@@ -342,14 +346,14 @@ async def report(daemon: Daemon, conn: Connection, params: ReportParams) -> Repo
             ToolReport(
                 server=row.server,
                 tool=row.tool,
-                calls=len(row.durations_ms),
+                calls=row.calls,
                 failures=row.failures,
-                failure_rate=round(row.failures / len(row.durations_ms), 4),
-                p50_ms=round(usage_report.percentile(row.durations_ms, 0.5), 3),
-                p95_ms=round(usage_report.percentile(row.durations_ms, 0.95), 3),
+                failure_rate=round(row.failures / row.calls, 4),
+                p50_ms=round(row.p50_ms, 3),
+                p95_ms=round(row.p95_ms, 3),
                 last_used=row.last_used,
             )
-            for row in tools
+            for row in usage_report.tool_rows(db, since)
         ],
         capabilities=[
             CapabilityGroup(
@@ -358,7 +362,7 @@ async def report(daemon: Daemon, conn: Connection, params: ReportParams) -> Repo
                 examples=sorted(set(group.members), key=group.members.index)[:3],
                 last_requested=max(last[m] for m in group.members),
             )
-            for group in groups[: params.top]
+            for group in groups[:top]
         ],
     )
 

@@ -10,6 +10,10 @@ strong text match:
   words with it, so a later query with those words finds it even when its own text does
   not say so. The association adds at most ``association_weight`` times the best text
   score of the query.
+
+The daemon's prior learns only from the usage store: the stored totals at start, then
+what each committed batch of calls adds (``Store.follow``), so a ranking says the same
+before and after a restart.
 """
 
 from __future__ import annotations
@@ -42,27 +46,28 @@ class UsagePrior:
         return bool(self.tools)
 
     def observe(self, server: str, tool: str, ok: bool, query_terms: Iterable[str], ts: float) -> None:
-        """Learn from one call (``query_terms``: the analysed query that led to it, if any)."""
-        stats = self.tools.setdefault((server, tool), ToolStats())
-        if ok:
-            stats.successes += 1
-            stats.last_success = max(stats.last_success, ts)
-        else:
-            stats.failures += 1
-        if ok:
-            for term in set(query_terms):
-                counts = self.associations.setdefault(term, {})
-                counts[server, tool] = counts.get((server, tool), 0) + 1
+        """Learn from one call (``query_terms``: the analysed query that led to it, if any).
+
+        The daemon learns through ``load`` instead, one batch of stored calls at a time."""
+        associated = [(term, server, tool, 1) for term in set(query_terms)] if ok else []
+        self.load([(server, tool, int(ok), int(not ok), ts if ok else 0.0)], associated)
 
     def load(
         self, tools: Iterable[tuple[str, str, int, int, float]], terms: Iterable[tuple[str, str, str, int]]
     ) -> None:
-        """Fill from stored totals: (server, tool, successes, failures, last success) and
-        (term, server, tool, successes)."""
+        """Add totals: (server, tool, successes, failures, last success) and (term, server, tool,
+        successes). The stored totals at start, then what each batch of calls adds."""
         for server, tool, successes, failures, last in tools:
-            self.tools[server, tool] = ToolStats(successes, failures, last)
+            stats = self.tools.get((server, tool))
+            if stats is None:
+                self.tools[server, tool] = ToolStats(successes, failures, last)
+            else:
+                stats.successes += successes
+                stats.failures += failures
+                stats.last_success = max(stats.last_success, last)
         for term, server, tool, successes in terms:
-            self.associations.setdefault(term, {})[server, tool] = successes
+            counts = self.associations.setdefault(term, {})
+            counts[server, tool] = counts.get((server, tool), 0) + successes
 
     def tool_factor(self, key: Key) -> float:
         """Relative adjustment of a tool's text score, in [-0.3, +0.2]."""

@@ -1,23 +1,8 @@
-"""Usage: call and capability-request records, and the report built from them."""
+"""Usage: capability-request records, and the report built from the usage store."""
 
 from __future__ import annotations
 
 import msgspec
-
-
-class CallRecord(msgspec.Struct, frozen=True, kw_only=True):
-    ts: float
-    server: str
-    tool: str
-    duration_ms: float
-    outcome: str
-    """ok | tool_error | transport_error | timeout | error"""
-    client: str | None = None
-    session: str | None = None
-    error_class: str | None = None
-    query: str | None = None
-    query_terms: tuple[str, ...] = ()
-    """The query as discovery analyses it; counted per (term, tool) for the ranking prior."""
 
 
 class CapabilityRecord(msgspec.Struct, frozen=True, kw_only=True):

@@ -1,9 +1,12 @@
 """The SQLite store: one database, written and read on a thread of its own, off the event loop.
 
-One thread owns the connection. Records are queued without waiting (the call path pays
-a queue put) and written in batches, one transaction per batch, in WAL mode: a
-committed batch survives ``kill -9`` of the daemon. Reads for the report run as jobs on
-the same thread, after every record queued before them.
+One thread owns the connection. The call path queues a plain tuple without waiting; the
+thread wakes once per ``_WINDOW``, not once per record, and writes what arrived in one
+transaction, in WAL mode: a committed batch survives ``kill -9`` of the daemon. It also
+analyses the queries, keeps the rollups, and hands what each committed batch teaches to
+the ranking prior on the event loop (one callback per batch, see ``follow``). Reads for
+the report run as jobs on the same thread, after every record queued before them; calls
+older than the retention are pruned there too, once an hour.
 
 A database that cannot be opened, is corrupt, or stops accepting writes turns usage off
 with a logged reason; the daemon goes on serving without it.
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import queue
 import sqlite3
@@ -25,17 +29,33 @@ from typing import Any, TypeVar
 import structlog
 
 from mcpd.model.trust import AcceptedFindings, PinRecord
-from mcpd.model.usage import CallRecord, CapabilityRecord
+from mcpd.model.usage import CapabilityRecord
 from mcpd.store.pins import write_accepted, write_pins
-from mcpd.store.usage import write_usage
+from mcpd.store.sketch import SketchAggregate, merge_blobs
+from mcpd.store.usage import (
+    Analyse,
+    PendingCall,
+    TermTotals,
+    ToolTotals,
+    prior_rows,
+    prune,
+    stored,
+    write_calls,
+    write_capabilities,
+)
 
 log = structlog.get_logger("mcpd.store")
 
 T = TypeVar("T")
 
-_BATCH = 512
 _WINDOW = 0.025
+"""How long the thread lets records gather before writing them: the longest a record waits."""
 _CLOSE_WAIT = 5.0
+_PRUNE_EVERY = 3600.0
+_QUERY_CACHE = 1024
+"""Analysed queries kept: an agent tends to call several tools for one query."""
+
+Learn = Callable[[list[ToolTotals], list[TermTotals]], None]
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: calls, capability requests, and per (query term, tool) counts for the ranking prior
@@ -94,6 +114,35 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (server, subject)
     ) WITHOUT ROWID;
     """,
+    # 4: per tool and hour, and per tool and UTC day: counts, last use and a latency sketch,
+    # backfilled from the calls so far (mcpd.store.usage keeps them; the report and the prior read
+    # them instead of every call). The per-tool index of calls served only those reads.
+    """
+    CREATE TABLE call_rollups (
+        period INTEGER NOT NULL,
+        start INTEGER NOT NULL,
+        server TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        calls INTEGER NOT NULL,
+        ok INTEGER NOT NULL,
+        failures INTEGER NOT NULL,
+        last_ts REAL NOT NULL,
+        last_ok REAL NOT NULL,
+        sketch BLOB NOT NULL,
+        PRIMARY KEY (period, start, server, tool)
+    ) WITHOUT ROWID;
+    INSERT INTO call_rollups
+        SELECT 3600, CAST(ts / 3600 AS INTEGER) * 3600 AS hour, server, tool, COUNT(*), SUM(outcome = 'ok'),
+            SUM(outcome != 'ok'), MAX(ts), COALESCE(MAX(CASE WHEN outcome = 'ok' THEN ts END), 0),
+            latency_sketch(duration_ms)
+        FROM calls GROUP BY hour, server, tool;
+    INSERT INTO call_rollups
+        SELECT 86400, CAST(ts / 86400 AS INTEGER) * 86400 AS day, server, tool, COUNT(*), SUM(outcome = 'ok'),
+            SUM(outcome != 'ok'), MAX(ts), COALESCE(MAX(CASE WHEN outcome = 'ok' THEN ts END), 0),
+            latency_sketch(duration_ms)
+        FROM calls GROUP BY day, server, tool;
+    DROP INDEX calls_tool;
+    """,
 )
 
 
@@ -118,6 +167,10 @@ def _connect(path: Path) -> sqlite3.Connection:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     conn = sqlite3.connect(path, timeout=5.0, isolation_level=None, check_same_thread=False)
+    # Rollup upserts merge sketches, and migration 4 builds them, in SQL.
+    conn.create_function("sketch_merge", 2, merge_blobs, deterministic=True)
+    # typeshed's aggregate protocol is int -> int; SQLite passes any value and takes any result.
+    conn.create_aggregate("latency_sketch", 1, SketchAggregate)  # type: ignore[arg-type]
     try:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -137,13 +190,33 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+class _Job:
+    __slots__ = ("deliver", "job")
+
+    def __init__(
+        self, job: Callable[[sqlite3.Connection], Any], deliver: Callable[[Callable[[], Any]], None]
+    ):
+        self.job, self.deliver = job, deliver
+
+
 class Store:
     """Open with ``Store.open(path)``; check ``enabled`` / ``reason``; ``close()`` at the end."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection | None, reason: str | None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        conn: sqlite3.Connection | None,
+        reason: str | None,
+        analyse: Analyse | None = None,
+        retention_days: float | None = None,
+    ) -> None:
         self.path = path
         self.reason = reason
         self._conn = conn
+        self._analyse = functools.lru_cache(_QUERY_CACHE)(analyse) if analyse is not None else None
+        self._retention_days = retention_days
+        self._next_prune = 0.0
+        self._follower: tuple[asyncio.AbstractEventLoop, Learn] | None = None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         if conn is not None:
@@ -151,7 +224,11 @@ class Store:
             self._thread.start()
 
     @classmethod
-    def open(cls, path: Path | None = None) -> Store:
+    def open(
+        cls, path: Path | None = None, *, analyse: Analyse | None = None, retention_days: float | None = None
+    ) -> Store:
+        """``analyse`` turns a query into the terms counted per tool for the prior; calls older
+        than ``retention_days`` are deleted (on the store's thread, at start and hourly)."""
         path = path or default_path()
         try:
             conn = _connect(path)
@@ -160,7 +237,7 @@ class Store:
             log.error("usage.disabled", path=str(path), error=str(exc))
             return cls(path, None, reason)
         log.info("usage.opened", path=str(path))
-        return cls(path, conn, None)
+        return cls(path, conn, None, analyse, retention_days)
 
     @classmethod
     def disabled(cls, reason: str) -> Store:
@@ -172,9 +249,10 @@ class Store:
 
     # -- writing ----------------------------------------------------------------------------
 
-    def record_call(self, record: CallRecord) -> None:
+    def record_call(self, call: PendingCall) -> None:
+        """Queue a call; it is written, analysed and learned from on the store's thread."""
         if self.enabled:
-            self._queue.put(record)
+            self._queue.put(call)
 
     def record_capability(self, record: CapabilityRecord) -> None:
         if self.enabled:
@@ -195,12 +273,23 @@ class Store:
             try:
                 value = outcome()
             except BaseException as exc:
-                loop.call_soon_threadsafe(_settle_error, future, exc)
+                _post(loop, _settle_error, future, exc)
             else:
-                loop.call_soon_threadsafe(_settle, future, value)
+                _post(loop, _settle, future, value)
 
-        self._queue.put((job, deliver))
+        self._queue.put(_Job(job, deliver))
         return await future
+
+    async def follow(self, learn: Learn) -> tuple[list[ToolTotals], list[TermTotals]]:
+        """The stored totals for the prior; from then on ``learn`` gets, on this event loop, what
+        each committed batch adds (totals add up, so the order of the two does not matter)."""
+        loop = asyncio.get_running_loop()
+
+        def start(conn: sqlite3.Connection) -> tuple[list[ToolTotals], list[TermTotals]]:
+            self._follower = (loop, learn)
+            return prior_rows(conn)
+
+        return await self.run(start)
 
     async def flush(self) -> None:
         """Wait until every record queued so far is committed."""
@@ -222,6 +311,7 @@ class Store:
         try:
             while True:
                 batch, stop = self._collect()
+                self._prune_if_due(conn)
                 self._process(conn, batch)
                 if stop:
                     return
@@ -230,54 +320,74 @@ class Store:
                 conn.close()
 
     def _collect(self) -> tuple[list[Any], bool]:
-        """The next batch: what arrives within ``_WINDOW`` of its first item (or ``_BATCH`` items).
+        """The next batch: the first item, and what arrives within ``_WINDOW`` after a record.
 
-        One transaction per window instead of one per call: under load that is most of the
-        store's CPU saved, and a record is still committed within tens of milliseconds.
+        The thread sleeps through the window instead of waiting on the queue per item: a
+        put then wakes no one, and one transaction takes a whole window's calls. A job
+        (a report, a flush) that finds the thread idle runs at once.
         """
-        batch = [self._queue.get()]
-        deadline = time.monotonic() + _WINDOW
-        while batch[-1] is not None and len(batch) < _BATCH:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            try:
-                batch.append(self._queue.get(timeout=remaining))
-            except queue.Empty:
-                break
-        stop = batch[-1] is None
+        first = self._queue.get()
+        if first is not None and not isinstance(first, _Job):
+            time.sleep(_WINDOW)
+        batch = [first]
+        with contextlib.suppress(queue.Empty):
+            while True:
+                batch.append(self._queue.get_nowait())
+        stop = None in batch
         return [item for item in batch if item is not None], stop
 
+    def _prune_if_due(self, conn: sqlite3.Connection) -> None:
+        if self._retention_days is None or self.reason is not None or time.monotonic() < self._next_prune:
+            return
+        self._next_prune = time.monotonic() + _PRUNE_EVERY
+        try:
+            removed = prune(conn, self._retention_days)
+        except sqlite3.Error as exc:
+            log.error("usage.prune_failed", path=str(self.path), error=str(exc))
+        else:
+            if removed:
+                log.info("usage.pruned", calls=removed, retention_days=self._retention_days)
+
     def _process(self, conn: sqlite3.Connection, batch: list[Any]) -> None:
-        records = [item for item in batch if not isinstance(item, tuple)]
-        if records and self.reason is None:
+        calls = [item for item in batch if type(item) is tuple]
+        records = [item for item in batch if type(item) is not tuple and not isinstance(item, _Job)]
+        if (calls or records) and self.reason is None:
             try:
+                # One clock read per batch turns the calls' perf_counter times into unix times.
+                offset = time.time() - time.perf_counter()
                 conn.execute("BEGIN IMMEDIATE")
                 write_records(conn, records)
+                learned = write_calls(conn, [stored(call, offset) for call in calls], self._analyse)
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
                 self.reason = f"usage store {self.path} failed: {exc}"
-                log.error("usage.disabled", path=str(self.path), error=str(exc), lost=len(records))
+                log.error(
+                    "usage.disabled", path=str(self.path), error=str(exc), lost=len(calls) + len(records)
+                )
+            else:
+                if self._follower is not None and calls:
+                    _post(*self._follower, *learned)
         for item in batch:
-            if isinstance(item, tuple):
-                job, deliver = item
-                deliver(lambda job=job: job(conn))
+            if isinstance(item, _Job):
+                item.deliver(functools.partial(item.job, conn))
 
 
-Record = CallRecord | CapabilityRecord | PinRecord | AcceptedFindings
+Record = CapabilityRecord | PinRecord | AcceptedFindings
 
 
 def write_records(conn: sqlite3.Connection, records: list[Record]) -> None:
     """One batch, in a few ``executemany`` statements per kind of record."""
     write_pins(conn, [r for r in records if isinstance(r, PinRecord)])
     write_accepted(conn, [r for r in records if isinstance(r, AcceptedFindings)])
-    write_usage(
-        conn,
-        [r for r in records if isinstance(r, CallRecord)],
-        [r for r in records if isinstance(r, CapabilityRecord)],
-    )
+    write_capabilities(conn, [r for r in records if isinstance(r, CapabilityRecord)])
+
+
+def _post(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any], *args: Any) -> None:
+    # A loop that closed meanwhile (the daemon stopping) has nobody left to tell.
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(callback, *args)
 
 
 def _settle(future: asyncio.Future[T], value: T) -> None:

@@ -1,36 +1,248 @@
-"""Tool calls and capability requests: batched writes, totals for the ranking prior, retention, reports."""
+"""Tool calls and capability requests: batched writes, rollups, totals for the ranking prior, retention,
+and the report's per-tool figures.
+
+Every call is a row of ``calls`` (kept for the retention period) and counts in two rollups
+of ``call_rollups``: its tool's hour and its tool's day (UTC), each with calls, successes,
+failures, last use and a latency sketch (``mcpd.store.sketch``). Rollups are written in the
+same transaction as the rows they count and pruned on day boundaries with them, so they
+always equal an aggregate of the rows. A report reads whole days and hours from rollups
+and only the part of its window before the first whole hour from rows: a fixed handful of
+rows per tool whatever the store holds.
+"""
 
 from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
-from mcpd.model.usage import CallRecord, CapabilityRecord
+from mcpd.model.usage import CapabilityRecord
+from mcpd.store.sketch import Sketch
+
+HOUR = 3600
+DAY = 86400
+
+PendingCall = tuple[float, float, str | None, str | None, str, str, str, str | None, str | None]
+"""A call as the event loop queues it, built without any work: (``time.perf_counter()`` at the
+end, seconds taken, client, session, server, tool, outcome, error class, query)."""
+
+StoredCall = tuple[float, str | None, str | None, str, str, float, str, str | None, str | None]
+"""A row of ``calls``: (unix time, client, session, server, tool, duration ms, outcome
+(ok | tool_error | transport_error | timeout | error), error class, query)."""
+
+ToolTotals = tuple[str, str, int, int, float]
+"""(server, tool, successes, failures, last success): what the prior knows of a tool."""
+
+TermTotals = tuple[str, str, str, int]
+"""(term, server, tool, successes): how often a query word led to a successful call of a tool."""
+
+Analyse = Callable[[str], Iterable[str]]
+
+
+def failed(outcome: str) -> bool:
+    """Whether an outcome counts against the tool (the one definition, mirrored in MIGRATIONS[3])."""
+    return outcome != "ok"
+
+
+def period_start(ts: float, period: int) -> int:
+    """The start of the rollup period holding ``ts``: ``CAST(ts / period AS INTEGER) * period`` in SQL."""
+    return int(ts / period) * period
+
+
+def stored(call: PendingCall, offset: float) -> StoredCall:
+    """A queued call as a row; ``offset`` turns its ``perf_counter`` time into unix time."""
+    ended, seconds, client, session, server, tool, outcome, error_class, query = call
+    return (
+        ended + offset,
+        client,
+        session,
+        server,
+        tool,
+        round(seconds * 1000, 3),
+        outcome,
+        error_class,
+        query,
+    )
+
+
+# -- writes -------------------------------------------------------------------------------------
+
+
+class _Rollup:
+    __slots__ = ("calls", "failures", "last_ok", "last_ts", "ok", "sketch")
+
+    def __init__(self) -> None:
+        self.calls = self.ok = self.failures = 0
+        self.last_ts = self.last_ok = 0.0
+        self.sketch = Sketch()
+
+    def add(self, other: _Rollup) -> None:
+        self.calls += other.calls
+        self.ok += other.ok
+        self.failures += other.failures
+        self.last_ts = max(self.last_ts, other.last_ts)
+        self.last_ok = max(self.last_ok, other.last_ok)
+        counts = self.sketch.counts
+        for index, count in other.sketch.counts.items():
+            counts[index] = counts.get(index, 0) + count
+
+
+_INSERT_CALLS = (
+    "INSERT INTO calls (ts, client, session, server, tool, duration_ms, outcome, error_class, query)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_UPSERT_ROLLUP = (
+    "INSERT INTO call_rollups (period, start, server, tool, calls, ok, failures, last_ts, last_ok, sketch)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (period, start, server, tool) DO UPDATE SET"
+    " calls = calls + excluded.calls, ok = ok + excluded.ok, failures = failures + excluded.failures,"
+    " last_ts = max(last_ts, excluded.last_ts), last_ok = max(last_ok, excluded.last_ok),"
+    " sketch = sketch_merge(sketch, excluded.sketch)"
+)
+_UPSERT_TERM = (
+    "INSERT INTO term_tool (term, server, tool, successes, failures, last_ts)"
+    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (term, server, tool) DO UPDATE SET"
+    " successes = successes + excluded.successes, failures = failures + excluded.failures,"
+    " last_ts = max(last_ts, excluded.last_ts)"
+)
+
+
+def write_calls(
+    conn: sqlite3.Connection, calls: Sequence[StoredCall], analyse: Analyse | None = None
+) -> tuple[list[ToolTotals], list[TermTotals]]:
+    """Insert a batch of calls with their rollups and, given ``analyse``, their query terms.
+
+    Runs inside the caller's transaction. Returns what the batch adds to the ranking prior.
+    """
+    if not calls:
+        return [], []
+    conn.executemany(_INSERT_CALLS, calls)
+    hours: dict[tuple[int, str, str], _Rollup] = {}
+    words: dict[str, frozenset[str]] = {}
+    term_counts: dict[tuple[str, str, str], list[float]] = {}
+    for ts, _, _, server, tool, duration_ms, outcome, _, query in calls:
+        rollup = hours.get((period_start(ts, HOUR), server, tool))
+        if rollup is None:
+            rollup = hours[period_start(ts, HOUR), server, tool] = _Rollup()
+        rollup.calls += 1
+        rollup.last_ts = max(rollup.last_ts, ts)
+        ok, bad = outcome == "ok", failed(outcome)
+        rollup.failures += bad
+        if ok:
+            rollup.ok += 1
+            rollup.last_ok = max(rollup.last_ok, ts)
+        rollup.sketch.add(duration_ms)
+        if query and analyse is not None:
+            found = words.get(query)
+            if found is None:
+                found = words[query] = frozenset(analyse(query))
+            for term in found:
+                entry = term_counts.setdefault((term, server, tool), [0, 0, 0.0])
+                entry[0] += ok
+                entry[1] += bad
+                entry[2] = max(entry[2], ts)
+    days: dict[tuple[int, str, str], _Rollup] = {}
+    for (hour, server, tool), rollup in hours.items():
+        days.setdefault((period_start(hour, DAY), server, tool), _Rollup()).add(rollup)
+    conn.executemany(
+        _UPSERT_ROLLUP,
+        [
+            (period, start, server, tool, r.calls, r.ok, r.failures, r.last_ts, r.last_ok, r.sketch.blob())
+            for period, level in ((HOUR, hours), (DAY, days))
+            for (start, server, tool), r in level.items()
+        ],
+    )
+    if term_counts:
+        conn.executemany(
+            _UPSERT_TERM,
+            [
+                (term, server, tool, int(ok), int(bad), last)
+                for (term, server, tool), (ok, bad, last) in term_counts.items()
+            ],
+        )
+    tools = [(server, tool, r.ok, r.failures, r.last_ok) for (_, server, tool), r in days.items()]
+    terms = [(term, server, tool, int(ok)) for (term, server, tool), (ok, _, _) in term_counts.items() if ok]
+    return tools, terms
+
+
+def write_capabilities(conn: sqlite3.Connection, requests: Sequence[CapabilityRecord]) -> None:
+    if requests:
+        conn.executemany(
+            "INSERT INTO capability_requests (ts, client, session, capability, context)"
+            " VALUES (?, ?, ?, ?, ?)",
+            [(r.ts, r.client, r.session, r.capability, r.context) for r in requests],
+        )
+
+
+# -- reads --------------------------------------------------------------------------------------
 
 
 @dataclass
 class ToolRow:
     server: str
     tool: str
-    durations_ms: list[float] = field(default_factory=list)
-    failures: int = 0
-    last_used: float = 0.0
+    calls: int
+    failures: int
+    last_used: float
+    p50_ms: float
+    p95_ms: float
+
+
+class _Totals:
+    __slots__ = ("calls", "failures", "last_used", "sketch")
+
+    def __init__(self) -> None:
+        self.calls = self.failures = 0
+        self.last_used = 0.0
+        self.sketch = Sketch()
+
+
+def _ceil(ts: float, period: int) -> int:
+    start = period_start(ts, period)
+    return start if start >= ts else start + period
 
 
 def tool_rows(conn: sqlite3.Connection, since: float | None) -> list[ToolRow]:
-    """Every tool called in the window, with each call's duration (for percentiles)."""
-    rows: dict[tuple[str, str], ToolRow] = {}
-    for server, tool, duration, outcome, ts in conn.execute(
-        "SELECT server, tool, duration_ms, outcome, ts FROM calls WHERE ts >= ? ORDER BY server, tool",
-        (since or 0.0,),
+    """Every tool called at or after ``since`` (ever, if None), by server then tool.
+
+    The window is read as: rows before its first whole hour, hour rollups before its
+    first whole day, day rollups after that.
+    """
+    totals: dict[tuple[str, str], _Totals] = {}
+    first_day = 0
+    if since is not None:
+        first_hour = _ceil(since, HOUR)
+        first_day = _ceil(first_hour, DAY)
+        for server, tool, duration_ms, outcome, ts in conn.execute(
+            "SELECT server, tool, duration_ms, outcome, ts FROM calls WHERE ts >= ? AND ts < ?",
+            (since, first_hour),
+        ):
+            entry = totals.get((server, tool)) or totals.setdefault((server, tool), _Totals())
+            entry.calls += 1
+            entry.failures += failed(outcome)
+            entry.last_used = max(entry.last_used, ts)
+            entry.sketch.add(duration_ms)
+        _add_rollups(conn, totals, HOUR, first_hour, first_day)
+    _add_rollups(conn, totals, DAY, first_day, None)
+    return [
+        ToolRow(server, tool, t.calls, t.failures, t.last_used, *t.sketch.percentiles((0.5, 0.95)))
+        for (server, tool), t in sorted(totals.items())
+    ]
+
+
+def _add_rollups(
+    conn: sqlite3.Connection, totals: dict[tuple[str, str], _Totals], period: int, first: int, end: int | None
+) -> None:
+    for server, tool, calls, failures, last_ts, blob in conn.execute(
+        "SELECT server, tool, calls, failures, last_ts, sketch FROM call_rollups"
+        " WHERE period = ? AND start >= ? AND start < ?",
+        (period, first, end if end is not None else 2**62),
     ):
-        row = rows.setdefault((server, tool), ToolRow(server, tool))
-        row.durations_ms.append(duration)
-        row.failures += outcome != "ok"
-        row.last_used = max(row.last_used, ts)
-    return list(rows.values())
+        entry = totals.get((server, tool)) or totals.setdefault((server, tool), _Totals())
+        entry.calls += calls
+        entry.failures += failures
+        entry.last_used = max(entry.last_used, last_ts)
+        entry.sketch.merge(blob)
 
 
 def capability_rows(conn: sqlite3.Connection, since: float | None) -> list[tuple[str, float]]:
@@ -43,66 +255,14 @@ def capability_rows(conn: sqlite3.Connection, since: float | None) -> list[tuple
     ]
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def write_usage(
-    conn: sqlite3.Connection, calls: Sequence[CallRecord], requests: Sequence[CapabilityRecord]
-) -> None:
-    """A batch of records in a few ``executemany`` statements."""
-    if requests:
-        conn.executemany(
-            "INSERT INTO capability_requests (ts, client, session, capability, context)"
-            " VALUES (?, ?, ?, ?, ?)",
-            [(r.ts, r.client, r.session, r.capability, r.context) for r in requests],
-        )
-    if calls:
-        conn.executemany(
-            "INSERT INTO calls (ts, client, session, server, tool, duration_ms, outcome, error_class, query)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    r.ts,
-                    r.client,
-                    r.session,
-                    r.server,
-                    r.tool,
-                    r.duration_ms,
-                    r.outcome,
-                    r.error_class,
-                    r.query,
-                )
-                for r in calls
-            ],
-        )
-    term_rows = [
-        (term, r.server, r.tool, int(r.outcome == "ok"), int(r.outcome != "ok"), r.ts)
-        for r in calls
-        for term in set(r.query_terms)
-    ]
-    if term_rows:
-        conn.executemany(
-            "INSERT INTO term_tool (term, server, tool, successes, failures, last_ts)"
-            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (term, server, tool) DO UPDATE SET"
-            " successes = successes + excluded.successes, failures = failures + excluded.failures,"
-            " last_ts = excluded.last_ts",
-            term_rows,
-        )
-
-
-def prior_rows(
-    conn: sqlite3.Connection,
-) -> tuple[list[tuple[str, str, int, int, float]], list[tuple[str, str, str, int]]]:
-    """Totals per tool and per (term, tool), for ``UsagePrior.load``."""
+def prior_rows(conn: sqlite3.Connection) -> tuple[list[ToolTotals], list[TermTotals]]:
+    """Totals per tool (from the day rollups) and per (term, tool), for ``UsagePrior.load``."""
     tools = [
-        (server, tool, int(ok), int(failed), float(last or 0.0))
-        for server, tool, ok, failed, last in conn.execute(
-            "SELECT server, tool, SUM(outcome = 'ok'), SUM(outcome != 'ok'),"
-            " MAX(CASE WHEN outcome = 'ok' THEN ts END) FROM calls GROUP BY server, tool"
+        (server, tool, int(ok), int(failures), float(last_ok))
+        for server, tool, ok, failures, last_ok in conn.execute(
+            "SELECT server, tool, SUM(ok), SUM(failures), MAX(last_ok) FROM call_rollups"
+            " WHERE period = ? GROUP BY server, tool",
+            (DAY,),
         )
     ]
     terms = [
@@ -114,12 +274,21 @@ def prior_rows(
     return tools, terms
 
 
-def prune(conn: sqlite3.Connection, retention_days: float) -> int:
-    """Delete what is older than the retention; returns the number of calls removed."""
-    cutoff = time.time() - retention_days * 86400
+def prune(conn: sqlite3.Connection, retention_days: float, now: float | None = None) -> int:
+    """Delete whole days older than the retention; returns the number of calls removed.
+
+    The cut is at the start of a UTC day, so calls and their hour and day rollups go
+    together and the rollups stay equal to the rows: at least ``retention_days`` are kept.
+    """
+    cutoff = period_start((time.time() if now is None else now) - retention_days * DAY, DAY)
     conn.execute("BEGIN IMMEDIATE")
-    removed = conn.execute("DELETE FROM calls WHERE ts < ?", (cutoff,)).rowcount
-    conn.execute("DELETE FROM capability_requests WHERE ts < ?", (cutoff,))
-    conn.execute("DELETE FROM term_tool WHERE last_ts < ?", (cutoff,))
+    try:
+        removed = conn.execute("DELETE FROM calls WHERE ts < ?", (cutoff,)).rowcount
+        conn.execute("DELETE FROM call_rollups WHERE period IN (?, ?) AND start < ?", (HOUR, DAY, cutoff))
+        conn.execute("DELETE FROM capability_requests WHERE ts < ?", (cutoff,))
+        conn.execute("DELETE FROM term_tool WHERE last_ts < ?", (cutoff,))
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
     conn.execute("COMMIT")
     return int(removed)
