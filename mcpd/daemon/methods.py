@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -265,6 +266,13 @@ def _progress_relay(conn: Connection, request_id: int) -> ProgressCallback:
 _OUTCOMES: dict[type[McpdError], str] = {CallTimeout: "timeout", TransportError: "transport_error"}
 
 
+@functools.cache
+def _call_log() -> structlog.typing.FilteringBoundLogger:
+    """The configured logger itself: the module's lazy proxy costs a bind per event (~1.5 us)."""
+    bound: structlog.typing.FilteringBoundLogger = log.bind()
+    return bound
+
+
 class _CallRecorder:
     """Times one call and queues its outcome for the usage store, which also teaches the prior."""
 
@@ -277,7 +285,7 @@ class _CallRecorder:
     def done(self, outcome: str, error_class: str | None = None) -> None:
         ended = time.perf_counter()
         # Debug level: a call is the hot path, and a filtered-out event costs nothing.
-        log.debug(
+        _call_log().debug(
             "tool.call",
             server=self.server,
             tool=self.tool,

@@ -32,6 +32,7 @@ from mcpd.model.trust import AcceptedFindings, PinRecord
 from mcpd.model.usage import CapabilityRecord
 from mcpd.store.pins import write_accepted, write_pins
 from mcpd.store.sketch import SketchAggregate, merge_blobs
+from mcpd.store.sql import transaction
 from mcpd.store.usage import (
     Analyse,
     PendingCall,
@@ -182,8 +183,8 @@ def _connect(path: Path) -> sqlite3.Connection:
                 f"BEGIN IMMEDIATE;\n{MIGRATIONS[number]}\nPRAGMA user_version = {number + 1};\nCOMMIT;"
             )
         # A write now, so a read-only file is found at start and not at the first call.
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("COMMIT")
+        with transaction(conn):
+            pass
     except BaseException:
         conn.close()
         raise
@@ -355,17 +356,13 @@ class Store:
             try:
                 # One clock read per batch turns the calls' perf_counter times into unix times.
                 offset = time.time() - time.perf_counter()
-                conn.execute("BEGIN IMMEDIATE")
-                write_records(conn, records)
-                learned = write_calls(conn, [stored(call, offset) for call in calls], self._analyse)
-                conn.execute("COMMIT")
+                with transaction(conn):
+                    write_records(conn, records)
+                    learned = write_calls(conn, [stored(call, offset) for call in calls], self._analyse)
             except sqlite3.Error as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
                 self.reason = f"usage store {self.path} failed: {exc}"
-                log.error(
-                    "usage.disabled", path=str(self.path), error=str(exc), lost=len(calls) + len(records)
-                )
+                lost = len(calls) + len(records)
+                log.error("usage.disabled", path=str(self.path), error=str(exc), lost=lost)
             else:
                 if self._follower is not None and calls:
                     _post(*self._follower, *learned)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from mcpd.model.usage import CapabilityRecord
 from mcpd.store.sketch import Sketch
+from mcpd.store.sql import transaction
 
 HOUR = 3600
 DAY = 86400
@@ -281,14 +282,9 @@ def prune(conn: sqlite3.Connection, retention_days: float, now: float | None = N
     together and the rollups stay equal to the rows: at least ``retention_days`` are kept.
     """
     cutoff = period_start((time.time() if now is None else now) - retention_days * DAY, DAY)
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(conn):
         removed = conn.execute("DELETE FROM calls WHERE ts < ?", (cutoff,)).rowcount
         conn.execute("DELETE FROM call_rollups WHERE period IN (?, ?) AND start < ?", (HOUR, DAY, cutoff))
         conn.execute("DELETE FROM capability_requests WHERE ts < ?", (cutoff,))
         conn.execute("DELETE FROM term_tool WHERE last_ts < ?", (cutoff,))
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
     return int(removed)
