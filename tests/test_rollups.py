@@ -8,7 +8,7 @@ import math
 import random
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -100,12 +100,13 @@ def assert_report_matches_rows(db: sqlite3.Connection, since: float | None) -> N
 def test_sketch_percentiles_stay_within_the_stated_bound(distribution: str) -> None:
     """On random data, every percentile is within ERROR_BOUND (relative) of the exact value of its rank."""
     rng = random.Random(distribution)
-    draw = {
+    draws: dict[str, Callable[[], float]] = {
         "lognormal": lambda: rng.lognormvariate(math.log(5), 2.0),
         "uniform": lambda: rng.uniform(0.01, 60_000),
         "bimodal": lambda: rng.choice([rng.gauss(2, 0.1), rng.gauss(900, 50)]),
         "tiny": lambda: rng.uniform(MIN_MS, 0.05),
-    }[distribution]
+    }
+    draw = draws[distribution]
     values = [abs(draw()) + MIN_MS for _ in range(20_000)]
     sketch = Sketch()
     for value in values:
