@@ -4,6 +4,12 @@ Entries are rebuilt per server, only when that server's tools or state change, s
 listing costs a concatenation of cached tuples in the one stable order: by server name,
 then tool name. The search index follows the same rule: before a query, servers whose
 tool list is not the one indexed are re-indexed, and only those.
+
+A query never waits for a large re-index. Changes of up to ``_INLINE_TOOLS`` tools are
+indexed on the loop before the query (a few ms); larger ones (a server listing 10k tools,
+200 servers at start) are indexed off the loop into the second of two indexes, which is
+then swapped in. Meanwhile queries are answered from the index as it was: a freshly
+changed server's tools join the ranking once indexed (``wait_indexed``).
 """
 
 from __future__ import annotations
@@ -28,6 +34,28 @@ from mcpd.trust.gate import Inspection, Review, TrustGate, inspect
 _REVIEW_BACKLOG = 1024
 """Servers waiting for a background review; more are dropped (a reader reviews them anyway)."""
 
+_INLINE_TOOLS = 256
+"""Most tools re-indexed on the loop before a query (~5 ms); more are indexed in the background."""
+
+IndexKey = tuple[tuple[ToolInfo, ...], int]
+"""What an index holds of a server: its tool list (by identity) and the trust gate's revision."""
+
+
+class _Version:
+    """One of the two indexes, with what it holds of each server."""
+
+    def __init__(self, params: Params) -> None:
+        self.index = ToolIndex(params)
+        self.indexed: dict[str, IndexKey] = {}
+
+    def apply(self, texts: dict[str, list[ToolText]], keys: dict[str, IndexKey | None]) -> None:
+        self.index.replace_servers(texts)
+        for name, key in keys.items():
+            if key is None:
+                self.indexed.pop(name, None)
+            else:
+                self.indexed[name] = key
+
 
 class Catalog:
     """The aggregated tool catalogue; ``on_event`` must be a supervisor listener and ``run()`` a task."""
@@ -39,9 +67,11 @@ class Catalog:
         self.gate = gate or TrustGate()
         self._entries: dict[str, tuple[tuple[ToolInfo, ...], int, dict[str, ToolEntry]]] = {}
         self._by_name: dict[str, tuple[str, str]] | None = None
-        self._index = ToolIndex(params or Params())
-        self._indexed: dict[str, tuple[tuple[ToolInfo, ...], int]] = {}
+        # Queries read the front index; the back one is brought up to date off the loop and swapped in.
+        self._front, self._back = _Version(params or Params()), _Version(params or Params())
         self._index_lock = anyio.Lock()
+        self._reindex = anyio.Event()
+        self._indexed_event = anyio.Event()
         self._inspections: dict[str, Inspection] = {}
         self._inspecting: dict[str, anyio.Lock] = {}
         self._to_review, self._review_queue = anyio.create_memory_object_stream[str](_REVIEW_BACKLOG)
@@ -54,10 +84,13 @@ class Catalog:
                 self._to_review.send_nowait(event.server)
 
     async def run(self) -> None:
-        """Review servers queued by ``on_event``, one at a time, until cancelled."""
-        async for name in self._review_queue:
-            with contextlib.suppress(UnknownServer):
-                await self.review(self._supervisor.actor(name))
+        """Review servers queued by ``on_event`` and index large changes off the loop, until cancelled."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._index_in_background)
+            async for name in self._review_queue:
+                with contextlib.suppress(UnknownServer):
+                    await self.review(self._supervisor.actor(name))
+            tg.cancel_scope.cancel()
 
     async def review(self, actor: ServerActor) -> Review:
         """The trust gate's verdict on what the server says now; new texts are inspected off the loop."""
@@ -156,39 +189,80 @@ class Catalog:
             for name in servers:
                 self._supervisor.actor(name)  # UnknownServer for a name not configured
         async with self._index_lock:
-            await self._sync_index()
-            wanted = set(servers) if servers is not None else None
-            hits = self._index.search(query, limit=limit, servers=wanted, prior=prior)
+            await self._sync_small_changes()
+        wanted = set(servers) if servers is not None else None
+        hits = self._front.index.search(query, limit=limit, servers=wanted, prior=prior)
         found = []
         for hit in hits:
-            entry = (await self._server_entries(self._supervisor.actor(hit.server))).get(hit.tool)
+            try:
+                actor = self._supervisor.actor(hit.server)
+            except UnknownServer:
+                continue  # removed since the index was built
+            if actor.state not in LIVE_STATES:
+                continue  # down since: the background index has yet to drop it
+            entry = (await self._server_entries(actor)).get(hit.tool)
             if entry is not None:
                 parts = {k: round(v, 4) for k, v in hit.parts.items()} if explain and hit.parts else None
                 found.append(msgspec.structs.replace(entry, score=round(hit.score, 4), score_parts=parts))
         return found
 
-    async def _sync_index(self) -> None:
+    @property
+    def indexing(self) -> bool:
+        """Whether changes wait for the background index (queries leave them out meanwhile)."""
+        return self._reindex.is_set()
+
+    async def wait_indexed(self) -> None:
+        """Wait until the background index has taken in every change seen by a query so far."""
+        while self.indexing:
+            await self._indexed_event.wait()
+
+    async def _changes(
+        self, version: _Version
+    ) -> tuple[dict[str, list[ToolText]], dict[str, IndexKey | None]]:
+        """What ``version`` lacks: new texts per changed server ([] for one gone) and its new key."""
         live = {actor.name: actor for actor in self._supervisor.actors() if actor.state in LIVE_STATES}
-        for name in [name for name in self._indexed if name not in live]:
-            self._index.remove_server(name)
-            del self._indexed[name]
-        # A server is re-indexed when its tool list or the trust gate's verdict on it changed.
-        changed: dict[str, tuple[tuple[ToolInfo, ...], int]] = {}
-        texts: dict[str, list[ToolText]] = {}
+        texts: dict[str, list[ToolText]] = {name: [] for name in version.indexed if name not in live}
+        keys: dict[str, IndexKey | None] = dict.fromkeys(texts)
         for name, actor in live.items():
             allowed = await self._allowed_tools(actor)  # reviews first, so the revision below is current
             key = (actor.tools, self.gate.revision(name))
-            indexed = self._indexed.get(name)
+            indexed = version.indexed.get(name)
+            # A server is re-indexed when its tool list or the trust gate's verdict on it changed.
             if indexed is None or indexed[0] is not key[0] or indexed[1] != key[1]:
-                changed[name] = key
+                keys[name] = key
                 description = self.describe(actor)
                 texts[name] = [_tool_text(actor, tool, description) for tool in allowed]
-        if not changed:
-            return
-        # Analysing thousands of tools (the first query after a start) takes seconds of CPU:
-        # off the event loop, so calls and status keep flowing meanwhile.
-        await anyio.to_thread.run_sync(self._index.replace_servers, texts)
-        self._indexed.update(changed)
+        return texts, keys
+
+    async def _sync_small_changes(self) -> None:
+        """Index small changes into the front index now; leave larger ones to the background."""
+        texts, keys = await self._changes(self._front)
+        budget, now = _INLINE_TOOLS, []
+        # A removal costs about what the server's indexed tools did.
+        sizes = {name: len(texts[name]) or len(self._front.indexed.get(name, ((), 0))[0]) for name in texts}
+        for name in sorted(texts, key=sizes.__getitem__):
+            if sizes[name] <= budget:
+                budget -= sizes[name]
+                now.append(name)
+        if now:
+            self._front.apply({n: texts[n] for n in now}, {n: keys[n] for n in now})
+        if len(now) < len(texts) and not self._reindex.is_set():
+            self._reindex.set()
+
+    async def _index_in_background(self) -> None:
+        while True:
+            await self._reindex.wait()
+            back = self._back
+            async with self._index_lock:
+                texts, keys = await self._changes(back)
+            # Analysing thousands of tools takes seconds of CPU: off the loop, on the index no
+            # query reads, so queries go on meanwhile (answered from the front index).
+            await anyio.to_thread.run_sync(back.apply, texts, keys)
+            self._front, self._back = back, self._front
+            self._reindex = anyio.Event()
+            # Small changes made to the old front since are found again by the next query.
+            self._indexed_event.set()
+            self._indexed_event = anyio.Event()
 
     def resolve(self, name: str) -> tuple[str, str]:
         """(server, tool) for a qualified name, also for a server that is restarting right now."""

@@ -1,0 +1,43 @@
+"""Scale: a ranked query is answered from the index as it was while a large re-index runs off the loop."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from mcpd.config.model import Config
+from mcpd.model.states import ServerState
+from mcpd.registry.catalog import Catalog
+from mcpd.supervisor.supervisor import open_supervisor
+from mcpd.testing import fixture_server
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_query_during_a_large_reindex_does_not_wait_for_it() -> None:
+    """A server listing 600 tools: the query that finds it un-indexed returns at once with the small
+    server's tools (indexed on the loop) and without the big one's (left to the background index);
+    once the background index is swapped in, the same query ranks the big server's tools too."""
+    config = Config(
+        source="<test>",
+        servers=(
+            fixture_server("big", "--tools", "600", "--no-control", connect_timeout=120),
+            fixture_server("small"),
+        ),
+    )
+    async with open_supervisor(config) as supervisor:
+        catalog = Catalog(supervisor)
+        supervisor.add_listener(catalog.on_event)
+        for name in ("big", "small"):
+            await supervisor.actor(name).wait_state(ServerState.RUNNING, timeout=150)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(catalog.run)
+            first = await catalog.search("tool echo")
+            assert catalog.indexing  # the big change waits for the background index ...
+            assert {t.server for t in first} == {"small"}  # ... and the query did not wait for it
+            with anyio.fail_after(60):
+                await catalog.wait_indexed()
+            second = await catalog.search("tool echo", limit=5000)
+            assert sum(t.server == "big" for t in second) == 600
+            assert any(t.server == "small" for t in second)
+            tg.cancel_scope.cancel()
