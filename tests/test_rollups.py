@@ -18,7 +18,18 @@ from mcpd.discovery.text import terms
 from mcpd.store.db import MIGRATIONS, Store
 from mcpd.store.sketch import ERROR_BOUND, MIN_MS, Sketch
 from mcpd.store.sql import transaction
-from mcpd.store.usage import DAY, HOUR, StoredCall, failed, prior_rows, prune, tool_rows, write_calls
+from mcpd.store.usage import (
+    DAY,
+    HOUR,
+    PERIODS,
+    WEEK,
+    StoredCall,
+    failed,
+    prior_rows,
+    prune,
+    tool_rows,
+    write_calls,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -52,7 +63,7 @@ def exact_rollups(db: sqlite3.Connection) -> dict[tuple[int, int, str, str], tup
     """(period, start, server, tool) -> (calls, failures, ok, last use), counted from the rows in Python."""
     out: dict[tuple[int, int, str, str], tuple[int, int, int, float]] = {}
     for ts, server, tool, outcome in db.execute("SELECT ts, server, tool, outcome FROM calls"):
-        for period in (HOUR, DAY):
+        for period in PERIODS:
             key = (period, int(ts / period) * period, server, tool)
             calls, failures, ok, last = out.get(key, (0, 0, 0, 0.0))
             out[key] = (calls + 1, failures + failed(outcome), ok + (outcome == "ok"), max(last, ts))
@@ -136,10 +147,10 @@ def test_merged_sketches_equal_one_sketch_of_everything() -> None:
 
 
 async def test_rollups_agree_with_raw_rows(tmp_path: Path) -> None:
-    """After many batches spanning hour and day boundaries, every hour and day rollup equals the
-    aggregate of its rows (calls, failures, successes, last use, latency sketch)."""
+    """After many batches spanning hour, day and week boundaries, every rollup equals the aggregate
+    of its rows (calls, failures, successes, last use, latency sketch)."""
     store = Store.open(tmp_path / "usage.db")
-    calls = synthetic_calls(6_000, days=4, seed=1)
+    calls = synthetic_calls(6_000, days=16, seed=1)
     await store.run(lambda db: write_batches(db, calls, 97))
 
     def check(db: sqlite3.Connection) -> None:
@@ -161,11 +172,11 @@ async def test_rollups_agree_with_raw_rows(tmp_path: Path) -> None:
     store.close()
 
 
-@pytest.mark.parametrize("window_hours", [None, 0.5, 1, 5.25, 24, 30.7, 24 * 3 + 0.1, 24 * 20])
+@pytest.mark.parametrize("window_hours", [None, 0.5, 1, 5.25, 24, 30.7, 24 * 3 + 0.1, 24 * 9.5, 24 * 20])
 async def test_report_over_a_window_matches_the_rows(tmp_path: Path, window_hours: float | None) -> None:
     """A window read from rows, hour and day rollups gives the figures of the rows in the window."""
     store = Store.open(tmp_path / "usage.db")
-    calls = synthetic_calls(4_000, days=10, seed=2)
+    calls = synthetic_calls(4_000, days=25, seed=2)
     await store.run(lambda db: write_batches(db, calls, 500))
     since = None if window_hours is None else NOW - window_hours * HOUR
     await store.run(lambda db: assert_report_matches_rows(db, since))
@@ -182,7 +193,7 @@ async def test_migration_from_version_3_backfills_rollups(tmp_path: Path) -> Non
         old.executemany(
             "INSERT INTO calls (ts, client, session, server, tool, duration_ms, outcome, error_class, query)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            synthetic_calls(3_000, days=6, seed=3),
+            synthetic_calls(3_000, days=15, seed=3),
         )
     old.close()
     store = Store.open(path)
@@ -208,9 +219,10 @@ async def test_migration_from_version_3_backfills_rollups(tmp_path: Path) -> Non
 
 async def test_pruning_removes_whole_days_and_keeps_rollups_equal_to_rows(tmp_path: Path) -> None:
     """Pruning to 3 days cuts at a day start: nothing younger than 3 days goes, nothing of the cut
-    days stays, and rollups and the report still equal the remaining rows."""
+    days stays, the week holding the cut keeps only its remaining days, and rollups and the
+    report still equal the remaining rows."""
     store = Store.open(tmp_path / "usage.db")
-    calls = synthetic_calls(5_000, days=9, seed=4)
+    calls = synthetic_calls(5_000, days=20, seed=4)
     await store.run(lambda db: write_batches(db, calls, 250))
     removed = await store.run(lambda db: prune(db, 3, now=NOW))
 
@@ -221,7 +233,10 @@ async def test_pruning_removes_whole_days_and_keeps_rollups_equal_to_rows(tmp_pa
         assert (
             oldest >= cut and db.execute("SELECT COUNT(*) FROM calls").fetchone()[0] == len(calls) - removed
         )
-        assert db.execute("SELECT MIN(start) FROM call_rollups").fetchone()[0] >= cut
+        assert (
+            db.execute("SELECT MIN(start) FROM call_rollups WHERE period < ?", (WEEK,)).fetchone()[0] >= cut
+        )
+        assert db.execute("SELECT MIN(start) FROM call_rollups").fetchone()[0] == int(cut / WEEK) * WEEK
         assert stored_rollups(db) == exact_rollups(db)
         assert_report_matches_rows(db, None)
 

@@ -115,7 +115,7 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (server, subject)
     ) WITHOUT ROWID;
     """,
-    # 4: per tool and hour, and per tool and UTC day: counts, last use and a latency sketch,
+    # 4: per tool and hour, UTC day and week: counts, last use and a latency sketch,
     # backfilled from the calls so far (mcpd.store.usage keeps them; the report and the prior read
     # them instead of every call). The per-tool index of calls served only those reads.
     """
@@ -142,6 +142,11 @@ MIGRATIONS: tuple[str, ...] = (
             SUM(outcome != 'ok'), MAX(ts), COALESCE(MAX(CASE WHEN outcome = 'ok' THEN ts END), 0),
             latency_sketch(duration_ms)
         FROM calls GROUP BY day, server, tool;
+    INSERT INTO call_rollups
+        SELECT 604800, CAST(ts / 604800 AS INTEGER) * 604800 AS week, server, tool, COUNT(*),
+            SUM(outcome = 'ok'), SUM(outcome != 'ok'), MAX(ts),
+            COALESCE(MAX(CASE WHEN outcome = 'ok' THEN ts END), 0), latency_sketch(duration_ms)
+        FROM calls GROUP BY week, server, tool;
     DROP INDEX calls_tool;
     """,
 )

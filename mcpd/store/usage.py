@@ -1,13 +1,14 @@
 """Tool calls and capability requests: batched writes, rollups, totals for the ranking prior, retention,
 and the report's per-tool figures.
 
-Every call is a row of ``calls`` (kept for the retention period) and counts in two rollups
-of ``call_rollups``: its tool's hour and its tool's day (UTC), each with calls, successes,
+Every call is a row of ``calls`` (kept for the retention period) and counts in three
+rollups of ``call_rollups``: its tool's hour, UTC day and week, each with calls, successes,
 failures, last use and a latency sketch (``mcpd.store.sketch``). Rollups are written in the
-same transaction as the rows they count and pruned on day boundaries with them, so they
-always equal an aggregate of the rows. A report reads whole days and hours from rollups
-and only the part of its window before the first whole hour from rows: a fixed handful of
-rows per tool whatever the store holds.
+same transaction as the rows they count and pruned on day boundaries with them (the week
+holding the cut is rebuilt from its remaining days), so they always equal an aggregate of
+the rows. A report reads whole weeks, days and hours from rollups and only the part of its
+window before the first whole hour from rows: at most ~45 rollups per tool over 90 days,
+whatever the store holds.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from mcpd.store.sketch import Sketch
 from mcpd.store.sql import transaction
 
 HOUR = 3600
-DAY = 86400
+DAY = 24 * HOUR
+WEEK = 7 * DAY
+PERIODS = (HOUR, DAY, WEEK)
+"""Rollup periods, each a whole number of the one before; weeks start on the epoch's weekday."""
 
 PendingCall = tuple[float, float, str | None, str | None, str, str, str, str | None, str | None]
 """A call as the event loop queues it, built without any work: (``time.perf_counter()`` at the
@@ -142,17 +146,13 @@ def write_calls(
                 entry[0] += ok
                 entry[1] += bad
                 entry[2] = max(entry[2], ts)
-    days: dict[tuple[int, str, str], _Rollup] = {}
-    for (hour, server, tool), rollup in hours.items():
-        days.setdefault((period_start(hour, DAY), server, tool), _Rollup()).add(rollup)
-    conn.executemany(
-        _UPSERT_ROLLUP,
-        [
-            (period, start, server, tool, r.calls, r.ok, r.failures, r.last_ts, r.last_ok, r.sketch.blob())
-            for period, level in ((HOUR, hours), (DAY, days))
-            for (start, server, tool), r in level.items()
-        ],
-    )
+    levels = [hours]
+    for period in PERIODS[1:]:
+        coarser: dict[tuple[int, str, str], _Rollup] = {}
+        for (start, server, tool), rollup in levels[-1].items():
+            coarser.setdefault((period_start(start, period), server, tool), _Rollup()).add(rollup)
+        levels.append(coarser)
+    _upsert_rollups(conn, zip(PERIODS, levels, strict=True))
     if term_counts:
         conn.executemany(
             _UPSERT_TERM,
@@ -161,9 +161,22 @@ def write_calls(
                 for (term, server, tool), (ok, bad, last) in term_counts.items()
             ],
         )
-    tools = [(server, tool, r.ok, r.failures, r.last_ok) for (_, server, tool), r in days.items()]
+    tools = [(server, tool, r.ok, r.failures, r.last_ok) for (_, server, tool), r in levels[-1].items()]
     terms = [(term, server, tool, int(ok)) for (term, server, tool), (ok, _, _) in term_counts.items() if ok]
     return tools, terms
+
+
+def _upsert_rollups(
+    conn: sqlite3.Connection, levels: Iterable[tuple[int, dict[tuple[int, str, str], _Rollup]]]
+) -> None:
+    conn.executemany(
+        _UPSERT_ROLLUP,
+        [
+            (period, start, server, tool, r.calls, r.ok, r.failures, r.last_ts, r.last_ok, r.sketch.blob())
+            for period, level in levels
+            for (start, server, tool), r in level.items()
+        ],
+    )
 
 
 def write_capabilities(conn: sqlite3.Connection, requests: Sequence[CapabilityRecord]) -> None:
@@ -207,13 +220,13 @@ def tool_rows(conn: sqlite3.Connection, since: float | None) -> list[ToolRow]:
     """Every tool called at or after ``since`` (ever, if None), by server then tool.
 
     The window is read as: rows before its first whole hour, hour rollups before its
-    first whole day, day rollups after that.
+    first whole day, day rollups before its first whole week, week rollups after that.
     """
     totals: dict[tuple[str, str], _Totals] = {}
-    first_day = 0
-    if since is not None:
+    if since is None:
+        _add_rollups(conn, totals, WEEK, 0, None)
+    else:
         first_hour = _ceil(since, HOUR)
-        first_day = _ceil(first_hour, DAY)
         for server, tool, duration_ms, outcome, ts in conn.execute(
             "SELECT server, tool, duration_ms, outcome, ts FROM calls WHERE ts >= ? AND ts < ?",
             (since, first_hour),
@@ -223,8 +236,11 @@ def tool_rows(conn: sqlite3.Connection, since: float | None) -> list[ToolRow]:
             entry.failures += failed(outcome)
             entry.last_used = max(entry.last_used, ts)
             entry.sketch.add(duration_ms)
-        _add_rollups(conn, totals, HOUR, first_hour, first_day)
-    _add_rollups(conn, totals, DAY, first_day, None)
+        first = first_hour
+        for period, coarser in zip(PERIODS, [*PERIODS[1:], None], strict=True):
+            end = _ceil(first, coarser) if coarser is not None else None
+            _add_rollups(conn, totals, period, first, end)
+            first = end or 0
     return [
         ToolRow(server, tool, t.calls, t.failures, t.last_used, *t.sketch.percentiles((0.5, 0.95)))
         for (server, tool), t in sorted(totals.items())
@@ -257,13 +273,13 @@ def capability_rows(conn: sqlite3.Connection, since: float | None) -> list[tuple
 
 
 def prior_rows(conn: sqlite3.Connection) -> tuple[list[ToolTotals], list[TermTotals]]:
-    """Totals per tool (from the day rollups) and per (term, tool), for ``UsagePrior.load``."""
+    """Totals per tool (from the week rollups) and per (term, tool), for ``UsagePrior.load``."""
     tools = [
         (server, tool, int(ok), int(failures), float(last_ok))
         for server, tool, ok, failures, last_ok in conn.execute(
             "SELECT server, tool, SUM(ok), SUM(failures), MAX(last_ok) FROM call_rollups"
             " WHERE period = ? GROUP BY server, tool",
-            (DAY,),
+            (WEEK,),
         )
     ]
     terms = [
@@ -278,13 +294,35 @@ def prior_rows(conn: sqlite3.Connection) -> tuple[list[ToolTotals], list[TermTot
 def prune(conn: sqlite3.Connection, retention_days: float, now: float | None = None) -> int:
     """Delete whole days older than the retention; returns the number of calls removed.
 
-    The cut is at the start of a UTC day, so calls and their hour and day rollups go
-    together and the rollups stay equal to the rows: at least ``retention_days`` are kept.
+    The cut is at the start of a UTC day, so calls go with their hour and day rollups, and
+    the week holding the cut is rebuilt from its remaining days: the rollups stay equal to
+    the rows. At least ``retention_days`` are kept.
     """
     cutoff = period_start((time.time() if now is None else now) - retention_days * DAY, DAY)
+    week = period_start(cutoff, WEEK)
     with transaction(conn):
         removed = conn.execute("DELETE FROM calls WHERE ts < ?", (cutoff,)).rowcount
         conn.execute("DELETE FROM call_rollups WHERE period IN (?, ?) AND start < ?", (HOUR, DAY, cutoff))
+        if week < cutoff:
+            remaining: dict[tuple[int, str, str], _Rollup] = {}
+            for server, tool, calls, ok, failures, last_ts, last_ok, blob in conn.execute(
+                "SELECT server, tool, calls, ok, failures, last_ts, last_ok, sketch FROM call_rollups"
+                " WHERE period = ? AND start >= ? AND start < ?",
+                (DAY, cutoff, week + WEEK),
+            ):
+                day = _Rollup()
+                day.calls, day.ok, day.failures, day.last_ts, day.last_ok = (
+                    calls,
+                    ok,
+                    failures,
+                    last_ts,
+                    last_ok,
+                )
+                day.sketch.merge(blob)
+                remaining.setdefault((week, server, tool), _Rollup()).add(day)
+            conn.execute("DELETE FROM call_rollups WHERE period = ? AND start = ?", (WEEK, week))
+            _upsert_rollups(conn, [(WEEK, remaining)])
+        conn.execute("DELETE FROM call_rollups WHERE period = ? AND start < ?", (WEEK, week))
         conn.execute("DELETE FROM capability_requests WHERE ts < ?", (cutoff,))
         conn.execute("DELETE FROM term_tool WHERE last_ts < ?", (cutoff,))
     return int(removed)
