@@ -51,6 +51,13 @@ async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Daem
         + fixture_toml("offbrew", description="Install macOS packages with Homebrew", enabled=False)
     )
     async with running_daemon(path) as running:
+        # Large servers join the ranking once the background index has taken them in.
+        seen = 0
+        while True:
+            event = await running.wait_for("index.updated", timeout=180, after=seen)
+            if event["tools"] >= SERVERS * TOOLS_EACH:
+                break
+            seen = running.events.index(event) + 1
         yield running
 
 

@@ -8,16 +8,20 @@ tool list is not the one indexed are re-indexed, and only those.
 A query never waits for a large re-index. Changes of up to ``_INLINE_TOOLS`` tools are
 indexed on the loop before the query (a few ms); larger ones (a server listing 10k tools,
 200 servers at start) are indexed off the loop into the second of two indexes, which is
-then swapped in. Meanwhile queries are answered from the index as it was: a freshly
-changed server's tools join the ranking once indexed (``wait_indexed``).
+then swapped in (logged as ``index.updated``). Every server event starts that background
+update, so the index is usually current before a query asks. Meanwhile queries are
+answered from the index as it was: a freshly changed server's tools join the ranking once
+indexed (``wait_indexed``).
 """
 
 from __future__ import annotations
 
 import contextlib
+from typing import NamedTuple
 
 import anyio
 import msgspec
+import structlog
 
 from mcpd.discovery.index import Params, ToolIndex, ToolText, schema_params
 from mcpd.discovery.prior import UsagePrior
@@ -31,6 +35,8 @@ from mcpd.supervisor.actor import ServerActor
 from mcpd.supervisor.supervisor import Supervisor
 from mcpd.trust.gate import Inspection, Review, TrustGate, inspect
 
+log = structlog.get_logger("mcpd.registry")
+
 _REVIEW_BACKLOG = 1024
 """Servers waiting for a background review; more are dropped (a reader reviews them anyway)."""
 
@@ -41,6 +47,14 @@ IndexKey = tuple[tuple[ToolInfo, ...], int]
 """What an index holds of a server: its tool list (by identity) and the trust gate's revision."""
 
 
+class _Change(NamedTuple):
+    """A server to re-index: its allowed tools, its description, and what the index will hold of it."""
+
+    tools: list[ToolInfo]
+    description: str
+    key: IndexKey
+
+
 class _Version:
     """One of the two indexes, with what it holds of each server."""
 
@@ -48,13 +62,19 @@ class _Version:
         self.index = ToolIndex(params)
         self.indexed: dict[str, IndexKey] = {}
 
-    def apply(self, texts: dict[str, list[ToolText]], keys: dict[str, IndexKey | None]) -> None:
-        self.index.replace_servers(texts)
-        for name, key in keys.items():
-            if key is None:
+    def apply(self, changes: dict[str, _Change | None]) -> None:
+        """Re-index the changed servers (their texts are built here too: off the loop when large)."""
+        self.index.replace_servers(
+            {
+                name: [_tool_text(name, tool, change.description) for tool in change.tools] if change else []
+                for name, change in changes.items()
+            }
+        )
+        for name, change in changes.items():
+            if change is None:
                 self.indexed.pop(name, None)
             else:
-                self.indexed[name] = key
+                self.indexed[name] = change.key
 
 
 class Catalog:
@@ -78,6 +98,8 @@ class Catalog:
 
     def on_event(self, event: ServerEvent) -> None:
         self._by_name = None
+        # Index what changed at once, in the background, so it is ready before most queries.
+        self._reindex.set()
         # Review a server as soon as it is live or its tools change, so findings are logged at once.
         with contextlib.suppress(UnknownServer, anyio.WouldBlock):
             if self._supervisor.actor(event.server).state in LIVE_STATES:
@@ -216,37 +238,35 @@ class Catalog:
         while self.indexing:
             await self._indexed_event.wait()
 
-    async def _changes(
-        self, version: _Version
-    ) -> tuple[dict[str, list[ToolText]], dict[str, IndexKey | None]]:
-        """What ``version`` lacks: new texts per changed server ([] for one gone) and its new key."""
+    async def _changes(self, version: _Version) -> dict[str, _Change | None]:
+        """Servers whose tools ``version`` lacks (None: a server gone)."""
         live = {actor.name: actor for actor in self._supervisor.actors() if actor.state in LIVE_STATES}
-        texts: dict[str, list[ToolText]] = {name: [] for name in version.indexed if name not in live}
-        keys: dict[str, IndexKey | None] = dict.fromkeys(texts)
+        changes: dict[str, _Change | None] = {name: None for name in version.indexed if name not in live}
         for name, actor in live.items():
             allowed = await self._allowed_tools(actor)  # reviews first, so the revision below is current
             key = (actor.tools, self.gate.revision(name))
             indexed = version.indexed.get(name)
             # A server is re-indexed when its tool list or the trust gate's verdict on it changed.
             if indexed is None or indexed[0] is not key[0] or indexed[1] != key[1]:
-                keys[name] = key
-                description = self.describe(actor)
-                texts[name] = [_tool_text(actor, tool, description) for tool in allowed]
-        return texts, keys
+                changes[name] = _Change(allowed, self.describe(actor), key)
+        return changes
 
     async def _sync_small_changes(self) -> None:
         """Index small changes into the front index now; leave larger ones to the background."""
-        texts, keys = await self._changes(self._front)
-        budget, now = _INLINE_TOOLS, []
+        changes = await self._changes(self._front)
         # A removal costs about what the server's indexed tools did.
-        sizes = {name: len(texts[name]) or len(self._front.indexed.get(name, ((), 0))[0]) for name in texts}
-        for name in sorted(texts, key=sizes.__getitem__):
+        sizes = {
+            name: len(change.tools) if change else len(self._front.indexed[name][0])
+            for name, change in changes.items()
+        }
+        budget, now = _INLINE_TOOLS, {}
+        for name in sorted(changes, key=sizes.__getitem__):
             if sizes[name] <= budget:
                 budget -= sizes[name]
-                now.append(name)
+                now[name] = changes[name]
         if now:
-            self._front.apply({n: texts[n] for n in now}, {n: keys[n] for n in now})
-        if len(now) < len(texts) and not self._reindex.is_set():
+            self._front.apply(now)
+        if len(now) < len(changes) and not self._reindex.is_set():
             self._reindex.set()
 
     async def _index_in_background(self) -> None:
@@ -254,12 +274,13 @@ class Catalog:
             await self._reindex.wait()
             back = self._back
             async with self._index_lock:
-                texts, keys = await self._changes(back)
+                changes = await self._changes(back)
             # Analysing thousands of tools takes seconds of CPU: off the loop, on the index no
             # query reads, so queries go on meanwhile (answered from the front index).
-            await anyio.to_thread.run_sync(back.apply, texts, keys)
+            await anyio.to_thread.run_sync(back.apply, changes)
             self._front, self._back = back, self._front
             self._reindex = anyio.Event()
+            log.info("index.updated", servers=len(back.indexed), tools=len(back.index))
             # Small changes made to the old front since are found again by the next query.
             self._indexed_event.set()
             self._indexed_event = anyio.Event()
@@ -284,9 +305,9 @@ class Catalog:
         )
 
 
-def _tool_text(actor: ServerActor, tool: ToolInfo, server_description: str) -> ToolText:
+def _tool_text(server: str, tool: ToolInfo, server_description: str) -> ToolText:
     return ToolText(
-        server=actor.name,
+        server=server,
         tool=tool.name,
         description=tool.description or tool.title or "",
         server_description=server_description,
