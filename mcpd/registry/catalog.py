@@ -91,6 +91,7 @@ class Catalog:
         self._front, self._back = _Version(params or Params()), _Version(params or Params())
         self._index_lock = anyio.Lock()
         self._reindex = anyio.Event()
+        self._building = False
         self._indexed_event = anyio.Event()
         self._inspections: dict[str, Inspection] = {}
         self._inspecting: dict[str, anyio.Lock] = {}
@@ -231,10 +232,10 @@ class Catalog:
     @property
     def indexing(self) -> bool:
         """Whether changes wait for the background index (queries leave them out meanwhile)."""
-        return self._reindex.is_set()
+        return self._building or self._reindex.is_set()
 
     async def wait_indexed(self) -> None:
-        """Wait until the background index has taken in every change seen by a query so far."""
+        """Wait until the background index has taken in every change it has heard of."""
         while self.indexing:
             await self._indexed_event.wait()
 
@@ -272,14 +273,16 @@ class Catalog:
     async def _index_in_background(self) -> None:
         while True:
             await self._reindex.wait()
-            back = self._back
-            async with self._index_lock:
+            self._reindex = anyio.Event()  # a change from now on starts another round
+            back, self._building = self._back, True
+            try:
                 changes = await self._changes(back)
-            # Analysing thousands of tools takes seconds of CPU: off the loop, on the index no
-            # query reads, so queries go on meanwhile (answered from the front index).
-            await anyio.to_thread.run_sync(back.apply, changes)
+                # Analysing thousands of tools takes seconds of CPU: off the loop, on the index
+                # no query reads, so queries go on meanwhile (answered from the front index).
+                await anyio.to_thread.run_sync(back.apply, changes)
+            finally:
+                self._building = False
             self._front, self._back = back, self._front
-            self._reindex = anyio.Event()
             log.info("index.updated", servers=len(back.indexed), tools=len(back.index))
             # Small changes made to the old front since are found again by the next query.
             self._indexed_event.set()
