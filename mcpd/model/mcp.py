@@ -50,7 +50,7 @@ class Incoming(msgspec.Struct, frozen=True):
     has ``id`` and ``result`` or ``error``.
     """
 
-    id: RequestId | None | UnsetType = UNSET
+    id: RequestId | UnsetType | None = UNSET
     method: str | UnsetType = UNSET
     params: msgspec.Raw = msgspec.Raw(b"{}")
 
@@ -58,7 +58,7 @@ class Incoming(msgspec.Struct, frozen=True):
 class Route(msgspec.Struct, frozen=True):
     """Just enough of a message to route it: the relay decodes only this."""
 
-    id: RequestId | None | UnsetType = UNSET
+    id: RequestId | UnsetType | None = UNSET
     method: str | UnsetType = UNSET
 
 
