@@ -160,9 +160,9 @@ async def snippet(core: Core) -> str:
     """An ``<available_mcps>`` block: each configured server's id and short description, XML-escaped.
 
     Servers the verifier blocks are left out (and a server's own instructions are not passed
-    on when the verifier found something in them). A server that is not running (yet) carries
-    its state, so a prompt built during a cold start still names every server; disabled
-    servers are left out.
+    on when the verifier found something in them). A server that is not running (yet), or
+    degraded, carries its state, so a prompt built during a cold start still names every
+    server; disabled servers are left out.
     """
     serving = {actor.name for actor in await core.catalog.serving()}
     lines = ["<available_mcps>"]
@@ -172,7 +172,7 @@ async def snippet(core: Core) -> str:
         # A server never yet started has nothing to describe it but its config.
         known = actor.config.description or actor.server_info or actor.tools
         description = escape(one_line(core.catalog.describe(actor), 200)) if known else ""
-        state = "" if actor.state in LIVE_STATES else f' state="{actor.state}"'
+        state = "" if actor.state is ServerState.RUNNING else f' state="{actor.state}"'
         lines.append(f'  <mcp id="{escape(actor.name, {chr(34): "&quot;"})}"{state}>{description}</mcp>')
     lines.append("</available_mcps>")
     return "\n".join(lines)

@@ -32,7 +32,7 @@ from mcpd.model import mcp
 from mcpd.model.protocol import ToolsCallParams, ToolsListParams
 from mcpd.model.servers import ServerEvent, StateChanged, ToolsChanged
 from mcpd.model.states import LIVE_STATES, ServerState
-from mcpd.model.tools import ToolResult
+from mcpd.model.tools import ToolEntry, ToolResult
 
 log = structlog.get_logger("mcpd.front")
 
@@ -159,6 +159,11 @@ class HostSession:
         self._held: list[bytes] = []
         """Notifications waiting for the host to finish initializing."""
         self._list_changed_due = False
+        self._listed: list[ToolEntry] | None = None
+        self._connecting: set[str] = set()
+        """``preconnect`` servers being connected right now."""
+        self._background: set[asyncio.Task[None]] = set()
+        """The tools the host was last given (None: unknown, any change is announced)."""
         self._timers: list[asyncio.TimerHandle] = []
         self._problems: dict[str, str] = {}
         """Why each ``preconnect`` server could not be connected (reported once each)."""
@@ -205,6 +210,10 @@ class HostSession:
         """The host is gone: cancel its requests (and so its calls in the servers)."""
         for timer in self._timers:
             timer.cancel()
+        for task in self._background:
+            task.cancel()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
         await self._tasks.aclose()
 
     def on_event(self, event: ServerEvent) -> None:
@@ -304,33 +313,50 @@ class HostSession:
         self.caller = Caller(name if name != "unknown" else self._hello_client, self.caller.session)
 
     def _list_changed(self) -> None:
-        """Send ``tools/list_changed`` once for all the changes of this loop turn."""
+        """Send ``tools/list_changed`` if the tools differ from those last listed, once per loop turn."""
         if self._list_changed_due:
             return
         self._list_changed_due = True
 
-        def send() -> None:
-            self._list_changed_due = False
+        self._in_background(self._announce())
+
+    async def _announce(self) -> None:
+        self._list_changed_due = False  # a change from here on is announced again
+        # A server flapping between degraded and backoff with no tools changes nothing to list.
+        if await self._entries() != self._listed:
+            self._listed = None
             self._notify(mcp.TOOLS_LIST_CHANGED)
 
-        asyncio.get_running_loop().call_soon(send)
+    def _in_background(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` for this session (cancelled when it closes), from synchronous code."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     # -- preconnect ----------------------------------------------------------------------------
 
     def _try_preconnect(self, name: str) -> bool:
-        """Connect ``name`` if it runs now; True once it is connected."""
-        actor = self.core.supervisor.actor(name)
-        if actor.state not in LIVE_STATES:
+        """Connect ``name`` if it runs now; True if it does (the connection is under way)."""
+        if name in self._connecting:
+            return True
+        # Running, not just live: a degraded server (handshake failing) would join with no tools.
+        if self.core.supervisor.actor(name).state is not ServerState.RUNNING:
             return False
+        self._connecting.add(name)
+        self._in_background(self._preconnect(name))
+        return True
+
+    async def _preconnect(self, name: str) -> None:
         try:
-            calls.connect_server(self.core, self.connected, name)
+            await calls.connect_server(self.core, self.connected, name)
         except McpdError as exc:
             self._preconnect_failed(name, exc.message)
-            return False
+            return
+        finally:
+            self._connecting.discard(name)
         self.preconnect.discard(name)
         self._list_changed()
         self._state_changed()
-        return True
 
     def _preconnect_overdue(self, name: str) -> None:
         if name in self.preconnect:
@@ -349,19 +375,22 @@ class HostSession:
 
     # -- what hosts ask ------------------------------------------------------------------------
 
-    def instructions(self) -> str:
-        text = f"MCP servers available through mcpd:\n{calls.snippet(self.core)}"
+    async def instructions(self) -> str:
+        text = f"MCP servers available through mcpd:\n{await calls.snippet(self.core)}"
         if self._problems:
             text += "\nServers asked for but not connected:\n" + "\n".join(self._problems.values())
         return text
 
-    def tools(self) -> list[mcp.Tool]:
+    async def _entries(self) -> list[ToolEntry]:
         if self.expose_all:
-            entries = self.core.catalog.tools()
-        else:
-            names = sorted(n for n in self.connected if n in self.core.supervisor.names())
-            entries = self.core.catalog.tools(names) if names else []
-        return [*meta.TOOLS, *(meta.as_tool(entry) for entry in entries)]
+            return await self.core.catalog.tools()
+        names = sorted(n for n in self.connected if n in self.core.supervisor.names())
+        return await self.core.catalog.tools(names) if names else []
+
+    async def tools(self) -> list[mcp.Tool]:
+        """The host's tool list: the meta tools, then those of connected servers (or of all)."""
+        self._listed = await self._entries()
+        return [*meta.TOOLS, *(meta.as_tool(entry) for entry in self._listed)]
 
     def learned_query(self) -> str | None:
         """The last search query, if recent enough to have led to a call made now."""
@@ -393,7 +422,7 @@ class HostSession:
         if name == meta.SEARCH:
             return await self._search(arguments)
         if name == meta.CONNECT:
-            return self._connect(str(arguments.get("server", "")))
+            return await self._connect(str(arguments.get("server", "")))
         if name == meta.CALL:
             tool, inner = arguments.get("tool"), arguments.get("arguments") or {}
             if not isinstance(tool, str) or not isinstance(inner, dict):
@@ -425,8 +454,8 @@ class HostSession:
             text or "No tool matches; consider mcpd_request_capability.", structured={"tools": found}
         )
 
-    def _connect(self, server: str) -> mcp.CallToolResult:
-        connected = calls.connect_server(self.core, self.connected, server)
+    async def _connect(self, server: str) -> mcp.CallToolResult:
+        connected = await calls.connect_server(self.core, self.connected, server)
         names = ", ".join(t.name for t in connected.tools) or "(no tools)"
         if connected.already:
             return _text(f"{server} was already connected: {names}")
@@ -452,7 +481,7 @@ async def _initialize(session: HostSession, params: mcp.InitializeParams) -> mcp
         protocol_version=asked if asked in mcp.PROTOCOL_VERSIONS else mcp.LATEST_PROTOCOL_VERSION,
         capabilities=_CAPABILITIES,
         server_info=mcp.Implementation(name="mcpd", version=mcpd.__version__),
-        instructions=session.instructions(),
+        instructions=await session.instructions(),
     )
 
 
@@ -468,7 +497,7 @@ async def _set_level(session: HostSession, params: mcp.SetLevelParams) -> mcp.Em
 
 @_request("tools/list", mcp.Paginated)
 async def _list_tools(session: HostSession, params: mcp.Paginated) -> mcp.ListToolsResult:
-    return mcp.ListToolsResult(tools=session.tools())
+    return mcp.ListToolsResult(tools=await session.tools())
 
 
 @_request("tools/call", mcp.CallToolParams)
