@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -33,7 +32,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcpd.daemon.logging import configure_logging
-from mcpd.testing import fixture_command
+from mcpd.testing import fixture_command, pids_with_args
 from mcpd.testing.daemon import running_daemon
 
 SESSIONS = 8
@@ -48,19 +47,6 @@ async def session(command: str, args: list[str]) -> AsyncIterator[ClientSession]
         await client.initialize()
         await client.list_tools()
         yield client
-
-
-def bridges_on(socket: Path) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"bridge" in argv and str(socket).encode() in argv:
-                found.append(int(entry))
-    return found
 
 
 def memory_kb(pid: int) -> tuple[int, int, int]:
@@ -125,7 +111,7 @@ async def main(count: int, seconds: float, calls: int) -> None:
                 }
                 print(f"  {label:<36}{rates[label][1]:>12,.0f}{rates[label][SESSIONS]:>12,.0f}")
 
-            bridges = bridges_on(daemon.socket)
+            bridges = pids_with_args("bridge", str(daemon.socket))
             pids = [daemon.process.pid, *bridges]
             before = {pid: cpu_seconds(pid) for pid in pids}
             per_session = calls // SESSIONS

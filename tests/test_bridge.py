@@ -25,7 +25,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcpd.client.aio import connect
 from mcpd.model.mcp import DAEMON_RESTARTED
-from mcpd.testing import fixture_toml, process_gone
+from mcpd.testing import fixture_toml, pids_with_args, process_gone
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -65,7 +65,7 @@ class Host:
         self.list_changed = anyio.Event()
 
     async def call(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
-        with anyio.fail_after(30):
+        with anyio.fail_after(120):  # a guard against a hang, not a bound: machines can be slow
             result = await self.session.call_tool(name, arguments or {})
         assert isinstance(result, types.CallToolResult)
         return result
@@ -97,7 +97,7 @@ async def bridge(socket: Path, *flags: str, errlog: TextIO = sys.stderr) -> Asyn
     ):
         host = Host(session)
         host_ref.append(host)
-        with anyio.fail_after(60):
+        with anyio.fail_after(120):
             host.instructions = (await session.initialize()).instructions or ""
         yield host
 
@@ -211,16 +211,7 @@ async def test_sessions_and_the_prompt_snippet(daemon: DaemonProcess) -> None:
 
 
 def _daemons_on(socket: Path) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"serve" in argv and str(socket).encode() in argv:
-                found.append(int(entry))
-    return found
+    return pids_with_args("serve", str(socket))
 
 
 @asynccontextmanager
