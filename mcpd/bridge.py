@@ -157,7 +157,7 @@ class Relay:
         if self.channel is None:
             due.append(self._retry_at)
         if self.waiting:
-            due.append(self.waiting[0][0] + GAP_WAIT)
+            due.append(min(item[0] for item in self.waiting) + GAP_WAIT)
         return max(0.0, min(due) - time.monotonic()) if due else None
 
     def _tick(self) -> None:
