@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 
 from mcpd.client import _wire
-from mcpd.errors import ProtocolError, TransportError
+from mcpd.errors import PeerRejected, ProtocolError, TransportError
 from mcpd.ipc.endpoint import peer_uid
 from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer, frame
 from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, HelloResult, Response
@@ -104,7 +104,7 @@ def _connect(path: Path, timeout: float) -> socket.socket:
     uid = peer_uid(sock)
     if uid is not None and uid != os.getuid():
         sock.close()
-        raise ProtocolError(
+        raise PeerRejected(
             f"the socket {path} is served by uid {uid}, not by this user", {"socket": str(path)}
         )
     return sock
