@@ -1,249 +1,306 @@
-"""``mcpd bridge``: an MCP stdio server that any MCP host launches as if it were one server.
+"""``mcpd bridge``: relays a host's MCP stdio to the daemon, where the host's session lives.
 
-A thin client of the daemon: every bridge shares the daemon's one set of servers. It
-offers meta tools (search, connect a server, call any tool, report a missing capability)
-plus the tools of the servers this bridge's session has connected; connecting a server
-or a change in a connected server's tools sends ``notifications/tools/list_changed``.
-``--all`` exposes every tool for hosts that ignore list_changed.
+The daemon speaks MCP to the host (``mcpd.front``); this process only carries bytes:
+newline-delimited JSON-RPC from stdin becomes one frame each on a daemon connection
+upgraded to ``mcp``, and frames from the daemon become lines on stdout. One thread and
+``selectors``, no event loop, no MCP SDK: a bridge costs a few MB per host.
+
+It parses only what it must (with msgspec): the ids and methods of the host's requests,
+to answer them itself during a gap, and the daemon's private session notification, the
+state it hands a new daemon to carry the session on.
+
+When the daemon goes away (a restart, a crash) the bridge stays: it reconnects with
+backoff, starting a daemon itself after ``AUTOSTART_AFTER`` unless ``--no-autostart``,
+resumes the session and sends the host ``notifications/tools/list_changed``. A request
+that arrives during the gap waits up to ``GAP_WAIT`` and is then sent (or answered with
+an error); a request the daemon held when it went away is answered with an error, except
+read-only ones (``RESENDABLE``), which are simply sent again. stdin EOF ends the bridge.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from functools import partial
+import os
+import selectors
+import sys
+import time
 from pathlib import Path
-from typing import Any
 
-import anyio
-import mcp_types as types
-import structlog
-from anyio.abc import TaskGroup
-from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel.server import NotificationOptions, Server
-from mcp.server.session import ServerSession
-from mcp.server.stdio import stdio_server
+import msgspec
 
-from mcpd.client.aio import AsyncClient, connect
 from mcpd.client.autostart import ensure_daemon
+from mcpd.client.channel import Channel, open_channel
 from mcpd.errors import McpdError
-from mcpd.model.protocol import Progress
-from mcpd.model.servers import CallActivity, Event, ToolsChanged
-from mcpd.model.tools import ToolEntry, ToolResult
-from mcpd.registry import reserved
+from mcpd.model import mcp
 
-log = structlog.get_logger("mcpd.bridge")
+GAP_WAIT = 60.0
+"""Seconds a host request waits for a daemon to come back (a host's usual request timeout)."""
+AUTOSTART_AFTER = 1.0
+"""Seconds without a daemon before the bridge starts one (a service manager may be restarting it)."""
+AUTOSTART_RETRY = 10.0
+"""Seconds between two attempts to start a daemon that did not come up."""
+FIRST_DELAY, MAX_DELAY = 0.05, 1.0
+"""Reconnect backoff: the first retry, doubled up to this."""
+RESENDABLE = frozenset(
+    {
+        "initialize",
+        "ping",
+        "tools/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+        "logging/setLevel",
+    }
+)
+"""Requests with no effect besides their answer: sent again after a reconnect."""
 
-SEARCH = "mcpd_search_tools"
-CONNECT = "mcpd_connect_server"
-CALL = "mcpd_call_tool"
-
-_META_TOOLS = [
-    types.Tool(
-        name=SEARCH,
-        description=(
-            "Find the tools that fit a task among every MCP server mcpd runs. Returns the best "
-            "matches, ranked, with their input schemas; connect a server to get its tools directly, "
-            f"or call any of them with {CALL}."
-        ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "What you want to do, in plain words."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
-                "budget_tokens": {
-                    "type": "integer",
-                    "minimum": 50,
-                    "default": 2000,
-                    "description": "Upper bound on the size of the answer, in tokens.",
-                },
-            },
-            "required": ["query"],
-        },
-    ),
-    types.Tool(
-        name=CONNECT,
-        description="Connect an MCP server: its tools join this tool list (the list is then re-sent).",
-        input_schema={
-            "type": "object",
-            "properties": {
-                "server": {"type": "string", "description": "Server id, as in the search results."}
-            },
-            "required": ["server"],
-        },
-    ),
-    types.Tool(
-        name=CALL,
-        description=f"Call any tool by its qualified name (server__tool), as returned by {SEARCH}.",
-        input_schema={
-            "type": "object",
-            "properties": {
-                "tool": {"type": "string", "description": "Qualified tool name, server__tool."},
-                "arguments": {"type": "object", "description": "The tool's arguments."},
-            },
-            "required": ["tool"],
-        },
-    ),
-    types.Tool(name=reserved.NAME, description=reserved.DESCRIPTION, input_schema=reserved.SCHEMA),
-]
+_route = msgspec.json.Decoder(mcp.Route)
+_session = msgspec.json.Decoder(mcp.SessionEnvelope)
+_encoder = msgspec.json.Encoder()
+_SESSION_MARK = mcp.SESSION_NOTIFICATION.encode()
+_LIST_CHANGED = _encoder.encode(mcp.Notification(mcp.TOOLS_LIST_CHANGED)) + b"\n"
 
 
-def _text(text: str, *, error: bool = False, structured: Any = None) -> types.CallToolResult:
-    return types.CallToolResult(
-        content=[types.TextContent(text=text)], is_error=error, structured_content=structured
-    )
+def _log(event: str, **fields: object) -> None:
+    """One JSON line on stderr (stdout is the MCP channel)."""
+    sys.stderr.write(_encoder.encode({"event": event, "level": "warning", **fields}).decode() + "\n")
+    sys.stderr.flush()
 
 
-def _relay(result: ToolResult) -> types.CallToolResult:
-    """A daemon result as the host's SDK expects it: content blocks, structured content, error flag."""
-    return types.CallToolResult.model_validate(
-        {
-            "content": result.content,
-            "structuredContent": result.structured_content,
-            "isError": result.is_error,
-        }
-    )
+def _route_of(line: bytes) -> mcp.Route | None:
+    try:
+        return _route.decode(line)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None  # the daemon answers what it cannot parse
 
 
-def _as_tool(entry: ToolEntry) -> types.Tool:
-    schema = entry.input_schema if entry.input_schema.get("type") == "object" else {"type": "object"}
-    return types.Tool(name=entry.name, title=entry.title, description=entry.description, input_schema=schema)
+def _request_id(route: mcp.Route | None) -> mcp.RequestId | None:
+    """The id of a request (not a notification, not a response)."""
+    if route is None or isinstance(route.method, msgspec.UnsetType):
+        return None
+    if isinstance(route.id, msgspec.UnsetType) or route.id is None:
+        return None
+    return route.id
 
 
-class Bridge:
-    """The handlers of one bridge process, over one daemon connection."""
+def _response_id(route: mcp.Route | None) -> mcp.RequestId | None:
+    """The id a response answers (None for requests and notifications)."""
+    if route is None or not isinstance(route.method, msgspec.UnsetType):
+        return None
+    return None if isinstance(route.id, msgspec.UnsetType) else route.id
 
-    def __init__(self, client: AsyncClient, expose_all: bool) -> None:
-        self.client = client
-        self.expose_all = expose_all
-        self.host: ServerSession | None = None
-        self.connected: set[str] = set()
-        self.tasks: TaskGroup | None = None
 
-    async def list_tools(
-        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        self.host = ctx.session
-        if self.expose_all:
-            entries = [e for e in await self.client.tools() if e.name != reserved.NAME]
-        else:
-            entries = (await self.client.session_tools()).tools
-        return types.ListToolsResult(tools=[*_META_TOOLS, *(_as_tool(e) for e in entries)])
+def _error_line(request_id: mcp.RequestId, code: int, message: str) -> bytes:
+    return _encoder.encode(mcp.ErrorResponse(request_id, mcp.ErrorObject(code, message))) + b"\n"
 
-    async def call_tool(
-        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        self.host = ctx.session
-        arguments = dict(params.arguments or {})
+
+class Relay:
+    """One host's stdio and one daemon connection, and what waits while there is none."""
+
+    def __init__(
+        self,
+        socket_path: Path | None,
+        *,
+        config: Path | None,
+        state: mcp.SessionState,
+        autostart: bool,
+        stdin: int = 0,
+        stdout: int = 1,
+    ) -> None:
+        self.socket_path = socket_path
+        self.config = config
+        self.autostart = autostart
+        self.state = _encoder.encode(state)
+        """What the daemon needs to carry the session on: our options at first, then its latest state."""
+        self.channel: Channel | None = None
+        self.inflight: dict[mcp.RequestId, tuple[str, bytes | None]] = {}
+        """Requests the daemon holds: their method, and their line if they may be sent again."""
+        self.waiting: list[tuple[float, bytes, mcp.Route | None]] = []
+        """Host messages read while there is no daemon: when, the line, its route."""
+        self.initialized = False
+        """The host has sent ``initialize``: after a reconnect it is told to list tools again."""
+        self._stdin, self._stdout = stdin, stdout
+        self._selector = selectors.DefaultSelector()
+        self._gap_since = 0.0
+        self._retry_at = 0.0
+        self._delay = FIRST_DELAY
+        self._autostart_at = 0.0
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Relay until the host closes stdin; returns the exit status."""
+        if self.autostart:
+            ensure_daemon(self.socket_path, config=self.config)
+        self._attach(self._open())
+        self._selector.register(self._stdin, selectors.EVENT_READ)
+        pending = b""
+        while True:
+            for key, _ in self._selector.select(self._timeout()):
+                if key.fd == self._stdin:
+                    chunk = os.read(self._stdin, 256 * 1024)
+                    if not chunk:
+                        self._close()
+                        return 0
+                    *lines, pending = (pending + chunk).split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            self._from_host(line)
+                elif self.channel is not None:
+                    self._from_daemon()
+            self._tick()
+
+    def _timeout(self) -> float | None:
+        due: list[float] = []
+        if self.channel is None:
+            due.append(self._retry_at)
+        if self.waiting:
+            due.append(min(item[0] for item in self.waiting) + GAP_WAIT)
+        return max(0.0, min(due) - time.monotonic()) if due else None
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        if self.channel is None and now >= self._retry_at:
+            self._reconnect(now)
+        expired = [item for item in self.waiting if now - item[0] >= GAP_WAIT]
+        if not expired:
+            return
+        self.waiting = [item for item in self.waiting if now - item[0] < GAP_WAIT]
+        answers = []
+        for _, _, route in expired:
+            request_id = _request_id(route)
+            if request_id is not None:
+                message = f"no mcpd daemon came back within {GAP_WAIT:g}s; try again later"
+                answers.append(_error_line(request_id, mcp.DAEMON_UNAVAILABLE, message))
+        self._write(b"".join(answers))
+
+    # -- host -> daemon ---------------------------------------------------------------------
+
+    def _from_host(self, line: bytes) -> None:
+        route = _route_of(line)
+        if route is not None and route.method == "initialize":
+            self.initialized = True
+        if self.channel is None:
+            self.waiting.append((time.monotonic(), line, route))
+            return
+        self._forward(line, route)
+
+    def _forward(self, line: bytes, route: mcp.Route | None) -> None:
+        assert self.channel is not None
+        request_id = _request_id(route)
+        if request_id is not None and route is not None and isinstance(route.method, str):
+            self.inflight[request_id] = (route.method, line if route.method in RESENDABLE else None)
         try:
-            if params.name == SEARCH:
-                return await self._search(arguments)
-            if params.name == CONNECT:
-                return await self._connect(str(arguments.get("server", "")))
-            if params.name == CALL:
-                tool = arguments.get("tool")
-                inner = arguments.get("arguments") or {}
-                if not isinstance(tool, str) or not isinstance(inner, dict):
-                    return _text("`tool` must be a string and `arguments` an object", error=True)
-                return _relay(await self.client.call_tool(tool, inner, on_progress=self._relay_progress(ctx)))
-            return _relay(
-                await self.client.call_tool(params.name, arguments, on_progress=self._relay_progress(ctx))
-            )
-        except McpdError as exc:
-            # The host's model sees why, and can try something else.
-            return _text(f"{type(exc).__name__}: {exc.message}", error=True)
+            self.channel.send(line)
+        except McpdError:
+            # Never delivered: it waits for the next daemon like any message of the gap.
+            if request_id is not None:
+                self.inflight.pop(request_id, None)
+            self.waiting.insert(0, (time.monotonic(), line, route))
+            self._lost()
 
-    def _relay_progress(self, ctx: ServerRequestContext[Any]) -> Callable[[Progress], None] | None:
-        """Forward the daemon's progress updates to the host, if the host asked for progress."""
-        meta: dict[str, Any] = dict(ctx.meta or {})
-        token = meta.get("progress_token", meta.get("progressToken"))
-        if token is None or self.tasks is None:
-            return None
-        tasks, session = self.tasks, ctx.session
+    # -- daemon -> host ---------------------------------------------------------------------
 
-        def relay(update: Progress) -> None:
-            tasks.start_soon(
-                partial(
-                    session.send_progress_notification,
-                    token,
-                    update.progress,
-                    update.total,
-                    update.message,
-                    related_request_id=str(ctx.request_id) if ctx.request_id is not None else None,
-                )
-            )
+    def _from_daemon(self) -> None:
+        assert self.channel is not None
+        try:
+            frames = self.channel.receive()
+        except McpdError:
+            self._lost()
+            return
+        self._deliver(frames)
 
-        return relay
+    def _deliver(self, frames: list[bytes]) -> None:
+        out: list[bytes] = []
+        for data in frames:
+            if _SESSION_MARK in data[:80]:
+                try:
+                    self.state = bytes(_session.decode(data).params)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    pass
+                else:
+                    continue  # private to the relay: the host never sees it
+            answered = _response_id(_route_of(data))
+            if answered is not None:
+                self.inflight.pop(answered, None)
+            out.append(data)
+            out.append(b"\n")
+        self._write(b"".join(out))
 
-    async def _search(self, arguments: dict[str, Any]) -> types.CallToolResult:
-        query = arguments.get("query")
-        if not isinstance(query, str) or not query.strip():
-            return _text("`query` must be a non-empty string", error=True)
-        limit = int(arguments.get("limit") or 10)
-        budget = int(arguments.get("budget_tokens") or 2000)
-        result = await self.client.search(query, limit=limit, budget_tokens=budget, include_reserved=False)
-        found = [
-            {"name": t.name, "server": t.server, "description": t.description, "score": t.score}
-            for t in result.tools
-        ]
-        text = result.rendered.text if result.rendered is not None else json.dumps(found)
-        return _text(
-            text or "No tool matches; consider mcpd_request_capability.", structured={"tools": found}
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.write(self._stdout, view)
+            view = view[written:]
+
+    # -- the daemon connection --------------------------------------------------------------
+
+    def _open(self) -> Channel:
+        return open_channel(self.socket_path, mode="mcp", name="mcpd-bridge", resume=self.state, timeout=10.0)
+
+    def _attach(self, channel: Channel) -> None:
+        self.channel = channel
+        self._selector.register(channel.sock, selectors.EVENT_READ)
+        self._deliver(channel.backlog)
+
+    def _close(self) -> None:
+        if self.channel is not None:
+            self._selector.unregister(self.channel.sock)
+            self.channel.close()
+            self.channel = None
+
+    def _lost(self) -> None:
+        """The daemon went away: answer or keep what it held, and start reconnecting."""
+        self._close()
+        now = time.monotonic()
+        resend: list[tuple[float, bytes, mcp.Route | None]] = []
+        answers: list[bytes] = []
+        for request_id, (method, line) in self.inflight.items():
+            if line is not None:
+                resend.append((now, line, mcp.Route(request_id, method)))
+            else:
+                message = f"the mcpd daemon restarted during {method}; it may or may not have run"
+                answers.append(_error_line(request_id, mcp.DAEMON_RESTARTED, message))
+        self.inflight.clear()
+        self.waiting = resend + self.waiting
+        self._write(b"".join(answers))
+        self._gap_since = now
+        self._retry_at = now
+        self._delay = FIRST_DELAY
+        _log("bridge.daemon_lost", failed=len(answers), resent=len(resend))
+
+    def _reconnect(self, now: float) -> None:
+        try:
+            if self.autostart and now - self._gap_since >= AUTOSTART_AFTER and now >= self._autostart_at:
+                self._autostart_at = now + AUTOSTART_RETRY
+                ensure_daemon(self.socket_path, config=self.config, timeout=AUTOSTART_RETRY)
+            channel = self._open()
+        except McpdError:
+            self._retry_at = time.monotonic() + self._delay
+            self._delay = min(MAX_DELAY, self._delay * 2)
+            return
+        self._attach(channel)
+        _log(
+            "bridge.reconnected",
+            gap_s=round(time.monotonic() - self._gap_since, 3),
+            waiting=len(self.waiting),
         )
-
-    async def _connect(self, server: str) -> types.CallToolResult:
-        connected = await self.client.connect_server(server)
-        self.connected.add(server)
-        names = ", ".join(t.name for t in connected.tools) or "(no tools)"
-        if connected.already:
-            return _text(f"{server} was already connected: {names}")
-        await self.list_changed()
-        return _text(f"Connected {server}; its tools are now in your tool list: {names}")
-
-    async def list_changed(self) -> None:
-        if self.host is not None:
-            await self.host.send_tool_list_changed()
-
-    async def follow_daemon(self) -> None:
-        """Re-send the tool list when a connected server's tools (or liveness) change."""
-        events = await self.client.subscribe()
-        async for event in events:
-            if self._concerns_us(event):
-                await self.list_changed()
-
-    def _concerns_us(self, event: Event) -> bool:
-        if isinstance(event, CallActivity) or not (self.expose_all or event.server in self.connected):
-            return False
-        if isinstance(event, ToolsChanged):
-            return True
-        live = ("running", "degraded")
-        return (event.old in live) != (event.new in live)
+        if self.initialized:
+            # The new daemon's servers may differ: the host should list the tools again.
+            self._write(_LIST_CHANGED)
+        waiting, self.waiting = self.waiting, []
+        for _, line, route in waiting:
+            if self.channel is None:  # lost again while sending: keep the rest for the next one
+                self.waiting.append((now, line, route))
+            else:
+                self._forward(line, route)
 
 
-async def run_bridge(
+def run_bridge(
     socket_path: Path | None, *, config: Path | None, preconnect: list[str], expose_all: bool, autostart: bool
 ) -> int:
-    """Serve MCP on stdin/stdout until the host closes it."""
-    if autostart:
-        await anyio.to_thread.run_sync(lambda: ensure_daemon(socket_path, config=config))
-    async with connect(socket_path, name="mcpd-bridge") as client:
-        bridge = Bridge(client, expose_all)
-        for name in preconnect:
-            try:
-                await bridge._connect(name)
-            except McpdError as exc:
-                log.warning("bridge.preconnect_failed", server=name, error=exc.message)
-        instructions = await client.snippet()
-        server: Server[Any] = Server(
-            "mcpd",
-            instructions=f"MCP servers available through mcpd:\n{instructions}",
-            on_list_tools=bridge.list_tools,
-            on_call_tool=bridge.call_tool,
-        )
-        options = server.create_initialization_options(NotificationOptions(tools_changed=True))
-        async with stdio_server() as (read, write), anyio.create_task_group() as tg:
-            bridge.tasks = tg
-            tg.start_soon(bridge.follow_daemon)
-            await server.run(read, write, options)
-            tg.cancel_scope.cancel()
-    return 0
+    """Serve a host on stdin/stdout until it closes stdin."""
+    state = mcp.SessionState(preconnect=sorted(set(preconnect)), expose_all=expose_all)
+    return Relay(socket_path, config=config, state=state, autostart=autostart).run()

@@ -372,27 +372,19 @@ def run_client_command(args: argparse.Namespace) -> int:
 
 
 def _bridge(args: argparse.Namespace) -> int:
-    import anyio
-
     from mcpd.bridge import run_bridge
-    from mcpd.daemon.logging import configure_logging
 
-    # stdout is the MCP channel: logs go to stderr, warnings and up.
-    configure_logging("warning", "json")
     try:
-        status: int = anyio.run(
-            lambda: run_bridge(
-                args.socket,
-                config=args.config,
-                preconnect=args.connect,
-                expose_all=args.all,
-                autostart=not args.no_autostart,
-            )
+        return run_bridge(
+            args.socket,
+            config=args.config,
+            preconnect=args.connect,
+            expose_all=args.all,
+            autostart=not args.no_autostart,
         )
     except McpdError as exc:
         print(f"mcpd bridge: {exc}", file=sys.stderr)
         return EXIT_NO_DAEMON if isinstance(exc, DaemonNotRunning) else EXIT_ERROR
-    return status
 
 
 def _check(args: argparse.Namespace) -> int:

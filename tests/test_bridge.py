@@ -1,4 +1,8 @@
-"""`mcpd bridge` driven by the mcp SDK's own client over stdio; sessions; auto-start races."""
+"""`mcpd bridge` driven by the mcp SDK's own client over stdio.
+
+The meta tools, progress, cancellation, sessions, learning from hosts' searches, a daemon
+restarted under a live bridge, cold starts, auto-start races.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +14,18 @@ import tempfile
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import mcp_types as types
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
 
 from mcpd.client.aio import connect
-from mcpd.testing import fixture_toml, process_gone
+from mcpd.model.mcp import DAEMON_RESTARTED
+from mcpd.testing import fixture_toml, pids_with_args, process_gone
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -41,13 +47,25 @@ class Host:
     def __init__(self, session: ClientSession) -> None:
         self.session = session
         self.list_changed = anyio.Event()
+        self.logged: list[str] = []
+        self.log_arrived = anyio.Event()
+        self.instructions = ""
 
     async def on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self.list_changed.set()
+        if isinstance(message, types.LoggingMessageNotification):
+            self.logged.append(str(message.params.data))
+            self.log_arrived.set()
+
+    async def wait_list_changed(self) -> None:
+        """Wait for the next tools/list_changed (and re-arm for the one after)."""
+        with anyio.fail_after(60):
+            await self.list_changed.wait()
+        self.list_changed = anyio.Event()
 
     async def call(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
-        with anyio.fail_after(30):
+        with anyio.fail_after(120):  # a guard against a hang, not a bound: machines can be slow
             result = await self.session.call_tool(name, arguments or {})
         assert isinstance(result, types.CallToolResult)
         return result
@@ -57,9 +75,15 @@ class Host:
 
 
 @asynccontextmanager
-async def bridge(socket: Path, *flags: str) -> AsyncIterator[Host]:
+async def bridge(socket: Path, *flags: str, errlog: TextIO = sys.stderr) -> AsyncIterator[Host]:
+    """A bridge process serving an SDK client session (its stderr goes to ``errlog``)."""
+    state = os.environ.get("XDG_STATE_HOME")
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "mcpd", "bridge", "--socket", str(socket), *flags]
+        command=sys.executable,
+        args=["-m", "mcpd", "bridge", "--socket", str(socket), *flags],
+        # The SDK passes on only a safe subset of the environment: a daemon the bridge starts
+        # must keep its usage store in the test's directory.
+        env={"XDG_STATE_HOME": state} if state else None,
     )
     host_ref: list[Host] = []
 
@@ -68,14 +92,21 @@ async def bridge(socket: Path, *flags: str) -> AsyncIterator[Host]:
             await host_ref[0].on_message(message)
 
     async with (
-        stdio_client(params) as (read, write),
+        stdio_client(params, errlog=errlog) as (read, write),
         ClientSession(read, write, message_handler=forward) as session,
     ):
         host = Host(session)
         host_ref.append(host)
-        with anyio.fail_after(30):
-            await session.initialize()
+        with anyio.fail_after(120):
+            host.instructions = (await session.initialize()).instructions or ""
         yield host
+
+
+async def wait_logged(errlog: Path, event: str) -> None:
+    """Wait until the bridge logged ``event`` (it writes one JSON line per event)."""
+    with anyio.fail_after(30):
+        while event not in errlog.read_text():
+            await anyio.sleep(0.02)
 
 
 def text(result: types.CallToolResult) -> str:
@@ -180,34 +211,42 @@ async def test_sessions_and_the_prompt_snippet(daemon: DaemonProcess) -> None:
 
 
 def _daemons_on(socket: Path) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"serve" in argv and str(socket).encode() in argv:
-                found.append(int(entry))
-    return found
+    return pids_with_args("serve", str(socket))
+
+
+@asynccontextmanager
+async def autostart_socket(tmp_path: Path) -> AsyncIterator[Path]:
+    """A socket path for daemons that bridges start themselves; on exit those daemons are stopped."""
+    socket = Path(tempfile.mkdtemp(prefix="mcpd-auto-", dir="/tmp")) / "mcpd.sock"
+    os.environ["XDG_STATE_HOME"] = str(tmp_path / "state")  # the started daemons' usage store
+    try:
+        yield socket
+    finally:
+        os.environ.pop("XDG_STATE_HOME", None)
+        daemons = _daemons_on(socket)
+        for pid in daemons:
+            os.kill(pid, signal.SIGTERM)
+        with anyio.fail_after(20):
+            while not all(process_gone(pid) for pid in daemons):
+                await anyio.sleep(0.05)
+        shutil.rmtree(socket.parent, ignore_errors=True)
 
 
 async def test_ten_bridges_racing_start_one_daemon(tmp_path: Path) -> None:
     """With no daemon running, ten bridges starting at once end up sharing exactly one."""
     config = tmp_path / "config.toml"
     config.write_text(fixture_toml("solo"))
-    socket = Path(tempfile.mkdtemp(prefix="mcpd-race-", dir="/tmp")) / "mcpd.sock"
-    os.environ["XDG_STATE_HOME"] = str(tmp_path / "state")  # the started daemon's usage store
     pids: list[str] = []
     daemons: list[int] = []
     all_in = anyio.Event()
 
-    async def one() -> None:
-        async with bridge(socket, "--config", str(config)) as host:
-            pids.append(text(await host.call("mcpd_call_tool", {"tool": "solo__pid"})))
-            await all_in.wait()  # stay connected until every bridge is in
+    async with autostart_socket(tmp_path) as socket:
 
-    try:
+        async def one() -> None:
+            async with bridge(socket, "--config", str(config)) as host:
+                pids.append(text(await host.call("mcpd_call_tool", {"tool": "solo__pid"})))
+                await all_in.wait()  # stay connected until every bridge is in
+
         with anyio.fail_after(90):
             async with anyio.create_task_group() as tg:
                 for _ in range(10):
@@ -216,14 +255,132 @@ async def test_ten_bridges_racing_start_one_daemon(tmp_path: Path) -> None:
                     await anyio.sleep(0.05)
                 daemons = _daemons_on(socket)
                 all_in.set()
-        assert len(set(pids)) == 1
-        assert len(daemons) == 1, daemons
+    assert len(set(pids)) == 1
+    assert len(daemons) == 1, daemons
+
+
+async def test_all_exposes_every_tool(daemon: DaemonProcess) -> None:
+    """`--all`: every server's tools are in the host's list from the start, beside the meta tools."""
+    async with bridge(daemon.socket, "--all") as host:
+        names = await host.tool_names()
+    assert names[:4] == [
+        "mcpd_search_tools",
+        "mcpd_connect_server",
+        "mcpd_call_tool",
+        "mcpd_request_capability",
+    ]
+    assert {"tools__echo", "other__echo", "tools__progress"} <= set(names)
+
+
+async def test_hosts_searches_teach_the_ranking(daemon: DaemonProcess) -> None:
+    """A host that searches and then calls teaches the usage prior the query -> tool association:
+    the same search ranks the called tool first afterwards."""
+    query = "generic numbered fixture helper"
+
+    async def ranked(host: Host) -> list[str]:
+        found = await host.call("mcpd_search_tools", {"query": query, "limit": 10})
+        assert found.structured_content is not None
+        return [t["name"] for t in found.structured_content["tools"]]
+
+    async with bridge(daemon.socket) as host:
+        before = await ranked(host)
+        assert "other__tool_2" in before and before[0] != "other__tool_2"
+        called = await host.call("mcpd_call_tool", {"tool": "other__tool_2", "arguments": {"text": "x"}})
+        assert text(called) == "other:tool_2:x"
+        after = await ranked(host)
+    assert after[0] == "other__tool_2"
+    async with connect(daemon.socket) as client:
+        explained = await client.search(query, explain=True)
+    parts = next(t.score_parts for t in explained.tools if t.name == "other__tool_2")
+    assert parts is not None and parts["association"] > 0
+
+
+async def test_daemon_restart_under_a_live_bridge(tmp_path: Path) -> None:
+    """kill -9 of the daemon under a live bridge: the call it held fails with a clear error, a call
+    made during the gap waits and succeeds once a new daemon listens, the host hears list_changed and
+    finds its connected server again; the host never restarts."""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("tools"))
+    async with (
+        running_daemon(config) as first,
+        bridge(first.socket, "--no-autostart", "--connect", "tools") as host,
+    ):
+        assert "tools__echo" in await host.tool_names()
+        started = anyio.Event()
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            started.set()
+
+        async def held_call() -> None:
+            with pytest.raises(MCPError) as failure:
+                await host.session.call_tool(
+                    "tools__progress", {"steps": 1000}, progress_callback=on_progress
+                )
+            assert failure.value.code == DAEMON_RESTARTED and "restarted" in failure.value.error.message
+
+        gap_answer: list[str] = []
+
+        async def gap_call() -> None:
+            gap_answer.append(text(await host.call("tools__echo", {"text": "made during the gap"})))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(held_call)
+            with anyio.fail_after(30):
+                await started.wait()
+            first.signal(signal.SIGKILL)
+            await first.wait_exit()
+            tg.start_soon(gap_call)
+            async with running_daemon(config, socket=first.socket):
+                await host.wait_list_changed()
+                with anyio.fail_after(60):
+                    while not gap_answer:
+                        await anyio.sleep(0.02)
+                assert gap_answer == ["made during the gap"]
+                assert "tools__echo" in await host.tool_names()
+                assert text(await host.call("tools__echo", {"text": "after"})) == "after"
+
+
+async def test_bridge_starts_a_new_daemon_itself(tmp_path: Path) -> None:
+    """With --config, a bridge whose daemon died starts a new one; the host's next call succeeds."""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("solo"))
+    log_path = tmp_path / "bridge.log"
+    errlog = await anyio.to_thread.run_sync(lambda: log_path.open("w"))
+    try:
+        async with (
+            autostart_socket(tmp_path) as socket,
+            bridge(socket, "--config", str(config), "--connect", "solo", errlog=errlog) as host,
+        ):
+            first = _daemons_on(socket)
+            assert len(first) == 1
+            os.kill(first[0], signal.SIGKILL)
+            await wait_logged(log_path, "bridge.daemon_lost")  # so that no call is in flight at the drop
+            assert text(await host.call("solo__echo", {"text": "again"})) == "again"
+            await host.wait_list_changed()
+            second = _daemons_on(socket)
+            assert len(second) == 1 and second != first
     finally:
-        os.environ.pop("XDG_STATE_HOME", None)
-        for pid in _daemons_on(socket):
-            os.kill(pid, signal.SIGTERM)
-            daemons.append(pid)
-        with anyio.fail_after(20):
-            while not all(process_gone(pid) for pid in daemons):
-                await anyio.sleep(0.05)
-        shutil.rmtree(socket.parent, ignore_errors=True)
+        errlog.close()
+
+
+async def test_cold_bridge_connects_servers_as_they_run(tmp_path: Path) -> None:
+    """A cold `bridge --config X --connect S`: the instructions list every configured server (with the
+    state of one that is not running), S's tools reach the host, and a server that cannot start is
+    reported to the host."""
+    config = tmp_path / "config.toml"
+    config.write_text(
+        fixture_toml("quick", description="Quick one")
+        + fixture_toml("stuck", "--hang-initialize", connect_timeout=1.0)
+    )
+    async with (
+        autostart_socket(tmp_path) as socket,
+        bridge(socket, "--config", str(config), "--connect", "quick", "--connect", "stuck") as host,
+    ):
+        assert '<mcp id="quick"' in host.instructions and "Quick one</mcp>" in host.instructions
+        assert '<mcp id="stuck" state=' in host.instructions
+        with anyio.fail_after(60):
+            while "quick__echo" not in await host.tool_names():
+                await host.wait_list_changed()
+        with anyio.fail_after(60):
+            await host.log_arrived.wait()
+        assert any(line.startswith("stuck: not connected") for line in host.logged)

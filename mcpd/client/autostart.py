@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -52,6 +51,9 @@ def ensure_daemon(
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
         if _reachable(path):
             return False
+        # Imported here: a bridge that finds its daemon running never pays for subprocess.
+        import subprocess  # noqa: PLC0415
+
         argv = [sys.executable, "-m", "mcpd", "serve", "--socket", str(path), "--log-format", "json"]
         if config is not None:
             argv += ["--config", str(config)]

@@ -21,6 +21,8 @@ from mcpd.daemon.notify import Notifier
 from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.text import terms
 from mcpd.errors import ConfigError, McpdError
+from mcpd.front import socket as mcp_socket
+from mcpd.front.hosts import Hosts
 from mcpd.ipc import endpoint
 from mcpd.ipc.server import Limits, RpcServer
 from mcpd.model.states import LIVE_STATES
@@ -196,9 +198,14 @@ async def _serve_with(
             prior=prior,
             notifier=notifier,
         )
-        rpc = RpcServer(methods, daemon, _limits(config))
+        limits = _limits(config)
+        # Hosts' MCP sessions (``mcpd bridge``) live here, on connections upgraded by their hello.
+        hosts = Hosts(daemon, max_in_flight=limits.max_in_flight)
+        upgrades = {mcp_socket.MODE: functools.partial(mcp_socket.serve_socket, hosts)}
+        rpc = RpcServer(methods, daemon, limits, upgrades)
         supervisor.add_listener(catalog.on_event)
         supervisor.add_listener(rpc.broadcast)
+        supervisor.add_listener(hosts.on_event)
         if notifier.enabled:
             supervisor.add_listener(lambda event: notifier.status(summary(supervisor)))
         async with anyio.create_task_group() as tg:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from xml.sax.saxutils import escape
 
 import anyio
 import msgspec
@@ -15,21 +13,16 @@ import structlog
 
 from mcpd.config.load import load_config
 from mcpd.config.model import Config
-from mcpd.daemon.activity import Activity
 from mcpd.daemon.notify import Notifier
 from mcpd.discovery.groups import group_similar
-from mcpd.discovery.prior import UsagePrior
-from mcpd.discovery.render import one_line, render
 from mcpd.discovery.select import Candidate, select_servers
 from mcpd.errors import (
     CallTimeout,
     ConfigError,
-    InvalidParams,
     McpdError,
-    NotApproved,
-    ServerNotRunning,
-    TransportError,
 )
+from mcpd.front import calls
+from mcpd.front.core import Caller, Core
 from mcpd.ipc.server import Connection, MethodTable, current_request
 from mcpd.model.protocol import (
     MAX_CALL_PARAMS,
@@ -57,11 +50,9 @@ from mcpd.model.protocol import (
 from mcpd.model.servers import ServerStatus
 from mcpd.model.states import LIVE_STATES, ServerState
 from mcpd.model.tools import ToolResult
-from mcpd.model.usage import CapabilityGroup, CapabilityRecord, ReportResult, ToolReport
-from mcpd.registry import reserved
-from mcpd.registry.catalog import Catalog
+from mcpd.model.usage import CapabilityGroup, ReportResult, ToolReport
 from mcpd.store import usage as usage_report
-from mcpd.store.db import Store, StoreUnavailable
+from mcpd.store.db import StoreUnavailable
 from mcpd.supervisor.actor import ServerActor
 from mcpd.supervisor.rawrpc import ProgressCallback
 from mcpd.supervisor.supervisor import Supervisor
@@ -70,20 +61,15 @@ S = ServerState
 log = structlog.get_logger("mcpd.daemon")
 
 
-@dataclass
-class Daemon:
-    """What handlers work on: the supervised set, its catalogue, where the config came from."""
+@dataclass(kw_only=True)
+class Daemon(Core):
+    """What handlers work on: the call path's core, and where the config came from."""
 
-    supervisor: Supervisor
-    catalog: Catalog
     config: Config
     """The config now in force (replaced by each successful reload)."""
     config_path: Path | None
-    usage: Store = field(default_factory=lambda: Store.disabled("usage recording is off"))
-    prior: UsagePrior = field(default_factory=UsagePrior)
     notifier: Notifier = field(default_factory=lambda: Notifier(""))
     reload_lock: anyio.Lock = field(default_factory=anyio.Lock)
-    activity: Activity = field(default_factory=Activity)
 
     async def reload(self) -> ReloadResult:
         """Re-read the config and apply the diff; a broken file raises ``ConfigError`` and changes nothing.
@@ -191,21 +177,7 @@ async def reload(daemon: Daemon, conn: Connection, params: NoParams) -> ReloadRe
 
 @methods.method("tools.list", ToolsListParams)
 async def tools_list(daemon: Daemon, conn: Connection, params: ToolsListParams) -> ToolsListResult:
-    if params.query and params.query.strip():
-        tools = await daemon.catalog.search(
-            params.query, params.servers, params.limit, prior=daemon.prior, explain=params.explain
-        )
-    else:
-        tools = (await daemon.catalog.tools(params.servers))[: params.limit]
-    with_reserved = params.include_reserved and params.servers is None
-    if with_reserved:
-        tools.append(reserved.ENTRY)  # in every registry that is not explicitly about other servers
-    rendered = None
-    if params.budget_tokens is not None:
-        # The reserved tool first, so an agent always learns how to report a missing capability.
-        ordered = [reserved.ENTRY, *tools[:-1]] if with_reserved else tools
-        rendered = render(ordered, params.budget_tokens)
-    return ToolsListResult(tools=tools, rendered=rendered)
+    return await calls.list_tools(daemon, params)
 
 
 _CANNOT_SERVE = frozenset({S.FAILED, S.DISABLED, S.STOPPED})
@@ -224,33 +196,14 @@ async def servers_select(daemon: Daemon, conn: Connection, params: SelectParams)
     return SelectResult(servers=selection.names, scores=scores, fallback=selection.fallback)
 
 
+def _caller(conn: Connection) -> Caller:
+    return Caller(conn.client, str(conn.id))
+
+
 @methods.method("tools.call", ToolsCallParams, max_bytes=MAX_CALL_PARAMS)
 async def tools_call(daemon: Daemon, conn: Connection, params: ToolsCallParams) -> ToolResult:
-    if reserved.is_reserved(params.tool, params.server):
-        capability = params.arguments.get("capability")
-        if not isinstance(capability, str) or not capability.strip():
-            raise InvalidParams(f"{reserved.NAME} needs a non-empty string `capability`")
-        context = params.arguments.get("context")
-        return _request_capability(daemon, conn, capability, context if isinstance(context, str) else None)
-    if params.server is None:
-        server, tool = daemon.catalog.resolve(params.tool)
-    else:
-        server, tool = params.server, params.tool
-    actor = daemon.supervisor.actor(server)
-    held = await daemon.catalog.denied(actor, tool)
-    if held is not None:
-        raise NotApproved(
-            f"{server}/{tool} is held back: {held}", {"server": server, "tool": tool, "reason": held}
-        )
-    call = _CallRecorder(daemon, conn, server, tool, params.query)
     on_progress = _progress_relay(conn, current_request.get()) if params.progress else None
-    try:
-        result = await actor.call_tool(tool, params.arguments, params.timeout, on_progress)
-    except McpdError as exc:
-        call.done(_OUTCOMES.get(type(exc), "error"), type(exc).__name__)
-        raise
-    call.done("tool_error" if result.is_error else "ok")
-    return result
+    return await calls.call_tool(daemon, _caller(conn), params, on_progress)
 
 
 def _progress_relay(conn: Connection, request_id: int) -> ProgressCallback:
@@ -263,73 +216,9 @@ def _progress_relay(conn: Connection, request_id: int) -> ProgressCallback:
     return relay
 
 
-_OUTCOMES: dict[type[McpdError], str] = {CallTimeout: "timeout", TransportError: "transport_error"}
-
-
-@functools.cache
-def _call_log() -> structlog.typing.FilteringBoundLogger:
-    """The configured logger itself: the module's lazy proxy costs a bind per event (~1.5 us)."""
-    bound: structlog.typing.FilteringBoundLogger = log.bind()
-    return bound
-
-
-class _CallRecorder:
-    """Times one call and queues its outcome for the usage store, which also teaches the prior."""
-
-    __slots__ = ("conn", "daemon", "query", "server", "started", "tool")
-
-    def __init__(self, daemon: Daemon, conn: Connection, server: str, tool: str, query: str | None) -> None:
-        self.daemon, self.conn, self.server, self.tool, self.query = daemon, conn, server, tool, query
-        self.started = time.perf_counter()
-
-    def done(self, outcome: str, error_class: str | None = None) -> None:
-        ended = time.perf_counter()
-        # Debug level: a call is the hot path, and a filtered-out event costs nothing.
-        _call_log().debug(
-            "tool.call",
-            server=self.server,
-            tool=self.tool,
-            client=self.conn.client,
-            ms=(ended - self.started) * 1000,
-            outcome=outcome,
-        )
-        if error_class in ("UnknownServer", "UnknownTool", "InvalidParams"):
-            return  # the call never reached a server: nothing to learn about a tool
-        self.daemon.activity.record(self.server, outcome == "ok")
-        # A plain tuple and one clock: the store's thread makes it a row with a unix time,
-        # analyses the query and passes what it learned to the prior, a batch at a time.
-        self.daemon.usage.record_call(
-            (
-                ended,
-                ended - self.started,
-                self.conn.client,
-                str(self.conn.id),
-                self.server,
-                self.tool,
-                outcome,
-                error_class,
-                self.query,
-            )
-        )
-
-
-def _request_capability(daemon: Daemon, conn: Connection, capability: str, context: str | None) -> ToolResult:
-    daemon.usage.record_capability(
-        CapabilityRecord(
-            ts=time.time(),
-            capability=capability.strip(),
-            context=context,
-            client=conn.client,
-            session=str(conn.id),
-        )
-    )
-    log.info("capability.requested", capability=capability.strip(), client=conn.client)
-    return ToolResult(content=[{"type": "text", "text": reserved.acknowledgement(capability.strip())}])
-
-
 @methods.method("capability.request", CapabilityParams)
 async def capability_request(daemon: Daemon, conn: Connection, params: CapabilityParams) -> ToolResult:
-    return _request_capability(daemon, conn, params.capability, params.context)
+    return calls.request_capability(daemon, _caller(conn), params.capability, params.context)
 
 
 @methods.method("report", ReportParams)
@@ -378,19 +267,7 @@ def _report(db: sqlite3.Connection, since: float | None, top: int) -> ReportResu
 @methods.method("session.connect", ServerParams)
 async def session_connect(daemon: Daemon, conn: Connection, params: ServerParams) -> ConnectResult:
     """Activate a live server's tools for this session only."""
-    actor = daemon.supervisor.actor(params.name)
-    if actor.state not in LIVE_STATES:
-        raise ServerNotRunning(
-            f"server {actor.name!r} is {actor.state}" + (f": {actor.last_error}" if actor.last_error else ""),
-            {"server": actor.name, "state": str(actor.state), "last_error": actor.last_error},
-        )
-    review = await daemon.catalog.review(actor)
-    if review.blocked:
-        raise NotApproved(f"server {actor.name!r} is kept out: {review.blocked}", {"server": actor.name})
-    already = params.name in conn.session.activated
-    conn.session.activated.add(params.name)
-    tools = await daemon.catalog.tools([params.name])
-    return ConnectResult(server=params.name, already=already, tools=tools)
+    return await calls.connect_server(daemon, conn.session.activated, params.name)
 
 
 @methods.method("session.tools", NoParams)
@@ -402,17 +279,8 @@ async def session_tools(daemon: Daemon, conn: Connection, params: NoParams) -> S
 
 @methods.method("prompt.snippet", NoParams)
 async def prompt_snippet(daemon: Daemon, conn: Connection, params: NoParams) -> SnippetResult:
-    """An ``<available_mcps>`` block: each live server's id and short description, XML-escaped.
-
-    Servers the verifier blocks are left out, and a server's own instructions are never passed on
-    when the verifier found something in them.
-    """
-    lines = ["<available_mcps>"]
-    for actor in await daemon.catalog.serving():
-        description = escape(one_line(daemon.catalog.describe(actor), 200))
-        lines.append(f'  <mcp id="{escape(actor.name, {chr(34): "&quot;"})}">{description}</mcp>')
-    lines.append("</available_mcps>")
-    return SnippetResult(text="\n".join(lines))
+    """An ``<available_mcps>`` block: each configured server's id and short description, XML-escaped."""
+    return SnippetResult(text=await calls.snippet(daemon))
 
 
 @methods.method("trust.approve", ApproveParams)

@@ -23,7 +23,7 @@ import gc
 import itertools
 import os
 import socket
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -83,6 +83,8 @@ def _only_disconnects(exc: BaseException) -> bool:
 Ctx = TypeVar("Ctx")
 P = TypeVar("P", bound=msgspec.Struct)
 Handler = Callable[[Ctx, "Connection", Any], Awaitable[msgspec.Struct]]
+Upgrade = Callable[["Connection", AsyncIterator[bytes], bytes | None], Awaitable[None]]
+"""Serves a connection whose ``hello`` asked for its mode: (connection, its remaining frames, ``resume``)."""
 
 _NIL = b"\xc0"
 _encoder = msgspec.msgpack.Encoder()
@@ -91,6 +93,8 @@ _ids = itertools.count(1)
 DEFAULT_MAX_PARAMS = 64 * 1024
 """Bytes of params a method accepts unless it declares otherwise."""
 HELLO_MAX_PARAMS = 1024
+UPGRADE_MAX_PARAMS = 64 * 1024
+"""A hello that upgrades the connection (its ``resume`` state included)."""
 """Bytes of ``hello`` params: a version and a client name."""
 
 
@@ -332,10 +336,17 @@ class _InFlight:
 class RpcServer(Generic[Ctx]):
     """Serves ``table`` on a listener, passing ``ctx`` to every handler."""
 
-    def __init__(self, table: MethodTable[Ctx], ctx: Ctx, limits: Limits | None = None) -> None:
+    def __init__(
+        self,
+        table: MethodTable[Ctx],
+        ctx: Ctx,
+        limits: Limits | None = None,
+        upgrades: Mapping[str, Upgrade] | None = None,
+    ) -> None:
         self.table = table
         self.ctx = ctx
         self.limits = limits or Limits()
+        self.upgrades = dict(upgrades or {})
         self.connections: set[Connection] = set()
         self._uid = os.getuid()
         self._churn = Turns(CHURN_PER_ITERATION)
@@ -430,7 +441,8 @@ class RpcServer(Generic[Ctx]):
         in_flight = _InFlight(self.limits.max_in_flight)
         requests = conn.tasks
         try:
-            async for data in conn.stream.frames(self.limits.max_frame):
+            frames = conn.stream.frames(self.limits.max_frame)
+            async for data in frames:
                 try:
                     message = codec.decode_request(data)
                     if not isinstance(message, Request):
@@ -447,6 +459,8 @@ class RpcServer(Generic[Ctx]):
                 if message.method == "cancel":
                     await conn.send(self._cancel(message, requests, conn.id))
                     continue
+                if message.method == "hello" and self.upgrades and await self._upgrade(conn, message, frames):
+                    return
                 params: msgspec.Struct | None = None
                 if len(data) > codec.LARGE_FRAME:
                     self._trimmer.note(len(data))
@@ -536,6 +550,32 @@ class RpcServer(Generic[Ctx]):
             _check_size(request.method, request.params, method.max_bytes)
             params = _decode_params(request.params, method.params)
         return await method.handler(self.ctx, conn, params)
+
+    async def _upgrade(self, conn: Connection, request: Request, frames: AsyncIterator[bytes]) -> bool:
+        """A ``hello`` with a ``mode``: answer it, then hand the connection to that mode's handler.
+
+        Returns False for an ordinary hello (answered the usual way), True once the
+        upgraded connection has been served to its end or the upgrade was refused.
+        """
+        try:
+            params = _decode_params(request.params, HelloParams)
+        except InvalidParams:
+            return False
+        if params.mode is None:
+            return False
+        try:
+            # Above the plain hello's limit: ``resume`` carries a session's state.
+            _check_size("hello", request.params, UPGRADE_MAX_PARAMS)
+            upgrade = self.upgrades.get(params.mode)
+            if upgrade is None:
+                raise ProtocolError(f"unknown connection mode {params.mode!r}", {"mode": params.mode})
+            hello = await self._hello(self.ctx, conn, params)
+        except McpdError as exc:
+            await conn.send(error_response(request.id, exc))
+            return True
+        await conn.send(encode_message(Response(request.id, msgspec.Raw(_encoder.encode(hello)))))
+        await upgrade(conn, frames, params.resume)
+        return True
 
     async def _hello(self, _ctx: Ctx, conn: Connection, params: HelloParams) -> HelloResult:
         if params.protocol != PROTOCOL_VERSION:

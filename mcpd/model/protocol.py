@@ -77,6 +77,10 @@ class NoParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 class HelloParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     protocol: int
     client: Name = "unknown"
+    mode: str | None = None
+    """Upgrade the connection: after the answer, its frames carry this mode's messages (``"mcp"``)."""
+    resume: bytes | None = None
+    """Opaque state for the mode's handler to carry on a session from (e.g. after a daemon restart)."""
 
 
 class HelloResult(msgspec.Struct, frozen=True, kw_only=True):

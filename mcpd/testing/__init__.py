@@ -2,7 +2,8 @@
 
 ``fixture_server()`` builds the config of a fixture server (see ``mcpd.testing.fixture``
 for its misbehaviour flags) and ``fixture_toml()`` the same as a ``[servers.NAME]`` section
-of a config file; ``process_gone()`` tells whether a pid has really exited.
+of a config file; ``process_gone()`` tells whether a pid has really exited, and
+``pids_with_args()`` finds processes by their arguments (Linux).
 """
 
 from __future__ import annotations
@@ -46,6 +47,22 @@ def fixture_toml(name: str, *flags: str, **settings: Any) -> str:
     lines = [f"[servers.{name}]", f"command = {json.dumps(command)}", f"args = {_toml_value(args)}"]
     lines += [f"{key} = {_toml_value(value)}" for key, value in settings.items()]
     return "\n".join(lines) + "\n"
+
+
+def pids_with_args(*args: str) -> list[int]:
+    """Pids of the processes whose argv holds every one of ``args`` (from /proc; Linux only)."""
+    wanted = [arg.encode() for arg in args]
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    argv = cmdline.read().split(b"\0")
+            except OSError:
+                continue
+            if all(arg in argv for arg in wanted):
+                found.append(int(entry))
+    return found
 
 
 def process_gone(pid: int) -> bool:

@@ -1,0 +1,132 @@
+"""A daemon connection upgraded to a mode (``mcp``): a blocking socket carrying raw frames.
+
+``open_channel`` connects, checks that the daemon runs as this user, and says ``hello``
+with the mode (and a ``resume`` state); from then on each frame is one message of that
+mode, as bytes, in both directions. No event loop and no threads, so a relay such as
+``mcpd bridge`` stays small: it selects on ``fileno()`` and calls ``receive()``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import msgspec
+
+from mcpd.client import _wire
+from mcpd.errors import PeerRejected, ProtocolError, TransportError
+from mcpd.ipc.endpoint import peer_uid
+from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer, frame
+from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, HelloResult, Response
+
+_READ = 256 * 1024
+
+
+class Channel:
+    """An upgraded connection; ``receive()`` after ``fileno()`` turned readable."""
+
+    def __init__(
+        self, sock: socket.socket, hello: HelloResult, backlog: list[bytes], frames: FrameBuffer
+    ) -> None:
+        self.sock = sock
+        self.hello = hello
+        self.backlog = backlog
+        """Frames that arrived with the hello answer: take them before waiting on the socket."""
+        self._frames = frames
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def send(self, payload: bytes) -> None:
+        """Send one message; ``TransportError`` if the daemon is gone or stopped reading."""
+        try:
+            self.sock.sendall(frame(payload))
+        except OSError as exc:
+            raise TransportError(f"lost the daemon connection: {exc}") from None
+
+    def receive(self) -> list[bytes]:
+        """The messages that have arrived (perhaps none yet); ``TransportError`` once the daemon is gone."""
+        try:
+            data = self.sock.recv(_READ)
+        except (BlockingIOError, InterruptedError):
+            return []
+        except OSError as exc:
+            raise TransportError(f"lost the daemon connection: {exc}") from None
+        if not data:
+            raise TransportError("the daemon closed the connection")
+        try:
+            return self._frames.feed(data)
+        except ProtocolError:
+            raise TransportError("the daemon sent a malformed frame") from None
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def open_channel(
+    socket_path: str | Path | None,
+    *,
+    mode: str,
+    name: str,
+    resume: bytes | None = None,
+    timeout: float = 10.0,
+) -> Channel:
+    """Connect and upgrade; ``DaemonNotRunning`` if nothing listens, the daemon's error if it refuses."""
+    path = _wire.resolve_socket(socket_path)
+    sock = _connect(path, timeout)
+    try:
+        call = _wire.Call(
+            "hello",
+            HelloParams(protocol=PROTOCOL_VERSION, client=name, mode=mode, resume=resume),
+            HelloResult,
+            timeout,
+        )
+        frames = FrameBuffer(MAX_CLIENT_FRAME)
+        hello, backlog = _hello(sock, call, frames)
+    except BaseException:
+        sock.close()
+        raise
+    # ``timeout`` stays on the socket: a write waits that long at most for a daemon that does
+    # not read; reads happen only when select says there is something to read.
+    return Channel(sock, hello, backlog, frames)
+
+
+def _connect(path: Path, timeout: float) -> socket.socket:
+    """A connected socket to a daemon of this user."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(str(path))
+    except OSError as exc:
+        sock.close()
+        raise _wire.not_running(path, exc) from None
+    uid = peer_uid(sock)
+    if uid is not None and uid != os.getuid():
+        sock.close()
+        raise PeerRejected(
+            f"the socket {path} is served by uid {uid}, not by this user", {"socket": str(path)}
+        )
+    return sock
+
+
+def _hello(
+    sock: socket.socket, call: _wire.Call[HelloResult], frames: FrameBuffer
+) -> tuple[HelloResult, list[bytes]]:
+    try:
+        sock.sendall(call.request(1))
+        received: list[bytes] = []
+        while not received:
+            data = sock.recv(_READ)
+            if not data:
+                raise TransportError("the daemon closed the connection during hello")
+            received = frames.feed(data)
+    except TimeoutError:
+        raise TransportError(f"no answer to hello within {call.timeout:g}s") from None
+    except OSError as exc:
+        raise TransportError(f"lost the daemon connection during hello: {exc}") from None
+    try:
+        response = msgspec.msgpack.decode(received[0], type=Response)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise TransportError(f"the daemon's answer to hello did not decode: {exc}") from None
+    return _wire.result_of(response, call), received[1:]

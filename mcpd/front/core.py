@@ -1,0 +1,28 @@
+"""What every front end's calls work on: the supervised set, its catalogue, the usage store and prior."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mcpd.discovery.prior import UsagePrior
+from mcpd.front.activity import Activity
+from mcpd.registry.catalog import Catalog
+from mcpd.store.db import Store
+from mcpd.supervisor.supervisor import Supervisor
+
+
+@dataclass(kw_only=True)
+class Core:
+    supervisor: Supervisor
+    catalog: Catalog
+    usage: Store = field(default_factory=lambda: Store.disabled("usage recording is off"))
+    prior: UsagePrior = field(default_factory=UsagePrior)
+    activity: Activity = field(default_factory=Activity)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a call is recorded for: the client's name and its session."""
+
+    client: str | None
+    session: str

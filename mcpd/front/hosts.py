@@ -1,0 +1,52 @@
+"""The daemon's live host sessions: opened and closed here, told of every supervisor event."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+
+import anyio
+
+from mcpd.front.core import Caller, Core
+from mcpd.front.session import COLD_START_WAIT, HostSession
+from mcpd.model.mcp import SessionState
+from mcpd.model.servers import ServerEvent
+
+
+class Hosts:
+    """Register ``on_event`` as a supervisor listener; open each host's session with ``open_session``."""
+
+    def __init__(
+        self, core: Core, *, max_in_flight: int = 256, cold_start_wait: float = COLD_START_WAIT
+    ) -> None:
+        self.core = core
+        self.sessions: set[HostSession] = set()
+        self._max_in_flight = max_in_flight
+        self._cold_start_wait = cold_start_wait
+
+    def on_event(self, event: ServerEvent) -> None:
+        for session in list(self.sessions):
+            session.on_event(event)
+
+    @contextlib.asynccontextmanager
+    async def open_session(
+        self, send: Callable[[bytes], None], caller: Caller, state: SessionState, *, report_state: bool
+    ) -> AsyncIterator[HostSession]:
+        """A session for one host, live until the block ends (then its requests are cancelled)."""
+        session = HostSession(
+            self.core,
+            send,
+            caller=caller,
+            state=state,
+            report_state=report_state,
+            max_in_flight=self._max_in_flight,
+            cold_start_wait=self._cold_start_wait,
+        )
+        self.sessions.add(session)
+        try:
+            session.start()
+            yield session
+        finally:
+            self.sessions.discard(session)
+            with anyio.CancelScope(shield=True):
+                await session.aclose()

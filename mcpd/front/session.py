@@ -1,0 +1,509 @@
+"""``HostSession``: one MCP server session for one host, over any transport.
+
+It consumes JSON-RPC messages (``receive(bytes)``) and emits them through a ``send(bytes)``
+callable, so the socket relay (``mcpd bridge``) and, later, Streamable HTTP drive the
+same engine. Requests are declared once each in ``_REQUESTS`` (method -> params struct
+-> handler); resources, prompts and completions are added there.
+
+What a host sees: the meta tools (``mcpd.front.meta``) plus the tools of the servers
+this session connected (every tool with ``expose_all``), ``tools/list_changed`` when
+that set changes, progress of its calls, and cancellation that reaches the server.
+The session remembers its last search query: a call within ``LEARNING_WINDOW`` of it
+is recorded with that query, so ranking learns which tools answer which words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import structlog
+
+import mcpd
+from mcpd.errors import McpdError, UnknownServer
+from mcpd.front import calls, meta
+from mcpd.front.core import Caller, Core
+from mcpd.model import mcp
+from mcpd.model.protocol import ToolsCallParams, ToolsListParams
+from mcpd.model.servers import ServerEvent, StateChanged, ToolsChanged
+from mcpd.model.states import LIVE_STATES, ServerState
+from mcpd.model.tools import ToolEntry, ToolResult
+
+log = structlog.get_logger("mcpd.front")
+
+LEARNING_WINDOW = 600.0
+"""Seconds after a search during which the session's calls are attributed to its query."""
+COLD_START_WAIT = 10.0
+"""Longest ``initialize`` waits for the servers' first start attempts (a daemon just started)."""
+PRECONNECT_MARGIN = 5.0
+"""Seconds beyond a server's connect timeout that a ``--connect`` waits before reporting it."""
+
+_encoder = msgspec.json.Encoder()
+_incoming = msgspec.json.Decoder(mcp.Incoming)
+_CAPABILITIES = {"tools": {"listChanged": True}, "logging": {}}
+_EMPTY_RESULT = mcp.Empty()
+_GAVE_UP = (ServerState.FAILED, ServerState.STOPPED, ServerState.DISABLED)
+
+
+class RpcError(Exception):
+    """Ends a request with a JSON-RPC error response."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class _Handler:
+    params: type[msgspec.Struct]
+    run: Callable[[HostSession, Any], Awaitable[msgspec.Struct]]
+
+
+_REQUESTS: dict[str, _Handler] = {}
+
+
+def _request(method: str, params: type[msgspec.Struct]) -> Callable[[Any], Any]:
+    def register(run: Callable[[HostSession, Any], Awaitable[msgspec.Struct]]) -> Any:
+        _REQUESTS[method] = _Handler(params, run)
+        return run
+
+    return register
+
+
+def _text(text: str, *, error: bool = False, structured: Any = msgspec.UNSET) -> mcp.CallToolResult:
+    return mcp.CallToolResult(
+        content=[{"type": "text", "text": text}], structured_content=structured, is_error=error
+    )
+
+
+def _relay(result: ToolResult) -> mcp.CallToolResult:
+    structured = msgspec.UNSET if result.structured_content is None else result.structured_content
+    return mcp.CallToolResult(content=result.content, structured_content=structured, is_error=result.is_error)
+
+
+class _Tasks:
+    """The session's running requests, as plain asyncio tasks (cheaper than a task group per call,
+    as in ``mcpd.ipc.server``); at most ``limit`` at once, and all cancelled by ``aclose``."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._by_id: dict[mcp.RequestId, asyncio.Task[None]] = {}
+        self._all: set[asyncio.Task[None]] = set()
+        self._room = asyncio.Event()
+
+    async def spawn(self, key: mcp.RequestId, coro: Coroutine[Any, Any, None]) -> None:
+        while len(self._all) >= self._limit:
+            self._room.clear()
+            await self._room.wait()
+        task = asyncio.get_running_loop().create_task(coro)
+        self._all.add(task)
+        self._by_id[key] = task
+        task.add_done_callback(lambda done: self._done(key, done))
+
+    def _done(self, key: mcp.RequestId, task: asyncio.Task[None]) -> None:
+        self._all.discard(task)
+        if self._by_id.get(key) is task:
+            del self._by_id[key]
+        self._room.set()
+
+    def cancel(self, key: mcp.RequestId) -> bool:
+        task = self._by_id.get(key)
+        if task is None:
+            return False
+        task.cancel()
+        return True
+
+    async def aclose(self) -> None:
+        for task in self._all:
+            task.cancel()
+        if self._all:
+            await asyncio.gather(*self._all, return_exceptions=True)
+
+
+class HostSession:
+    """One host's MCP session. Build it with ``Hosts.open_session``; feed it with ``receive``."""
+
+    def __init__(
+        self,
+        core: Core,
+        send: Callable[[bytes], None],
+        *,
+        caller: Caller,
+        state: mcp.SessionState,
+        report_state: bool,
+        max_in_flight: int = 256,
+        cold_start_wait: float = COLD_START_WAIT,
+    ) -> None:
+        self.core = core
+        self._send = send
+        self.caller = caller
+        self._hello_client = caller.client
+        self.init = state.initialize
+        self.connected: set[str] = set(state.connected)
+        self.preconnect: set[str] = set(state.preconnect)
+        self.expose_all = state.expose_all
+        self.query = state.query
+        self.query_at = state.query_at
+        self.initialized = state.initialize is not None
+        """The host sent ``notifications/initialized`` (or this session resumes one that had)."""
+        self._report_state = report_state
+        self._last_state = b""
+        self._cold_start_wait = cold_start_wait
+        self._tasks = _Tasks(max_in_flight)
+        self._held: list[bytes] = []
+        """Notifications waiting for the host to finish initializing."""
+        self._list_changed_due = False
+        self._listed: list[ToolEntry] | None = None
+        self._connecting: set[str] = set()
+        """``preconnect`` servers being connected right now."""
+        self._background: set[asyncio.Task[None]] = set()
+        """The tools the host was last given (None: unknown, any change is announced)."""
+        self._timers: list[asyncio.TimerHandle] = []
+        self._problems: dict[str, str] = {}
+        """Why each ``preconnect`` server could not be connected (reported once each)."""
+        if self.init is not None:
+            self._name_client(self.init)
+
+    # -- transport side ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Begin work that needs no host message: connect the ``preconnect`` servers as they run."""
+        loop = asyncio.get_running_loop()
+        for name in sorted(self.preconnect):
+            try:
+                actor = self.core.supervisor.actor(name)
+            except UnknownServer as exc:
+                self._preconnect_failed(name, exc.message)
+                continue
+            if not self._try_preconnect(name):
+                wait = actor.config.connect_timeout + PRECONNECT_MARGIN
+                self._timers.append(loop.call_later(wait, self._preconnect_overdue, name))
+        self._state_changed()
+
+    async def receive(self, data: bytes) -> None:
+        """Handle one JSON-RPC message from the host (waits only when too many requests run)."""
+        try:
+            message = _incoming.decode(data)
+        except msgspec.ValidationError as exc:
+            self._error(None, mcp.INVALID_REQUEST, f"not a JSON-RPC message: {exc}")
+            return
+        except msgspec.DecodeError as exc:
+            self._error(None, mcp.PARSE_ERROR, f"parse error: {exc}")
+            return
+        if isinstance(message.method, msgspec.UnsetType):
+            return  # a response to a request of ours: none is sent yet
+        if isinstance(message.id, msgspec.UnsetType):
+            self._notification(message.method, message.params)
+            return
+        if message.id is None:
+            self._error(None, mcp.INVALID_REQUEST, "a request id must be a string or a number")
+            return
+        await self._tasks.spawn(message.id, self._answer(message.id, message.method, message.params))
+
+    async def aclose(self) -> None:
+        """The host is gone: cancel its requests (and so its calls in the servers)."""
+        for timer in self._timers:
+            timer.cancel()
+        for task in self._background:
+            task.cancel()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        await self._tasks.aclose()
+
+    def on_event(self, event: ServerEvent) -> None:
+        """A supervisor event: connect a waiting ``preconnect`` server; re-send the tool list on a change."""
+        if event.server in self.preconnect:
+            if self._try_preconnect(event.server):
+                return
+            if isinstance(event, StateChanged) and event.new in _GAVE_UP:
+                self._preconnect_failed(event.server, f"it is {event.new}: {event.reason}")
+        if not (self.expose_all or event.server in self.connected):
+            return
+        if isinstance(event, ToolsChanged) or (event.old in LIVE_STATES) != (event.new in LIVE_STATES):
+            self._list_changed()
+
+    # -- messages ------------------------------------------------------------------------------
+
+    def _emit(self, message: msgspec.Struct) -> None:
+        with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+            self._send(_encoder.encode(message))
+
+    def _error(self, request_id: mcp.RequestId | None, code: int, message: str) -> None:
+        self._emit(mcp.ErrorResponse(request_id, mcp.ErrorObject(code, message)))
+
+    def _notify(self, method: str, params: Any = msgspec.UNSET) -> None:
+        data = _encoder.encode(mcp.Notification(method, params))
+        if self.initialized:
+            with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+                self._send(data)
+        else:
+            self._held.append(data)
+
+    def _notification(self, method: str, params: msgspec.Raw) -> None:
+        if method == "notifications/initialized":
+            self.initialized = True
+            held, self._held = self._held, []
+            for data in held:
+                with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+                    self._send(data)
+        elif method == mcp.CANCELLED:
+            with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
+                cancelled = msgspec.json.decode(params, type=mcp.CancelledParams)
+                if cancelled.request_id is not None:
+                    found = self._tasks.cancel(cancelled.request_id)
+                    log.info(
+                        "request.cancelled",
+                        session=self.caller.session,
+                        request=cancelled.request_id,
+                        found=found,
+                    )
+
+    async def _answer(self, request_id: mcp.RequestId, method: str, raw: msgspec.Raw) -> None:
+        try:
+            handler = _REQUESTS.get(method)
+            if handler is None:
+                raise RpcError(mcp.METHOD_NOT_FOUND, f"method not found: {method}")  # noqa: TRY301
+            try:
+                params = msgspec.json.decode(raw, type=handler.params)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise RpcError(mcp.INVALID_PARAMS, f"invalid params for {method}: {exc}") from None
+            result = await handler.run(self, params)
+            self._emit(mcp.Response(request_id, result))
+        except RpcError as exc:
+            self._error(request_id, exc.code, exc.message)
+        except McpdError as exc:
+            self._error(request_id, mcp.INTERNAL_ERROR, f"{type(exc).__name__}: {exc.message}")
+        except (msgspec.EncodeError, OverflowError, TypeError) as exc:
+            self._error(request_id, mcp.INTERNAL_ERROR, f"the result of {method} cannot be sent: {exc}")
+        except Exception as exc:
+            log.exception("front.internal_error", method=method, session=self.caller.session)
+            self._error(request_id, mcp.INTERNAL_ERROR, f"internal error in {method}: {exc}")
+
+    # -- session state -------------------------------------------------------------------------
+
+    def state(self) -> mcp.SessionState:
+        return mcp.SessionState(
+            initialize=self.init,
+            connected=sorted(self.connected),
+            preconnect=sorted(self.preconnect),
+            expose_all=self.expose_all,
+            query=self.query,
+            query_at=self.query_at,
+        )
+
+    def _state_changed(self) -> None:
+        """Tell the relay what it must hand a new daemon to carry this session on."""
+        if not self._report_state:
+            return
+        data = _encoder.encode(mcp.Notification(mcp.SESSION_NOTIFICATION, self.state()))
+        if data != self._last_state:
+            self._last_state = data
+            with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+                self._send(data)
+
+    def _name_client(self, params: mcp.InitializeParams) -> None:
+        # Usage records name the host ("claude-ai", "cursor"), not the relay in between.
+        name = params.client_info.name
+        self.caller = Caller(name if name != "unknown" else self._hello_client, self.caller.session)
+
+    def _list_changed(self) -> None:
+        """Send ``tools/list_changed`` if the tools differ from those last listed, once per loop turn."""
+        if self._list_changed_due:
+            return
+        self._list_changed_due = True
+
+        self._in_background(self._announce())
+
+    async def _announce(self) -> None:
+        self._list_changed_due = False  # a change from here on is announced again
+        # A server flapping between degraded and backoff with no tools changes nothing to list.
+        if await self._entries() != self._listed:
+            self._listed = None
+            self._notify(mcp.TOOLS_LIST_CHANGED)
+
+    def _in_background(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` for this session (cancelled when it closes), from synchronous code."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # -- preconnect ----------------------------------------------------------------------------
+
+    def _try_preconnect(self, name: str) -> bool:
+        """Connect ``name`` if it runs now; True if it does (the connection is under way)."""
+        if name in self._connecting:
+            return True
+        # Running, not just live: a degraded server (handshake failing) would join with no tools.
+        if self.core.supervisor.actor(name).state is not ServerState.RUNNING:
+            return False
+        self._connecting.add(name)
+        self._in_background(self._preconnect(name))
+        return True
+
+    async def _preconnect(self, name: str) -> None:
+        try:
+            await calls.connect_server(self.core, self.connected, name)
+        except McpdError as exc:
+            self._preconnect_failed(name, exc.message)
+            return
+        finally:
+            self._connecting.discard(name)
+        self.preconnect.discard(name)
+        self._list_changed()
+        self._state_changed()
+
+    def _preconnect_overdue(self, name: str) -> None:
+        if name in self.preconnect:
+            actor = self.core.supervisor.actor(name)
+            reason = f"it is still {actor.state}" + (f": {actor.last_error}" if actor.last_error else "")
+            self._preconnect_failed(name, reason)
+
+    def _preconnect_failed(self, name: str, reason: str) -> None:
+        """Report a ``--connect`` server that could not be connected; it is connected if it comes up later."""
+        if name in self._problems:
+            return
+        line = f"{name}: not connected, {reason}"
+        self._problems[name] = line
+        log.warning("front.preconnect_failed", server=name, reason=reason, session=self.caller.session)
+        self._notify(mcp.MESSAGE, mcp.LogMessageParams(level="warning", data=line, logger="mcpd"))
+
+    # -- what hosts ask ------------------------------------------------------------------------
+
+    async def instructions(self) -> str:
+        text = f"MCP servers available through mcpd:\n{await calls.snippet(self.core)}"
+        if self._problems:
+            text += "\nServers asked for but not connected:\n" + "\n".join(self._problems.values())
+        return text
+
+    async def _entries(self) -> list[ToolEntry]:
+        if self.expose_all:
+            return await self.core.catalog.tools()
+        names = sorted(n for n in self.connected if n in self.core.supervisor.names())
+        return await self.core.catalog.tools(names) if names else []
+
+    async def tools(self) -> list[mcp.Tool]:
+        """The host's tool list: the meta tools, then those of connected servers (or of all)."""
+        self._listed = await self._entries()
+        return [*meta.TOOLS, *(meta.as_tool(entry) for entry in self._listed)]
+
+    def learned_query(self) -> str | None:
+        """The last search query, if recent enough to have led to a call made now."""
+        if self.query is None or self.query_at is None:
+            return None
+        return self.query if time.time() - self.query_at <= LEARNING_WINDOW else None
+
+    def progress_relay(
+        self, meta_: mcp.RequestMeta | None
+    ) -> Callable[[float, float | None, str | None], None] | None:
+        token = meta_.progress_token if meta_ is not None else None
+        if token is None:
+            return None
+
+        def relay(progress: float, total: float | None, message: str | None) -> None:
+            params = mcp.ProgressParams(
+                progress_token=token,
+                progress=progress,
+                total=msgspec.UNSET if total is None else total,
+                message=msgspec.UNSET if message is None else message,
+            )
+            self._notify(mcp.PROGRESS, params)
+
+        return relay
+
+    async def call(
+        self, name: str, arguments: dict[str, Any], meta_: mcp.RequestMeta | None
+    ) -> mcp.CallToolResult:
+        if name == meta.SEARCH:
+            return await self._search(arguments)
+        if name == meta.CONNECT:
+            return await self._connect(str(arguments.get("server", "")))
+        if name == meta.CALL:
+            tool, inner = arguments.get("tool"), arguments.get("arguments") or {}
+            if not isinstance(tool, str) or not isinstance(inner, dict):
+                return _text("`tool` must be a string and `arguments` an object", error=True)
+            name, arguments = tool, inner
+        params = ToolsCallParams(tool=name, arguments=arguments, query=self.learned_query())
+        return _relay(await calls.call_tool(self.core, self.caller, params, self.progress_relay(meta_)))
+
+    async def _search(self, arguments: dict[str, Any]) -> mcp.CallToolResult:
+        query = arguments.get("query")
+        if not isinstance(query, str) or not query.strip():
+            return _text("`query` must be a non-empty string", error=True)
+        try:
+            limit, budget = int(arguments.get("limit") or 10), int(arguments.get("budget_tokens") or 2000)
+        except (TypeError, ValueError):
+            return _text("`limit` and `budget_tokens` must be integers", error=True)
+        params = ToolsListParams(
+            query=query, limit=max(1, limit), budget_tokens=max(1, budget), include_reserved=False
+        )
+        result = await calls.list_tools(self.core, params)
+        self.query, self.query_at = query, time.time()
+        self._state_changed()
+        found = [
+            {"name": t.name, "server": t.server, "description": t.description, "score": t.score}
+            for t in result.tools
+        ]
+        text = result.rendered.text if result.rendered is not None else _encoder.encode(found).decode()
+        return _text(
+            text or "No tool matches; consider mcpd_request_capability.", structured={"tools": found}
+        )
+
+    async def _connect(self, server: str) -> mcp.CallToolResult:
+        connected = await calls.connect_server(self.core, self.connected, server)
+        names = ", ".join(t.name for t in connected.tools) or "(no tools)"
+        if connected.already:
+            return _text(f"{server} was already connected: {names}")
+        self.preconnect.discard(server)
+        self._list_changed()
+        self._state_changed()
+        return _text(f"Connected {server}; its tools are now in your tool list: {names}")
+
+
+# -- the requests -------------------------------------------------------------------------------
+
+
+@_request("initialize", mcp.InitializeParams)
+async def _initialize(session: HostSession, params: mcp.InitializeParams) -> mcp.InitializeResult:
+    session.init = params
+    session._name_client(params)
+    session._state_changed()
+    # A daemon that has just started: let every server have its first try, so the
+    # instructions name them all (bounded; a warm daemon returns at once).
+    await session.core.supervisor.wait_started(session._cold_start_wait)
+    asked = params.protocol_version
+    return mcp.InitializeResult(
+        protocol_version=asked if asked in mcp.PROTOCOL_VERSIONS else mcp.LATEST_PROTOCOL_VERSION,
+        capabilities=_CAPABILITIES,
+        server_info=mcp.Implementation(name="mcpd", version=mcpd.__version__),
+        instructions=await session.instructions(),
+    )
+
+
+@_request("ping", mcp.Empty)
+async def _ping(session: HostSession, params: mcp.Empty) -> mcp.Empty:
+    return _EMPTY_RESULT
+
+
+@_request("logging/setLevel", mcp.SetLevelParams)
+async def _set_level(session: HostSession, params: mcp.SetLevelParams) -> mcp.Empty:
+    return _EMPTY_RESULT
+
+
+@_request("tools/list", mcp.Paginated)
+async def _list_tools(session: HostSession, params: mcp.Paginated) -> mcp.ListToolsResult:
+    return mcp.ListToolsResult(tools=await session.tools())
+
+
+@_request("tools/call", mcp.CallToolParams)
+async def _call_tool(session: HostSession, params: mcp.CallToolParams) -> mcp.CallToolResult:
+    try:
+        return await session.call(params.name, params.arguments or {}, params.meta)
+    except McpdError as exc:
+        # The host's model sees why, and can try something else.
+        return _text(f"{type(exc).__name__}: {exc.message}", error=True)

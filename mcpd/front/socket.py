@@ -1,0 +1,54 @@
+"""A daemon socket connection upgraded to MCP: ``hello`` with ``mode: "mcp"``, then raw JSON-RPC frames.
+
+This is what ``mcpd bridge`` talks to: each frame holds one JSON-RPC message, as bytes,
+in both directions. ``resume`` in the hello carries a ``SessionState`` (the relay's
+options at first, the daemon's last state after a reconnect).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+import msgspec
+import structlog
+
+from mcpd.front.core import Caller
+from mcpd.front.hosts import Hosts
+from mcpd.ipc.framing import frame
+from mcpd.ipc.server import Connection
+from mcpd.model.mcp import SessionState
+
+log = structlog.get_logger("mcpd.front")
+
+MODE = "mcp"
+_state = msgspec.json.Decoder(SessionState)
+
+
+def _resumed(resume: bytes | None, conn: Connection) -> SessionState:
+    if not resume:
+        return SessionState()
+    try:
+        return _state.decode(resume)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        # A state from another mcpd version: the host keeps its session, minus what it had connected.
+        log.warning("front.resume_unreadable", conn=conn.id, error=str(exc))
+        return SessionState()
+
+
+async def serve_socket(
+    hosts: Hosts, conn: Connection, frames: AsyncIterator[bytes], resume: bytes | None
+) -> None:
+    """Run one host session over an upgraded connection until the relay hangs up."""
+    stream = conn.stream
+
+    def send(data: bytes) -> None:
+        stream.send_nowait(frame(data))
+
+    state = _resumed(resume, conn)
+    caller = Caller(conn.client, str(conn.id))
+    log.info("front.session", conn=conn.id, client=conn.client, resumed=state.initialize is not None)
+    async with hosts.open_session(send, caller, state, report_state=True) as session:
+        with contextlib.suppress(ConnectionError, OSError):
+            async for data in frames:
+                await session.receive(data)

@@ -1,0 +1,193 @@
+"""MCP as the daemon speaks it to hosts: JSON-RPC envelopes and the params and results it handles.
+
+msgspec structs for the hot paths (``tools/list``, ``tools/call``, notifications), so a
+host's messages are never modelled with pydantic. Field names are the protocol's own
+(camelCase); optional fields left ``UNSET`` are omitted from the JSON.
+
+Also the private session notification the daemon sends its relay (``mcpd bridge``):
+``notifications/mcpd/session`` carries a ``SessionState`` that the relay keeps and hands
+back on reconnect, and never forwards to the host.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+JSONRPC = "2.0"
+PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+"""Revisions the daemon negotiates through ``initialize``, oldest first."""
+LATEST_PROTOCOL_VERSION = PROTOCOL_VERSIONS[-1]
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+DAEMON_RESTARTED = -32010
+"""(relay) The daemon went away while it held the request: it may or may not have run."""
+DAEMON_UNAVAILABLE = -32011
+"""(relay) No daemon came back within the wait for a request sent during the gap."""
+
+SESSION_NOTIFICATION = "notifications/mcpd/session"
+TOOLS_LIST_CHANGED = "notifications/tools/list_changed"
+PROGRESS = "notifications/progress"
+CANCELLED = "notifications/cancelled"
+MESSAGE = "notifications/message"
+
+RequestId = int | str
+
+
+# -- envelopes ---------------------------------------------------------------------------------
+
+
+class Incoming(msgspec.Struct, frozen=True):
+    """Any JSON-RPC message, with its params left raw: what a receiver decodes first.
+
+    A request has ``method`` and ``id``; a notification has ``method`` only; a response
+    has ``id`` and ``result`` or ``error``.
+    """
+
+    id: RequestId | UnsetType | None = UNSET
+    method: str | UnsetType = UNSET
+    params: msgspec.Raw = msgspec.Raw(b"{}")
+
+
+class Route(msgspec.Struct, frozen=True):
+    """Just enough of a message to route it: the relay decodes only this."""
+
+    id: RequestId | UnsetType | None = UNSET
+    method: str | UnsetType = UNSET
+
+
+class SessionEnvelope(msgspec.Struct, frozen=True):
+    """The private session notification, with its state left raw (the relay never reads it)."""
+
+    params: msgspec.Raw
+
+
+class ErrorObject(msgspec.Struct, frozen=True):
+    code: int
+    message: str
+    data: Any = UNSET
+
+
+class Response(msgspec.Struct, frozen=True):
+    id: RequestId
+    result: Any
+    jsonrpc: str = JSONRPC
+
+
+class ErrorResponse(msgspec.Struct, frozen=True):
+    id: RequestId | None
+    error: ErrorObject
+    jsonrpc: str = JSONRPC
+
+
+class Notification(msgspec.Struct, frozen=True):
+    method: str
+    params: Any = UNSET
+    jsonrpc: str = JSONRPC
+
+
+# -- params and results -------------------------------------------------------------------------
+
+
+class Implementation(msgspec.Struct, frozen=True):
+    name: str = "unknown"
+    version: str = ""
+    title: str | UnsetType = UNSET
+
+
+class InitializeParams(msgspec.Struct, frozen=True, rename="camel"):
+    protocol_version: str = LATEST_PROTOCOL_VERSION
+    capabilities: dict[str, Any] = msgspec.field(default_factory=dict)
+    client_info: Implementation = msgspec.field(default_factory=Implementation)
+
+
+class InitializeResult(msgspec.Struct, frozen=True, rename="camel"):
+    protocol_version: str
+    capabilities: dict[str, Any]
+    server_info: Implementation
+    instructions: str | UnsetType = UNSET
+
+
+class RequestMeta(msgspec.Struct, frozen=True, rename="camel"):
+    progress_token: RequestId | None = None
+
+
+class Paginated(msgspec.Struct, frozen=True):
+    cursor: str | None = None
+
+
+class Tool(msgspec.Struct, frozen=True, rename="camel"):
+    name: str
+    input_schema: dict[str, Any]
+    description: str | UnsetType = UNSET
+    title: str | UnsetType = UNSET
+
+
+class ListToolsResult(msgspec.Struct, frozen=True):
+    tools: list[Tool]
+
+
+class CallToolParams(msgspec.Struct, frozen=True):
+    name: str
+    arguments: dict[str, Any] | None = None
+    meta: RequestMeta | None = msgspec.field(default=None, name="_meta")
+
+
+class CallToolResult(msgspec.Struct, frozen=True, rename="camel"):
+    content: list[dict[str, Any]]
+    structured_content: Any = UNSET
+    is_error: bool = False
+
+
+class ProgressParams(msgspec.Struct, frozen=True, rename="camel"):
+    progress_token: RequestId
+    progress: float
+    total: float | UnsetType = UNSET
+    message: str | UnsetType = UNSET
+
+
+class CancelledParams(msgspec.Struct, frozen=True, rename="camel"):
+    request_id: RequestId | None = None
+    reason: str | None = None
+
+
+class SetLevelParams(msgspec.Struct, frozen=True):
+    level: str
+
+
+class LogMessageParams(msgspec.Struct, frozen=True):
+    level: str
+    data: Any
+    logger: str | UnsetType = UNSET
+
+
+class Empty(msgspec.Struct, frozen=True):
+    """Params or result with nothing in them (``ping``, ``logging/setLevel``'s answer)."""
+
+
+# -- the session state the relay keeps ------------------------------------------------------------
+
+
+class SessionState(msgspec.Struct, frozen=True, kw_only=True):
+    """What a host session needs to carry on in a new daemon: sent to the relay at each change.
+
+    The relay builds the first one from its options (``preconnect``, ``expose_all``) and
+    otherwise keeps the daemon's latest as opaque bytes, handed back on reconnect.
+    """
+
+    initialize: InitializeParams | None = None
+    """The host's ``initialize`` params, once it has sent them."""
+    connected: list[str] = msgspec.field(default_factory=list)
+    preconnect: list[str] = msgspec.field(default_factory=list)
+    """Servers to connect as soon as they run (``--connect``), not yet connected."""
+    expose_all: bool = False
+    query: str | None = None
+    """The session's most recent ``mcpd_search_tools`` query ..."""
+    query_at: float | None = None
+    """... and when it was made (Unix time)."""

@@ -1,0 +1,143 @@
+"""The daemon's MCP session engine, driven over a real socket upgraded with ``hello`` mode ``mcp``."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+
+from mcpd.client.aio import connect
+from mcpd.client.channel import Channel, open_channel
+from mcpd.errors import ProtocolError
+from mcpd.model.mcp import InitializeParams, SessionState
+from mcpd.testing import fixture_toml
+from mcpd.testing.daemon import DaemonProcess, running_daemon
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DaemonProcess]:
+    path = tmp_path_factory.mktemp("front") / "config.toml"
+    path.write_text(fixture_toml("tools"))
+    async with running_daemon(path) as running:
+        yield running
+
+
+class Peer:
+    """A host speaking raw JSON-RPC on an upgraded channel (blocking; run it in a thread)."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.seen: list[dict[str, Any]] = list(map(json.loads, channel.backlog))
+
+    def send(self, data: bytes) -> None:
+        self.channel.send(data)
+
+    def next_answer(self) -> dict[str, Any]:
+        """The next response (notifications before it are kept in ``seen``)."""
+        while True:
+            for frame in self.channel.receive():
+                message: dict[str, Any] = json.loads(frame)
+                if "method" not in message:
+                    return message
+                self.seen.append(message)
+
+    def request(self, request_id: int, method: str, params: Any = None) -> dict[str, Any]:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(json.dumps(message).encode())
+        answer = self.next_answer()
+        assert answer["id"] == request_id
+        return answer
+
+    def states(self) -> list[dict[str, Any]]:
+        return [m["params"] for m in self.seen if m["method"] == "notifications/mcpd/session"]
+
+
+async def peer(daemon: DaemonProcess, state: SessionState | None = None) -> Peer:
+    resume = msgspec.json.encode(state) if state is not None else None
+    channel = await anyio.to_thread.run_sync(
+        lambda: open_channel(daemon.socket, mode="mcp", name="test-host", resume=resume)
+    )
+    return Peer(channel)
+
+
+def initialize(version: str) -> dict[str, Any]:
+    return {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "pytest", "version": "1"}}
+
+
+async def test_protocol_answers_and_errors(daemon: DaemonProcess) -> None:
+    """Version negotiation, instructions, ping, setLevel; -32601/-32602/-32700/-32600, after which the
+    session carries on; the relay hears the session state (with the host's initialize), the host never."""
+    host = await peer(daemon)
+
+    def run() -> None:
+        answer = host.request(1, "initialize", initialize("2025-03-26"))["result"]
+        assert answer["protocolVersion"] == "2025-03-26"
+        assert answer["capabilities"]["tools"] == {"listChanged": True}
+        assert '<mcp id="tools">' in answer["instructions"]
+        newer = host.request(2, "initialize", initialize("2099-01-01"))["result"]
+        assert newer["protocolVersion"] == "2025-11-25"
+        assert host.states()[-1]["initialize"]["clientInfo"]["name"] == "pytest"
+        assert host.request(3, "ping")["result"] == {}
+        assert host.request(4, "logging/setLevel", {"level": "debug"})["result"] == {}
+        assert host.request(5, "resources/list")["error"]["code"] == -32601
+        assert host.request(6, "tools/call", {"arguments": {}})["error"]["code"] == -32602
+        host.send(b'{"jsonrpc": "2.0", "id": 7, "method": ')
+        parse_error = host.next_answer()
+        assert parse_error["id"] is None and parse_error["error"]["code"] == -32700
+        host.send(b'[{"jsonrpc": "2.0", "id": 8, "method": "ping"}]')
+        assert host.next_answer()["error"]["code"] == -32600
+        names = [t["name"] for t in host.request(9, "tools/list")["result"]["tools"]]
+        assert names == [
+            "mcpd_search_tools",
+            "mcpd_connect_server",
+            "mcpd_call_tool",
+            "mcpd_request_capability",
+        ]
+
+    try:
+        await anyio.to_thread.run_sync(run)
+    finally:
+        host.channel.close()
+
+
+async def test_resume_carries_the_session_on(daemon: DaemonProcess) -> None:
+    """A relay that resumes (after a daemon restart) needs no new initialize: connected servers are
+    back, and a call within the learning window is recorded with the session's last search query."""
+    state = SessionState(
+        initialize=InitializeParams(protocol_version="2025-06-18"),
+        connected=["tools"],
+        query="say it back unchanged",
+        query_at=time.time(),
+    )
+    host = await peer(daemon, state)
+
+    def run() -> None:
+        tools = [t["name"] for t in host.request(1, "tools/list")["result"]["tools"]]
+        assert "tools__echo" in tools
+        call = {"name": "tools__echo", "arguments": {"text": "resumed"}}
+        result = host.request(2, "tools/call", call)["result"]
+        assert result["content"] == [{"type": "text", "text": "resumed"}]
+
+    try:
+        await anyio.to_thread.run_sync(run)
+    finally:
+        host.channel.close()
+    async with connect(daemon.socket) as client:
+        ranked = await client.search("say it back unchanged", explain=True)
+    echo = next(t for t in ranked.tools if t.name == "tools__echo")
+    assert echo.score_parts is not None and echo.score_parts["association"] > 0
+
+
+async def test_unknown_mode_is_refused(daemon: DaemonProcess) -> None:
+    """A hello asking for a mode the daemon does not have gets a clear error."""
+    with pytest.raises(ProtocolError, match="unknown connection mode"):
+        await anyio.to_thread.run_sync(lambda: open_channel(daemon.socket, mode="nope", name="test"))
