@@ -282,17 +282,22 @@ async def test_hosts_searches_teach_the_ranking(daemon: DaemonProcess) -> None:
         assert found.structured_content is not None
         return [t["name"] for t in found.structured_content["tools"]]
 
-    async with bridge(daemon.socket) as host:
+    async def association() -> float:
+        explained = await client.search(query, explain=True)
+        parts = next(t.score_parts for t in explained.tools if t.name == "other__tool_2")
+        return (parts or {}).get("association", 0.0)
+
+    async with bridge(daemon.socket) as host, connect(daemon.socket) as client:
         before = await ranked(host)
         assert "other__tool_2" in before and before[0] != "other__tool_2"
         called = await host.call("mcpd_call_tool", {"tool": "other__tool_2", "arguments": {"text": "x"}})
         assert text(called) == "other:tool_2:x"
+        # The prior learns from each batch the store commits (within tens of milliseconds).
+        with anyio.fail_after(10):
+            while await association() == 0:
+                await anyio.sleep(0.02)
         after = await ranked(host)
     assert after[0] == "other__tool_2"
-    async with connect(daemon.socket) as client:
-        explained = await client.search(query, explain=True)
-    parts = next(t.score_parts for t in explained.tools if t.name == "other__tool_2")
-    assert parts is not None and parts["association"] > 0
 
 
 async def test_daemon_restart_under_a_live_bridge(tmp_path: Path) -> None:

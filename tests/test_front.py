@@ -131,10 +131,16 @@ async def test_resume_carries_the_session_on(daemon: DaemonProcess) -> None:
         await anyio.to_thread.run_sync(run)
     finally:
         host.channel.close()
+    association = 0.0
     async with connect(daemon.socket) as client:
-        ranked = await client.search("say it back unchanged", explain=True)
-    echo = next(t for t in ranked.tools if t.name == "tools__echo")
-    assert echo.score_parts is not None and echo.score_parts["association"] > 0
+        # The prior learns from each batch the store commits (within tens of milliseconds).
+        with anyio.fail_after(10):
+            while association == 0:
+                ranked = await client.search("say it back unchanged", explain=True)
+                echo = next(t for t in ranked.tools if t.name == "tools__echo")
+                association = (echo.score_parts or {}).get("association", 0.0)
+                await anyio.sleep(0.02)
+    assert association > 0
 
 
 async def test_unknown_mode_is_refused(daemon: DaemonProcess) -> None:
