@@ -9,14 +9,17 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import anyio
 import pytest
 
 from mcpd.config.model import Config, RestartPolicy, ServerConfig
-from mcpd.errors import CallTimeout, ServerNotRunning, UnknownServer, UnknownTool
+from mcpd.errors import CallTimeout, ServerNotRunning, TransportError, UnknownServer, UnknownTool
+from mcpd.model.servers import ServerEvent, ServerStatus, StateChanged, ToolsChanged
 from mcpd.model.states import ServerState
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor, plan_reload
+from mcpd.supervisor.watchers import TOOLS_REFRESH_GAP
 from mcpd.testing import FAST_RESTARTS, fixture_command, fixture_server, process_gone
 
 pytestmark = pytest.mark.anyio
@@ -375,3 +378,94 @@ async def test_third_party_server_time() -> None:
         result = await actor.call_tool("get_current_time", {"timezone": "UTC"})
     assert "get_current_time" in names and "convert_time" in names
     assert not result.is_error
+
+
+async def test_crash_loop_beyond_the_cap_recovers_without_a_command(tmp_path: Path) -> None:
+    """With the default policy (no max_retries) a crashing server is retried past the point where
+    mcpd used to give up, shows backoff with its attempt count, next retry and the error, and is
+    running again by itself once the cause is gone. A tiny cap keeps the test quick."""
+    broken = tmp_path / "broken"
+    broken.touch()
+    command, *args = fixture_command("flaky")
+    script = f"test -e {_quote(str(broken))} && exit 1; exec {' '.join(map(_quote, [command, *args]))}"
+    tiny_cap = RestartPolicy(initial_delay=0.01, max_delay=0.05, jitter=0.0)
+    flaky = ServerConfig(name="flaky", command="/bin/sh", args=("-c", script), restart=tiny_cap)
+    backoffs: list[ServerStatus] = []
+    enough = anyio.Event()
+
+    async with open_supervisor(config(flaky)) as sup:
+        actor = sup.actor("flaky")
+
+        def record(event: ServerEvent) -> None:
+            if isinstance(event, StateChanged) and event.new is S.BACKOFF:
+                backoffs.append(actor.status())
+                if len(backoffs) == 12:
+                    enough.set()
+
+        sup.add_listener(record)
+        with anyio.fail_after(120):
+            await enough.wait()
+        broken.unlink()
+        await actor.wait_state(S.RUNNING, timeout=120)
+        status = actor.status()
+    assert [s.attempt for s in backoffs] == list(range(1, 13))
+    assert all(s.state is S.BACKOFF and s.next_retry_at is not None for s in backoffs)
+    assert all("exited with code 1" in (s.last_error or "") for s in backoffs)
+    assert S.FAILED not in {change.new for change in actor.history}
+    assert status.last_error is None and "exited with code 1" in (status.last_exit or "")
+
+
+async def test_call_the_dead_server_never_saw_waits_and_runs() -> None:
+    """A call made after the child died but before the daemon noticed is refused by the dead pipe,
+    waits for the restart and succeeds on the new process; a call in flight at the death fails."""
+    async with open_supervisor(config(fixture_server("phoenix"))) as sup:
+        actor = sup.actor("phoenix")
+        await actor.wait_state(S.RUNNING, timeout=60)
+        first = actor.status().pid
+        assert first is not None
+        async with anyio.create_task_group() as tg:
+            in_flight: list[BaseException] = []
+
+            async def slow_call() -> None:
+                try:
+                    await actor.call_tool("sleep", {"seconds": 60}, timeout=120)
+                except TransportError as exc:
+                    in_flight.append(exc)
+
+            tg.start_soon(slow_call)
+            await anyio.wait_all_tasks_blocked()
+            os.kill(first, signal.SIGKILL)
+            # No await until the call: the event loop has not seen the death, the pipe has.
+            while not process_gone(first):
+                pass
+            assert actor.state is S.RUNNING
+            result = await actor.call_tool("pid", {}, timeout=120)
+        status = actor.status()
+    assert result.structured_content == {"result": status.pid} and status.pid != first
+    assert len(in_flight) == 1 and "SIGKILL" in str(in_flight[0])
+    assert status.restarts == 1
+
+
+async def test_list_changed_storm_is_coalesced() -> None:
+    """A thousand tools/list_changed in a burst cost a handful of tools/list (one in flight, one
+    pending, at most one per refresh gap), and the last list still reaches the supervisor."""
+    async with open_supervisor(config(fixture_server("stormy"))) as sup:
+        actor = sup.actor("stormy")
+        await actor.wait_state(S.RUNNING, timeout=60)
+        refreshes = 0
+        complete = anyio.Event()
+
+        def record(event: ServerEvent) -> None:
+            nonlocal refreshes
+            if isinstance(event, ToolsChanged):
+                refreshes += 1
+                if "storm_999" in {t.name for t in actor.tools}:
+                    complete.set()
+
+        sup.add_listener(record)
+        started = anyio.current_time()
+        await actor.call_tool("list_changed_storm", {"count": 1000}, timeout=120)
+        with anyio.fail_after(120):
+            await complete.wait()
+        elapsed = anyio.current_time() - started
+    assert 1 <= refreshes <= 2 + elapsed / TOOLS_REFRESH_GAP
