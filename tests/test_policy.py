@@ -1,11 +1,13 @@
-"""The restart decision as a pure function: no processes, no clock, no sleeping."""
+"""The restart decision as a pure function, and the bounds on every wait: no processes, no sleeping."""
 
 from __future__ import annotations
 
 import pytest
 
-from mcpd.config.model import RestartPolicy
+from mcpd.config.model import MAX_STOP_GRACE, DaemonSettings, RestartPolicy, ServerConfig
+from mcpd.supervisor.actor import stop_bound
 from mcpd.supervisor.policy import UNREACHABLE_MAX_DELAY, Ending, GiveUp, Retry, Stop, decide
+from mcpd.supervisor.supervisor import STOP_BOUND
 
 POLICY = RestartPolicy(initial_delay=1.0, max_delay=60.0, multiplier=2.0, jitter=0.0, stable_after=30.0)
 
@@ -74,3 +76,39 @@ def test_jitter_spreads_below_the_cap_only() -> None:
     assert isinstance(low, Retry) and isinstance(high, Retry) and low.delay < high.delay
     capped = decide(Ending.CRASHED, "x", attempt=40, ran_for=0, policy=jittery, wanted=True, unit_random=0.0)
     assert capped == Retry(41, 60.0)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("stop_grace", 1e6),
+        ("connect_timeout", 601.0),
+        ("call_timeout", 86400.0),
+        ("ping_interval", 1e9),
+        ("ping_timeout", 301.0),
+        ("unhealthy_after", 1000),
+    ],
+)
+def test_waits_beyond_their_bound_are_refused(field: str, value: float) -> None:
+    """Every timeout and grace of a server has an upper limit; beyond it the entry is refused, naming
+    the field and the limit."""
+    with pytest.raises(ValueError, match=f"`{field}` must be > 0 and <= "):
+        ServerConfig(name="x", command="x", **{field: value})
+
+
+def test_restart_and_daemon_waits_are_bounded_too() -> None:
+    """The backoff cap, the stable period and the client write timeout have limits as well."""
+    with pytest.raises(ValueError, match="max_delay"):
+        RestartPolicy(max_delay=1e7)
+    with pytest.raises(ValueError, match="stable_after"):
+        RestartPolicy(stable_after=1e9)
+    with pytest.raises(ValueError, match="multiplier"):
+        RestartPolicy(multiplier=1e200)
+    with pytest.raises(ValueError, match="client_write_timeout"):
+        DaemonSettings(client_write_timeout=1e6)
+
+
+def test_no_config_can_make_a_stop_outlast_the_supervisor_bound() -> None:
+    """The largest stop_grace allowed still stops within STOP_BOUND: reload and shutdown are bounded."""
+    slowest = ServerConfig(name="x", command="x", stop_grace=MAX_STOP_GRACE)
+    assert stop_bound(slowest) <= STOP_BOUND

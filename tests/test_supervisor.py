@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from mcpd.model.states import ServerState
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor, plan_reload
 from mcpd.supervisor.watchers import TOOLS_REFRESH_GAP
 from mcpd.testing import FAST_RESTARTS, fixture_command, fixture_server, process_gone
+from mcpd.testing.remote import free_port, running_http_fixture
 
 pytestmark = pytest.mark.anyio
 S = ServerState
@@ -330,29 +330,8 @@ async def test_disabled_server_stays_down_until_started() -> None:
 @pytest.fixture
 async def http_fixture() -> AsyncIterator[str]:
     """A fixture server on streamable HTTP at a loopback port; yields its URL."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = await anyio.open_process(
-        [*fixture_command("remote", "--transport", "http", "--port", str(port))],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        with anyio.fail_after(20):
-            while True:
-                try:
-                    stream = await anyio.connect_tcp("127.0.0.1", port)
-                except OSError:
-                    await anyio.sleep(0.05)
-                    continue
-                await stream.aclose()
-                break
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        with anyio.move_on_after(5):
-            await process.wait()
+    async with running_http_fixture("remote", free_port()) as url:
+        yield url
 
 
 async def test_streamable_http_server(http_fixture: str) -> None:
