@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from mcpd.config.model import MAX_STOP_GRACE, DaemonSettings, RestartPolicy, ServerConfig
@@ -92,8 +94,9 @@ def test_jitter_spreads_below_the_cap_only() -> None:
 def test_waits_beyond_their_bound_are_refused(field: str, value: float) -> None:
     """Every timeout and grace of a server has an upper limit; beyond it the entry is refused, naming
     the field and the limit."""
+    settings: dict[str, Any] = {field: value}
     with pytest.raises(ValueError, match=f"`{field}` must be > 0 and <= "):
-        ServerConfig(name="x", command="x", **{field: value})
+        ServerConfig(name="x", command="x", **settings)
 
 
 def test_restart_and_daemon_waits_are_bounded_too() -> None:
