@@ -182,7 +182,8 @@ async def test_missing_command_fails_alone() -> None:
 
 
 async def test_garbage_on_stdout_is_skipped() -> None:
-    """Non-JSON lines on stdout are dropped and counted; the session still works."""
+    """Non-JSON lines on stdout are dropped and counted; the session still works; stderr lines are
+    kept as the server's tail (what ``servers.show`` returns)."""
     async with open_supervisor(
         config(fixture_server("noisy", "--garbage-stdout", "--stderr-lines", "5"))
     ) as sup:
@@ -190,6 +191,7 @@ async def test_garbage_on_stdout_is_skipped() -> None:
         await actor.wait_state(S.RUNNING, timeout=20)
         result = await actor.call_tool("echo", {"text": "still fine"})
     assert result.content == [{"type": "text", "text": "still fine"}]
+    assert actor.stderr_tail()[:5] == [f"fixture noisy stderr line {i}" for i in range(5)]
 
 
 async def test_tool_results_errors_and_unknown_tools() -> None:

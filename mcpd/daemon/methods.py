@@ -53,7 +53,7 @@ from mcpd.model.protocol import (
     ToolsListResult,
     TrustResult,
 )
-from mcpd.model.servers import ServerStatus
+from mcpd.model.servers import ServerDetail, ServerStatus
 from mcpd.model.states import LIVE_STATES, ServerState
 from mcpd.model.tools import ToolResult
 from mcpd.model.usage import CallRecord, CapabilityGroup, CapabilityRecord, ReportResult, ToolReport
@@ -137,6 +137,14 @@ def _status(daemon: Daemon, actor: ServerActor) -> ServerStatus:
     return msgspec.structs.replace(
         status, trust=review.summary(), blocked=review.blocked, held=sorted(review.held)
     )
+
+
+@methods.method("servers.show", ServerParams)
+async def show(daemon: Daemon, conn: Connection, params: ServerParams) -> ServerDetail:
+    """One server in depth: its status, its recent state changes, the tail of its stderr."""
+    actor = daemon.supervisor.actor(params.name)
+    status = msgspec.structs.replace(actor.status(), trust=daemon.catalog.trust_summary(actor))
+    return ServerDetail(status=status, history=actor.history, stderr=actor.stderr_tail())
 
 
 async def _settle(daemon: Daemon, name: str) -> ServerStatus:

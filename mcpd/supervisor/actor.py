@@ -2,7 +2,7 @@
 
 The SDK's context managers must be entered and left in one task, so everything that
 touches them (spawn, handshake, watchers, teardown) runs inside ``ServerActor.run``.
-Other tasks use the handle: ``status()``, ``detail()``, ``call_tool()``, ``start()``,
+Other tasks use the handle: ``status()``, ``history``, ``call_tool()``, ``start()``,
 ``stop()``, ``restart()``, which set a wish and poke the actor.
 
 The seams: what to do after a run ends is ``policy.decide``; a call is ``calls.send_call``;
@@ -26,7 +26,6 @@ from anyio.abc import TaskGroup
 from mcpd.config.model import ServerConfig
 from mcpd.errors import CallTimeout, ServerNotRunning, UnknownTool
 from mcpd.model.servers import (
-    ServerDetail,
     ServerEvent,
     ServerInfo,
     ServerStatus,
@@ -173,9 +172,6 @@ class ServerActor:
     def stderr_tail(self) -> list[str]:
         """The last lines the server's processes wrote to stderr, oldest first."""
         return list(self._stderr.tail)
-
-    def detail(self) -> ServerDetail:
-        return ServerDetail(status=self.status(), history=self.history, stderr=self.stderr_tail())
 
     def start(self) -> None:
         """Wish the server running; a ``failed`` or ``disabled`` server is given a fresh start,
