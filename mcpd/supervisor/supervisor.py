@@ -42,12 +42,14 @@ def plan_reload(old: dict[str, ServerConfig], new: Config) -> ReloadPlan:
 class Supervisor:
     """Owns one ``ServerActor`` task per configured server, all in one task group."""
 
-    def __init__(self, tg: TaskGroup, *, listeners: list[Listener] | None = None) -> None:
+    def __init__(
+        self, tg: TaskGroup, *, listeners: list[Listener] | None = None, start_gate: StartGate | None = None
+    ) -> None:
         self._tg = tg
         self._actors: dict[str, ServerActor] = {}
         self._scopes: dict[str, anyio.CancelScope] = {}
         self._listeners = list(listeners or [])
-        self._start_gate = StartGate()
+        self._start_gate = start_gate or StartGate()
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -141,11 +143,11 @@ class Supervisor:
 
 @contextlib.asynccontextmanager
 async def open_supervisor(
-    config: Config, *, listeners: list[Listener] | None = None
+    config: Config, *, listeners: list[Listener] | None = None, start_gate: StartGate | None = None
 ) -> AsyncIterator[Supervisor]:
     """Start every server of ``config`` concurrently; on exit stop them all."""
     async with anyio.create_task_group() as tg:
-        supervisor = Supervisor(tg, listeners=listeners)
+        supervisor = Supervisor(tg, listeners=listeners, start_gate=start_gate)
         for server in config.servers:
             supervisor.add(server)
         try:
