@@ -26,8 +26,9 @@ def _require_within(struct: msgspec.Struct, bounds: dict[str, tuple[float, float
             raise ValueError(f"`{name}` must be > {low:g} and <= {high:g} (got {value:g})")
 
 
-MAX_STOP_GRACE = 30.0
-"""Upper limit of ``stop_grace``: a stop takes at most about twice this (see the supervisor's bound)."""
+MAX_STOP_GRACE = 10.0
+"""Upper limit of ``stop_grace``. A stop takes at most about twice this, so the whole shutdown stays
+within the supervisor's bound (25 s) and below the service unit's ``TimeoutStopSec`` (30 s)."""
 
 _SERVER_BOUNDS = {
     "connect_timeout": (0.0, 600.0),
