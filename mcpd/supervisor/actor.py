@@ -39,7 +39,7 @@ from mcpd.supervisor import sdk, watchers
 from mcpd.supervisor.calls import NotDelivered, send_call
 from mcpd.supervisor.gate import StartGate
 from mcpd.supervisor.link import Link
-from mcpd.supervisor.policy import Ending, GiveUp, Retry, decide
+from mcpd.supervisor.policy import Decision, Ending, GiveUp, Retry, decide
 from mcpd.supervisor.rawrpc import ProgressCallback
 from mcpd.supervisor.stdio import KILL_WAIT, SpawnError, StderrLog, StdioChild, open_stdio_child
 from mcpd.supervisor.watchers import RunEnded, Signal
@@ -270,18 +270,20 @@ class ServerActor:
             self._begin_start()
             try:
                 ended = await self._run_once()
+                if ended is None:  # stopped or restarted on purpose
+                    if self._stop_wanted():
+                        self._set(S.STOPPED, "stop requested")
+                    continue
+                await self._after(ended)
             except Exception as exc:
                 # A bug here must not take the other servers down with this one.
                 log.exception("server.internal_error", server=self.name)
-                ended = RunEnded(describe_error(exc), Ending.INTERNAL)
-            if ended is None:  # stopped or restarted on purpose
-                if self._stop_wanted():
-                    self._set(S.STOPPED, "stop requested")
-                continue
-            await self._after(ended)
+                self._give_up(self._decide(RunEnded(describe_error(exc), Ending.INTERNAL)))
 
     def _begin_start(self) -> None:
         self._restart_wanted = False
+        if self._state is S.STARTING:  # a restart asked for during the handshake
+            return
         if self._state in LIVE_STATES:
             reason = "restart requested"
         elif self._state is S.BACKOFF:
@@ -296,12 +298,11 @@ class ServerActor:
         # A method, not the attribute, so type checkers do not assume it unchanged across awaits.
         return not self._want_running
 
-    async def _after(self, ended: RunEnded) -> None:
-        """Apply the policy's decision about a run that ended on its own."""
+    def _decide(self, ended: RunEnded) -> Decision:
         ran_for = time.monotonic() - self._live_since if self._live_since else 0.0
         self._live_since = None
         self.last_exit = ended.reason
-        decision = decide(
+        return decide(
             ended.ending,
             ended.reason,
             attempt=self._attempt,
@@ -310,14 +311,22 @@ class ServerActor:
             wanted=self._want_running,
             unit_random=self._random(),
         )
+
+    def _give_up(self, decision: Decision) -> None:
+        """Apply a ``GiveUp`` (``failed``) or a ``Stop`` (``stopped``): no more runs until wished."""
+        self._want_running = False
         if isinstance(decision, GiveUp):
             self._attempt = decision.attempt
-            self._want_running = False
             self.last_error = decision.reason
             self._set(S.FAILED if can_transition(self._state, S.FAILED) else S.STOPPED, decision.reason)
-            return
-        if not isinstance(decision, Retry):  # Stop
+        elif self._state is not S.STOPPED:
             self._set(S.STOPPED, "stop requested")
+
+    async def _after(self, ended: RunEnded) -> None:
+        """Apply the policy's decision about a run that ended on its own."""
+        decision = self._decide(ended)
+        if not isinstance(decision, Retry):
+            self._give_up(decision)
             return
         self._attempt = decision.attempt
         self.last_error = ended.reason
@@ -392,7 +401,8 @@ class ServerActor:
             reason = f"no answer to initialize/tools/list within {timeout:g}s"
             raise await self._handshake_failed(reason) from None
         except sdk.MCPError as exc:
-            if http is not None and sdk.is_connection_error(exc):
+            # A refused connection, or a gateway's 502-504 (the HTTP layer has said so): not there yet.
+            if http is not None and (sdk.is_connection_error(exc) or http.reason is not None):
                 raise RunEnded(http.reason or sdk.describe_mcp_error(exc), Ending.UNREACHABLE) from None
             raise await self._handshake_failed(sdk.describe_mcp_error(exc)) from None
         self._server_info = info
