@@ -143,8 +143,7 @@ def _status(daemon: Daemon, actor: ServerActor) -> ServerStatus:
 async def show(daemon: Daemon, conn: Connection, params: ServerParams) -> ServerDetail:
     """One server in depth: its status, its recent state changes, the tail of its stderr."""
     actor = daemon.supervisor.actor(params.name)
-    status = msgspec.structs.replace(actor.status(), trust=daemon.catalog.trust_summary(actor))
-    return ServerDetail(status=status, history=actor.history, stderr=actor.stderr_tail())
+    return ServerDetail(status=_status(daemon, actor), history=actor.history, stderr=actor.stderr_tail())
 
 
 async def _settle(daemon: Daemon, name: str) -> ServerStatus:
