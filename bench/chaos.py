@@ -37,7 +37,7 @@ from mcpd.config.model import MAX_STOP_GRACE
 from mcpd.daemon.logging import configure_logging
 from mcpd.errors import McpdError
 from mcpd.supervisor.supervisor import STOP_BOUND
-from mcpd.testing import fixture_command
+from mcpd.testing import fixture_command, fixture_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.testing.remote import free_port, running_http_fixture
 
@@ -48,13 +48,9 @@ POLL = 0.05
 
 
 def toml_server(name: str, **fields: object) -> str:
+    """A server section that is not a fixture (those come from ``fixture_toml``)."""
     lines = [f"[servers.{name}]"] + [f"{key} = {json.dumps(value)}" for key, value in fields.items()]
     return "\n".join(lines) + "\n"
-
-
-def stdio_server(name: str, *flags: str, **fields: object) -> str:
-    command, *args = fixture_command(name, *flags)
-    return toml_server(name, command=command, args=args, **fields)
 
 
 @contextlib.asynccontextmanager
@@ -121,7 +117,7 @@ def fixture_processes(marker: str) -> int:
 async def storm(duration: float) -> None:
     marker = f"chaos{os.getpid()}"
     names = [f"{marker}s{i}" for i in range(10)]
-    config = "".join(stdio_server(name) for name in names)
+    config = "".join(fixture_toml(name) for name in names)
     outcomes: collections.Counter[str] = collections.Counter()
     hung = 0
     kills = 0
