@@ -42,7 +42,8 @@ from mcpd.supervisor.link import Link
 from mcpd.supervisor.policy import Decision, Ending, GiveUp, Retry, decide
 from mcpd.supervisor.rawrpc import ProgressCallback
 from mcpd.supervisor.stdio import KILL_WAIT, SpawnError, StderrLog, StdioChild, open_stdio_child
-from mcpd.supervisor.watchers import RunEnded, Signal
+from mcpd.supervisor.wakeup import Wakeup
+from mcpd.supervisor.watchers import RunEnded
 
 log = structlog.get_logger("mcpd.supervisor")
 
@@ -72,9 +73,10 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def stop_bound(config: ServerConfig) -> float:
-    """Seconds a stop of this server may take at most: stdin EOF, SIGTERM, SIGKILL, and a margin."""
-    return 2 * config.stop_grace + KILL_WAIT + 3.0
+def stop_bound(stop_grace: float) -> float:
+    """Seconds a stop may take at most: ``stop_grace`` after stdin EOF, again after SIGTERM, then
+    SIGKILL, and a margin."""
+    return 2 * stop_grace + KILL_WAIT + 3.0
 
 
 class ServerActor:
@@ -94,7 +96,7 @@ class ServerActor:
         self._random = unit_random
         self._state = S.STOPPED if config.enabled else S.DISABLED
         self._changed = anyio.Event()
-        self._wake = anyio.Event()
+        self._wake = Wakeup()
         self._want_running = config.enabled
         self._restart_wanted = False
         self._child: StdioChild | None = None
@@ -104,7 +106,7 @@ class ServerActor:
         self._stderr = StderrLog(config.name)
         self._tools: tuple[ToolInfo, ...] = ()
         self._tool_names: frozenset[str] = frozenset()
-        self._tools_dirty = Signal()
+        self._tools_dirty = Wakeup()
         self._server_info: ServerInfo | None = None
         self._live_since: float | None = None
         self._attempt = 0
@@ -192,7 +194,7 @@ class ServerActor:
         """Wish the server stopped and wait (at most ``stop_bound``) until it is."""
         self._want_running = False
         self._wake.set()
-        with anyio.move_on_after(timeout if timeout is not None else stop_bound(self.config)):
+        with anyio.move_on_after(timeout if timeout is not None else stop_bound(self.config.stop_grace)):
             while self._state not in _DOWN_STATES or self.alive:
                 await self._changed.wait()
 
@@ -265,7 +267,7 @@ class ServerActor:
         """Supervise until cancelled: start when wished, restart as the policy says, stop when wished."""
         while True:
             if not self._want_running:
-                await self._consume_wake()
+                await self._wake.wait()
                 continue
             self._begin_start()
             try:
@@ -331,22 +333,18 @@ class ServerActor:
         self._attempt = decision.attempt
         self.last_error = ended.reason
         self._next_retry_at = time.time() + decision.delay
-        self._wake = anyio.Event()  # wishes from before this moment were for the run that ended
+        self._wake.clear()  # wishes from before this moment were for the run that ended
         self._set(S.BACKOFF, f"retry {decision.attempt} in {decision.delay:.2f}s: {ended.reason}")
         if not self._restart_wanted:
             with anyio.move_on_after(decision.delay):
-                await self._consume_wake()  # a stop, start or restart cuts the wait short
+                await self._wake.wait()  # a stop, start or restart cuts the wait short
         self._next_retry_at = None
         if self._stop_wanted():
             self._set(S.STOPPED, "stop requested")
 
-    async def _consume_wake(self) -> None:
-        await self._wake.wait()
-        self._wake = anyio.Event()
-
     async def _run_once(self) -> RunEnded | None:
         """One run of the server: connect, serve until it ends or we are told to stop."""
-        self._tools_dirty = Signal()
+        self._tools_dirty.clear()  # a list_changed of the previous run is answered by the handshake
         http = sdk.HttpWatch() if self.config.url is not None else None
         try:
             async with anyio.create_task_group() as tg:
@@ -431,7 +429,7 @@ class ServerActor:
 
     async def _watch_wishes(self, tg: TaskGroup) -> None:
         while self._want_running and not self._restart_wanted:
-            await self._consume_wake()
+            await self._wake.wait()
         tg.cancel_scope.cancel()
 
     # -- watchers.Hooks -----------------------------------------------------------------------

@@ -32,6 +32,7 @@ import mcpd
 from mcpd.config.model import ServerConfig
 from mcpd.model.servers import ServerInfo
 from mcpd.model.tools import ToolInfo, ToolResult
+from mcpd.supervisor.wakeup import Wakeup
 
 __all__ = ["CONNECTION_CLOSED", "ClientSession", "HttpWatch", "MCPError", "open_http_session", "open_session"]
 
@@ -69,7 +70,8 @@ class HttpWatch:
     """What the HTTP layer of one connection tells the actor."""
 
     def __init__(self) -> None:
-        self._trouble = anyio.Event()
+        self.trouble = Wakeup()
+        """Something failed or closed: check the server now rather than at the next ping."""
         self.session_lost = anyio.Event()
         """The server answered 404 to our session id: it restarted and forgot us; reconnect."""
         self.reason: str | None = None
@@ -77,14 +79,9 @@ class HttpWatch:
 
     def report(self, reason: str, *, lost: bool = False) -> None:
         self.reason = reason
-        self._trouble.set()
+        self.trouble.set()
         if lost:
             self.session_lost.set()
-
-    async def wait_trouble(self) -> None:
-        """Wait until something failed or closed since the last wait: time to check the server."""
-        await self._trouble.wait()
-        self._trouble = anyio.Event()
 
 
 class _WatchedStream(httpx2.AsyncByteStream):

@@ -20,7 +20,7 @@ log = structlog.get_logger("mcpd.supervisor")
 
 S = ServerState
 
-STOP_BOUND = stop_bound(ServerConfig(name="bound", command="x", stop_grace=MAX_STOP_GRACE))
+STOP_BOUND = stop_bound(MAX_STOP_GRACE)
 """The longest any stop, reload or shutdown of the supervisor waits: servers stop in parallel, and
 the config bounds keep each one's own stop (``stop_grace`` twice, then SIGKILL) below it."""
 

@@ -17,6 +17,7 @@ from mcpd.supervisor import sdk
 from mcpd.supervisor.link import Link
 from mcpd.supervisor.policy import Ending
 from mcpd.supervisor.stdio import StdioChild
+from mcpd.supervisor.wakeup import Wakeup
 
 TOOLS_REFRESH_GAP = 0.5
 """Least time between two ``tools/list`` of one server: a storm of ``list_changed`` costs at most
@@ -44,20 +45,6 @@ class Hooks(Protocol):
 
     def tools_listed(self, tools: tuple[ToolInfo, ...]) -> None:
         """A fresh ``tools/list`` answer."""
-
-
-class Signal:
-    """A flag set any number of times and consumed by one waiter: a burst of sets is one wake-up."""
-
-    def __init__(self) -> None:
-        self._event = anyio.Event()
-
-    def set(self) -> None:
-        self._event.set()
-
-    async def wait(self) -> None:
-        await self._event.wait()
-        self._event = anyio.Event()
 
 
 async def watch_exit(child: StdioChild, grace: float) -> None:
@@ -106,7 +93,7 @@ async def watch_health(link: Link, config: ServerConfig, hooks: Hooks) -> None:
     while True:
         with anyio.move_on_after(config.ping_interval):
             if link.http is not None:
-                await link.http.wait_trouble()
+                await link.http.trouble.wait()
             else:
                 await anyio.sleep_forever()
         try:
@@ -124,7 +111,7 @@ async def watch_health(link: Link, config: ServerConfig, hooks: Hooks) -> None:
         hooks.recover("ping answered")
 
 
-async def watch_tools(link: Link, dirty: Signal, config: ServerConfig, hooks: Hooks) -> None:
+async def watch_tools(link: Link, dirty: Wakeup, config: ServerConfig, hooks: Hooks) -> None:
     """Re-list the tools after ``notifications/tools/list_changed``, coalescing storms (see the gap)."""
     while True:
         await dirty.wait()
