@@ -73,19 +73,21 @@ def gate_label(slots: int | None) -> str:
     return "wide open" if slots == WIDE_OPEN else f"gate {StartGate(slots).slots}"
 
 
-async def main(sizes: list[int]) -> None:
+async def main(sizes: list[int], gates: list[int | None], with_hung: bool) -> None:
     base_rss = rss_mib()
     print(f"daemon RSS before any server: {base_rss:.1f} MiB; shipped gate: {StartGate().slots} slots\n")
     print(f"{'case':<34}{'all running':>12}{'first tries failed':>20}{'daemon RSS':>13}")
     for n in sizes:
         servers = [fixture_server(f"s{i}") for i in range(n)]
-        for slots in (None, WIDE_OPEN):
+        for slots in gates:
             run, rss = await start_all(servers, slots, {s.name for s in servers})
             label = f"{n} servers, {gate_label(slots)}"
             print(
                 f"{label:<34}{max(run.running_at.values()):>11.2f}s{len(run.failed_first):>20}{rss:>9.1f} MiB"
             )
 
+    if not with_hung:
+        return
     healthy = [fixture_server(f"ok{i}") for i in range(8)]
     hung = [fixture_server(f"h{i}", "--hang-initialize", connect_timeout=HANG_TIMEOUT) for i in range(2)]
     names = {s.name for s in healthy}
@@ -95,7 +97,7 @@ async def main(sizes: list[int]) -> None:
     floor, _ = await start_all(healthy, WIDE_OPEN, names)
     floor_s = max(floor.running_at.values())
     print(f"  {'floor: the 8 alone, all at once':<40}{floor_s:>8.2f}s")
-    for slots in (None, WIDE_OPEN):
+    for slots in gates:
         run, _ = await start_all([*healthy, *hung], slots, names)
         last = max(run.running_at[name] for name in names)
         print(
@@ -106,5 +108,11 @@ async def main(sizes: list[int]) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="10,50,200", help="comma-separated server counts")
+    parser.add_argument("--slots", default="shipped,open", help="gates to compare: shipped, open, or N")
+    parser.add_argument("--no-hung", action="store_true", help="skip the 2-hung-of-10 case")
+    options = parser.parse_args()
+    gates = [
+        None if g == "shipped" else WIDE_OPEN if g == "open" else int(g) for g in options.slots.split(",")
+    ]
     configure_logging("warning")
-    anyio.run(main, [int(n) for n in parser.parse_args().sizes.split(",")])
+    anyio.run(main, [int(n) for n in options.sizes.split(",")], gates, not options.no_hung)

@@ -396,6 +396,7 @@ class ServerActor:
             with anyio.fail_after(timeout):
                 info, tools = await sdk.handshake(session)
         except TimeoutError:
+            self._start_gate.timed_out()
             reason = f"no answer to initialize/tools/list within {timeout:g}s"
             raise await self._handshake_failed(reason) from None
         except sdk.MCPError as exc:
@@ -403,6 +404,7 @@ class ServerActor:
             if http is not None and (sdk.is_connection_error(exc) or http.reason is not None):
                 raise RunEnded(http.reason or sdk.describe_mcp_error(exc), Ending.UNREACHABLE) from None
             raise await self._handshake_failed(sdk.describe_mcp_error(exc)) from None
+        self._start_gate.succeeded()
         self._server_info = info
         self._set_tools(tools)
         link = Link(session=session, child=self._child, http=http)
