@@ -320,9 +320,12 @@ class ServerActor:
         if isinstance(decision, GiveUp):
             self._attempt = decision.attempt
             self.last_error = decision.reason
-            self._set(S.FAILED if can_transition(self._state, S.FAILED) else S.STOPPED, decision.reason)
-        elif self._state is not S.STOPPED:
-            self._set(S.STOPPED, "stop requested")
+        if self._state in _DOWN_STATES:
+            return
+        if isinstance(decision, GiveUp) and can_transition(self._state, S.FAILED):
+            self._set(S.FAILED, decision.reason)
+        else:
+            self._set(S.STOPPED, decision.reason if isinstance(decision, GiveUp) else "stop requested")
 
     async def _after(self, ended: RunEnded) -> None:
         """Apply the policy's decision about a run that ended on its own."""
