@@ -106,7 +106,11 @@ def fixture_processes(marker: str) -> int:
                 state = stat.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if marker.encode() in argv and b"mcpd.testing.fixture" in argv and state != "Z":
+        if (
+            b"mcpd.testing.fixture" in argv
+            and any(arg.startswith(marker.encode()) for arg in argv)
+            and state != "Z"
+        ):
             count += 1
     return count
 
