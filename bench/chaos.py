@@ -27,7 +27,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import anyio
@@ -78,41 +78,33 @@ def fd_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def zombies_of(pid: int) -> int:
-    count = 0
+def processes() -> Iterator[tuple[str, int, list[bytes]]]:
+    """Every process: (state letter, parent pid, argv)."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as stat:
                 fields = stat.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                argv = cmdline.read().split(b"\0")
         except OSError:
             continue
-        if fields[0] == "Z" and int(fields[1]) == pid:
-            count += 1
-    return count
+        yield fields[0], int(fields[1]), argv
+
+
+def zombies_of(pid: int) -> int:
+    return sum(1 for state, parent, _ in processes() if state == "Z" and parent == pid)
 
 
 def fixture_processes(marker: str) -> int:
     """Live processes whose command line names a fixture server of this run."""
-    count = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                argv = cmdline.read().split(b"\0")
-            with open(f"/proc/{entry}/stat") as stat:
-                state = stat.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if (
-            b"mcpd.testing.fixture" in argv
-            and any(arg.startswith(marker.encode()) for arg in argv)
-            and state != "Z"
-        ):
-            count += 1
-    return count
+    prefix = marker.encode()
+    return sum(
+        1
+        for state, _, argv in processes()
+        if state != "Z" and b"mcpd.testing.fixture" in argv and any(arg.startswith(prefix) for arg in argv)
+    )
 
 
 # -- storm -------------------------------------------------------------------------------------------

@@ -6,8 +6,9 @@ of written lines and a number, without processes or pipes.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -63,14 +64,28 @@ async def run_request(
         results[key] = exc
 
 
+@contextlib.asynccontextmanager
+async def in_flight(
+    pipe: Pipe,
+    rpc: RawRpc,
+    results: dict[str, Any],
+    *keys: str,
+    on_progress: Callable[..., None] | None = None,
+) -> AsyncIterator[list[dict[str, Any]]]:
+    """Requests ``keys`` written in that order; yields their lines; on exit waits for them to end."""
+    async with anyio.create_task_group() as tg:
+        for key in keys:
+            tg.start_soon(run_request, rpc, results, key, on_progress)
+            await pipe.wait_lines(len(pipe.lines) + 1)
+        yield pipe.lines[-len(keys) :]
+
+
 async def test_a_request_is_one_json_rpc_line_with_our_id_space() -> None:
     """The request goes out as one JSON line: jsonrpc 2.0, a string id in the mcpd- space, the params."""
     pipe = Pipe()
     rpc = pipe.rpc()
     results: dict[str, Any] = {}
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run_request, rpc, results, "echo")
-        (line,) = await pipe.wait_lines(1)
+    async with in_flight(pipe, rpc, results, "echo") as (line,):
         assert rpc.route(reply(line["id"], {"content": []}))
     assert line["jsonrpc"] == "2.0" and line["method"] == "tools/call"
     assert line["params"] == {"name": "echo"}
@@ -83,11 +98,7 @@ async def test_replies_are_routed_by_id_in_any_order() -> None:
     pipe = Pipe()
     rpc = pipe.rpc()
     results: dict[str, Any] = {}
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run_request, rpc, results, "first")
-        await pipe.wait_lines(1)
-        tg.start_soon(run_request, rpc, results, "second")
-        first, second = await pipe.wait_lines(2)
+    async with in_flight(pipe, rpc, results, "first", "second") as (first, second):
         assert rpc.route(reply(second["id"], "for second"))
         assert rpc.route(reply(first["id"], "for first"))
     assert bytes(results["first"].result) == b'"for first"'
@@ -99,9 +110,7 @@ async def test_lines_that_are_not_our_replies_are_left_to_the_sdk() -> None:
     pipe = Pipe()
     rpc = pipe.rpc()
     results: dict[str, Any] = {}
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run_request, rpc, results, "x")
-        (line,) = await pipe.wait_lines(1)
+    async with in_flight(pipe, rpc, results, "x") as (line,):
         assert not rpc.route(b'{"jsonrpc": "2.0", "id": 7, "result": "mcpd-1"}')
         assert not rpc.route(reply("mcpd-999", "nobody asked"))
         assert not rpc.route(b'{"jsonrpc": "2.0", "id": "mcpd-1", "method": "sampling/createMessage"}')
@@ -117,9 +126,7 @@ async def test_a_reply_mentioning_progress_is_still_delivered() -> None:
     rpc = pipe.rpc()
     results: dict[str, Any] = {}
     seen: list[tuple[float, float | None, str | None]] = []
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run_request, rpc, results, "p", lambda *a: seen.append(a))
-        (line,) = await pipe.wait_lines(1)
+    async with in_flight(pipe, rpc, results, "p", on_progress=lambda *a: seen.append(a)) as (line,):
         assert rpc.route(reply(line["id"], {"content": [{"type": "text", "text": "notifications/progress"}]}))
     assert isinstance(results["p"], Reply)
     assert seen == []
@@ -131,9 +138,7 @@ async def test_progress_reaches_the_caller_that_asked() -> None:
     rpc = pipe.rpc()
     results: dict[str, Any] = {}
     seen: list[tuple[float, float | None, str | None]] = []
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run_request, rpc, results, "p", lambda *a: seen.append(a))
-        (line,) = await pipe.wait_lines(1)
+    async with in_flight(pipe, rpc, results, "p", on_progress=lambda *a: seen.append(a)) as (line,):
         token = line["params"]["_meta"]["progressToken"]
         assert token == line["id"]
         assert rpc.route(progress(token, 1, "half"))
@@ -185,9 +190,7 @@ async def test_close_fails_requests_in_flight_and_refuses_new_ones() -> None:
     pipe = Pipe()
     rpc = pipe.rpc()
     results: dict[str, Any] = {}
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run_request, rpc, results, "in_flight")
-        await pipe.wait_lines(1)
+    async with in_flight(pipe, rpc, results, "in_flight"):
         rpc.close()
     assert isinstance(results["in_flight"], ConnectionLost)
     with pytest.raises(NotSent):
