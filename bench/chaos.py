@@ -45,6 +45,9 @@ CALL_TIMEOUT = 10.0
 HUNG_SLACK = 5.0
 """A call that has not ended this long after its deadline counts as hung."""
 POLL = 0.05
+CALL_DELAY = 1.0
+CALL_DURING_OUTAGE_SLACK = 120.0
+"""The deadline of the call made during an outage, past the outage: room for the fixture's start-up."""
 
 
 def toml_server(name: str, **fields: object) -> str:
@@ -205,29 +208,39 @@ async def remote(outages: list[float]) -> None:
                         noticed = time.perf_counter() - down_at
                         break
                     await anyio.sleep(POLL)
-            outcome: list[str] = []
+            outcome: list[tuple[str, float]] = []
             async with anyio.create_task_group() as tg:
-                tg.start_soon(call_and_tell, client, name, outage + 20, outcome)
+                # The deadline leaves room for the fixture's own start-up after the outage.
+                tg.start_soon(call_and_tell, client, name, outage + CALL_DURING_OUTAGE_SLACK, outcome)
                 await anyio.sleep(max(0.0, outage - (time.perf_counter() - down_at)))
                 server = await stack.enter_async_context(contextlib.AsyncExitStack())
                 await server.enter_async_context(running_http_fixture(name, port))
+                back_at = time.perf_counter()
                 to_running = await wait_all_running(client, {name}, 120)
             seen = f"noticed after {noticed:.2f}s" if noticed is not None else "never noticed"
             back = f"running {to_running:.2f}s after its return" if to_running is not None else "NOT running"
-            print(f"remote down {outage:g}s: {seen}; {back}; call made during the outage {outcome[0]}")
+            result, done_at = outcome[0]
+            print(f"remote down {outage:g}s: {seen}; {back}")
+            deadline = outage + CALL_DURING_OUTAGE_SLACK
+            print(
+                f"  a call made {CALL_DELAY:g}s into the outage (deadline {deadline:g}s): "
+                f"{result}, {done_at - back_at:.2f}s after the server's return"
+            )
         crashed = daemon.process.returncode is not None
         statuses = {s.name: s for s in await client.status()}
     final = statuses[name]
     print(f"  daemon crashed: {'yes' if crashed else 'no'}; state {final.state}, restarts {final.restarts}")
 
 
-async def call_and_tell(client: AsyncClient, server: str, timeout: float, outcome: list[str]) -> None:
-    started = time.perf_counter()
+async def call_and_tell(
+    client: AsyncClient, server: str, timeout: float, outcome: list[tuple[str, float]]
+) -> None:
+    await anyio.sleep(CALL_DELAY)
     try:
         await client.call_tool("echo", {"text": "x"}, server=server, timeout=timeout)
-        outcome.append(f"succeeded after waiting {time.perf_counter() - started:.1f}s")
+        outcome.append(("succeeded", time.perf_counter()))
     except McpdError as exc:
-        outcome.append(f"{type(exc).__name__}: {exc}")
+        outcome.append((f"{type(exc).__name__}: {exc}", time.perf_counter()))
 
 
 # -- shutdown ----------------------------------------------------------------------------------------
