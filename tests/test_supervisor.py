@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -110,17 +109,17 @@ async def test_crash_loop_ends_in_failed_until_restarted() -> None:
 
 
 async def test_stop_during_backoff_is_prompt() -> None:
-    """A server waiting out a long backoff stops at once when asked, and says stopped."""
-    slow_retry = RestartPolicy(initial_delay=30.0, max_delay=30.0, max_retries=3)
+    """A server waiting out a long backoff stops when asked, without sitting the backoff out: the
+    backoff (an hour) is far longer than a stop may wait, so stopped can only mean cut short."""
+    slow_retry = RestartPolicy(initial_delay=3600.0, max_delay=3600.0)
     async with open_supervisor(
         config(fixture_server("waiting", "--die-after", "0", restart=slow_retry))
     ) as sup:
         actor = sup.actor("waiting")
-        await actor.wait_state(S.BACKOFF, timeout=20)
-        started = time.monotonic()
+        await actor.wait_state(S.BACKOFF, timeout=60)
         await actor.stop()
         assert actor.state is S.STOPPED
-        assert time.monotonic() - started < 2.0
+        assert (actor.history[-1].old, actor.history[-1].new) == (S.BACKOFF, S.STOPPED)
 
 
 async def test_frozen_server_is_degraded_then_restarted() -> None:
@@ -273,12 +272,10 @@ async def test_stop_reaches_grandchildren_and_sigterm_ignorers() -> None:
         assert pid is not None
         group = _group_members(pid)
         assert len(group) >= 2, group
-        started = time.monotonic()
         await actor.stop()
-        elapsed = time.monotonic() - started
-    for member in group:
-        await wait_gone(member, timeout=5)
-    assert elapsed < 2 * 0.5 + 2.5
+        # stop() returns once the whole group is gone (SIGKILL included), not at its own time limit.
+        assert actor.state is S.STOPPED and not actor.alive
+        assert all(process_gone(member) for member in group), group
 
 
 def _quote(arg: str) -> str:
