@@ -34,7 +34,22 @@ from mcpd.model.servers import ServerInfo
 from mcpd.model.tools import ToolInfo, ToolResult
 from mcpd.supervisor.wakeup import Wakeup
 
-__all__ = ["CONNECTION_CLOSED", "ClientSession", "HttpWatch", "MCPError", "open_http_session", "open_session"]
+__all__ = [
+    "CONNECTION_CLOSED",
+    "CallMark",
+    "ClientSession",
+    "HttpWatch",
+    "MCPError",
+    "call_tool",
+    "describe_mcp_error",
+    "handshake",
+    "is_connection_error",
+    "list_tools",
+    "open_http_session",
+    "open_session",
+    "ping",
+    "track_call",
+]
 
 CONNECTION_CLOSED = mcp_types.CONNECTION_CLOSED
 _CLIENT_INFO = mcp_types.Implementation(name="mcpd", version=mcpd.__version__)
