@@ -10,11 +10,11 @@ one again, as TCP's congestion window does. A server holds its place until it is
 or for ``hold`` seconds at most, so a hung server delays the queue by ``hold``, never by
 its timeout. The connect timeout starts once a server is through the gate.
 
-Measured by ``bench/startup.py`` on 2 busy cores: a fixed 4 slots made every size slower
-than no gate (10 servers 16.8 s vs 12.0 s, the healthy 8 of 10 with 2 hung at 1.89x the
-parallel floor vs 1.28x); no gate let 30 of 50 first handshakes time out; 16 slots started
-50 in 33 s with none timing out, but on a machine loaded by other work a fixed 16 kept
-timing out at 200 servers, which the narrowing window prevents.
+Measured by ``bench/startup.py`` on 2 cores loaded by other work (all running; first
+handshakes timed out): 10 servers: this gate 10.3 s, a fixed 4 slots 17.3 s, no gate
+12.7 s; 50 servers: 34.3 s (0), 70.2 s (0), 71.5 s (33 of 50); the healthy 8 of 10 beside
+2 hung: 0.82x, 1.63x and 1.02x the parallel floor. At 200 servers on that machine a fixed
+16 slots kept timing out and restarting, which the narrowing window is there to prevent.
 """
 
 from __future__ import annotations
