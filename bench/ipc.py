@@ -9,7 +9,8 @@ Run ``python bench/ipc.py``. Prints, side by side:
     SDK ``ClientSession`` to another copy of the fixture.
 
 p50/p99 latency with one client; throughput with 1, 8 and 32 concurrent clients;
-the daemon's own CPU time per proxied call; the wall time of ``mcpd status``.
+the daemon's own CPU time per proxied call; the wall time of ``mcpd status``; and what the
+raw call path (``mcpd.supervisor.rawrpc``) saves over the SDK session, in-process, on one server.
 Asserts nothing about time: the figures are for people.
 """
 
@@ -40,7 +41,11 @@ from mcpd.daemon.logging import configure_logging
 from mcpd.ipc.framing import frame
 from mcpd.ipc.stream import FrameStream
 from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, Request, Response
-from mcpd.testing import fixture_command
+from mcpd.supervisor import sdk
+from mcpd.supervisor.calls import send_call
+from mcpd.supervisor.link import Link
+from mcpd.supervisor.stdio import open_stdio_child
+from mcpd.testing import fixture_command, fixture_server
 from mcpd.testing.daemon import running_daemon
 
 Op = Callable[[], Awaitable[object]]
@@ -292,6 +297,38 @@ async def measure(workdir: Path, echo_path: Path, echo_pid: int, count: int, sec
         )
         for client in [*echo_clients, *raw_mcpd]:
             client.stream.close()
+    await call_path_benefit(max(500, count // 2))
+
+
+async def call_path_benefit(count: int) -> None:
+    """CPU of this process per tools/call on the raw path and on the SDK session, same child."""
+    config = fixture_server("fx", "--tools", "1")
+    async with (
+        open_stdio_child(config) as (child, read, write),
+        sdk.open_session(read, write, lambda: None) as session,
+    ):
+        await sdk.handshake(session)
+        paths = {"raw": Link(session=session, child=child, http=None), "sdk": Link(session, None, None)}
+        cpu: dict[str, float] = {}
+        for label, link in (*paths.items(), *paths.items()):  # each twice: the first round warms up
+            before = time.process_time()
+            for _ in range(count):
+                await send_call(
+                    link,
+                    server="fx",
+                    tool="tool_0",
+                    arguments={"text": "x"},
+                    deadline=anyio.current_time() + 30,
+                    limit=30,
+                    on_progress=None,
+                )
+            cpu[label] = (time.process_time() - before) / count * 1e6
+    raw, through_sdk = cpu["raw"], cpu["sdk"]
+    print(
+        f"  raw call path: {raw:.0f} us of daemon CPU per tools/call vs {through_sdk:.0f} us through the SDK "
+        f"session (same server, in-process): saves {through_sdk - raw:.0f} us per call "
+        f"({through_sdk / raw:.1f}x)"
+    )
 
 
 async def serve_echo(path: str) -> None:

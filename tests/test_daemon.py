@@ -44,7 +44,7 @@ async def test_sigkill_of_daemon_leaves_no_child(tmp_path: Path) -> None:
     """kill -9 of the daemon: its children die within a few seconds, even one that ignores stdin."""
     path = tmp_path / "config.toml"
     # `hung` never reads stdin, so only the kernel's parent-death signal can end it.
-    hung = fixture_toml("hung", "--hang-initialize", connect_timeout=1.0, stop_grace=30)
+    hung = fixture_toml("hung", "--hang-initialize", connect_timeout=1.0, stop_grace=10)
     path.write_text(fixture_toml("a") + fixture_toml("b") + hung)
     async with running_daemon(path, wait_ready=False) as daemon:
         degraded = await daemon.wait_for("server.state", server="hung", new="degraded")

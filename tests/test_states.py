@@ -53,18 +53,34 @@ def test_backoff_grows_exponentially_and_is_capped() -> None:
 
 
 def test_backoff_jitter_stays_within_its_fraction() -> None:
-    """Jitter spreads the delay by at most +/- jitter, in both directions."""
-    policy = RestartPolicy(initial_delay=2.0, max_delay=2.0, jitter=0.25)
+    """Below the cap, jitter spreads the delay by at most +/- jitter, in both directions."""
+    policy = RestartPolicy(initial_delay=2.0, max_delay=10.0, jitter=0.25)
     assert backoff_delay(1, policy, 0.0) == pytest.approx(1.5)
     assert backoff_delay(1, policy, 0.999999) == pytest.approx(2.5, rel=1e-5)
     assert backoff_delay(1, policy, 0.5) == pytest.approx(2.0)
 
 
+def test_backoff_cap_is_exact() -> None:
+    """Once the growth reaches the cap, every delay is the cap itself, whatever the jitter draws:
+    a crash loop costs one spawn per cap, and never waits longer than the cap."""
+    policy = RestartPolicy(initial_delay=1.0, max_delay=8.0, jitter=0.5)
+    assert {backoff_delay(n, policy, u) for n in (4, 5, 50) for u in (0.0, 0.5, 0.999)} == {8.0}
+    assert backoff_delay(3, policy, 0.999) <= 8.0
+
+
+def test_backoff_cap_argument_lowers_the_policy_cap() -> None:
+    """An explicit cap (remote reconnects) applies below the policy's own, never above it."""
+    policy = RestartPolicy(initial_delay=0.5, max_delay=60.0, jitter=0.0)
+    assert backoff_delay(10, policy, 0.5, cap=2.0) == 2.0
+    assert backoff_delay(10, RestartPolicy(initial_delay=0.5, max_delay=1.0), 0.5, cap=2.0) == 1.0
+
+
 def test_crash_loop_threshold() -> None:
-    """max_retries unstable runs are retried; one more is a crash loop."""
+    """max_retries unstable runs are retried; one more is a crash loop; unset means never."""
     policy = RestartPolicy(max_retries=3)
     assert not gives_up(3, policy)
     assert gives_up(4, policy)
+    assert not gives_up(10**9, RestartPolicy())
 
 
 def test_policy_rejects_nonsense() -> None:
@@ -76,10 +92,10 @@ def test_policy_rejects_nonsense() -> None:
 
 
 def test_backoff_never_overflows() -> None:
-    """A huge multiplier or attempt count is capped at max_delay instead of raising OverflowError."""
-    policy = RestartPolicy(initial_delay=1.0, max_delay=30.0, multiplier=1e200, jitter=0.0, max_retries=10**6)
-    assert backoff_delay(5, policy, 0.5) == 30.0
-    assert backoff_delay(10**6, RestartPolicy(jitter=0.0, max_retries=10**7), 0.5) == 30.0
+    """A huge attempt count is capped at max_delay instead of raising OverflowError."""
+    policy = RestartPolicy(initial_delay=1.0, max_delay=30.0, multiplier=10.0, jitter=0.0)
+    assert backoff_delay(10**6, policy, 0.5) == 30.0
+    assert backoff_delay(10**6, RestartPolicy(max_delay=30.0, jitter=0.0), 0.5) == 30.0
 
 
 def test_policy_rejects_non_finite_numbers() -> None:

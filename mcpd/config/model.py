@@ -17,27 +17,53 @@ def _require_finite(struct: msgspec.Struct) -> None:
             raise ValueError(f"`{name}` must be a finite number")
 
 
+def _require_within(struct: msgspec.Struct, bounds: dict[str, tuple[float, float]]) -> None:
+    """Each named field in ``(low, high]`` seconds (or counts): a wait nobody could sit out is refused
+    when the config is read, not discovered when a reload or a shutdown hangs on it."""
+    for name, (low, high) in bounds.items():
+        value = getattr(struct, name)
+        if not low < value <= high:
+            raise ValueError(f"`{name}` must be > {low:g} and <= {high:g} (got {value:g})")
+
+
+MAX_STOP_GRACE = 10.0
+"""Upper limit of ``stop_grace``. A stop takes at most about twice this, so the whole shutdown stays
+within the supervisor's bound (25 s) and below the service unit's ``TimeoutStopSec`` (30 s)."""
+
+_SERVER_BOUNDS = {
+    "connect_timeout": (0.0, 600.0),
+    "call_timeout": (0.0, 3600.0),
+    "ping_interval": (0.0, 3600.0),
+    "ping_timeout": (0.0, 300.0),
+    "stop_grace": (0.0, MAX_STOP_GRACE),
+    "unhealthy_after": (0, 100),
+}
+_RESTART_BOUNDS = {"max_delay": (0.0, 3600.0), "stable_after": (0.0, 86400.0)}
+
+
 class RestartPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """When and how often a dead or unhealthy server is started again."""
 
     initial_delay: float = 0.5
-    max_delay: float = 30.0
+    max_delay: float = 60.0
+    """The cap: a server that keeps crashing is spawned at most once per ``max_delay`` seconds."""
     multiplier: float = 2.0
     jitter: float = 0.2
-    max_retries: int = 5
-    """Consecutive unstable runs tolerated; one more means a crash loop and the server is ``failed``."""
+    max_retries: int | None = None
+    """Consecutive unstable runs tolerated before the server is left ``failed``; unset: retry for ever."""
     stable_after: float = 30.0
     """A run that lasts this long resets the retry count."""
 
     def __post_init__(self) -> None:
         _require_finite(self)
-        if self.initial_delay < 0 or self.max_delay < self.initial_delay:
+        _require_within(self, _RESTART_BOUNDS)
+        if not 0 <= self.initial_delay <= self.max_delay:
             raise ValueError("need 0 <= initial_delay <= max_delay")
-        if self.multiplier < 1:
-            raise ValueError("multiplier must be >= 1")
+        if not 1 <= self.multiplier <= 10:
+            raise ValueError("multiplier must be >= 1 and <= 10")
         if not 0 <= self.jitter < 1:
             raise ValueError("jitter must be in [0, 1)")
-        if self.max_retries < 0:
+        if self.max_retries is not None and self.max_retries < 0:
             raise ValueError("max_retries must be >= 0")
 
 
@@ -81,11 +107,7 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
             raise ValueError("`command` is empty")
         if self.url is not None and not self.url.startswith(("http://", "https://")):
             raise ValueError("`url` must start with http:// or https://")
-        for field in ("connect_timeout", "call_timeout", "ping_interval", "ping_timeout", "stop_grace"):
-            if getattr(self, field) <= 0:
-                raise ValueError(f"`{field}` must be > 0")
-        if self.unhealthy_after < 1:
-            raise ValueError("`unhealthy_after` must be >= 1")
+        _require_within(self, _SERVER_BOUNDS)
         self._check_spawnable()
 
     def _check_spawnable(self) -> None:
@@ -123,8 +145,9 @@ class DaemonSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
         _require_finite(self)
         if self.max_frame_bytes < 1024:
             raise ValueError("`max_frame_bytes` must be at least 1024")
-        if self.client_write_timeout <= 0 or self.max_in_flight < 1:
-            raise ValueError("`client_write_timeout` must be > 0 and `max_in_flight` >= 1")
+        _require_within(self, {"client_write_timeout": (0.0, 600.0)})
+        if self.max_in_flight < 1:
+            raise ValueError("`max_in_flight` must be >= 1")
         if self.usage_retention_days <= 0:
             raise ValueError("`usage_retention_days` must be > 0")
 

@@ -47,7 +47,7 @@ from mcpd.model.protocol import (
     ToolsListResult,
     TrustResult,
 )
-from mcpd.model.servers import ServerStatus
+from mcpd.model.servers import ServerDetail, ServerStatus
 from mcpd.model.states import LIVE_STATES, ServerState
 from mcpd.model.tools import ToolResult
 from mcpd.model.usage import CapabilityGroup, ReportResult, ToolReport
@@ -124,6 +124,13 @@ def _status(daemon: Daemon, actor: ServerActor) -> ServerStatus:
     return msgspec.structs.replace(
         status, trust=review.summary(), blocked=review.blocked, held=sorted(review.held)
     )
+
+
+@methods.method("servers.show", ServerParams)
+async def show(daemon: Daemon, conn: Connection, params: ServerParams) -> ServerDetail:
+    """One server in depth: its status, its recent state changes, the tail of its stderr."""
+    actor = daemon.supervisor.actor(params.name)
+    return ServerDetail(status=_status(daemon, actor), history=actor.history, stderr=actor.stderr_tail())
 
 
 async def _settle(daemon: Daemon, name: str) -> ServerStatus:

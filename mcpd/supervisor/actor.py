@@ -1,66 +1,65 @@
 """One supervised server: a task that owns its transport and MCP session for their whole life.
 
 The SDK's context managers must be entered and left in one task, so everything that
-touches them (spawn, handshake, health pings, tool refresh, teardown) runs inside
-``ServerActor.run``. Other tasks use the handle: ``status()``, ``call_tool()``,
-``start()``, ``stop()``, ``restart()``, which set a wish and poke the actor.
+touches them (spawn, handshake, watchers, teardown) runs inside ``ServerActor.run``.
+Other tasks use the handle: ``status()``, ``history``, ``call_tool()``, ``start()``,
+``stop()``, ``restart()``, which set a wish and poke the actor.
+
+The seams: what to do after a run ends is ``policy.decide``; a call is ``calls.send_call``;
+the watchers of a live run are in ``watchers``; the SDK is behind ``sdk``. This module
+keeps the state, walks the transitions and connects the pieces.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import random
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
-import mcp_types
-import msgspec
 import structlog
 from anyio.abc import TaskGroup
-from mcp.client._transport import TransportStreams
-from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.shared.exceptions import MCPError
 
-import mcpd
 from mcpd.config.model import ServerConfig
-from mcpd.errors import CallTimeout, InvalidParams, ServerNotRunning, TransportError, UnknownTool
-from mcpd.model.servers import ServerEvent, ServerInfo, ServerStatus, StateChanged, ToolsChanged
+from mcpd.errors import CallTimeout, ServerNotRunning, UnknownTool
+from mcpd.model.servers import (
+    ServerEvent,
+    ServerInfo,
+    ServerStatus,
+    StateChange,
+    StateChanged,
+    ToolsChanged,
+)
 from mcpd.model.states import LIVE_STATES, ServerState, can_transition, check_transition
 from mcpd.model.tools import ToolInfo, ToolResult
-from mcpd.supervisor.backoff import backoff_delay, gives_up
+from mcpd.supervisor import sdk, watchers
+from mcpd.supervisor.calls import NotDelivered, send_call
 from mcpd.supervisor.gate import StartGate
-from mcpd.supervisor.rawrpc import MAX_BACKLOG, CallResult, ConnectionLost, NotReading, ProgressCallback
-from mcpd.supervisor.stdio import SpawnError, StdioChild, open_stdio_child
+from mcpd.supervisor.link import Link
+from mcpd.supervisor.policy import Decision, Ending, GiveUp, Retry, decide
+from mcpd.supervisor.rawrpc import ProgressCallback
+from mcpd.supervisor.stdio import KILL_WAIT, SpawnError, StderrLog, StdioChild, open_stdio_child
+from mcpd.supervisor.wakeup import Wakeup
+from mcpd.supervisor.watchers import RunEnded
 
 log = structlog.get_logger("mcpd.supervisor")
 
 S = ServerState
-_CLIENT_INFO = mcp_types.Implementation(name="mcpd", version=mcpd.__version__)
-_MAX_TOOL_PAGES = 100
-_call_result = msgspec.json.Decoder(CallResult)
-
-
-class _LifeEnded(Exception):
-    """Raised inside a life to end it with a reason (and whether the process was still alive)."""
-
-    def __init__(self, reason: str, *, alive: bool = False) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.alive = alive
+HISTORY = 32
+"""State changes kept per server for ``ServerDetail``."""
+_DOWN_STATES = (S.STOPPED, S.FAILED, S.DISABLED)
 
 
 def _first_leaf(exc: BaseException) -> BaseException:
     """The exception that started it all: the first leaf of nested exception groups.
 
-    Our own ``_LifeEnded`` wins over the teardown noise it causes around it.
+    Our own ``RunEnded`` wins over the teardown noise it causes around it.
     """
     if isinstance(exc, BaseExceptionGroup):
-        ended, _ = exc.split(_LifeEnded)
+        ended, _ = exc.split(RunEnded)
         return _first_leaf((ended or exc).exceptions[0])
     return exc
 
@@ -68,10 +67,16 @@ def _first_leaf(exc: BaseException) -> BaseException:
 def describe_error(exc: BaseException) -> str:
     """A one-line reason from an exception, digging the first leaf out of exception groups."""
     exc = _first_leaf(exc)
-    if isinstance(exc, MCPError):
-        return f"MCP error {exc.code}: {exc.error.message}"
+    if isinstance(exc, sdk.MCPError):
+        return sdk.describe_mcp_error(exc)
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def stop_bound(stop_grace: float) -> float:
+    """Seconds a stop may take at most: ``stop_grace`` after stdin EOF, again after SIGTERM, then
+    SIGKILL, and a margin."""
+    return 2 * stop_grace + KILL_WAIT + 3.0
 
 
 class ServerActor:
@@ -91,22 +96,29 @@ class ServerActor:
         self._random = unit_random
         self._state = S.STOPPED if config.enabled else S.DISABLED
         self._changed = anyio.Event()
-        self._wake = anyio.Event()
+        self._wake = Wakeup()
         self._want_running = config.enabled
         self._restart_wanted = False
-        self._session: ClientSession | None = None
         self._child: StdioChild | None = None
-        self._alive = False
+        """The process of the current run, from spawn to its stop (handshake included)."""
+        self._link: Link | None = None
+        """The live connection, from a successful handshake to the end of the run."""
+        self._stderr = StderrLog(config.name)
         self._tools: tuple[ToolInfo, ...] = ()
         self._tool_names: frozenset[str] = frozenset()
-        self._tools_dirty = anyio.Event()
+        self._tools_dirty = Wakeup()
         self._server_info: ServerInfo | None = None
         self._live_since: float | None = None
         self._attempt = 0
+        self._next_retry_at: float | None = None
+        self._history: deque[StateChange] = deque(maxlen=HISTORY)
         self.first_attempt_done = anyio.Event()
         """Set when the first start attempt has ended, whichever way: what readiness waits for."""
         self.restarts = 0
         self.last_error: str | None = None
+        """What is wrong now; cleared when a start succeeds."""
+        self.last_exit: str | None = None
+        """How the previous run ended; kept after ``last_error`` is cleared."""
 
     # -- the handle -------------------------------------------------------------------------
 
@@ -126,44 +138,64 @@ class ServerActor:
     def server_info(self) -> ServerInfo | None:
         return self._server_info
 
+    @property
+    def alive(self) -> bool:
+        """The process is up (stdio) or the session is connected (HTTP)."""
+        if self._child is not None:
+            return self._child.returncode is None
+        return self._link is not None
+
     def status(self) -> ServerStatus:
         live = self._state in LIVE_STATES
+        alive = self.alive
         return ServerStatus(
             name=self.name,
             state=self._state,
             transport=self.config.transport,
-            alive=self._alive,
+            alive=alive,
             degraded=self._state is S.DEGRADED,
-            pid=self._child.pid if self._child is not None and self._alive else None,
+            pid=self._child.pid if self._child is not None and alive else None,
             restarts=self.restarts,
             uptime_s=round(time.monotonic() - self._live_since, 3) if live and self._live_since else None,
             last_error=self.last_error,
             tools=len(self._tools),
             description=self.config.description,
             server_info=self._server_info,
+            attempt=self._attempt,
+            next_retry_at=self._next_retry_at if self._state is S.BACKOFF else None,
+            last_exit=self.last_exit,
         )
 
+    @property
+    def history(self) -> list[StateChange]:
+        """The latest state changes, oldest first (at most ``HISTORY``)."""
+        return list(self._history)
+
+    def stderr_tail(self) -> list[str]:
+        """The last lines the server's processes wrote to stderr, oldest first."""
+        return list(self._stderr.tail)
+
     def start(self) -> None:
-        """Wish the server running; a ``failed`` or ``disabled`` server is given a fresh start."""
+        """Wish the server running; a ``failed`` or ``disabled`` server is given a fresh start,
+        and one in ``backoff`` is tried now."""
         if not self._want_running:
             self._attempt = 0
         self._want_running = True
         self._wake.set()
 
     def restart(self) -> None:
-        """Stop the current process (if any) and start again, resetting the crash-loop count."""
+        """Stop the current process (if any) and start again, resetting the retry count."""
         self._attempt = 0
         self._want_running = True
         self._restart_wanted = True
         self._wake.set()
 
     async def stop(self, timeout: float | None = None) -> None:
-        """Wish the server stopped and wait (bounded) until it is."""
+        """Wish the server stopped and wait (at most ``stop_bound``) until it is."""
         self._want_running = False
         self._wake.set()
-        limit = timeout if timeout is not None else 2 * self.config.stop_grace + 5
-        with anyio.move_on_after(limit):
-            while self._state not in (S.STOPPED, S.DISABLED, S.FAILED) or self._alive:
+        with anyio.move_on_after(timeout if timeout is not None else stop_bound(self.config.stop_grace)):
+            while self._state not in _DOWN_STATES or self.alive:
                 await self._changed.wait()
 
     async def wait_state(self, *states: ServerState, timeout: float) -> ServerState:
@@ -183,105 +215,45 @@ class ServerActor:
         """Call ``tool``; waits for a (re)starting server, all within ``timeout`` seconds.
 
         ``on_progress`` receives the server's progress notifications for this call (stdio servers).
+        A call the server never received (its connection was already gone) waits for the
+        next one and runs there; only a call in flight when the server died fails.
 
         Raises ``ServerNotRunning``, ``UnknownTool``, ``CallTimeout`` or ``TransportError``.
         A tool that ran and failed is a result with ``is_error`` set, not an exception.
         """
         limit = timeout if timeout is not None else self.config.call_timeout
-        deadline = asyncio.get_running_loop().time() + limit
-        session = await self._wait_live(deadline, limit)
-        if tool not in self._tool_names:
-            raise UnknownTool(
-                f"server {self.name!r} has no tool {tool!r}", {"server": self.name, "tool": tool}
-            )
-        child = self._child
-        try:
-            if child is not None:
-                return await self._call_raw(child, tool, arguments, deadline, on_progress)
-            with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
-                return await self._call_sdk(session, tool, arguments)
-        except TimeoutError:
-            raise CallTimeout(
-                f"{self.name}/{tool} did not answer within {limit:g}s", {"server": self.name, "tool": tool}
-            ) from None
-
-    async def _call_raw(
-        self,
-        child: StdioChild,
-        tool: str,
-        arguments: dict[str, Any],
-        deadline: float,
-        on_progress: ProgressCallback | None,
-    ) -> ToolResult:
-        try:
-            reply = await child.rpc.request(
-                "tools/call", {"name": tool, "arguments": arguments}, deadline, on_progress
-            )
-        except ConnectionLost:
-            with anyio.move_on_after(0.5):  # the exit status makes the better message
-                await child.exited.wait()
-            raise TransportError(
-                f"{self.name} closed the connection during {tool}: {child.exit_reason()}",
-                {"server": self.name, "tool": tool},
-            ) from None
-        except (msgspec.EncodeError, TypeError) as exc:
-            raise InvalidParams(f"arguments for {tool} cannot be sent as JSON: {exc}") from None
-        except NotReading:
-            raise TransportError(
-                f"{self.name} is not reading its stdin (over {MAX_BACKLOG} bytes of requests queued)",
-                {"server": self.name, "tool": tool},
-            ) from None
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise TransportError(f"{self.name} sent a malformed answer to {tool}: {exc}") from None
-        if reply.error is not None:
-            # A JSON-RPC error response: the server handled the request and refused it.
-            return ToolResult(content=[{"type": "text", "text": reply.error.message}], is_error=True)
-        try:
-            result = _call_result.decode(reply.result)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise TransportError(f"{self.name} answered {tool} with an invalid result: {exc}") from None
-        return ToolResult(
-            content=result.content, structured_content=result.structured_content, is_error=result.is_error
-        )
-
-    async def _call_sdk(self, session: ClientSession, tool: str, arguments: dict[str, Any]) -> ToolResult:
-        try:
-            result = await session.call_tool(tool, arguments)
-        except MCPError as exc:
-            if exc.code == mcp_types.CONNECTION_CLOSED:
-                raise TransportError(
-                    f"{self.name} closed the connection during {tool}", {"server": self.name, "tool": tool}
-                ) from None
-            return ToolResult(content=[{"type": "text", "text": exc.error.message}], is_error=True)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
-            raise TransportError(
-                f"{self.name} connection broke during {tool}: {describe_error(exc)}", {"server": self.name}
-            ) from None
-        if not isinstance(result, mcp_types.CallToolResult):
-            raise TransportError(f"{self.name} answered {tool} with an unsupported result type")
-        return ToolResult(
-            content=[
-                block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content
-            ],
-            structured_content=result.structured_content,
-            is_error=result.is_error,
-        )
-
-    def _connection_lost(self) -> bool:
-        """The process closed stdout: the session is dead though the exit may not be seen yet."""
-        return self._child is not None and self._child.stdout_closed.is_set()
-
-    async def _wait_live(self, deadline: float, limit: float) -> ClientSession:
+        deadline = anyio.current_time() + limit
+        stale: Link | None = None
         while True:
-            if self._state in LIVE_STATES and self._session is not None and not self._connection_lost():
-                return self._session
-            if self._state in (S.STOPPED, S.FAILED, S.DISABLED) or not self._want_running:
+            link = await self._wait_live(deadline, limit, stale)
+            if tool not in self._tool_names:
+                data = {"server": self.name, "tool": tool}
+                raise UnknownTool(f"server {self.name!r} has no tool {tool!r}", data)
+            try:
+                return await send_call(
+                    link,
+                    server=self.name,
+                    tool=tool,
+                    arguments=arguments,
+                    deadline=deadline,
+                    limit=limit,
+                    on_progress=on_progress,
+                )
+            except NotDelivered:
+                stale = link
+
+    async def _wait_live(self, deadline: float, limit: float, stale: Link | None) -> Link:
+        while True:
+            link = self._link
+            if link is not None and link is not stale and self._state in LIVE_STATES and link.usable():
+                return link
+            if self._state in _DOWN_STATES or not self._want_running:
+                why = f": {self.last_error}" if self.last_error else ""
                 raise ServerNotRunning(
-                    f"server {self.name!r} is {self._state}"
-                    + (f": {self.last_error}" if self.last_error else ""),
+                    f"server {self.name!r} is {self._state}{why}",
                     {"server": self.name, "state": str(self._state), "last_error": self.last_error},
                 )
-            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+            with anyio.move_on_after(deadline - anyio.current_time()):
                 await self._changed.wait()
                 continue
             raise CallTimeout(
@@ -292,262 +264,209 @@ class ServerActor:
     # -- the task ---------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Supervise until cancelled: start when wished, restart with backoff, stop when wished."""
+        """Supervise until cancelled: start when wished, restart as the policy says, stop when wished."""
         while True:
             if not self._want_running:
-                await self._consume_wake()
+                await self._wake.wait()
                 continue
-            self._restart_wanted = False
-            if self._state in LIVE_STATES:
-                self.restarts += 1
-                self._set(S.STARTING, "restart requested")
-            elif self._state is not S.STARTING:
-                self._set(S.STARTING, "start")
+            self._begin_start()
             try:
-                failure = await self._live_once()
-                if failure is None:  # stopped or restarted on purpose
+                ended = await self._run_once()
+                if ended is None:  # stopped or restarted on purpose
                     if self._stop_wanted():
                         self._set(S.STOPPED, "stop requested")
                     continue
-                await self._after_failure(failure)
+                await self._after(ended)
             except Exception as exc:
                 # A bug here must not take the other servers down with this one.
                 log.exception("server.internal_error", server=self.name)
-                self._give_up(f"internal error in mcpd: {describe_error(exc)}")
+                self._give_up(self._decide(RunEnded(describe_error(exc), Ending.INTERNAL)))
 
-    def _give_up(self, reason: str) -> None:
-        self._want_running = False
-        self.last_error = reason
-        if can_transition(self._state, S.FAILED):
-            self._set(S.FAILED, reason)
-        elif can_transition(self._state, S.STOPPED):
-            self._set(S.STOPPED, reason)
+    def _begin_start(self) -> None:
+        self._restart_wanted = False
+        if self._state is S.STARTING:  # a restart asked for during the handshake
+            return
+        if self._state in LIVE_STATES:
+            reason = "restart requested"
+        elif self._state is S.BACKOFF:
+            reason = f"retry after backoff (attempt {self._attempt})"
+        else:
+            reason = "start"
+        if self._state in (*LIVE_STATES, S.BACKOFF):
+            self.restarts += 1
+        self._set(S.STARTING, reason)
 
     def _stop_wanted(self) -> bool:
         # A method, not the attribute, so type checkers do not assume it unchanged across awaits.
         return not self._want_running
 
-    async def _after_failure(self, failure: _LifeEnded) -> None:
-        self.last_error = failure.reason
-        ran = time.monotonic() - self._live_since if self._live_since else 0.0
+    def _decide(self, ended: RunEnded) -> Decision:
+        ran_for = time.monotonic() - self._live_since if self._live_since else 0.0
         self._live_since = None
-        self._attempt = 1 if ran >= self.config.restart.stable_after else self._attempt + 1
-        if not self._want_running:
-            self._set(S.STOPPED, "stop requested")
+        self.last_exit = ended.reason
+        return decide(
+            ended.ending,
+            ended.reason,
+            attempt=self._attempt,
+            ran_for=ran_for,
+            policy=self.config.restart,
+            wanted=self._want_running,
+            unit_random=self._random(),
+        )
+
+    def _give_up(self, decision: Decision) -> None:
+        """Apply a ``GiveUp`` (``failed``) or a ``Stop`` (``stopped``): no more runs until wished."""
+        self._want_running = False
+        if isinstance(decision, GiveUp):
+            self._attempt = decision.attempt
+            self.last_error = decision.reason
+        if self._state in _DOWN_STATES:
             return
-        if isinstance(failure.__cause__, SpawnError):
-            # Retrying cannot help until the config or the system changes.
-            self._give_up(f"cannot start: {failure.reason}")
+        if isinstance(decision, GiveUp) and can_transition(self._state, S.FAILED):
+            self._set(S.FAILED, decision.reason)
+        else:
+            self._set(S.STOPPED, decision.reason if isinstance(decision, GiveUp) else "stop requested")
+
+    async def _after(self, ended: RunEnded) -> None:
+        """Apply the policy's decision about a run that ended on its own."""
+        decision = self._decide(ended)
+        if not isinstance(decision, Retry):
+            self._give_up(decision)
             return
-        if gives_up(self._attempt, self.config.restart):
-            self._give_up(f"crash loop: {self._attempt} failed runs in a row; last: {failure.reason}")
-            return
-        delay = backoff_delay(self._attempt, self.config.restart, self._random())
-        self._set(S.BACKOFF, f"restart in {delay:.2f}s: {failure.reason}")
-        self._wake = anyio.Event()
-        if self._want_running and not self._restart_wanted:
-            with anyio.move_on_after(delay):
-                await self._consume_wake()
+        self._attempt = decision.attempt
+        self.last_error = ended.reason
+        self._next_retry_at = time.time() + decision.delay
+        self._wake.clear()  # wishes from before this moment were for the run that ended
+        self._set(S.BACKOFF, f"retry {decision.attempt} in {decision.delay:.2f}s: {ended.reason}")
+        if not self._restart_wanted:
+            with anyio.move_on_after(decision.delay):
+                await self._wake.wait()  # a stop, start or restart cuts the wait short
+        self._next_retry_at = None
         if self._stop_wanted():
             self._set(S.STOPPED, "stop requested")
-        else:
-            self.restarts += 1
-            self._set(S.STARTING, "restart after backoff")
 
-    async def _consume_wake(self) -> None:
-        await self._wake.wait()
-        self._wake = anyio.Event()
-
-    async def _live_once(self) -> _LifeEnded | None:
-        """One life of the server: connect, serve until it dies or we are told to stop."""
-        self._tools_dirty = anyio.Event()
+    async def _run_once(self) -> RunEnded | None:
+        """One run of the server: connect, serve until it ends or we are told to stop."""
+        self._tools_dirty.clear()  # a list_changed of the previous run is answered by the handshake
+        http = sdk.HttpWatch() if self.config.url is not None else None
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._watch_wishes, tg)
                 slot = await self._start_gate.enter()
                 tg.start_soon(slot.expire)
-                async with self._connect() as session:
-                    if self._child is not None:
-                        tg.start_soon(self._watch_exit, self._child)
-                    await self._handshake(session)
+                async with self._connect(tg, http) as session:
+                    link = await self._handshake(session, http)
                     slot.release()
-                    tg.start_soon(self._watch_health, session)
-                    tg.start_soon(self._watch_tools, session)
+                    tg.start_soon(watchers.watch_refused, link)
+                    tg.start_soon(watchers.watch_health, link, self.config, self)
+                    tg.start_soon(watchers.watch_tools, link, self._tools_dirty, self.config, self)
                     await anyio.sleep_forever()
         except Exception as exc:  # an ExceptionGroup from the task group, or a spawn error
-            return self._ended_by(exc)
+            return self._ended_by(exc, http)
         finally:
-            self._session = None
-            self._alive = False
+            self._link = None
             self._child = None
         return None
 
-    def _ended_by(self, exc: BaseException) -> _LifeEnded:
+    def _ended_by(self, exc: BaseException, http: sdk.HttpWatch | None) -> RunEnded:
         leaf = _first_leaf(exc)
-        if isinstance(leaf, _LifeEnded):
+        if isinstance(leaf, RunEnded):
             return leaf
-        reason = str(leaf) if isinstance(leaf, SpawnError) else describe_error(leaf)
-        ended = _LifeEnded(reason)
-        ended.__cause__ = leaf
-        return ended
+        if isinstance(leaf, SpawnError):
+            return RunEnded(str(leaf), Ending.CRASHED if leaf.transient else Ending.UNSPAWNABLE)
+        reason = describe_error(leaf)
+        if http is not None and (sdk.is_connection_error(leaf) or http.reason is not None):
+            return RunEnded(http.reason or reason, Ending.UNREACHABLE)
+        return RunEnded(reason)
 
     @contextlib.asynccontextmanager
-    async def _connect(self) -> AsyncIterator[ClientSession]:
-        async with (
-            self._open_streams() as (read, write),
-            ClientSession(read, write, message_handler=self._on_message, client_info=_CLIENT_INFO) as session,
-        ):
-            yield session
-
-    @contextlib.asynccontextmanager
-    async def _open_streams(self) -> AsyncIterator[TransportStreams]:
+    async def _connect(self, tg: TaskGroup, http: sdk.HttpWatch | None) -> AsyncIterator[sdk.ClientSession]:
         config = self.config
-        if config.command is not None:
-            async with open_stdio_child(config) as (child, read, write):
-                self._child = child
-                self._alive = True
-                log.debug("server.spawned", server=self.name, pid=child.pid)
-                yield read, write
+        if http is not None:
+            async with sdk.open_http_session(config, self._tools_dirty.set, http) as session:
+                yield session
             return
-        assert config.url is not None
-        async with (
-            create_mcp_http_client(headers=dict(config.headers) or None) as http,
-            streamable_http_client(config.url, http_client=http) as (read, write),
-        ):
-            yield read, write
+        async with open_stdio_child(config, self._stderr) as (child, read, write):
+            self._child = child
+            log.debug("server.spawned", server=self.name, pid=child.pid)
+            tg.start_soon(watchers.watch_exit, child, config.stop_grace)
+            async with sdk.open_session(read, write, self._tools_dirty.set) as session:
+                yield session
 
-    async def _handshake(self, session: ClientSession) -> None:
+    async def _handshake(self, session: sdk.ClientSession, http: sdk.HttpWatch | None) -> Link:
         timeout = self.config.connect_timeout
         try:
             with anyio.fail_after(timeout):
-                result = await session.initialize()
-                tools = await self._list_tools(session)
+                info, tools = await sdk.handshake(session)
         except TimeoutError:
-            raise await self._handshake_failed(
-                f"no answer to initialize/tools/list within {timeout:g}s"
-            ) from None
-        except MCPError as exc:
-            raise await self._handshake_failed(describe_error(exc)) from None
-        info = result.server_info
-        self._server_info = ServerInfo(
-            name=info.name, version=info.version, title=info.title, instructions=result.instructions
-        )
+            self._start_gate.timed_out()
+            reason = f"no answer to initialize/tools/list within {timeout:g}s"
+            raise await self._handshake_failed(reason) from None
+        except sdk.MCPError as exc:
+            # A refused connection, or a gateway's 502-504 (the HTTP layer has said so): not there yet.
+            if http is not None and (sdk.is_connection_error(exc) or http.reason is not None):
+                raise RunEnded(http.reason or sdk.describe_mcp_error(exc), Ending.UNREACHABLE) from None
+            raise await self._handshake_failed(sdk.describe_mcp_error(exc)) from None
+        self._start_gate.succeeded()
+        self._server_info = info
         self._set_tools(tools)
-        self._session = session
-        self._alive = True
+        link = Link(session=session, child=self._child, http=http)
+        self._link = link
         self._live_since = time.monotonic()
+        self.last_error = None  # a successful start: nothing is wrong now (last_exit keeps the past)
         pid = f" (pid {self._child.pid})" if self._child else ""
         self._set(S.RUNNING, f"ready with {len(tools)} tools{pid}")
+        return link
 
-    async def _handshake_failed(self, reason: str) -> _LifeEnded:
+    async def _handshake_failed(self, reason: str) -> RunEnded:
         child = self._child
-        if child is not None:
-            # A closed connection usually means the process is exiting; let the exit be seen.
-            with anyio.move_on_after(0.5):
-                await child.exited.wait()
-        if child is not None and child.returncode is not None:
-            return _LifeEnded(f"{child.exit_reason()} during initialize")
-        if child is not None:
-            # Alive but not speaking MCP: say so before the process is stopped and retried.
-            self.last_error = reason
-            self._set(S.DEGRADED, f"{reason}; process {child.pid} alive")
-            return _LifeEnded(reason, alive=True)
-        return _LifeEnded(reason)
-
-    async def _list_tools(self, session: ClientSession) -> tuple[ToolInfo, ...]:
-        tools: list[ToolInfo] = []
-        cursor: str | None = None
-        for _ in range(_MAX_TOOL_PAGES):
-            params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await session.list_tools(params=params)
-            tools.extend(
-                ToolInfo(
-                    name=t.name,
-                    description=t.description or "",
-                    input_schema=t.input_schema,
-                    title=t.title,
-                    annotations=t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
-                    if t.annotations
-                    else None,
-                )
-                for t in page.tools
-            )
-            cursor = page.next_cursor
-            if not cursor:
-                break
-        return tuple(sorted(tools, key=lambda t: t.name))
-
-    async def _on_message(self, message: Any) -> None:
-        if isinstance(message, mcp_types.ToolListChangedNotification):
-            self._tools_dirty.set()
+        if child is None:
+            return RunEnded(reason)
+        # A closed connection usually means the process is exiting; let the exit be seen.
+        with anyio.move_on_after(0.5):
+            await child.exited.wait()
+        if child.returncode is not None:
+            return RunEnded(f"{child.exit_reason()} during initialize")
+        # Alive but not speaking MCP: say so before the process is stopped and retried.
+        self.last_error = reason
+        self._set(S.DEGRADED, f"{reason}; process {child.pid} alive")
+        return RunEnded(reason)
 
     async def _watch_wishes(self, tg: TaskGroup) -> None:
         while self._want_running and not self._restart_wanted:
-            await self._consume_wake()
+            await self._wake.wait()
         tg.cancel_scope.cancel()
 
-    async def _watch_exit(self, child: StdioChild) -> None:
-        await child.stdout_closed.wait()
-        # Closing stdout almost always means exiting; wait a moment to report the real exit status.
-        with anyio.move_on_after(self.config.stop_grace):
-            await child.exited.wait()
-        self._alive = child.returncode is None
-        if self._alive:
-            raise _LifeEnded("closed its stdout but kept running", alive=True)
-        raise _LifeEnded(child.exit_reason())
+    # -- watchers.Hooks -----------------------------------------------------------------------
 
-    async def _watch_health(self, session: ClientSession) -> None:
-        failures = 0
-        while True:
-            await anyio.sleep(self.config.ping_interval)
-            try:
-                with anyio.fail_after(self.config.ping_timeout):
-                    await session.send_ping()
-            except (TimeoutError, MCPError) as exc:
-                failures += 1
-                reason = (
-                    "ping timed out"
-                    if isinstance(exc, TimeoutError)
-                    else f"ping failed: {describe_error(exc)}"
-                )
-                self._degrade(f"{reason} ({failures}/{self.config.unhealthy_after})")
-                if failures >= self.config.unhealthy_after:
-                    raise _LifeEnded(f"unresponsive: {failures} pings failed in a row", alive=True) from None
-                continue
-            failures = 0
-            self._recover("ping answered")
+    def degrade(self, reason: str) -> None:
+        self.last_error = reason
+        if self._state is S.RUNNING:
+            self._set(S.DEGRADED, reason)
 
-    async def _watch_tools(self, session: ClientSession) -> None:
-        while True:
-            await self._tools_dirty.wait()
-            self._tools_dirty = anyio.Event()
-            try:
-                with anyio.fail_after(self.config.connect_timeout):
-                    tools = await self._list_tools(session)
-            except (TimeoutError, MCPError) as exc:
-                self._degrade(f"tools/list after list_changed failed: {describe_error(exc)}")
-                continue
-            self._set_tools(tools)
-            self._recover("tools/list answered")
-            log.info("server.tools_changed", server=self.name, tools=len(tools))
-            self._emit(ToolsChanged(server=self.name, tools=len(tools)))
+    def recover(self, reason: str) -> None:
+        if self._state is S.DEGRADED:
+            self.last_error = None
+            self._set(S.RUNNING, reason)
+
+    def tools_listed(self, tools: tuple[ToolInfo, ...]) -> None:
+        self.recover("tools/list answered")
+        if tools == self._tools:
+            return  # a list_changed that changed nothing: no event, no log line
+        self._set_tools(tools)
+        log.info("server.tools_changed", server=self.name, tools=len(tools))
+        self._emit(ToolsChanged(server=self.name, tools=len(tools)))
+
+    # -- state --------------------------------------------------------------------------------
 
     def _set_tools(self, tools: tuple[ToolInfo, ...]) -> None:
         self._tools = tools
         self._tool_names = frozenset(t.name for t in tools)
 
-    def _degrade(self, reason: str) -> None:
-        self.last_error = reason
-        if self._state is S.RUNNING:
-            self._set(S.DEGRADED, reason)
-
-    def _recover(self, reason: str) -> None:
-        if self._state is S.DEGRADED:
-            self._set(S.RUNNING, reason)
-
     def _set(self, new: ServerState, reason: str) -> None:
         old = self._state
         self._state = check_transition(old, new)
+        self._history.append(StateChange(ts=time.time(), old=old, new=new, reason=reason))
         changed, self._changed = self._changed, anyio.Event()
         changed.set()
         if old is S.STARTING:

@@ -5,23 +5,29 @@ from __future__ import annotations
 from mcpd.config.model import RestartPolicy
 
 
-def backoff_delay(attempt: int, policy: RestartPolicy, unit_random: float) -> float:
+def backoff_delay(attempt: int, policy: RestartPolicy, unit_random: float, cap: float | None = None) -> float:
     """Seconds to wait before restart ``attempt`` (1-based).
 
-    Capped exponential growth, then spread by +/- ``policy.jitter`` (a fraction) so
-    that servers which died together do not all come back in the same instant.
+    Exponential growth from ``policy.initial_delay``, spread by +/- ``policy.jitter`` (a
+    fraction) so that servers which died together do not all come back in the same
+    instant. ``cap`` (default ``policy.max_delay``) is a hard limit: once the growth
+    reaches it, every delay is exactly the cap, so a server that keeps crashing costs
+    one spawn per cap and is back within the cap of its cause going away.
     ``unit_random`` is a number in [0, 1) supplied by the caller.
     """
     if attempt < 1:
         raise ValueError("attempt is 1-based")
+    limit = policy.max_delay if cap is None else min(cap, policy.max_delay)
     try:
-        base = min(policy.max_delay, policy.initial_delay * policy.multiplier ** (attempt - 1))
+        base = policy.initial_delay * policy.multiplier ** (attempt - 1)
     except OverflowError:  # float ** raises instead of giving inf; the cap applies either way
-        base = policy.max_delay
+        base = limit
+    if base >= limit:
+        return limit
     spread = 1.0 + policy.jitter * (2.0 * unit_random - 1.0)
-    return max(0.0, base * spread)
+    return min(limit, max(0.0, base * spread))
 
 
 def gives_up(attempt: int, policy: RestartPolicy) -> bool:
-    """Whether ``attempt`` consecutive unstable runs mean a crash loop."""
-    return attempt > policy.max_retries
+    """Whether ``attempt`` consecutive unstable runs exceed the user's hard stop (none by default)."""
+    return policy.max_retries is not None and attempt > policy.max_retries

@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 
 PREFIX = "mcpd-"
+_PREFIX_BYTES = PREFIX.encode()
 
 
 class RpcError(msgspec.Struct, frozen=True):
@@ -82,7 +83,14 @@ _encoder = msgspec.json.Encoder()
 
 
 class ConnectionLost(Exception):
-    """The stream closed before the answer came."""
+    """The stream closed after the request was written and before the answer came."""
+
+
+class NotSent(Exception):
+    """The request was never written: the stream was already closed, or the pipe refused it.
+
+    The server cannot have seen it, so a caller may send it again to the next process.
+    """
 
 
 class NotReading(Exception):
@@ -105,6 +113,8 @@ class RawRpc:
     """Requests this side writes itself; ``route()`` must see every line the server prints."""
 
     def __init__(self, write: Callable[[bytes], None], backlog: Callable[[], int]) -> None:
+        """``write`` queues bytes for the server and raises ``ConnectionError`` or ``OSError`` when
+        the stream refuses them; ``backlog`` says how many bytes are queued but not yet sent."""
         self._write = write
         self._backlog = backlog
         self._ids = itertools.count(1)
@@ -113,22 +123,26 @@ class RawRpc:
         self._closed = False
 
     def route(self, line: bytes) -> bool:
-        """Take ``line`` if it answers one of our requests; False leaves it to the SDK."""
-        if not self._waiters or PREFIX.encode() not in line:
+        """Take ``line`` if it answers one of our requests; False leaves it to the SDK.
+
+        The id decides, never a substring: a reply whose text mentions
+        ``notifications/progress`` is still a reply.
+        """
+        if not self._waiters or _PREFIX_BYTES not in line:
             return False
-        if self._progress and b"notifications/progress" in line:
-            return self._route_progress(line)
         try:
             route = _route.decode(line)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return False
-        if route.method is not None or not isinstance(route.id, str):
-            return False
-        waiter = self._waiters.pop(route.id, None)
-        if waiter is None:
-            return False
-        _settle(waiter, line)
-        return True
+        if route.method is None:
+            waiter = self._waiters.pop(route.id, None) if isinstance(route.id, str) else None
+            if waiter is None:
+                return False
+            _settle(waiter, line)
+            return True
+        if route.method == "notifications/progress" and self._progress:
+            return self._route_progress(line)
+        return False
 
     def _route_progress(self, line: bytes) -> bool:
         try:
@@ -164,13 +178,15 @@ class RawRpc:
     ) -> Reply:
         """Send one request and wait for its reply until ``deadline`` (event-loop time).
 
-        Raises ``TimeoutError`` past the deadline and ``ConnectionLost`` if the stream ends.
-        A timed-out or cancelled request is withdrawn with ``notifications/cancelled``. The
+        Raises ``TimeoutError`` past the deadline, ``NotSent`` if the stream refused the
+        request, ``ConnectionLost`` if it ended after the request was written, ``NotReading``
+        when the server leaves its input unread. A timed-out or cancelled request is
+        withdrawn with ``notifications/cancelled``. The
         deadline is a loop timer, not a cancel scope: this is the per-call hot path, and a
         timer costs a fraction of a scope.
         """
         if self._closed:
-            raise ConnectionLost
+            raise NotSent
         # Never wait for the pipe to drain: a server that stopped reading would hold the call
         # past its deadline. Refuse instead once too much is queued for it.
         if self._backlog() > MAX_BACKLOG:
@@ -179,18 +195,19 @@ class RawRpc:
         if on_progress is not None:
             # Our request id doubles as the progress token: unique, and ours.
             params = {**params, "_meta": {"progressToken": request_id}}
-            self._progress[request_id] = on_progress
         # Encoded before anything is registered, so arguments JSON cannot carry fail cleanly here.
         line = _encoder.encode(_Request(request_id, method, params)) + b"\n"
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[bytes | None] = loop.create_future()
+        try:
+            self._write(line)
+        except (ConnectionError, OSError, RuntimeError):
+            raise NotSent from None
         self._waiters[request_id] = waiter
+        if on_progress is not None:
+            self._progress[request_id] = on_progress
         timer = loop.call_at(deadline, _settle, waiter, _EXPIRED)
         try:
-            try:
-                self._write(line)
-            except (ConnectionError, OSError, RuntimeError):
-                raise ConnectionLost from None
             reply = await waiter
         except BaseException:
             self._withdraw(request_id)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import errno
 import os
 import signal
 import sys
@@ -37,7 +38,8 @@ log = structlog.get_logger("mcpd.supervisor")
 MAX_LINE_BYTES = 32 * 1024 * 1024
 """One JSON-RPC message per line; a line longer than this ends the connection."""
 
-_KILL_WAIT = 2.0
+KILL_WAIT = 2.0
+"""Seconds to wait for the group to go after SIGKILL."""
 _GROUP_POLL = 0.02
 _INHERITED_ENV = (
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
@@ -144,7 +146,22 @@ class StdioChild:
     def __post_init__(self) -> None:
         stdin = self.process.stdin
         assert stdin is not None
-        self.rpc = RawRpc(stdin.write, stdin.transport.get_write_buffer_size)
+        self.rpc = RawRpc(self._write_line, stdin.transport.get_write_buffer_size)
+
+    def _write_line(self, data: bytes) -> None:
+        """Queue ``data`` on stdin; ``BrokenPipeError`` when the pipe refused it.
+
+        asyncio's pipe transport swallows EPIPE (it closes itself and returns), so the only
+        sign that a dead server's pipe refused the bytes is the transport closing. Then
+        nothing reached the server, and the request may be sent again to the next process.
+        """
+        stdin = self.process.stdin
+        assert stdin is not None
+        if stdin.transport.is_closing():
+            raise BrokenPipeError("stdin is closed")
+        stdin.write(data)
+        if stdin.transport.is_closing():
+            raise BrokenPipeError("the server's stdin refused the request")
 
     @property
     def pid(self) -> int:
@@ -264,12 +281,21 @@ class StdioChild:
                 return
             if self._signal_group(signal.SIGTERM) and await self._wait_group_gone(grace):
                 return
-            if self._signal_group(signal.SIGKILL) and not await self._wait_group_gone(_KILL_WAIT):
+            if self._signal_group(signal.SIGKILL) and not await self._wait_group_gone(KILL_WAIT):
                 log.error("server.unkillable", server=self.server, pid=self.pid)
 
 
+_TRANSIENT_SPAWN_ERRORS = frozenset({errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE, errno.ENOSPC})
+"""exec refusals that say the machine is short of something now, not that the command is wrong."""
+
+
 class SpawnError(Exception):
-    """The command could not be started at all (not found, not executable, bad cwd)."""
+    """The command could not be started (not found, not executable, bad cwd, or out of resources)."""
+
+    def __init__(self, reason: str, *, transient: bool) -> None:
+        super().__init__(reason)
+        self.transient = transient
+        """True when the system was short of processes, memory or files: a later try may work."""
 
 
 async def _spawn(
@@ -292,7 +318,7 @@ async def _spawn(
 
 @contextlib.asynccontextmanager
 async def open_stdio_child(
-    config: ServerConfig,
+    config: ServerConfig, stderr: StderrLog | None = None
 ) -> AsyncIterator[
     tuple[
         StdioChild,
@@ -303,6 +329,8 @@ async def open_stdio_child(
     """Spawn the server; yield it with the (read, write) streams a ``ClientSession`` takes.
 
     Raises ``SpawnError`` when the command cannot be started. On exit the child is stopped.
+    ``stderr`` (a fresh one by default) receives its stderr lines; pass the same one to each
+    process of a server so that its tail spans restarts.
     """
     assert config.command is not None
     loop = asyncio.get_running_loop()
@@ -313,11 +341,12 @@ async def open_stdio_child(
         reason = (
             f"{exc.strerror} ({config.command!r})" if isinstance(exc, OSError) and exc.strerror else str(exc)
         )
-        raise SpawnError(reason) from exc
+        transient = isinstance(exc, OSError) and exc.errno in _TRANSIENT_SPAWN_ERRORS
+        raise SpawnError(reason, transient=transient) from exc
     child = StdioChild(
         server=config.name,
         process=asyncio.subprocess.Process(transport, protocol, loop),
-        stderr=StderrLog(config.name),
+        stderr=stderr or StderrLog(config.name),
         exited=exited,
     )
     read_in, read_out = anyio.create_memory_object_stream[SessionMessage | Exception](32)

@@ -9,16 +9,20 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup
 
-from mcpd.config.model import Config, ServerConfig
+from mcpd.config.model import MAX_STOP_GRACE, Config, ServerConfig
 from mcpd.errors import UnknownServer
 from mcpd.model.servers import ReloadPlan, ServerEvent, ServerStatus
 from mcpd.model.states import ServerState
-from mcpd.supervisor.actor import ServerActor
+from mcpd.supervisor.actor import ServerActor, stop_bound
 from mcpd.supervisor.gate import StartGate
 
 log = structlog.get_logger("mcpd.supervisor")
 
 S = ServerState
+
+STOP_BOUND = stop_bound(MAX_STOP_GRACE)
+"""The longest any stop, reload or shutdown of the supervisor waits: servers stop in parallel, and
+the config bounds keep each one's own stop (``stop_grace`` twice, then SIGKILL) below it."""
 
 Listener = Callable[[ServerEvent], None]
 """Told of every state and tool-list change; must not block (it runs in the actor's task)."""
@@ -38,12 +42,14 @@ def plan_reload(old: dict[str, ServerConfig], new: Config) -> ReloadPlan:
 class Supervisor:
     """Owns one ``ServerActor`` task per configured server, all in one task group."""
 
-    def __init__(self, tg: TaskGroup, *, listeners: list[Listener] | None = None) -> None:
+    def __init__(
+        self, tg: TaskGroup, *, listeners: list[Listener] | None = None, start_gate: StartGate | None = None
+    ) -> None:
         self._tg = tg
         self._actors: dict[str, ServerActor] = {}
         self._scopes: dict[str, anyio.CancelScope] = {}
         self._listeners = list(listeners or [])
-        self._start_gate = StartGate()
+        self._start_gate = start_gate or StartGate()
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -91,7 +97,7 @@ class Supervisor:
         return actor
 
     async def remove(self, name: str) -> None:
-        """Stop a server and forget it."""
+        """Stop a server (within ``STOP_BOUND``) and forget it."""
         actor = self.actor(name)
         await actor.stop()
         self._scopes.pop(name).cancel()
@@ -126,21 +132,22 @@ class Supervisor:
                     await actor.first_attempt_done.wait()
 
     async def stop_all(self) -> None:
-        """Stop every server in parallel; each stop is bounded by that server's grace periods."""
-        async with anyio.create_task_group() as tg:
-            for actor in self.actors():
-                tg.start_soon(actor.stop)
+        """Stop every server in parallel, within ``STOP_BOUND`` whatever the configs say."""
+        with anyio.move_on_after(STOP_BOUND):
+            async with anyio.create_task_group() as tg:
+                for actor in self.actors():
+                    tg.start_soon(actor.stop)
         for scope in self._scopes.values():
             scope.cancel()
 
 
 @contextlib.asynccontextmanager
 async def open_supervisor(
-    config: Config, *, listeners: list[Listener] | None = None
+    config: Config, *, listeners: list[Listener] | None = None, start_gate: StartGate | None = None
 ) -> AsyncIterator[Supervisor]:
     """Start every server of ``config`` concurrently; on exit stop them all."""
     async with anyio.create_task_group() as tg:
-        supervisor = Supervisor(tg, listeners=listeners)
+        supervisor = Supervisor(tg, listeners=listeners, start_gate=start_gate)
         for server in config.servers:
             supervisor.add(server)
         try:

@@ -121,6 +121,17 @@ def build_server(args: argparse.Namespace) -> MCPServer:
         await ctx.session.send_tool_list_changed()
         return f"added {name}"
 
+    @server.tool(description="Add `count` tools, each followed at once by a tools/list_changed notification.")
+    async def list_changed_storm(count: int, ctx: Context) -> str:
+        for index in range(count):
+
+            async def stormed(text: str = "") -> str:
+                return text
+
+            server.add_tool(stormed, name=f"storm_{index}", description=f"Tool {index} of a storm.")
+            await ctx.session.send_tool_list_changed()
+        return f"sent {count} list_changed"
+
     @server.tool(description="Return an integer too large for 64 bits (valid JSON, not valid msgpack).")
     async def huge() -> int:
         return 2**70

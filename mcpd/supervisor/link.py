@@ -1,0 +1,31 @@
+"""One live connection to a server: its MCP session and what is under it (a child, or HTTP)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import anyio
+
+from mcpd.supervisor.sdk import ClientSession, HttpWatch
+from mcpd.supervisor.stdio import StdioChild
+
+
+@dataclass
+class Link:
+    """Made when a handshake succeeds, dropped when that run ends; calls hold it while they run."""
+
+    session: ClientSession
+    child: StdioChild | None
+    """The process of a stdio server: tool calls take its raw path (see ``rawrpc``)."""
+    http: HttpWatch | None
+    """The HTTP layer's reports, for a remote server."""
+    refused: anyio.Event = field(default_factory=anyio.Event)
+    """A call found the connection refusing requests: the run is over, whatever else says so."""
+
+    def usable(self) -> bool:
+        """False once no request can reach the server any more (a call must not be written to it)."""
+        if self.refused.is_set():
+            return False
+        if self.child is not None:
+            return not self.child.stdout_closed.is_set()
+        return self.http is None or not self.http.session_lost.is_set()

@@ -1,0 +1,250 @@
+"""The one module that talks to the MCP SDK's client side: sessions, streamable HTTP, errors.
+
+Everything the supervisor needs from the SDK goes through here, so an SDK upgrade
+touches one file and ``tests/test_sdk.py`` (which fails loudly when the SDK changes what
+this module relies on). It imports no private SDK module. It relies on one SDK
+behaviour beyond the public API: a request's HTTP POST runs in a copy of the context of
+the task that sent it (the SDK's context streams carry it), which is how ``track_call``
+learns whether the server could have seen a call.
+
+For remote servers the HTTP client is ours, wrapped in ``_Watch``: it reports at once
+what the SDK would only log or retry quietly (a refused connection, a closed event
+stream, a session the server no longer knows), so that the actor reconnects without
+waiting for the next ping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+import mcpd
+from mcpd.config.model import ServerConfig
+from mcpd.model.servers import ServerInfo
+from mcpd.model.tools import ToolInfo, ToolResult
+from mcpd.supervisor.wakeup import Wakeup
+
+__all__ = [
+    "CONNECTION_CLOSED",
+    "CallMark",
+    "ClientSession",
+    "HttpWatch",
+    "MCPError",
+    "call_tool",
+    "describe_mcp_error",
+    "handshake",
+    "is_connection_error",
+    "list_tools",
+    "open_http_session",
+    "open_session",
+    "ping",
+    "track_call",
+]
+
+CONNECTION_CLOSED = mcp_types.CONNECTION_CLOSED
+_CLIENT_INFO = mcp_types.Implementation(name="mcpd", version=mcpd.__version__)
+_MAX_TOOL_PAGES = 100
+
+
+def describe_mcp_error(exc: MCPError) -> str:
+    return f"MCP error {exc.code}: {exc.error.message}"
+
+
+@dataclass
+class CallMark:
+    """What the HTTP layer saw of one call: ``refused`` means the request never reached the server."""
+
+    refused: bool = False
+
+
+_CALL: contextvars.ContextVar[CallMark | None] = contextvars.ContextVar("mcpd_call", default=None)
+
+
+@contextlib.contextmanager
+def track_call() -> Iterator[CallMark]:
+    """Mark the requests sent from this task until the block ends (see the module docstring)."""
+    mark = CallMark()
+    token = _CALL.set(mark)
+    try:
+        yield mark
+    finally:
+        _CALL.reset(token)
+
+
+class HttpWatch:
+    """What the HTTP layer of one connection tells the actor."""
+
+    def __init__(self) -> None:
+        self.trouble = Wakeup()
+        """Something failed or closed: check the server now rather than at the next ping."""
+        self.session_lost = anyio.Event()
+        """The server answered 404 to our session id: it restarted and forgot us; reconnect."""
+        self.reason: str | None = None
+        """The latest trouble reported, if any."""
+
+    def report(self, reason: str, *, lost: bool = False) -> None:
+        self.reason = reason
+        self.trouble.set()
+        if lost:
+            self.session_lost.set()
+
+
+class _WatchedStream(httpx2.AsyncByteStream):
+    """A response body that reports when it ends or breaks (the server's event stream)."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream, watch: HttpWatch) -> None:
+        self._inner = inner
+        self._watch = watch
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._inner:
+                yield chunk
+        except httpx2.TransportError as exc:
+            self._watch.report(f"event stream broke: {type(exc).__name__}")
+            raise
+        self._watch.report("event stream closed by the server")
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _Watch(httpx2.AsyncBaseTransport):
+    def __init__(self, inner: httpx2.AsyncBaseTransport, watch: HttpWatch) -> None:
+        self._inner = inner
+        self._watch = watch
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            response = await self._inner.handle_async_request(request)
+        except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
+            # No connection, so no byte of this request reached the server.
+            mark = _CALL.get()
+            if mark is not None:
+                mark.refused = True
+            self._watch.report(f"cannot connect: {exc or type(exc).__name__}")
+            raise
+        except httpx2.TransportError as exc:
+            self._watch.report(f"{request.method} failed: {type(exc).__name__}: {exc}")
+            raise
+        if response.status_code == 404 and "mcp-session-id" in request.headers:
+            self._watch.report("the server no longer knows our session (HTTP 404)", lost=True)
+        elif response.status_code in (502, 503, 504):
+            self._watch.report(f"HTTP {response.status_code} from {request.method}")
+        elif request.method == "GET" and isinstance(response.stream, httpx2.AsyncByteStream):
+            response.stream = _WatchedStream(response.stream, self._watch)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+@contextlib.asynccontextmanager
+async def open_session(
+    read: Any, write: Any, on_list_changed: Callable[[], None]
+) -> AsyncIterator[ClientSession]:
+    """A client session over a (read, write) stream pair; ``on_list_changed`` hears of new tool lists."""
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            on_list_changed()
+
+    async with ClientSession(read, write, message_handler=on_message, client_info=_CLIENT_INFO) as session:
+        yield session
+
+
+@contextlib.asynccontextmanager
+async def open_http_session(
+    config: ServerConfig, on_list_changed: Callable[[], None], watch: HttpWatch
+) -> AsyncIterator[ClientSession]:
+    """A client session to a streamable HTTP server, its HTTP layer reporting to ``watch``."""
+    assert config.url is not None
+    # No read timeout: the event stream stays open for good, and every request already has
+    # its own deadline (calls, pings, the handshake).
+    timeout = httpx2.Timeout(config.connect_timeout, read=None)
+    transport = _Watch(httpx2.AsyncHTTPTransport(), watch)
+    headers = dict(config.headers) or None
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport) as http,
+        streamable_http_client(config.url, http_client=http) as (read, write),
+        open_session(read, write, on_list_changed) as session,
+    ):
+        yield session
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """An HTTP-level failure: the server is not there, or the connection to it broke."""
+    return isinstance(exc, httpx2.TransportError | OSError) or (
+        isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED
+    )
+
+
+async def list_tools(session: ClientSession) -> tuple[ToolInfo, ...]:
+    """Every page of ``tools/list``, sorted by name."""
+    tools: list[ToolInfo] = []
+    cursor: str | None = None
+    for _ in range(_MAX_TOOL_PAGES):
+        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        tools.extend(
+            ToolInfo(
+                name=t.name,
+                description=t.description or "",
+                input_schema=t.input_schema,
+                title=t.title,
+                annotations=t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
+                if t.annotations
+                else None,
+            )
+            for t in page.tools
+        )
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tuple(sorted(tools, key=lambda t: t.name))
+
+
+async def handshake(session: ClientSession) -> tuple[ServerInfo, tuple[ToolInfo, ...]]:
+    """``initialize`` then the first ``tools/list``."""
+    result = await session.initialize()
+    tools = await list_tools(session)
+    info = result.server_info
+    server = ServerInfo(
+        name=info.name, version=info.version, title=info.title, instructions=result.instructions
+    )
+    return server, tools
+
+
+async def ping(session: ClientSession) -> None:
+    await session.send_ping()
+
+
+async def call_tool(session: ClientSession, tool: str, arguments: dict[str, Any]) -> ToolResult:
+    """``tools/call`` through the SDK; a JSON-RPC error answer is a tool error, as on the raw path.
+
+    Raises ``MCPError`` (``CONNECTION_CLOSED`` when the transport ended), anyio's resource
+    errors when the session is already closed, ``TypeError`` for an unsupported result.
+    """
+    try:
+        result = await session.call_tool(tool, arguments)
+    except MCPError as exc:
+        if exc.code == CONNECTION_CLOSED:
+            raise
+        return ToolResult(content=[{"type": "text", "text": exc.error.message}], is_error=True)
+    if not isinstance(result, mcp_types.CallToolResult):
+        raise TypeError(f"unsupported result type {type(result).__name__}")
+    return ToolResult(
+        content=[block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content],
+        structured_content=result.structured_content,
+        is_error=result.is_error,
+    )

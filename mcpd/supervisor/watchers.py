@@ -1,0 +1,133 @@
+"""The tasks that watch a live server and end its run: exit, health pings, tool-list refreshes.
+
+Each runs beside the run's session and raises ``RunEnded`` when the run is over; what
+they observe on the way (a failed ping, a new tool list) goes to the actor through
+``Hooks``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import anyio
+
+from mcpd.config.model import ServerConfig
+from mcpd.model.tools import ToolInfo
+from mcpd.supervisor import sdk
+from mcpd.supervisor.link import Link
+from mcpd.supervisor.policy import Ending
+from mcpd.supervisor.stdio import StdioChild
+from mcpd.supervisor.wakeup import Wakeup
+
+TOOLS_REFRESH_GAP = 0.5
+"""Least time between two ``tools/list`` of one server: a storm of ``list_changed`` costs at most
+one request per gap (one in flight, one pending), however fast the notifications come."""
+
+_EXIT_WAIT = 0.5
+"""How long a refused request waits for the exit status, which makes the better reason."""
+
+
+class RunEnded(Exception):
+    """Ends a server's run, saying how (for the restart decision) and why (for people)."""
+
+    def __init__(self, reason: str, ending: Ending = Ending.CRASHED) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.ending = ending
+
+
+class Hooks(Protocol):
+    def degrade(self, reason: str) -> None:
+        """The protocol failed while the server is up."""
+
+    def recover(self, reason: str) -> None:
+        """The protocol answers again."""
+
+    def tools_listed(self, tools: tuple[ToolInfo, ...]) -> None:
+        """A fresh ``tools/list`` answer."""
+
+
+async def watch_exit(child: StdioChild, grace: float) -> None:
+    """End the run when the process closes its stdout (it died, or will not answer any more)."""
+    await child.stdout_closed.wait()
+    # Closing stdout almost always means exiting; wait a moment to report the real exit status.
+    with anyio.move_on_after(grace):
+        await child.exited.wait()
+    if child.returncode is None:
+        raise RunEnded("closed its stdout but kept running")
+    raise RunEnded(child.exit_reason())
+
+
+async def watch_refused(link: Link) -> None:
+    """End the run once a call found the connection refusing requests, or the server forgot us."""
+    http = link.http
+    async with anyio.create_task_group() as tg:
+
+        async def refused() -> None:
+            await link.refused.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(refused)
+        if http is not None:
+
+            async def lost() -> None:
+                await http.session_lost.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(lost)
+    child = link.child
+    if child is None:
+        assert http is not None
+        raise RunEnded(http.reason or "the connection refused a request", Ending.UNREACHABLE)
+    with anyio.move_on_after(_EXIT_WAIT):
+        await child.exited.wait()
+    raise RunEnded(f"stdin refused a request; {child.exit_reason()}")
+
+
+async def watch_health(link: Link, config: ServerConfig, hooks: Hooks) -> None:
+    """Ping every ``ping_interval``, and at once when the HTTP layer reports trouble.
+
+    ``unhealthy_after`` failures in a row end the run (the server is up but useless).
+    """
+    failures = 0
+    while True:
+        with anyio.move_on_after(config.ping_interval):
+            if link.http is not None:
+                await link.http.trouble.wait()
+            else:
+                await anyio.sleep_forever()
+        try:
+            with anyio.fail_after(config.ping_timeout):
+                await sdk.ping(link.session)
+        except (TimeoutError, sdk.MCPError) as exc:
+            if link.http is not None and sdk.is_connection_error(exc):
+                raise RunEnded(f"connection lost: {_describe(exc, 'ping')}", Ending.UNREACHABLE) from None
+            failures += 1
+            hooks.degrade(f"{_describe(exc, 'ping')} ({failures}/{config.unhealthy_after})")
+            if failures >= config.unhealthy_after:
+                raise RunEnded(f"unresponsive: {failures} pings failed in a row") from None
+            continue
+        failures = 0
+        hooks.recover("ping answered")
+
+
+async def watch_tools(link: Link, dirty: Wakeup, config: ServerConfig, hooks: Hooks) -> None:
+    """Re-list the tools after ``notifications/tools/list_changed``, coalescing storms (see the gap)."""
+    while True:
+        await dirty.wait()
+        try:
+            with anyio.fail_after(config.connect_timeout):
+                tools = await sdk.list_tools(link.session)
+        except (TimeoutError, sdk.MCPError) as exc:
+            hooks.degrade(f"tools/list after list_changed failed: {_describe(exc, 'tools/list')}")
+        else:
+            hooks.tools_listed(tools)
+        await anyio.sleep(TOOLS_REFRESH_GAP)
+
+
+def _describe(exc: BaseException, what: str) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"{what} timed out"
+    if isinstance(exc, sdk.MCPError):
+        return f"{what} failed: {sdk.describe_mcp_error(exc)}"
+    return f"{what} failed: {type(exc).__name__}: {exc}"

@@ -1,0 +1,89 @@
+"""The SDK adapter (mcpd.supervisor.sdk): fails loudly when the SDK changes what mcpd relies on."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+import mcpd
+from mcpd.config.model import ServerConfig
+from mcpd.supervisor import sdk
+from mcpd.testing.remote import free_port, running_http_fixture
+
+pytestmark = pytest.mark.anyio
+PACKAGE = Path(mcpd.__file__).parent
+
+
+def _sdk_imports(path: Path) -> list[str]:
+    modules = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            modules.append(node.module)
+        elif isinstance(node, ast.Import):
+            modules.extend(alias.name for alias in node.names)
+    return [m for m in modules if m == "mcp" or m.startswith("mcp.")]
+
+
+def test_no_private_sdk_module_is_imported() -> None:
+    """No module of mcpd imports a private module of the SDK (a path part starting with "_")."""
+    private = {
+        str(path.relative_to(PACKAGE)): module
+        for path in PACKAGE.rglob("*.py")
+        for module in _sdk_imports(path)
+        if any(part.startswith("_") for part in module.split("."))
+    }
+    assert private == {}
+
+
+def test_the_supervisor_reaches_the_client_sdk_only_through_the_adapter() -> None:
+    """Within the supervisor, only sdk.py imports the SDK's client side."""
+    users = {
+        path.name
+        for path in (PACKAGE / "supervisor").glob("*.py")
+        if any(m.startswith("mcp.client") for m in _sdk_imports(path))
+    }
+    assert users == {"sdk.py"}
+
+
+def test_the_sdk_entry_points_take_what_the_adapter_passes() -> None:
+    """The keyword arguments the adapter passes still exist."""
+    assert {"http_client"} <= inspect.signature(streamable_http_client).parameters.keys()
+    assert {"message_handler", "client_info"} <= inspect.signature(ClientSession).parameters.keys()
+
+
+async def test_a_refused_request_is_marked_so() -> None:
+    """A call whose connection is refused is marked refused: the SDK still runs a request's POST in
+    the sending task's context, which is how mcpd knows the server cannot have seen the call."""
+    port = free_port()
+    config = ServerConfig(name="remote", url=f"http://127.0.0.1:{port}/mcp")
+    sessions: list[sdk.ClientSession] = []
+    ready, ended = anyio.Event(), anyio.Event()
+
+    async def host() -> None:
+        try:
+            async with sdk.open_http_session(config, lambda: None, sdk.HttpWatch()) as session:
+                await sdk.handshake(session)
+                sessions.append(session)
+                ready.set()
+                await anyio.sleep_forever()
+        except Exception:  # the refused POST ends the transport: what this test provokes
+            ended.set()
+
+    async with anyio.create_task_group() as tg:
+        async with running_http_fixture("remote", port):
+            tg.start_soon(host)
+            with anyio.fail_after(60):
+                await ready.wait()
+            with sdk.track_call() as answered:
+                assert (await sdk.call_tool(sessions[0], "echo", {"text": "x"})).content
+        with sdk.track_call() as refused, pytest.raises(sdk.MCPError):
+            await sdk.call_tool(sessions[0], "echo", {"text": "y"})
+        with anyio.fail_after(60):
+            await ended.wait()
+    assert refused.refused and not answered.refused
