@@ -59,6 +59,7 @@ from mcpd.model.tools import ToolResult
 from mcpd.model.usage import CallRecord, CapabilityGroup, CapabilityRecord, ReportResult, ToolReport
 from mcpd.registry import reserved
 from mcpd.registry.catalog import Catalog
+from mcpd.registry.names import qualify
 from mcpd.store import usage as usage_report
 from mcpd.store.db import Store, StoreUnavailable
 from mcpd.supervisor.actor import ServerActor
@@ -190,13 +191,17 @@ async def reload(daemon: Daemon, conn: Connection, params: NoParams) -> ReloadRe
 
 @methods.method("tools.list", ToolsListParams)
 async def tools_list(daemon: Daemon, conn: Connection, params: ToolsListParams) -> ToolsListResult:
-    if params.query and params.query.strip():
+    with_reserved = params.include_reserved and params.servers is None
+    # The reserved tool counts within the limit: `limit` is the length of the answer.
+    limit = params.limit - 1 if with_reserved and params.limit is not None else params.limit
+    if limit == 0:
+        tools = []
+    elif params.query and params.query.strip():
         tools = await daemon.catalog.search(
-            params.query, params.servers, params.limit, prior=daemon.prior, explain=params.explain
+            params.query, params.servers, limit, prior=daemon.prior, explain=params.explain
         )
     else:
-        tools = (await daemon.catalog.tools(params.servers))[: params.limit]
-    with_reserved = params.include_reserved and params.servers is None
+        tools = (await daemon.catalog.tools(params.servers))[:limit]
     if with_reserved:
         tools.append(reserved.ENTRY)  # in every registry that is not explicitly about other servers
     rendered = None
@@ -239,7 +244,7 @@ async def tools_call(daemon: Daemon, conn: Connection, params: ToolsCallParams) 
     held = await daemon.catalog.denied(actor, tool)
     if held is not None:
         raise NotApproved(
-            f"{server}/{tool} is held back: {held}", {"server": server, "tool": tool, "reason": held}
+            f"{qualify(server, tool)} is held back: {held}", {"server": server, "tool": tool, "reason": held}
         )
     call = _CallRecorder(daemon, conn, server, tool, params.query)
     on_progress = _progress_relay(conn, current_request.get()) if params.progress else None
@@ -247,6 +252,9 @@ async def tools_call(daemon: Daemon, conn: Connection, params: ToolsCallParams) 
         result = await actor.call_tool(tool, params.arguments, params.timeout, on_progress)
     except McpdError as exc:
         call.done(_OUTCOMES.get(type(exc), "error"), type(exc).__name__)
+        raise
+    except anyio.get_cancelled_exc_class():
+        call.done("cancelled")  # withdrawn by the client (`cancel`, or it hung up): not the tool's fault
         raise
     call.done("tool_error" if result.is_error else "ok")
     return result
@@ -285,10 +293,11 @@ class _CallRecorder:
         )
         if error_class in ("UnknownServer", "UnknownTool", "InvalidParams"):
             return  # the call never reached a server: nothing to learn about a tool
-        self.daemon.activity.record(self.server, outcome == "ok")
+        self.daemon.activity.record(self.server, outcome in ("ok", "cancelled"))
         now = time.time()
         query_terms = tuple(terms(self.query)) if self.query else ()
-        self.daemon.prior.observe(self.server, self.tool, outcome == "ok", query_terms, now)
+        if outcome != "cancelled":  # a withdrawn call says nothing about the tool
+            self.daemon.prior.observe(self.server, self.tool, outcome == "ok", query_terms, now)
         self.daemon.usage.record_call(
             CallRecord(
                 ts=now,
@@ -340,6 +349,7 @@ async def report(daemon: Daemon, conn: Connection, params: ReportParams) -> Repo
         since=since,
         tools=[
             ToolReport(
+                name=qualify(row.server, row.tool),
                 server=row.server,
                 tool=row.tool,
                 calls=len(row.durations_ms),

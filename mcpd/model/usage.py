@@ -11,7 +11,7 @@ class CallRecord(msgspec.Struct, frozen=True, kw_only=True):
     tool: str
     duration_ms: float
     outcome: str
-    """ok | tool_error | transport_error | timeout | error"""
+    """ok | tool_error | transport_error | timeout | cancelled | error"""
     client: str | None = None
     session: str | None = None
     error_class: str | None = None
@@ -29,6 +29,8 @@ class CapabilityRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ToolReport(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    """The qualified name (``server__tool``), as every registry shows it."""
     server: str
     tool: str
     calls: int

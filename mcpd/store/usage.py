@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 
 from mcpd.model.usage import CallRecord, CapabilityRecord
 
+_NOT_FAILED = ("ok", "cancelled")
+"""Outcomes that are no failure of the tool: a cancelled call was withdrawn by its caller."""
+
 
 @dataclass
 class ToolRow:
@@ -28,7 +31,7 @@ def tool_rows(conn: sqlite3.Connection, since: float | None) -> list[ToolRow]:
     ):
         row = rows.setdefault((server, tool), ToolRow(server, tool))
         row.durations_ms.append(duration)
-        row.failures += outcome != "ok"
+        row.failures += outcome not in _NOT_FAILED
         row.last_used = max(row.last_used, ts)
     return list(rows.values())
 
@@ -80,7 +83,7 @@ def write_usage(
             ],
         )
     term_rows = [
-        (term, r.server, r.tool, int(r.outcome == "ok"), int(r.outcome != "ok"), r.ts)
+        (term, r.server, r.tool, int(r.outcome == "ok"), int(r.outcome not in _NOT_FAILED), r.ts)
         for r in calls
         for term in set(r.query_terms)
     ]
@@ -101,7 +104,7 @@ def prior_rows(
     tools = [
         (server, tool, int(ok), int(failed), float(last or 0.0))
         for server, tool, ok, failed, last in conn.execute(
-            "SELECT server, tool, SUM(outcome = 'ok'), SUM(outcome != 'ok'),"
+            "SELECT server, tool, SUM(outcome = 'ok'), SUM(outcome NOT IN ('ok', 'cancelled')),"
             " MAX(CASE WHEN outcome = 'ok' THEN ts END) FROM calls GROUP BY server, tool"
         )
     ]
