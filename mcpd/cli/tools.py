@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from mcpd.cli import output
-from mcpd.cli.output import EXIT_ERROR, EXIT_OK, UsageError, clip, emit_json
+from mcpd.cli.output import EXIT_ERROR, EXIT_OK, clip, emit_json
 from mcpd.cli.parsing import Commands, Parser, connected, fraction, json_object, positive_int, seconds
 from mcpd.cli.progress import ProgressBar
 from mcpd.client import Client
@@ -68,12 +68,7 @@ def cmd_select(args: argparse.Namespace, client: Client) -> int:
 
 
 def cmd_call(args: argparse.Namespace, client: Client) -> int:
-    if args.raw and sys.stdout.isatty() and not args.json:
-        # As curl does: binary data would garble the terminal, so --raw wants a file or a pipe.
-        raise UsageError(
-            "--raw writes binary content as is; redirect it: mcpd call ... --raw > FILE", "mcpd call"
-        )
-    with ProgressBar.for_stderr(f"{args.server}__{args.tool}") as bar:
+    with ProgressBar.for_stderr(args.tool) as bar:
         result = client.call_tool(
             args.tool,
             args.args,
@@ -84,13 +79,21 @@ def cmd_call(args: argparse.Namespace, client: Client) -> int:
         )
     if args.json:
         emit_json(result)
-    elif args.raw:
+    elif args.raw and not (sys.stdout.isatty() and any(_binary(b) for b in result.content)):
         for block in result.content:
             sys.stdout.buffer.write(raw_bytes(block))
         sys.stdout.buffer.flush()
     else:
         print_result(result)
+        if args.raw:
+            # As curl does: binary data would garble the terminal; it goes to a file or a pipe.
+            print("mcpd: binary content is not written to a terminal; redirect it: > FILE", file=sys.stderr)
     return EXIT_ERROR if result.is_error else EXIT_OK
+
+
+def _binary(block: dict[str, Any]) -> bool:
+    resource = block.get("resource") or {}
+    return block.get("type") in ("image", "audio") or (block.get("type") == "resource" and "blob" in resource)
 
 
 def print_result(result: ToolResult) -> None:
