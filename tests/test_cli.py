@@ -19,7 +19,7 @@ import anyio
 import pytest
 from anyio.streams.text import TextReceiveStream
 
-from mcpd.testing import fixture_command
+from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -28,13 +28,14 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DaemonProcess]:
-    """fx: a fixture server; dead: a command that does not exist; off: configured but disabled."""
-    command, *args = fixture_command("fx")
+    """fx: a fixture server; bad: one whose tools carry injections, blocked by the verifier;
+    dead: a command that does not exist; off: configured but disabled."""
     path = tmp_path_factory.mktemp("cli") / "config.toml"
     path.write_text(
-        f"[servers.fx]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n"
-        '[servers.dead]\ncommand = "/nonexistent/mcp-server"\n'
-        '[servers.off]\ncommand = "off"\nenabled = false\n'
+        fixture_toml("fx")
+        + fixture_toml("bad", "--poisoned", verify="block")
+        + '[servers.dead]\ncommand = "/nonexistent/mcp-server"\n'
+        + '[servers.off]\ncommand = "off"\nenabled = false\n'
     )
     async with running_daemon(path) as running:
         yield running
@@ -121,7 +122,7 @@ async def test_status_json_has_the_documented_fields(daemon: DaemonProcess) -> N
     result = mcpd("status", "--json", "--socket", str(daemon.socket))
     assert result.returncode == 0, result.stderr
     servers = {s["name"]: s for s in json.loads(result.stdout)["servers"]}
-    assert sorted(servers) == ["dead", "fx", "off"]
+    assert sorted(servers) == ["bad", "dead", "fx", "off"]
     fields = ("name", "state", "alive", "degraded", "pid", "restarts", "uptime_s", "tools", "last_error")
     for key in (*fields, "blocked", "held", "attempt", "next_retry_at", "last_exit"):
         assert key in servers["fx"]
@@ -139,6 +140,9 @@ async def test_status_table_says_what_is_wrong(daemon: DaemonProcess) -> None:
     assert rows["dead"].split()[1:2] == ["failed"] and rows["dead"].split()[5] == "-"
     assert "No such file or directory" in rows["dead"]
     assert rows["off"].split()[1:2] == ["disabled"] and rows["off"].split()[5] == "-"
+    # Its process runs, but no agent sees it: the state says blocked, the problem says why.
+    assert rows["bad"].split()[1] == "blocked" and rows["bad"].split()[5] == "-"
+    assert "blocked by the verifier: TP00" in rows["bad"] and "mcpd diff bad" in rows["bad"]
     assert "\x1b[" not in result.stdout  # no colour into a pipe
 
 
@@ -248,26 +252,51 @@ async def test_stop_start_restart_reload(daemon: DaemonProcess) -> None:
     restarted = json.loads(mcpd("restart", "fx", "--json", "--socket", sock).stdout)
     assert restarted["state"] == "running" and restarted["restarts"] >= 1
     reloaded = mcpd("reload", "--socket", sock)
-    assert reloaded.returncode == 0 and "unchanged: 3" in reloaded.stdout
+    assert reloaded.returncode == 0 and "unchanged: 4" in reloaded.stdout
+
+
+async def test_held_tools_show_in_status_until_approved(daemon: DaemonProcess) -> None:
+    """A tool the server adds after approval is held back: status says how many and where to look;
+    `mcpd diff` shows it, `mcpd approve` releases it and the note goes."""
+    sock = str(daemon.socket)
+    mark = len(daemon.events)
+    added = mcpd("call", "fx", "add_tool", "--args", '{"name": "late_tool"}', "--socket", sock)
+    assert added.returncode == 0, added.stderr
+    await daemon.wait_for("trust.held_back", after=mark, server="fx")
+    row = next(
+        line for line in mcpd("status", "--socket", sock).stdout.splitlines() if line.startswith("fx ")
+    )
+    assert "1 tool awaits approval (mcpd diff fx)" in row
+    assert "late_tool" in mcpd("diff", "fx", "--socket", sock).stdout
+    approved = mcpd("approve", "fx", "--socket", sock)
+    assert approved.returncode == 0 and "late_tool" in approved.stdout
+    row = next(
+        line for line in mcpd("status", "--socket", sock).stdout.splitlines() if line.startswith("fx ")
+    )
+    assert "approval" not in row
 
 
 async def test_top_follows_the_event_stream(daemon: DaemonProcess) -> None:
-    """`mcpd top` piped: the table once, then a line per event as the daemon sends it; Ctrl-C ends
-    it with status 130 and nothing on stderr."""
-    env = {**os.environ, "MCPD_SOCKET": str(daemon.socket)}
+    """`mcpd top` piped: the table once, then a line per event as the daemon pushes it (a restart,
+    calls per second); Ctrl-C ends it with status 130 and nothing on stderr."""
+    sock = str(daemon.socket)
+    env = {**os.environ, "MCPD_SOCKET": sock}
     lines: list[str] = []
     async with await anyio.open_process([sys.executable, "-m", "mcpd", "top"], env=env) as top:
         assert top.stdout is not None and top.stderr is not None
-        buffer, restarted = "", False
+        buffer, step = "", "table"
         with anyio.fail_after(60):
             async for chunk in TextReceiveStream(top.stdout):
                 buffer += chunk
                 *complete, buffer = buffer.split("\n")
                 lines += complete
-                if not restarted and any(line.startswith("fx ") for line in lines):
-                    restarted = True  # the table is out, so top has subscribed
-                    mcpd("restart", "fx", "--socket", str(daemon.socket))
-                if any("fx: starting -> running" in line for line in lines):
+                if step == "table" and any(line.startswith("fx ") for line in lines):
+                    step = "restart"  # the table is out, so top has subscribed
+                    mcpd("restart", "fx", "--socket", sock)
+                if step == "restart" and any("fx: starting -> running" in line for line in lines):
+                    step = "calls"
+                    mcpd("call", "fx", "echo", "--args", '{"text": "counted"}', "--socket", sock)
+                if step == "calls" and any(" calls: fx " in line for line in lines):
                     break
         top.send_signal(signal.SIGINT)
         with anyio.fail_after(30):

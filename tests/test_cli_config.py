@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mcpd.testing import fixture_command
+from mcpd.testing import fixture_command, fixture_toml
 from mcpd.testing.daemon import running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -34,13 +34,6 @@ def mcpd(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
         check=False,
         env={**os.environ, **(env or {})},
     )
-
-
-def fixture_toml(name: str, *flags: str, **settings: object) -> str:
-    command, *args = fixture_command(name, *flags)
-    lines = [f"[servers.{name}]", f"command = {json.dumps(command)}", f"args = {json.dumps(args)}"]
-    lines += [f"{key} = {json.dumps(value)}" for key, value in settings.items()]
-    return "\n".join(lines) + "\n"
 
 
 def test_config_check_names_each_problem_and_exits_2(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ def problems(status: ServerStatus, now: float) -> list[str]:
     """What is wrong with the server now, and what is held back, most pressing first."""
     found = []
     if status.blocked:
-        found.append(f"blocked by the verifier: {status.blocked}")
+        found.append(status.blocked)  # already says by whom and what to do
     if status.last_error:
         found.append(status.last_error)
     if status.next_retry_at is not None and status.state == "backoff":
@@ -38,7 +38,8 @@ def problems(status: ServerStatus, now: float) -> list[str]:
         found.append(f"retry {status.attempt + 1} in {wait}" if status.attempt else f"retry in {wait}")
     if status.held:
         count = len(status.held)
-        found.append(f"{count} tool{'s' if count > 1 else ''} await approval (mcpd diff {status.name})")
+        waits = f"{count} tools await" if count > 1 else "1 tool awaits"
+        found.append(f"{waits} approval (mcpd diff {status.name})")
     if status.trust and not (status.blocked or status.held):
         found.append(status.trust)
     return found

@@ -14,8 +14,11 @@ def cmd_approve(args: argparse.Namespace, client: Client) -> int:
     result = client.approve(args.server, args.tool)
     if args.json:
         emit_json(result)
-    elif result.approved:
-        print(f"approved: {', '.join(result.approved)}")
+    elif result.approved or result.findings:
+        if result.approved:
+            print(f"approved: {', '.join(result.approved)}")
+        if result.findings:
+            print(f"findings accepted: {', '.join(result.findings)}")
     else:
         print("nothing was waiting for approval")
     return EXIT_OK
