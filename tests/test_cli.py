@@ -7,6 +7,7 @@ import json
 import os
 import pty
 import select
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -305,6 +306,31 @@ async def test_top_follows_the_event_stream(daemon: DaemonProcess) -> None:
     assert lines[0].startswith("mcpd top - ")
     assert any("fx: running -> starting (restart requested)" in line for line in lines)
     assert (status, errors) == (130, "")
+
+
+async def test_completion_offers_the_daemons_server_names(daemon: DaemonProcess, tmp_path: Path) -> None:
+    """bash completes a server argument (and --server) with the names the daemon knows."""
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("bash is not installed")
+    script = tmp_path / "mcpd.bash"
+    script.write_text(mcpd("completion", "bash").stdout)
+    mcpd_bin = str(Path(sys.executable).with_name("mcpd"))
+
+    def complete(*words: str) -> set[str]:
+        program = (
+            f"source {script}; COMP_WORDS=({mcpd_bin} {' '.join(words)} ''); COMP_CWORD={len(words) + 1}; "
+            '_mcpd; printf "%s\\n" "${COMPREPLY[@]}"'
+        )
+        env = {**os.environ, "MCPD_SOCKET": str(daemon.socket)}
+        result = subprocess.run(
+            [bash, "-c", program], capture_output=True, text=True, timeout=60, env=env, check=True
+        )
+        return set(result.stdout.split())
+
+    assert {"bad", "dead", "fx", "off"} <= complete("stop")
+    assert {"bad", "dead", "fx", "off"} == complete("tools", "--server")
+    assert "fx" not in complete("call", "fx")  # the second argument is a tool, not a server
 
 
 # -- what goes wrong, and how it is said ---------------------------------------------------------

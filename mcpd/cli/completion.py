@@ -2,8 +2,10 @@
 
 Generated, not written by hand, so a new command or option can never be missing from it. Each
 script finds the command path typed so far (``mcpd service``, ``mcpd config check``), then offers
-that command's subcommands, options and choices; options that take a path complete files.
-(shtab covers bash and zsh but not fish, and a generator over argparse is this small.)
+that command's subcommands, options and choices; options that take a path complete files, and
+server arguments the names the daemon knows (from the hidden ``mcpd __servers``, silent when no
+daemon runs), as systemctl completes unit names. (shtab covers bash and zsh but not fish, and a
+generator over argparse is this small.)
 """
 
 from __future__ import annotations
@@ -14,9 +16,13 @@ import sys
 from dataclasses import dataclass, field
 
 from mcpd.cli.parsing import Commands
+from mcpd.client import Client
+from mcpd.errors import McpdError
 
 SHELLS = ("bash", "zsh", "fish")
-_PATH_DESTS = frozenset({"config", "socket", "file", "output"})
+_PATH_DESTS = frozenset({"config", "socket", "file"})
+_SERVER_DESTS = frozenset({"server", "name", "connect"})
+SERVERS_COMMAND = "__servers"
 
 
 @dataclass
@@ -26,6 +32,7 @@ class Option:
     takes_value: bool
     choices: list[str]
     path: bool
+    servers: bool
 
 
 @dataclass
@@ -37,6 +44,8 @@ class Command:
     options: list[Option] = field(default_factory=list)
     choices: list[str] = field(default_factory=list)
     files: bool = False
+    servers: bool = False
+    """Its first positional argument is a server name."""
     children: dict[str, Command] = field(default_factory=dict)
 
     def walk(self) -> list[Command]:
@@ -45,11 +54,13 @@ class Command:
 
 def tree(parser: argparse.ArgumentParser, path: str = "mcpd", help: str = "") -> Command:
     node = Command(path, help)
+    positionals: list[argparse.Action] = []
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             helps = {a.dest: a.help or "" for a in action._choices_actions}
             for name, sub in action.choices.items():
-                node.children[name] = tree(sub, f"{path} {name}", helps.get(name, ""))
+                if not name.startswith("_"):
+                    node.children[name] = tree(sub, f"{path} {name}", helps.get(name, ""))
         elif action.option_strings:
             if action.help == argparse.SUPPRESS:
                 continue
@@ -60,12 +71,17 @@ def tree(parser: argparse.ArgumentParser, path: str = "mcpd", help: str = "") ->
                     takes_value=action.nargs != 0,
                     choices=[str(c) for c in action.choices or ()],
                     path=action.dest in _PATH_DESTS,
+                    servers=action.dest in _SERVER_DESTS,
                 )
             )
         elif action.choices:
             node.choices += [str(c) for c in action.choices]
         elif action.dest in _PATH_DESTS:
             node.files = True
+        elif action.dest in _SERVER_DESTS and not positionals:
+            node.servers = True
+        if not action.option_strings:
+            positionals.append(action)
     return node
 
 
@@ -88,6 +104,19 @@ def register(commands: Commands, parser: argparse.ArgumentParser) -> None:
     )
     completion.add_argument("shell", choices=SHELLS)
     completion.set_defaults(run=run)
+    # No help: hidden from `mcpd --help` and from the completions themselves.
+    commands.add_parser(SERVERS_COMMAND).set_defaults(run=_print_servers)
+
+
+def _print_servers(args: argparse.Namespace) -> int:
+    """The configured server names, one a line; nothing at all when no daemon answers."""
+    try:
+        with Client(name="mcpd-cli/complete") as client:
+            names = [s.name for s in client.status()]
+    except McpdError:
+        return 0
+    sys.stdout.write("".join(f"{name}\n" for name in names))
+    return 0
 
 
 def _path_cases(root: Command, indent: str, sep: str = ")") -> str:
@@ -101,6 +130,7 @@ def _words(node: Command) -> str:
 
 
 def _bash(root: Command) -> str:
+    servers = '$(compgen -W "$("${COMP_WORDS[0]}" __servers 2>/dev/null)" -- "$cur")'
     value_arms = []
     for node in root.walk():
         for option in (o for o in node.options if o.takes_value):
@@ -109,22 +139,27 @@ def _bash(root: Command) -> str:
                 action = 'COMPREPLY=($(compgen -f -- "$cur"))'
             elif option.choices:
                 action = f'COMPREPLY=($(compgen -W {shlex.quote(" ".join(option.choices))} -- "$cur"))'
+            elif option.servers:
+                action = f"COMPREPLY=({servers})"
             else:
                 action = "COMPREPLY=()"
             value_arms.append(f"        {pattern}) {action}; return ;;")
     word_arms = []
     for node in root.walk():
-        files = ' COMPREPLY+=($(compgen -f -- "$cur"));' if node.files else ""
+        extra = ' COMPREPLY+=($(compgen -f -- "$cur"));' if node.files else ""
+        if node.servers:
+            extra += f" ((rest == 0)) && COMPREPLY+=({servers});"
         words = shlex.quote(_words(node))
-        word_arms.append(f'        "{node.path}") COMPREPLY=($(compgen -W {words} -- "$cur"));{files} ;;')
+        word_arms.append(f'        "{node.path}") COMPREPLY=($(compgen -W {words} -- "$cur"));{extra} ;;')
     return "\n".join(
         [
             "# bash completion for mcpd (generated by `mcpd completion bash`)",
             "_mcpd() {",
-            "    local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} cmdpath=mcpd i",
+            "    local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} cmdpath=mcpd i rest=0",
             "    for ((i = 1; i < COMP_CWORD; i++)); do",
             '        case "$cmdpath ${COMP_WORDS[i]}" in',
-            _path_cases(root, "            ") + ' cmdpath="$cmdpath ${COMP_WORDS[i]}" ;;',
+            _path_cases(root, "            ") + ' cmdpath="$cmdpath ${COMP_WORDS[i]}"; rest=0 ;;',
+            "            *) [[ ${COMP_WORDS[i]} == -* ]] || ((rest++)) ;;",
             "        esac",
             "    done",
             '    case "$cmdpath|$prev" in',
@@ -145,6 +180,7 @@ def _zsh_quote(text: str) -> str:
 
 
 def _zsh(root: Command) -> str:
+    servers = 'compadd -- ${(f)"$(${words[1]} __servers 2>/dev/null)"}'
     value_arms = []
     for node in root.walk():
         for option in (o for o in node.options if o.takes_value):
@@ -153,6 +189,8 @@ def _zsh(root: Command) -> str:
                 action = "_files"
             elif option.choices:
                 action = "compadd -- " + " ".join(_zsh_quote(c) for c in option.choices)
+            elif option.servers:
+                action = servers
             else:
                 action = ":"
             value_arms.append(f"    ({pattern}) {action}; return ;;")
@@ -168,6 +206,8 @@ def _zsh(root: Command) -> str:
             lines.append("      compadd -- " + " ".join(_zsh_quote(c) for c in node.choices))
         if node.files:
             lines.append("      _files")
+        if node.servers:
+            lines.append(f"      if ((rest == 0)); then {servers}; fi")
         lines.append(f"      local -a options=({' '.join(options)})")
         lines.append("      if [[ $cur == -* ]]; then _describe -t options option options; fi ;;")
         word_arms.append("\n".join(lines))
@@ -176,10 +216,11 @@ def _zsh(root: Command) -> str:
             "#compdef mcpd",
             "# zsh completion for mcpd (generated by `mcpd completion zsh`)",
             "_mcpd() {",
-            "  local cur=${words[CURRENT]} prev=${words[CURRENT-1]} cmdpath=mcpd i",
+            "  local cur=${words[CURRENT]} prev=${words[CURRENT-1]} cmdpath=mcpd i rest=0",
             "  for ((i = 2; i < CURRENT; i++)); do",
             '    case "$cmdpath ${words[i]}" in',
-            "      (" + _path_cases(root, "") + ' cmdpath="$cmdpath ${words[i]}" ;;',
+            "      (" + _path_cases(root, "") + ' cmdpath="$cmdpath ${words[i]}"; rest=0 ;;',
+            "      (*) [[ ${words[i]} == -* ]] || ((rest++)) ;;",
             "    esac",
             "  done",
             '  case "$cmdpath|$prev" in',
@@ -188,6 +229,7 @@ def _zsh(root: Command) -> str:
             '  case "$cmdpath" in',
             *word_arms,
             "  esac",
+            "  return 0",
             "}",
             'if [[ $zsh_eval_context[-1] == loadautofunc ]]; then _mcpd "$@"; else compdef _mcpd mcpd; fi',
             "",
@@ -200,28 +242,41 @@ def _fish_quote(text: str) -> str:
 
 
 def _fish(root: Command) -> str:
+    paths = " ".join(_fish_quote(c.path) for n in root.walk() for c in n.children.values())
     lines = [
         "# fish completion for mcpd (generated by `mcpd completion fish`)",
-        "function __mcpd_path",
+        "function __mcpd_path --description 'the mcpd command typed so far, then how many arguments follow'",
         "    set -l cmdpath mcpd",
+        "    set -l rest 0",
         "    for word in (commandline -opc)[2..-1]",
         '        switch "$cmdpath $word"',
-        "            case " + " ".join(_fish_quote(c.path) for n in root.walk() for c in n.children.values()),
+        f"            case {paths}",
         '                set cmdpath "$cmdpath $word"',
+        "                set rest 0",
+        "            case '*'",
+        "                string match -q -- '-*' $word; or set rest (math $rest + 1)",
         "        end",
         "    end",
-        "    echo $cmdpath",
+        '    echo "$cmdpath|$rest"',
+        "end",
+        "function __mcpd_servers",
+        "    set -l mcpd (commandline -opc)[1]",
+        "    $mcpd __servers 2>/dev/null",
         "end",
         "complete -c mcpd -f",
     ]
     for node in root.walk():
-        when = f"-n {_fish_quote(f'test (__mcpd_path) = {shlex.quote(node.path)}')}"
+        here = f"string match -q -- {shlex.quote(node.path + '|*')} (__mcpd_path)"
+        when = f"-n {_fish_quote(here)}"
         for name, child in node.children.items():
             lines.append(f"complete -c mcpd {when} -a {_fish_quote(name)} -d {_fish_quote(child.help)}")
         for choice in node.choices:
             lines.append(f"complete -c mcpd {when} -a {_fish_quote(choice)}")
         if node.files:
             lines.append(f"complete -c mcpd {when} -F")
+        if node.servers:
+            first = f"test (__mcpd_path) = {shlex.quote(node.path + '|0')}"
+            lines.append(f"complete -c mcpd -n {_fish_quote(first)} -a '(__mcpd_servers)'")
         for option in node.options:
             spec = " ".join(
                 f"-l {flag[2:]}" if flag.startswith("--") else f"-s {flag[1:]}" for flag in option.flags
@@ -230,6 +285,8 @@ def _fish(root: Command) -> str:
                 spec += " -r -F"
             elif option.choices:
                 spec += f" -x -a {_fish_quote(' '.join(option.choices))}"
+            elif option.servers:
+                spec += " -x -a '(__mcpd_servers)'"
             elif option.takes_value:
                 spec += " -x"
             lines.append(f"complete -c mcpd {when} {spec} -d {_fish_quote(option.help)}")
