@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mcpd.cli import build_parser
-from mcpd.cli.completion import tree
+from mcpd.cli.shells import tree
 
 CASES = [
     (["mcpd", "st"], {"status", "start", "stop"}),
