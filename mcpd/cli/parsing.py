@@ -49,22 +49,24 @@ def bounded_int(high: int) -> Callable[[str], int]:
     return check
 
 
+def _number(text: str) -> float:
+    """The number ``text`` says, NaN when it says none (NaN fails every range check)."""
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 def seconds(text: str) -> float:
     """A positive, finite number of seconds no longer than a call may last."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    value = _number(text)
     if not (math.isfinite(value) and 0 < value <= MAX_CALL_TIMEOUT):
         raise argparse.ArgumentTypeError(f"expected seconds in (0, {MAX_CALL_TIMEOUT:g}], got {text!r}")
     return value
 
 
 def fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    value = _number(text)
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
     return value
@@ -76,10 +78,7 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 def age(text: str) -> float:
     """``90s``, ``15m``, ``12h``, ``7d`` (or plain seconds) -> seconds."""
     number, unit = (text[:-1], _UNITS[text[-1]]) if text[-1:] in _UNITS else (text, 1)
-    try:
-        value = float(number) * unit
-    except ValueError:
-        value = math.nan
+    value = _number(number) * unit
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"expected a duration like 90s, 15m, 12h or 7d, got {text!r}")
     return value

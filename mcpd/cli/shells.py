@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mcpd.cli.completion import SERVERS_COMMAND
@@ -95,21 +96,27 @@ def _words(node: Command) -> str:
     return " ".join([*node.children, *node.choices, *(f for o in node.options for f in o.flags)])
 
 
+def _value_arms(root: Command, action: Callable[[Option], str], arm: str) -> list[str]:
+    """A ``case`` arm per option that takes a value: ``arm`` filled with its pattern and action."""
+    return [
+        arm.format(pattern="|".join(f'"{node.path}|{flag}"' for flag in option.flags), action=action(option))
+        for node in root.walk()
+        for option in node.options
+        if option.takes_value
+    ]
+
+
 def _bash(root: Command) -> str:
     servers = f'$(compgen -W "$("${{COMP_WORDS[0]}}" {SERVERS_COMMAND} 2>/dev/null)" -- "$cur")'
-    value_arms = []
-    for node in root.walk():
-        for option in (o for o in node.options if o.takes_value):
-            pattern = "|".join(f'"{node.path}|{flag}"' for flag in option.flags)
-            if option.path:
-                action = 'COMPREPLY=($(compgen -f -- "$cur"))'
-            elif option.choices:
-                action = f'COMPREPLY=($(compgen -W {shlex.quote(" ".join(option.choices))} -- "$cur"))'
-            elif option.servers:
-                action = f"COMPREPLY=({servers})"
-            else:
-                action = "COMPREPLY=()"
-            value_arms.append(f"        {pattern}) {action}; return ;;")
+
+    def action(option: Option) -> str:
+        if option.path:
+            return 'COMPREPLY=($(compgen -f -- "$cur"))'
+        if option.choices:
+            return f'COMPREPLY=($(compgen -W {shlex.quote(" ".join(option.choices))} -- "$cur"))'
+        return f"COMPREPLY=({servers})" if option.servers else "COMPREPLY=()"
+
+    value_arms = _value_arms(root, action, "        {pattern}) {action}; return ;;")
     word_arms = []
     for node in root.walk():
         extra = ' COMPREPLY+=($(compgen -f -- "$cur"));' if node.files else ""
@@ -147,19 +154,15 @@ def _zsh_quote(text: str) -> str:
 
 def _zsh(root: Command) -> str:
     servers = f'compadd -- ${{(f)"$(${{words[1]}} {SERVERS_COMMAND} 2>/dev/null)"}}'
-    value_arms = []
-    for node in root.walk():
-        for option in (o for o in node.options if o.takes_value):
-            pattern = "|".join(f'"{node.path}|{flag}"' for flag in option.flags)
-            if option.path:
-                action = "_files"
-            elif option.choices:
-                action = "compadd -- " + " ".join(_zsh_quote(c) for c in option.choices)
-            elif option.servers:
-                action = servers
-            else:
-                action = ":"
-            value_arms.append(f"    ({pattern}) {action}; return ;;")
+
+    def action(option: Option) -> str:
+        if option.path:
+            return "_files"
+        if option.choices:
+            return "compadd -- " + " ".join(_zsh_quote(c) for c in option.choices)
+        return servers if option.servers else ":"
+
+    value_arms = _value_arms(root, action, "    ({pattern}) {action}; return ;;")
     word_arms = []
     for node in root.walk():
         described = [f"{_zsh_quote(f'{name}:{child.help}')}" for name, child in node.children.items()]
