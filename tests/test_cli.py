@@ -39,6 +39,9 @@ async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Daem
         + '[servers.off]\ncommand = "off"\nenabled = false\n'
     )
     async with running_daemon(path) as running:
+        # Ready means every server had its first start attempt; the tests want these two up.
+        for name in ("fx", "bad"):
+            await running.wait_for("server.state", server=name, new="running", timeout=120)
         yield running
 
 
@@ -306,6 +309,14 @@ async def test_top_follows_the_event_stream(daemon: DaemonProcess) -> None:
     assert lines[0].startswith("mcpd top - ")
     assert any("fx: running -> starting (restart requested)" in line for line in lines)
     assert (status, errors) == (130, "")
+
+
+async def test_top_on_a_terminal_redraws_in_place_and_restores_the_screen(daemon: DaemonProcess) -> None:
+    """On a terminal top draws on the alternate screen and gives the old screen back on Ctrl-C."""
+    run = await anyio.to_thread.run_sync(lambda: on_terminal("top", socket=daemon.socket, interrupt_on="fx "))
+    assert run.status == 130 and run.other == ""
+    assert run.terminal.startswith("\x1b[?1049h\x1b[H\x1b[2Jmcpd top - ")
+    assert run.terminal.endswith("\x1b[?1049l") and "Traceback" not in run.terminal
 
 
 async def test_completion_offers_the_daemons_server_names(daemon: DaemonProcess, tmp_path: Path) -> None:

@@ -23,6 +23,8 @@ from mcpd.model.servers import Event, ServerStatus, StateChanged, ToolsChanged
 from mcpd.model.states import LIVE_STATES
 
 _HOME_CLEAR = "\x1b[H\x1b[2J"
+_ALTERNATE_SCREEN = ("\x1b[?1049h", "\x1b[?1049l")
+"""Entered and left as top does, so the terminal shows what it showed before once the view ends."""
 
 
 @dataclass
@@ -137,14 +139,18 @@ def cmd_top(args: argparse.Namespace, client: Client) -> int:
             draw()
 
     clock = threading.Thread(target=tick, name="mcpd-top-clock", daemon=True)
-    draw()
-    clock.start()
+    sys.stdout.write(_ALTERNATE_SCREEN[0])
     try:
+        draw()
+        clock.start()
         for event in events:
             view.apply(event, time.time())
             draw()
     finally:
         stop.set()
+        with draw_lock:
+            sys.stdout.write(_ALTERNATE_SCREEN[1])
+            sys.stdout.flush()
     return EXIT_OK
 
 
