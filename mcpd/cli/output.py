@@ -53,19 +53,33 @@ def exit_status(error: BaseException) -> int:
     return EXIT_ERROR
 
 
-def error_document(error: BaseException) -> dict[str, Any]:
-    """``{"error": {type, code, message, data, exit}}``: ``code`` is the wire code of mcpd's errors,
-    null for errors of the command line itself."""
+class ErrorInfo(msgspec.Struct, frozen=True, kw_only=True):
+    type: str
+    """The error's class: ``UnknownServer``, ``UsageError``, ``DaemonNotRunning``, ..."""
+    code: int | None
+    """Its wire code (see ``mcpd.errors``); null for errors of the command line itself."""
+    message: str
+    data: dict[str, Any]
+    exit: int
+    """The exit status that goes with it."""
+
+
+class ErrorDocument(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``--json`` prints for any error: ``{"error": {...}}``."""
+
+    error: ErrorInfo
+
+
+def error_document(error: BaseException) -> ErrorDocument:
     mcpd_error = error if isinstance(error, McpdError) else None
-    return {
-        "error": {
-            "type": type(error).__name__,
-            "code": mcpd_error.code if mcpd_error else None,
-            "message": mcpd_error.message if mcpd_error else str(error),
-            "data": mcpd_error.data if mcpd_error else {},
-            "exit": exit_status(error),
-        }
-    }
+    info = ErrorInfo(
+        type=type(error).__name__,
+        code=mcpd_error.code if mcpd_error else None,
+        message=mcpd_error.message if mcpd_error else str(error),
+        data=mcpd_error.data if mcpd_error else {},
+        exit=exit_status(error),
+    )
+    return ErrorDocument(error=info)
 
 
 def emit_json(value: object) -> None:
