@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 import msgspec
+import pytest
 
 from mcpd.cli.output import Style, duration, size, table
 from mcpd.cli.progress import line
-from mcpd.cli.servers import problems, state_label, tool_count
+from mcpd.cli.servers import problems, show, state_label, tool_count
 from mcpd.cli.top import TopView
 from mcpd.model.protocol import Progress
-from mcpd.model.servers import CallActivity, ServerStatus, StateChanged
+from mcpd.model.servers import CallActivity, ServerDetail, ServerStatus, StateChange, StateChanged
 from mcpd.model.states import ServerState
 
 NOW = 1_800_000_000.0
@@ -82,3 +84,19 @@ def test_small_formats() -> None:
     assert bar == "slow [######..................]  25%  one"
     assert line("slow", Progress(request=1, progress=7), 80) == "slow 7"
     assert table(["A", "LONGER"], [["x", "y"], [("yy", "red"), "z"]]) == "A   LONGER\nx   y\nyy  z"
+
+
+def test_one_server_in_detail(capsys: pytest.CaptureFixture[str]) -> None:
+    """`mcpd status SERVER` as systemctl status lays it out: facts, state changes, stderr tail."""
+    detail = ServerDetail(
+        status=status(held=["late"], last_exit="exited with status 3"),
+        history=[StateChange(ts=NOW, old=ServerState.STARTING, new=ServerState.RUNNING, reason="ready")],
+        stderr=["warming up", "listening"],
+    )
+    assert show(argparse.Namespace(json=False), detail) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "● s: running for 10s"
+    assert "    held back: late" in lines and "    last exit: exited with status 3" in lines
+    history = lines.index("recent state changes:")
+    assert lines[history + 1].endswith("starting -> running  ready")
+    assert lines[-3:] == ["last 2 stderr line(s):", "  warming up", "  listening"]

@@ -73,7 +73,7 @@ def status_table(servers: list[ServerStatus], style: Style) -> str:
 
 def cmd_status(args: argparse.Namespace, client: Client) -> int:
     if args.server:
-        return _show(args, client.show(args.server))
+        return show(args, client.show(args.server))
     servers = client.status()
     if args.json:
         emit_json({"servers": servers})
@@ -82,7 +82,7 @@ def cmd_status(args: argparse.Namespace, client: Client) -> int:
     return EXIT_OK
 
 
-def _show(args: argparse.Namespace, detail: ServerDetail) -> int:
+def show(args: argparse.Namespace, detail: ServerDetail) -> int:
     if args.json:
         emit_json(detail)
         return EXIT_OK
