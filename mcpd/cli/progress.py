@@ -36,9 +36,9 @@ class ProgressBar:
         if self.stream is None:
             return
         width = shutil.get_terminal_size((80, 24)).columns
+        self.drawn = True  # first: Ctrl-C may land mid-write, and the erase must follow all the same
         self.stream.write(_ERASE + line(self.label, progress, width))
         self.stream.flush()
-        self.drawn = True
 
     def __enter__(self) -> Self:
         return self
