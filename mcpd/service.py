@@ -135,7 +135,7 @@ def install(paths: Paths, *, dry_run: bool, socket_activation: bool) -> int:
         print(f"wrote {target}")
         _run(["launchctl", "bootout", f"gui/{os.getuid()}", str(target)])
         return _run(["launchctl", "bootstrap", f"gui/{os.getuid()}", str(target)])
-    directory = Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "systemd" / "user"
+    directory = _systemd_dir()
     files = {directory / UNIT: systemd_service(paths)}
     if socket_activation:
         files[directory / SOCKET_UNIT] = systemd_socket(paths)
@@ -150,27 +150,49 @@ def install(paths: Paths, *, dry_run: bool, socket_activation: bool) -> int:
     if shutil.which("systemctl") is None:
         print("systemctl not found: enable the unit yourself")
         return 1
-    _run(["systemctl", "--user", "daemon-reload"])
+    if _run(["systemctl", "--user", "daemon-reload"]) != 0:
+        return 1
     unit = SOCKET_UNIT if socket_activation else UNIT
     return _run(["systemctl", "--user", "enable", "--now", unit])
 
 
 def uninstall() -> int:
+    """Remove what ``install`` wrote; says only what it really removed, non-zero when a step failed."""
     if sys.platform == "darwin":
         target = Path.home() / "Library" / "LaunchAgents" / f"{LABEL}.plist"
+        if not target.exists():
+            print("not installed: nothing to remove")
+            return 0
+        # bootout fails when the agent is not loaded, which is fine: removing the file is what counts.
         _run(["launchctl", "bootout", f"gui/{os.getuid()}", str(target)])
-        target.unlink(missing_ok=True)
+        target.unlink()
         print(f"removed {target}")
         return 0
-    directory = Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "systemd" / "user"
+    directory = _systemd_dir()
+    installed = [directory / name for name in (SOCKET_UNIT, UNIT) if (directory / name).exists()]
+    if not installed:
+        print("not installed: nothing to remove")
+        return 0
+    failed = 0
+    if shutil.which("systemctl") is None:
+        print("systemctl not found: only the unit files are removed")
+    else:
+        failed |= _run(["systemctl", "--user", "disable", "--now", *(path.name for path in installed)])
+    for path in installed:
+        path.unlink()
+        print(f"removed {path}")
     if shutil.which("systemctl") is not None:
-        _run(["systemctl", "--user", "disable", "--now", SOCKET_UNIT, UNIT])
-    for name in (SOCKET_UNIT, UNIT):
-        (directory / name).unlink(missing_ok=True)
-        print(f"removed {directory / name}")
-    if shutil.which("systemctl") is not None:
-        _run(["systemctl", "--user", "daemon-reload"])
-    return 0
+        failed |= _run(["systemctl", "--user", "daemon-reload"])
+    if failed:
+        print(
+            "systemctl failed (see above): the units may still be loaded until the next login",
+            file=sys.stderr,
+        )
+    return 1 if failed else 0
+
+
+def _systemd_dir() -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "systemd" / "user"
 
 
 def status() -> int:

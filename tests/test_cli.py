@@ -1,63 +1,164 @@
-"""The `mcpd` command end to end: real daemon, real fixture servers, real processes."""
+"""The `mcpd` command end to end: a real daemon, real fixture servers, the real `mcpd` process."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import pty
+import select
+import shutil
+import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import pytest
+from anyio.streams.text import TextReceiveStream
 
-from mcpd.testing import fixture_command
+from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
 pytestmark = pytest.mark.anyio
+PNG = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
 async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DaemonProcess]:
-    command, *args = fixture_command("fx")
+    """fx: a fixture server; bad: one whose tools carry injections, blocked by the verifier;
+    dead: a command that does not exist; off: configured but disabled."""
     path = tmp_path_factory.mktemp("cli") / "config.toml"
-    path.write_text(f"[servers.fx]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n")
+    path.write_text(
+        fixture_toml("fx")
+        + fixture_toml("bad", "--poisoned", verify="block")
+        + '[servers.dead]\ncommand = "/nonexistent/mcp-server"\n'
+        + '[servers.off]\ncommand = "off"\nenabled = false\n'
+    )
     async with running_daemon(path) as running:
+        # Ready means every server had its first start attempt; the tests want these two up.
+        for name in ("fx", "bad"):
+            await running.wait_for("server.state", server=name, new="running", timeout=120)
         yield running
 
 
-def mcpd(*argv: str, socket: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ}
+def mcpd(
+    *argv: str, socket: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if k != "NO_COLOR"} | (env or {})
     if socket is not None:
-        env["MCPD_SOCKET"] = str(socket)
+        environment["MCPD_SOCKET"] = str(socket)
     return subprocess.run(
         [sys.executable, "-m", "mcpd", *argv],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
-        env=env,
+        env=environment,
     )
+
+
+@dataclass
+class OnTerminal:
+    status: int
+    terminal: str
+    """What the command wrote to the terminal (its stdout or its stderr, as asked)."""
+    other: str
+    """The other stream, captured from a pipe."""
+
+
+def on_terminal(
+    *argv: str,
+    socket: Path,
+    stream: str = "stdout",
+    env: dict[str, str] | None = None,
+    interrupt_on: str | None = None,
+) -> OnTerminal:
+    """Run mcpd with ``stream`` on a pseudo-terminal; send Ctrl-C (SIGINT) once ``interrupt_on`` shows."""
+    master, slave = pty.openpty()
+    environment = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    environment.update(env or {}, MCPD_SOCKET=str(socket), TERM="xterm")
+    out, err = (slave, subprocess.PIPE) if stream == "stdout" else (subprocess.PIPE, slave)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mcpd", *argv],
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=err,
+        env=environment,
+    )
+    os.close(slave)
+    seen = b""
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], 60)
+            assert ready, f"no terminal output within 60 s: {seen!r}"
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal, it has exited
+                break
+            if not chunk:
+                break
+            seen += chunk
+            if interrupt_on is not None and interrupt_on.encode() in seen:
+                process.send_signal(signal.SIGINT)
+                interrupt_on = None
+        other = process.communicate(timeout=60)[0 if stream == "stderr" else 1]
+    finally:
+        os.close(master)
+        if process.poll() is None:
+            process.kill()
+    return OnTerminal(process.wait(), seen.decode(errors="replace"), other.decode(errors="replace"))
+
+
+def usage_db(daemon: DaemonProcess) -> Path:
+    # running_daemon puts XDG_STATE_HOME beside the socket; the store is mcpd/usage.db in it.
+    return daemon.socket.parent / "state" / "mcpd" / "usage.db"
+
+
+# -- what a person reads -------------------------------------------------------------------------
 
 
 async def test_status_json_has_the_documented_fields(daemon: DaemonProcess) -> None:
     """`mcpd status --json` prints {"servers": [...]} with the fields scripts depend on."""
     result = mcpd("status", "--json", "--socket", str(daemon.socket))
     assert result.returncode == 0, result.stderr
-    servers = json.loads(result.stdout)["servers"]
-    assert [s["name"] for s in servers] == ["fx"]
-    for key in ("name", "state", "alive", "degraded", "pid", "restarts", "uptime_s", "tools", "last_error"):
-        assert key in servers[0]
-    assert servers[0]["state"] == "running" and servers[0]["alive"] is True
+    servers = {s["name"]: s for s in json.loads(result.stdout)["servers"]}
+    assert sorted(servers) == ["bad", "dead", "fx", "off"]
+    fields = ("name", "state", "alive", "degraded", "pid", "restarts", "uptime_s", "tools", "last_error")
+    for key in (*fields, "blocked", "held", "attempt", "next_retry_at", "last_exit"):
+        assert key in servers["fx"]
+    assert servers["fx"]["state"] == "running" and servers["fx"]["alive"] is True
 
 
-async def test_status_table_uses_mcpd_socket_env(daemon: DaemonProcess) -> None:
-    """The human table shows each server; MCPD_SOCKET finds the daemon."""
+async def test_status_table_says_what_is_wrong(daemon: DaemonProcess) -> None:
+    """The table has a PROBLEM column with the error; a server that is not live shows no tool count."""
     result = mcpd("status", socket=daemon.socket)
     assert result.returncode == 0, result.stderr
-    header, row = result.stdout.splitlines()[:2]
-    assert header.split()[:3] == ["NAME", "STATE", "PID"]
-    assert row.split()[:2] == ["fx", "running"]
+    header, *lines = result.stdout.splitlines()
+    assert header.split() == ["NAME", "STATE", "PID", "UPTIME", "RESTARTS", "TOOLS", "PROBLEM"]
+    rows = {line.split()[0]: line for line in lines}
+    assert rows["fx"].split()[1] == "running" and int(rows["fx"].split()[5]) > 0
+    assert rows["dead"].split()[1:2] == ["failed"] and rows["dead"].split()[5] == "-"
+    assert "No such file or directory" in rows["dead"]
+    assert rows["off"].split()[1:2] == ["disabled"] and rows["off"].split()[5] == "-"
+    # Its process runs, but no agent sees it: the state says blocked, the problem says why.
+    assert rows["bad"].split()[1] == "blocked" and rows["bad"].split()[5] == "-"
+    assert "blocked by the verifier: TP00" in rows["bad"] and "mcpd diff bad" in rows["bad"]
+    assert "\x1b[" not in result.stdout  # no colour into a pipe
+
+
+async def test_status_colour_on_a_terminal_unless_no_color(daemon: DaemonProcess) -> None:
+    """On a terminal the states are coloured (running green, failed red); NO_COLOR turns colour off."""
+    coloured = await anyio.to_thread.run_sync(lambda: on_terminal("status", socket=daemon.socket))
+    assert coloured.status == 0
+    assert "\x1b[32mrunning\x1b[0m" in coloured.terminal and "\x1b[31mfailed\x1b[0m" in coloured.terminal
+    plain = await anyio.to_thread.run_sync(
+        lambda: on_terminal("status", socket=daemon.socket, env={"NO_COLOR": "1"})
+    )
+    assert plain.status == 0 and "\x1b[" not in plain.terminal and "running" in plain.terminal
 
 
 async def test_tools_and_call(daemon: DaemonProcess) -> None:
@@ -71,19 +172,83 @@ async def test_tools_and_call(daemon: DaemonProcess) -> None:
     assert (call.returncode, call.stdout.strip()) == (0, "hello there")
     failed = mcpd("call", "fx", "fail", "--args", '{"message": "nope"}', "--socket", sock)
     assert failed.returncode == 1
-    bad_json = mcpd("call", "fx", "echo", "--args", "{oops", "--socket", sock)
-    assert bad_json.returncode == 2 and "not valid JSON" in bad_json.stderr
-    unknown = mcpd("call", "ghost", "echo", "--json", "--socket", sock)
-    assert unknown.returncode == 1
-    assert json.loads(unknown.stdout)["error"]["type"] == "UnknownServer"
-    assert "Traceback" not in unknown.stderr
+
+
+async def test_limit_means_what_it_says(daemon: DaemonProcess) -> None:
+    """`--limit N` is N tools in all, the reserved tool included, with or without a query."""
+    sock = str(daemon.socket)
+    one = mcpd("tools", "--limit", "1", "--socket", sock)
+    assert len(one.stdout.splitlines()) == 2  # the header and one row
+    three = json.loads(mcpd("tools", "--limit", "3", "--json", "--socket", sock).stdout)["tools"]
+    assert len(three) == 3 and three[-1]["name"] == "mcpd_request_capability"
+    ranked = json.loads(mcpd("tools", "echo text", "--limit", "2", "--json", "--socket", sock).stdout)
+    assert len(ranked["tools"]) == 2
+
+
+async def test_call_summarises_what_is_not_text(daemon: DaemonProcess) -> None:
+    """An image is one line (type, MIME, size), not its base64; --raw writes its bytes, --json all."""
+    sock = str(daemon.socket)
+    shown = mcpd("call", "fx", "image", "--args", '{"size": 2048}', "--socket", sock)
+    assert shown.returncode == 0
+    assert shown.stdout.splitlines() == ["a test image", "[image image/png, 2.0 KiB]"]
+    raw = subprocess.run(
+        [sys.executable, "-m", "mcpd", "call", "fx", "image", "--raw", "--socket", sock],
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    assert raw.stdout == b"a test image" + PNG + bytes(2048 - len(PNG))
+    document = json.loads(mcpd("call", "fx", "image", "--json", "--socket", sock).stdout)
+    assert base64.b64decode(document["content"][1]["data"]).startswith(PNG)
+
+
+async def test_progress_bar_on_a_terminal_only(daemon: DaemonProcess) -> None:
+    """A call whose server reports progress draws a bar on a terminal's stderr, and erases it;
+    stdout holds the result alone, and a stderr that is a pipe gets nothing."""
+    argv = ("call", "fx", "progress", "--args", '{"steps": 5}')
+    shown = await anyio.to_thread.run_sync(lambda: on_terminal(*argv, socket=daemon.socket, stream="stderr"))
+    assert shown.status == 0 and shown.other.strip() == "done 5 steps"
+    assert "progress [" in shown.terminal and "step 5 of 5" in shown.terminal
+    assert shown.terminal.endswith("\r\x1b[K")  # erased: the terminal is left clean
+    piped = mcpd(*argv, socket=daemon.socket)
+    assert (piped.returncode, piped.stdout.strip(), piped.stderr) == (0, "done 5 steps", "")
+
+
+async def test_report_names_tools_as_everything_else_does(daemon: DaemonProcess) -> None:
+    """`mcpd report` says fx__echo, like tools and status, never fx/echo."""
+    sock = str(daemon.socket)
+    mcpd("call", "fx", "echo", "--args", '{"text": "counted"}', "--socket", sock)
+    report = json.loads(mcpd("report", "--json", "--socket", sock).stdout)
+    assert "fx__echo" in {t["name"] for t in report["tools"]}
+    table = mcpd("report", "--socket", sock).stdout
+    assert "fx__echo" in table and "fx/echo" not in table
+
+
+async def test_explain_shows_the_parts_of_each_score(daemon: DaemonProcess) -> None:
+    """--explain asks the daemon for the score parts: after calls made for a query, the usage
+    factor and the association with the query's words show."""
+    sock = str(daemon.socket)
+    for _ in range(3):
+        mcpd("call", "fx", "echo", "--args", '{"text": "x"}', "--query", "parrot my words", "--socket", sock)
+    explained = mcpd("tools", "parrot words", "--explain", "--socket", sock)
+    assert explained.returncode == 0, explained.stderr
+    row = next(line for line in explained.stdout.splitlines() if line.startswith("fx__echo"))
+    assert "usage_factor=" in row and "association=" in row
+    document = json.loads(mcpd("tools", "parrot words", "--explain", "--json", "--socket", sock).stdout)
+    echo = next(t for t in document["tools"] if t["name"] == "fx__echo")
+    assert echo["score_parts"]["association"] > 0
 
 
 async def test_stop_start_restart_reload(daemon: DaemonProcess) -> None:
-    """Lifecycle commands report the server's new state and exit 0 when it got there."""
+    """Lifecycle commands report the server's new state and exit 0 when it got there; a stopped
+    server shows no tool count."""
     sock = str(daemon.socket)
     stopped = mcpd("stop", "fx", "--socket", sock)
     assert (stopped.returncode, stopped.stdout.strip()) == (0, "fx: stopped")
+    row = next(
+        line for line in mcpd("status", "--socket", sock).stdout.splitlines() if line.startswith("fx ")
+    )
+    assert row.split()[1] == "stopped" and row.split()[5] == "-"
     not_running = mcpd("call", "fx", "echo", "--args", '{"text": "x"}', "--socket", sock)
     assert not_running.returncode == 1 and "is stopped" in not_running.stderr
     started = mcpd("start", "fx", "--socket", sock)
@@ -91,7 +256,176 @@ async def test_stop_start_restart_reload(daemon: DaemonProcess) -> None:
     restarted = json.loads(mcpd("restart", "fx", "--json", "--socket", sock).stdout)
     assert restarted["state"] == "running" and restarted["restarts"] >= 1
     reloaded = mcpd("reload", "--socket", sock)
-    assert reloaded.returncode == 0 and "unchanged: 1" in reloaded.stdout
+    assert reloaded.returncode == 0 and "unchanged: 4" in reloaded.stdout
+
+
+async def test_held_tools_show_in_status_until_approved(daemon: DaemonProcess) -> None:
+    """A tool the server adds after approval is held back: status says how many and where to look;
+    `mcpd diff` shows it, `mcpd approve` releases it and the note goes."""
+    sock = str(daemon.socket)
+    mark = len(daemon.events)
+    added = mcpd("call", "fx", "add_tool", "--args", '{"name": "late_tool"}', "--socket", sock)
+    assert added.returncode == 0, added.stderr
+    await daemon.wait_for("trust.held_back", after=mark, server="fx")
+    row = next(
+        line for line in mcpd("status", "--socket", sock).stdout.splitlines() if line.startswith("fx ")
+    )
+    assert "1 tool awaits approval (mcpd diff fx)" in row
+    assert "late_tool" in mcpd("diff", "fx", "--socket", sock).stdout
+    approved = mcpd("approve", "fx", "--socket", sock)
+    assert approved.returncode == 0 and "late_tool" in approved.stdout
+    row = next(
+        line for line in mcpd("status", "--socket", sock).stdout.splitlines() if line.startswith("fx ")
+    )
+    assert "approval" not in row
+
+
+async def test_top_follows_the_event_stream(daemon: DaemonProcess) -> None:
+    """`mcpd top` piped: the table once, then a line per event as the daemon pushes it (a restart,
+    calls per second); Ctrl-C ends it with status 130 and nothing on stderr."""
+    sock = str(daemon.socket)
+    env = {**os.environ, "MCPD_SOCKET": sock}
+    lines: list[str] = []
+    async with await anyio.open_process([sys.executable, "-m", "mcpd", "top"], env=env) as top:
+        assert top.stdout is not None and top.stderr is not None
+        buffer, step = "", "table"
+        with anyio.fail_after(60):
+            async for chunk in TextReceiveStream(top.stdout):
+                buffer += chunk
+                *complete, buffer = buffer.split("\n")
+                lines += complete
+                if step == "table" and any(line.startswith("fx ") for line in lines):
+                    step = "restart"  # the table is out, so top has subscribed
+                    mcpd("restart", "fx", "--socket", sock)
+                if step == "restart" and any("fx: starting -> running" in line for line in lines):
+                    step = "calls"
+                    mcpd("call", "fx", "echo", "--args", '{"text": "counted"}', "--socket", sock)
+                if step == "calls" and any(" calls: fx " in line for line in lines):
+                    break
+        top.send_signal(signal.SIGINT)
+        with anyio.fail_after(30):
+            status = await top.wait()
+        errors = "".join([chunk async for chunk in TextReceiveStream(top.stderr)])
+    assert lines[0].startswith("mcpd top - ")
+    assert any("fx: running -> starting (restart requested)" in line for line in lines)
+    assert (status, errors) == (130, "")
+
+
+async def test_top_on_a_terminal_redraws_in_place_and_restores_the_screen(daemon: DaemonProcess) -> None:
+    """On a terminal top draws on the alternate screen and gives the old screen back on Ctrl-C."""
+    run = await anyio.to_thread.run_sync(lambda: on_terminal("top", socket=daemon.socket, interrupt_on="fx "))
+    assert run.status == 130 and run.other == ""
+    assert run.terminal.startswith("\x1b[?1049h\x1b[H\x1b[2Jmcpd top - ")
+    assert run.terminal.endswith("\x1b[?1049l") and "Traceback" not in run.terminal
+
+
+async def test_completion_offers_the_daemons_server_names(daemon: DaemonProcess, tmp_path: Path) -> None:
+    """bash completes a server argument (and --server) with the names the daemon knows."""
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("bash is not installed")
+    script = tmp_path / "mcpd.bash"
+    script.write_text(mcpd("completion", "bash").stdout)
+    mcpd_bin = str(Path(sys.executable).with_name("mcpd"))
+
+    def complete(*words: str) -> set[str]:
+        program = (
+            f"source {script}; COMP_WORDS=({mcpd_bin} {' '.join(words)} ''); COMP_CWORD={len(words) + 1}; "
+            '_mcpd; printf "%s\\n" "${COMPREPLY[@]}"'
+        )
+        env = {**os.environ, "MCPD_SOCKET": str(daemon.socket)}
+        result = subprocess.run(
+            [bash, "-c", program], capture_output=True, text=True, timeout=60, env=env, check=True
+        )
+        return set(result.stdout.split())
+
+    assert {"bad", "dead", "fx", "off"} <= complete("stop")
+    assert {"bad", "dead", "fx", "off"} == complete("tools", "--server")
+    assert "fx" not in complete("call", "fx")  # the second argument is a tool, not a server
+
+
+# -- what goes wrong, and how it is said ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["tools", "--limit", "0"], "--limit"),
+        (["tools", "--budget", "0"], "--budget"),
+        (["report", "--top", "0"], "--top"),
+        (["report", "--since", "soon"], "--since"),
+        (["call", "fx", "echo", "--timeout", "0"], "--timeout"),
+        (["call", "fx", "echo", "--args", "{oops"], "--args"),
+        (["call", "fx", "echo", "--args", "[1]"], "--args"),
+        (["select", "x", "--threshold", "2"], "--threshold"),
+        (["call", "fx"], "tool"),
+    ],
+)
+async def test_bad_usage_is_exit_2_with_one_line(daemon: DaemonProcess, argv: list[str], option: str) -> None:
+    """A bad value is refused before any request: exit 2, one line naming the option; with --json
+    one JSON document on stdout and nothing on stderr."""
+    plain = mcpd(*argv, "--socket", str(daemon.socket))
+    assert plain.returncode == 2 and plain.stdout == ""
+    assert plain.stderr.count("\n") == 1 and option in plain.stderr and "Traceback" not in plain.stderr
+    as_json = mcpd(*argv, "--json", "--socket", str(daemon.socket))
+    assert (as_json.returncode, as_json.stderr) == (2, "")
+    error = json.loads(as_json.stdout)["error"]
+    assert error["type"] == "UsageError" and option in error["message"] and error["exit"] == 2
+
+
+async def test_json_errors_are_one_document_and_said_once(daemon: DaemonProcess) -> None:
+    """With --json a daemon error is one JSON document on stdout and nothing on stderr; without it,
+    one line on stderr and nothing on stdout."""
+    as_json = mcpd("call", "ghost", "echo", "--json", "--socket", str(daemon.socket))
+    assert (as_json.returncode, as_json.stderr) == (1, "")
+    error = json.loads(as_json.stdout)["error"]
+    assert (error["type"], error["code"], error["exit"]) == ("UnknownServer", 1005, 1)
+    plain = mcpd("call", "ghost", "echo", "--socket", str(daemon.socket))
+    assert plain.returncode == 1 and plain.stdout == "" and plain.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["call", "fx", "echo", "--args", '{"text": "into a closed pipe"}'],
+        ["tools"],
+        ["diff", "fx"],
+        ["status", "--json"],
+    ],
+)
+async def test_a_closed_pipe_ends_quietly(daemon: DaemonProcess, argv: list[str]) -> None:
+    """`mcpd ... | head` with the reader gone: exit 141 (as after SIGPIPE), nothing on stderr."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before the first byte
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "mcpd", *argv, "--socket", str(daemon.socket)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (141, "")
+
+
+async def test_ctrl_c_during_a_call_is_quiet_and_recorded_as_cancelled(daemon: DaemonProcess) -> None:
+    """Ctrl-C while a call runs: exit 130, no traceback, the bar erased; the daemon withdraws the
+    call and records it with the outcome `cancelled`."""
+    mark = len(daemon.events)
+    argv = ("call", "fx", "progress", "--args", '{"steps": 100000}')
+    run = await anyio.to_thread.run_sync(
+        lambda: on_terminal(*argv, socket=daemon.socket, stream="stderr", interrupt_on="%")
+    )
+    assert run.status == 130 and run.other == ""
+    assert "Traceback" not in run.terminal and run.terminal.endswith("\r\x1b[K")
+    await daemon.wait_for("client.disconnected", after=mark, client="mcpd-cli/call")
+    mcpd("report", "--json", "--socket", str(daemon.socket))  # runs after every queued record is written
+    with sqlite3.connect(usage_db(daemon)) as db:
+        outcomes = db.execute("SELECT outcome FROM calls WHERE tool = 'progress' AND ts > 0").fetchall()
+    assert ("cancelled",) in outcomes
 
 
 async def test_no_daemon_is_one_clear_line(tmp_path: Path) -> None:
@@ -100,3 +434,6 @@ async def test_no_daemon_is_one_clear_line(tmp_path: Path) -> None:
     assert result.returncode == 3
     assert result.stderr.strip().count("\n") == 0
     assert "mcpd serve" in result.stderr and "Traceback" not in result.stderr
+    as_json = mcpd("status", "--json", "--socket", str(tmp_path / "absent.sock"))
+    assert as_json.returncode == 3 and as_json.stderr == ""
+    assert json.loads(as_json.stdout)["error"]["type"] == "DaemonNotRunning"

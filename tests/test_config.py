@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from mcpd.config.importer import plan_import, write_import
 from mcpd.config.load import EMBEDDED_SOURCE, load_config
 from mcpd.errors import ConfigError
 
@@ -174,3 +175,185 @@ def test_deeply_nested_file_is_a_config_error(tmp_path: Path) -> None:
     path = write(tmp_path, "deep.json", "[" * 100_000 + "]" * 100_000)
     with pytest.raises(ConfigError, match="not valid JSON"):
         load_config(path)
+
+
+# -- what hosts write ---------------------------------------------------------------------------
+
+HOST_ENTRIES = {
+    # Roo Code: per-tool approvals, a timeout in seconds, watched paths, tools switched off.
+    "roo": {
+        "type": "stdio",
+        "command": "npx",
+        "args": ["-y", "server"],
+        "alwaysAllow": ["read"],
+        "disabledTools": ["delete", "drop"],
+        "timeout": 60,
+        "watchPaths": ["/tmp/x"],
+        "disabled": False,
+    },
+    # Cline: auto-approval, the legacy transportType, a disabled server.
+    "cline": {
+        "command": "node",
+        "args": ["s.js"],
+        "autoApprove": [],
+        "transportType": "stdio",
+        "disabled": True,
+    },
+    # Windsurf: serverUrl for a remote server.
+    "windsurf": {"serverUrl": "https://example.invalid/mcp", "headers": {"Authorization": "Bearer t"}},
+    # Cline's streamableHttp, Claude Code's oauth and headersHelper.
+    "claude": {"type": "streamableHttp", "url": "https://example.invalid/mcp", "oauth": {"clientId": "x"}},
+    # VS Code: numbers and null in env, dev mode, sandbox flags; Cursor: auth.
+    "vscode": {
+        "type": "stdio",
+        "command": "python",
+        "env": {"PORT": 8080, "UNSET": None, "NAME": "x"},
+        "dev": {"watch": "src/**"},
+        "sandboxEnabled": True,
+        "auth": {"CLIENT_ID": "x"},
+        "somethingNew": 1,
+    },
+}
+
+
+def test_every_host_key_is_honoured_or_ignored_never_a_rejected_server(tmp_path: Path) -> None:
+    """Entries as Roo Code, Cline, Windsurf, Claude Code, VS Code and Cursor write them all load;
+    what mcpd can honour is honoured, each ignored key is a note naming it."""
+    path = write(tmp_path, "mcp.json", json.dumps({"mcpServers": HOST_ENTRIES}))
+    config = load_config(path)
+    assert config.issues == ()
+    by_name = {s.name: s for s in config.servers}
+    assert sorted(by_name) == sorted(HOST_ENTRIES)
+    assert by_name["roo"].disabled_tools == ("delete", "drop")
+    assert by_name["roo"].enabled is True
+    assert by_name["cline"].enabled is False
+    assert by_name["windsurf"].url == "https://example.invalid/mcp"
+    assert by_name["windsurf"].headers == {"Authorization": "Bearer t"}
+    assert by_name["claude"].transport == "http"
+    assert by_name["vscode"].env == {"PORT": "8080", "NAME": "x"}
+    noted = {(n.server, n.field) for n in config.notes}
+    assert {("roo", "alwaysAllow"), ("roo", "timeout"), ("roo", "watchPaths")} <= noted
+    assert {("cline", "autoApprove"), ("claude", "oauth"), ("vscode", "dev"), ("vscode", "auth")} <= noted
+    assert {("vscode", "env.UNSET"), ("vscode", "somethingNew"), ("vscode", "sandboxEnabled")} <= noted
+    assert all(n.file == str(path) and n.message for n in config.notes)
+
+
+def test_env_file_is_read_relative_to_the_config_and_env_wins(tmp_path: Path) -> None:
+    """VS Code's and Cursor's envFile: KEY=VALUE lines beside the config; `env` overrides them."""
+    write(tmp_path, ".env", "# secrets\nexport TOKEN='abc'\nMODE=file # comment\nEMPTY=\n")
+    entry = {"command": "x", "envFile": ".env", "env": {"MODE": "env"}}
+    config = load_config(write(tmp_path, "mcp.json", json.dumps({"servers": {"s": entry}})))
+    assert config.servers[0].env == {"TOKEN": "abc", "MODE": "env", "EMPTY": ""}
+
+
+def test_an_unreadable_env_file_is_a_note_not_a_rejected_server(tmp_path: Path) -> None:
+    """A missing envFile leaves the server configured, with a note saying the file was not read."""
+    entry = {"command": "x", "envFile": "absent.env"}
+    config = load_config(write(tmp_path, "mcp.json", json.dumps({"mcpServers": {"s": entry}})))
+    assert [s.name for s in config.servers] == ["s"]
+    assert [n.field for n in config.notes] == ["envFile"]
+
+
+def test_unsupported_transports_are_named(tmp_path: Path) -> None:
+    """SSE and unknown transports are the one thing a host entry can be refused for, naming the key."""
+    entries = {"a": {"type": "sse", "url": "https://x.invalid/sse"}, "b": {"type": "ws", "url": "ws://x"}}
+    config = load_config(write(tmp_path, "mcp.json", json.dumps({"mcpServers": entries})))
+    assert [(i.server, i.field) for i in config.issues] == [("a", "type"), ("b", "type")]
+
+
+def test_disabled_tools_in_mcpd_toml(tmp_path: Path) -> None:
+    """mcpd's own TOML spells it `disabled_tools`."""
+    config = load_config(write(tmp_path, "c.toml", '[servers.s]\ncommand = "x"\ndisabled_tools = ["a"]\n'))
+    assert config.servers[0].disabled_tools == ("a",)
+
+
+# -- mcpd import ----------------------------------------------------------------------------------
+
+EXISTING = """# my servers, hand-written
+[daemon]
+max_in_flight = 64   # keep it small
+
+[servers.kept]  # the one I use most
+command = "kept"
+"""
+
+
+def test_import_appends_and_leaves_the_existing_text_byte_for_byte(tmp_path: Path) -> None:
+    """New sections go after the last line; comments, order and layout of the file stay as they were."""
+    target = write(tmp_path, "config.toml", EXISTING)
+    source = write(tmp_path, "mcp.json", json.dumps({"mcpServers": HOST_ENTRIES}))
+    plan = plan_import(source, target)
+    assert sorted(s.name for s in plan.added) == sorted(HOST_ENTRIES)
+    write_import(plan)
+    text = target.read_text()
+    assert text.startswith(EXISTING)
+    merged = load_config(target)
+    assert merged.issues == ()
+    assert merged.daemon.max_in_flight == 64
+    by_name = {s.name: s for s in merged.servers}
+    imported = {s.name: s for s in load_config(source).servers}
+    for name, server in imported.items():
+        assert by_name[name] == server  # the TOML says exactly what the host file meant
+    assert "kept" in by_name
+
+
+def test_import_refuses_names_already_configured(tmp_path: Path) -> None:
+    """A server the target already has is never overwritten: the plan lists it as existing."""
+    target = write(tmp_path, "config.toml", EXISTING)
+    source = write(
+        tmp_path,
+        "mcp.json",
+        json.dumps({"mcpServers": {"kept": {"command": "other"}, "new": {"command": "n"}}}),
+    )
+    plan = plan_import(source, target)
+    assert plan.existing == ["kept"]
+    assert [s.name for s in plan.added] == ["new"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        'quote " and \\ backslash',
+        "tab\tnewline\n",
+        "unicode é 中文 😀",
+        "control \x01 and del \x7f",
+        "${input:key}",
+    ],
+)
+def test_imported_strings_survive_toml(tmp_path: Path, value: str) -> None:
+    """Every string a JSON file can hold is written as a TOML string that reads back the same."""
+    source = write(
+        tmp_path,
+        "mcp.json",
+        json.dumps({"mcpServers": {"s": {"command": "x", "env": {"V": value}, "args": [value]}}}),
+    )
+    target = tmp_path / "config.toml"
+    write_import(plan_import(source, target))
+    server = load_config(target).servers[0]
+    assert server.env == {"V": value} and server.args == (value,)
+
+
+def test_import_creates_a_private_file(tmp_path: Path) -> None:
+    """A new config may hold secrets (env, headers): it is created readable by its owner only."""
+    source = write(tmp_path, "mcp.json", json.dumps({"mcpServers": {"s": {"command": "x"}}}))
+    target = tmp_path / "sub" / "config.toml"
+    write_import(plan_import(source, target))
+    assert target.stat().st_mode & 0o777 == 0o600
+
+
+def test_import_that_would_break_the_file_writes_nothing(tmp_path: Path) -> None:
+    """`servers` written as an inline table cannot take more sections: refused, the file unchanged."""
+    original = 'servers = { a = { command = "a" } }\n'
+    target = write(tmp_path, "config.toml", original)
+    source = write(tmp_path, "mcp.json", json.dumps({"mcpServers": {"b": {"command": "b"}}}))
+    with pytest.raises(ConfigError, match="nothing written"):
+        write_import(plan_import(source, target))
+    assert target.read_text() == original
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.toml", "mcp.json"]
+
+
+def test_import_never_writes_into_a_json_config(tmp_path: Path) -> None:
+    """mcpd's own config is TOML; a JSON target is refused before anything is read from it."""
+    source = write(tmp_path, "mcp.json", json.dumps({"mcpServers": {"s": {"command": "x"}}}))
+    with pytest.raises(ConfigError, match="TOML"):
+        plan_import(source, tmp_path / "other.json")

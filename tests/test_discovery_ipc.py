@@ -78,8 +78,8 @@ async def test_query_ranks_the_matching_tool_first(daemon: DaemonProcess) -> Non
         result = await client.search("fixture tool number 1234 of big2", limit=5)
     assert result.tools[0].name == "big2__tool_1234"
     assert result.tools[0].score is not None and result.tools[0].score > (result.tools[1].score or 0)
-    # The limit counts ranked tools; the reserved capability-request tool always comes in addition.
-    assert len(result.tools) == 6 and result.tools[-1].name == "mcpd_request_capability"
+    # The limit is the answer's length: four ranked tools, then the reserved capability-request tool.
+    assert len(result.tools) == 5 and result.tools[-1].name == "mcpd_request_capability"
 
 
 async def test_budgeted_registry_over_the_socket(daemon: DaemonProcess) -> None:
@@ -90,7 +90,7 @@ async def test_budgeted_registry_over_the_socket(daemon: DaemonProcess) -> None:
     assert rendered is not None
     assert estimate_tokens(rendered.text) <= rendered.tokens <= 800
     assert rendered.full and rendered.omitted > 0
-    assert len(rendered.full) + len(rendered.brief) + len(rendered.names) + rendered.omitted == 500 + 1
+    assert len(rendered.full) + len(rendered.brief) + len(rendered.names) + rendered.omitted == 500
     assert rendered.full[0].name == "mcpd_request_capability"
 
 

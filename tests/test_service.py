@@ -224,3 +224,53 @@ def test_service_install_dry_run_uses_this_installation() -> None:
         assert expected.split(" ")[0] in result.stdout
     else:
         assert f"ExecStart={expected} serve --socket /tmp/x/mcpd.sock" in result.stdout
+
+
+# -- uninstall ----------------------------------------------------------------------------------
+
+
+def uninstall_with(
+    tmp_path: Path, systemctl_status: int
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """`mcpd service uninstall` with XDG_CONFIG_HOME in tmp_path and a `systemctl` on PATH that
+    logs its arguments and exits with ``systemctl_status`` (no user systemd runs in a test)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    log = tmp_path / "systemctl.log"
+    stub = bin_dir / "systemctl"
+    stub.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexit {systemctl_status}\n')
+    stub.chmod(0o755)
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    result = subprocess.run(
+        [sys.executable, "-m", "mcpd", "service", "uninstall"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        env=env,
+    )
+    return result, log.read_text().splitlines() if log.exists() else []
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="the systemd path")
+def test_uninstall_with_nothing_installed_removes_nothing(tmp_path: Path) -> None:
+    """Nothing installed: it says so, runs no systemctl, prints no `removed` line, exit 0."""
+    result, calls = uninstall_with(tmp_path, 0)
+    assert (result.returncode, result.stdout.strip(), calls) == (0, "not installed: nothing to remove", [])
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="the systemd path")
+def test_uninstall_says_only_what_it_removed_and_fails_with_systemctl(tmp_path: Path) -> None:
+    """Only mcpd.service installed: only it is disabled and reported removed (never mcpd.socket);
+    a failing systemctl makes the exit status 1; a working one 0."""
+    units = tmp_path / "systemd" / "user"
+    for status in (1, 0):
+        units.mkdir(parents=True, exist_ok=True)
+        (units / "mcpd.service").write_text("[Service]\n")
+        result, calls = uninstall_with(tmp_path, status)
+        assert result.returncode == status, result.stderr
+        removed = [line for line in result.stdout.splitlines() if line.startswith("removed ")]
+        assert removed == [f"removed {units / 'mcpd.service'}"]
+        assert calls[0] == "--user disable --now mcpd.service"
+        assert not (units / "mcpd.service").exists()
+        (tmp_path / "systemctl.log").unlink()

@@ -2,7 +2,8 @@
 
 A file that cannot be read or parsed raises ``ConfigError``. A bad server entry does
 not: it becomes a ``ConfigIssue`` naming the file, the server and the field, and the
-other servers still run.
+other servers still run. A host's own keys in a JSON entry (see ``mcpd.config.hosts``) are
+honoured or ignored, each ignored one a note in ``Config.notes`` and a debug log line.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import structlog
 
+from mcpd.config import hosts
 from mcpd.config.model import Config, ConfigIssue, DaemonSettings, ServerConfig
 from mcpd.config.paths import default_config_path
 from mcpd.errors import ConfigError
@@ -24,13 +27,9 @@ from mcpd.model.tools import SEPARATOR
 
 EMBEDDED_SOURCE = "<embedded default>"
 
+log = structlog.get_logger("mcpd.config")
+
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-_FIELDS = frozenset(ServerConfig.__struct_fields__) - {"name"}
-# Keys that hosts (Claude Desktop, Claude Code, Cursor, VS Code, Cline) put in their entries and
-# that mean nothing to mcpd; they are dropped instead of rejected so the user's file works as is.
-_HOST_ONLY_KEYS = frozenset(
-    {"type", "transport", "transportType", "disabled", "timeout", "autoApprove", "alwaysAllow", "trust"}
-)
 _VALIDATION_PATH = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
 _NAMED_FIELD = re.compile(r"`(?P<field>\w+)` ")
 _UNKNOWN_FIELD = re.compile(r"Object contains unknown field `(?P<field>[^`]+)`")
@@ -59,9 +58,9 @@ def load_config(path: Path | None = None) -> Config:
         raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
     source = str(path)
     if path.suffix.lower() == ".json":
-        return _build(source, _json_entries(source, raw), DaemonSettings(), host_format=True)
+        return _build(source, _json_entries(source, raw), DaemonSettings(), host_base=path.parent)
     document = _toml_document(source, raw)
-    return _build(source, _toml_servers(source, document), _toml_daemon(source, document), host_format=False)
+    return _build(source, _toml_servers(source, document), _toml_daemon(source, document), host_base=None)
 
 
 def _toml_document(source: str, raw: bytes) -> dict[str, Any]:
@@ -112,19 +111,29 @@ def _json_entries(source: str, raw: bytes) -> Mapping[str, Any]:
     raise ConfigError(f"{source}: no `mcpServers` (or `servers`) object in this file")
 
 
-def _build(source: str, entries: Mapping[str, Any], daemon: DaemonSettings, *, host_format: bool) -> Config:
+def _build(
+    source: str, entries: Mapping[str, Any], daemon: DaemonSettings, *, host_base: Path | None
+) -> Config:
+    """Every entry as a server or an issue; ``host_base``: a host's JSON file's folder (its keys apply)."""
     servers: list[ServerConfig] = []
     issues: list[ConfigIssue] = []
+    notes: list[ConfigIssue] = []
     for name, entry in entries.items():
-        result = _server(source, name, entry, host_format=host_format)
+        result = _server(source, name, entry, host_base, notes)
         if isinstance(result, ConfigIssue):
             issues.append(result)
         else:
             servers.append(result)
-    return Config(source=source, daemon=daemon, servers=tuple(servers), issues=tuple(issues))
+    for note in notes:
+        log.debug("config.ignored", file=note.file, server=note.server, field=note.field, why=note.message)
+    return Config(
+        source=source, daemon=daemon, servers=tuple(servers), issues=tuple(issues), notes=tuple(notes)
+    )
 
 
-def _server(source: str, name: str, entry: Any, *, host_format: bool) -> ServerConfig | ConfigIssue:
+def _server(
+    source: str, name: str, entry: Any, host_base: Path | None, notes: list[ConfigIssue]
+) -> ServerConfig | ConfigIssue:
     def issue(message: str, field: str | None = None) -> ConfigIssue:
         return ConfigIssue(file=source, server=name, field=field, message=message)
 
@@ -139,15 +148,12 @@ def _server(source: str, name: str, entry: Any, *, host_format: bool) -> ServerC
         )
     if not isinstance(entry, dict):
         return issue("expected a table/object of server settings")
-    if host_format:
-        if entry.get("type") == "sse":
-            return issue("the SSE transport is not supported; use the server's streamable HTTP URL", "type")
-        fields = {k: v for k, v in entry.items() if k in _FIELDS}
-        if entry.get("disabled") is True:
-            fields["enabled"] = False
-        dropped = set(entry) - _FIELDS - _HOST_ONLY_KEYS
-        if dropped:
-            return issue(f"unknown field `{sorted(dropped)[0]}`", sorted(dropped)[0])
+    if host_base is not None:
+        read = hosts.read_entry(entry, host_base)
+        notes.extend(issue(why, key) for key, why in read.notes)
+        if read.problem is not None:
+            return issue(read.problem[1], read.problem[0])
+        fields = read.fields
     else:
         fields = dict(entry)
     try:

@@ -94,6 +94,9 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
     """What the tool-poisoning verifier's high-severity findings do: nothing, a warning, keep it out."""
     pinning: Literal["pin", "trust"] = "pin"
     """pin: changed or added tools wait for `mcpd approve`; trust: they are used at once."""
+    disabled_tools: tuple[str, ...] = ()
+    """Tools of this server (as the server names them) kept out of every registry and refused
+    when called; hosts write it as ``disabledTools``."""
 
     @property
     def transport(self) -> str:
@@ -175,3 +178,5 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     daemon: DaemonSettings = DaemonSettings()
     servers: tuple[ServerConfig, ...] = ()
     issues: tuple[ConfigIssue, ...] = ()
+    notes: tuple[ConfigIssue, ...] = ()
+    """Host keys that were ignored (or only partly honoured), and why; the servers still load."""

@@ -1,7 +1,8 @@
 """``mcpd check``: start the configured servers once and run the verifier over their tools.
 
 For use before trusting a new server: it needs no daemon, touches no pins, and exits 1
-when any high-severity finding turns up (2 for an unusable config).
+when any high-severity finding turns up or any server never completed ``initialize`` (its
+tools could not even be listed, so "0 findings" would mean nothing); 2 for an unusable config.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from mcpd.trust.gate import inspect
 class ServerCheck(msgspec.Struct, frozen=True, kw_only=True):
     server: str
     state: str
+    initialized: bool
+    """The server answered ``initialize`` and its tools were listed."""
     tools: int
     findings: list[Finding]
     error: str | None = None
@@ -38,22 +41,27 @@ async def run_check(config_path: Path | None, as_json: bool) -> int:
             scanned = msgspec.structs.replace(actor.config, verify="warn")
             inspection = inspect(scanned, actor.tools, actor.server_info)
             findings = [finding for subject in inspection.subjects for finding in subject.findings]
-            live = actor.state in LIVE_STATES
+            # A server that hung in initialize is alive (degraded) but was never checked.
+            initialized = actor.state in LIVE_STATES and actor.server_info is not None
             results.append(
                 ServerCheck(
                     server=actor.name,
                     state=str(actor.state),
+                    initialized=initialized,
                     tools=len(actor.tools),
                     findings=findings,
-                    error=None if live else actor.last_error,
+                    error=None if initialized else actor.last_error or "did not complete initialize",
                 )
             )
     if as_json:
         sys.stdout.write(msgspec.json.encode({"servers": results}).decode() + "\n")
     else:
         for result in results:
-            status = f"{result.tools} tools" if result.error is None else f"{result.state}: {result.error}"
-            print(f"{result.server}: {status}, {len(result.findings)} finding(s)")
+            if result.initialized:
+                print(f"{result.server}: {result.tools} tools, {len(result.findings)} finding(s)")
+            else:
+                print(f"{result.server}: NOT CHECKED, never initialised ({result.state}): {result.error}")
             for finding in result.findings:
                 print(f"  {describe(finding)}")
-    return 1 if any(f.severity == HIGH for r in results for f in r.findings) else 0
+    unchecked = any(not r.initialized for r in results)
+    return 1 if unchecked or any(f.severity == HIGH for r in results for f in r.findings) else 0

@@ -51,6 +51,7 @@ from mcpd.model.servers import ServerDetail, ServerStatus
 from mcpd.model.states import LIVE_STATES, ServerState
 from mcpd.model.tools import ToolResult
 from mcpd.model.usage import CapabilityGroup, ReportResult, ToolReport
+from mcpd.registry.names import qualify
 from mcpd.store import usage as usage_report
 from mcpd.store.db import StoreUnavailable
 from mcpd.supervisor.actor import ServerActor
@@ -248,6 +249,7 @@ def _report(db: sqlite3.Connection, since: float | None, top: int) -> ReportResu
         since=since,
         tools=[
             ToolReport(
+                name=qualify(row.server, row.tool),
                 server=row.server,
                 tool=row.tool,
                 calls=row.calls,

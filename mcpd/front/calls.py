@@ -12,6 +12,7 @@ import functools
 import time
 from xml.sax.saxutils import escape
 
+import anyio
 import structlog
 
 from mcpd.discovery.render import one_line, render
@@ -29,6 +30,7 @@ from mcpd.model.states import LIVE_STATES, ServerState
 from mcpd.model.tools import ToolResult
 from mcpd.model.usage import CapabilityRecord
 from mcpd.registry import reserved
+from mcpd.registry.names import qualify
 from mcpd.supervisor.rawrpc import ProgressCallback
 
 log = structlog.get_logger("mcpd.daemon")
@@ -54,13 +56,16 @@ async def call_tool(
     held = await core.catalog.denied(actor, tool)
     if held is not None:
         raise NotApproved(
-            f"{server}/{tool} is held back: {held}", {"server": server, "tool": tool, "reason": held}
+            f"{qualify(server, tool)} is held back: {held}", {"server": server, "tool": tool, "reason": held}
         )
     call = _CallRecorder(core, caller, server, tool, params.query)
     try:
         result = await actor.call_tool(tool, params.arguments, params.timeout, on_progress)
     except McpdError as exc:
         call.done(_OUTCOMES.get(type(exc), "error"), type(exc).__name__)
+        raise
+    except anyio.get_cancelled_exc_class():
+        call.done("cancelled")  # withdrawn by the client (`cancel`, or it hung up): not the tool's fault
         raise
     call.done("tool_error" if result.is_error else "ok")
     return result
@@ -95,7 +100,7 @@ class _CallRecorder:
         )
         if error_class in ("UnknownServer", "UnknownTool", "InvalidParams"):
             return  # the call never reached a server: nothing to learn about a tool
-        self.core.activity.record(self.server, outcome == "ok")
+        self.core.activity.record(self.server, outcome in ("ok", "cancelled"))
         # A plain tuple and one clock: the store's thread makes it a row with a unix time,
         # analyses the query and passes what it learned to the prior, a batch at a time.
         self.core.usage.record_call(
@@ -130,13 +135,17 @@ def request_capability(core: Core, caller: Caller, capability: str, context: str
 
 async def list_tools(core: Core, params: ToolsListParams) -> ToolsListResult:
     """Tools of the live servers, ranked for ``params.query`` if given, rendered within a budget if asked."""
-    if params.query and params.query.strip():
+    with_reserved = params.include_reserved and params.servers is None
+    # The reserved tool counts within the limit: `limit` is the length of the answer.
+    limit = params.limit - 1 if with_reserved and params.limit is not None else params.limit
+    if limit == 0:
+        tools = []
+    elif params.query and params.query.strip():
         tools = await core.catalog.search(
-            params.query, params.servers, params.limit, prior=core.prior, explain=params.explain
+            params.query, params.servers, limit, prior=core.prior, explain=params.explain
         )
     else:
-        tools = (await core.catalog.tools(params.servers))[: params.limit]
-    with_reserved = params.include_reserved and params.servers is None
+        tools = (await core.catalog.tools(params.servers))[:limit]
     if with_reserved:
         tools.append(reserved.ENTRY)  # in every registry that is not explicitly about other servers
     rendered = None

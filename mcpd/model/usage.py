@@ -14,6 +14,8 @@ class CapabilityRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ToolReport(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    """The qualified name (``server__tool``), as every registry shows it."""
     server: str
     tool: str
     calls: int

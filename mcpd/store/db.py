@@ -134,17 +134,17 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     INSERT INTO call_rollups
         SELECT 3600, CAST(ts / 3600 AS INTEGER) * 3600 AS hour, server, tool, COUNT(*), SUM(outcome = 'ok'),
-            SUM(outcome != 'ok'), MAX(ts), COALESCE(MAX(CASE WHEN outcome = 'ok' THEN ts END), 0),
-            latency_sketch(duration_ms)
+            SUM(outcome NOT IN ('ok', 'cancelled')), MAX(ts),
+            COALESCE(MAX(CASE WHEN outcome = 'ok' THEN ts END), 0), latency_sketch(duration_ms)
         FROM calls GROUP BY hour, server, tool;
     INSERT INTO call_rollups
         SELECT 86400, CAST(ts / 86400 AS INTEGER) * 86400 AS day, server, tool, COUNT(*), SUM(outcome = 'ok'),
-            SUM(outcome != 'ok'), MAX(ts), COALESCE(MAX(CASE WHEN outcome = 'ok' THEN ts END), 0),
-            latency_sketch(duration_ms)
+            SUM(outcome NOT IN ('ok', 'cancelled')), MAX(ts),
+            COALESCE(MAX(CASE WHEN outcome = 'ok' THEN ts END), 0), latency_sketch(duration_ms)
         FROM calls GROUP BY day, server, tool;
     INSERT INTO call_rollups
         SELECT 604800, CAST(ts / 604800 AS INTEGER) * 604800 AS week, server, tool, COUNT(*),
-            SUM(outcome = 'ok'), SUM(outcome != 'ok'), MAX(ts),
+            SUM(outcome = 'ok'), SUM(outcome NOT IN ('ok', 'cancelled')), MAX(ts),
             COALESCE(MAX(CASE WHEN outcome = 'ok' THEN ts END), 0), latency_sketch(duration_ms)
         FROM calls GROUP BY week, server, tool;
     DROP INDEX calls_tool;

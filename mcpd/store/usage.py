@@ -46,8 +46,11 @@ Analyse = Callable[[str], Iterable[str]]
 
 
 def failed(outcome: str) -> bool:
-    """Whether an outcome counts against the tool (the one definition, mirrored in MIGRATIONS[3])."""
-    return outcome != "ok"
+    """Whether an outcome counts against the tool (the one definition, mirrored in MIGRATIONS[3]).
+
+    A cancelled call was withdrawn by its caller: it says nothing about the tool either way.
+    """
+    return outcome not in ("ok", "cancelled")
 
 
 def period_start(ts: float, period: int) -> int:

@@ -16,7 +16,9 @@ import time
 from typing import Any
 
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, Image, MCPServer
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -142,6 +144,10 @@ def build_server(args: argparse.Namespace) -> MCPServer:
             await anyio.sleep(0.01)
             await ctx.report_progress(step, steps, f"step {step} of {steps}")
         return f"done {steps} steps"
+
+    @server.tool(description="Return a caption and a PNG image of `size` bytes (signature, then zeros).")
+    async def image(size: int = 2048) -> list[str | Image]:
+        return ["a test image", Image(data=PNG_SIGNATURE + bytes(max(0, size - 8)), format="png")]
 
     @server.tool(description="Return the process id of this server.")
     async def pid() -> int:

@@ -1,0 +1,98 @@
+"""Commands that run here rather than ask a daemon: ``serve``, ``bridge``, ``check``, ``service``.
+
+Each imports what it runs only when it runs, so ``mcpd status`` never pays for the mcp SDK.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mcpd.cli.parsing import Commands
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import anyio
+
+    from mcpd.daemon.app import serve
+    from mcpd.daemon.logging import configure_logging
+
+    configure_logging(args.log_level, args.log_format)
+    status: int = anyio.run(serve, args.config, args.socket)
+    return status
+
+
+def cmd_bridge(args: argparse.Namespace) -> int:
+    # A plain relay: no event loop, no logging set-up, nothing on stdout but the MCP channel.
+    from mcpd.bridge import run_bridge
+
+    return run_bridge(
+        args.socket,
+        config=args.config,
+        preconnect=args.connect,
+        expose_all=args.all,
+        autostart=not args.no_autostart,
+    )
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    import anyio
+
+    from mcpd.daemon.check import run_check
+    from mcpd.daemon.logging import configure_logging
+
+    configure_logging("error", "json")
+    status: int = anyio.run(run_check, args.config, args.json)
+    return status
+
+
+def cmd_service(args: argparse.Namespace) -> int:
+    from mcpd import service
+
+    if args.action == "install":
+        paths = service.current_paths(args.config.resolve() if args.config else None, args.socket)
+        return service.install(paths, dry_run=args.dry_run, socket_activation=args.socket_activation)
+    if args.action == "uninstall":
+        return service.uninstall()
+    return service.status()
+
+
+def register(commands: Commands) -> None:
+    socket_help = "daemon socket (default: $MCPD_SOCKET or the runtime dir)"
+    serve = commands.add_parser("serve", help="run the daemon in the foreground")
+    serve.add_argument(
+        "--config", type=Path, help="config file (TOML, or mcpServers JSON); default: user config dir"
+    )
+    serve.add_argument(
+        "--socket", type=Path, help="socket to listen on (default: $MCPD_SOCKET or the runtime dir)"
+    )
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument("--log-format", default="auto", choices=["auto", "json", "console"])
+    serve.set_defaults(run=cmd_serve)
+
+    bridge = commands.add_parser("bridge", help="serve MCP on stdio for a host, through the daemon")
+    bridge.add_argument("--socket", type=Path, help=socket_help)
+    bridge.add_argument("--config", type=Path, help="config for a daemon this bridge has to start")
+    bridge.add_argument(
+        "--connect", action="append", default=[], metavar="SERVER", help="pre-connect a server"
+    )
+    bridge.add_argument(
+        "--all", action="store_true", help="expose every tool (for hosts ignoring list_changed)"
+    )
+    bridge.add_argument("--no-autostart", action="store_true", help="fail instead of starting a daemon")
+    bridge.set_defaults(run=cmd_bridge)
+
+    check = commands.add_parser("check", help="start the configured servers once and run the verifier")
+    check.add_argument("--config", type=Path, help="config file (default: the user config, else the demo)")
+    check.add_argument("--json", action="store_true", help="print one JSON document")
+    check.set_defaults(run=cmd_check)
+
+    service = commands.add_parser("service", help="run mcpd as a systemd user service or launchd agent")
+    service.add_argument("action", choices=["install", "uninstall", "status"])
+    service.add_argument("--dry-run", action="store_true", help="print the files instead of installing")
+    service.add_argument("--config", type=Path, help="config for the service (default: the user config)")
+    service.add_argument("--socket", type=Path, help="socket path (default: the runtime dir)")
+    service.add_argument(
+        "--socket-activation", action="store_true", help="also install mcpd.socket (systemd)"
+    )
+    service.set_defaults(run=cmd_service)

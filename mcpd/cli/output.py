@@ -1,0 +1,200 @@
+"""What the CLI prints: JSON documents, tables, colour, errors, and the exit status it ends with.
+
+Exit status: 0 success; 1 the daemon reported an error or the tool failed; 2 bad usage or an
+unusable config; 3 no daemon is listening; 130 interrupted (Ctrl-C) and 141 output closed early
+(``mcpd ... | head``), the numbers a shell shows for a process ended by SIGINT or SIGPIPE, so
+scripts see what they would see from git or cat.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from typing import IO, Any
+
+import msgspec
+
+from mcpd.errors import ConfigError, DaemonNotRunning, InvalidParams, McpdError
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_NO_DAEMON = 3
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+
+class UsageError(Exception):
+    """The command line is wrong (an option's value, a missing argument): exit status 2."""
+
+    def __init__(self, message: str, prog: str = "mcpd") -> None:
+        super().__init__(message)
+        self.prog = prog
+
+
+class InternalError(Exception):
+    """A bug in mcpd itself, reported in one line (exit status 1)."""
+
+
+class Interrupted(Exception):
+    """Ctrl-C: reported as an error document in ``--json`` mode, silently otherwise."""
+
+
+def exit_status(error: BaseException) -> int:
+    if isinstance(error, DaemonNotRunning):
+        return EXIT_NO_DAEMON
+    if isinstance(error, UsageError | InvalidParams | ConfigError):
+        return EXIT_USAGE
+    if isinstance(error, Interrupted):
+        return EXIT_INTERRUPTED
+    return EXIT_ERROR
+
+
+class ErrorInfo(msgspec.Struct, frozen=True, kw_only=True):
+    type: str
+    """The error's class: ``UnknownServer``, ``UsageError``, ``DaemonNotRunning``, ..."""
+    code: int | None
+    """Its wire code (see ``mcpd.errors``); null for errors of the command line itself."""
+    message: str
+    data: dict[str, Any]
+    exit: int
+    """The exit status that goes with it."""
+
+
+class ErrorDocument(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``--json`` prints for any error: ``{"error": {...}}``."""
+
+    error: ErrorInfo
+
+
+def error_document(error: BaseException) -> ErrorDocument:
+    mcpd_error = error if isinstance(error, McpdError) else None
+    info = ErrorInfo(
+        type=type(error).__name__,
+        code=mcpd_error.code if mcpd_error else None,
+        message=mcpd_error.message if mcpd_error else str(error),
+        data=mcpd_error.data if mcpd_error else {},
+        exit=exit_status(error),
+    )
+    return ErrorDocument(error=info)
+
+
+def emit_json(value: object) -> None:
+    sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
+
+
+def report(error: BaseException, *, as_json: bool) -> int:
+    """Say what went wrong exactly once: a JSON document on stdout, or one line on stderr."""
+    if as_json:
+        emit_json(error_document(error))
+    elif isinstance(error, UsageError):
+        print(f"{error.prog}: {error} (see `{error.prog} --help`)", file=sys.stderr)
+    elif not isinstance(error, Interrupted):
+        print(f"mcpd: {error}", file=sys.stderr)
+    return exit_status(error)
+
+
+# -- colour -----------------------------------------------------------------------------------
+
+_CODES = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "dim": "2", "bold": "1"}
+
+
+class Style:
+    """ANSI colour, on only for a terminal and never when ``NO_COLOR`` is set (no-color.org)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    @classmethod
+    def of(cls, stream: IO[str]) -> Style:
+        return cls(stream.isatty() and not os.environ.get("NO_COLOR"))
+
+    def __call__(self, text: str, colour: str | None) -> str:
+        if not self.enabled or colour is None or not text:
+            return text
+        return f"\x1b[{_CODES[colour]}m{text}\x1b[0m"
+
+
+STATE_COLOURS = {
+    "running": "green",
+    "starting": "yellow",
+    "degraded": "yellow",
+    "backoff": "yellow",
+    "failed": "red",
+    "blocked": "red",
+    "stopped": "dim",
+    "disabled": "dim",
+}
+
+Cell = str | tuple[str, str | None]
+"""A table cell: its text, or its text and a colour."""
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Cell]], style: Style | None = None) -> str:
+    """Columns padded to their widest cell; on a terminal the last column is cut to fit the width."""
+    style = style or Style(False)
+    header_row: list[Cell] = [(h, "bold") for h in headers]
+    cells = [[c if isinstance(c, tuple) else (c, None) for c in row] for row in [header_row, *rows]]
+    widths = [max(len(row[i][0]) for row in cells) for i in range(len(headers))]
+    room = _terminal_width() - sum(w + 2 for w in widths[:-1]) if sys.stdout.isatty() else None
+    lines = []
+    for row in cells:
+        padded = [
+            style(text, colour) + " " * (width - len(text))
+            for (text, colour), width in zip(row[:-1], widths, strict=False)
+        ]
+        last_text, last_colour = row[-1]
+        if room is not None and room > 10:
+            last_text = clip(last_text, room)
+        lines.append("  ".join([*padded, style(last_text, last_colour)]).rstrip())
+    return "\n".join(lines)
+
+
+def _terminal_width() -> int:
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+# -- small formats ----------------------------------------------------------------------------
+
+
+def clip(text: str | None, width: int | None = 80) -> str:
+    """One line, at most ``width`` characters (an ellipsis marks a cut)."""
+    if not text:
+        return ""
+    line = " ".join(text.split())
+    if width is None or len(line) <= width:
+        return line
+    return line[: width - 1] + "…"
+
+
+def duration(seconds: float | None) -> str:
+    """``3s``, ``4m12s``, ``2h5m``, ``3d4h``; ``-`` for none."""
+    if seconds is None:
+        return "-"
+    minutes, secs = divmod(max(0, int(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes}m"
+    return f"{minutes}m{secs}s" if minutes else f"{secs}s"
+
+
+def clock(ts: float, *, date: bool = False) -> str:
+    return time.strftime("%Y-%m-%d %H:%M" if date else "%H:%M:%S", time.localtime(ts))
+
+
+def size(count: int) -> str:
+    """Bytes for people: ``812 B``, ``1.2 KiB``, ``3.4 MiB``."""
+    if count < 1024:
+        return f"{count} B"
+    value = count / 1024
+    for unit in ("KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"

@@ -1,0 +1,121 @@
+"""The argument parser: one-line usage errors, value checks, the options every client command takes.
+
+A bad value is refused by argparse itself, before any connection, so that ``--limit 0`` is
+exit status 2 with a line naming ``--limit`` instead of the daemon's validation message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeAlias
+
+from mcpd.cli.output import UsageError
+from mcpd.client import Client
+from mcpd.model.protocol import MAX_CALL_TIMEOUT
+
+Handler = Callable[[argparse.Namespace], int]
+ClientHandler = Callable[[argparse.Namespace, Client], int]
+Commands: TypeAlias = "argparse._SubParsersAction[Parser]"
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (raised, so ``--json`` can report them too)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, self.prog)
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def bounded_int(high: int) -> Callable[[str], int]:
+    def check(text: str) -> int:
+        value = positive_int(text)
+        if value > high:
+            raise argparse.ArgumentTypeError(f"expected a whole number from 1 to {high}, got {text!r}")
+        return value
+
+    return check
+
+
+def _number(text: str) -> float:
+    """The number ``text`` says, NaN when it says none (NaN fails every range check)."""
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds no longer than a call may last."""
+    value = _number(text)
+    if not (math.isfinite(value) and 0 < value <= MAX_CALL_TIMEOUT):
+        raise argparse.ArgumentTypeError(f"expected seconds in (0, {MAX_CALL_TIMEOUT:g}], got {text!r}")
+    return value
+
+
+def fraction(text: str) -> float:
+    value = _number(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
+    return value
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def age(text: str) -> float:
+    """``90s``, ``15m``, ``12h``, ``7d`` (or plain seconds) -> seconds."""
+    number, unit = (text[:-1], _UNITS[text[-1]]) if text[-1:] in _UNITS else (text, 1)
+    value = _number(number) * unit
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a duration like 90s, 15m, 12h or 7d, got {text!r}")
+    return value
+
+
+def json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError('expected a JSON object, e.g. \'{"text": "hi"}\'')
+    return value
+
+
+def client_options() -> Parser:
+    """The options of every command that talks to the daemon."""
+    common = Parser(add_help=False)
+    common.add_argument(
+        "--socket", type=Path, help="daemon socket (default: $MCPD_SOCKET or the runtime dir)"
+    )
+    common.add_argument("--json", action="store_true", help="print one JSON document (errors too)")
+    common.add_argument(
+        "--autostart", action="store_true", help="start a daemon in the background if none runs"
+    )
+    return common
+
+
+def connected(handler: ClientHandler) -> Handler:
+    """Run ``handler`` with a client connected to the daemon (started first with ``--autostart``)."""
+
+    def run(args: argparse.Namespace) -> int:
+        if args.autostart:
+            from mcpd.client.autostart import ensure_daemon
+
+            ensure_daemon(args.socket)
+        with Client(args.socket, name=f"mcpd-cli/{args.command}") as client:
+            return handler(args, client)
+
+    return run

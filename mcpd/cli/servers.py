@@ -1,0 +1,181 @@
+"""``mcpd status [SERVER]``, ``start``, ``stop``, ``restart``, ``reload``: the supervised servers.
+
+The status table is for reading at a glance, as ``kubectl get pods`` is: the STATE column says
+``blocked`` for a server the verifier keeps out (its process may run, but no agent sees it),
+and PROBLEM says what is wrong now or held back (the error, the next retry, tools awaiting
+approval). ``mcpd status SERVER`` is laid out like ``systemctl status``: the facts, then the
+recent state changes, then the last lines of the server's stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+
+from mcpd.cli import output
+from mcpd.cli.output import EXIT_ERROR, EXIT_OK, STATE_COLOURS, Style, clip, duration, emit_json
+from mcpd.cli.parsing import Commands, Parser, connected
+from mcpd.client import Client
+from mcpd.model.servers import ServerDetail, ServerStatus
+from mcpd.model.states import LIVE_STATES
+
+
+def state_label(status: ServerStatus) -> str:
+    return "blocked" if status.blocked else str(status.state)
+
+
+def problems(status: ServerStatus, now: float) -> list[str]:
+    """What is wrong with the server now, and what is held back, most pressing first."""
+    found = []
+    if status.blocked:
+        found.append(status.blocked)  # already says by whom and what to do
+    if status.last_error:
+        found.append(status.last_error)
+    if status.next_retry_at is not None and status.state == "backoff":
+        wait = duration(status.next_retry_at - now)
+        found.append(f"retry {status.attempt + 1} in {wait}" if status.attempt else f"retry in {wait}")
+    if status.held:
+        count = len(status.held)
+        waits = f"{count} tools await" if count > 1 else "1 tool awaits"
+        found.append(f"{waits} approval (mcpd diff {status.name})")
+    if status.trust and not (status.blocked or status.held):
+        found.append(status.trust)
+    return found
+
+
+def tool_count(status: ServerStatus) -> str:
+    """A stopped or failed server has no tools to count."""
+    return str(status.tools) if status.state in LIVE_STATES and not status.blocked else "-"
+
+
+def status_table(servers: list[ServerStatus], style: Style) -> str:
+    now = time.time()
+    rows: list[list[output.Cell]] = []
+    for s in servers:
+        label = state_label(s)
+        trouble = "; ".join(problems(s, now))
+        rows.append(
+            [
+                s.name,
+                (label, STATE_COLOURS.get(label)),
+                str(s.pid or "-"),
+                duration(s.uptime_s),
+                (str(s.restarts), "yellow" if s.restarts else None),
+                tool_count(s),
+                (trouble, "red" if s.blocked or s.last_error else "yellow"),
+            ]
+        )
+    headers = ["NAME", "STATE", "PID", "UPTIME", "RESTARTS", "TOOLS", "PROBLEM"]
+    return output.table(headers, rows, style)
+
+
+def cmd_status(args: argparse.Namespace, client: Client) -> int:
+    if args.server:
+        return show(args, client.show(args.server))
+    servers = client.status()
+    if args.json:
+        emit_json({"servers": servers})
+    else:
+        print(status_table(servers, Style.of(sys.stdout)))
+    return EXIT_OK
+
+
+def show(args: argparse.Namespace, detail: ServerDetail) -> int:
+    if args.json:
+        emit_json(detail)
+        return EXIT_OK
+    style = Style.of(sys.stdout)
+    s = detail.status
+    label = state_label(s)
+    colour = STATE_COLOURS.get(label)
+    since = f" for {duration(s.uptime_s)}" if s.uptime_s is not None else ""
+    print(f"{style('●', colour)} {style(s.name, 'bold')}: {style(label, colour)}{since}")
+    facts = [
+        ("description", clip(s.description, 100)),
+        ("server", _server_info(s)),
+        ("transport", s.transport),
+        ("pid", str(s.pid or "-")),
+        ("restarts", f"{s.restarts}" + (f" ({s.attempt} failed in a row)" if s.attempt else "")),
+        ("tools", tool_count(s)),
+        ("held back", ", ".join(s.held)),
+        ("last exit", s.last_exit or ""),
+    ]
+    for problem in problems(s, time.time()):
+        facts.append(("problem", style(problem, "red")))
+    for key, value in facts:
+        if value:
+            print(f"  {key:>11}: {value}")
+    if detail.history:
+        print("\nrecent state changes:")
+        for change in detail.history:
+            moved = f"{change.old} -> {style(str(change.new), STATE_COLOURS.get(str(change.new)))}"
+            print(f"  {output.clock(change.ts)}  {moved}  {clip(change.reason, 100)}")
+    if detail.stderr:
+        print(f"\nlast {len(detail.stderr)} stderr line(s):")
+        for line in detail.stderr:
+            print(f"  {line}")
+    return EXIT_OK
+
+
+def _server_info(status: ServerStatus) -> str:
+    info = status.server_info
+    if info is None:
+        return ""
+    title = f" ({info.title})" if info.title else ""
+    return f"{info.name} {info.version}{title}"
+
+
+def _action(
+    act: Callable[[Client, str], ServerStatus], success: frozenset[str]
+) -> Callable[[argparse.Namespace, Client], int]:
+    """start/stop/restart: exit 0 only when the server ended up in a ``success`` state."""
+
+    def run(args: argparse.Namespace, client: Client) -> int:
+        status = act(client, args.name)
+        if args.json:
+            emit_json(status)
+        else:
+            pid = f" (pid {status.pid})" if status.pid else ""
+            trouble = problems(status, time.time()) if status.state not in ("running", "stopped") else []
+            print(
+                f"{status.name}: {state_label(status)}{pid}" + (f": {'; '.join(trouble)}" if trouble else "")
+            )
+        return EXIT_OK if status.state in success else EXIT_ERROR
+
+    return run
+
+
+def cmd_reload(args: argparse.Namespace, client: Client) -> int:
+    result = client.reload()
+    if args.json:
+        emit_json(result)
+        return EXIT_OK
+    plan = result.plan
+    print(f"reloaded {result.source}")
+    for label, names in (("added", plan.added), ("removed", plan.removed), ("restarted", plan.changed)):
+        if names:
+            print(f"  {label}: {', '.join(names)}")
+    print(f"  unchanged: {len(plan.unchanged)}")
+    return EXIT_OK
+
+
+def register(commands: Commands, common: Parser) -> None:
+    status = commands.add_parser(
+        "status", parents=[common], help="every server at a glance, or one server in detail"
+    )
+    status.add_argument("server", nargs="?", help="show this server's details, history and stderr")
+    status.set_defaults(run=connected(cmd_status))
+    live = frozenset({"running", "degraded"})
+    for name, act, success, text in (
+        ("start", lambda c, n: c.start(n), live, "start a server (also a failed or disabled one)"),
+        ("stop", lambda c, n: c.stop(n), frozenset({"stopped"}), "stop a server"),
+        ("restart", lambda c, n: c.restart(n), live, "restart a server"),
+    ):
+        sub = commands.add_parser(name, parents=[common], help=text)
+        sub.add_argument("name", metavar="server", help="server name")
+        sub.set_defaults(run=connected(_action(act, success)))
+    commands.add_parser("reload", parents=[common], help="re-read the config and apply changes").set_defaults(
+        run=connected(cmd_reload)
+    )

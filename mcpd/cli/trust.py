@@ -1,0 +1,50 @@
+"""``mcpd diff SERVER``, ``mcpd approve SERVER [TOOL]``: review and accept tools the trust gate holds back."""
+
+from __future__ import annotations
+
+import argparse
+
+from mcpd.cli.output import EXIT_OK, emit_json
+from mcpd.cli.parsing import Commands, Parser, connected
+from mcpd.client import Client
+from mcpd.model.trust import describe
+
+
+def cmd_approve(args: argparse.Namespace, client: Client) -> int:
+    result = client.approve(args.server, args.tool)
+    if args.json:
+        emit_json(result)
+    elif result.approved or result.findings:
+        if result.approved:
+            print(f"approved: {', '.join(result.approved)}")
+        if result.findings:
+            print(f"findings accepted: {', '.join(result.findings)}")
+    else:
+        print("nothing was waiting for approval")
+    return EXIT_OK
+
+
+def cmd_diff(args: argparse.Namespace, client: Client) -> int:
+    result = client.trust(args.server)
+    if args.json:
+        emit_json(result)
+        return EXIT_OK
+    print(f"{result.server}: {result.summary or 'nothing held back'}")
+    for change in result.changes:
+        print(f"\n{change.tool} ({change.reason})")
+        print(change.diff)
+    for finding in result.findings:
+        print(f"  {describe(finding)}")
+    return EXIT_OK
+
+
+def register(commands: Commands, common: Parser) -> None:
+    approve = commands.add_parser("approve", parents=[common], help="accept changed or new tools of a server")
+    approve.add_argument("server")
+    approve.add_argument("tool", nargs="?", help="only this tool")
+    approve.set_defaults(run=connected(cmd_approve))
+    diff = commands.add_parser(
+        "diff", parents=[common], help="what changed in a server's tools since approval"
+    )
+    diff.add_argument("server")
+    diff.set_defaults(run=connected(cmd_diff))

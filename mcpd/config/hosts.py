@@ -1,0 +1,140 @@
+"""The server entries MCP hosts write, read as mcpd's own: what is honoured, what is ignored, and why.
+
+Claude Desktop, Claude Code, Cursor, VS Code, Windsurf, Roo Code and Cline each add keys of
+their own to an ``mcpServers`` (VS Code: ``servers``) entry. A key mcpd can honour is mapped
+onto its config (``serverUrl`` -> ``url``, ``disabled`` -> ``enabled``, ``disabledTools`` ->
+``disabled_tools``, ``envFile`` read into ``env``); any other key is ignored with a note,
+never a reason to drop the server, as the hosts themselves skip keys they do not know.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mcpd.config.model import ServerConfig
+
+FIELDS = frozenset(ServerConfig.__struct_fields__) - {"name"}
+
+RENAMED = {"serverUrl": "url", "disabledTools": "disabled_tools"}
+"""Host keys that mean exactly an mcpd field: Windsurf's ``serverUrl``; Roo Code's and Windsurf's
+``disabledTools``."""
+
+IGNORED = {
+    "alwaysAllow": "the host's list of tools it runs without asking (Roo Code)",
+    "autoApprove": "the host's list of tools it runs without asking (Cline)",
+    "timeout": "a host's call timeout, in seconds or milliseconds depending on the host; "
+    "mcpd's is `call_timeout` (seconds)",
+    "networkTimeout": "a host's network timeout; mcpd's is `call_timeout` (seconds)",
+    "watchPaths": "Roo Code restarts the server when these files change; use `mcpd restart`",
+    "dev": "VS Code's development mode (watch and debug)",
+    "oauth": "OAuth sign-in is done by the host; give mcpd a token in `headers`",
+    "auth": "OAuth sign-in is done by the host; give mcpd a token in `headers`",
+    "headersHelper": "a command Claude Code runs for headers; give mcpd the `headers` themselves",
+    "sandbox": "VS Code's sandbox settings",
+    "sandboxEnabled": "VS Code's sandbox settings",
+    "gallery": "VS Code's gallery metadata",
+    "version": "VS Code's gallery metadata",
+    "trust": "the host's own confirmation setting",
+    "includeTools": "a host's tool allow-list; list the others in `disabled_tools`",
+    "excludeTools": "a host's tool deny-list; mcpd's is `disabled_tools` (or `disabledTools`)",
+}
+
+_TRANSPORTS = {
+    "stdio": "stdio",
+    "http": "http",
+    "streamable-http": "http",
+    "streamableHttp": "http",
+    "sse": "sse",
+}
+
+
+class Entry:
+    """One host entry turned into ServerConfig fields, with notes on what was left out."""
+
+    def __init__(self) -> None:
+        self.fields: dict[str, Any] = {}
+        self.notes: list[tuple[str, str]] = []
+        """(key, why it was ignored or approximated)"""
+        self.problem: tuple[str, str] | None = None
+        """(key, message) when the entry cannot be used at all."""
+
+
+def read_entry(entry: dict[str, Any], base: Path) -> Entry:
+    """Map a host entry onto mcpd's fields; relative ``envFile`` paths are read from ``base``."""
+    result = Entry()
+    env_file = None
+    for key, value in entry.items():
+        if key == "env" and isinstance(value, dict):
+            result.fields["env"] = _env(result, value)
+        elif key in FIELDS:
+            result.fields[key] = value
+        elif key in RENAMED:
+            result.fields.setdefault(RENAMED[key], value)
+        elif key == "disabled":
+            if value is True:
+                result.fields["enabled"] = False
+        elif key in ("type", "transport", "transportType"):
+            transport = _TRANSPORTS.get(str(value))
+            if transport == "sse":
+                result.problem = (
+                    key,
+                    "the SSE transport is not supported; use the server's streamable HTTP URL",
+                )
+            elif transport is None:
+                result.problem = (key, f"unknown transport {value!r}; mcpd speaks stdio and streamable HTTP")
+        elif key == "envFile":
+            env_file = value
+        else:
+            result.notes.append((key, IGNORED.get(key, "not a setting mcpd knows; ignored")))
+    if env_file is not None:
+        _read_env_file(result, env_file, base)
+    return result
+
+
+def _env(result: Entry, env: dict[str, Any]) -> dict[str, Any]:
+    """VS Code allows numbers (taken as text) and null (unset a variable: mcpd passes a small
+    environment anyway, so the variable is just left out)."""
+    kept: dict[str, Any] = {}
+    for name, value in env.items():
+        if value is None:
+            result.notes.append((f"env.{name}", "null (unset) leaves the variable out"))
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            kept[name] = str(value)
+        else:
+            kept[name] = value
+    return kept
+
+
+def _read_env_file(result: Entry, value: object, base: Path) -> None:
+    """``envFile`` (VS Code, Cursor): KEY=VALUE lines; ``env`` wins where both set a variable."""
+    if not isinstance(value, str) or "${" in value:
+        result.notes.append(("envFile", f"{value!r} names a path mcpd cannot resolve; not read"))
+        return
+    path = Path(value).expanduser()
+    path = path if path.is_absolute() else base / path
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        result.notes.append(("envFile", f"{path}: cannot read it ({exc}); the server starts without it"))
+        return
+    loaded = parse_env_file(text)
+    env = result.fields.get("env")
+    result.fields["env"] = {**loaded, **env} if isinstance(env, dict) else loaded
+
+
+def parse_env_file(text: str) -> dict[str, str]:
+    """Dotenv lines: ``KEY=VALUE``, optional ``export``, quotes and ``#`` comments."""
+    found: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, value = line.removeprefix("export ").split("=", 1)
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        elif " #" in value:
+            value = value.split(" #", 1)[0].rstrip()
+        found[key.strip()] = value
+    return found

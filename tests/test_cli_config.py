@@ -1,0 +1,127 @@
+"""`mcpd config check`, `mcpd import` and `mcpd check` end to end: files read here, no daemon
+asked, except to show that imported servers start on `mcpd reload`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mcpd.testing import fixture_command, fixture_toml
+from mcpd.testing.daemon import running_daemon
+
+pytestmark = pytest.mark.anyio
+
+HOST_FILE = {
+    "mcpServers": {
+        "roo": {"command": "npx", "args": ["-y", "x"], "alwaysAllow": ["a"], "disabledTools": ["b"]},
+        "cline": {"command": "node", "autoApprove": [], "disabled": True},
+        "old": {"type": "sse", "url": "https://example.invalid/sse"},
+    }
+}
+
+
+def mcpd(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mcpd", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_config_check_names_each_problem_and_exits_2(tmp_path: Path) -> None:
+    """A file with a bad entry: exit 2, each problem on its own line naming file, server and field;
+    ignored host keys are notes; the good servers are counted."""
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps(HOST_FILE))
+    result = mcpd("config", "check", "--config", str(path))
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: {path}: server 'old', field `type`: " + errors[0].split("`type`: ")[1]]
+    assert "note:" in result.stderr and "alwaysAllow" in result.stderr
+    assert "2 server(s) (roo, cline), 1 problem(s)" in result.stdout
+    as_json = mcpd("config", "check", "--config", str(path), "--json")
+    assert (as_json.returncode, as_json.stderr) == (2, "")
+    document = json.loads(as_json.stdout)
+    assert document["ok"] is False and [i["server"] for i in document["issues"]] == ["old"]
+
+
+def test_config_check_of_a_good_file_and_of_an_unreadable_one(tmp_path: Path) -> None:
+    """A valid file is exit 0 and says ok; a file that cannot be parsed is exit 2 in one line."""
+    good = tmp_path / "good.toml"
+    good.write_text('[servers.a]\ncommand = "a"\n')
+    ok = mcpd("config", "check", "--config", str(good))
+    assert ok.returncode == 0 and ": ok: 1 server(s) (a)" in ok.stdout and ok.stderr == ""
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[servers.a\n")
+    bad = mcpd("config", "check", "--config", str(broken))
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not valid TOML" in bad.stderr
+
+
+def test_import_keeps_comments_refuses_overwrites_and_says_what_it_left_out(tmp_path: Path) -> None:
+    """`mcpd import` appends the host's servers after the existing text, lists what it could not
+    import (exit 1), and a second import of the same names writes nothing."""
+    source = tmp_path / "mcp.json"
+    source.write_text(json.dumps(HOST_FILE))
+    target = tmp_path / "config.toml"
+    existing = '# mine\n[servers.mine]  # keep this comment\ncommand = "mine"\n'
+    target.write_text(existing)
+    first = mcpd("import", str(source), "--config", str(target))
+    assert first.returncode == 1  # `old` (SSE) could not be imported
+    assert "not imported:" in first.stderr and "'old'" in first.stderr
+    assert f"appended to {target}: roo, cline" in first.stdout
+    text = target.read_text()
+    assert text.startswith(existing) and 'disabled_tools = ["b"]' in text and "enabled = false" in text
+    again = mcpd("import", str(source), "--config", str(target))
+    assert again.returncode == 1 and "already configures roo, cline; nothing written" in again.stderr
+    assert target.read_text() == text
+    skipped = mcpd("import", str(source), "--config", str(target), "--skip-existing", "--json")
+    document = json.loads(skipped.stdout)
+    assert document["existing"] == ["roo", "cline"] and document["written"] is False
+
+
+def test_import_dry_run_prints_and_writes_nothing(tmp_path: Path) -> None:
+    """--dry-run shows the TOML that would be appended; no file is created."""
+    source = tmp_path / "mcp.json"
+    source.write_text(json.dumps({"mcpServers": {"a": {"command": "a", "args": ["x y"]}}}))
+    target = tmp_path / "config.toml"
+    result = mcpd("import", str(source), "--config", str(target), "--dry-run")
+    assert result.returncode == 0 and "[servers.a]" in result.stdout and 'args = ["x y"]' in result.stdout
+    assert not target.exists()
+
+
+async def test_imported_servers_start_on_reload(tmp_path: Path) -> None:
+    """Import into the running daemon's config, `mcpd reload`: the imported server runs."""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("base"))
+    command, *args = fixture_command("imported")
+    source = tmp_path / "claude_desktop_config.json"
+    source.write_text(json.dumps({"mcpServers": {"imported": {"command": command, "args": args}}}))
+    async with running_daemon(config) as daemon:
+        env = {"MCPD_SOCKET": str(daemon.socket)}
+        assert mcpd("import", str(source), "--config", str(config)).returncode == 0
+        reloaded = mcpd("reload", env=env)
+        assert reloaded.returncode == 0 and "added: imported" in reloaded.stdout
+        await daemon.wait_for("server.state", server="imported", new="running", timeout=60)
+        status = json.loads(mcpd("status", "--json", env=env).stdout)["servers"]
+    assert {s["name"]: s["state"] for s in status} == {"base": "running", "imported": "running"}
+
+
+def test_check_marks_a_server_that_never_initialises(tmp_path: Path) -> None:
+    """`mcpd check`: a server that hangs in initialize is NOT CHECKED and the exit status is 1,
+    while a healthy one is listed with its tools."""
+    config = tmp_path / "config.toml"
+    hang = fixture_toml("hang", "--hang-initialize", connect_timeout=1, stop_grace=0.1)
+    config.write_text(fixture_toml("ok") + hang)
+    result = mcpd("check", "--config", str(config), "--json")
+    assert result.returncode == 1, result.stderr
+    checked = {s["server"]: s for s in json.loads(result.stdout)["servers"]}
+    assert checked["ok"]["initialized"] is True and checked["ok"]["tools"] > 0
+    assert checked["hang"]["initialized"] is False and "initialize" in checked["hang"]["error"]
