@@ -29,11 +29,11 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DaemonProcess]:
-    """fx: a fixture server; bad: one whose tools carry injections, blocked by the verifier;
-    dead: a command that does not exist; off: configured but disabled."""
+    """fx: a fixture server (three stderr lines, `image` disabled by the config); bad: one whose tools
+    carry injections, blocked by the verifier; dead: a command that does not exist; off: disabled."""
     path = tmp_path_factory.mktemp("cli") / "config.toml"
     path.write_text(
-        fixture_toml("fx")
+        fixture_toml("fx", "--stderr-lines", "3", disabled_tools=["crash"])
         + fixture_toml("bad", "--poisoned", verify="block")
         + '[servers.dead]\ncommand = "/nonexistent/mcp-server"\n'
         + '[servers.off]\ncommand = "off"\nenabled = false\n'
@@ -437,3 +437,31 @@ async def test_no_daemon_is_one_clear_line(tmp_path: Path) -> None:
     as_json = mcpd("status", "--json", "--socket", str(tmp_path / "absent.sock"))
     assert as_json.returncode == 3 and as_json.stderr == ""
     assert json.loads(as_json.stdout)["error"]["type"] == "DaemonNotRunning"
+
+
+async def test_status_of_one_server_has_history_and_stderr(daemon: DaemonProcess) -> None:
+    """`mcpd status fx`: the facts, the recent state changes, the last lines of its stderr;
+    --json gives the ServerDetail document; an unknown name is exit 1 in one line."""
+    sock = str(daemon.socket)
+    shown = mcpd("status", "fx", "--socket", sock)
+    assert shown.returncode == 0, shown.stderr
+    first, *rest = shown.stdout.splitlines()
+    assert first.startswith("● fx: running for ")
+    assert any(line.strip().startswith("transport: stdio") for line in rest)
+    assert any("starting -> running" in line for line in rest)
+    assert "fixture fx stderr line 2" in shown.stdout
+    detail = json.loads(mcpd("status", "fx", "--json", "--socket", sock).stdout)
+    assert detail["status"]["name"] == "fx" and detail["history"] and detail["stderr"]
+    ghost = mcpd("status", "ghost", "--socket", sock)
+    assert ghost.returncode == 1 and ghost.stderr.count("\n") == 1
+
+
+async def test_disabled_tools_are_hidden_and_refused(daemon: DaemonProcess) -> None:
+    """`disabled_tools` (Roo Code / Cline's `disabledTools`) hides a tool and refuses calls to it."""
+    sock = str(daemon.socket)
+    listed = json.loads(mcpd("tools", "--server", "fx", "--json", "--socket", sock).stdout)
+    refused = mcpd("call", "fx", "crash", "--socket", sock)
+    assert "fx__crash" not in {t["name"] for t in listed["tools"]} and "fx__echo" in {
+        t["name"] for t in listed["tools"]
+    }
+    assert refused.returncode == 1 and "disabled in the config" in refused.stderr

@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from mcpd.client.aio import connect
 from mcpd.testing import fixture_toml, process_gone
 from mcpd.testing.daemon import running_daemon
 
@@ -57,7 +58,8 @@ async def test_sigkill_of_daemon_leaves_no_child(tmp_path: Path) -> None:
 
 
 async def test_sighup_reloads_the_diff(tmp_path: Path) -> None:
-    """SIGHUP re-reads the file: added starts, removed stops, unchanged keeps its process."""
+    """SIGHUP re-reads the file: added starts, removed stops, unchanged keeps its process, changed
+    restarts (and counts as a restart); a broken file changes nothing."""
     path = tmp_path / "config.toml"
     path.write_text(fixture_toml("keep") + fixture_toml("drop"))
     async with running_daemon(path, wait_ready=False) as daemon:
@@ -76,6 +78,14 @@ async def test_sighup_reloads_the_diff(tmp_path: Path) -> None:
         rejected = await daemon.wait_for("config.reload_rejected")
         assert "not valid TOML" in rejected["error"]
         assert not process_gone(before["keep"])
+        # A changed server is restarted, and counted as such.
+        path.write_text(fixture_toml("keep", description="now described") + fixture_toml("new"))
+        mark = len(daemon.events)
+        daemon.signal(signal.SIGHUP)
+        await daemon.wait_for("config.reloaded", after=mark)
+        async with connect(daemon.socket) as client:
+            kept = next(s for s in await client.status() if s.name == "keep")
+        assert kept.restarts == 1
         daemon.signal(signal.SIGTERM)
         assert await daemon.wait_exit(15) == 0
 

@@ -135,7 +135,9 @@ class Catalog:
         return self.gate.cached(actor.name)
 
     async def denied(self, actor: ServerActor, tool: str) -> str | None:
-        """Why the trust gate keeps this tool out, or None."""
+        """Why the config or the trust gate keeps this tool out, or None."""
+        if tool in actor.config.disabled_tools:
+            return f"disabled in the config (`disabled_tools` of server {actor.name!r})"
         if actor.tools or actor.server_info:
             await self.review(actor)
         return self.gate.denied(actor.name, tool)
@@ -144,7 +146,8 @@ class Catalog:
         review = await self.review(actor)
         if review.blocked:
             return []
-        return [tool for tool in actor.tools if tool.name not in review.held]
+        hidden = actor.config.disabled_tools
+        return [tool for tool in actor.tools if tool.name not in review.held and tool.name not in hidden]
 
     async def _server_entries(self, actor: ServerActor) -> dict[str, ToolEntry]:
         """The server's allowed tools by name (in tool order), rebuilt when its tools or verdict change."""

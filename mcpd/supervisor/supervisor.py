@@ -107,13 +107,15 @@ class Supervisor:
         """Bring the running set in line with ``config``; untouched servers keep running as they are."""
         plan = plan_reload({n: a.config for n, a in self._actors.items()}, config)
         new = {s.name: s for s in config.servers}
+        # A changed server is restarted, not new: its restart count goes on, one higher.
+        restarts = {name: self._actors[name].restarts + 1 for name in plan.changed}
         async with anyio.create_task_group() as tg:
             for name in plan.removed:
                 tg.start_soon(self.remove, name)
             for name in plan.changed:
                 tg.start_soon(self.remove, name)
         for name in (*plan.added, *plan.changed):
-            self.add(new[name])
+            self.add(new[name]).restarts = restarts.get(name, 0)
         log.info(
             "config.reloaded",
             source=config.source,
