@@ -7,10 +7,9 @@ import random
 
 import pytest
 
-from mcpd.discovery.index import Params, ToolIndex, ToolText
+from mcpd.discovery.index import ToolIndex, ToolText
 from mcpd.discovery.render import estimate_tokens, render
 from mcpd.discovery.select import Candidate, select_servers
-from mcpd.discovery.text import split_identifier, stem, terms
 from mcpd.model.tools import ToolEntry
 
 SERVERS = [
@@ -57,28 +56,6 @@ def test_select_threshold_is_inclusive_and_adjustable() -> None:
     assert select_servers("install imagemagick", SERVERS, threshold=0.99).fallback
     assert select_servers("search", SERVERS, threshold=0.01).names == ["filesystem", "github"]
     assert select_servers("search and", SERVERS, threshold=0.01).names == ["filesystem", "github", "brew"]
-
-
-# -- text analysis ------------------------------------------------------------------------------
-
-
-def test_identifiers_split_into_words() -> None:
-    """snake_case, camelCase, acronyms, dots and dashes all separate words."""
-    assert split_identifier("getHTTPResponse") == ["get", "HTTP", "Response"]
-    assert split_identifier("create_issue.v2-beta") == ["create", "issue", "v2", "beta"]
-
-
-def test_terms_stem_and_drop_stop_words() -> None:
-    """Plurals and -ing forms meet their stems; stop words are not terms."""
-    assert terms("Searching the files") == ["search", "file"]
-    assert stem("running") == "run" and stem("directories") == "directory"
-    assert stem("status") == stem("status")  # stable
-
-
-def test_cjk_text_becomes_bigrams() -> None:
-    """Chinese without spaces still yields matchable terms."""
-    assert terms("搜索关键词") == ["搜索", "索关", "关键", "键词"]
-    assert "bing" in terms("必应bing搜索")
 
 
 # -- the index ----------------------------------------------------------------------------------
@@ -134,7 +111,7 @@ def test_replacing_one_server_reindexes_only_it() -> None:
 
 def test_empty_descriptions_and_server_filter() -> None:
     """Tools without descriptions are still found by name; a server filter restricts results."""
-    index = ToolIndex(Params(server_weight=0.0))
+    index = ToolIndex()
     index.replace_server("a", [tool("a", "fetch_weather")])
     index.replace_server("b", [tool("b", "fetch_news")])
     assert {h.server for h in index.search("fetch")} == {"a", "b"}
