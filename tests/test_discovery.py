@@ -1,4 +1,4 @@
-"""Discovery logic: the compatible selection's fallbacks, text analysis, the index, budgeted rendering."""
+"""Discovery logic: the ranking index and budgeted rendering."""
 
 from __future__ import annotations
 
@@ -9,54 +9,7 @@ import pytest
 
 from mcpd.discovery.index import ToolIndex, ToolText
 from mcpd.discovery.render import estimate_tokens, render
-from mcpd.discovery.select import Candidate, select_servers
 from mcpd.model.tools import ToolEntry
-
-SERVERS = [
-    Candidate("filesystem", "Read, write, and search local files and directories"),
-    Candidate("github", "GitHub repos, issues, pull requests, code search"),
-    Candidate("brew", "Install, update, and manage macOS packages via Homebrew"),
-]
-
-
-# -- compatible server selection -------------------------------------------------------------------
-
-
-def test_select_picks_brew_for_installing() -> None:
-    """The reference example: 'install imagemagick' selects brew, and only brew."""
-    selection = select_servers("install imagemagick", SERVERS)
-    assert selection.names == ["brew"] and not selection.fallback
-
-
-def test_select_keeps_config_order() -> None:
-    """Matches come back in the order they were configured, not by score."""
-    selection = select_servers("search code files", SERVERS)
-    assert selection.names == ["filesystem", "github"]
-    assert selection.scores["github"] > selection.scores["filesystem"]
-
-
-@pytest.mark.parametrize(
-    ("query", "servers"),
-    [
-        ("install imagemagick", []),  # empty list
-        ("   ", SERVERS),  # blank query
-        ("install imagemagick", [Candidate("a", None), Candidate("b", "")]),  # no descriptions
-        ("quantum chromodynamics", SERVERS),  # nothing reaches the threshold
-    ],
-)
-def test_select_falls_back_to_the_full_list(query: str, servers: list[Candidate]) -> None:
-    """Each fallback returns the list unchanged and says it is a fallback."""
-    selection = select_servers(query, servers)
-    assert selection.fallback
-    assert selection.names == [s.name for s in servers]
-
-
-def test_select_threshold_is_inclusive_and_adjustable() -> None:
-    """A high threshold falls back; a low one keeps anything with a shared term ('and' counts too)."""
-    assert select_servers("install imagemagick", SERVERS, threshold=0.99).fallback
-    assert select_servers("search", SERVERS, threshold=0.01).names == ["filesystem", "github"]
-    assert select_servers("search and", SERVERS, threshold=0.01).names == ["filesystem", "github", "brew"]
-
 
 # -- the index ----------------------------------------------------------------------------------
 
