@@ -8,8 +8,9 @@ import random
 import pytest
 
 from mcpd.discovery.index import ToolIndex, ToolText
-from mcpd.discovery.render import estimate_tokens, render
+from mcpd.discovery.render import OWN_SHARE, estimate_tokens, render
 from mcpd.model.tools import ToolEntry
+from mcpd.registry import reserved
 
 # -- the index ----------------------------------------------------------------------------------
 
@@ -121,9 +122,34 @@ def test_budget_is_never_exceeded(budget: int) -> None:
 def test_tiers_follow_rank_order() -> None:
     """Full schemas go to the best-ranked tools, then one-liners, then names, then a count."""
     tools = entries(60)
-    rendered = render(tools, 1500)
+    rendered = render(tools, 1000)
     order = [t.name for t in rendered.full] + [b.name for b in rendered.brief] + rendered.names
     assert order == [t.name for t in tools[: len(order)]]
     assert rendered.full and rendered.brief and rendered.names and rendered.omitted
     assert f"(+{rendered.omitted} more tools not shown)" in rendered.text
     assert render(tools, 10**6).omitted == 0
+
+
+@pytest.mark.parametrize("budget", [30, 100, 300, 600, 1000, 2000, 4000, 20000])
+def test_reserved_tool_takes_a_small_share(budget: int) -> None:
+    """The reserved tool comes first, in its own section, within its share; richer as the budget grows."""
+    rendered = render([reserved.ENTRY, *entries(30)], budget)
+    section = rendered.text.split("\n## ", 1)[0]
+    assert rendered.text.startswith("## When no tool fits\n") and reserved.NAME in section
+    assert rendered.tokens <= budget
+    if budget >= 300:  # below that, even its name alone is more than the share
+        assert estimate_tokens(section) <= OWN_SHARE * budget
+    if budget >= 2000:
+        assert reserved.ENTRY in rendered.full and "even if an existing tool" in section
+    elif budget >= 600:
+        assert [b.name for b in rendered.brief][:1] == [reserved.NAME] and "own words" in section
+    else:
+        assert reserved.NAME in rendered.names
+
+
+def test_estimate_prices_upper_case_and_punctuation_higher() -> None:
+    """An upper-case enum costs more than the same words in lower case: tokenizers merge it less."""
+    enum = '["READ_WRITE_EXECUTE","APPEND_ONLY"]'
+    assert estimate_tokens(enum) > estimate_tokens("read write execute append only")
+    assert estimate_tokens("hello world") <= 3
+    assert estimate_tokens("") == 0

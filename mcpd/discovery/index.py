@@ -3,8 +3,9 @@
 Each tool is a document with four fields: its server (name and description), its name,
 its description, and its parameters (names and descriptions). A term's frequencies in
 the fields are length-normalised per field, weighted, summed, and saturated once
-(Robertson & Zaragoza's BM25F), so a word in the tool name counts more than the same
-word deep in a parameter description, and repeating a word cannot dominate.
+(Robertson & Zaragoza's BM25F), so a word in a short field such as the tool name counts
+more than the same word in a long parameter description, and repeating a word cannot
+dominate. Each distinct query term counts once; idf is ln(1 + (N - df + 0.5) / (df + 0.5)).
 
 The saturated weight of each (term, tool) is computed when the tool is indexed, so a
 query is a sum over posting lists. Field length averages drift as servers change; the
