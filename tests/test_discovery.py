@@ -1,4 +1,4 @@
-"""Discovery logic: the compatible selection's fallbacks, text analysis, the index, budgeted rendering."""
+"""Discovery logic: the ranking index and budgeted rendering."""
 
 from __future__ import annotations
 
@@ -7,79 +7,10 @@ import random
 
 import pytest
 
-from mcpd.discovery.index import Params, ToolIndex, ToolText
-from mcpd.discovery.render import estimate_tokens, render
-from mcpd.discovery.select import Candidate, select_servers
-from mcpd.discovery.text import split_identifier, stem, terms
+from mcpd.discovery.index import ToolIndex, ToolText
+from mcpd.discovery.render import OWN_SHARE, estimate_tokens, render
 from mcpd.model.tools import ToolEntry
-
-SERVERS = [
-    Candidate("filesystem", "Read, write, and search local files and directories"),
-    Candidate("github", "GitHub repos, issues, pull requests, code search"),
-    Candidate("brew", "Install, update, and manage macOS packages via Homebrew"),
-]
-
-
-# -- compatible server selection -------------------------------------------------------------------
-
-
-def test_select_picks_brew_for_installing() -> None:
-    """The reference example: 'install imagemagick' selects brew, and only brew."""
-    selection = select_servers("install imagemagick", SERVERS)
-    assert selection.names == ["brew"] and not selection.fallback
-
-
-def test_select_keeps_config_order() -> None:
-    """Matches come back in the order they were configured, not by score."""
-    selection = select_servers("search code files", SERVERS)
-    assert selection.names == ["filesystem", "github"]
-    assert selection.scores["github"] > selection.scores["filesystem"]
-
-
-@pytest.mark.parametrize(
-    ("query", "servers"),
-    [
-        ("install imagemagick", []),  # empty list
-        ("   ", SERVERS),  # blank query
-        ("install imagemagick", [Candidate("a", None), Candidate("b", "")]),  # no descriptions
-        ("quantum chromodynamics", SERVERS),  # nothing reaches the threshold
-    ],
-)
-def test_select_falls_back_to_the_full_list(query: str, servers: list[Candidate]) -> None:
-    """Each fallback returns the list unchanged and says it is a fallback."""
-    selection = select_servers(query, servers)
-    assert selection.fallback
-    assert selection.names == [s.name for s in servers]
-
-
-def test_select_threshold_is_inclusive_and_adjustable() -> None:
-    """A high threshold falls back; a low one keeps anything with a shared term ('and' counts too)."""
-    assert select_servers("install imagemagick", SERVERS, threshold=0.99).fallback
-    assert select_servers("search", SERVERS, threshold=0.01).names == ["filesystem", "github"]
-    assert select_servers("search and", SERVERS, threshold=0.01).names == ["filesystem", "github", "brew"]
-
-
-# -- text analysis ------------------------------------------------------------------------------
-
-
-def test_identifiers_split_into_words() -> None:
-    """snake_case, camelCase, acronyms, dots and dashes all separate words."""
-    assert split_identifier("getHTTPResponse") == ["get", "HTTP", "Response"]
-    assert split_identifier("create_issue.v2-beta") == ["create", "issue", "v2", "beta"]
-
-
-def test_terms_stem_and_drop_stop_words() -> None:
-    """Plurals and -ing forms meet their stems; stop words are not terms."""
-    assert terms("Searching the files") == ["search", "file"]
-    assert stem("running") == "run" and stem("directories") == "directory"
-    assert stem("status") == stem("status")  # stable
-
-
-def test_cjk_text_becomes_bigrams() -> None:
-    """Chinese without spaces still yields matchable terms."""
-    assert terms("搜索关键词") == ["搜索", "索关", "关键", "键词"]
-    assert "bing" in terms("必应bing搜索")
-
+from mcpd.registry import reserved
 
 # -- the index ----------------------------------------------------------------------------------
 
@@ -134,7 +65,7 @@ def test_replacing_one_server_reindexes_only_it() -> None:
 
 def test_empty_descriptions_and_server_filter() -> None:
     """Tools without descriptions are still found by name; a server filter restricts results."""
-    index = ToolIndex(Params(server_weight=0.0))
+    index = ToolIndex()
     index.replace_server("a", [tool("a", "fetch_weather")])
     index.replace_server("b", [tool("b", "fetch_news")])
     assert {h.server for h in index.search("fetch")} == {"a", "b"}
@@ -191,9 +122,34 @@ def test_budget_is_never_exceeded(budget: int) -> None:
 def test_tiers_follow_rank_order() -> None:
     """Full schemas go to the best-ranked tools, then one-liners, then names, then a count."""
     tools = entries(60)
-    rendered = render(tools, 1500)
+    rendered = render(tools, 1000)
     order = [t.name for t in rendered.full] + [b.name for b in rendered.brief] + rendered.names
     assert order == [t.name for t in tools[: len(order)]]
     assert rendered.full and rendered.brief and rendered.names and rendered.omitted
     assert f"(+{rendered.omitted} more tools not shown)" in rendered.text
     assert render(tools, 10**6).omitted == 0
+
+
+@pytest.mark.parametrize("budget", [30, 100, 300, 600, 1000, 2000, 4000, 20000])
+def test_reserved_tool_takes_a_small_share(budget: int) -> None:
+    """The reserved tool comes first, in its own section, within its share; richer as the budget grows."""
+    rendered = render([reserved.ENTRY, *entries(30)], budget)
+    section = rendered.text.split("\n## ", 1)[0]
+    assert rendered.text.startswith("## When no tool fits\n") and reserved.NAME in section
+    assert rendered.tokens <= budget
+    if budget >= 300:  # below that, even its name alone is more than the share
+        assert estimate_tokens(section) <= OWN_SHARE * budget
+    if budget >= 2000:
+        assert reserved.ENTRY in rendered.full and "even if an existing tool" in section
+    elif budget >= 600:
+        assert [b.name for b in rendered.brief][:1] == [reserved.NAME] and "own words" in section
+    else:
+        assert reserved.NAME in rendered.names
+
+
+def test_estimate_prices_upper_case_and_punctuation_higher() -> None:
+    """An upper-case enum costs more than the same words in lower case: tokenizers merge it less."""
+    enum = '["READ_WRITE_EXECUTE","APPEND_ONLY"]'
+    assert estimate_tokens(enum) > estimate_tokens("read write execute append only")
+    assert estimate_tokens("hello world") <= 3
+    assert estimate_tokens("") == 0

@@ -31,7 +31,8 @@ def group_similar(texts: Sequence[str], threshold: float = SIMILARITY) -> list[G
     """
     groups: list[Group] = []
     for text in texts:
-        analysed = frozenset(terms(text)) or frozenset([text.strip().lower()])
+        # Compounds left out: a reworded request ("PDF to Markdown conversion") shares words, not pairs.
+        analysed = frozenset(terms(text, compounds=False)) or frozenset([text.strip().lower()])
         for group in groups:
             if jaccard(analysed, group.terms) >= threshold:
                 group.members.append(text)

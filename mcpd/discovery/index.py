@@ -3,8 +3,9 @@
 Each tool is a document with four fields: its server (name and description), its name,
 its description, and its parameters (names and descriptions). A term's frequencies in
 the fields are length-normalised per field, weighted, summed, and saturated once
-(Robertson & Zaragoza's BM25F), so a word in the tool name counts more than the same
-word deep in a parameter description, and repeating a word cannot dominate.
+(Robertson & Zaragoza's BM25F), so a word in a short field such as the tool name counts
+more than the same word in a long parameter description, and repeating a word cannot
+dominate. Each distinct query term counts once; idf is ln(1 + (N - df + 0.5) / (df + 0.5)).
 
 The saturated weight of each (term, tool) is computed when the tool is indexed, so a
 query is a sum over posting lists. Field length averages drift as servers change; the
@@ -16,36 +17,29 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from mcpd.discovery.prior import UsagePrior
-from mcpd.discovery.text import split_identifier, terms
+from mcpd.discovery.text import terms
 
 FIELDS = ("server", "name", "description", "params")
 
 
 @dataclass(frozen=True)
 class Params:
-    """BM25F parameters; the defaults were chosen on ../shared/toolret (see bench/retrieval.py)."""
+    """BM25F parameters: the textbook values (k1 1.2, b 0.75, every field weighted alike).
 
-    k1: float = 1.2
-    weights: tuple[float, ...] = (0.6, 3.0, 1.0, 0.8)
-    b: tuple[float, ...] = (0.5, 0.3, 0.75, 0.75)
-    server_weight: float = 0.3
-    """Share of a server's own relevance added to each of its tools (0 turns it off).
-
-    Tasks usually need several tools of one server (create a document, add a paragraph,
-    save as PDF): a server whose whole text matches the query lifts all its tools. On
-    LiveMCPBench's dev half this took R@5 from 38 to 41 (0.4 gave 40, 0.5 gave 38);
-    MetaTool (one tool per server) is unaffected.
+    Weights tuned to one benchmark's development queries did not carry over to its unseen
+    queries; ``bench/retrieval.py`` cross-validates these against the alternatives it lists.
     """
 
-
-_SERVER_DOCS = Params(weights=(0.0, 0.0, 1.0, 0.0), b=(0.0, 0.0, 0.75, 0.0), server_weight=0.0)
-"""A server's document is all its text in one field, ranked with plain BM25."""
+    k1: float = 1.2
+    weights: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)
+    b: tuple[float, ...] = (0.75, 0.75, 0.75, 0.75)
 
 
 @dataclass(frozen=True)
@@ -85,13 +79,7 @@ class ToolIndex:
     _length_sums: list[int] = field(default_factory=lambda: [0] * len(FIELDS))
     _averages: tuple[float, ...] = (1.0,) * len(FIELDS)
     _next_id: int = 0
-    _servers: ToolIndex | None = None
-    _doc_server: dict[int, str] = field(default_factory=dict)
     _key_doc: dict[tuple[str, str], int] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.params.server_weight > 0:
-            self._servers = ToolIndex(_SERVER_DOCS)
 
     def __len__(self) -> int:
         return len(self._docs)
@@ -105,40 +93,33 @@ class ToolIndex:
     def replace_servers(self, changes: Mapping[str, Iterable[ToolText]]) -> None:
         """Re-index several servers at once, weighing the new documents in one pass."""
         added: list[int] = []
-        server_docs = []
         for server, texts in changes.items():
             tools = list(texts)
             self.remove_server(server)
-            if tools:
-                server_docs.append((server, _server_document(server, tools)))
-            ids = [self._add(server, tool) for tool in tools]
+            # Every tool of a server repeats the server's text: analyse it once.
+            server_fields: dict[str, Counter[str]] = {}
+            ids = [self._add(server, tool, server_fields) for tool in tools]
             if ids:
                 self._by_server[server] = ids
             added.extend(ids)
-        if self._servers is not None and server_docs:
-            self._servers.replace_servers({server: [doc] for server, doc in server_docs})
         if self._drifted():
             self._reweigh(self._docs)
         else:
             self._reweigh({doc_id: self._docs[doc_id] for doc_id in added})
 
-    def _add(self, server: str, tool: ToolText) -> int:
-        doc = _analyse(tool)
+    def _add(self, server: str, tool: ToolText, server_fields: dict[str, Counter[str]]) -> int:
+        doc = _analyse(tool, server_fields)
         doc_id = self._next_id
         self._next_id += 1
         self._docs[doc_id] = doc
-        self._doc_server[doc_id] = server
         self._key_doc[doc.key] = doc_id
         for i, length in enumerate(doc.lengths):
             self._length_sums[i] += length
         return doc_id
 
     def remove_server(self, server: str) -> None:
-        if self._servers is not None:
-            self._servers.remove_server(server)
         for doc_id in self._by_server.pop(server, []):
             doc = self._docs.pop(doc_id)
-            del self._doc_server[doc_id]
             self._key_doc.pop(doc.key, None)
             for i, length in enumerate(doc.lengths):
                 self._length_sums[i] -= length
@@ -168,11 +149,15 @@ class ToolIndex:
             ]
             for doc_id, doc in docs.items()
         }
+        postings = self._postings
         for doc_id, doc in docs.items():
             norms = norms_by_doc[doc_id]
             for term, tfs in doc.tfs.items():
-                tf = sum(n * f for n, f in zip(norms, tfs, strict=True))
-                self._postings.setdefault(term, {})[doc_id] = tf / (k1 + tf)
+                tf = sum(map(operator.mul, norms, tfs))
+                posting = postings.get(term)
+                if posting is None:
+                    posting = postings[term] = {}
+                posting[doc_id] = tf / (k1 + tf)
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -205,17 +190,15 @@ class ToolIndex:
     ) -> list[Hit]:
         """Tools ranked by relevance to ``query``: those matching a query term, or tied to one by usage.
 
-        With ``server_weight`` set, a text score is the tool's BM25F score plus
-        ``server_weight`` times its server's score, both relative to the best. A non-empty
-        ``prior`` then scales it by the tool's usage factor and adds its association with
-        the query's words (see ``mcpd.usage.prior``).
+        The text score is the tool's BM25F score. A non-empty ``prior`` scales it by the tool's
+        usage factor and adds its association with the query's words (see ``mcpd.usage.prior``).
         """
-        query_terms = Counter(terms(query))
+        # Each distinct query term counts once, as in standard BM25: a long task description
+        # that repeats a word ("markdown ... /root/markdown/x.md") must not weigh it twice.
+        query_terms = Counter(set(terms(query)))
         scores = self._scores(query_terms)
         if servers is not None:
             scores = {d: s for d, s in scores.items() if self._docs[d].key[0] in servers}
-        if scores and self._servers is not None:
-            scores = self._with_servers(scores, query_terms)
         parts: dict[int, dict[str, float]] = {}
         if prior:
             scores, parts = self._with_usage(scores, query_terms, prior, servers)
@@ -250,38 +233,30 @@ class ToolIndex:
             parts[doc_id] = {"text": text, "usage_factor": factor, "association": association}
         return final, parts
 
-    def _with_servers(self, scores: dict[int, float], query_terms: Counter[str]) -> dict[int, float]:
-        assert self._servers is not None
-        server_docs = self._servers._docs
-        by_server = {server_docs[d].key[0]: score for d, score in self._servers._scores(query_terms).items()}
-        if not by_server:
-            return scores
-        # tool/best_tool + weight * server/best_server, kept in the tool scores' scale.
-        lift = self.params.server_weight * max(scores.values()) / (max(by_server.values()) or 1.0)
-        bonus = {server: score * lift for server, score in by_server.items()}
-        doc_server = self._doc_server
-        return {doc_id: score + bonus.get(doc_server[doc_id], 0.0) for doc_id, score in scores.items()}
 
-
-def _server_document(server: str, tools: list[ToolText]) -> ToolText:
-    text = " ".join([tools[0].server_description, *(f"{t.tool} {t.description}" for t in tools)])
-    return ToolText(server=server, tool="", description=f"{server} {text}")
-
-
-def _analyse(tool: ToolText) -> _Doc:
-    server_words = " ".join(split_identifier(tool.server))
-    texts = (
-        f"{server_words} {tool.server_description}",
-        " ".join(split_identifier(tool.tool)),
-        tool.description,
-        " ".join(f"{' '.join(split_identifier(name))} {text}" for name, text in tool.params),
+def _analyse(tool: ToolText, server_fields: dict[str, Counter[str]]) -> _Doc:
+    # Full stops between the pieces of a field, so no compound is formed across them.
+    server_text = f"{tool.server}. {tool.server_description}"
+    server_field = server_fields.get(server_text)
+    if server_field is None:
+        server_field = server_fields[server_text] = Counter(terms(server_text))
+    counters = (
+        server_field,
+        Counter(terms(tool.tool)),
+        Counter(terms(tool.description)),
+        Counter(terms(". ".join(f"{name}. {text}" for name, text in tool.params))),
     )
-    counters = [Counter(terms(text)) for text in texts]
-    vocabulary = set().union(*counters)
+    tfs: dict[str, list[int]] = {}
+    for field_no, counter in enumerate(counters):
+        for term, count in counter.items():
+            row = tfs.get(term)
+            if row is None:
+                row = tfs[term] = [0] * len(FIELDS)
+            row[field_no] = count
     return _Doc(
         key=(tool.server, tool.tool),
-        lengths=tuple(sum(c.values()) for c in counters),
-        tfs={term: tuple(c.get(term, 0) for c in counters) for term in vocabulary},
+        lengths=tuple(c.total() for c in counters),
+        tfs={term: tuple(row) for term, row in tfs.items()},
     )
 
 

@@ -4,32 +4,73 @@ Ranked tools are given in three tiers, in rank order: full schemas for the best,
 name and one-line description, then names only; whatever still does not fit is counted.
 Tiers never interleave, so a better-ranked tool never gets less room than a worse one.
 
-Tokens are estimated, not counted: a real tokenizer is model-specific and heavy. The
-estimate is ``ceil(ascii_chars / 3.2 + other_chars * 1.1)``, built to overestimate: against
-cl100k_base it comes out above the real count for the schemas in ../shared/toolret (see
-``bench/discovery.py``, which prints the comparison), so staying under the estimate keeps
-the real count under the budget too.
+The daemon's own tools (server ``OWN_SERVER``: the reserved ``mcpd_request_capability``)
+come first, in a section of their own, each in the richest of three forms (full schema;
+name, arguments and the first sentence of its description; name and arguments) that
+together take at most ``OWN_SHARE`` of the budget, so the servers' tools keep the room.
+
+Tokens are estimated, not counted: a real tokenizer is model-specific and heavy. The text
+is cut into pieces the way the GPT tokenizers' pre-tokenizer cuts it (words with their
+leading space, runs of 1-3 digits, runs of punctuation, whitespace), and each piece is
+priced by what it usually costs: a common word is one token, a long word about one more
+per three letters past six, an upper-case or camelCase word about one per two letters,
+punctuation one per two or three characters, other scripts about one per character; the
+sum is raised by 10 %. ``bench/discovery.py`` checks it against cl100k_base and o200k_base
+on every tool of ../shared/toolret and on rendered registries: staying under the estimate
+keeps the real count under the budget.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
+from typing import Any
 
 from mcpd.model.tools import BriefTool, Rendered, ToolEntry
 
-_ASCII_CHARS_PER_TOKEN = 3.2
-_TOKENS_PER_OTHER_CHAR = 1.1
+OWN_SERVER = "mcpd"
+"""The server name of the tools that the daemon answers itself."""
+OWN_SHARE = 0.15
+"""The most of a budget that the daemon's own tools take, unless even their names would not fit."""
+
+_HEADER_OWN = "## When no tool fits\n"
 _HEADER_FULL = "## Tools\n"
 _HEADER_BRIEF = "## More tools\n"
 _HEADER_NAMES = "## Other tools\n"
 
+# tiktoken's cl100k/o200k pre-tokenizer, with \p{L} as [^\W\d_] (letters) for the re module.
+_PIECE = re.compile(
+    r"'(?i:[sdmt]|ll|ve|re)|(?:_|[^\r\n\w])?[^\W\d_]+|\d{1,3}"
+    r"| ?(?:_|[^\s\w])+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_NOT_LETTER = re.compile(r"[^A-Za-z]")
+_MARGIN = 1.1
+
+
+def _piece_tokens(piece: str) -> float:
+    core = piece.lstrip()
+    if not core:
+        return 1.0
+    if not core.isascii():
+        ascii_chars = sum(1 for ch in core if ch < "\x80")
+        return 1.1 * (len(core) - ascii_chars) + ascii_chars / 3 + 0.5
+    if core.isdigit():
+        return 1.0
+    letters = _NOT_LETTER.sub("", core)
+    if not letters:
+        return 1 + (len(core) - 1) / 2.5
+    lead = 0.3 if len(core) > len(letters) else 0.0  # a quote or dash glued to the word
+    inner_capitals = sum(1 for ch in letters[1:] if ch.isupper())
+    if inner_capitals >= 2:  # ENUM_VALUES, HTTPResponse: the vocabulary has few such merges
+        return max(1, math.ceil(len(letters) / 2)) + lead
+    capitalised = 0.25 if letters[0].isupper() else 0.0
+    return 1 + max(0, len(letters) - 6) / 3 + 0.5 * inner_capitals + capitalised + lead
+
 
 def estimate_tokens(text: str) -> int:
-    ascii_chars = sum(1 for ch in text if ch < "\x80")
-    others = len(text) - ascii_chars
-    return math.ceil(ascii_chars / _ASCII_CHARS_PER_TOKEN + others * _TOKENS_PER_OTHER_CHAR)
+    return math.ceil(_MARGIN * sum(_piece_tokens(piece) for piece in _PIECE.findall(text)))
 
 
 def one_line(text: str, limit: int = 120) -> str:
@@ -43,17 +84,18 @@ def _full_block(tool: ToolEntry) -> str:
 
 
 def render(tools: Sequence[ToolEntry], budget: int) -> Rendered:
-    """Fit ranked ``tools`` into ``budget`` estimated tokens."""
-    full: list[ToolEntry] = []
-    brief: list[BriefTool] = []
-    names: list[str] = []
-    parts: list[str] = []
-    used = 0
+    """Fit ranked ``tools`` into ``budget`` estimated tokens; the daemon's own tools first."""
+    ranked = [tool for tool in tools if tool.server != OWN_SERVER]
+    head = _own_section([tool for tool in tools if tool.server == OWN_SERVER], budget)
+    full, brief, names = list(head.full), list(head.brief), list(head.names)
+    parts = [head.text]
+    used = head.tokens
     tier = 0  # 0 = full, 1 = brief, 2 = names
     headers = (_HEADER_FULL, _HEADER_BRIEF, _HEADER_NAMES)
-    for index, tool in enumerate(tools):
+    started = [False, False, False]
+    for index, tool in enumerate(ranked):
         # Keep room for the line that counts what is left out, should anything be.
-        reserve = estimate_tokens(f"(+{len(tools) - index} more tools not shown)\n")
+        reserve = estimate_tokens(f"(+{len(ranked) - index} more tools not shown)\n")
         while tier < 3:
             piece = (
                 _full_block(tool)
@@ -62,15 +104,16 @@ def render(tools: Sequence[ToolEntry], budget: int) -> Rendered:
                 if tier == 1
                 else f"{tool.name}\n"
             )
-            if not _tier_started(tier, full, brief, names):
+            if not started[tier]:
                 piece = headers[tier] + piece
-            remaining_after = len(tools) - index - 1
+            remaining_after = len(ranked) - index - 1
             cost = estimate_tokens(piece)
             if used + cost + (reserve if remaining_after else 0) <= budget:
                 break
             tier += 1
         if tier == 3:
             break
+        started[tier] = True
         parts.append(piece)
         used += cost
         if tier == 0:
@@ -88,5 +131,33 @@ def render(tools: Sequence[ToolEntry], budget: int) -> Rendered:
     return Rendered(full=full, brief=brief, names=names, omitted=omitted, tokens=used, text="".join(parts))
 
 
-def _tier_started(tier: int, full: list[ToolEntry], brief: list[BriefTool], names: list[str]) -> bool:
-    return bool((full, brief, names)[tier])
+def arguments(schema: dict[str, Any]) -> str:
+    """A schema's top-level properties in one line: ``{capability, context?}`` (optional ones marked)."""
+    properties = schema.get("properties")
+    required = schema.get("required") or []
+    if not isinstance(properties, dict):
+        return "{}"
+    return "{" + ", ".join(f"{name}{'' if name in required else '?'}" for name in properties) + "}"
+
+
+def _own_section(own: list[ToolEntry], budget: int) -> Rendered:
+    """The daemon's tools in the richest form within their share; else by name, if that fits at all."""
+    if not own:
+        return Rendered(full=[], brief=[], names=[], omitted=0, tokens=0, text="")
+    forms = (
+        "".join(_full_block(tool) for tool in own),
+        "".join(f"- {t.name} {arguments(t.input_schema)}: {one_line(t.description)}\n" for t in own),
+        "".join(f"- {t.name} {arguments(t.input_schema)}\n" for t in own),
+    )
+    costs = [estimate_tokens(_HEADER_OWN + form) for form in forms]
+    chosen = next((i for i, cost in enumerate(costs) if cost <= OWN_SHARE * budget), 2)
+    if costs[chosen] > budget:
+        return Rendered(full=[], brief=[], names=[], omitted=len(own), tokens=0, text="")
+    return Rendered(
+        full=own if chosen == 0 else [],
+        brief=[BriefTool(t.name, one_line(t.description)) for t in own] if chosen == 1 else [],
+        names=[t.name for t in own] if chosen == 2 else [],
+        omitted=0,
+        tokens=costs[chosen],
+        text=_HEADER_OWN + forms[chosen],
+    )

@@ -1,8 +1,19 @@
-"""Text analysis for discovery: identifiers split into words, stop words out, light stemming, CJK bigrams.
+"""Text analysis for discovery: what the ranking index, the usage prior and request grouping see.
 
-``terms()`` is what the ranking index sees. ``plain_terms()`` is the reference tokenizer of
-the compatible server selection (lowercase, split on anything not a letter or digit) and
-must not change: that mode promises the reference behaviour exactly.
+``terms()`` turns a name or a sentence into index terms, in this order:
+
+1. identifiers split into words: snake_case, camelCase, dots and dashes (``getHTTPResponse`` ->
+   get HTTP Response); an upper-case acronym keeps a plural ``s`` to itself (``PDFs`` -> PDF,
+   ``APIs`` -> API, ``IDs`` -> ID), so it is not split into ``PD Fs``;
+2. lowercased, English stop words dropped;
+3. stemmed with the Snowball English stemmer (Porter2), so that singular and plural and the
+   common inflections meet (images/image, creates/create, searching/search) while its
+   exception list keeps words such as "news" whole;
+4. compounds both ways: every two adjacent words are also indexed joined (``mind map`` also
+   gives ``mindmap``), so a query "mind map" meets a tool "mindmap" or ``MindMap`` and a query
+   "mindmap" meets "mind map";
+5. text in scripts written without spaces (Chinese, Japanese, Korean) as overlapping character
+   bigrams, which match without a dictionary.
 """
 
 from __future__ import annotations
@@ -10,9 +21,18 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+import Stemmer
+
+# An acronym's plural: "PDFs", "APIs", "URLs" -> the acronym alone (it must not become "PD Fs").
+_ACRONYM_PLURAL = re.compile(r"(?<![A-Za-z])([A-Z]{2,})s(?![a-z])")
+# ... and typed in lower case: consonants and digits only, then a single "s" ("pdfs", not "css").
+_ACRONYM_PLURAL_LOWER = re.compile(r"[b-df-hj-np-tv-xz0-9]+[b-df-hj-np-rtv-xz0-9]s")
 # camelCase and acronym boundaries: "getHTTPResponse" -> get HTTP Response
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+# Contractions and possessives: "I'm", "can't", "company's" -> I, can, company.
+_CONTRACTION = re.compile(r"(?<=[A-Za-z])['\u2019](?:s|m|t|d|ve|re|ll)\b", re.IGNORECASE)
 _WORD = re.compile(r"[^\W_]+")
+_BREAK = re.compile(r"[^\w \-]+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 
 STOP_WORDS = frozenset(
@@ -27,51 +47,32 @@ STOP_WORDS = frozenset(
     """.split()  # noqa: SIM905 - a word list reads best as words
 )
 
+_STEMMER = Stemmer.Stemmer("english")
+
 
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
-    """A light English stemmer: plurals, -ing, -ed, -ly and a few derivational endings.
+    """The Snowball English stem of a lowercase word; "pdfs" is "pdf" too.
 
-    Deliberately conservative (it only has to make "files"/"file" and "searching"/"search"
-    meet); aggressive stemmers merge unrelated tool names.
+    Snowball strips a plural "s" only after a vowel, which leaves the plural of an
+    acronym typed in lower case ("pdfs", "csvs", "llms") alone: a word with no vowel that
+    ends in a single "s" is taken for one.
     """
-    if len(word) <= 3 or not word.isascii() or not word.isalpha():
-        return word
-    for suffix, replacement, minimum in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= minimum:
-            base = word[: -len(suffix)] + replacement
-            if suffix in ("ing", "ed") and len(base) > 3 and base[-1] == base[-2] and base[-1] not in "lsz":
-                base = base[:-1]  # running -> run, stopped -> stop
-            return base
-    return word
-
-
-_SUFFIXES: tuple[tuple[str, str, int], ...] = (
-    ("ational", "ate", 3),
-    ("ization", "ize", 3),
-    ("ations", "ate", 3),
-    ("ation", "ate", 3),
-    ("iveness", "ive", 3),
-    ("fulness", "ful", 3),
-    ("ments", "", 4),
-    ("ment", "", 4),
-    ("ities", "ity", 3),
-    ("ies", "y", 3),
-    ("sses", "ss", 2),
-    ("ing", "", 3),
-    ("ers", "", 3),
-    ("er", "", 3),
-    ("edly", "", 3),
-    ("ed", "", 3),
-    ("ly", "", 4),
-    ("es", "", 4),
-    ("s", "", 3),
-)
+    if len(word) > 3 and _ACRONYM_PLURAL_LOWER.fullmatch(word):
+        return word[:-1]
+    return str(_STEMMER.stemWord(word))
 
 
 def split_identifier(text: str) -> list[str]:
     """Words of a name or sentence: snake_case, camelCase, dots and dashes all separate words."""
-    return _WORD.findall(_CAMEL.sub(" ", text))
+    return _WORD.findall(_CAMEL.sub(" ", _ACRONYM_PLURAL.sub(r"\1", text)))
+
+
+def _runs(text: str) -> list[list[str]]:
+    """Runs of words that may form compounds: only spaces, dashes, underscores or camelCase
+    boundaries separate the words of a run; any other punctuation ends it."""
+    text = _CAMEL.sub(" ", _CONTRACTION.sub("", _ACRONYM_PLURAL.sub(r"\1", text)))
+    return [_WORD.findall(run.lower()) for run in _BREAK.split(text)]
 
 
 def _cjk_grams(run: str) -> list[str]:
@@ -81,23 +82,27 @@ def _cjk_grams(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
-def terms(text: str) -> list[str]:
-    """Index terms of ``text``: lowercased, stop words dropped, stemmed; CJK as character bigrams."""
+def terms(text: str, compounds: bool = True) -> list[str]:
+    """Index terms of ``text`` (see the module docstring); ``compounds=False`` leaves out the joined pairs."""
     out: list[str] = []
-    for word in split_identifier(text):
-        lowered = word.lower()
-        if _CJK.search(lowered):
-            for piece in _CJK.split(lowered):
-                if piece and piece not in STOP_WORDS:
-                    out.append(stem(piece))
-            for run in _CJK.findall(lowered):
-                out.extend(_cjk_grams(run))
-            continue
-        if lowered not in STOP_WORDS:
-            out.append(stem(lowered))
+    for run in _runs(text):
+        previous = ""  # the word before, if it was a term of its own (not a stop word, not CJK)
+        for word in run:
+            if word in STOP_WORDS or len(word) == 1:
+                previous = ""
+            elif _CJK.search(word):
+                out.extend(stem(piece) for piece in _CJK.split(word) if piece and piece not in STOP_WORDS)
+                for cjk in _CJK.findall(word):
+                    out.extend(_cjk_grams(cjk))
+                previous = ""
+            else:
+                out.append(stem(word))
+                if compounds and previous:
+                    out.append(stem(previous + word))
+                previous = word
     return out
 
 
 def plain_terms(text: str) -> list[str]:
-    """The reference tokenizer: lowercase, split on every character that is not a letter or digit."""
+    """Lowercase words split on every character that is not a letter or digit (the baselines' tokenizer)."""
     return _WORD.findall(text.lower())

@@ -1,0 +1,80 @@
+"""Text analysis: each class of term-matching behaviour that discovery relies on."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcpd.discovery.text import split_identifier, stem, terms
+
+
+def test_identifiers_split_into_words() -> None:
+    """snake_case, camelCase, acronyms, dots and dashes all separate words."""
+    assert split_identifier("getHTTPResponse") == ["get", "HTTP", "Response"]
+    assert split_identifier("create_issue.v2-beta") == ["create", "issue", "v2", "beta"]
+
+
+@pytest.mark.parametrize(
+    ("plural", "singular"),
+    [
+        ("images", "image"),
+        ("issues", "issue"),
+        ("messages", "message"),
+        ("services", "service"),
+        ("databases", "database"),
+        ("creates", "create"),
+        ("files", "file"),
+        ("directories", "directory"),
+    ],
+)
+def test_singular_and_plural_meet(plural: str, singular: str) -> None:
+    """The Snowball stemmer gives a plural (or third person) the stem of its singular."""
+    assert terms(plural) == terms(singular)
+
+
+def test_inflections_meet_and_exceptions_stay_whole() -> None:
+    """-ing and -ed forms meet their base; 'news' is not the plural of 'new'."""
+    assert terms("searching") == terms("search") == terms("searched")
+    assert stem("running") == stem("run")
+    assert terms("news") == ["news"] and terms("news") != terms("new")
+
+
+@pytest.mark.parametrize(("text", "term"), [("PDFs", "pdf"), ("APIs", "api"), ("IDs", "id"), ("URLs", "url")])
+def test_acronym_plurals_are_the_acronym(text: str, term: str) -> None:
+    """An acronym's plural is the acronym, not a camelCase split ('PDFs' is not 'PD Fs'), in either case."""
+    assert terms(text) == terms(text.lower()) == terms(term) == [term]
+
+
+def test_short_and_double_s_words_are_not_taken_for_plurals() -> None:
+    """'dns', 'rss', 'css' and 'sms' keep their final s, which is part of the word."""
+    assert [stem(w) for w in ("dns", "rss", "css", "sms")] == ["dns", "rss", "css", "sms"]
+
+
+def test_compounds_meet_both_ways() -> None:
+    """Adjacent words are also a joined term, so 'mind map', 'mindmap', 'MindMap' and 'mind-map' meet."""
+    joined = set(terms("mindmap"))
+    assert joined <= set(terms("mind map"))
+    assert joined <= set(terms("MindMap"))
+    assert joined <= set(terms("mind-map"))
+    assert joined <= set(terms("create_mind_map"))
+    assert {"mind", "map"} <= set(terms("MindMap"))
+
+
+def test_compounds_stop_at_punctuation_and_stop_words() -> None:
+    """Words that a comma, full stop or stop word separates do not form a compound."""
+    assert terms("mind, map") == ["mind", "map"]
+    assert terms("mind. Map") == ["mind", "map"]
+    assert terms("map of mind") == ["map", "mind"]
+    assert terms("mind map", compounds=False) == ["mind", "map"]
+
+
+def test_stop_words_contractions_and_single_letters_are_not_terms() -> None:
+    """Function words, "'s"/"'m"/"n't" endings and one-letter fragments carry no meaning."""
+    assert terms("Searching the files") == ["search", "file"]
+    assert terms("I'm sure the company's website can't load") == terms("sure, company website, load")
+    assert terms("a b c x") == []
+
+
+def test_cjk_text_becomes_bigrams() -> None:
+    """Chinese without spaces still yields matchable terms."""
+    assert terms("搜索关键词") == ["搜索", "索关", "关键", "键词"]
+    assert "bing" in terms("必应bing搜索")
