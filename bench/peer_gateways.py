@@ -124,19 +124,28 @@ def result_text(result: types.CallToolResult, kind_from_text: bool = False) -> s
     return text
 
 
+def proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state, ppid, ...), None if gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, ValueError):
+        return None
+
+
 def child_pids(parent: int) -> set[int]:
     """Pids whose parent is ``parent`` (from /proc)."""
     found = set()
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+        fields = proc_stat(int(entry.name)) if entry.name.isdigit() else None
+        if fields is not None and int(fields[1]) == parent:
             found.add(int(entry.name))
     return found
+
+
+def _started_at(pid: int) -> str | None:
+    """The start time of ``pid`` in clock ticks: tells a process from a later one with its pid."""
+    fields = proc_stat(pid)
+    return fields[19] if fields else None
 
 
 async def _retrying(attempt: Callable[[], Any], errors: tuple[type[BaseException], ...]) -> Any:
@@ -479,16 +488,15 @@ async def _launch_hub(
     argv = ["node", "--require", str(workdir / "loopback.cjs"), str(cli), "--port", str(port)]
     argv += ["--config", str(workdir / "hub.json")]
     with open(workdir / "hub.log", "wb") as log:  # noqa: ASYNC230  (a new local temp file)
-        # Its own process group, so that the servers it spawned go too if it has to be killed.
-        process = await anyio.open_process(
-            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True
-        )
+        # Not in a session of its own: with autogroup scheduling a new session would share one CPU
+        # slot among the hub and all its servers, which no user's hub does when run from a shell.
+        process = await anyio.open_process(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
         try:
             async with hosting() as host:
                 yield HubGateway(label, port, process.pid, host)
         finally:
             with anyio.CancelScope(shield=True):
-                await stop_group(process)
+                await stop_tree(process)
 
 
 def launch_hub_rest(cli: Path) -> Launcher:
@@ -499,13 +507,18 @@ def launch_hub_mcp(cli: Path) -> Launcher:
     return lambda specs, workdir: _launch_hub("mcp-hub /mcp", cli, specs, workdir)
 
 
-async def stop_group(process: Process, grace: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL to the whole process group if it is still there after ``grace``."""
+async def stop_tree(process: Process, grace: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL to the process and to the children it had if they outlive ``grace``."""
+    children = {pid: _started_at(pid) for pid in child_pids(process.pid)}
     if process.returncode is None:
         process.send_signal(signal.SIGTERM)
         with anyio.move_on_after(grace):
             await process.wait()
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    with anyio.move_on_after(5):
-        await process.wait()
+    if process.returncode is None:
+        process.kill()
+        with anyio.move_on_after(5):
+            await process.wait()
+    for pid, started in children.items():
+        if _started_at(pid) == started:  # still the same process, not a new one with its pid
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

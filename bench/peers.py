@@ -50,6 +50,7 @@ from peer_gateways import (
     launch_hub_mcp,
     launch_hub_rest,
     launch_mcpd,
+    proc_stat,
 )
 
 from mcpd.daemon.logging import configure_logging
@@ -120,6 +121,8 @@ class Column:
     label: str
     cold_s: float | None = None
     hung_s: float | None = None
+    session_open_ms: float | None = None
+    """Median time to connect one more client (for mcpd bridge: spawn a bridge, initialize)."""
     latency: Latency | None = None
     load: Load | None = None
     outage: Outage | None = None
@@ -133,11 +136,9 @@ def cpu_seconds(pids: Sequence[int]) -> float:
     """utime + stime of ``pids`` themselves (their children not included)."""
     total = 0
     for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
+        fields = proc_stat(pid)
+        if fields is not None:
+            total += int(fields[11]) + int(fields[12])
     return total / os.sysconf("SC_CLK_TCK")
 
 
@@ -157,6 +158,10 @@ def total_rss(pids: Sequence[int]) -> float | None:
 
 def mean_rss(pids: Sequence[int]) -> float | None:
     return statistics.mean(rss_mib(pid) for pid in pids) if pids else None
+
+
+def peak(previous: float | None, current: float | None) -> float | None:
+    return current if previous is None or current is None else max(previous, current)
 
 
 def core_pids(gateway: Gateway) -> list[int]:
@@ -199,6 +204,16 @@ async def wait_usable(gateway: Gateway, servers: list[str], started: float, dead
     return None
 
 
+async def open_sessions(gateway: Gateway) -> tuple[list[Session], float]:
+    """SESSIONS new sessions, one after the other, and the median time each took to open."""
+    sessions, times = [], []
+    for _ in range(SESSIONS):
+        start = time.perf_counter()
+        sessions.append(await gateway.open_session())
+        times.append(time.perf_counter() - start)
+    return sessions, statistics.median(times) * 1000
+
+
 async def measure_latency(session: Session, calls: int) -> Latency:
     for _ in range(min(20, calls)):
         await echo(session, VICTIM)
@@ -234,8 +249,7 @@ async def measure_load(gateway: Gateway, sessions: list[Session], seconds: float
         nonlocal loaded, host_loaded
         while time.perf_counter() < end:
             await anyio.sleep(0.2)
-            loaded = max(loaded or 0.0, total_rss(core) or 0.0) if core else None
-            host_loaded = max(host_loaded or 0.0, mean_rss(hosts) or 0.0) if hosts else None
+            loaded, host_loaded = peak(loaded, total_rss(core)), peak(host_loaded, mean_rss(hosts))
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(sample)
@@ -304,24 +318,22 @@ async def measure_outage(sessions: list[Session], limit: float) -> Outage:
     )
 
 
-async def measure_running(label: str, launcher: Launcher, settings: Settings, workdir: Path) -> Column:
-    """Cold start, then latency, load and a kill -9 on the same gateway instance."""
-    column = Column(label)
+async def measure_running(column: Column, launcher: Launcher, settings: Settings, workdir: Path) -> None:
+    """Cold start, then load, latency and a kill -9 on the same gateway instance."""
     started = time.perf_counter()
     async with launcher(HEALTHY, workdir) as gateway:
         column.cold_s = await wait_usable(gateway, [s.name for s in HEALTHY], started, settings.deadline)
         if column.cold_s is None:
             column.notes.append(f"not usable within {settings.deadline:g}s")
-            return column
-        sessions = [await gateway.open_session() for _ in range(SESSIONS)]
+            return
+        sessions, column.session_open_ms = await open_sessions(gateway)
         await anyio.sleep(1.0)  # let start-up garbage settle before the idle RSS
-        column.latency = await measure_latency(sessions[0], settings.calls)
         column.load = await measure_load(gateway, sessions, settings.seconds)
-        if label == DIRECT:
+        column.latency = await measure_latency(sessions[0], settings.calls)
+        if column.label == DIRECT:
             column.notes.append("kill -9: nothing restarts a server for a direct client")
         else:
             column.outage = await measure_outage(sessions, settings.outage)
-    return column
 
 
 async def measure_hung(launcher: Launcher, settings: Settings, workdir: Path) -> float | None:
@@ -333,11 +345,12 @@ async def measure_hung(launcher: Launcher, settings: Settings, workdir: Path) ->
 
 async def measure(label: str, launcher: Launcher, settings: Settings, workroot: Path) -> Column:
     workdir = Path(tempfile.mkdtemp(prefix="gw-", dir=workroot))
+    column = Column(label)
     try:
-        column = await measure_running(label, launcher, settings, workdir)
+        await measure_running(column, launcher, settings, workdir)
         column.hung_s = await measure_hung(launcher, settings, workdir)
-    except CallFailed as exc:
-        column = Column(label, notes=[f"stopped by a failed call: {exc}"])
+    except Exception as exc:  # one gateway's failure must not cost the other columns
+        column.notes.append(f"stopped by {type(exc).__name__}: {exc}")
     if column.hung_s is None and column.cold_s is not None:
         column.notes.append(f"2 of 10 hung: the 8 healthy not usable within {settings.deadline:g}s")
     return column
@@ -354,6 +367,10 @@ def cold(column: Column | None) -> float | None:
 
 def hung(column: Column | None) -> float | None:
     return column.hung_s if column else None
+
+
+def session_open(column: Column | None) -> float | None:
+    return column.session_open_ms if column else None
 
 
 def p50(column: Column | None) -> float | None:
@@ -419,6 +436,8 @@ def table(columns: list[Column]) -> list[str]:
         ["", *(c.label for c in columns)],
         ratio_row("cold start: 10 usable (s)", cold, missing="never"),
         ratio_row("2 of 10 hung: 8 usable (s)", hung, missing="never"),
+        # No ratio: a direct client's sessions are the servers' own, opened at the start.
+        ["open one more session (ms)", *(fixed(session_open(c), 1) for c in columns)],
         ratio_row("echo p50 (ms)", p50),
         ratio_row("echo p99 (ms)", p99),
         ratio_row(f"calls/s, {SESSIONS} sessions", rate, digits=0),
@@ -575,8 +594,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer iterations, for a ~1-2 minute run")
     parser.add_argument("--skip-hub", action="store_true", help="leave mcp-hub out (no npm)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--deadline", type=float, help="seconds a start may take (default 30 quick, 60)")
     options = parser.parse_args()
     settings = QUICK if options.quick else FULL
+    if options.deadline:
+        settings = dataclasses.replace(settings, deadline=options.deadline)
     configure_logging("warning")
     load_before = os.getloadavg()
     workroot = Path(tempfile.mkdtemp(prefix="mcpd-peers-", dir="/tmp"))
