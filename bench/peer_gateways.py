@@ -471,11 +471,25 @@ class HubGateway:
         return session
 
 
+def _hub_server(spec: ServerSpec) -> dict[str, Any]:
+    """The hub's config entry for ``spec``, its server in a session of its own.
+
+    mcpd and the SDK start every server with setsid; the hub does not. With autogroup scheduling
+    (Linux's default) the hub's 10 servers would then share one CPU slot on a busy machine where the
+    others get ten, so here ``setsid`` (which execs in place: same pid, same pipes) evens that out.
+    """
+    command = [*spec.command]
+    setsid = shutil.which("setsid")
+    if setsid is not None:
+        command.insert(0, setsid)
+    return {"command": command[0], "args": command[1:]}
+
+
 @contextlib.asynccontextmanager
 async def _launch_hub(
     label: str, cli: Path, specs: list[ServerSpec], workdir: Path
 ) -> AsyncIterator[Gateway]:
-    servers = {spec.name: {"command": spec.command[0], "args": list(spec.command[1:])} for spec in specs}
+    servers = {spec.name: _hub_server(spec) for spec in specs}
     (workdir / "hub.json").write_text(json.dumps({"mcpServers": servers}))
     (workdir / "loopback.cjs").write_text(_LOOPBACK_PRELOAD)
     home = workdir / "home"  # its logs, workspace cache and config lookups stay in the temp dir
@@ -488,8 +502,7 @@ async def _launch_hub(
     argv = ["node", "--require", str(workdir / "loopback.cjs"), str(cli), "--port", str(port)]
     argv += ["--config", str(workdir / "hub.json")]
     with open(workdir / "hub.log", "wb") as log:  # noqa: ASYNC230  (a new local temp file)
-        # Not in a session of its own: with autogroup scheduling a new session would share one CPU
-        # slot among the hub and all its servers, which no user's hub does when run from a shell.
+        # In this process's session, as `mcpd serve` is: stop_tree() finds what it leaves behind.
         process = await anyio.open_process(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
         try:
             async with hosting() as host:

@@ -79,7 +79,8 @@ class Settings:
 
 
 QUICK = Settings(calls=200, seconds=3.0, deadline=30.0, outage=15.0)
-FULL = Settings(calls=1000, seconds=10.0, deadline=60.0, outage=30.0)
+# 90 s: long enough for mcp-hub to give up on a hung server (its SDK times initialize out at 60 s).
+FULL = Settings(calls=1000, seconds=10.0, deadline=90.0, outage=30.0)
 
 
 @dataclass(frozen=True)
@@ -594,7 +595,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer iterations, for a ~1-2 minute run")
     parser.add_argument("--skip-hub", action="store_true", help="leave mcp-hub out (no npm)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    parser.add_argument("--deadline", type=float, help="seconds a start may take (default 30 quick, 60)")
+    parser.add_argument("--deadline", type=float, help="seconds a start may take (default 30 quick, 90)")
     options = parser.parse_args()
     settings = QUICK if options.quick else FULL
     if options.deadline:
