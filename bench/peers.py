@@ -1,0 +1,629 @@
+"""Peers benchmark: mcpd next to mcp-hub and the MCP SDK talking straight to each server.
+
+Run ``python bench/peers.py`` (``--quick`` for a 1-2 minute run, ``--skip-hub`` without
+npm, ``--json`` for machine output). In one run, on the same fixture servers
+(``python -m mcpd.testing.fixture``), each gateway of ``bench/peer_gateways.py`` gets:
+
+- cold start: seconds from launch until an ``echo`` succeeded on all 10 servers;
+- start with 2 of 10 hung (``--hang-initialize``): until the 8 healthy ones answer;
+- ``echo`` p50/p99 with one session; calls/s with 8 sessions (session i calls server i);
+- gateway CPU per call over that load (utime+stime from /proc of the gateway's own
+  processes: the daemon plus its bridges for ``mcpd bridge``, node for mcp-hub);
+- gateway RSS idle and loaded, and per host (each host runs its own ``mcpd bridge``);
+- ``kill -9`` of a server under load (8 sessions calling it): time until a call made after
+  the kill succeeds, and the failed calls split into those issued after the kill (the
+  server never received them) and those issued before (in flight at the death, or queued).
+
+mcp-hub 4.2.1 is installed by ``npm install --prefix`` into a temporary directory. Prints
+one table with ratios to the direct SDK, then the targets of issue 17 with the figures
+they compare (some against mcp-hub). Asserts nothing: compare ratios, not absolute times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+from peer_gateways import (
+    MCPD_HTTP,
+    CallFailed,
+    Gateway,
+    Launcher,
+    ServerSpec,
+    Session,
+    install_hub,
+    launch_bridge,
+    launch_direct,
+    launch_hub_mcp,
+    launch_hub_rest,
+    launch_mcpd,
+    proc_stat,
+)
+
+from mcpd.daemon.logging import configure_logging
+
+SESSIONS = 8
+PROBE_INTERVAL = 0.02
+"""Seconds between ``echo`` attempts while a gateway starts (the same for every gateway)."""
+RETRY_PAUSE = 0.05
+"""Seconds a load worker waits after a failed call, so that a failing gateway is not spun on."""
+HEALTHY = [ServerSpec(f"s{i}") for i in range(10)]
+WITH_HUNG = [*HEALTHY[:8], *(ServerSpec(f"h{i}", ("--hang-initialize",)) for i in range(2))]
+VICTIM = "s0"
+DIRECT = "direct SDK"
+
+
+@dataclass(frozen=True)
+class Settings:
+    calls: int
+    """Sequential calls of the latency measurement."""
+    seconds: float
+    """Length of the 8-session load."""
+    deadline: float
+    """Longest wait for a start; past it the gateway counts as never usable."""
+    outage: float
+    """Longest wait for a killed server to be usable again."""
+
+
+QUICK = Settings(calls=200, seconds=3.0, deadline=30.0, outage=15.0)
+# 90 s: long enough for mcp-hub to give up on a hung server (its SDK times initialize out at 60 s).
+FULL = Settings(calls=1000, seconds=10.0, deadline=90.0, outage=30.0)
+
+
+@dataclass(frozen=True)
+class Latency:
+    p50_ms: float
+    p99_ms: float
+
+
+@dataclass(frozen=True)
+class Load:
+    calls_per_s: float
+    failed: int
+    cpu_us_per_call: float | None
+    """CPU of the gateway's own processes per successful call; None without a gateway."""
+    rss_idle_mib: float | None
+    rss_loaded_mib: float | None
+    host_rss_idle_mib: float | None
+    """Mean RSS of one per-host process (``mcpd bridge``), None when hosts start none."""
+    host_rss_loaded_mib: float | None
+
+
+@dataclass(frozen=True)
+class Outage:
+    usable_after_s: float | None
+    """Seconds from the kill until a call made after it succeeded; None: not within the limit."""
+    failed_unseen: int
+    """Failed calls issued after the kill: the dead server never received them."""
+    failed_in_flight: int
+    """Failed calls issued before the kill (in flight at the death, or still queued)."""
+    unanswered: int
+    """Calls still waiting when the measurement ended."""
+    errors: dict[str, int]
+
+
+@dataclass
+class Column:
+    """Every figure of one gateway; None where it does not apply or was not reached."""
+
+    label: str
+    cold_s: float | None = None
+    hung_s: float | None = None
+    session_open_ms: float | None = None
+    """Median time to connect one more client (for mcpd bridge: spawn a bridge, initialize)."""
+    latency: Latency | None = None
+    load: Load | None = None
+    outage: Outage | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+# -- /proc readings ------------------------------------------------------------------------------
+
+
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """utime + stime of ``pids`` themselves (their children not included)."""
+    total = 0
+    for pid in pids:
+        fields = proc_stat(pid)
+        if fields is not None:
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def total_rss(pids: Sequence[int]) -> float | None:
+    return sum(rss_mib(pid) for pid in pids) if pids else None
+
+
+def mean_rss(pids: Sequence[int]) -> float | None:
+    return statistics.mean(rss_mib(pid) for pid in pids) if pids else None
+
+
+def peak(previous: float | None, current: float | None) -> float | None:
+    return current if previous is None or current is None else max(previous, current)
+
+
+def core_pids(gateway: Gateway) -> list[int]:
+    """The gateway's shared processes: its own minus the per-host ones."""
+    hosts = set(gateway.host_pids())
+    return [pid for pid in gateway.gateway_pids() if pid not in hosts]
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# -- measurements --------------------------------------------------------------------------------
+
+
+async def echo(session: Session, server: str) -> None:
+    await session.call(server, "echo", {"text": "ping"})
+
+
+async def until_echo(session: Session, server: str) -> None:
+    """Call ``echo`` on ``server`` until it succeeds (the caller bounds the time)."""
+    while True:
+        try:
+            await echo(session, server)
+        except CallFailed:
+            await anyio.sleep(PROBE_INTERVAL)
+        else:
+            return
+
+
+async def wait_usable(gateway: Gateway, servers: list[str], started: float, deadline: float) -> float | None:
+    """Seconds from ``started`` until every server answered through ``gateway``; None past the deadline."""
+    with anyio.move_on_after(deadline - (time.perf_counter() - started)):
+        session = await gateway.open_session()
+        async with anyio.create_task_group() as tg:
+            for server in servers:
+                tg.start_soon(until_echo, session, server)
+        return time.perf_counter() - started
+    return None
+
+
+async def open_sessions(gateway: Gateway) -> tuple[list[Session], float]:
+    """SESSIONS new sessions, one after the other, and the median time each took to open."""
+    sessions, times = [], []
+    for _ in range(SESSIONS):
+        start = time.perf_counter()
+        sessions.append(await gateway.open_session())
+        times.append(time.perf_counter() - start)
+    return sessions, statistics.median(times) * 1000
+
+
+async def measure_latency(session: Session, calls: int) -> Latency:
+    for _ in range(min(20, calls)):
+        await echo(session, VICTIM)
+    samples = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        await echo(session, VICTIM)
+        samples.append(time.perf_counter() - start)
+    return Latency(percentile(samples, 0.5) * 1000, percentile(samples, 0.99) * 1000)
+
+
+async def measure_load(gateway: Gateway, sessions: list[Session], seconds: float) -> Load:
+    """Session i calls server i for ``seconds``; CPU and RSS of the gateway meanwhile."""
+    core, hosts = core_pids(gateway), gateway.host_pids()
+    idle, host_idle = total_rss(core), mean_rss(hosts)
+    loaded, host_loaded = idle, host_idle
+    done = failed = 0
+    cpu_before = cpu_seconds(gateway.gateway_pids())
+    started = time.perf_counter()
+    end = started + seconds
+
+    async def worker(session: Session, server: str) -> None:
+        nonlocal done, failed
+        while time.perf_counter() < end:
+            try:
+                await echo(session, server)
+                done += 1
+            except CallFailed:
+                failed += 1
+                await anyio.sleep(RETRY_PAUSE)
+
+    async def sample() -> None:
+        nonlocal loaded, host_loaded
+        while time.perf_counter() < end:
+            await anyio.sleep(0.2)
+            loaded, host_loaded = peak(loaded, total_rss(core)), peak(host_loaded, mean_rss(hosts))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sample)
+        for index, session in enumerate(sessions):
+            tg.start_soon(worker, session, HEALTHY[index % len(HEALTHY)].name)
+    elapsed = time.perf_counter() - started
+    cpu = cpu_seconds(gateway.gateway_pids()) - cpu_before
+    per_call = cpu / done * 1e6 if gateway.gateway_pids() and done else None
+    return Load(done / elapsed, failed, per_call, idle, loaded, host_idle, host_loaded)
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    issued: float
+    finished: float
+    error: str | None
+
+
+async def measure_outage(sessions: list[Session], limit: float) -> Outage:
+    """Every session calls VICTIM in a loop; kill -9 it; watch until a later call succeeds."""
+    pid = int(await sessions[0].call(VICTIM, "pid", {}))
+    records: list[CallRecord] = []
+    pending = 0
+    killed_at = float("inf")
+    recovered: list[float] = []
+    stop = time.perf_counter() + limit + 1.0
+
+    async def worker(session: Session) -> None:
+        nonlocal pending
+        while time.perf_counter() < stop:
+            issued, error = time.perf_counter(), None
+            pending += 1
+            try:
+                await echo(session, VICTIM)
+            except CallFailed as exc:
+                error = exc.kind
+            pending -= 1
+            records.append(CallRecord(issued, time.perf_counter(), error))
+            if error is None and issued > killed_at and not recovered:
+                recovered.append(records[-1].finished - killed_at)
+            if error is not None:
+                await anyio.sleep(RETRY_PAUSE)
+
+    async def kill_then_watch() -> None:
+        nonlocal killed_at, stop
+        await anyio.sleep(0.5)  # the load runs before the kill
+        killed_at = time.perf_counter()
+        os.kill(pid, signal.SIGKILL)
+        stop = killed_at + limit
+        while not recovered and time.perf_counter() < stop:
+            await anyio.sleep(0.02)
+        stop = min(stop, time.perf_counter() + 0.5)  # a little load after the recovery
+
+    with anyio.move_on_after(limit + 3.0):  # a call that never returns must not hold the run
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(kill_then_watch)
+            for session in sessions:
+                tg.start_soon(worker, session)
+    failed = [r for r in records if r.error is not None]
+    return Outage(
+        usable_after_s=recovered[0] if recovered else None,
+        failed_unseen=sum(1 for r in failed if r.issued >= killed_at),
+        failed_in_flight=sum(1 for r in failed if r.issued < killed_at),
+        unanswered=pending,
+        errors=dict(collections.Counter(r.error for r in failed if r.error is not None).most_common()),
+    )
+
+
+async def measure_running(column: Column, launcher: Launcher, settings: Settings, workdir: Path) -> None:
+    """Cold start, then load, latency and a kill -9 on the same gateway instance."""
+    started = time.perf_counter()
+    async with launcher(HEALTHY, workdir) as gateway:
+        column.cold_s = await wait_usable(gateway, [s.name for s in HEALTHY], started, settings.deadline)
+        if column.cold_s is None:
+            column.notes.append(f"not usable within {settings.deadline:g}s")
+            return
+        sessions, column.session_open_ms = await open_sessions(gateway)
+        await anyio.sleep(1.0)  # let start-up garbage settle before the idle RSS
+        column.load = await measure_load(gateway, sessions, settings.seconds)
+        column.latency = await measure_latency(sessions[0], settings.calls)
+        if column.label == DIRECT:
+            column.notes.append("kill -9: nothing restarts a server for a direct client")
+        else:
+            column.outage = await measure_outage(sessions, settings.outage)
+
+
+async def measure_hung(launcher: Launcher, settings: Settings, workdir: Path) -> float | None:
+    started = time.perf_counter()
+    async with launcher(WITH_HUNG, workdir) as gateway:
+        healthy = [s.name for s in WITH_HUNG if not s.flags]
+        return await wait_usable(gateway, healthy, started, settings.deadline)
+
+
+async def measure(label: str, launcher: Launcher, settings: Settings, workroot: Path) -> Column:
+    workdir = Path(tempfile.mkdtemp(prefix="gw-", dir=workroot))
+    column = Column(label)
+    try:
+        await measure_running(column, launcher, settings, workdir)
+        column.hung_s = await measure_hung(launcher, settings, workdir)
+    except Exception as exc:  # one gateway's failure must not cost the other columns
+        column.notes.append(f"stopped by {type(exc).__name__}: {exc}")
+    if column.hung_s is None and column.cold_s is not None:
+        column.notes.append(f"2 of 10 hung: the 8 healthy not usable within {settings.deadline:g}s")
+    return column
+
+
+# -- report --------------------------------------------------------------------------------------
+
+Getter = Callable[[Column | None], float | None]
+
+
+def cold(column: Column | None) -> float | None:
+    return column.cold_s if column else None
+
+
+def hung(column: Column | None) -> float | None:
+    return column.hung_s if column else None
+
+
+def session_open(column: Column | None) -> float | None:
+    return column.session_open_ms if column else None
+
+
+def p50(column: Column | None) -> float | None:
+    return column.latency.p50_ms if column and column.latency else None
+
+
+def p99(column: Column | None) -> float | None:
+    return column.latency.p99_ms if column and column.latency else None
+
+
+def rate(column: Column | None) -> float | None:
+    return column.load.calls_per_s if column and column.load else None
+
+
+def cpu(column: Column | None) -> float | None:
+    return column.load.cpu_us_per_call if column and column.load else None
+
+
+def host_rss(column: Column | None) -> float | None:
+    return column.load.host_rss_loaded_mib if column and column.load else None
+
+
+def unseen(column: Column | None) -> float | None:
+    return column.outage.failed_unseen if column and column.outage else None
+
+
+def fixed(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def with_ratio(value: float | None, base: float | None, digits: int, missing: str) -> str:
+    if value is None:
+        return missing
+    return f"{value:,.{digits}f} ({value / base:.2f}x)" if base else f"{value:,.{digits}f}"
+
+
+def pair(first: float | None, second: float | None, sign: str = "") -> str:
+    return "-" if first is None or second is None else f"{sign}{first:.0f} / {sign}{second:.0f}"
+
+
+def outage_cells(column: Column) -> tuple[str, str, str]:
+    """Recovery time, failed counts (unseen / in flight) and what the failed calls got."""
+    outage = column.outage
+    if outage is None:
+        return "-", "-", ""
+    after = "never" if outage.usable_after_s is None else f"{outage.usable_after_s:.2f}"
+    counts = f"{outage.failed_unseen} / {outage.failed_in_flight}"
+    if outage.unanswered:
+        counts += f" +{outage.unanswered} unanswered"
+    errors = ", ".join(f"{kind} x{n}" for kind, n in outage.errors.items()) or "no call failed"
+    return after, counts, errors
+
+
+def table(columns: list[Column]) -> list[str]:
+    direct = next((c for c in columns if c.label == DIRECT), None)
+
+    def ratio_row(name: str, get: Getter, digits: int = 2, missing: str = "-") -> list[str]:
+        return [name, *(with_ratio(get(c), get(direct), digits, missing) for c in columns)]
+
+    loads = [c.load for c in columns]
+    outages = [outage_cells(c) for c in columns]
+    rows = [
+        ["", *(c.label for c in columns)],
+        ratio_row("cold start: 10 usable (s)", cold, missing="never"),
+        ratio_row("2 of 10 hung: 8 usable (s)", hung, missing="never"),
+        # No ratio: a direct client's sessions are the servers' own, opened at the start.
+        ["open one more session (ms)", *(fixed(session_open(c), 1) for c in columns)],
+        ratio_row("echo p50 (ms)", p50),
+        ratio_row("echo p99 (ms)", p99),
+        ratio_row(f"calls/s, {SESSIONS} sessions", rate, digits=0),
+        ["gateway CPU per call (us)", *(fixed(cpu(c), 0) for c in columns)],
+        [
+            "gateway RSS idle / loaded (MiB)",
+            *(pair(x.rss_idle_mib, x.rss_loaded_mib) if x else "-" for x in loads),
+        ],
+        [
+            "RSS per host idle / loaded (MiB)",
+            *(pair(x.host_rss_idle_mib, x.host_rss_loaded_mib, "+") if x else "-" for x in loads),
+        ],
+        ["kill -9: usable again after (s)", *(o[0] for o in outages)],
+        ["kill -9: failed unseen / in flight", *(o[1] for o in outages)],
+    ]
+    width = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(width[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    lines.append("kill -9, what the failed calls got:")
+    lines += [f"  {c.label}: {o[2]}" for c, o in zip(columns, outages, strict=True) if c.outage]
+    lines += [f"note, {c.label}: {note}" for c in columns for note in c.notes]
+    return lines
+
+
+@dataclass(frozen=True)
+class Target:
+    what: str
+    value: float | None
+    limit: float | None
+    unit: str = ""
+
+    @property
+    def met(self) -> bool | None:
+        return None if self.value is None or self.limit is None else self.value <= self.limit
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def plus(base: float | None, extra: float) -> float | None:
+    return None if base is None else base + extra
+
+
+def targets(columns: list[Column]) -> list[Target]:
+    """Issue 17's "Figures to reach", each as value <= limit (ratios inverted where higher is better)."""
+    by = {c.label: c for c in columns}
+    direct, socket, bridge = by.get(DIRECT), by.get("mcpd socket"), by.get("mcpd bridge")
+    hub_rest, hub_mcp = by.get("mcp-hub REST"), by.get("mcp-hub /mcp")
+    found = [
+        Target("bridge RSS per host, loaded", host_rss(bridge), 15.0, " MiB"),
+        Target("bridge CPU per call / mcp-hub /mcp", ratio(cpu(bridge), cpu(hub_mcp)), 0.5, "x"),
+        Target("bridge p50", p50(bridge), plus(p50(direct), 0.5), " ms = direct + 0.5"),
+        Target("direct calls/s / bridge calls/s", ratio(rate(direct), rate(bridge)), 1 / 0.9, "x"),
+        Target("socket daemon CPU per call", cpu(socket), 150.0, " us"),
+        Target("socket CPU per call / mcp-hub REST", ratio(cpu(socket), cpu(hub_rest)), 0.2, "x"),
+        Target("socket p50", p50(socket), plus(p50(direct), 0.1), " ms = direct + 0.1"),
+        Target("direct calls/s / socket calls/s", ratio(rate(direct), rate(socket)), 1 / 0.9, "x"),
+    ]
+    for column in (socket, bridge):
+        label = column.label if column else "?"
+        found += [
+            Target(f"{label}: 2 of 10 hung / direct", ratio(hung(column), hung(direct)), 1.1, "x"),
+            Target(f"{label}: cold 10 / direct", ratio(cold(column), cold(direct)), 1.1, "x"),
+            Target(f"{label}: kill -9, failed calls never received", unseen(column), 0),
+        ]
+    return found
+
+
+def target_lines(found: list[Target]) -> list[str]:
+    lines = ["targets (issue 17, figures to reach)"]
+    for target in found:
+        verdict = {True: "met", False: "MISSED", None: "not measured"}[target.met]
+        limit = f"{fixed(target.limit)}{target.unit}"
+        lines.append(f"  {target.what}: {fixed(target.value)} (target <= {limit})  {verdict}")
+    return lines
+
+
+# -- the run -------------------------------------------------------------------------------------
+
+
+def plan(hub_cli: Path | None) -> list[tuple[str, Launcher]]:
+    gateways: list[tuple[str, Launcher]] = [
+        (DIRECT, launch_direct),
+        ("mcpd socket", launch_mcpd),
+        ("mcpd bridge", launch_bridge),
+    ]
+    if MCPD_HTTP is not None:
+        gateways.append(("mcpd HTTP", MCPD_HTTP))
+    if hub_cli is not None:
+        gateways += [("mcp-hub REST", launch_hub_rest(hub_cli)), ("mcp-hub /mcp", launch_hub_mcp(hub_cli))]
+    return gateways
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+async def run(settings: Settings, skip_hub: bool, workroot: Path) -> tuple[list[Column], list[str]]:
+    """Measure every gateway; SIGTERM stops the run the way Ctrl-C does (everything started is stopped)."""
+    outcome: list[tuple[list[Column], list[str]]] = []
+
+    async def measure_all() -> None:
+        outcome.append(await measure_gateways(settings, skip_hub, workroot))
+        tg.cancel_scope.cancel()
+
+    async def stop_on_sigterm() -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+            async for _ in signals:
+                tg.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stop_on_sigterm)
+        tg.start_soon(measure_all)
+    if not outcome:
+        raise KeyboardInterrupt
+    return outcome[0]
+
+
+async def measure_gateways(
+    settings: Settings, skip_hub: bool, workroot: Path
+) -> tuple[list[Column], list[str]]:
+    notes = []
+    hub_cli = None
+    if skip_hub:
+        notes.append("mcp-hub: skipped (--skip-hub)")
+    else:
+        progress("installing mcp-hub with npm ...")
+        hub_cli = await install_hub(workroot / "npm")
+        if hub_cli is None:
+            notes.append("mcp-hub: not measured (no npm/node, or the install failed)")
+    if MCPD_HTTP is None:
+        notes.append("mcpd HTTP: no HTTP front end yet (slot: MCPD_HTTP in bench/peer_gateways.py)")
+    columns = []
+    for label, launcher in plan(hub_cli):
+        progress(f"measuring {label} ...")
+        columns.append(await measure(label, launcher, settings, workroot))
+    return columns, notes
+
+
+def header(settings: Settings, load_before: tuple[float, float, float]) -> list[str]:
+    load_after = os.getloadavg()
+    return [
+        f"peers: {len(HEALTHY)} fixture servers, {SESSIONS} sessions, {settings.calls} latency calls, "
+        f"{settings.seconds:g}s load, start deadline {settings.deadline:g}s",
+        f"machine: {os.cpu_count()} CPUs, load average {load_before[0]:.1f} before the run, "
+        f"{load_after[0]:.1f} after",
+        "(x) = ratio to the direct SDK; kill -9 failed counts: issued after the kill / before it",
+        "",
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer iterations, for a ~1-2 minute run")
+    parser.add_argument("--skip-hub", action="store_true", help="leave mcp-hub out (no npm)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--deadline", type=float, help="seconds a start may take (default 30 quick, 90)")
+    options = parser.parse_args()
+    settings = QUICK if options.quick else FULL
+    if options.deadline:
+        settings = dataclasses.replace(settings, deadline=options.deadline)
+    configure_logging("warning")
+    load_before = os.getloadavg()
+    workroot = Path(tempfile.mkdtemp(prefix="mcpd-peers-", dir="/tmp"))
+    try:
+        columns, notes = anyio.run(run, settings, options.skip_hub, workroot)
+    except KeyboardInterrupt:
+        progress("interrupted; everything started has been stopped")
+        return 130
+    finally:
+        shutil.rmtree(workroot, ignore_errors=True)
+    found = targets(columns)
+    if options.json:
+        document = {
+            "settings": dataclasses.asdict(settings),
+            "load_average": [load_before[0], os.getloadavg()[0]],
+            "columns": [dataclasses.asdict(c) for c in columns],
+            "targets": [{**dataclasses.asdict(t), "met": t.met} for t in found],
+            "notes": notes,
+        }
+        print(json.dumps(document, indent=2))
+        return 0
+    print("\n".join([*header(settings, load_before), *table(columns), *notes, "", *target_lines(found)]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
