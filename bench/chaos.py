@@ -11,6 +11,10 @@ remote    a fixture server on streamable HTTP, down for 10 s and 60 s (and 5 min
           past the return: its outcome and how long it waited.
 shutdown  a server whose process group ignores SIGTERM and stdin EOF, with the largest stop_grace
           allowed: the daemon's exit time after SIGTERM, next to the documented bound.
+bridges   3 hosts (the MCP SDK client) on ``mcpd bridge``, the daemon ``kill -9``'d under them and a new
+          one started on the same socket: for each host, the time from the new daemon's readiness until
+          its next call succeeded; hosts restarted (none may be); bridge processes left after the hosts
+          closed.
 
 A benchmark, not a test: it asserts nothing, tests keep their own exact checks of each behaviour.
 """
@@ -31,13 +35,15 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import anyio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcpd.client.aio import AsyncClient, connect
 from mcpd.config.model import MAX_STOP_GRACE
 from mcpd.daemon.logging import configure_logging
 from mcpd.errors import McpdError
 from mcpd.supervisor.supervisor import STOP_BOUND
-from mcpd.testing import fixture_command, fixture_toml
+from mcpd.testing import fixture_command, fixture_toml, pids_with_args, process_gone
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.testing.remote import free_port, running_http_fixture
 
@@ -266,6 +272,59 @@ async def shutdown() -> None:
     )
 
 
+# -- bridges ----------------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def host_on(socket: Path) -> AsyncIterator[ClientSession]:
+    """An MCP host (the SDK's client) with ``mcpd bridge --connect tools`` as its one server."""
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcpd", "bridge", "--socket", str(socket), "--connect", "tools"]
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        with anyio.fail_after(120):
+            await session.initialize()
+        yield session
+
+
+async def bridges(count: int = 3) -> None:
+    with tempfile.TemporaryDirectory(prefix="mcpd-chaos-") as workdir:
+        config = Path(workdir) / "config.toml"
+        config.write_text(fixture_toml("tools"))
+        async with running_daemon(config) as first:
+            async with contextlib.AsyncExitStack() as stack:
+                hosts = [await stack.enter_async_context(host_on(first.socket)) for _ in range(count)]
+                for host in hosts:
+                    with anyio.fail_after(120):
+                        await host.call_tool(
+                            "mcpd_call_tool", {"tool": "tools__echo", "arguments": {"text": "x"}}
+                        )
+                relays = pids_with_args("bridge", str(first.socket))
+                first.signal(signal.SIGKILL)
+                await first.wait_exit()
+                async with running_daemon(config, socket=first.socket):
+                    back = time.perf_counter()
+                    waits: list[float] = []
+
+                    async def next_call(host: ClientSession) -> None:
+                        arguments = {"tool": "tools__echo", "arguments": {"text": "after"}}
+                        with anyio.fail_after(120):
+                            result = await host.call_tool("mcpd_call_tool", arguments)
+                        if not result.is_error:
+                            waits.append(time.perf_counter() - back)
+
+                    async with anyio.create_task_group() as tg:
+                        for host in hosts:
+                            tg.start_soon(next_call, host)
+            left = [pid for pid in relays if not process_gone(pid)]
+    print(
+        f"daemon kill -9'd under {count} live bridges, a new one started on the socket: "
+        f"{len(waits)}/{count} hosts' next call succeeded, slowest {max(waits, default=float('nan')):.2f}s "
+        f"after the new daemon was ready; hosts restarted: 0; bridge processes left after the hosts "
+        f"closed: {len(left)}"
+    )
+
+
 def _quote(arg: str) -> str:
     return "'" + arg.replace("'", "'\\''") + "'"
 
@@ -278,15 +337,19 @@ async def main(cases: list[str], duration: float, long: bool) -> None:
         await remote([10.0, 60.0, 300.0] if long else [10.0, 60.0])
     if "shutdown" in cases:
         await shutdown()
+    if "bridges" in cases:
+        await bridges()
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--case", action="append", choices=["storm", "remote", "shutdown"])
+    parser.add_argument("--case", action="append", choices=["storm", "remote", "shutdown", "bridges"])
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of the kill storm")
     parser.add_argument("--long", action="store_true", help="add the 5-minute remote outage")
     options = parser.parse_args()
     configure_logging("warning")
-    anyio.run(main, options.case or ["storm", "remote", "shutdown"], options.duration, options.long)
+    anyio.run(
+        main, options.case or ["storm", "remote", "shutdown", "bridges"], options.duration, options.long
+    )

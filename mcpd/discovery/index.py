@@ -191,7 +191,7 @@ class ToolIndex:
         """Tools ranked by relevance to ``query``: those matching a query term, or tied to one by usage.
 
         The text score is the tool's BM25F score. A non-empty ``prior`` scales it by the tool's
-        usage factor and adds its association with the query's words (see ``mcpd.usage.prior``).
+        usage factor and adds its association with the query's words (see ``mcpd.discovery.prior``).
         """
         # Each distinct query term counts once, as in standard BM25: a long task description
         # that repeats a word ("markdown ... /root/markdown/x.md") must not weigh it twice.

@@ -2,7 +2,7 @@
 
 A msgpack decoder takes whole buffers, so the length prefix is what lets a reader
 cut the byte stream into messages without parsing it. Pure byte handling, no I/O: the
-sync client uses it on a blocking socket, ``mcpd.ipc.reader`` on anyio streams.
+sync client uses it on a blocking socket, ``mcpd.ipc.stream`` on asyncio streams.
 """
 
 from __future__ import annotations
