@@ -68,6 +68,10 @@ class Call(Generic[T]):
     timeout: float = DEFAULT_TIMEOUT
     on_progress: ProgressHandler | None = None
     """Receives the progress notifications the daemon relays for this request."""
+    safe: bool = False
+    """Only reads: a client that reconnects may send it again when the connection dropped under it."""
+    restore: bool = False
+    """Part of the session (a subscription, a connected server): sent again after a reconnect."""
 
     def request(self, request_id: int) -> bytes:
         payload = encoder.encode(Request(request_id, self.method, msgspec.Raw(encoder.encode(self.params))))
@@ -80,12 +84,12 @@ def hello(client: str) -> Call[HelloResult]:
 
 def status() -> Call[StatusResult]:
     """Every configured server's state, by name."""
-    return Call("status", NoParams(), StatusResult)
+    return Call("status", NoParams(), StatusResult, safe=True)
 
 
 def show(name: str) -> Call[ServerDetail]:
     """One server's status, recent state changes and the last lines of its stderr."""
-    return Call("servers.show", ServerParams(name=name), ServerDetail)
+    return Call("servers.show", ServerParams(name=name), ServerDetail, safe=True)
 
 
 _ACTION_TIMEOUT = 120.0
@@ -113,7 +117,7 @@ def reload() -> Call[ReloadResult]:
 
 def all_tools(servers: list[str] | None = None) -> Call[ToolsListResult]:
     """Every tool of the live servers (or of ``servers``), by server then name."""
-    return Call("tools.list", ToolsListParams(servers=servers), ToolsListResult)
+    return Call("tools.list", ToolsListParams(servers=servers), ToolsListResult, safe=True)
 
 
 def search(
@@ -134,7 +138,7 @@ def search(
         explain=explain,
         include_reserved=include_reserved,
     )
-    return Call("tools.list", params, ToolsListResult)
+    return Call("tools.list", params, ToolsListResult, safe=True)
 
 
 def capability_request(capability: str, context: str | None = None) -> Call[ToolResult]:
@@ -144,7 +148,7 @@ def capability_request(capability: str, context: str | None = None) -> Call[Tool
 
 def report(since_s: float | None = None, top: int = 20) -> Call[ReportResult]:
     """Per-tool call statistics and the top missing capabilities (optionally of the last ``since_s``)."""
-    return Call("report", ReportParams(since_s=since_s, top=top), ReportResult)
+    return Call("report", ReportParams(since_s=since_s, top=top), ReportResult, safe=True)
 
 
 def select(query: str, threshold: float | None = None) -> Call[SelectResult]:
@@ -152,7 +156,7 @@ def select(query: str, threshold: float | None = None) -> Call[SelectResult]:
     params = (
         SelectParams(query=query) if threshold is None else SelectParams(query=query, threshold=threshold)
     )
-    return Call("servers.select", params, SelectResult)
+    return Call("servers.select", params, SelectResult, safe=True)
 
 
 def tools_call(
@@ -187,17 +191,17 @@ def tools_call(
 
 def session_connect(server: str) -> Call[ConnectResult]:
     """Activate ``server``'s tools for this connection's session."""
-    return Call("session.connect", ServerParams(name=server), ConnectResult)
+    return Call("session.connect", ServerParams(name=server), ConnectResult, restore=True)
 
 
 def session_tools() -> Call[SessionTools]:
     """The servers this session connected and their tools."""
-    return Call("session.tools", NoParams(), SessionTools)
+    return Call("session.tools", NoParams(), SessionTools, safe=True)
 
 
 def snippet() -> Call[SnippetResult]:
     """An ``<available_mcps>`` block describing the live servers, for a system prompt."""
-    return Call("prompt.snippet", NoParams(), SnippetResult)
+    return Call("prompt.snippet", NoParams(), SnippetResult, safe=True)
 
 
 def cancel(request_id: int) -> bytes:
@@ -212,11 +216,11 @@ def approve(server: str, tool: str | None = None) -> Call[ApproveResult]:
 
 def trust(server: str) -> Call[TrustResult]:
     """Held-back changes (with diffs) and verifier findings for ``server``."""
-    return Call("trust.show", ServerParams(name=server), TrustResult)
+    return Call("trust.show", ServerParams(name=server), TrustResult, safe=True)
 
 
 def subscribe() -> Call[Ok]:
-    return Call("subscribe", NoParams(), Ok)
+    return Call("subscribe", NoParams(), Ok, restore=True)
 
 
 _event_decoder: msgspec.msgpack.Decoder[Event] = msgspec.msgpack.Decoder(Event)

@@ -1,7 +1,13 @@
 """The async client (anyio on asyncio): many requests in flight on one connection, and pushed events.
 
 ``async with connect() as mcpd:`` opens the socket, says hello and runs a reader task
-that routes each response to its waiting request and each event to ``events()``.
+that routes each response to its waiting request and each event to ``subscribe()``'s stream.
+
+With ``connect(reconnect=True)`` the client outlives the daemon: when the connection drops it
+connects again (50 ms, doubling to 1 s, within each request's own deadline), says hello,
+restores its session (subscription, connected servers) and carries on. A request that only
+reads is sent again; one the daemon may have been running (a tool call) fails with
+``TransportError``: only the caller can know whether to run it again.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ import contextlib
 import itertools
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -39,10 +45,15 @@ R = TypeVar("R")
 class AsyncClient(Api):
     """A connected client; build it with ``connect()``."""
 
-    def __init__(self, stream: FrameStream, name: str) -> None:
+    def __init__(self, stream: FrameStream, name: str, *, path: Path, reconnect: bool = False) -> None:
         self.name = name
         self.hello_result: HelloResult | None = None
         self._stream = stream
+        self._path = path
+        self._reconnect = reconnect
+        self._reader: asyncio.Task[None] | None = None
+        self._reviving: asyncio.Task[None] | None = None
+        self._restore: list[_wire.Call[Any]] = []
         self._ids = itertools.count(1)
         self._waiters: dict[int, asyncio.Future[Response | None]] = {}
         self._progress: dict[int, ProgressHandler] = {}
@@ -52,8 +63,23 @@ class AsyncClient(Api):
 
     async def request(self, call: _wire.Call[T]) -> T:
         """Send ``call``, wait for its answer (other requests may be answered meanwhile)."""
-        if self._closed is not None:
-            raise self._closed
+        deadline = anyio.current_time() + call.timeout
+        while True:
+            if self._closed is not None:
+                if not self._reconnect:
+                    raise self._closed
+                await self._revive(deadline)
+            try:
+                result = await self._request_once(call)
+            except TransportError:
+                if not (self._reconnect and call.safe and self._closed is not None):
+                    raise
+                continue  # only reads: ask the next daemon
+            if call.restore and call not in self._restore:
+                self._restore.append(call)
+            return result
+
+    async def _request_once(self, call: _wire.Call[T]) -> T:
         request_id = next(self._ids)
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[Response | None] = loop.create_future()
@@ -79,7 +105,12 @@ class AsyncClient(Api):
             self._progress.pop(request_id, None)
         if response is None:
             if self._closed is not None:
-                raise self._closed
+                if call.safe or not self._reconnect:
+                    raise self._closed
+                raise TransportError(
+                    f"the daemon connection dropped during {call.method}; it may or may not have run",
+                    {"method": call.method},
+                )
             raise CallTimeout(f"no answer to {call.method} within {call.timeout:g}s")
         return _wire.result_of(response, call)
 
@@ -107,8 +138,64 @@ class AsyncClient(Api):
             self._closed = reason
             for waiter in self._waiters.values():
                 _settle(waiter, None)
-            if self._event_send is not None:
+            if self._event_send is not None and not self._reconnect:
                 self._event_send.close()
+
+    def _start(self, stream: FrameStream) -> None:
+        self._stream = stream
+        self._closed = None
+        # A plain task rather than a task group around the caller's block, so that errors from
+        # that block reach the caller as themselves, not wrapped in an ExceptionGroup.
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def _stop(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with anyio.CancelScope(shield=True):
+                await asyncio.gather(self._reader, return_exceptions=True)
+        self._stream.close()
+        if self._event_send is not None:
+            self._event_send.close()
+
+    async def _revive(self, deadline: float) -> None:
+        """Wait (within ``deadline``) for one reconnect shared by every request that needs it."""
+        if self._reviving is None:
+            task = asyncio.get_running_loop().create_task(self._reconnect_until(deadline))
+            task.add_done_callback(self._revived)
+            self._reviving = task
+        with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
+            await asyncio.shield(self._reviving)
+
+    def _revived(self, task: asyncio.Task[None]) -> None:
+        self._reviving = None
+        if not task.cancelled():
+            task.exception()  # seen by whoever awaited it; never "never retrieved"
+
+    async def _reconnect_until(self, deadline: float) -> None:
+        delay = _RETRY_FIRST
+        while True:
+            try:
+                with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
+                    stream = await FrameStream.connect(str(self._path))
+            except (OSError, TimeoutError):
+                if anyio.current_time() + delay >= deadline:
+                    raise self._closed or TransportError("the daemon connection dropped") from None
+                await anyio.sleep(delay)
+                delay = min(delay * 2, _RETRY_CAP)
+                continue
+            break
+        try:
+            check_server(stream.socket, self._path)  # the next daemon is checked like the first
+        except McpdError:
+            stream.close()
+            raise
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)  # it has seen the old stream end
+        self._stream.close()
+        self._start(stream)
+        self.hello_result = await self._request_once(_wire.hello(self.name))
+        for call in self._restore:
+            await self._request_once(call)
 
     def _deliver(self, response: Response) -> None:
         if response.id is None:  # the daemon could not tell which request failed: fail them all
@@ -136,33 +223,36 @@ class AsyncClient(Api):
         return self._event_receive
 
 
+_RETRY_FIRST = 0.05
+_RETRY_CAP = 1.0
+
+
 @contextlib.asynccontextmanager
 async def connect(
     socket_path: str | Path | None = None,
     *,
     name: str = "mcpd-client",
     timeout: float = _wire.DEFAULT_TIMEOUT,
+    reconnect: bool = False,
 ) -> AsyncIterator[AsyncClient]:
-    """Connect to the daemon and say hello; raises ``DaemonNotRunning`` when nothing listens."""
+    """Connect to the daemon and say hello; raises ``DaemonNotRunning`` when nothing listens.
+
+    ``reconnect``: outlive the daemon (see the module docstring).
+    """
     path = _wire.resolve_socket(socket_path)
     try:
         with anyio.fail_after(timeout):
             stream = await FrameStream.connect(str(path))
     except OSError as exc:
         raise _wire.not_running(path, exc) from None
-    client = AsyncClient(stream, name)
-    # A plain task rather than a task group around the caller's block, so that errors from
-    # that block reach the caller as themselves, not wrapped in an ExceptionGroup.
-    reader = asyncio.get_running_loop().create_task(client._read())
+    client = AsyncClient(stream, name, path=path, reconnect=reconnect)
+    client._start(stream)
     try:
         check_server(stream.socket, path)
-        client.hello_result = await client.request(_wire.hello(name))
+        client.hello_result = await client._request_once(_wire.hello(name))
         yield client
     finally:
-        reader.cancel()
-        with anyio.CancelScope(shield=True):
-            await asyncio.gather(reader, return_exceptions=True)
-        stream.close()
+        await client._stop()
 
 
 def _settle(future: asyncio.Future[Response | None], value: Response | None) -> None:
