@@ -15,7 +15,9 @@
     ├── TransportError            1009  the server went away or answered nonsense mid-call
     ├── CallTimeout               1010  no answer within the deadline
     ├── DaemonNotRunning          1011  (client side) nothing listens on the socket
-    └── NotApproved               1012  the tool is held back by the trust gate
+    ├── NotApproved               1012  the tool is held back by the trust gate
+    ├── UnknownResource           1014  no server of that name, or the server has no such resource
+    └── UnknownPrompt             1015
 
 Lower-layer errors (the SDK's ``MCPError``, ``OSError``, anyio's stream errors) are
 converted once, where they cross into mcpd, to the most specific class here.
@@ -91,6 +93,14 @@ class NotApproved(McpdError):
     code = 1012
 
 
+class UnknownResource(McpdError):
+    code = 1014
+
+
+class UnknownPrompt(McpdError):
+    code = 1015
+
+
 ERRORS_BY_CODE: dict[int, type[McpdError]] = {
     cls.code: cls
     for cls in (
@@ -107,6 +117,8 @@ ERRORS_BY_CODE: dict[int, type[McpdError]] = {
         CallTimeout,
         DaemonNotRunning,
         NotApproved,
+        UnknownResource,
+        UnknownPrompt,
         PeerRejected,
     )
 }

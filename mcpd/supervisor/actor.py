@@ -2,8 +2,8 @@
 
 The SDK's context managers must be entered and left in one task, so everything that
 touches them (spawn, handshake, watchers, teardown) runs inside ``ServerActor.run``.
-Other tasks use the handle: ``status()``, ``history``, ``call_tool()``, ``start()``,
-``stop()``, ``restart()``, which set a wish and poke the actor.
+Other tasks use the handle: ``status()``, ``history``, ``call_tool()``, ``read_resource()``,
+``get_prompt()``, ``start()``, ``stop()``, ``restart()``, which set a wish and poke the actor.
 
 The seams: what to do after a run ends is ``policy.decide``; a call is ``calls.send_call``;
 the watchers of a live run are in ``watchers``; the SDK is behind ``sdk``. This module
@@ -16,15 +16,23 @@ import contextlib
 import random
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import anyio
 import structlog
 from anyio.abc import TaskGroup
 
 from mcpd.config.model import ServerConfig
-from mcpd.errors import CallTimeout, ServerNotRunning, UnknownTool
+from mcpd.errors import (
+    CallTimeout,
+    InvalidParams,
+    ServerNotRunning,
+    UnknownPrompt,
+    UnknownResource,
+    UnknownTool,
+)
+from mcpd.model.resources import PromptResult, ReadResult, Surface
 from mcpd.model.servers import (
     ServerEvent,
     ServerInfo,
@@ -36,7 +44,7 @@ from mcpd.model.servers import (
 from mcpd.model.states import LIVE_STATES, ServerState, can_transition, check_transition
 from mcpd.model.tools import ToolInfo, ToolResult
 from mcpd.supervisor import sdk, watchers
-from mcpd.supervisor.calls import NotDelivered, send_call
+from mcpd.supervisor.calls import NotDelivered, Refused, send_call, send_request
 from mcpd.supervisor.gate import StartGate
 from mcpd.supervisor.link import Link
 from mcpd.supervisor.policy import Decision, Ending, GiveUp, Retry, decide
@@ -51,6 +59,7 @@ S = ServerState
 HISTORY = 32
 """State changes kept per server for ``ServerDetail``."""
 _DOWN_STATES = (S.STOPPED, S.FAILED, S.DISABLED)
+T = TypeVar("T")
 
 
 def _first_leaf(exc: BaseException) -> BaseException:
@@ -107,6 +116,8 @@ class ServerActor:
         self._tools: tuple[ToolInfo, ...] = ()
         self._tool_names: frozenset[str] = frozenset()
         self._tools_dirty = Wakeup()
+        self._surface = Surface()
+        self._surface_dirty = Wakeup()
         self._server_info: ServerInfo | None = None
         self._live_since: float | None = None
         self._attempt = 0
@@ -133,6 +144,11 @@ class ServerActor:
     @property
     def tools(self) -> tuple[ToolInfo, ...]:
         return self._tools
+
+    @property
+    def surface(self) -> Surface:
+        """Resources, templates and prompts of the current run (empty when not live)."""
+        return self._surface if self._state in LIVE_STATES else Surface()
 
     @property
     def server_info(self) -> ServerInfo | None:
@@ -221,24 +237,97 @@ class ServerActor:
         Raises ``ServerNotRunning``, ``UnknownTool``, ``CallTimeout`` or ``TransportError``.
         A tool that ran and failed is a result with ``is_error`` set, not an exception.
         """
+
+        def known() -> None:
+            if tool not in self._tool_names:
+                raise UnknownTool(
+                    f"server {self.name!r} has no tool {tool!r}", {"server": self.name, "tool": tool}
+                )
+
+        async def send(link: Link, deadline: float, limit: float) -> ToolResult:
+            return await send_call(
+                link,
+                server=self.name,
+                tool=tool,
+                arguments=arguments,
+                deadline=deadline,
+                limit=limit,
+                on_progress=on_progress,
+            )
+
+        return await self._on_live(timeout, known, send)
+
+    async def read_resource(self, uri: str, timeout: float | None = None) -> ReadResult:
+        """``resources/read`` of the server's own ``uri``, with ``call_tool``'s waiting and deadline.
+
+        Raises ``UnknownResource`` (the server refused), ``ServerNotRunning``, ``CallTimeout`` or
+        ``TransportError``.
+        """
+        data = {"server": self.name, "uri": uri}
+
+        async def send(link: Link, deadline: float, limit: float) -> ReadResult:
+            try:
+                return await send_request(
+                    link,
+                    lambda s: sdk.read_resource(s, uri),
+                    server=self.name,
+                    what=f"resources/read {uri}",
+                    data=data,
+                    deadline=deadline,
+                    limit=limit,
+                )
+            except Refused as exc:
+                raise UnknownResource(f"{self.name} cannot read {uri!r}: {exc.message}", data) from None
+
+        return await self._on_live(timeout, lambda: None, send)
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str], timeout: float | None = None
+    ) -> PromptResult:
+        """``prompts/get``, with ``call_tool``'s waiting and deadline.
+
+        Raises ``UnknownPrompt``, ``InvalidParams`` (the server refused the arguments),
+        ``ServerNotRunning``, ``CallTimeout`` or ``TransportError``.
+        """
+        data = {"server": self.name, "prompt": name}
+
+        def known() -> None:
+            if all(p.name != name for p in self._surface.prompts):
+                raise UnknownPrompt(f"server {self.name!r} has no prompt {name!r}", data)
+
+        async def send(link: Link, deadline: float, limit: float) -> PromptResult:
+            try:
+                return await send_request(
+                    link,
+                    lambda s: sdk.get_prompt(s, name, arguments),
+                    server=self.name,
+                    what=f"prompts/get {name}",
+                    data=data,
+                    deadline=deadline,
+                    limit=limit,
+                )
+            except Refused as exc:
+                raise InvalidParams(f"{self.name} refused prompt {name!r}: {exc.message}", data) from None
+
+        return await self._on_live(timeout, known, send)
+
+    async def _on_live(
+        self,
+        timeout: float | None,
+        known: Callable[[], None],
+        send: Callable[[Link, float, float], Awaitable[T]],
+    ) -> T:
+        """Run ``send`` on a live link within ``timeout`` (default ``call_timeout``), waiting for a
+        (re)start; a request the server never received goes again on the next link. ``known`` checks
+        the target against the live lists before each attempt."""
         limit = timeout if timeout is not None else self.config.call_timeout
         deadline = anyio.current_time() + limit
         stale: Link | None = None
         while True:
             link = await self._wait_live(deadline, limit, stale)
-            if tool not in self._tool_names:
-                data = {"server": self.name, "tool": tool}
-                raise UnknownTool(f"server {self.name!r} has no tool {tool!r}", data)
+            known()
             try:
-                return await send_call(
-                    link,
-                    server=self.name,
-                    tool=tool,
-                    arguments=arguments,
-                    deadline=deadline,
-                    limit=limit,
-                    on_progress=on_progress,
-                )
+                return await send(link, deadline, limit)
             except NotDelivered:
                 stale = link
 
@@ -348,6 +437,7 @@ class ServerActor:
     async def _run_once(self) -> RunEnded | None:
         """One run of the server: connect, serve until it ends or we are told to stop."""
         self._tools_dirty.clear()  # a list_changed of the previous run is answered by the handshake
+        self._surface_dirty.clear()
         http = sdk.HttpWatch() if self.config.url is not None else None
         try:
             async with anyio.create_task_group() as tg:
@@ -360,6 +450,7 @@ class ServerActor:
                     tg.start_soon(watchers.watch_refused, link)
                     tg.start_soon(watchers.watch_health, link, self.config, self)
                     tg.start_soon(watchers.watch_tools, link, self._tools_dirty, self.config, self)
+                    tg.start_soon(watchers.watch_surface, link, self._surface_dirty, self.config, self)
                     await anyio.sleep_forever()
         except Exception as exc:  # an ExceptionGroup from the task group, or a spawn error
             return self._ended_by(exc, http)
@@ -383,24 +474,28 @@ class ServerActor:
     async def _connect(self, tg: TaskGroup, http: sdk.HttpWatch | None) -> AsyncIterator[sdk.ClientSession]:
         config = self.config
         if http is not None:
-            async with sdk.open_http_session(config, self._tools_dirty.set, http) as session:
+            async with sdk.open_http_session(
+                config, self._tools_dirty.set, self._surface_dirty.set, http
+            ) as session:
                 yield session
             return
         async with open_stdio_child(config, self._stderr) as (child, read, write):
             self._child = child
             log.debug("server.spawned", server=self.name, pid=child.pid)
             tg.start_soon(watchers.watch_exit, child, config.stop_grace)
-            async with sdk.open_session(read, write, self._tools_dirty.set) as session:
+            async with sdk.open_session(
+                read, write, self._tools_dirty.set, self._surface_dirty.set
+            ) as session:
                 yield session
 
     async def _handshake(self, session: sdk.ClientSession, http: sdk.HttpWatch | None) -> Link:
         timeout = self.config.connect_timeout
         try:
             with anyio.fail_after(timeout):
-                info, tools = await sdk.handshake(session)
+                info, tools, surface = await sdk.handshake(session)
         except TimeoutError:
             self._start_gate.timed_out()
-            reason = f"no answer to initialize/tools/list within {timeout:g}s"
+            reason = f"no answer to initialize and its lists within {timeout:g}s"
             raise await self._handshake_failed(reason) from None
         except sdk.MCPError as exc:
             # A refused connection, or a gateway's 502-504 (the HTTP layer has said so): not there yet.
@@ -410,6 +505,7 @@ class ServerActor:
         self._start_gate.succeeded()
         self._server_info = info
         self._set_tools(tools)
+        self._surface = surface
         link = Link(session=session, child=self._child, http=http)
         self._link = link
         self._live_since = time.monotonic()
@@ -456,6 +552,18 @@ class ServerActor:
         self._set_tools(tools)
         log.info("server.tools_changed", server=self.name, tools=len(tools))
         self._emit(ToolsChanged(server=self.name, tools=len(tools)))
+
+    def surface_listed(self, surface: Surface) -> None:
+        self.recover("resources/prompts listed")
+        if surface != self._surface:
+            self._surface = surface
+            log.info(
+                "server.surface_changed",
+                server=self.name,
+                resources=len(surface.resources),
+                templates=len(surface.templates),
+                prompts=len(surface.prompts),
+            )
 
     # -- state --------------------------------------------------------------------------------
 

@@ -1,15 +1,18 @@
-"""One tool call over a live link, on either transport, with one mapping of what can go wrong.
+"""One request over a live link, on either transport, with one mapping of what can go wrong.
 
-stdio servers take the raw path (``rawrpc``: msgspec, no pydantic), remote servers the
-SDK session. Both end the same way: a ``ToolResult`` (a JSON-RPC error answer is a tool
-error, ``is_error`` set), ``NotDelivered`` when the server cannot have seen the request
-(the caller may send it again once the server is back), or one ``McpdError``:
-``CallTimeout``, ``InvalidParams`` or ``TransportError``.
+Tool calls to stdio servers take the raw path (``rawrpc``: msgspec, no pydantic); tool
+calls to remote servers, and every other request (``send_request``: resources/read,
+prompts/get), the SDK session. A tool call ends with a ``ToolResult`` (a JSON-RPC error
+answer is a tool error, ``is_error`` set); another request with its result or ``Refused``
+(the server's JSON-RPC error answer). Either may end with ``NotDelivered`` when the server
+cannot have seen the request (the caller may send it again once the server is back), or
+one ``McpdError``: ``CallTimeout``, ``InvalidParams`` or ``TransportError``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import anyio
 import msgspec
@@ -37,6 +40,18 @@ class NotDelivered(Exception):
     """The request never reached the server (refused, or the connection was already gone)."""
 
 
+class Refused(Exception):
+    """The server answered a request with a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+T = TypeVar("T")
+
+
 class _Malformed(Exception):
     """The server's answer could not be read."""
 
@@ -58,12 +73,34 @@ async def send_call(
     try:
         if link.child is not None:
             return await _call_raw(link.child.rpc, tool, arguments, deadline, on_progress)
-        return await _call_sdk(link.session, tool, arguments, deadline)
+        return await _through_sdk(link.session, lambda s: sdk.call_tool(s, tool, arguments), deadline)
     except NotDelivered:
         link.refused.set()
         raise
     except Exception as exc:
-        raise await _error(exc, link, server, tool, limit) from None
+        raise await _error(exc, link, server, tool, limit, data={"server": server, "tool": tool}) from None
+
+
+async def send_request(
+    link: Link,
+    request: Callable[[sdk.ClientSession], Awaitable[T]],
+    *,
+    server: str,
+    what: str,
+    data: dict[str, Any],
+    deadline: float,
+    limit: float,
+) -> T:
+    """Send one SDK request over ``link`` until ``deadline``; raises ``Refused``, ``NotDelivered`` or
+    an ``McpdError`` (see the module docstring)."""
+    try:
+        return await _through_sdk(link.session, request, deadline)
+    except (NotDelivered, Refused) as exc:
+        if isinstance(exc, NotDelivered):
+            link.refused.set()
+        raise
+    except Exception as exc:
+        raise await _error(exc, link, server, what, limit, data=data) from None
 
 
 async def _call_raw(
@@ -85,13 +122,15 @@ async def _call_raw(
     )
 
 
-async def _call_sdk(
-    session: sdk.ClientSession, tool: str, arguments: dict[str, Any], deadline: float
-) -> ToolResult:
+async def _through_sdk(
+    session: sdk.ClientSession, request: Callable[[sdk.ClientSession], Awaitable[T]], deadline: float
+) -> T:
     with anyio.fail_after(max(0.0, deadline - anyio.current_time())), sdk.track_call() as mark:
         try:
-            return await sdk.call_tool(session, tool, arguments)
-        except sdk.MCPError:  # only CONNECTION_CLOSED gets here
+            return await request(session)
+        except sdk.MCPError as exc:
+            if exc.code != sdk.CONNECTION_CLOSED:
+                raise Refused(exc.code, exc.error.message) from None
             if mark.refused:
                 raise NotDelivered from None
             raise
@@ -100,9 +139,10 @@ async def _call_sdk(
             raise NotDelivered from None
 
 
-async def _error(exc: Exception, link: Link, server: str, tool: str, limit: float) -> McpdError:
-    """The one mapping of a failed call to the error its caller gets."""
-    data = {"server": server, "tool": tool}
+async def _error(
+    exc: Exception, link: Link, server: str, tool: str, limit: float, *, data: dict[str, Any]
+) -> McpdError:
+    """The one mapping of a failed request to the error its caller gets (``tool``: what was asked)."""
     if isinstance(exc, TimeoutError):
         return CallTimeout(f"{server}/{tool} did not answer within {limit:g}s", data)
     if isinstance(exc, msgspec.EncodeError | TypeError) and link.child is not None:

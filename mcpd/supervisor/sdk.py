@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import httpx2
@@ -30,6 +30,17 @@ from mcp.shared.exceptions import MCPError
 
 import mcpd
 from mcpd.config.model import ServerConfig
+from mcpd.model.resources import (
+    PromptArgument,
+    PromptInfo,
+    PromptMessage,
+    PromptResult,
+    ReadResult,
+    ResourceContents,
+    ResourceInfo,
+    ResourceTemplateInfo,
+    Surface,
+)
 from mcpd.model.servers import ServerInfo
 from mcpd.model.tools import ToolInfo, ToolResult
 from mcpd.supervisor.wakeup import Wakeup
@@ -42,18 +53,28 @@ __all__ = [
     "MCPError",
     "call_tool",
     "describe_mcp_error",
+    "get_prompt",
     "handshake",
     "is_connection_error",
+    "list_surface",
     "list_tools",
     "open_http_session",
     "open_session",
     "ping",
+    "read_resource",
     "track_call",
 ]
 
 CONNECTION_CLOSED = mcp_types.CONNECTION_CLOSED
 _CLIENT_INFO = mcp_types.Implementation(name="mcpd", version=mcpd.__version__)
-_MAX_TOOL_PAGES = 100
+_MAX_PAGES = 100
+Item = TypeVar("Item")
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    """A pydantic model of the SDK as the JSON the server sent."""
+    dumped: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped
 
 
 def describe_mcp_error(exc: MCPError) -> str:
@@ -151,13 +172,18 @@ class _Watch(httpx2.AsyncBaseTransport):
 
 @contextlib.asynccontextmanager
 async def open_session(
-    read: Any, write: Any, on_list_changed: Callable[[], None]
+    read: Any, write: Any, on_list_changed: Callable[[], None], on_surface_changed: Callable[[], None]
 ) -> AsyncIterator[ClientSession]:
-    """A client session over a (read, write) stream pair; ``on_list_changed`` hears of new tool lists."""
+    """A client session over a (read, write) stream pair; ``on_list_changed`` hears of new tool lists,
+    ``on_surface_changed`` of new resource or prompt lists."""
 
     async def on_message(message: Any) -> None:
         if isinstance(message, mcp_types.ToolListChangedNotification):
             on_list_changed()
+        elif isinstance(
+            message, mcp_types.ResourceListChangedNotification | mcp_types.PromptListChangedNotification
+        ):
+            on_surface_changed()
 
     async with ClientSession(read, write, message_handler=on_message, client_info=_CLIENT_INFO) as session:
         yield session
@@ -165,7 +191,10 @@ async def open_session(
 
 @contextlib.asynccontextmanager
 async def open_http_session(
-    config: ServerConfig, on_list_changed: Callable[[], None], watch: HttpWatch
+    config: ServerConfig,
+    on_list_changed: Callable[[], None],
+    on_surface_changed: Callable[[], None],
+    watch: HttpWatch,
 ) -> AsyncIterator[ClientSession]:
     """A client session to a streamable HTTP server, its HTTP layer reporting to ``watch``."""
     assert config.url is not None
@@ -177,7 +206,7 @@ async def open_http_session(
     async with (
         httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport) as http,
         streamable_http_client(config.url, http_client=http) as (read, write),
-        open_session(read, write, on_list_changed) as session,
+        open_session(read, write, on_list_changed, on_surface_changed) as session,
     ):
         yield session
 
@@ -189,40 +218,122 @@ def is_connection_error(exc: BaseException) -> bool:
     )
 
 
+async def _pages(fetch: Callable[[str | None], Awaitable[tuple[Sequence[Item], str | None]]]) -> list[Item]:
+    """Every item of a paginated list (at most ``_MAX_PAGES`` pages: a server looping its cursor ends)."""
+    items: list[Item] = []
+    cursor: str | None = None
+    for _ in range(_MAX_PAGES):
+        page, cursor = await fetch(cursor)
+        items.extend(page)
+        if not cursor:
+            break
+    return items
+
+
+def _page(cursor: str | None) -> mcp_types.PaginatedRequestParams | None:
+    return mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+
+
 async def list_tools(session: ClientSession) -> tuple[ToolInfo, ...]:
     """Every page of ``tools/list``, sorted by name."""
-    tools: list[ToolInfo] = []
-    cursor: str | None = None
-    for _ in range(_MAX_TOOL_PAGES):
-        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_tools(params=params)
-        tools.extend(
+
+    async def fetch(cursor: str | None) -> tuple[list[ToolInfo], str | None]:
+        page = await session.list_tools(params=_page(cursor))
+        tools = [
             ToolInfo(
                 name=t.name,
                 description=t.description or "",
                 input_schema=t.input_schema,
                 title=t.title,
-                annotations=t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
-                if t.annotations
-                else None,
+                annotations=_dump(t.annotations) if t.annotations else None,
             )
             for t in page.tools
-        )
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    return tuple(sorted(tools, key=lambda t: t.name))
+        ]
+        return tools, page.next_cursor
+
+    return tuple(sorted(await _pages(fetch), key=lambda t: t.name))
 
 
-async def handshake(session: ClientSession) -> tuple[ServerInfo, tuple[ToolInfo, ...]]:
-    """``initialize`` then the first ``tools/list``."""
+async def _resources(session: ClientSession) -> tuple[ResourceInfo, ...]:
+    async def fetch(cursor: str | None) -> tuple[list[ResourceInfo], str | None]:
+        page = await session.list_resources(params=_page(cursor))
+        items = [
+            ResourceInfo(
+                uri=str(r.uri),
+                name=r.name,
+                title=r.title,
+                description=r.description,
+                mime_type=r.mime_type,
+                size=r.size,
+            )
+            for r in page.resources
+        ]
+        return items, page.next_cursor
+
+    return tuple(sorted(await _pages(fetch), key=lambda r: r.uri))
+
+
+async def _templates(session: ClientSession) -> tuple[ResourceTemplateInfo, ...]:
+    async def fetch(cursor: str | None) -> tuple[list[ResourceTemplateInfo], str | None]:
+        page = await session.list_resource_templates(params=_page(cursor))
+        items = [
+            ResourceTemplateInfo(
+                uri_template=t.uri_template,
+                name=t.name,
+                title=t.title,
+                description=t.description,
+                mime_type=t.mime_type,
+            )
+            for t in page.resource_templates
+        ]
+        return items, page.next_cursor
+
+    return tuple(sorted(await _pages(fetch), key=lambda t: t.uri_template))
+
+
+async def _prompts(session: ClientSession) -> tuple[PromptInfo, ...]:
+    async def fetch(cursor: str | None) -> tuple[list[PromptInfo], str | None]:
+        page = await session.list_prompts(params=_page(cursor))
+        items = [
+            PromptInfo(
+                name=p.name,
+                title=p.title,
+                description=p.description,
+                arguments=tuple(
+                    PromptArgument(name=a.name, description=a.description, required=bool(a.required))
+                    for a in p.arguments or ()
+                ),
+            )
+            for p in page.prompts
+        ]
+        return items, page.next_cursor
+
+    return tuple(sorted(await _pages(fetch), key=lambda p: p.name))
+
+
+async def list_surface(session: ClientSession) -> Surface:
+    """Resources, templates and prompts, each only if the server declared the capability."""
+    capabilities = session.server_capabilities
+    if capabilities is None:
+        return Surface()
+    resources = capabilities.resources is not None
+    return Surface(
+        resources=await _resources(session) if resources else (),
+        templates=await _templates(session) if resources else (),
+        prompts=await _prompts(session) if capabilities.prompts is not None else (),
+    )
+
+
+async def handshake(session: ClientSession) -> tuple[ServerInfo, tuple[ToolInfo, ...], Surface]:
+    """``initialize``, the first ``tools/list``, then the resources and prompts the server declares."""
     result = await session.initialize()
     tools = await list_tools(session)
+    surface = await list_surface(session)
     info = result.server_info
     server = ServerInfo(
         name=info.name, version=info.version, title=info.title, instructions=result.instructions
     )
-    return server, tools
+    return server, tools, surface
 
 
 async def ping(session: ClientSession) -> None:
@@ -248,3 +359,25 @@ async def call_tool(session: ClientSession, tool: str, arguments: dict[str, Any]
         structured_content=result.structured_content,
         is_error=result.is_error,
     )
+
+
+async def read_resource(session: ClientSession, uri: str) -> ReadResult:
+    """``resources/read``; raises ``MCPError`` (the server's refusal, or ``CONNECTION_CLOSED``)."""
+    result = await session.read_resource(uri)
+    contents = [
+        ResourceContents(
+            uri=c.uri,
+            mime_type=c.mime_type,
+            text=c.text if isinstance(c, mcp_types.TextResourceContents) else None,
+            blob=c.blob if isinstance(c, mcp_types.BlobResourceContents) else None,
+        )
+        for c in result.contents
+    ]
+    return ReadResult(contents=contents)
+
+
+async def get_prompt(session: ClientSession, name: str, arguments: dict[str, str]) -> PromptResult:
+    """``prompts/get``; raises ``MCPError`` (the server's refusal, or ``CONNECTION_CLOSED``)."""
+    result = await session.get_prompt(name, arguments or None)
+    messages = [PromptMessage(role=m.role, content=_dump(m.content)) for m in result.messages]
+    return PromptResult(description=result.description, messages=messages)

@@ -1,4 +1,5 @@
-"""The tasks that watch a live server and end its run: exit, health pings, tool-list refreshes.
+"""The tasks that watch a live server and end its run: exit, health pings, list refreshes
+(tools; resources, templates and prompts).
 
 Each runs beside the run's session and raises ``RunEnded`` when the run is over; what
 they observe on the way (a failed ping, a new tool list) goes to the actor through
@@ -7,11 +8,13 @@ they observe on the way (a failed ping, a new tool list) goes to the actor throu
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeVar
 
 import anyio
 
 from mcpd.config.model import ServerConfig
+from mcpd.model.resources import Surface
 from mcpd.model.tools import ToolInfo
 from mcpd.supervisor import sdk
 from mcpd.supervisor.link import Link
@@ -20,8 +23,10 @@ from mcpd.supervisor.stdio import StdioChild
 from mcpd.supervisor.wakeup import Wakeup
 
 TOOLS_REFRESH_GAP = 0.5
-"""Least time between two ``tools/list`` of one server: a storm of ``list_changed`` costs at most
-one request per gap (one in flight, one pending), however fast the notifications come."""
+"""Least time between two refreshes of one list of one server: a storm of ``list_changed`` costs at
+most one refresh per gap (one in flight, one pending), however fast the notifications come."""
+
+L = TypeVar("L")
 
 _EXIT_WAIT = 0.5
 """How long a refused request waits for the exit status, which makes the better reason."""
@@ -45,6 +50,9 @@ class Hooks(Protocol):
 
     def tools_listed(self, tools: tuple[ToolInfo, ...]) -> None:
         """A fresh ``tools/list`` answer."""
+
+    def surface_listed(self, surface: Surface) -> None:
+        """Fresh resource, template and prompt lists."""
 
 
 async def watch_exit(child: StdioChild, grace: float) -> None:
@@ -113,15 +121,43 @@ async def watch_health(link: Link, config: ServerConfig, hooks: Hooks) -> None:
 
 async def watch_tools(link: Link, dirty: Wakeup, config: ServerConfig, hooks: Hooks) -> None:
     """Re-list the tools after ``notifications/tools/list_changed``, coalescing storms (see the gap)."""
+    await _watch_list(
+        link, dirty, config, hooks, what="tools/list", fetch=sdk.list_tools, listed=hooks.tools_listed
+    )
+
+
+async def watch_surface(link: Link, dirty: Wakeup, config: ServerConfig, hooks: Hooks) -> None:
+    """Re-list resources, templates and prompts after their ``list_changed``, coalesced like tools."""
+    await _watch_list(
+        link,
+        dirty,
+        config,
+        hooks,
+        what="resources/prompts list",
+        fetch=sdk.list_surface,
+        listed=hooks.surface_listed,
+    )
+
+
+async def _watch_list(
+    link: Link,
+    dirty: Wakeup,
+    config: ServerConfig,
+    hooks: Hooks,
+    *,
+    what: str,
+    fetch: Callable[[sdk.ClientSession], Awaitable[L]],
+    listed: Callable[[L], None],
+) -> None:
     while True:
         await dirty.wait()
         try:
             with anyio.fail_after(config.connect_timeout):
-                tools = await sdk.list_tools(link.session)
+                fresh = await fetch(link.session)
         except (TimeoutError, sdk.MCPError) as exc:
-            hooks.degrade(f"tools/list after list_changed failed: {_describe(exc, 'tools/list')}")
+            hooks.degrade(f"{what} after list_changed failed: {_describe(exc, what)}")
         else:
-            hooks.tools_listed(tools)
+            listed(fresh)
         await anyio.sleep(TOOLS_REFRESH_GAP)
 
 

@@ -1,0 +1,135 @@
+"""Resources, resource templates and prompts: as a server lists them, as the daemon names them,
+and what reading one or getting one returns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from mcpd.model.protocol import Name
+
+
+class ResourceInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One resource as its server lists it (``uri`` is the server's own)."""
+
+    uri: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+
+
+class ResourceTemplateInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One RFC 6570 URI template as its server lists it."""
+
+    uri_template: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+
+
+class PromptArgument(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    description: str | None = None
+    required: bool = False
+
+
+class PromptInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One prompt as its server lists it."""
+
+    name: str
+    title: str | None = None
+    description: str | None = None
+    arguments: tuple[PromptArgument, ...] = ()
+
+
+class Surface(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything but tools that a server lists; empty where it did not declare the capability."""
+
+    resources: tuple[ResourceInfo, ...] = ()
+    templates: tuple[ResourceTemplateInfo, ...] = ()
+    prompts: tuple[PromptInfo, ...] = ()
+
+
+class ResourceContents(msgspec.Struct, frozen=True, kw_only=True):
+    """One part of a read: ``text``, or ``blob`` (base64, as on the MCP wire); ``uri`` is qualified."""
+
+    uri: str
+    mime_type: str | None = None
+    text: str | None = None
+    blob: str | None = None
+
+
+class ReadResult(msgspec.Struct, frozen=True, kw_only=True):
+    contents: list[ResourceContents]
+
+
+class PromptMessage(msgspec.Struct, frozen=True, kw_only=True):
+    role: str
+    content: dict[str, Any]
+    """One MCP content block (text, image, audio, resource, resource_link), as the server sent it."""
+
+
+class PromptResult(msgspec.Struct, frozen=True, kw_only=True):
+    description: str | None = None
+    messages: list[PromptMessage]
+
+
+# -- socket methods ---------------------------------------------------------------------------
+
+
+class SurfaceListParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    servers: list[Name] | None = None
+    """Only these servers; all live ones when None."""
+
+
+class ResourceEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """A resource under its qualified URI ``mcpd://server/<uri>``."""
+
+    uri: str
+    server: str
+    resource: ResourceInfo
+
+
+class TemplateEntry(msgspec.Struct, frozen=True, kw_only=True):
+    uri_template: str
+    server: str
+    template: ResourceTemplateInfo
+
+
+class PromptEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """A prompt under its qualified name ``server__prompt``."""
+
+    name: str
+    server: str
+    prompt: PromptInfo
+
+
+class ResourcesListResult(msgspec.Struct, frozen=True, kw_only=True):
+    resources: list[ResourceEntry]
+
+
+class TemplatesListResult(msgspec.Struct, frozen=True, kw_only=True):
+    templates: list[TemplateEntry]
+
+
+class PromptsListResult(msgspec.Struct, frozen=True, kw_only=True):
+    prompts: list[PromptEntry]
+
+
+class ReadParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    uri: str
+    """Qualified (``mcpd://server/<uri>``), or the server's own with ``server``."""
+    server: Name | None = None
+    timeout: float | None = None
+
+
+class PromptGetParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    name: Name
+    """Qualified (``server__prompt``), or the server's own with ``server``."""
+    server: Name | None = None
+    arguments: dict[str, str] = msgspec.field(default_factory=dict)
+    timeout: float | None = None
