@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mcpd.config.load import load_config
-from mcpd.registry.names import qualify
+from mcpd.registry.names import qualify, qualify_uri, split_uri
 
 VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -53,3 +53,23 @@ def test_server_names_with_the_separator_are_refused(tmp_path: Path) -> None:
     loaded = load_config(config)
     assert [s.name for s in loaded.servers] == ["a"]
     assert [(i.server, "__" in i.message) for i in loaded.issues] == [("a__b", True)]
+
+
+@pytest.mark.parametrize(
+    ("server", "uri"),
+    [
+        ("files", "file:///a/b"),
+        ("everything", "demo://resource/static/document/architecture.md"),
+        ("x.y", "https://example.com/a?b=c#d"),
+        ("t", "file:///{path}"),
+    ],
+)
+def test_resource_uris_round_trip_unchanged(server: str, uri: str) -> None:
+    """A qualified resource URI splits back into the server and its URI, byte for byte."""
+    assert split_uri(qualify_uri(server, uri)) == (server, uri)
+
+
+@pytest.mark.parametrize("text", ["file:///a", "mcpd://", "mcpd://files", "mcpd://files/", "mcpd:///x"])
+def test_not_a_qualified_uri(text: str) -> None:
+    """Anything without a server and a URI after ``mcpd://`` is not a qualified URI."""
+    assert split_uri(text) is None
