@@ -42,6 +42,16 @@ from mcpd.model.protocol import (
     ToolsListResult,
     TrustResult,
 )
+from mcpd.model.resources import (
+    PromptGetParams,
+    PromptResult,
+    PromptsListResult,
+    ReadParams,
+    ReadResult,
+    ResourcesListResult,
+    SurfaceListParams,
+    TemplatesListResult,
+)
 from mcpd.model.servers import Event, ServerDetail, ServerStatus
 from mcpd.model.tools import ToolResult
 from mcpd.model.usage import ReportResult
@@ -174,8 +184,6 @@ def tools_call(
     ``on_progress``: receives the server's progress updates for this call.
     A tool that ran and failed is a result with ``is_error`` set, not an exception.
     """
-    if timeout is not None and not 0 < timeout <= MAX_CALL_TIMEOUT:
-        raise InvalidParams(f"timeout must be a number of seconds in (0, {MAX_CALL_TIMEOUT}], not {timeout}")
     params = ToolsCallParams(
         tool=tool,
         server=server,
@@ -184,9 +192,18 @@ def tools_call(
         query=query,
         progress=on_progress is not None,
     )
+    return Call("tools.call", params, ToolResult, _wait(timeout), on_progress)
+
+
+def _check_timeout(timeout: float | None) -> None:
+    if timeout is not None and not 0 < timeout <= MAX_CALL_TIMEOUT:
+        raise InvalidParams(f"timeout must be a number of seconds in (0, {MAX_CALL_TIMEOUT}], not {timeout}")
+
+
+def _wait(timeout: float | None) -> float:
+    _check_timeout(timeout)
     # Without an explicit timeout the daemon applies the server's call_timeout (60 s by default).
-    wait = (timeout if timeout is not None else 600.0) + CALL_MARGIN
-    return Call("tools.call", params, ToolResult, wait, on_progress)
+    return (timeout if timeout is not None else 600.0) + CALL_MARGIN
 
 
 def session_connect(server: str) -> Call[ConnectResult]:
@@ -217,6 +234,40 @@ def approve(server: str, tool: str | None = None) -> Call[ApproveResult]:
 def trust(server: str) -> Call[TrustResult]:
     """Held-back changes (with diffs) and verifier findings for ``server``."""
     return Call("trust.show", ServerParams(name=server), TrustResult, safe=True)
+
+
+def resources(servers: list[str] | None = None) -> Call[ResourcesListResult]:
+    """The live servers' (or ``servers``') resources, under ``mcpd://<server>/<uri>``."""
+    return Call("resources.list", SurfaceListParams(servers=servers), ResourcesListResult)
+
+
+def resource_templates(servers: list[str] | None = None) -> Call[TemplatesListResult]:
+    """The live servers' resource templates, under ``mcpd://<server>/<template>``."""
+    return Call("resources.templates", SurfaceListParams(servers=servers), TemplatesListResult)
+
+
+def read_resource(uri: str, *, server: str | None = None, timeout: float | None = None) -> Call[ReadResult]:
+    """Read a resource: ``uri`` qualified (``mcpd://<server>/<uri>``), or its own with ``server=``."""
+    return Call(
+        "resources.read", ReadParams(uri=uri, server=server, timeout=timeout), ReadResult, _wait(timeout)
+    )
+
+
+def prompts() -> Call[PromptsListResult]:
+    """The live servers' prompts, named ``server__prompt``."""
+    return Call("prompts.list", SurfaceListParams(), PromptsListResult)
+
+
+def get_prompt(
+    name: str,
+    arguments: dict[str, str] | None = None,
+    *,
+    server: str | None = None,
+    timeout: float | None = None,
+) -> Call[PromptResult]:
+    """A prompt's messages: ``name`` qualified (``server__prompt``), or the server's own with ``server=``."""
+    params = PromptGetParams(name=name, server=server, arguments=arguments or {}, timeout=timeout)
+    return Call("prompts.get", params, PromptResult, _wait(timeout))
 
 
 def subscribe() -> Call[Ok]:

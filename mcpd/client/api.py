@@ -77,3 +77,8 @@ class Api:
     trust = method(_wire.trust)
     request_capability = method(_wire.capability_request)
     report = method(_wire.report)
+    resources = Method(_wire.resources, lambda result: result.resources)
+    resource_templates = Method(_wire.resource_templates, lambda result: result.templates)
+    read_resource = method(_wire.read_resource)
+    prompts = Method(_wire.prompts, lambda result: result.prompts)
+    get_prompt = method(_wire.get_prompt)

@@ -21,7 +21,7 @@ from mcpd.errors import (
     ConfigError,
     McpdError,
 )
-from mcpd.front import calls
+from mcpd.front import calls, surface
 from mcpd.front.core import Caller, Core
 from mcpd.ipc.server import Connection, MethodTable, current_request
 from mcpd.model.protocol import (
@@ -46,6 +46,16 @@ from mcpd.model.protocol import (
     ToolsListParams,
     ToolsListResult,
     TrustResult,
+)
+from mcpd.model.resources import (
+    PromptGetParams,
+    PromptResult,
+    PromptsListResult,
+    ReadParams,
+    ReadResult,
+    ResourcesListResult,
+    SurfaceListParams,
+    TemplatesListResult,
 )
 from mcpd.model.servers import ServerDetail, ServerStatus
 from mcpd.model.states import LIVE_STATES, ServerState
@@ -312,6 +322,35 @@ async def trust_show(daemon: Daemon, conn: Connection, params: ServerParams) -> 
         changes=daemon.catalog.gate.changes(params.name),
         findings=daemon.catalog.gate.findings(params.name),
     )
+
+
+@methods.method("resources.list", SurfaceListParams)
+async def resources_list(daemon: Daemon, conn: Connection, params: SurfaceListParams) -> ResourcesListResult:
+    """The live servers' resources, under ``mcpd://<server>/<uri>``."""
+    return ResourcesListResult(resources=surface.resources(daemon, params))
+
+
+@methods.method("resources.templates", SurfaceListParams)
+async def resources_templates(
+    daemon: Daemon, conn: Connection, params: SurfaceListParams
+) -> TemplatesListResult:
+    return TemplatesListResult(templates=surface.templates(daemon, params))
+
+
+@methods.method("resources.read", ReadParams)
+async def resources_read(daemon: Daemon, conn: Connection, params: ReadParams) -> ReadResult:
+    return await surface.read(daemon, params)
+
+
+@methods.method("prompts.list", SurfaceListParams)
+async def prompts_list(daemon: Daemon, conn: Connection, params: SurfaceListParams) -> PromptsListResult:
+    """The live servers' prompts, named ``server__prompt``."""
+    return PromptsListResult(prompts=surface.prompts(daemon, params))
+
+
+@methods.method("prompts.get", PromptGetParams)
+async def prompts_get(daemon: Daemon, conn: Connection, params: PromptGetParams) -> PromptResult:
+    return await surface.get_prompt(daemon, params)
 
 
 @methods.method("subscribe", NoParams)

@@ -3,11 +3,13 @@ and what reading one or getting one returns."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
-from mcpd.model.protocol import Name
+from mcpd.model.protocol import MAX_CALL_TIMEOUT, Name
+
+Timeout = Annotated[float, msgspec.Meta(gt=0, le=MAX_CALL_TIMEOUT)]
 
 
 class ResourceInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -121,10 +123,11 @@ class PromptsListResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ReadParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    uri: str
+    uri: Annotated[str, msgspec.Meta(max_length=65536)]
     """Qualified (``mcpd://server/<uri>``), or the server's own with ``server``."""
     server: Name | None = None
-    timeout: float | None = None
+    timeout: Timeout | None = None
+    """Seconds, including any wait for a restarting server; the server's call_timeout when omitted."""
 
 
 class PromptGetParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -132,4 +135,4 @@ class PromptGetParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     """Qualified (``server__prompt``), or the server's own with ``server``."""
     server: Name | None = None
     arguments: dict[str, str] = msgspec.field(default_factory=dict)
-    timeout: float | None = None
+    timeout: Timeout | None = None

@@ -1,0 +1,107 @@
+"""Resources, resource templates and prompts of the live servers, named for every client, and the
+routing of reads and gets back to the server that owns them (names in ``mcpd.registry.names``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+import msgspec
+
+from mcpd.errors import UnknownPrompt, UnknownResource
+from mcpd.front.core import Core
+from mcpd.model.resources import (
+    PromptEntry,
+    PromptGetParams,
+    PromptResult,
+    ReadParams,
+    ReadResult,
+    ResourceEntry,
+    Surface,
+    SurfaceListParams,
+    TemplateEntry,
+)
+from mcpd.model.states import LIVE_STATES
+from mcpd.model.tools import SEPARATOR
+from mcpd.registry.names import qualify, qualify_uri, split_uri
+from mcpd.supervisor.actor import ServerActor
+
+E = TypeVar("E")
+
+
+def _each(core: Core, params: SurfaceListParams, entries: Callable[[str, Surface], Iterable[E]]) -> list[E]:
+    """``entries`` of every live server (or of ``params.servers``), by server name."""
+    actors = (
+        [core.supervisor.actor(name) for name in sorted(set(params.servers))]
+        if params.servers is not None
+        else core.supervisor.actors()
+    )
+    return [e for actor in actors if actor.state in LIVE_STATES for e in entries(actor.name, actor.surface)]
+
+
+def resources(core: Core, params: SurfaceListParams) -> list[ResourceEntry]:
+    return _each(
+        core,
+        params,
+        lambda server, s: (
+            ResourceEntry(uri=qualify_uri(server, r.uri), server=server, resource=r) for r in s.resources
+        ),
+    )
+
+
+def templates(core: Core, params: SurfaceListParams) -> list[TemplateEntry]:
+    return _each(
+        core,
+        params,
+        lambda server, s: (
+            TemplateEntry(uri_template=qualify_uri(server, t.uri_template), server=server, template=t)
+            for t in s.templates
+        ),
+    )
+
+
+def prompts(core: Core, params: SurfaceListParams) -> list[PromptEntry]:
+    return _each(
+        core,
+        params,
+        lambda server, s: (
+            PromptEntry(name=qualify(server, p.name), server=server, prompt=p) for p in s.prompts
+        ),
+    )
+
+
+async def read(core: Core, params: ReadParams) -> ReadResult:
+    """Read a resource; the contents' URIs come back qualified, as the client named it."""
+    if params.server is not None:
+        server, uri = params.server, params.uri
+    else:
+        split = split_uri(params.uri)
+        if split is None:
+            raise UnknownResource(
+                f"{params.uri!r} is not a qualified resource URI (mcpd://<server>/<uri>); or give server=",
+                {"uri": params.uri},
+            )
+        server, uri = split
+    result = await core.supervisor.actor(server).read_resource(uri, params.timeout)
+    contents = [msgspec.structs.replace(c, uri=qualify_uri(server, c.uri)) for c in result.contents]
+    return ReadResult(contents=contents)
+
+
+async def get_prompt(core: Core, params: PromptGetParams) -> PromptResult:
+    if params.server is not None:
+        actor, name = core.supervisor.actor(params.server), params.name
+    else:
+        actor, name = _resolve_prompt(core, params.name)
+    return await actor.get_prompt(name, params.arguments, params.timeout)
+
+
+def _resolve_prompt(core: Core, qualified: str) -> tuple[ServerActor, str]:
+    # Qualified names may be hashed (see ``qualify``): look them up among the live prompts first.
+    for actor in core.supervisor.actors():
+        for prompt in actor.surface.prompts:
+            if qualify(actor.name, prompt.name) == qualified:
+                return actor, prompt.name
+    server, separator, name = qualified.partition(SEPARATOR)
+    if separator and server in core.supervisor.names():
+        return core.supervisor.actor(server), name  # the actor says what is wrong (not running, unknown)
+    raise UnknownPrompt(f"no prompt named {qualified!r}", {"prompt": qualified})
