@@ -27,6 +27,7 @@ from mcpd.config.model import ServerConfig
 from mcpd.errors import (
     CallTimeout,
     InvalidParams,
+    McpdError,
     ServerNotRunning,
     UnknownPrompt,
     UnknownResource,
@@ -264,22 +265,14 @@ class ServerActor:
         ``TransportError``.
         """
         data = {"server": self.name, "uri": uri}
-
-        async def send(link: Link, deadline: float, limit: float) -> ReadResult:
-            try:
-                return await send_request(
-                    link,
-                    lambda s: sdk.read_resource(s, uri),
-                    server=self.name,
-                    what=f"resources/read {uri}",
-                    data=data,
-                    deadline=deadline,
-                    limit=limit,
-                )
-            except Refused as exc:
-                raise UnknownResource(f"{self.name} cannot read {uri!r}: {exc.message}", data) from None
-
-        return await self._on_live(timeout, lambda: None, send)
+        return await self._request(
+            lambda s: sdk.read_resource(s, uri),
+            what=f"resources/read {uri}",
+            data=data,
+            timeout=timeout,
+            known=lambda: None,
+            refused=lambda why: UnknownResource(f"{self.name} cannot read {uri!r}: {why}", data),
+        )
 
     async def get_prompt(
         self, name: str, arguments: dict[str, str], timeout: float | None = None
@@ -295,19 +288,34 @@ class ServerActor:
             if all(p.name != name for p in self._surface.prompts):
                 raise UnknownPrompt(f"server {self.name!r} has no prompt {name!r}", data)
 
-        async def send(link: Link, deadline: float, limit: float) -> PromptResult:
+        return await self._request(
+            lambda s: sdk.get_prompt(s, name, arguments),
+            what=f"prompts/get {name}",
+            data=data,
+            timeout=timeout,
+            known=known,
+            refused=lambda why: InvalidParams(f"{self.name} refused prompt {name!r}: {why}", data),
+        )
+
+    async def _request(
+        self,
+        request: Callable[[sdk.ClientSession], Awaitable[T]],
+        *,
+        what: str,
+        data: dict[str, Any],
+        timeout: float | None,
+        known: Callable[[], None],
+        refused: Callable[[str], McpdError],
+    ) -> T:
+        """One SDK request on a live link; the server's refusal becomes ``refused(its message)``."""
+
+        async def send(link: Link, deadline: float, limit: float) -> T:
             try:
                 return await send_request(
-                    link,
-                    lambda s: sdk.get_prompt(s, name, arguments),
-                    server=self.name,
-                    what=f"prompts/get {name}",
-                    data=data,
-                    deadline=deadline,
-                    limit=limit,
+                    link, request, server=self.name, what=what, data=data, deadline=deadline, limit=limit
                 )
             except Refused as exc:
-                raise InvalidParams(f"{self.name} refused prompt {name!r}: {exc.message}", data) from None
+                raise refused(exc.message) from None
 
         return await self._on_live(timeout, known, send)
 

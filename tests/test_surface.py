@@ -1,0 +1,134 @@
+"""Resources, templates and prompts end to end: server-everything (twice) behind a real daemon,
+through the async client and the `mcpd` command."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from mcpd.client.aio import connect
+from mcpd.errors import InvalidParams, UnknownPrompt, UnknownResource, UnknownServer
+from mcpd.testing import fixture_toml
+from mcpd.testing.daemon import DaemonProcess, running_daemon
+
+pytestmark = pytest.mark.anyio
+DOC = "demo://resource/static/document/architecture.md"
+TEXT_TEMPLATE = "demo://resource/dynamic/text/{resourceId}"
+BLOB_TEMPLATE = "demo://resource/dynamic/blob/{resourceId}"
+
+
+@pytest.fixture(scope="module")
+async def daemon(tmp_path_factory: pytest.TempPathFactory, npm_bin: Path) -> AsyncIterator[DaemonProcess]:
+    """ev and ev2: two server-everything processes (same resources and prompts); fx: the fixture
+    server, which declares neither."""
+    everything = json.dumps(str(npm_bin / "mcp-server-everything"))
+    path = tmp_path_factory.mktemp("surface") / "config.toml"
+    path.write_text(
+        f"[servers.ev]\ncommand = {everything}\n[servers.ev2]\ncommand = {everything}\n" + fixture_toml("fx")
+    )
+    async with running_daemon(path) as running:
+        for name in ("ev", "ev2", "fx"):
+            await running.wait_for("server.state", server=name, new="running", timeout=120)
+        yield running
+
+
+def mcpd(daemon: DaemonProcess, *argv: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "mcpd", *argv, "--socket", str(daemon.socket)],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+async def test_lists_are_qualified_per_server_and_never_collide(daemon: DaemonProcess) -> None:
+    """Each server's resources, templates and prompts appear once under its own prefix; two servers
+    offering the same ones stay apart, and a server without the capabilities adds nothing."""
+    async with connect(daemon.socket) as client:
+        resources = await client.resources()
+        templates = await client.resource_templates()
+        prompts = await client.prompts()
+        only_ev2 = await client.resources(["ev2"])
+    assert f"mcpd://ev/{DOC}" in {r.uri for r in resources}
+    assert f"mcpd://ev2/{DOC}" in {r.uri for r in resources}
+    assert {r.server for r in resources} == {"ev", "ev2"}
+    assert len({r.uri for r in resources}) == len(resources)
+    assert {r.uri for r in only_ev2} == {r.uri for r in resources if r.server == "ev2"}
+    assert f"mcpd://ev/{TEXT_TEMPLATE}" in {t.uri_template for t in templates}
+    names = {p.name: p for p in prompts}
+    assert {"ev__args-prompt", "ev2__args-prompt", "ev__simple-prompt"} <= names.keys()
+    assert [a.name for a in names["ev__args-prompt"].prompt.arguments] == ["city", "state"]
+    assert names["ev__args-prompt"].prompt.arguments[0].required
+
+
+async def test_read_text_blob_and_template_round_trip(daemon: DaemonProcess) -> None:
+    """A static text resource, a template-expanded text URI and a blob come back with their
+    contents, each under the qualified URI it was read by (the server's URI unchanged in it)."""
+    async with connect(daemon.socket) as client:
+        doc = await client.read_resource(f"mcpd://ev/{DOC}")
+        text_uri = "mcpd://ev2/" + TEXT_TEMPLATE.replace("{resourceId}", "7")
+        text = await client.read_resource(text_uri)
+        blob = await client.read_resource("mcpd://ev/" + BLOB_TEMPLATE.replace("{resourceId}", "3"))
+        by_server = await client.read_resource(DOC, server="ev2")
+    assert doc.contents[0].uri == f"mcpd://ev/{DOC}"
+    assert doc.contents[0].text and doc.contents[0].blob is None
+    assert text.contents[0].uri == text_uri
+    assert text.contents[0].text is not None and "7" in text.contents[0].text
+    assert blob.contents[0].blob is not None and blob.contents[0].text is None
+    assert base64.b64decode(blob.contents[0].blob)
+    assert by_server.contents[0].uri == f"mcpd://ev2/{DOC}"
+    assert by_server.contents[0].text == doc.contents[0].text
+
+
+async def test_prompt_get_with_arguments(daemon: DaemonProcess) -> None:
+    """A prompt's arguments reach the server; qualified name or server= lead to the same prompt."""
+    async with connect(daemon.socket) as client:
+        got = await client.get_prompt("ev__args-prompt", {"city": "Lyon", "state": "Rhône"})
+        plain = await client.get_prompt("simple-prompt", server="ev2")
+    assert got.messages[0].role == "user"
+    assert "Lyon" in got.messages[0].content["text"] and "Rhône" in got.messages[0].content["text"]
+    assert plain.messages[0].content["type"] == "text"
+
+
+async def test_unknown_uri_and_prompt_are_typed_errors(daemon: DaemonProcess) -> None:
+    """Unknown resources and prompts, an unqualified URI, an unknown server, and arguments the
+    server refuses each raise their own error class."""
+    async with connect(daemon.socket) as client:
+        with pytest.raises(UnknownResource):
+            await client.read_resource("mcpd://ev/demo://no/such/thing")
+        with pytest.raises(UnknownResource):
+            await client.read_resource(DOC)  # neither qualified nor with server=
+        with pytest.raises(UnknownServer):
+            await client.read_resource(f"mcpd://nope/{DOC}")
+        with pytest.raises(UnknownPrompt):
+            await client.get_prompt("ev__no-such-prompt")
+        with pytest.raises(UnknownPrompt):
+            await client.get_prompt("no-separator-at-all")
+        with pytest.raises(InvalidParams):
+            await client.get_prompt("ev__resource-prompt", {"resourceType": "Neither", "resourceId": "1"})
+
+
+async def test_cli_lists_reads_and_gets(daemon: DaemonProcess) -> None:
+    """`mcpd resources`, `read`, `prompts` and `prompt` print what the client library returns; an
+    unknown URI exits 1 with a JSON error naming its class."""
+    listed = mcpd(daemon, "resources")
+    assert listed.returncode == 0 and f"mcpd://ev/{DOC}".encode() in listed.stdout
+    as_json = json.loads(mcpd(daemon, "resources", "--json", "--server", "ev").stdout)
+    assert {r["server"] for r in as_json["resources"]} == {"ev"} and as_json["templates"]
+    read = mcpd(daemon, "read", f"mcpd://ev/{DOC}")
+    assert read.returncode == 0 and read.stdout.startswith(b"# ")
+    blob = mcpd(daemon, "read", "mcpd://ev/" + BLOB_TEMPLATE.replace("{resourceId}", "3"))
+    assert blob.returncode == 0 and blob.stdout  # decoded bytes to a pipe
+    prompts = mcpd(daemon, "prompts")
+    assert prompts.returncode == 0 and b"ev2__args-prompt" in prompts.stdout
+    got = mcpd(daemon, "prompt", "ev__args-prompt", "--args", '{"city": "Lyon"}', "--json")
+    assert got.returncode == 0 and "Lyon" in json.loads(got.stdout)["messages"][0]["content"]["text"]
+    missing = mcpd(daemon, "read", "mcpd://ev/demo://no/such/thing", "--json")
+    assert missing.returncode == 1
+    assert json.loads(missing.stdout)["error"]["type"] == "UnknownResource"
