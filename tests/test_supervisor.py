@@ -225,6 +225,22 @@ async def test_list_changed_refreshes_tools() -> None:
     assert [t.name for t in actor.tools] == sorted(t.name for t in actor.tools)
 
 
+async def test_prompt_list_changed_refreshes_prompts() -> None:
+    """notifications/prompts/list_changed makes the supervisor re-list that server's prompts, and
+    the new prompt can be got at once."""
+    async with open_supervisor(config(fixture_server("dyn"))) as sup:
+        actor = sup.actor("dyn")
+        await actor.wait_state(S.RUNNING, timeout=20)
+        before = {p.name for p in actor.surface.prompts}
+        await actor.call_tool("add_prompt", {"name": "fresh"})
+        with anyio.fail_after(5):
+            while "fresh" not in {p.name for p in actor.surface.prompts}:
+                await anyio.sleep(0.02)
+        got = await actor.get_prompt("fresh", {})
+    assert "fresh" not in before
+    assert got.messages[0].content["text"] == "Prompt fresh, added at run time."
+
+
 async def test_call_during_restart_waits_then_runs() -> None:
     """A call that arrives while its server restarts waits for it and succeeds."""
     async with open_supervisor(config(fixture_server("phoenix"))) as sup:

@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context, Image, MCPServer
+from mcp.server.mcpserver.prompts.base import Prompt
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -122,6 +123,15 @@ def build_server(args: argparse.Namespace) -> MCPServer:
         server.add_tool(added, name=name, description=f"Tool {name}, added at run time.")
         await ctx.session.send_tool_list_changed()
         return f"added {name}"
+
+    @server.tool(description="Add a prompt with the given name and notify the client that the list changed.")
+    async def add_prompt(name: str, ctx: Context) -> str:
+        def added() -> str:
+            return f"Prompt {name}, added at run time."
+
+        server.add_prompt(Prompt.from_function(added, name=name))
+        await ctx.session.send_prompt_list_changed()
+        return f"added prompt {name}"
 
     @server.tool(description="Add `count` tools, each followed at once by a tools/list_changed notification.")
     async def list_changed_storm(count: int, ctx: Context) -> str:
