@@ -327,14 +327,14 @@ async def trust_show(daemon: Daemon, conn: Connection, params: ServerParams) -> 
 @methods.method("resources.list", SurfaceListParams)
 async def resources_list(daemon: Daemon, conn: Connection, params: SurfaceListParams) -> ResourcesListResult:
     """The live servers' resources, under ``mcpd://<server>/<uri>``."""
-    return ResourcesListResult(resources=surface.resources(daemon, params))
+    return ResourcesListResult(resources=await surface.resources(daemon, params))
 
 
 @methods.method("resources.templates", SurfaceListParams)
 async def resources_templates(
     daemon: Daemon, conn: Connection, params: SurfaceListParams
 ) -> TemplatesListResult:
-    return TemplatesListResult(templates=surface.templates(daemon, params))
+    return TemplatesListResult(templates=await surface.templates(daemon, params))
 
 
 @methods.method("resources.read", ReadParams)
@@ -345,7 +345,7 @@ async def resources_read(daemon: Daemon, conn: Connection, params: ReadParams) -
 @methods.method("prompts.list", SurfaceListParams)
 async def prompts_list(daemon: Daemon, conn: Connection, params: SurfaceListParams) -> PromptsListResult:
     """The live servers' prompts, named ``server__prompt``."""
-    return PromptsListResult(prompts=surface.prompts(daemon, params))
+    return PromptsListResult(prompts=await surface.prompts(daemon, params))
 
 
 @methods.method("prompts.get", PromptGetParams)

@@ -8,7 +8,7 @@ from typing import TypeVar
 
 import msgspec
 
-from mcpd.errors import UnknownPrompt, UnknownResource
+from mcpd.errors import NotApproved, UnknownPrompt, UnknownResource
 from mcpd.front.core import Core
 from mcpd.model.resources import (
     PromptEntry,
@@ -29,18 +29,30 @@ from mcpd.supervisor.actor import ServerActor
 E = TypeVar("E")
 
 
-def _each(core: Core, params: SurfaceListParams, entries: Callable[[str, Surface], Iterable[E]]) -> list[E]:
-    """``entries`` of every live server (or of ``params.servers``), by server name."""
+async def _each(
+    core: Core, params: SurfaceListParams, entries: Callable[[str, Surface], Iterable[E]]
+) -> list[E]:
+    """``entries`` of every live server (or of ``params.servers``) the verifier lets through, by name."""
     actors = (
         [core.supervisor.actor(name) for name in sorted(set(params.servers))]
         if params.servers is not None
         else core.supervisor.actors()
     )
-    return [e for actor in actors if actor.state in LIVE_STATES for e in entries(actor.name, actor.surface)]
+    out: list[E] = []
+    for actor in actors:
+        if actor.state in LIVE_STATES and not (await core.catalog.review(actor)).blocked:
+            out.extend(entries(actor.name, actor.surface))
+    return out
 
 
-def resources(core: Core, params: SurfaceListParams) -> list[ResourceEntry]:
-    return _each(
+async def _check_allowed(core: Core, actor: ServerActor) -> None:
+    review = await core.catalog.review(actor)
+    if review.blocked:
+        raise NotApproved(f"server {actor.name!r} is kept out: {review.blocked}", {"server": actor.name})
+
+
+async def resources(core: Core, params: SurfaceListParams) -> list[ResourceEntry]:
+    return await _each(
         core,
         params,
         lambda server, s: (
@@ -49,8 +61,8 @@ def resources(core: Core, params: SurfaceListParams) -> list[ResourceEntry]:
     )
 
 
-def templates(core: Core, params: SurfaceListParams) -> list[TemplateEntry]:
-    return _each(
+async def templates(core: Core, params: SurfaceListParams) -> list[TemplateEntry]:
+    return await _each(
         core,
         params,
         lambda server, s: (
@@ -60,8 +72,8 @@ def templates(core: Core, params: SurfaceListParams) -> list[TemplateEntry]:
     )
 
 
-def prompts(core: Core, params: SurfaceListParams) -> list[PromptEntry]:
-    return _each(
+async def prompts(core: Core, params: SurfaceListParams) -> list[PromptEntry]:
+    return await _each(
         core,
         params,
         lambda server, s: (
@@ -82,7 +94,9 @@ async def read(core: Core, params: ReadParams) -> ReadResult:
                 {"uri": params.uri},
             )
         server, uri = split
-    result = await core.supervisor.actor(server).read_resource(uri, params.timeout)
+    actor = core.supervisor.actor(server)
+    await _check_allowed(core, actor)
+    result = await actor.read_resource(uri, params.timeout)
     contents = [msgspec.structs.replace(c, uri=qualify_uri(server, c.uri)) for c in result.contents]
     return ReadResult(contents=contents)
 
@@ -92,6 +106,7 @@ async def get_prompt(core: Core, params: PromptGetParams) -> PromptResult:
         actor, name = core.supervisor.actor(params.server), params.name
     else:
         actor, name = _resolve_prompt(core, params.name)
+    await _check_allowed(core, actor)
     return await actor.get_prompt(name, params.arguments, params.timeout)
 
 

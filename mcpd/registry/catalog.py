@@ -117,16 +117,16 @@ class Catalog:
 
     async def review(self, actor: ServerActor) -> Review:
         """The trust gate's verdict on what the server says now; new texts are inspected off the loop."""
-        tools, info = actor.tools, actor.server_info
+        tools, info, surface = actor.tools, actor.server_info, actor.surface
         if not tools and info is None:
             return Review()  # never seen live: nothing said yet, nothing to pin
         inspection = self._inspections.get(actor.name)
-        if inspection is None or not inspection.current(tools, info):
+        if inspection is None or not inspection.current(tools, info, surface):
             async with self._inspecting.setdefault(actor.name, anyio.Lock()):
                 inspection = self._inspections.get(actor.name)
-                if inspection is None or not inspection.current(tools, info):
+                if inspection is None or not inspection.current(tools, info, surface):
                     # Scanning and hashing a 2,500-tool server takes ~170 ms: not on the loop.
-                    inspection = await anyio.to_thread.run_sync(inspect, actor.config, tools, info)
+                    inspection = await anyio.to_thread.run_sync(inspect, actor.config, tools, info, surface)
                     self._inspections[actor.name] = inspection
         return self.gate.review(actor.config, inspection)
 

@@ -125,11 +125,11 @@ def build_server(args: argparse.Namespace) -> MCPServer:
         return f"added {name}"
 
     @server.tool(description="Add a prompt with the given name and notify the client that the list changed.")
-    async def add_prompt(name: str, ctx: Context) -> str:
+    async def add_prompt(name: str, ctx: Context, description: str = "") -> str:
         def added() -> str:
             return f"Prompt {name}, added at run time."
 
-        server.add_prompt(Prompt.from_function(added, name=name))
+        server.add_prompt(Prompt.from_function(added, name=name, description=description or None))
         await ctx.session.send_prompt_list_changed()
         return f"added prompt {name}"
 

@@ -29,6 +29,7 @@ import msgspec
 import structlog
 
 from mcpd.config.model import ServerConfig
+from mcpd.model.resources import PromptInfo, ResourceInfo, ResourceTemplateInfo, Surface
 from mcpd.model.servers import ServerInfo
 from mcpd.model.tools import ToolInfo
 from mcpd.model.trust import HIGH, AcceptedFindings, Finding, PinRecord, ToolChange
@@ -38,6 +39,8 @@ log = structlog.get_logger("mcpd.trust")
 
 SERVER_SUBJECT = ""
 """The subject name of a server's own texts (instructions, title), beside its tools' names."""
+SURFACE_PREFIXES = ("prompt:", "resource:")
+"""Subject names of prompts and resources start with these (tool names never contain a colon here)."""
 
 
 def definition(tool: ToolInfo) -> str:
@@ -71,10 +74,13 @@ class Inspection:
 
     tools: tuple[ToolInfo, ...]
     info: ServerInfo | None
+    surface: Surface
     subjects: tuple[Subject, ...]
 
-    def current(self, tools: tuple[ToolInfo, ...], info: ServerInfo | None) -> bool:
-        return self.tools is tools and self.info is info
+    def current(self, tools: tuple[ToolInfo, ...], info: ServerInfo | None, surface: Surface) -> bool:
+        return (
+            self.tools is tools and self.info is info and (self.surface is surface or self.surface == surface)
+        )
 
 
 def _server_subject(info: ServerInfo | None, verify: bool) -> Subject | None:
@@ -110,12 +116,46 @@ def _scan_annotations(tool: ToolInfo) -> list[Finding]:
     return findings
 
 
-def inspect(config: ServerConfig, tools: tuple[ToolInfo, ...], info: ServerInfo | None) -> Inspection:
+def _surface_subjects(surface: Surface, verify: bool) -> list[Subject]:
+    """Prompts, resources and templates: their names, titles and descriptions reach models too.
+
+    Named ``prompt:NAME`` / ``resource:URI`` so they never meet a tool's name; findings only, no pins.
+    """
+
+    def said(item: PromptInfo | ResourceInfo | ResourceTemplateInfo) -> dict[str, str]:
+        return {"name": item.name, "title": item.title or "", "description": item.description or ""}
+
+    texts: list[tuple[str, dict[str, str]]] = []
+    for prompt in surface.prompts:
+        described = said(prompt)
+        for argument in prompt.arguments:
+            described[f"arguments.{argument.name}"] = argument.description or ""
+        texts.append((f"{SURFACE_PREFIXES[0]}{prompt.name}", described))
+    for resource in surface.resources:
+        texts.append((f"{SURFACE_PREFIXES[1]}{resource.uri}", said(resource)))
+    for template in surface.templates:
+        texts.append((f"{SURFACE_PREFIXES[1]}{template.uri_template}", said(template)))
+    subjects = []
+    for name, described in texts:
+        text = json.dumps(described, sort_keys=True, ensure_ascii=False)
+        findings: list[Finding] = []
+        if verify:
+            for where, value in described.items():
+                findings.extend(scan_text(name, where, value))
+        subjects.append(Subject(name, text, digest(text), tuple(findings)))
+    return subjects
+
+
+def inspect(
+    config: ServerConfig, tools: tuple[ToolInfo, ...], info: ServerInfo | None, surface: Surface | None = None
+) -> Inspection:
     """Scan and hash everything the server says to models. Pure; run it off the event loop."""
     verify = config.verify != "off"
+    surface = surface or Surface()
     server = _server_subject(info, verify)
     subjects = [_tool_subject(tool, verify) for tool in tools]
-    return Inspection(tools, info, (*([server] if server else []), *subjects))
+    extra = _surface_subjects(surface, verify)
+    return Inspection(tools, info, surface, (*([server] if server else []), *subjects, *extra))
 
 
 @dataclass
@@ -201,7 +241,11 @@ class TrustGate:
             )
             log.error("trust.blocked", server=config.name, findings=unique)
         first_sight = config.name not in self._pinned_servers
-        tools = [subject for subject in inspection.subjects if subject.name != SERVER_SUBJECT]
+        tools = [
+            subject
+            for subject in inspection.subjects
+            if subject.name != SERVER_SUBJECT and not subject.name.startswith(SURFACE_PREFIXES)
+        ]
         if tools:
             self._pinned_servers.add(config.name)
         for subject in tools:
@@ -308,6 +352,8 @@ class TrustGate:
 def _where(finding: Finding) -> str:
     if finding.tool == SERVER_SUBJECT:
         return f"server {finding.where}"
+    if finding.tool.startswith(SURFACE_PREFIXES):
+        return finding.tool
     return f"tool {finding.tool}"
 
 
