@@ -211,7 +211,7 @@ class ToolIndex:
         if prior:
             scores, parts = self._with_usage(scores, query_terms, prior, servers)
         if self.semantic is not None:
-            scores = self._fused(query, scores, servers)
+            scores = self._fused(query, scores, servers, limit)
         if limit is not None and limit < len(scores):
             # Ties at the cut go by posting order, which is deterministic for a given index.
             best = [
@@ -223,10 +223,17 @@ class ToolIndex:
         hits.sort(key=lambda hit: (-hit.score, hit.server, hit.tool))
         return hits
 
-    def _fused(self, query: str, scores: dict[int, float], servers: set[str] | None) -> dict[int, float]:
+    def _fused(
+        self, query: str, scores: dict[int, float], servers: set[str] | None, limit: int | None
+    ) -> dict[int, float]:
         assert self.semantic is not None
-        lexical = sorted(scores, key=lambda doc_id: (-scores[doc_id], self._docs[doc_id].key))
-        fused = self.semantic.fused([self._docs[doc_id].key for doc_id in lexical], query, servers)
+        # With ``depth`` >= limit, a tool below the lexical top ``depth`` and outside the
+        # semantic one scores under 1 / (k + depth), below each of the lexical top ``depth``:
+        # cutting the lexical ranking there changes no fused top ``limit``.
+        depth = len(scores) if limit is None else max(limit, self.semantic.depth)
+        best = heapq.nsmallest(depth, scores, key=lambda doc_id: (-scores[doc_id], self._docs[doc_id].key))
+        lexical = [self._docs[doc_id].key for doc_id in best]
+        fused = self.semantic.fused(lexical, query, servers)
         return {self._key_doc[key]: score for key, score in fused.items() if key in self._key_doc}
 
     def _with_usage(

@@ -113,6 +113,8 @@ class SemanticIndex:
 
     embedder: Embedder
     cache: VectorCache
+    depth: int = SEMANTIC_DEPTH
+    """Tools taken from each ranking into the fusion."""
     embedded: int = 0
     """Texts embedded by the model so far (not found in the cache)."""
     _by_server: dict[str, tuple[list[tuple[str, str]], np.ndarray]] = field(default_factory=dict)
@@ -143,9 +145,7 @@ class SemanticIndex:
             self.embedded += len(new)
         return np.vstack([cached[key] for key in keys])
 
-    def rank(
-        self, query: str, servers: set[str] | None, depth: int = SEMANTIC_DEPTH
-    ) -> list[tuple[str, str]]:
+    def rank(self, query: str, servers: set[str] | None) -> list[tuple[str, str]]:
         """The ``depth`` tools closest to ``query``, best first."""
         if self._matrix is None or not query.strip():
             return []
@@ -153,7 +153,7 @@ class SemanticIndex:
         if servers is not None:
             allowed = np.array([key[0] in servers for key in self._keys], dtype=bool)
             scores = np.where(allowed, scores, -np.inf)
-        depth = min(depth, len(scores))
+        depth = min(self.depth, len(scores))
         top = np.argpartition(-scores, depth - 1)[:depth]
         top = top[np.argsort(-scores[top], kind="stable")]
         return [self._keys[i] for i in top if np.isfinite(scores[i])]
