@@ -143,6 +143,10 @@ class DaemonSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     usage_db: str | None = None
     """SQLite file of the usage store; default ``usage.db`` in the user state directory."""
     usage_retention_days: float = 90.0
+    semantic: bool = False
+    """Fuse a semantic ranking with the lexical one (needs ``pip install 'mcpd[semantic]'``)."""
+    semantic_model: str | None = None
+    """A model2vec model: a local folder or a hub name (default ``minishlab/potion-base-8M``)."""
 
     def __post_init__(self) -> None:
         _require_finite(self)

@@ -19,6 +19,7 @@ from mcpd.config.paths import default_socket_path
 from mcpd.daemon.methods import Daemon, methods, summary
 from mcpd.daemon.notify import Notifier
 from mcpd.discovery.prior import UsagePrior
+from mcpd.discovery.semantic_setup import semantic_indexes
 from mcpd.discovery.text import terms
 from mcpd.errors import ConfigError, McpdError
 from mcpd.front import socket as mcp_socket
@@ -188,7 +189,7 @@ async def _serve_with(
 ) -> None:
     notifier = Notifier()
     async with open_supervisor(config) as supervisor:
-        catalog = Catalog(supervisor, gate=gate)
+        catalog = Catalog(supervisor, gate=gate, semantic=await semantic_indexes(config.daemon))
         daemon = Daemon(
             supervisor=supervisor,
             catalog=catalog,

@@ -21,10 +21,14 @@ import operator
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.text import terms
+
+if TYPE_CHECKING:
+    # Only for the annotation: the semantic extra is imported by whoever switches it on.
+    from mcpd.discovery.semantic import SemanticIndex
 
 FIELDS = ("server", "name", "description", "params")
 
@@ -80,6 +84,8 @@ class ToolIndex:
     _averages: tuple[float, ...] = (1.0,) * len(FIELDS)
     _next_id: int = 0
     _key_doc: dict[tuple[str, str], int] = field(default_factory=dict)
+    semantic: SemanticIndex | None = None
+    """The optional semantic ranking fused with this one (``mcpd.discovery.semantic``)."""
 
     def __len__(self) -> int:
         return len(self._docs)
@@ -93,8 +99,10 @@ class ToolIndex:
     def replace_servers(self, changes: Mapping[str, Iterable[ToolText]]) -> None:
         """Re-index several servers at once, weighing the new documents in one pass."""
         added: list[int] = []
-        for server, texts in changes.items():
-            tools = list(texts)
+        listed = {server: list(texts) for server, texts in changes.items()}
+        if self.semantic is not None:
+            self.semantic.replace_servers(listed)
+        for server, tools in listed.items():
             self.remove_server(server)
             # Every tool of a server repeats the server's text: analyse it once.
             server_fields: dict[str, Counter[str]] = {}
@@ -202,6 +210,8 @@ class ToolIndex:
         parts: dict[int, dict[str, float]] = {}
         if prior:
             scores, parts = self._with_usage(scores, query_terms, prior, servers)
+        if self.semantic is not None:
+            scores = self._fused(query, scores, servers, limit)
         if limit is not None and limit < len(scores):
             # Ties at the cut go by posting order, which is deterministic for a given index.
             best = [
@@ -212,6 +222,19 @@ class ToolIndex:
         hits = [Hit(*self._docs[doc_id].key, score, parts.get(doc_id)) for doc_id, score in best]
         hits.sort(key=lambda hit: (-hit.score, hit.server, hit.tool))
         return hits
+
+    def _fused(
+        self, query: str, scores: dict[int, float], servers: set[str] | None, limit: int | None
+    ) -> dict[int, float]:
+        assert self.semantic is not None
+        # With ``depth`` >= limit, a tool below the lexical top ``depth`` and outside the
+        # semantic one scores under 1 / (k + depth), below each of the lexical top ``depth``:
+        # cutting the lexical ranking there changes no fused top ``limit``.
+        depth = len(scores) if limit is None else max(limit, self.semantic.depth)
+        best = heapq.nsmallest(depth, scores, key=lambda doc_id: (-scores[doc_id], self._docs[doc_id].key))
+        lexical = [self._docs[doc_id].key for doc_id in best]
+        fused = self.semantic.fused(lexical, query, servers)
+        return {self._key_doc[key]: score for key, score in fused.items() if key in self._key_doc}
 
     def _with_usage(
         self, scores: dict[int, float], query_terms: Counter[str], prior: UsagePrior, servers: set[str] | None

@@ -17,7 +17,8 @@ indexed (``wait_indexed``).
 from __future__ import annotations
 
 import contextlib
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
 
 import anyio
 import msgspec
@@ -34,6 +35,9 @@ from mcpd.registry.names import qualify
 from mcpd.supervisor.actor import ServerActor
 from mcpd.supervisor.supervisor import Supervisor
 from mcpd.trust.gate import Inspection, Review, TrustGate, inspect
+
+if TYPE_CHECKING:
+    from mcpd.discovery.semantic import SemanticIndex
 
 log = structlog.get_logger("mcpd.registry")
 
@@ -58,8 +62,8 @@ class _Change(NamedTuple):
 class _Version:
     """One of the two indexes, with what it holds of each server."""
 
-    def __init__(self, params: Params) -> None:
-        self.index = ToolIndex(params)
+    def __init__(self, params: Params, semantic: SemanticIndex | None) -> None:
+        self.index = ToolIndex(params, semantic=semantic)
         self.indexed: dict[str, IndexKey] = {}
 
     def apply(self, changes: dict[str, _Change | None]) -> None:
@@ -81,14 +85,21 @@ class Catalog:
     """The aggregated tool catalogue; ``on_event`` must be a supervisor listener and ``run()`` a task."""
 
     def __init__(
-        self, supervisor: Supervisor, params: Params | None = None, gate: TrustGate | None = None
+        self,
+        supervisor: Supervisor,
+        params: Params | None = None,
+        gate: TrustGate | None = None,
+        semantic: Callable[[], SemanticIndex] | None = None,
     ) -> None:
         self._supervisor = supervisor
         self.gate = gate or TrustGate()
         self._entries: dict[str, tuple[tuple[ToolInfo, ...], int, dict[str, ToolEntry]]] = {}
         self._by_name: dict[str, tuple[str, str]] | None = None
         # Queries read the front index; the back one is brought up to date off the loop and swapped in.
-        self._front, self._back = _Version(params or Params()), _Version(params or Params())
+        # ``semantic`` makes each index its own semantic ranking (they share a model and a cache).
+        self._front, self._back = (
+            _Version(params or Params(), semantic() if semantic else None) for _ in range(2)
+        )
         self._index_lock = anyio.Lock()
         self._reindex = anyio.Event()
         self._building = False

@@ -1,0 +1,182 @@
+"""Optional semantic ranking: static embeddings (model2vec) fused with BM25F by reciprocal rank.
+
+Installed with ``pip install 'mcpd[semantic]'`` and switched on with ``[daemon] semantic = true``.
+Static embeddings were chosen by measurement (``bench/semantic.py``): a query is a table
+lookup and a mean on numpy (well under a millisecond), where a contextual model costs a
+transformer pass per query and minutes of CPU per 10k tools.
+
+Each tool's vector is cached on disk (SQLite in the user cache directory) under the hash of
+the model and of the text embedded, so a restart or a server that comes back re-embeds
+nothing. Only this module imports numpy and model2vec, and nothing imports it unless the
+setting is on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import platformdirs
+from model2vec import StaticModel
+
+from mcpd.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mcpd.discovery.index import ToolText
+
+DEFAULT_MODEL = "minishlab/potion-base-8M"
+"""A model2vec model on the Hugging Face hub, downloaded once into its usual cache."""
+
+RRF_K = 60
+"""Reciprocal-rank fusion constant (Cormack et al.); the bench cross-validates it."""
+
+SEMANTIC_DEPTH = 100
+"""Tools taken from the semantic ranking into the fusion."""
+
+
+def tool_document(tool: ToolText) -> str:
+    """What is embedded of a tool: its server, name, description and parameter names."""
+    params = ", ".join(name for name, _ in tool.params)
+    return f"{tool.server} {tool.tool}: {tool.description} ({params})"
+
+
+class Embedder:
+    """A model2vec static model: text -> unit vectors (float32)."""
+
+    def __init__(self, model: str) -> None:
+        local = Path(model).expanduser()
+        try:
+            if local.exists():
+                self._model = StaticModel.from_pretrained(local, force_download=False)
+            else:
+                self._model = StaticModel.from_pretrained(model, force_download=False)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot load the semantic model {model!r}: {exc}", {"model": model}) from exc
+        self.name = model
+        # Cache rows are valid only for the exact weights that made them.
+        digest = hashlib.sha256(np.ascontiguousarray(self._model.embedding).tobytes())
+        self.fingerprint = digest.hexdigest()[:16]
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = np.asarray(self._model.encode(list(texts), use_multiprocessing=False), dtype=np.float32)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        unit: np.ndarray = vectors / np.maximum(norms, 1e-12)
+        return unit
+
+
+class VectorCache:
+    """Tool vectors on disk by (model fingerprint, text hash); safe to share between threads."""
+
+    def __init__(self, path: Path | None, fingerprint: str) -> None:
+        if path is None:
+            path = Path(platformdirs.user_cache_dir("mcpd")) / "embeddings.sqlite"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
+        self._prefix = fingerprint + ":"
+        self._lock = threading.Lock()
+
+    def key(self, text: str) -> str:
+        return self._prefix + hashlib.sha256(text.encode()).hexdigest()
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = self._db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", chunk)
+                found.update((key, np.frombuffer(blob, dtype=np.float32)) for key, blob in rows)
+        return found
+
+    def put_many(self, items: Mapping[str, np.ndarray]) -> None:
+        with self._lock:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO vectors VALUES (?, ?)",
+                ((key, vector.astype(np.float32).tobytes()) for key, vector in items.items()),
+            )
+
+    def close(self) -> None:
+        self._db.close()
+
+
+@dataclass
+class SemanticIndex:
+    """Tool vectors per server, ranked by cosine to a query; fed by ``ToolIndex.replace_servers``."""
+
+    embedder: Embedder
+    cache: VectorCache
+    depth: int = SEMANTIC_DEPTH
+    """Tools taken from each ranking into the fusion."""
+    embedded: int = 0
+    """Texts embedded by the model so far (not found in the cache)."""
+    _by_server: dict[str, tuple[list[tuple[str, str]], np.ndarray]] = field(default_factory=dict)
+    _keys: list[tuple[str, str]] = field(default_factory=list)
+    _matrix: np.ndarray | None = None
+
+    def replace_servers(self, changes: Mapping[str, Iterable[ToolText]]) -> None:
+        for server, tools in changes.items():
+            texts = list(tools)
+            if texts:
+                self._by_server[server] = ([(t.server, t.tool) for t in texts], self._vectors(texts))
+            else:
+                self._by_server.pop(server, None)
+        self._keys = [key for keys, _ in self._by_server.values() for key in keys]
+        vectors = [matrix for _, matrix in self._by_server.values()]
+        self._matrix = np.vstack(vectors) if vectors else None
+
+    def _vectors(self, tools: Sequence[ToolText]) -> np.ndarray:
+        documents = [tool_document(tool) for tool in tools]
+        keys = [self.cache.key(text) for text in documents]
+        cached = self.cache.get_many(keys)
+        missing = sorted({i for i, key in enumerate(keys) if key not in cached}, key=keys.__getitem__)
+        if missing:
+            fresh = self.embedder.encode([documents[i] for i in missing])
+            new = {keys[i]: fresh[row] for row, i in enumerate(missing)}
+            self.cache.put_many(new)
+            cached.update(new)
+            self.embedded += len(new)
+        return np.vstack([cached[key] for key in keys])
+
+    def rank(self, query: str, servers: set[str] | None) -> list[tuple[str, str]]:
+        """The ``depth`` tools closest to ``query``, best first."""
+        if self._matrix is None or not query.strip():
+            return []
+        scores = self._matrix @ self.embedder.encode([query])[0]
+        if servers is not None:
+            allowed = np.array([key[0] in servers for key in self._keys], dtype=bool)
+            scores = np.where(allowed, scores, -np.inf)
+        depth = min(self.depth, len(scores))
+        top = np.argpartition(-scores, depth - 1)[:depth]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [self._keys[i] for i in top if np.isfinite(scores[i])]
+
+    def fused(
+        self, lexical: Sequence[tuple[str, str]], query: str, servers: set[str] | None
+    ) -> dict[tuple[str, str], float]:
+        """The lexical ranking fused with this one's for ``query``."""
+        return fuse(lexical, self.rank(query, servers))
+
+
+def fuse(
+    lexical: Sequence[tuple[str, str]], semantic: Sequence[tuple[str, str]], k: int = RRF_K
+) -> dict[tuple[str, str], float]:
+    """Reciprocal-rank fusion: each ranking gives 1 / (k + rank) to each tool it ranks."""
+    fused: dict[tuple[str, str], float] = {}
+    for ranking in (lexical, semantic):
+        for rank, key in enumerate(ranking, start=1):
+            fused[key] = fused.get(key, 0.0) + 1.0 / (k + rank)
+    return fused
+
+
+def load(model: str | None, cache_path: Path | None = None) -> tuple[Embedder, VectorCache]:
+    """The model named in the config (a local folder or a hub name) and its vector cache."""
+    embedder = Embedder(model or DEFAULT_MODEL)
+    return embedder, VectorCache(cache_path, embedder.fingerprint)

@@ -1,0 +1,145 @@
+"""The optional semantic ranking, proved on a tiny static model the tests build themselves."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import numpy as np
+import pytest
+from model2vec import StaticModel
+from tokenizers import Tokenizer
+from tokenizers.models import WordLevel
+from tokenizers.pre_tokenizers import Whitespace
+
+from mcpd.config.model import DaemonSettings
+from mcpd.discovery import semantic
+from mcpd.discovery.index import ToolIndex, ToolText
+from mcpd.discovery.semantic_setup import semantic_indexes
+
+# Word -> direction: synonyms share one, so only meaning (not spelling) links them.
+_MEANINGS = {
+    "move": 0,
+    "drag": 0,
+    "element": 1,
+    "widget": 1,
+    "history": 2,
+    "log": 2,
+    "commits": 2,
+    "git": 3,
+    "repository": 3,
+    "weather": 4,
+    "forecast": 4,
+}
+
+TOOLS = [
+    ToolText("browser", "drag_element", "Drag an element"),
+    ToolText("git", "git_log", "Show the commits history of a repository"),
+    ToolText("weather", "forecast", "Weather forecast"),
+]
+
+
+def _build_model(directory: Path, scale: float = 1.0) -> Path:
+    """A model2vec model: a word-level tokenizer and one embedding row per word."""
+    vocab = {"[UNK]": 0, **{word: i + 1 for i, word in enumerate(_MEANINGS)}}
+    tokenizer = Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = Whitespace()
+    vectors = np.zeros((len(vocab), 8), dtype=np.float32)
+    for word, meaning in _MEANINGS.items():
+        vectors[vocab[word], meaning] = scale
+        vectors[vocab[word], 7] = 0.1 * vocab[word]  # words differ a little, synonyms stay close
+    StaticModel(vectors, tokenizer, normalize=True).save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    return _build_model(tmp_path / "model")
+
+
+def _index(model: Path, cache: Path) -> tuple[ToolIndex, semantic.SemanticIndex]:
+    embedder, vectors = semantic.load(str(model), cache)
+    ranking = semantic.SemanticIndex(embedder, vectors)
+    index = ToolIndex(semantic=ranking)
+    index.replace_servers({tool.server: [tool] for tool in TOOLS})
+    return index, ranking
+
+
+def test_fusion_finds_a_tool_by_meaning_alone(model: Path, tmp_path: Path) -> None:
+    """A query sharing no word with a tool ("move the widget" vs "Drag an element") still finds it."""
+    index, _ = _index(model, tmp_path / "cache.sqlite")
+    assert ToolIndex().search("move the widget") == []
+    hits = index.search("move the widget", limit=2)
+    assert (hits[0].server, hits[0].tool) == ("browser", "drag_element")
+
+
+def test_fusion_keeps_lexical_agreement_on_top(model: Path, tmp_path: Path) -> None:
+    """A tool that both rankings put first stays first, and a server filter holds for both."""
+    index, _ = _index(model, tmp_path / "cache.sqlite")
+    assert [(h.server, h.tool) for h in index.search("git log history", limit=1)] == [("git", "git_log")]
+    assert {h.server for h in index.search("move the widget", servers={"weather"})} <= {"weather"}
+
+
+def test_a_restart_re_embeds_nothing(model: Path, tmp_path: Path) -> None:
+    """Vectors are cached on disk by tool text: a second daemon (new model object, same cache) embeds none."""
+    cache = tmp_path / "cache.sqlite"
+    _, first = _index(model, cache)
+    assert first.embedded == len(TOOLS)
+    first.cache.close()
+    _, second = _index(model, cache)
+    assert second.embedded == 0
+    changed = ToolText("git", "git_log", "Show the commits history")
+    second.replace_servers({"git": [changed]})
+    assert second.embedded == 1  # only the tool whose text changed
+
+
+def test_the_cache_is_per_model(tmp_path: Path) -> None:
+    """Another model's weights never reuse vectors cached for the first one."""
+    cache = tmp_path / "cache.sqlite"
+    _index(_build_model(tmp_path / "a"), cache)[1].cache.close()
+    _, other = _index(_build_model(tmp_path / "b", scale=2.0), cache)
+    assert other.embedded == len(TOOLS)
+
+
+def test_reciprocal_rank_fusion() -> None:
+    """Each ranking gives 1/(k + rank); a tool in both outranks one first in only one."""
+    fused = semantic.fuse([("s", "a"), ("s", "b")], [("s", "b"), ("s", "c")], k=60)
+    assert fused[("s", "b")] == pytest.approx(1 / 62 + 1 / 61)
+    assert fused[("s", "a")] == pytest.approx(1 / 61)
+    assert max(fused, key=fused.__getitem__) == ("s", "b")
+
+
+def test_config_switches_it_on_and_a_bad_model_leaves_it_off(model: Path, tmp_path: Path) -> None:
+    """`semantic = true` with a model folder gives indexes; an unloadable model gives None (daemon up)."""
+
+    async def main() -> None:
+        cache = tmp_path / "cache.sqlite"
+        assert await semantic_indexes(DaemonSettings(), cache) is None
+        make = await semantic_indexes(DaemonSettings(semantic=True, semantic_model=str(model)), cache)
+        assert make is not None
+        assert isinstance(make(), semantic.SemanticIndex)
+        broken = tmp_path / "broken"
+        broken.mkdir()
+        off = await semantic_indexes(DaemonSettings(semantic=True, semantic_model=str(broken)), cache)
+        assert off is None
+
+    anyio.run(main)
+
+
+def test_off_imports_nothing_extra() -> None:
+    """With the setting off, a daemon-side search imports neither the semantic module nor its runtime."""
+    script = """
+import sys, anyio
+from mcpd.config.model import DaemonSettings
+from mcpd.daemon.app import semantic_indexes
+from mcpd.discovery.index import ToolIndex, ToolText
+assert anyio.run(semantic_indexes, DaemonSettings()) is None
+index = ToolIndex()
+index.replace_servers({"git": [ToolText("git", "git_log", "Show the commit history")]})
+assert index.search("commit history")
+loaded = [m for m in ("mcpd.discovery.semantic", "model2vec", "numpy", "tokenizers") if m in sys.modules]
+assert not loaded, loaded
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
