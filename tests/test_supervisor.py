@@ -429,8 +429,9 @@ async def test_call_the_dead_server_never_saw_waits_and_runs() -> None:
             tg.start_soon(slow_call)
             await anyio.wait_all_tasks_blocked()
             os.kill(first, signal.SIGKILL)
-            # No await until the call: the event loop has not seen the death, the pipe has.
-            while not process_gone(first):
+            # No await until the call: the event loop has not seen the death, the pipe has. The
+            # leader turns zombie before its last thread lets go of the pipe: wait for both.
+            while not process_gone(first) or _holds_files(first):
                 pass
             assert actor.state is S.RUNNING
             result = await actor.call_tool("pid", {}, timeout=120)
@@ -438,6 +439,14 @@ async def test_call_the_dead_server_never_saw_waits_and_runs() -> None:
     assert result.structured_content == {"result": status.pid} and status.pid != first
     assert len(in_flight) == 1 and "SIGKILL" in str(in_flight[0])
     assert status.restarts == 1
+
+
+def _holds_files(pid: int) -> bool:
+    """Whether a thread of ``pid`` other than its (zombie) leader is still exiting, files in hand."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
+        return False
 
 
 async def test_list_changed_storm_is_coalesced() -> None:
