@@ -20,7 +20,7 @@ import anyio
 import pytest
 from anyio.streams.text import TextReceiveStream
 
-from mcpd.testing import fixture_toml
+from mcpd.testing import fixture_toml, run_cli
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -48,17 +48,8 @@ async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Daem
 def mcpd(
     *argv: str, socket: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if k != "NO_COLOR"} | (env or {})
-    if socket is not None:
-        environment["MCPD_SOCKET"] = str(socket)
-    return subprocess.run(
-        [sys.executable, "-m", "mcpd", *argv],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=environment,
-    )
+    socket_env = {"MCPD_SOCKET": str(socket)} if socket is not None else {}
+    return run_cli(*argv, env=(env or {}) | socket_env, timeout=60)
 
 
 @dataclass

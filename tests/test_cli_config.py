@@ -4,14 +4,12 @@ asked, except to show that imported servers start on `mcpd reload`."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from mcpd.testing import fixture_command, fixture_toml
+from mcpd.testing import fixture_command, fixture_toml, run_cli
 from mcpd.testing.daemon import running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -26,14 +24,7 @@ HOST_FILE = {
 
 
 def mcpd(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mcpd", *argv],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, **(env or {})},
-    )
+    return run_cli(*argv, env=env)
 
 
 def test_config_check_names_each_problem_and_exits_2(tmp_path: Path) -> None:

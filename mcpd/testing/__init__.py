@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from typing import Any
 
@@ -63,6 +64,21 @@ def pids_with_args(*args: str) -> list[int]:
             if all(arg in argv for arg in wanted):
                 found.append(int(entry))
     return found
+
+
+def run_cli(
+    *argv: str, env: dict[str, str] | None = None, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """``mcpd ARGV`` as a fresh process, as a user runs it; ``NO_COLOR`` is unset unless ``env`` sets it."""
+    environment = {k: v for k, v in os.environ.items() if k != "NO_COLOR"} | (env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "mcpd", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=environment,
+    )
 
 
 def process_gone(pid: int) -> bool:
