@@ -130,11 +130,13 @@ async def probe(path: Path, payload: bytes, *, timeout: float = 10.0) -> list[An
     answers: list[Any] = []
     try:
         async with asyncio.timeout(timeout):
-            with contextlib.suppress(ConnectionError):
+            # The daemon may hang up mid-write on a hostile frame; the socket then reports
+            # ENOTCONN or EPIPE, which is the behaviour under test, not a failure of the probe.
+            with contextlib.suppress(OSError):
                 writer.write(hello() + payload)
                 await writer.drain()
                 writer.write_eof()
-            with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            with contextlib.suppress(OSError, asyncio.IncompleteReadError):
                 while True:
                     size = int.from_bytes(await reader.readexactly(4), "big")
                     data = await reader.readexactly(size)
@@ -144,7 +146,7 @@ async def probe(path: Path, payload: bytes, *, timeout: float = 10.0) -> list[An
                         answers.append(data)
     finally:
         writer.close()
-        with contextlib.suppress(ConnectionError):
+        with contextlib.suppress(OSError):
             await writer.wait_closed()
     return answers
 
