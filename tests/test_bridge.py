@@ -389,3 +389,24 @@ async def test_cold_bridge_connects_servers_as_they_run(tmp_path: Path) -> None:
         with anyio.fail_after(60):
             await host.log_arrived.wait()
         assert any(line.startswith("stuck: not connected") for line in host.logged)
+
+
+def test_the_bridge_imports_only_what_a_relay_needs() -> None:
+    """One bridge runs per host: its process loads neither client library, anyio, the SDK, nor
+    typing_extensions/inspect (msgspec is imported lean), which keeps its RSS near Python's floor."""
+    import subprocess  # noqa: PLC0415
+
+    heavy = [
+        "mcpd.client.sync",
+        "mcpd.client.aio",
+        "anyio",
+        "mcp",
+        "pydantic",
+        "typing_extensions",
+        "inspect",
+    ]
+    probe = f"import sys, mcpd.bridge; print(' '.join(m for m in {heavy!r} if m in sys.modules))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert loaded.stdout.split() == []

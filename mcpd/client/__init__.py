@@ -6,16 +6,20 @@ Errors the daemon reports are raised as the same ``mcpd.errors`` classes.
 
 from typing import TYPE_CHECKING
 
-from mcpd.client.sync import Client
-
 if TYPE_CHECKING:
     from mcpd.client.aio import AsyncClient, connect
+    from mcpd.client.sync import Client
 
 __all__ = ["AsyncClient", "Client", "connect"]
 
 
 def __getattr__(name: str) -> object:
-    # The async client pulls in anyio; load it only for those who use it.
+    # Loaded on first use: the async client pulls in anyio, and a bridge (which imports only
+    # mcpd.client.channel) needs neither client.
+    if name == "Client":
+        from mcpd.client import sync  # noqa: PLC0415
+
+        return sync.Client
     if name in ("connect", "AsyncClient"):
         from mcpd.client import aio  # noqa: PLC0415
 

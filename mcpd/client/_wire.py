@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -70,8 +69,8 @@ CALL_MARGIN = 5.0
 ProgressHandler = Callable[[Progress], None]
 
 
-@dataclass(frozen=True)
-class Call(Generic[T]):
+class Call(msgspec.Struct, Generic[T], frozen=True):
+    # A Struct, not a dataclass: dataclasses imports inspect, which a bridge need not load.
     method: str
     params: msgspec.Struct
     result: type[T]

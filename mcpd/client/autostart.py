@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from mcpd.client import _wire
-from mcpd.client.sync import Client
+from mcpd.client.channel import open_channel
 from mcpd.errors import DaemonNotRunning
 from mcpd.ipc.endpoint import prepare_directory
 
@@ -25,7 +25,7 @@ POLL = 0.05
 
 def _reachable(path: Path) -> bool:
     try:
-        Client(path, name="mcpd-autostart").connect(timeout=5).close()
+        open_channel(path, mode=None, name="mcpd-autostart", timeout=5).close()
     except DaemonNotRunning:
         return False
     return True

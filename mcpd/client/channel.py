@@ -67,7 +67,7 @@ class Channel:
 def open_channel(
     socket_path: str | Path | None,
     *,
-    mode: str,
+    mode: str | None,
     name: str,
     resume: bytes | None = None,
     timeout: float = 10.0,
