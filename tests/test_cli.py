@@ -279,24 +279,29 @@ async def test_top_follows_the_event_stream(daemon: DaemonProcess) -> None:
     lines: list[str] = []
     async with await anyio.open_process([sys.executable, "-m", "mcpd", "top"], env=env) as top:
         assert top.stdout is not None and top.stderr is not None
-        buffer, step = "", "table"
-        with anyio.fail_after(60):
-            async for chunk in TextReceiveStream(top.stdout):
-                buffer += chunk
-                *complete, buffer = buffer.split("\n")
-                lines += complete
-                if step == "table" and any(line.startswith("fx ") for line in lines):
-                    step = "restart"  # the table is out, so top has subscribed
-                    mcpd("restart", "fx", "--socket", sock)
-                if step == "restart" and any("fx: starting -> running" in line for line in lines):
-                    step = "calls"
-                    mcpd("call", "fx", "echo", "--args", '{"text": "counted"}', "--socket", sock)
-                if step == "calls" and any(" calls: fx " in line for line in lines):
-                    break
-        top.send_signal(signal.SIGINT)
-        with anyio.fail_after(30):
-            status = await top.wait()
-        errors = "".join([chunk async for chunk in TextReceiveStream(top.stderr)])
+        try:
+            buffer, step = "", "table"
+            with anyio.fail_after(60):
+                async for chunk in TextReceiveStream(top.stdout):
+                    buffer += chunk
+                    *complete, buffer = buffer.split("\n")
+                    lines += complete
+                    if step == "table" and any(line.startswith("fx ") for line in lines):
+                        step = "restart"  # the table is out, so top has subscribed
+                        mcpd("restart", "fx", "--socket", sock)
+                    if step == "restart" and any("fx: starting -> running" in line for line in lines):
+                        step = "calls"
+                        mcpd("call", "fx", "echo", "--args", '{"text": "counted"}', "--socket", sock)
+                    if step == "calls" and any(" calls: fx " in line for line in lines):
+                        break
+            top.send_signal(signal.SIGINT)
+            with anyio.fail_after(30):
+                status = await top.wait()
+            errors = "".join([chunk async for chunk in TextReceiveStream(top.stderr)])
+        finally:
+            # A failed step must not leave `top` running: closing the process would wait for it.
+            if top.returncode is None:
+                top.kill()
     assert lines[0].startswith("mcpd top - ")
     assert any("fx: running -> starting (restart requested)" in line for line in lines)
     assert (status, errors) == (130, "")
