@@ -21,6 +21,7 @@ import pytest
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from mcpd.client import Client
 from mcpd.client.aio import connect
 from mcpd.front.server_requests import ServerRequests
 from mcpd.model.requests import NOT_AVAILABLE, SAMPLING, TIMED_OUT, ServerAsk, ServerReply, ServerRequest
@@ -158,6 +159,24 @@ async def test_client_library_callbacks_answer(daemon: DaemonProcess) -> None:
     assert asked[0].params["messages"][0]["content"]["text"] == "hi"
     assert text(elicited) == "refused -32603: PermissionError: the user said no"
     assert text(roots) == "roots: file:///srv file:///tmp"
+
+
+async def test_blocking_client_callbacks_answer(daemon: DaemonProcess) -> None:
+    """The blocking ``Client`` takes plain callbacks, run while it waits for its call."""
+
+    def sample(ask: ServerAsk) -> dict[str, Any]:
+        return {"role": "assistant", "content": {"type": "text", "text": f"sync {ask.server}"}, "model": "s"}
+
+    def call() -> tuple[ToolResult, ToolResult]:
+        with Client(daemon.socket, on_sampling=sample, roots=["file:///data"]) as client:
+            return (
+                client.call_tool("fx__ask", {"kind": "sampling"}),
+                client.call_tool("fx__ask", {"kind": "roots"}),
+            )
+
+    sampled, roots = await anyio.to_thread.run_sync(call)
+    assert text(sampled) == "sampled (s): sync fx"
+    assert text(roots) == "roots: file:///data"
 
 
 async def test_client_library_without_callbacks_declares_nothing(daemon: DaemonProcess) -> None:

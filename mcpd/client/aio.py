@@ -24,7 +24,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from mcpd.client import _wire
 from mcpd.client._wire import ProgressHandler
-from mcpd.client.answers import Answers, AskHandler
+from mcpd.client.answers import Answers, AskHandler, answer
 from mcpd.client.api import Api
 from mcpd.errors import CallTimeout, McpdError, ProtocolError, TransportError
 from mcpd.ipc.endpoint import check_server
@@ -54,10 +54,10 @@ class AsyncClient(Api):
         *,
         path: Path,
         reconnect: bool = False,
-        answers: Answers | None = None,
+        answers: Answers[AskHandler] | None = None,
     ) -> None:
         self.name = name
-        self.answers = answers or Answers()
+        self.answers: Answers[AskHandler] = answers or Answers()
         """What this client answers when a server asks during one of its calls."""
         self._answering: set[asyncio.Task[None]] = set()
         self.hello_result: HelloResult | None = None
@@ -166,11 +166,11 @@ class AsyncClient(Api):
     def _answer(self, ask: ServerAsk) -> None:
         """Answer a server's request in a task of its own: the reader must read on meanwhile."""
 
-        async def answer() -> None:
+        async def reply() -> None:
             with contextlib.suppress(McpdError):  # the daemon went away: nobody waits for the answer
-                await self.request(_wire.server_reply(await self.answers.answer(ask)))
+                await self.request(_wire.server_reply(await answer(self.answers, ask)))
 
-        task = asyncio.get_running_loop().create_task(answer())
+        task = asyncio.get_running_loop().create_task(reply())
         self._answering.add(task)
         task.add_done_callback(self._answering.discard)
 
@@ -278,7 +278,7 @@ async def connect(
             stream = await FrameStream.connect(str(path))
     except OSError as exc:
         raise _wire.not_running(path, exc) from None
-    answers = Answers(on_sampling, on_elicitation, roots)
+    answers: Answers[AskHandler] = Answers(on_sampling, on_elicitation, roots)
     client = AsyncClient(stream, name, path=path, reconnect=reconnect, answers=answers)
     client._start(stream)
     try:

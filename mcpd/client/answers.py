@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from mcpd.model.requests import (
     ELICITATION,
@@ -24,11 +24,13 @@ from mcpd.model.requests import (
 )
 
 AskHandler = Callable[[ServerAsk], Awaitable[dict[str, Any]]]
-"""Answers one request: its result as the MCP spec has it (e.g. ``CreateMessageResult`` as a dict).
+"""Answers one request (``AsyncClient``): its result as the MCP spec has it (e.g. a
+``CreateMessageResult`` as a dict). Raising refuses the request: the server gets a JSON-RPC
+error with the exception's text."""
+SyncAskHandler = Callable[[ServerAsk], dict[str, Any]]
+"""The same for the blocking ``Client`` (it runs while the client waits for its tool call)."""
 
-Raising refuses the request: the server gets a JSON-RPC error with the exception's text.
-"""
-
+H = TypeVar("H", AskHandler, SyncAskHandler)
 INTERNAL_ERROR = -32603
 
 
@@ -38,11 +40,11 @@ def root_entries(roots: Sequence[str | Mapping[str, str]]) -> list[dict[str, str
 
 
 @dataclass(frozen=True)
-class Answers:
+class Answers(Generic[H]):
     """What this client answers; ``None`` for a kind it does not."""
 
-    on_sampling: AskHandler | None = None
-    on_elicitation: AskHandler | None = None
+    on_sampling: H | None = None
+    on_elicitation: H | None = None
     roots: Sequence[str | Mapping[str, str]] | None = None
 
     def capabilities(self) -> ClientCapabilities:
@@ -52,16 +54,38 @@ class Answers:
             roots=self.roots is not None,
         )
 
-    async def answer(self, ask: ServerAsk) -> ServerReplyParams:
-        """The reply to ``ask``: the callback's result, or the error it raised."""
+    def plan(self, ask: ServerAsk) -> H | ServerReplyParams:
+        """The handler that answers ``ask``, or the reply when none needs to run."""
+        if ask.method == ROOTS and self.roots is not None:
+            return ServerReplyParams(id=ask.id, result={"roots": root_entries(self.roots)})
         handler = {SAMPLING: self.on_sampling, ELICITATION: self.on_elicitation}.get(ask.method)
-        try:
-            if ask.method == ROOTS and self.roots is not None:
-                return ServerReplyParams(id=ask.id, result={"roots": root_entries(self.roots)})
-            if handler is None:
-                raise LookupError(f"this client does not answer {ask.method}")  # noqa: TRY301
-            return ServerReplyParams(id=ask.id, result=await handler(ask))
-        except Exception as exc:
-            # The client's own failure is the server's answer, not the client's crash.
-            message = f"{type(exc).__name__}: {exc}"
-            return ServerReplyParams(id=ask.id, error=ReplyError(INTERNAL_ERROR, message))
+        if handler is None:
+            return failed(ask, LookupError(f"this client does not answer {ask.method}"))
+        return handler
+
+
+def failed(ask: ServerAsk, exc: Exception) -> ServerReplyParams:
+    """The client's own failure is the server's answer, not the client's crash."""
+    return ServerReplyParams(id=ask.id, error=ReplyError(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"))
+
+
+async def answer(answers: Answers[AskHandler], ask: ServerAsk) -> ServerReplyParams:
+    """The reply to ``ask``: the callback's result, or the error it raised."""
+    handler = answers.plan(ask)
+    if isinstance(handler, ServerReplyParams):
+        return handler
+    try:
+        return ServerReplyParams(id=ask.id, result=await handler(ask))
+    except Exception as exc:
+        return failed(ask, exc)
+
+
+def answer_sync(answers: Answers[SyncAskHandler], ask: ServerAsk) -> ServerReplyParams:
+    """``answer`` for the blocking client."""
+    handler = answers.plan(ask)
+    if isinstance(handler, ServerReplyParams):
+        return handler
+    try:
+        return ServerReplyParams(id=ask.id, result=handler(ask))
+    except Exception as exc:
+        return failed(ask, exc)

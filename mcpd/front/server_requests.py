@@ -146,6 +146,7 @@ class ServerRequests:
         if isinstance(call, ServerReply):
             return call
         assert call.answerer is not None
+        why = f"the tool call ended before {call.label} answered"  # unless the timeout comes first
         with anyio.CancelScope() as scope:
             call.asking.add(scope)
             try:
@@ -160,8 +161,6 @@ class ServerRequests:
                 return reply
             finally:
                 call.asking.discard(scope)
-        if scope.cancelled_caught:
-            why = f"the tool call ended before {call.label} answered"
         log.info("server_request.unanswered", server=request.server, method=request.method, reason=why)
         return ServerReply(error=ReplyError(TIMED_OUT, f"mcpd got no answer to {request.method}: {why}"))
 
