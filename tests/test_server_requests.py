@@ -7,6 +7,7 @@ path) and on streamable HTTP (``remote``: the SDK path). Hosts are the MCP SDK's
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -17,6 +18,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import msgspec
 import pytest
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -24,7 +26,15 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcpd.client import Client
 from mcpd.client.aio import connect
 from mcpd.front.server_requests import ServerRequests
-from mcpd.model.requests import NOT_AVAILABLE, SAMPLING, TIMED_OUT, ServerAsk, ServerReply, ServerRequest
+from mcpd.model.requests import (
+    NOT_AVAILABLE,
+    SAMPLING,
+    TIMED_OUT,
+    ClientCapabilities,
+    ServerAsk,
+    ServerReply,
+    ServerRequest,
+)
 from mcpd.model.tools import ToolResult
 from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
@@ -304,3 +314,19 @@ async def test_server_everything_samples_through_the_bridge(tmp_path: Path, npm_
             result = await host_call(session, "ev__trigger-sampling-request", {"prompt": "a haiku"})
     assert "host says Resource trigger-sampling-request context: a haiku" in result
     assert "host-llm" in result
+
+
+class Connection:
+    def notify(self, method: str, params: msgspec.Struct) -> None:
+        raise AssertionError("not asked")
+
+
+def test_a_client_connection_is_forgotten_when_it_goes() -> None:
+    """The router keeps a library connection's answerer only as long as the connection exists."""
+    router = ServerRequests()
+    conn = Connection()
+    router.client(conn).declared = ClientCapabilities(sampling=True)
+    assert router.clients[conn].capabilities() == {"sampling"}
+    del conn
+    gc.collect()
+    assert len(router.clients) == 0

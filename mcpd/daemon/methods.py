@@ -366,7 +366,7 @@ async def subscribe(daemon: Daemon, conn: Connection, params: NoParams) -> Ok:
 @methods.method("session.capabilities", ClientCapabilities)
 async def session_capabilities(daemon: Daemon, conn: Connection, params: ClientCapabilities) -> Ok:
     """Which server requests this connection answers (``server.request`` during its tool calls)."""
-    daemon.requests.client(conn, conn.notify).declared = params
+    daemon.requests.client(conn).declared = params
     return Ok()
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import itertools
+import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 from weakref import WeakKeyDictionary
@@ -64,6 +65,12 @@ class Answerer(Protocol):
         ...
 
 
+class Notifiable(Protocol):
+    """A client-library connection: it can be sent a notification."""
+
+    def notify(self, method: str, params: msgspec.Struct) -> None: ...
+
+
 class _Call:
     """One tool call in flight: to which server, for whom, and the requests it is answering."""
 
@@ -91,8 +98,8 @@ class ServerRequests:
     def __init__(self, timeout: float = ANSWER_TIMEOUT) -> None:
         self.timeout = timeout
         self._calls: dict[str, list[_Call]] = {}
-        self.clients: WeakKeyDictionary[object, ClientAnswerer] = WeakKeyDictionary()
-        """The client-library connections that declared capabilities, by connection."""
+        self.clients: WeakKeyDictionary[Notifiable, ClientAnswerer] = WeakKeyDictionary()
+        """The client-library connections that declared capabilities (forgotten with the connection)."""
 
     def begin(
         self, server: str, answerer: Answerer | None, label: str
@@ -164,11 +171,11 @@ class ServerRequests:
         log.info("server_request.unanswered", server=request.server, method=request.method, reason=why)
         return ServerReply(error=ReplyError(TIMED_OUT, f"mcpd got no answer to {request.method}: {why}"))
 
-    def client(self, conn: object, notify: Callable[[str, msgspec.Struct], None]) -> ClientAnswerer:
+    def client(self, conn: Notifiable) -> ClientAnswerer:
         """The answerer of a client-library connection (made on first use)."""
         answerer = self.clients.get(conn)
         if answerer is None:
-            answerer = self.clients[conn] = ClientAnswerer(notify)
+            answerer = self.clients[conn] = ClientAnswerer(conn)
         return answerer
 
 
@@ -201,9 +208,10 @@ class _Pending:
 class ClientAnswerer:
     """A client-library connection: ``server.request`` out, ``server.reply`` back."""
 
-    def __init__(self, notify: Callable[[str, msgspec.Struct], None]) -> None:
+    def __init__(self, conn: Notifiable) -> None:
         self.declared = ClientCapabilities()
-        self._notify = notify
+        # Weak, so that the connection (a key of ``ServerRequests.clients``) can go.
+        self._conn = weakref.ref(conn)
         self._pending = _Pending()
 
     def capabilities(self) -> frozenset[str]:
@@ -215,7 +223,10 @@ class ClientAnswerer:
             ask = ServerAsk(
                 id=request_id, server=request.server, method=request.method, params=request.params
             )
-            self._notify(SERVER_REQUEST_NOTIFICATION, ask)
+            conn = self._conn()
+            if conn is None:
+                return ServerReply(error=ReplyError(NOT_AVAILABLE, "the caller's connection is gone"))
+            conn.notify(SERVER_REQUEST_NOTIFICATION, ask)
             return await answered
         finally:
             self._pending.close(request_id)
