@@ -5,7 +5,9 @@ touches one file and ``tests/test_sdk.py`` (which fails loudly when the SDK chan
 this module relies on). It imports no private SDK module. It relies on one SDK
 behaviour beyond the public API: a request's HTTP POST runs in a copy of the context of
 the task that sent it (the SDK's context streams carry it), which is how ``track_call``
-learns whether the server could have seen a call.
+learns whether the server could have seen a call; and a server's request that arrives on
+that POST's response stream is answered in that same context, which is how the daemon
+knows exactly which call a remote server's sampling or elicitation request belongs to.
 
 For remote servers the HTTP client is ours, wrapped in ``_Watch``: it reports at once
 what the SDK would only log or retry quietly (a refused connection, a closed event
