@@ -7,6 +7,8 @@ path) and on streamable HTTP (``remote``: the SDK path). Hosts are the MCP SDK's
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import gc
 import json
 import os
@@ -296,6 +298,19 @@ async def test_a_call_that_ends_withdraws_its_questions() -> None:
         router.end(running, token)
     assert replies[0].error is not None
     assert "the tool call ended before silent answered" in replies[0].error.message
+
+
+async def test_a_late_request_of_an_ended_call_is_refused() -> None:
+    """A request that arrives in the context of a call that has ended (a remote server's late
+    request on that call's stream) is refused, not passed to a caller who no longer waits."""
+    router = ServerRequests()
+    running, token = router.begin("s", Silent(), "silent")
+    during = contextvars.copy_context()
+    router.end(running, token)
+    reply = await asyncio.get_running_loop().create_task(router.route(REQUEST), context=during)
+    assert reply.error is not None
+    assert reply.error.code == NOT_AVAILABLE
+    assert "the tool call it belongs to (silent) has ended" in reply.error.message
 
 
 # -- server-everything ------------------------------------------------------------------------------

@@ -121,10 +121,11 @@ class ServerRequests:
 
     def _pick(self, request: ServerRequest, capability: str) -> _Call | ServerReply:
         exact = _current.get()
+        candidates = self._calls.get(request.server, [])
         if exact is not None and exact.server == request.server:
+            if exact not in candidates:  # a late request on the stream of a call that has ended
+                return _refusal(request, f"the tool call it belongs to ({exact.label}) has ended")
             candidates = [exact]
-        else:
-            candidates = self._calls.get(request.server, [])
         if not candidates:
             return _refusal(
                 request,
