@@ -37,6 +37,8 @@ from mcpd.model import mcp
 from mcpd.model.requests import (
     CAPABILITY_OF,
     NOT_AVAILABLE,
+    SAMPLING,
+    SAMPLING_TOOLS,
     SERVER_REQUEST_NOTIFICATION,
     TIMED_OUT,
     ClientCapabilities,
@@ -150,6 +152,10 @@ class ServerRequests:
         capability = CAPABILITY_OF.get(request.method)
         if capability is None:
             return _refusal(request, "mcpd does not relay this method")
+        if request.method == SAMPLING and ("tools" in request.params or "toolChoice" in request.params):
+            # mcpd announces sampling with tools on behalf of every host; the spec lets only a
+            # host that declared it receive such a request.
+            capability = SAMPLING_TOOLS
         call = self._pick(request, capability)
         if isinstance(call, ServerReply):
             return call
@@ -258,7 +264,12 @@ class HostAnswerer:
         init = self._init()
         if init is None:
             return frozenset()
-        return frozenset(name for name in ("sampling", "elicitation", "roots") if name in init.capabilities)
+        declared = init.capabilities
+        names: set[str] = {name for name in ("sampling", "elicitation", "roots") if name in declared}
+        sampling = declared.get("sampling")
+        if isinstance(sampling, dict) and "tools" in sampling:
+            names.add(SAMPLING_TOOLS)
+        return frozenset(names)
 
     async def ask(self, request: ServerRequest) -> ServerReply:
         request_id, answered = self._pending.open()

@@ -21,6 +21,8 @@ ELICITATION = "elicitation/create"
 ROOTS = "roots/list"
 CAPABILITY_OF = {SAMPLING: "sampling", ELICITATION: "elicitation", ROOTS: "roots"}
 """The client capability a host must have declared before mcpd passes it each kind of request."""
+SAMPLING_TOOLS = "sampling.tools"
+"""What a host must have declared to be passed a sampling request that offers tools."""
 
 SERVER_REQUEST_NOTIFICATION = "server.request"
 
@@ -65,7 +67,9 @@ class ClientCapabilities(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     roots: bool = False
 
     def names(self) -> frozenset[str]:
-        return frozenset(name for name in ("sampling", "elicitation", "roots") if getattr(self, name))
+        """The capabilities declared; a library's sampling callback gets tool-enabled requests too."""
+        names = {name for name in ("sampling", "elicitation", "roots") if getattr(self, name)}
+        return frozenset(names | {SAMPLING_TOOLS} if self.sampling else names)
 
 
 class ServerAsk(msgspec.Struct, frozen=True, kw_only=True):

@@ -184,6 +184,13 @@ async def _ask(session: Any, kind: str, text: str, related: str | None) -> str:
             sampled = await session.create_message([message], max_tokens=64, related_request_id=related)
             content = sampled.content
             return f"sampled ({sampled.model}): {content.text if hasattr(content, 'text') else content}"
+        if kind == "sampling-tools":
+            message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))
+            tool = types.Tool(name="lookup", input_schema={"type": "object"})
+            offered = await session.create_message(
+                [message], max_tokens=64, tools=[tool], related_request_id=related
+            )
+            return f"sampled with tools ({offered.model})"
         if kind == "elicitation":
             schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
             elicited = await session.elicit_form(text, schema, related_request_id=related)
@@ -201,7 +208,9 @@ def _add_asking_tools(server: MCPServer) -> None:
     """Tools that ask the client for sampling, elicitation or roots, during the call or after it."""
     later: set[asyncio.Task[None]] = set()
 
-    @server.tool(description="Ask the client: `kind` is sampling, elicitation or roots; return its answer.")
+    @server.tool(
+        description="Ask the client (`kind`: sampling, sampling-tools, elicitation, roots); return what came."
+    )
     async def ask(kind: str, ctx: Context, text: str = "hello") -> str:
         return await _ask(ctx.session, kind, text, ctx.request_id)
 
