@@ -282,7 +282,7 @@ REQUEST = ServerRequest(server="s", method=SAMPLING, params={})
 async def test_a_caller_that_does_not_answer_times_out() -> None:
     """Past the router's timeout the server gets TIMED_OUT, naming the silent caller."""
     router = ServerRequests(timeout=0.05)
-    running, token = router.begin("s", Silent(), "silent (session 1)")
+    running, token = router.begin("s", Silent(), "silent", "1")
     try:
         reply = await router.route(REQUEST)
     finally:
@@ -296,7 +296,7 @@ async def test_a_call_that_ends_withdraws_its_questions() -> None:
     """When the call ends while its caller is being asked, the server's request ends at once."""
     router = ServerRequests()
     replies: list[ServerReply] = []
-    running, token = router.begin("s", Silent(), "silent")
+    running, token = router.begin("s", Silent(), "silent", "1")
     async with anyio.create_task_group() as tg:
 
         async def route() -> None:
@@ -306,20 +306,20 @@ async def test_a_call_that_ends_withdraws_its_questions() -> None:
         await anyio.wait_all_tasks_blocked()
         router.end(running, token)
     assert replies[0].error is not None
-    assert "the tool call ended before silent answered" in replies[0].error.message
+    assert "the tool call ended before silent (session 1) answered" in replies[0].error.message
 
 
 async def test_a_late_request_of_an_ended_call_is_refused() -> None:
     """A request that arrives in the context of a call that has ended (a remote server's late
     request on that call's stream) is refused, not passed to a caller who no longer waits."""
     router = ServerRequests()
-    running, token = router.begin("s", Silent(), "silent")
+    running, token = router.begin("s", Silent(), "silent", "1")
     during = contextvars.copy_context()
     router.end(running, token)
     reply = await asyncio.get_running_loop().create_task(router.route(REQUEST), context=during)
     assert reply.error is not None
     assert reply.error.code == NOT_AVAILABLE
-    assert "the tool call it belongs to (silent) has ended" in reply.error.message
+    assert "the tool call it belongs to, by silent (session 1), has ended" in reply.error.message
 
 
 # -- server-everything ------------------------------------------------------------------------------

@@ -67,8 +67,7 @@ async def call_tool(
             f"{qualify(server, tool)} is held back: {held}", {"server": server, "tool": tool, "reason": held}
         )
     call = _CallRecorder(core, caller, server, tool, params.query)
-    label = f"{caller.client or 'a client'} (session {caller.session})"
-    running, token = core.requests.begin(server, answerer, label)
+    running, token = core.requests.begin(server, answerer, caller.client, caller.session)
     try:
         result = await actor.call_tool(tool, params.arguments, params.timeout, on_progress)
     except McpdError as exc:

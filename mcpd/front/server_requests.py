@@ -76,13 +76,19 @@ class Notifiable(Protocol):
 class _Call:
     """One tool call in flight: to which server, for whom, and the requests it is answering."""
 
-    __slots__ = ("answerer", "asking", "label", "server")
+    __slots__ = ("answerer", "asking", "client", "server", "session")
 
-    def __init__(self, server: str, answerer: Answerer | None, label: str) -> None:
+    def __init__(self, server: str, answerer: Answerer | None, client: str | None, session: str) -> None:
         self.server = server
         self.answerer = answerer
-        self.label = label
+        self.client = client
+        self.session = session
         self.asking: set[anyio.CancelScope] = set()
+
+    @property
+    def label(self) -> str:
+        """Who made the call, for messages (built only when one is needed: calls are the hot path)."""
+        return f"{self.client or 'a client'} (session {self.session})"
 
 
 _current: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("mcpd_server_call", default=None)
@@ -104,10 +110,11 @@ class ServerRequests:
         """The client-library connections that declared capabilities (forgotten with the connection)."""
 
     def begin(
-        self, server: str, answerer: Answerer | None, label: str
+        self, server: str, answerer: Answerer | None, client: str | None, session: str
     ) -> tuple[_Call, contextvars.Token[Any]]:
-        """A tool call to ``server`` starts in this task, for ``answerer`` (None: it answers nothing)."""
-        call = _Call(server, answerer, label)
+        """A tool call to ``server`` starts in this task, made by ``client`` in ``session``, for
+        ``answerer`` (None: it answers nothing)."""
+        call = _Call(server, answerer, client, session)
         self._calls.setdefault(server, []).append(call)
         return call, _current.set(call)
 
@@ -126,7 +133,7 @@ class ServerRequests:
         candidates = self._calls.get(request.server, [])
         if exact is not None and exact.server == request.server:
             if exact not in candidates:  # a late request on the stream of a call that has ended
-                return _refusal(request, f"the tool call it belongs to ({exact.label}) has ended")
+                return _refusal(request, f"the tool call it belongs to, by {exact.label}, has ended")
             candidates = [exact]
         if not candidates:
             return _refusal(
