@@ -41,6 +41,7 @@ from mcpd.model.protocol import (
     ToolsListResult,
     TrustResult,
 )
+from mcpd.model.requests import ClientCapabilities, ServerAsk, ServerReplyParams
 from mcpd.model.resources import (
     PromptGetParams,
     PromptResult,
@@ -271,6 +272,26 @@ def get_prompt(
 
 def subscribe() -> Call[Ok]:
     return Call("subscribe", NoParams(), Ok, restore=True)
+
+
+def declare_capabilities(capabilities: ClientCapabilities) -> Call[Ok]:
+    """Tell the daemon which server requests this connection answers (kept across reconnects)."""
+    return Call("session.capabilities", capabilities, Ok, restore=True)
+
+
+def server_reply(reply: ServerReplyParams) -> Call[Ok]:
+    """Answer a ``server.request``."""
+    return Call("server.reply", reply, Ok)
+
+
+_ask_decoder = msgspec.msgpack.Decoder(ServerAsk)
+
+
+def decode_ask(params: msgspec.Raw) -> ServerAsk:
+    try:
+        return _ask_decoder.decode(params)
+    except DECODE_FAILURES as exc:
+        raise TransportError(f"the daemon sent a malformed server request: {exc}") from None
 
 
 _event_decoder: msgspec.msgpack.Decoder[Event] = msgspec.msgpack.Decoder(Event)

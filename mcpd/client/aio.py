@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,6 +24,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from mcpd.client import _wire
 from mcpd.client._wire import ProgressHandler
+from mcpd.client.answers import Answers, AskHandler, answer
 from mcpd.client.api import Api
 from mcpd.errors import CallTimeout, McpdError, ProtocolError, TransportError
 from mcpd.ipc.endpoint import check_server
@@ -36,6 +37,7 @@ from mcpd.model.protocol import (
     Notification,
     Response,
 )
+from mcpd.model.requests import SERVER_REQUEST_NOTIFICATION, ServerAsk
 from mcpd.model.servers import Event
 
 T = TypeVar("T")
@@ -45,8 +47,19 @@ R = TypeVar("R")
 class AsyncClient(Api):
     """A connected client; build it with ``connect()``."""
 
-    def __init__(self, stream: FrameStream, name: str, *, path: Path, reconnect: bool = False) -> None:
+    def __init__(
+        self,
+        stream: FrameStream,
+        name: str,
+        *,
+        path: Path,
+        reconnect: bool = False,
+        answers: Answers[AskHandler] | None = None,
+    ) -> None:
         self.name = name
+        self.answers: Answers[AskHandler] = answers or Answers()
+        """What this client answers when a server asks during one of its calls."""
+        self._answering: set[asyncio.Task[None]] = set()
         self.hello_result: HelloResult | None = None
         self._stream = stream
         self._path = path
@@ -123,6 +136,8 @@ class AsyncClient(Api):
                     self._deliver(message)
                 elif isinstance(message, Notification) and message.method == EVENT_NOTIFICATION:
                     self._push(_wire.decode_event(message.params))
+                elif isinstance(message, Notification) and message.method == SERVER_REQUEST_NOTIFICATION:
+                    self._answer(_wire.decode_ask(message.params))
                 elif isinstance(message, Notification) and message.method == PROGRESS_NOTIFICATION:
                     update = _wire.decode_progress(message.params)
                     handler = self._progress.get(update.request)
@@ -148,7 +163,20 @@ class AsyncClient(Api):
         # that block reach the caller as themselves, not wrapped in an ExceptionGroup.
         self._reader = asyncio.get_running_loop().create_task(self._read())
 
+    def _answer(self, ask: ServerAsk) -> None:
+        """Answer a server's request in a task of its own: the reader must read on meanwhile."""
+
+        async def reply() -> None:
+            with contextlib.suppress(McpdError):  # the daemon went away: nobody waits for the answer
+                await self.request(_wire.server_reply(await answer(self.answers, ask)))
+
+        task = asyncio.get_running_loop().create_task(reply())
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
+
     async def _stop(self) -> None:
+        for task in self._answering:
+            task.cancel()
         if self._reader is not None:
             self._reader.cancel()
             with anyio.CancelScope(shield=True):
@@ -234,10 +262,15 @@ async def connect(
     name: str = "mcpd-client",
     timeout: float = _wire.DEFAULT_TIMEOUT,
     reconnect: bool = False,
+    on_sampling: AskHandler | None = None,
+    on_elicitation: AskHandler | None = None,
+    roots: Sequence[str | Mapping[str, str]] | None = None,
 ) -> AsyncIterator[AsyncClient]:
     """Connect to the daemon and say hello; raises ``DaemonNotRunning`` when nothing listens.
 
-    ``reconnect``: outlive the daemon (see the module docstring).
+    ``reconnect``: outlive the daemon (see the module docstring). ``on_sampling`` and
+    ``on_elicitation`` answer a server's ``sampling/createMessage`` and ``elicitation/create``
+    during this client's tool calls, ``roots`` its ``roots/list`` (see ``mcpd.client.answers``).
     """
     path = _wire.resolve_socket(socket_path)
     try:
@@ -245,11 +278,15 @@ async def connect(
             stream = await FrameStream.connect(str(path))
     except OSError as exc:
         raise _wire.not_running(path, exc) from None
-    client = AsyncClient(stream, name, path=path, reconnect=reconnect)
+    answers: Answers[AskHandler] = Answers(on_sampling, on_elicitation, roots)
+    client = AsyncClient(stream, name, path=path, reconnect=reconnect, answers=answers)
     client._start(stream)
     try:
         check_server(stream.socket, path)
         client.hello_result = await client._request_once(_wire.hello(name))
+        capabilities = answers.capabilities()
+        if capabilities.names():
+            await client.request(_wire.declare_capabilities(capabilities))
         yield client
     finally:
         await client._stop()

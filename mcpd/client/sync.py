@@ -10,12 +10,13 @@ import itertools
 import socket
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self, TypeVar
 
 from mcpd.client import _wire
+from mcpd.client.answers import Answers, SyncAskHandler, answer_sync
 from mcpd.client.api import Api
 from mcpd.errors import CallTimeout, ProtocolError, TransportError
 from mcpd.ipc.endpoint import check_server
@@ -28,6 +29,7 @@ from mcpd.model.protocol import (
     Notification,
     Response,
 )
+from mcpd.model.requests import SERVER_REQUEST_NOTIFICATION
 from mcpd.model.servers import Event
 
 T = TypeVar("T")
@@ -35,11 +37,24 @@ R = TypeVar("R")
 
 
 class Client(Api):
-    """``with Client() as mcpd: mcpd.status()``. Raises the daemon's errors as mcpd exceptions."""
+    """``with Client() as mcpd: mcpd.status()``. Raises the daemon's errors as mcpd exceptions.
 
-    def __init__(self, socket_path: str | Path | None = None, *, name: str = "mcpd-client") -> None:
+    ``on_sampling``, ``on_elicitation`` and ``roots`` answer what a server asks during this
+    client's tool calls (see ``mcpd.client.answers``); the callbacks run while the call waits.
+    """
+
+    def __init__(
+        self,
+        socket_path: str | Path | None = None,
+        *,
+        name: str = "mcpd-client",
+        on_sampling: SyncAskHandler | None = None,
+        on_elicitation: SyncAskHandler | None = None,
+        roots: Sequence[str | Mapping[str, str]] | None = None,
+    ) -> None:
         self.path = _wire.resolve_socket(socket_path)
         self.name = name
+        self.answers: Answers[SyncAskHandler] = Answers(on_sampling, on_elicitation, roots)
         self.hello_result: HelloResult | None = None
         self._sock: socket.socket | None = None
         self._frames = FrameBuffer(MAX_CLIENT_FRAME)
@@ -59,6 +74,9 @@ class Client(Api):
         try:
             check_server(sock, self.path)
             self.hello_result = self.request(_wire.hello(self.name))
+            capabilities = self.answers.capabilities()
+            if capabilities.names():
+                self.request(_wire.declare_capabilities(capabilities))
         except BaseException:
             self.close()
             raise
@@ -115,6 +133,11 @@ class Client(Api):
             message = self._next_message(sock)
             if isinstance(message, Response) and message.id in (request_id, None):
                 return message
+            if isinstance(message, Notification) and message.method == SERVER_REQUEST_NOTIFICATION:
+                # Answered at once; the daemon's acknowledgement is skipped like any other id's.
+                reply = answer_sync(self.answers, _wire.decode_ask(message.params))
+                sock.sendall(_wire.server_reply(reply).request(next(self._ids)))
+                continue
             if (
                 call.on_progress is not None
                 and isinstance(message, Notification)

@@ -24,6 +24,7 @@ from mcpd.discovery.text import terms
 from mcpd.errors import ConfigError, McpdError
 from mcpd.front import socket as mcp_socket
 from mcpd.front.hosts import Hosts
+from mcpd.front.server_requests import ServerRequests
 from mcpd.ipc import endpoint
 from mcpd.ipc.server import Limits, RpcServer
 from mcpd.model.states import LIVE_STATES
@@ -188,7 +189,8 @@ async def _serve_with(
     gate: TrustGate,
 ) -> None:
     notifier = Notifier()
-    async with open_supervisor(config) as supervisor:
+    requests = ServerRequests()
+    async with open_supervisor(config, router=requests.route) as supervisor:
         catalog = Catalog(supervisor, gate=gate, semantic=await semantic_indexes(config.daemon))
         daemon = Daemon(
             supervisor=supervisor,
@@ -198,6 +200,7 @@ async def _serve_with(
             usage=usage,
             prior=prior,
             notifier=notifier,
+            requests=requests,
         )
         limits = _limits(config)
         # Hosts' MCP sessions (``mcpd bridge``) live here, on connections upgraded by their hello.

@@ -47,6 +47,7 @@ from mcpd.model.protocol import (
     ToolsListResult,
     TrustResult,
 )
+from mcpd.model.requests import ClientCapabilities, ServerReplyParams
 from mcpd.model.resources import (
     PromptGetParams,
     PromptResult,
@@ -221,7 +222,8 @@ def _caller(conn: Connection) -> Caller:
 @methods.method("tools.call", ToolsCallParams, max_bytes=MAX_CALL_PARAMS)
 async def tools_call(daemon: Daemon, conn: Connection, params: ToolsCallParams) -> ToolResult:
     on_progress = _progress_relay(conn, current_request.get()) if params.progress else None
-    return await calls.call_tool(daemon, _caller(conn), params, on_progress)
+    answerer = daemon.requests.clients.get(conn)
+    return await calls.call_tool(daemon, _caller(conn), params, on_progress, answerer)
 
 
 def _progress_relay(conn: Connection, request_id: int) -> ProgressCallback:
@@ -356,3 +358,20 @@ async def prompts_get(daemon: Daemon, conn: Connection, params: PromptGetParams)
 @methods.method("subscribe", NoParams)
 async def subscribe(daemon: Daemon, conn: Connection, params: NoParams) -> Ok:
     return Ok(ok=conn.subscribe())
+
+
+# -- requests from servers (sampling, elicitation, roots; see mcpd.front.server_requests) ---------
+
+
+@methods.method("session.capabilities", ClientCapabilities)
+async def session_capabilities(daemon: Daemon, conn: Connection, params: ClientCapabilities) -> Ok:
+    """Which server requests this connection answers (``server.request`` during its tool calls)."""
+    daemon.requests.client(conn).declared = params
+    return Ok()
+
+
+@methods.method("server.reply", ServerReplyParams, max_bytes=MAX_CALL_PARAMS)
+async def server_reply(daemon: Daemon, conn: Connection, params: ServerReplyParams) -> Ok:
+    """The answer to a ``server.request``; ``ok`` is false when it came too late (or was never asked)."""
+    answerer = daemon.requests.clients.get(conn)
+    return Ok(ok=answerer is not None and answerer.reply(params))

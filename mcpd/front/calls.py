@@ -25,6 +25,7 @@ from mcpd.errors import (
     TransportError,
 )
 from mcpd.front.core import Caller, Core
+from mcpd.front.server_requests import Answerer
 from mcpd.model.protocol import ConnectResult, ToolsCallParams, ToolsListParams, ToolsListResult
 from mcpd.model.states import LIVE_STATES, ServerState
 from mcpd.model.tools import ToolResult
@@ -39,9 +40,16 @@ _OUTCOMES: dict[type[McpdError], str] = {CallTimeout: "timeout", TransportError:
 
 
 async def call_tool(
-    core: Core, caller: Caller, params: ToolsCallParams, on_progress: ProgressCallback | None = None
+    core: Core,
+    caller: Caller,
+    params: ToolsCallParams,
+    on_progress: ProgressCallback | None = None,
+    answerer: Answerer | None = None,
 ) -> ToolResult:
-    """Run one tool call (or answer the reserved tool); raises the call's ``McpdError``."""
+    """Run one tool call (or answer the reserved tool); raises the call's ``McpdError``.
+
+    ``answerer`` is asked what the server asks during the call (sampling, elicitation, roots).
+    """
     if reserved.is_reserved(params.tool, params.server):
         capability = params.arguments.get("capability")
         if not isinstance(capability, str) or not capability.strip():
@@ -59,6 +67,7 @@ async def call_tool(
             f"{qualify(server, tool)} is held back: {held}", {"server": server, "tool": tool, "reason": held}
         )
     call = _CallRecorder(core, caller, server, tool, params.query)
+    running, token = core.requests.begin(server, answerer, caller.client, caller.session)
     try:
         result = await actor.call_tool(tool, params.arguments, params.timeout, on_progress)
     except McpdError as exc:
@@ -67,6 +76,8 @@ async def call_tool(
     except anyio.get_cancelled_exc_class():
         call.done("cancelled")  # withdrawn by the client (`cancel`, or it hung up): not the tool's fault
         raise
+    finally:
+        core.requests.end(running, token)
     call.done("tool_error" if result.is_error else "ok")
     return result
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from mcpd.discovery.prior import UsagePrior
 from mcpd.front.activity import Activity
+from mcpd.front.server_requests import ServerRequests
 from mcpd.registry.catalog import Catalog
 from mcpd.store.db import Store
 from mcpd.supervisor.supervisor import Supervisor
@@ -18,6 +19,8 @@ class Core:
     usage: Store = field(default_factory=lambda: Store.disabled("usage recording is off"))
     prior: UsagePrior = field(default_factory=UsagePrior)
     activity: Activity = field(default_factory=Activity)
+    requests: ServerRequests = field(default_factory=ServerRequests)
+    """Routes servers' requests (sampling, elicitation, roots) to the callers of running calls."""
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ import mcpd
 from mcpd.errors import McpdError, UnknownServer
 from mcpd.front import calls, meta
 from mcpd.front.core import Caller, Core
+from mcpd.front.server_requests import HostAnswerer
 from mcpd.model import mcp
 from mcpd.model.protocol import ToolsCallParams, ToolsListParams
 from mcpd.model.servers import ServerEvent, StateChanged, ToolsChanged
@@ -169,6 +170,8 @@ class HostSession:
         """Why each ``preconnect`` server could not be connected (reported once each)."""
         if self.init is not None:
             self._name_client(self.init)
+        self.answers = HostAnswerer(self._emit, lambda: self.init)
+        """Asks the host what servers ask during its calls (sampling, elicitation, roots)."""
 
     # -- transport side ------------------------------------------------------------------------
 
@@ -197,7 +200,8 @@ class HostSession:
             self._error(None, mcp.PARSE_ERROR, f"parse error: {exc}")
             return
         if isinstance(message.method, msgspec.UnsetType):
-            return  # a response to a request of ours: none is sent yet
+            self.answers.reply(data)  # a response to a server's request we passed on
+            return
         if isinstance(message.id, msgspec.UnsetType):
             self._notification(message.method, message.params)
             return
@@ -429,7 +433,8 @@ class HostSession:
                 return _text("`tool` must be a string and `arguments` an object", error=True)
             name, arguments = tool, inner
         params = ToolsCallParams(tool=name, arguments=arguments, query=self.learned_query())
-        return _relay(await calls.call_tool(self.core, self.caller, params, self.progress_relay(meta_)))
+        relay = self.progress_relay(meta_)
+        return _relay(await calls.call_tool(self.core, self.caller, params, relay, self.answers))
 
     async def _search(self, arguments: dict[str, Any]) -> mcp.CallToolResult:
         query = arguments.get("query")

@@ -92,6 +92,23 @@ class Notification(msgspec.Struct, frozen=True):
     jsonrpc: str = JSONRPC
 
 
+class Request(msgspec.Struct, frozen=True):
+    """A request the daemon sends a host (a server's sampling, elicitation or roots request)."""
+
+    id: RequestId
+    method: str
+    params: Any = UNSET
+    jsonrpc: str = JSONRPC
+
+
+class IncomingReply(msgspec.Struct, frozen=True):
+    """A host's response to one of the daemon's requests."""
+
+    id: RequestId | None = None
+    result: Any = None
+    error: ErrorObject | None = None
+
+
 # -- params and results -------------------------------------------------------------------------
 
 

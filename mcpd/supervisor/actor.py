@@ -33,6 +33,7 @@ from mcpd.errors import (
     UnknownResource,
     UnknownTool,
 )
+from mcpd.model.requests import NOT_AVAILABLE, ReplyError, ServerReply, ServerRequest
 from mcpd.model.resources import PromptResult, ReadResult, Surface
 from mcpd.model.servers import (
     ServerEvent,
@@ -83,6 +84,16 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+Router = Callable[[ServerRequest], Awaitable[ServerReply]]
+"""Answers a request a server sent (sampling, elicitation, roots): the daemon finds who to ask."""
+
+
+async def refuse_server_requests(request: ServerRequest) -> ServerReply:
+    """The router of a supervisor that has no hosts to ask."""
+    message = f"mcpd has no host to pass {request.method} to"
+    return ServerReply(error=ReplyError(NOT_AVAILABLE, message))
+
+
 def stop_bound(stop_grace: float) -> float:
     """Seconds a stop may take at most: ``stop_grace`` after stdin EOF, again after SIGTERM, then
     SIGKILL, and a margin."""
@@ -99,8 +110,10 @@ class ServerActor:
         *,
         start_gate: StartGate | None = None,
         unit_random: Callable[[], float] = random.random,
+        router: Router = refuse_server_requests,
     ) -> None:
         self.config = config
+        self._router = router
         self._start_gate = start_gate or StartGate()
         self._emit = emit
         self._random = unit_random
@@ -483,7 +496,7 @@ class ServerActor:
         config = self.config
         if http is not None:
             async with sdk.open_http_session(
-                config, self._tools_dirty.set, self._surface_dirty.set, http
+                config, self._tools_dirty.set, self._surface_dirty.set, http, self._ask
             ) as session:
                 yield session
             return
@@ -492,9 +505,13 @@ class ServerActor:
             log.debug("server.spawned", server=self.name, pid=child.pid)
             tg.start_soon(watchers.watch_exit, child, config.stop_grace)
             async with sdk.open_session(
-                read, write, self._tools_dirty.set, self._surface_dirty.set
+                read, write, self._tools_dirty.set, self._surface_dirty.set, self._ask
             ) as session:
                 yield session
+
+    async def _ask(self, method: str, params: dict[str, Any]) -> ServerReply:
+        """A request from the server (sampling, elicitation, roots), for the router to answer."""
+        return await self._router(ServerRequest(server=self.name, method=method, params=params))
 
     async def _handshake(self, session: sdk.ClientSession, http: sdk.HttpWatch | None) -> Link:
         timeout = self.config.connect_timeout

@@ -5,7 +5,9 @@ touches one file and ``tests/test_sdk.py`` (which fails loudly when the SDK chan
 this module relies on). It imports no private SDK module. It relies on one SDK
 behaviour beyond the public API: a request's HTTP POST runs in a copy of the context of
 the task that sent it (the SDK's context streams carry it), which is how ``track_call``
-learns whether the server could have seen a call.
+learns whether the server could have seen a call; and a server's request that arrives on
+that POST's response stream is answered in that same context, which is how the daemon
+knows exactly which call a remote server's sampling or elicitation request belongs to.
 
 For remote servers the HTTP client is ours, wrapped in ``_Watch``: it reports at once
 what the SDK would only log or retry quietly (a refused connection, a closed event
@@ -24,12 +26,14 @@ from typing import Any, TypeVar
 import anyio
 import httpx2
 import mcp_types
-from mcp.client.session import ClientSession
+import pydantic
+from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 import mcpd
 from mcpd.config.model import ServerConfig
+from mcpd.model.requests import ELICITATION, ROOTS, SAMPLING, ServerReply
 from mcpd.model.resources import (
     PromptArgument,
     PromptInfo,
@@ -47,6 +51,7 @@ from mcpd.supervisor.wakeup import Wakeup
 
 __all__ = [
     "CONNECTION_CLOSED",
+    "Ask",
     "CallMark",
     "ClientSession",
     "HttpWatch",
@@ -172,10 +177,15 @@ class _Watch(httpx2.AsyncBaseTransport):
 
 @contextlib.asynccontextmanager
 async def open_session(
-    read: Any, write: Any, on_list_changed: Callable[[], None], on_surface_changed: Callable[[], None]
+    read: Any,
+    write: Any,
+    on_list_changed: Callable[[], None],
+    on_surface_changed: Callable[[], None],
+    ask: Ask | None = None,
 ) -> AsyncIterator[ClientSession]:
     """A client session over a (read, write) stream pair; ``on_list_changed`` hears of new tool lists,
-    ``on_surface_changed`` of new resource or prompt lists."""
+    ``on_surface_changed`` of new resource or prompt lists, ``ask`` answers the server's requests
+    (sampling, elicitation, roots; see ``server_request_callbacks``)."""
 
     async def on_message(message: Any) -> None:
         if isinstance(message, mcp_types.ToolListChangedNotification):
@@ -185,7 +195,10 @@ async def open_session(
         ):
             on_surface_changed()
 
-    async with ClientSession(read, write, message_handler=on_message, client_info=_CLIENT_INFO) as session:
+    callbacks = server_request_callbacks(ask) if ask is not None else {}
+    async with ClientSession(
+        read, write, message_handler=on_message, client_info=_CLIENT_INFO, **callbacks
+    ) as session:
         yield session
 
 
@@ -195,6 +208,7 @@ async def open_http_session(
     on_list_changed: Callable[[], None],
     on_surface_changed: Callable[[], None],
     watch: HttpWatch,
+    ask: Ask | None = None,
 ) -> AsyncIterator[ClientSession]:
     """A client session to a streamable HTTP server, its HTTP layer reporting to ``watch``."""
     assert config.url is not None
@@ -206,7 +220,7 @@ async def open_http_session(
     async with (
         httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport) as http,
         streamable_http_client(config.url, http_client=http) as (read, write),
-        open_session(read, write, on_list_changed, on_surface_changed) as session,
+        open_session(read, write, on_list_changed, on_surface_changed, ask) as session,
     ):
         yield session
 
@@ -381,3 +395,60 @@ async def get_prompt(session: ClientSession, name: str, arguments: dict[str, str
     result = await session.get_prompt(name, arguments or None)
     messages = [PromptMessage(role=m.role, content=_dump(m.content)) for m in result.messages]
     return PromptResult(description=result.description, messages=messages)
+
+
+# -- requests from the server ----------------------------------------------------------------------
+
+Ask = Callable[[str, dict[str, Any]], Awaitable[ServerReply]]
+"""Answers one request from the server: (method, params as JSON) -> the reply."""
+
+_SAMPLING_RESULT: pydantic.TypeAdapter[
+    mcp_types.CreateMessageResult | mcp_types.CreateMessageResultWithTools
+] = pydantic.TypeAdapter(mcp_types.CreateMessageResult | mcp_types.CreateMessageResultWithTools)
+Answer = TypeVar("Answer", bound=pydantic.BaseModel)
+
+
+def _answer(
+    method: str, reply: ServerReply, parse: Callable[[dict[str, Any]], Answer]
+) -> Answer | mcp_types.ErrorData:
+    """The SDK's form of ``reply``: the result as the SDK's model, or an ``ErrorData``."""
+    if reply.error is not None:
+        return mcp_types.ErrorData(code=reply.error.code, message=reply.error.message, data=reply.error.data)
+    try:
+        return parse(reply.result or {})
+    except pydantic.ValidationError as exc:
+        message = f"mcpd: the host's answer to {method} is not a valid result: {exc.errors()[0]['msg']}"
+        return mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message=message)
+
+
+def server_request_callbacks(ask: Ask) -> dict[str, Any]:
+    """``ClientSession`` keyword arguments that pass the server's requests to ``ask``.
+
+    With these callbacks the session announces sampling (with context and tools), elicitation
+    (form and URL) and roots in ``initialize``: mcpd relays them, and whether a given host
+    can answer is decided per request, by whoever ``ask`` finds (see ``mcpd.front.server_requests``).
+    """
+
+    async def sampling(
+        context: ClientRequestContext, params: mcp_types.CreateMessageRequestParams
+    ) -> mcp_types.CreateMessageResult | mcp_types.CreateMessageResultWithTools | mcp_types.ErrorData:
+        return _answer(SAMPLING, await ask(SAMPLING, _dump(params)), _SAMPLING_RESULT.validate_python)
+
+    async def elicitation(
+        context: ClientRequestContext, params: mcp_types.ElicitRequestParams
+    ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
+        return _answer(
+            ELICITATION, await ask(ELICITATION, _dump(params)), mcp_types.ElicitResult.model_validate
+        )
+
+    async def roots(context: ClientRequestContext) -> mcp_types.ListRootsResult | mcp_types.ErrorData:
+        return _answer(ROOTS, await ask(ROOTS, {}), mcp_types.ListRootsResult.model_validate)
+
+    return {
+        "sampling_callback": sampling,
+        "elicitation_callback": elicitation,
+        "list_roots_callback": roots,
+        "sampling_capabilities": mcp_types.SamplingCapability(
+            context=mcp_types.SamplingContextCapability(), tools=mcp_types.SamplingToolsCapability()
+        ),
+    }

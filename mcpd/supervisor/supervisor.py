@@ -13,7 +13,7 @@ from mcpd.config.model import MAX_STOP_GRACE, Config, ServerConfig
 from mcpd.errors import UnknownServer
 from mcpd.model.servers import ReloadPlan, ServerEvent, ServerStatus
 from mcpd.model.states import ServerState
-from mcpd.supervisor.actor import ServerActor, stop_bound
+from mcpd.supervisor.actor import Router, ServerActor, refuse_server_requests, stop_bound
 from mcpd.supervisor.gate import StartGate
 
 log = structlog.get_logger("mcpd.supervisor")
@@ -43,9 +43,15 @@ class Supervisor:
     """Owns one ``ServerActor`` task per configured server, all in one task group."""
 
     def __init__(
-        self, tg: TaskGroup, *, listeners: list[Listener] | None = None, start_gate: StartGate | None = None
+        self,
+        tg: TaskGroup,
+        *,
+        listeners: list[Listener] | None = None,
+        start_gate: StartGate | None = None,
+        router: Router = refuse_server_requests,
     ) -> None:
         self._tg = tg
+        self._router = router
         self._actors: dict[str, ServerActor] = {}
         self._scopes: dict[str, anyio.CancelScope] = {}
         self._listeners = list(listeners or [])
@@ -84,7 +90,7 @@ class Supervisor:
 
     def add(self, config: ServerConfig) -> ServerActor:
         """Start supervising ``config`` (it starts at once unless disabled)."""
-        actor = ServerActor(config, self._emit, start_gate=self._start_gate)
+        actor = ServerActor(config, self._emit, start_gate=self._start_gate, router=self._router)
         scope = anyio.CancelScope()
         self._actors[config.name] = actor
         self._scopes[config.name] = scope
@@ -145,11 +151,16 @@ class Supervisor:
 
 @contextlib.asynccontextmanager
 async def open_supervisor(
-    config: Config, *, listeners: list[Listener] | None = None, start_gate: StartGate | None = None
+    config: Config,
+    *,
+    listeners: list[Listener] | None = None,
+    start_gate: StartGate | None = None,
+    router: Router = refuse_server_requests,
 ) -> AsyncIterator[Supervisor]:
-    """Start every server of ``config`` concurrently; on exit stop them all."""
+    """Start every server of ``config`` concurrently; on exit stop them all. ``router`` answers the
+    servers' requests to their client (sampling, elicitation, roots)."""
     async with anyio.create_task_group() as tg:
-        supervisor = Supervisor(tg, listeners=listeners, start_gate=start_gate)
+        supervisor = Supervisor(tg, listeners=listeners, start_gate=start_gate, router=router)
         for server in config.servers:
             supervisor.add(server)
         try:

@@ -8,6 +8,8 @@ behaves like a real server, and its flags make it misbehave on purpose: hang in
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import os
 import signal
 import sys
@@ -16,8 +18,11 @@ import time
 from typing import Any
 
 import anyio
+import mcp_types as types
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.prompts.base import Prompt
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -99,6 +104,7 @@ def build_server(args: argparse.Namespace) -> MCPServer:
 
     if args.poisoned:
         _add_poisoned_tools(server)
+    _add_asking_tools(server)
 
     @server.tool(description="Always fail with the given message, as a tool error.")
     async def fail(message: str = "fixture failure") -> str:
@@ -164,6 +170,62 @@ def build_server(args: argparse.Namespace) -> MCPServer:
         return os.getpid()
 
     return server
+
+
+async def _ask(session: Any, kind: str, text: str, related: str | None) -> str:
+    """Ask the client for ``kind`` (sampling, elicitation, roots); what it answered, or its error.
+
+    ``related``: the id of the call being handled, so that over streamable HTTP the request
+    travels on that call's response stream (as the SDK's own ``Context.elicit`` does).
+    """
+    try:
+        if kind == "sampling":
+            message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))
+            sampled = await session.create_message([message], max_tokens=64, related_request_id=related)
+            content = sampled.content
+            return f"sampled ({sampled.model}): {content.text if hasattr(content, 'text') else content}"
+        if kind == "sampling-tools":
+            message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))
+            tool = types.Tool(name="lookup", input_schema={"type": "object"})
+            offered = await session.create_message(
+                [message], max_tokens=64, tools=[tool], related_request_id=related
+            )
+            return f"sampled with tools ({offered.model})"
+        if kind == "elicitation":
+            schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
+            elicited = await session.elicit_form(text, schema, related_request_id=related)
+            return f"elicited: {elicited.action} {json.dumps(elicited.content, sort_keys=True)}"
+        metadata = ServerMessageMetadata(related_request_id=related)
+        listed = await session.send_request(
+            types.ListRootsRequest(), types.ListRootsResult, metadata=metadata
+        )
+        return "roots: " + " ".join(str(root.uri) for root in listed.roots)
+    except MCPError as exc:
+        return f"refused {exc.error.code}: {exc.error.message}"
+
+
+def _add_asking_tools(server: MCPServer) -> None:
+    """Tools that ask the client for sampling, elicitation or roots, during the call or after it."""
+    later: set[asyncio.Task[None]] = set()
+
+    @server.tool(
+        description="Ask the client (`kind`: sampling, sampling-tools, elicitation, roots); return what came."
+    )
+    async def ask(kind: str, ctx: Context, text: str = "hello") -> str:
+        return await _ask(ctx.session, kind, text, ctx.request_id)
+
+    @server.tool(description="Return at once; then ask the client (`kind`) and write what came to stderr.")
+    async def ask_later(kind: str, ctx: Context, text: str = "hello") -> str:
+        session = ctx.session
+
+        async def after_the_call() -> None:
+            await anyio.sleep(0.2)  # let the call's answer reach the client first
+            print(f"asked later: {await _ask(session, kind, text, None)}", file=sys.stderr, flush=True)
+
+        task = asyncio.get_running_loop().create_task(after_the_call())
+        later.add(task)
+        task.add_done_callback(later.discard)
+        return "will ask"
 
 
 def _add_poisoned_tools(server: MCPServer) -> None:

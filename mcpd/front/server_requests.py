@@ -1,0 +1,309 @@
+"""Requests from servers (sampling, elicitation, roots), routed to the caller whose tool call is running.
+
+A server asks its client while it handles a tool call; mcpd is that client for every
+caller at once, so it must find who made the call. The rule, in order:
+
+1. Exact: when the request reaches mcpd in the context of the call's own task (streamable
+   HTTP servers send it on that call's response stream, and the SDK runs the callback in
+   the context of the task that sent the call), that call's caller is asked.
+2. Otherwise (stdio carries no related-request id): among the calls in flight to that
+   server, the most recent one whose caller declared the capability (``sampling``,
+   ``elicitation``, ``roots``). With one call in flight, that is exact too.
+
+Outside any call, or when the caller did not declare the capability, the server gets a
+JSON-RPC error (``NOT_AVAILABLE``) saying why; a caller that does not answer within
+``ANSWER_TIMEOUT``, or whose call ends first, gets the server a ``TIMED_OUT`` error.
+
+Callers are ``Answerer``s: a host's MCP session (``HostAnswerer``, a JSON-RPC request to
+the host) and a client-library connection (``ClientAnswerer``, a ``server.request``
+notification answered with ``server.reply``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import itertools
+import weakref
+from collections.abc import Callable
+from typing import Any, Protocol
+from weakref import WeakKeyDictionary
+
+import anyio
+import msgspec
+import structlog
+
+from mcpd.model import mcp
+from mcpd.model.requests import (
+    CAPABILITY_OF,
+    NOT_AVAILABLE,
+    SAMPLING,
+    SAMPLING_TOOLS,
+    SERVER_REQUEST_NOTIFICATION,
+    TIMED_OUT,
+    ClientCapabilities,
+    ReplyError,
+    ServerAsk,
+    ServerReply,
+    ServerReplyParams,
+    ServerRequest,
+)
+
+log = structlog.get_logger("mcpd.front")
+
+ANSWER_TIMEOUT = 300.0
+"""Seconds a caller has to answer a server's request (a person may be answering an elicitation)."""
+
+
+class Answerer(Protocol):
+    """A caller that may be asked a server's request."""
+
+    def capabilities(self) -> frozenset[str]:
+        """The client capabilities it declared (``sampling``, ``elicitation``, ``roots``)."""
+        ...
+
+    async def ask(self, request: ServerRequest) -> ServerReply:
+        """Pass ``request`` on and wait for the answer (the router bounds the wait)."""
+        ...
+
+
+class Notifiable(Protocol):
+    """A client-library connection: it can be sent a notification."""
+
+    def notify(self, method: str, params: msgspec.Struct) -> None: ...
+
+
+class _Call:
+    """One tool call in flight: to which server, for whom, and the requests it is answering."""
+
+    __slots__ = ("answerer", "asking", "client", "server", "session")
+
+    def __init__(self, server: str, answerer: Answerer | None, client: str | None, session: str) -> None:
+        self.server = server
+        self.answerer = answerer
+        self.client = client
+        self.session = session
+        self.asking: set[anyio.CancelScope] = set()
+
+    @property
+    def label(self) -> str:
+        """Who made the call, for messages (built only when one is needed: calls are the hot path)."""
+        return f"{self.client or 'a client'} (session {self.session})"
+
+
+_current: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("mcpd_server_call", default=None)
+
+
+def _refusal(request: ServerRequest, why: str) -> ServerReply:
+    message = f"mcpd cannot pass {request.method} from {request.server} to a host: {why}"
+    log.info("server_request.refused", server=request.server, method=request.method, reason=why)
+    return ServerReply(error=ReplyError(NOT_AVAILABLE, message))
+
+
+class ServerRequests:
+    """The router: ``begin``/``end`` bracket each tool call, ``route`` answers a server's request."""
+
+    def __init__(self, timeout: float = ANSWER_TIMEOUT) -> None:
+        self.timeout = timeout
+        self._calls: dict[str, list[_Call]] = {}
+        self.clients: WeakKeyDictionary[Notifiable, ClientAnswerer] = WeakKeyDictionary()
+        """The client-library connections that declared capabilities (forgotten with the connection)."""
+
+    def begin(
+        self, server: str, answerer: Answerer | None, client: str | None, session: str
+    ) -> tuple[_Call, contextvars.Token[Any]]:
+        """A tool call to ``server`` starts in this task, made by ``client`` in ``session``, for
+        ``answerer`` (None: it answers nothing)."""
+        call = _Call(server, answerer, client, session)
+        self._calls.setdefault(server, []).append(call)
+        return call, _current.set(call)
+
+    def end(self, call: _Call, token: contextvars.Token[Any]) -> None:
+        """The call ended: what it was still being asked is given up."""
+        _current.reset(token)
+        calls = self._calls[call.server]
+        calls.remove(call)
+        if not calls:
+            del self._calls[call.server]
+        for scope in call.asking:
+            scope.cancel()
+
+    def _pick(self, request: ServerRequest, capability: str) -> _Call | ServerReply:
+        exact = _current.get()
+        candidates = self._calls.get(request.server, [])
+        if exact is not None and exact.server == request.server:
+            if exact not in candidates:  # a late request on the stream of a call that has ended
+                return _refusal(request, f"the tool call it belongs to, by {exact.label}, has ended")
+            candidates = [exact]
+        if not candidates:
+            return _refusal(
+                request,
+                f"no tool call to {request.server} is in flight (a server may only ask during a call)",
+            )
+        for call in reversed(candidates):  # the most recent call first
+            if call.answerer is not None and capability in call.answerer.capabilities():
+                return call
+        if len(candidates) == 1:
+            return _refusal(
+                request,
+                f"the caller of the tool ({candidates[0].label}) did not declare the {capability} capability",
+            )
+        return _refusal(
+            request,
+            f"none of the {len(candidates)} callers with a tool call to {request.server} in flight declared "
+            f"the {capability} capability",
+        )
+
+    async def route(self, request: ServerRequest) -> ServerReply:
+        """Ask the caller that the rule picks (see the module docstring); never raises."""
+        capability = CAPABILITY_OF.get(request.method)
+        if capability is None:
+            return _refusal(request, "mcpd does not relay this method")
+        if request.method == SAMPLING and ("tools" in request.params or "toolChoice" in request.params):
+            # mcpd announces sampling with tools on behalf of every host; the spec lets only a
+            # host that declared it receive such a request.
+            capability = SAMPLING_TOOLS
+        call = self._pick(request, capability)
+        if isinstance(call, ServerReply):
+            return call
+        assert call.answerer is not None
+        why = f"the tool call ended before {call.label} answered"  # unless the timeout comes first
+        with anyio.CancelScope() as scope:
+            call.asking.add(scope)
+            try:
+                with anyio.fail_after(self.timeout):
+                    reply = await call.answerer.ask(request)
+            except TimeoutError:
+                why = f"{call.label} did not answer within {self.timeout:g}s"
+            else:
+                log.debug(
+                    "server_request.answered", server=request.server, method=request.method, caller=call.label
+                )
+                return reply
+            finally:
+                call.asking.discard(scope)
+        log.info("server_request.unanswered", server=request.server, method=request.method, reason=why)
+        return ServerReply(error=ReplyError(TIMED_OUT, f"mcpd got no answer to {request.method}: {why}"))
+
+    def client(self, conn: Notifiable) -> ClientAnswerer:
+        """The answerer of a client-library connection (made on first use)."""
+        answerer = self.clients.get(conn)
+        if answerer is None:
+            answerer = self.clients[conn] = ClientAnswerer(conn)
+        return answerer
+
+
+class _Pending:
+    """Requests sent to a caller and not answered yet, by id."""
+
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, asyncio.Future[ServerReply]] = {}
+
+    def open(self) -> tuple[int, asyncio.Future[ServerReply]]:
+        request_id = next(self._ids)
+        future: asyncio.Future[ServerReply] = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = future
+        return request_id, future
+
+    def close(self, request_id: int) -> bool:
+        """Forget ``request_id``; True if it was still unanswered."""
+        return self._waiting.pop(request_id, None) is not None
+
+    def settle(self, request_id: int, reply: ServerReply) -> bool:
+        """Hand ``reply`` to whoever waits for ``request_id``; False when nobody does (any more)."""
+        future = self._waiting.pop(request_id, None)
+        if future is None or future.done():
+            return False
+        future.set_result(reply)
+        return True
+
+
+class ClientAnswerer:
+    """A client-library connection: ``server.request`` out, ``server.reply`` back."""
+
+    def __init__(self, conn: Notifiable) -> None:
+        self.declared = ClientCapabilities()
+        # Weak, so that the connection (a key of ``ServerRequests.clients``) can go.
+        self._conn = weakref.ref(conn)
+        self._pending = _Pending()
+
+    def capabilities(self) -> frozenset[str]:
+        return self.declared.names()
+
+    async def ask(self, request: ServerRequest) -> ServerReply:
+        request_id, answered = self._pending.open()
+        try:
+            ask = ServerAsk(
+                id=request_id, server=request.server, method=request.method, params=request.params
+            )
+            conn = self._conn()
+            if conn is None:
+                return ServerReply(error=ReplyError(NOT_AVAILABLE, "the caller's connection is gone"))
+            conn.notify(SERVER_REQUEST_NOTIFICATION, ask)
+            return await answered
+        finally:
+            self._pending.close(request_id)
+
+    def reply(self, params: ServerReplyParams) -> bool:
+        return self._pending.settle(params.id, ServerReply(result=params.result, error=params.error))
+
+
+_host_reply = msgspec.json.Decoder(mcp.IncomingReply)
+_REQUEST_PREFIX = "mcpd-ask-"
+
+
+class HostAnswerer:
+    """A host's MCP session: a JSON-RPC request to the host, answered by its JSON-RPC response.
+
+    Its capabilities are those the host declared in ``initialize`` (``mcpd bridge`` relays
+    the host's own ``initialize`` unchanged).
+    """
+
+    def __init__(
+        self, send: Callable[[msgspec.Struct], None], init: Callable[[], mcp.InitializeParams | None]
+    ) -> None:
+        self._send = send
+        self._init = init
+        self._pending = _Pending()
+
+    def capabilities(self) -> frozenset[str]:
+        init = self._init()
+        if init is None:
+            return frozenset()
+        declared = init.capabilities
+        names: set[str] = {name for name in ("sampling", "elicitation", "roots") if name in declared}
+        sampling = declared.get("sampling")
+        if isinstance(sampling, dict) and "tools" in sampling:
+            names.add(SAMPLING_TOOLS)
+        return frozenset(names)
+
+    async def ask(self, request: ServerRequest) -> ServerReply:
+        request_id, answered = self._pending.open()
+        wire_id = f"{_REQUEST_PREFIX}{request_id}"
+        try:
+            self._send(mcp.Request(wire_id, request.method, request.params))
+            return await answered
+        finally:
+            if self._pending.close(request_id):  # given up: the host may stop asking its user
+                self._send(mcp.Notification(mcp.CANCELLED, mcp.CancelledParams(wire_id, "no longer needed")))
+
+    def reply(self, data: bytes) -> None:
+        """A JSON-RPC response from the host; one that answers none of our requests is ignored."""
+        try:
+            response = _host_reply.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return
+        if not isinstance(response.id, str) or not response.id.startswith(_REQUEST_PREFIX):
+            return
+        try:
+            request_id = int(response.id[len(_REQUEST_PREFIX) :])
+        except ValueError:
+            return
+        if response.error is not None:
+            error = response.error
+            detail = None if isinstance(error.data, msgspec.UnsetType) else error.data
+            reply = ServerReply(error=ReplyError(error.code, error.message, detail))
+        else:
+            reply = ServerReply(result=response.result if isinstance(response.result, dict) else {})
+        self._pending.settle(request_id, reply)
