@@ -48,6 +48,7 @@ from mcpd.supervisor import sdk, watchers
 from mcpd.supervisor.calls import NotDelivered, Refused, send_call, send_request
 from mcpd.supervisor.gate import StartGate
 from mcpd.supervisor.link import Link
+from mcpd.supervisor.logring import LogRing
 from mcpd.supervisor.policy import Decision, Ending, GiveUp, Retry, decide
 from mcpd.supervisor.rawrpc import ProgressCallback
 from mcpd.supervisor.stdio import KILL_WAIT, SpawnError, StderrLog, StdioChild, open_stdio_child
@@ -99,8 +100,11 @@ class ServerActor:
         *,
         start_gate: StartGate | None = None,
         unit_random: Callable[[], float] = random.random,
+        logs: LogRing | None = None,
     ) -> None:
         self.config = config
+        self.logs = logs or LogRing()
+        """Its stderr lines and MCP log messages, across its runs (pass the old actor's on a change)."""
         self._start_gate = start_gate or StartGate()
         self._emit = emit
         self._random = unit_random
@@ -113,7 +117,7 @@ class ServerActor:
         """The process of the current run, from spawn to its stop (handshake included)."""
         self._link: Link | None = None
         """The live connection, from a successful handshake to the end of the run."""
-        self._stderr = StderrLog(config.name)
+        self._stderr = StderrLog(config.name, on_line=self._stderr_line)
         self._tools: tuple[ToolInfo, ...] = ()
         self._tool_names: frozenset[str] = frozenset()
         self._tools_dirty = Wakeup()
@@ -483,7 +487,7 @@ class ServerActor:
         config = self.config
         if http is not None:
             async with sdk.open_http_session(
-                config, self._tools_dirty.set, self._surface_dirty.set, http
+                config, self._tools_dirty.set, self._surface_dirty.set, http, self._log_message
             ) as session:
                 yield session
             return
@@ -492,7 +496,7 @@ class ServerActor:
             log.debug("server.spawned", server=self.name, pid=child.pid)
             tg.start_soon(watchers.watch_exit, child, config.stop_grace)
             async with sdk.open_session(
-                read, write, self._tools_dirty.set, self._surface_dirty.set
+                read, write, self._tools_dirty.set, self._surface_dirty.set, self._log_message
             ) as session:
                 yield session
 
@@ -540,6 +544,14 @@ class ServerActor:
         while self._want_running and not self._restart_wanted:
             await self._wake.wait()
         tg.cancel_scope.cancel()
+
+    # -- its log ----------------------------------------------------------------------------
+
+    def _stderr_line(self, text: str) -> None:
+        self.logs.add("stderr", text)
+
+    def _log_message(self, level: str, logger: str | None, text: str) -> None:
+        self.logs.add("mcp", text, level=level, logger=logger)
 
     # -- watchers.Hooks -----------------------------------------------------------------------
 

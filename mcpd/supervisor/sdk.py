@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -24,7 +25,7 @@ from typing import Any, TypeVar
 import anyio
 import httpx2
 import mcp_types
-from mcp.client.session import ClientSession
+from mcp.client.session import ClientSession, LoggingFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -50,6 +51,7 @@ __all__ = [
     "CallMark",
     "ClientSession",
     "HttpWatch",
+    "LogCallback",
     "MCPError",
     "call_tool",
     "describe_mcp_error",
@@ -170,12 +172,30 @@ class _Watch(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+LogCallback = Callable[[str, str | None, str], None]
+"""Hears a server's ``notifications/message``: (level, logger, text)."""
+
+
+def _logging_callback(on_log: LogCallback) -> LoggingFnT:
+    async def on_message(params: mcp_types.LoggingMessageNotificationParams) -> None:
+        data = params.data
+        # MCP allows any JSON value as the message; what is not a string is kept as its JSON.
+        text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
+        on_log(params.level, params.logger, text)
+
+    return on_message
+
+
 @contextlib.asynccontextmanager
 async def open_session(
-    read: Any, write: Any, on_list_changed: Callable[[], None], on_surface_changed: Callable[[], None]
+    read: Any,
+    write: Any,
+    on_list_changed: Callable[[], None],
+    on_surface_changed: Callable[[], None],
+    on_log: LogCallback | None = None,
 ) -> AsyncIterator[ClientSession]:
     """A client session over a (read, write) stream pair; ``on_list_changed`` hears of new tool lists,
-    ``on_surface_changed`` of new resource or prompt lists."""
+    ``on_surface_changed`` of new resource or prompt lists, ``on_log`` of the server's log messages."""
 
     async def on_message(message: Any) -> None:
         if isinstance(message, mcp_types.ToolListChangedNotification):
@@ -185,7 +205,10 @@ async def open_session(
         ):
             on_surface_changed()
 
-    async with ClientSession(read, write, message_handler=on_message, client_info=_CLIENT_INFO) as session:
+    logging = _logging_callback(on_log) if on_log is not None else None
+    async with ClientSession(
+        read, write, message_handler=on_message, client_info=_CLIENT_INFO, logging_callback=logging
+    ) as session:
         yield session
 
 
@@ -195,6 +218,7 @@ async def open_http_session(
     on_list_changed: Callable[[], None],
     on_surface_changed: Callable[[], None],
     watch: HttpWatch,
+    on_log: LogCallback | None = None,
 ) -> AsyncIterator[ClientSession]:
     """A client session to a streamable HTTP server, its HTTP layer reporting to ``watch``."""
     assert config.url is not None
@@ -206,7 +230,7 @@ async def open_http_session(
     async with (
         httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport) as http,
         streamable_http_client(config.url, http_client=http) as (read, write),
-        open_session(read, write, on_list_changed, on_surface_changed) as session,
+        open_session(read, write, on_list_changed, on_surface_changed, on_log) as session,
     ):
         yield session
 

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import ctypes
 import errno
+import itertools
 import os
 import signal
 import sys
@@ -41,6 +42,8 @@ MAX_LINE_BYTES = 32 * 1024 * 1024
 KILL_WAIT = 2.0
 """Seconds to wait for the group to go after SIGKILL."""
 _GROUP_POLL = 0.02
+_STDERR_TURN = 64
+"""stderr lines read between two yields to the event loop."""
 _INHERITED_ENV = (
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
     "TMPDIR", "TZ", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME",
@@ -81,8 +84,18 @@ class StderrLog:
     counted and reported once lines flow again, so a chatty server cannot flood the log.
     """
 
-    def __init__(self, server: str, *, burst: int = 50, per_second: float = 10.0, tail: int = 20) -> None:
+    def __init__(
+        self,
+        server: str,
+        *,
+        burst: int = 50,
+        per_second: float = 10.0,
+        tail: int = 20,
+        on_line: Callable[[str], None] | None = None,
+    ) -> None:
         self.server = server
+        self._on_line = on_line
+        """Also receives every line, not rate-limited (the server's log ring)."""
         self.tail: deque[str] = deque(maxlen=tail)
         self._burst = burst
         self._rate = per_second
@@ -92,6 +105,8 @@ class StderrLog:
 
     def line(self, text: str) -> None:
         self.tail.append(text)
+        if self._on_line is not None:
+            self._on_line(text)
         now = time.monotonic()
         self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self._rate)
         self._stamp = now
@@ -238,7 +253,7 @@ class StdioChild:
     async def _read_stderr(self) -> None:
         stderr = self.process.stderr
         assert stderr is not None
-        while True:
+        for count in itertools.count(1):
             try:
                 line = await stderr.readline()
             except ValueError:  # a line over the limit: skip what is buffered
@@ -246,6 +261,10 @@ class StdioChild:
             if not line:
                 return
             self.stderr.line(line.decode("utf-8", "replace").rstrip())
+            if count % _STDERR_TURN == 0:
+                # readline() does not yield while whole lines are buffered: a flood of short
+                # lines would otherwise hold the loop for a whole pipe read of them.
+                await asyncio.sleep(0)
 
     def _signal_group(self, signum: int) -> bool:
         """Send ``signum`` to the child's whole process group; False when the group is gone."""
