@@ -14,10 +14,12 @@ import anyio
 import pytest
 from anyio.streams.text import TextReceiveStream
 
+from mcpd.client import Client, _wire
 from mcpd.client.aio import AsyncClient, connect
 from mcpd.errors import TransportError, UnknownServer
 from mcpd.model.logs import LogEntry
 from mcpd.supervisor.logring import MAX_CHARS, MAX_ENTRIES, MAX_LINE, LogRing, clip_line
+from mcpd.supervisor.stdio import STDERR_LINE_BYTES
 from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
@@ -91,26 +93,30 @@ async def test_followers_wake_on_a_new_entry_and_on_close() -> None:
 
 
 class Setup:
-    def __init__(self, daemon: DaemonProcess, config: Path, text: str) -> None:
+    def __init__(self, daemon: DaemonProcess, config: Path) -> None:
         self.daemon = daemon
         self.config = config
-        self.text = text
+
+
+def config_text(*, chatty: str = "", gone: bool = True) -> str:
+    """chatty (described as ``chatty``), crashy and gone write two stderr lines at start; flooder
+    floods when asked."""
+    return (
+        fixture_toml("chatty", "--stderr-lines", "2", description=chatty or "chatty")
+        + fixture_toml("crashy", "--stderr-lines", "2", restart={"initial_delay": 0.05})
+        + fixture_toml("flooder")
+        + (fixture_toml("gone", "--stderr-lines", "2") if gone else "")
+    )
 
 
 @pytest.fixture(scope="module")
 async def setup(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Setup]:
-    """chatty, crashy and gone write two stderr lines at start; flooder floods when asked."""
     path = tmp_path_factory.mktemp("logs") / "config.toml"
-    text = (
-        fixture_toml("chatty", "--stderr-lines", "2")
-        + fixture_toml("crashy", "--stderr-lines", "2", restart={"initial_delay": 0.05})
-        + fixture_toml("flooder")
-    )
-    path.write_text(text + fixture_toml("gone", "--stderr-lines", "2"))
+    path.write_text(config_text())
     async with running_daemon(path) as daemon:
         for name in ("chatty", "crashy", "flooder", "gone"):
             await daemon.wait_for("server.state", server=name, new="running")
-        yield Setup(daemon, path, text)
+        yield Setup(daemon, path)
 
 
 async def mcpd(setup: Setup, *argv: str) -> subprocess.CompletedProcess[bytes]:
@@ -242,6 +248,21 @@ async def test_stderr_of_a_crashed_run_survives_the_restart(setup: Setup) -> Non
 
 
 @pytest.mark.anyio
+async def test_a_very_long_line_keeps_its_start_and_the_next_line_is_whole(setup: Setup) -> None:
+    """A stderr line far longer than the daemon reads (and an MCP message as long) is kept cut,
+    with the marker; the line after it arrives whole."""
+    long = "L" * (STDERR_LINE_BYTES * 3)
+    async with connect(setup.daemon.socket) as client:
+        await client.call_tool("chatty__log", {"text": long})
+        await client.call_tool("chatty__log", {"text": "after the long one"})
+        seen = await collect(client, "chatty", lambda s: "after the long one" in texts(s, "stderr"))
+    stderr = texts(seen, "stderr")
+    cut = stderr[stderr.index("after the long one") - 1]
+    assert cut.startswith("L" * MAX_LINE) and cut.endswith(" more characters cut]")
+    assert clip_line(long) in texts(seen, "mcp")
+
+
+@pytest.mark.anyio
 async def test_unknown_server_is_the_typed_error(setup: Setup) -> None:
     """`logs` of a server not in the config raises UnknownServer; the command says so, status 1."""
     async with connect(setup.daemon.socket) as client:
@@ -276,19 +297,41 @@ async def test_a_flood_keeps_the_log_bounded_and_the_daemon_responsive(setup: Se
 
 
 @pytest.mark.anyio
-async def test_removing_a_server_ends_its_followers_and_its_log(setup: Setup) -> None:
-    """A server removed from the config takes its log with it: a follower's stream ends, and
-    `logs` then knows no such server."""
+async def test_the_blocking_client_follows_until_the_loop_is_left(setup: Setup) -> None:
+    """`Client.follow_logs` yields the backlog then new entries; leaving the loop ends the follow
+    on the daemon (nothing left to unfollow) and the connection goes on."""
+
+    def follow_and_leave() -> tuple[LogEntry, bool, int]:
+        with Client(setup.daemon.socket) as client:
+            follow = client.follow_logs("chatty", 1)
+            entry = next(follow)
+            follow.close()  # what leaving a for loop over it does
+            still_followed = client.request(_wire.logs_unfollow("chatty")).ok
+            return entry, still_followed, len(client.status())
+
     async with connect(setup.daemon.socket) as client:
+        latest = await client.logs("chatty", 1)
+    entry, still_followed, servers = await anyio.to_thread.run_sync(follow_and_leave)
+    assert (entry, still_followed, servers) == (latest[0], False, 4)
+
+
+@pytest.mark.anyio
+async def test_a_changed_server_keeps_its_log_and_a_removed_one_ends_it(setup: Setup) -> None:
+    """A config change restarts a server but keeps its log; a server removed from the config takes
+    its log with it: a follower's stream ends, and `logs` then knows no such server."""
+    async with connect(setup.daemon.socket) as client:
+        before = await client.logs("chatty")
         async with client.follow_logs("gone") as entries:
             with anyio.fail_after(30):
                 first = await entries.receive()
-            setup.config.write_text(setup.text)
+            setup.config.write_text(config_text(chatty="changed", gone=False))
             plan = (await client.reload()).plan
             with anyio.fail_after(30):
                 rest = [entry async for entry in entries]
-        assert plan.removed == ("gone",)
+        assert (plan.removed, plan.changed) == (("gone",), ("chatty",))
         assert first.text == "fixture gone stderr line 0"
         assert rest[0].text == "fixture gone stderr line 1"
         with pytest.raises(UnknownServer):
             await client.logs("gone")
+        after = await client.logs("chatty")
+    assert after[: len(before)] == before

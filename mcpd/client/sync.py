@@ -11,7 +11,7 @@ import itertools
 import socket
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Self, TypeVar
@@ -107,7 +107,7 @@ class Client(Api):
             if isinstance(message, Notification) and message.method == EVENT_NOTIFICATION:
                 yield _wire.decode_event(message.params)
 
-    def follow_logs(self, server: str, limit: int | None = None) -> Iterator[LogEntry]:
+    def follow_logs(self, server: str, limit: int | None = None) -> Generator[LogEntry, None, None]:
         """``server``'s latest ``limit`` log entries (all it keeps when None), then each new one as
         it comes (blocking). Ends when the server leaves the config; leaving the loop stops the follow."""
         self.request(_wire.logs_follow(server, limit))

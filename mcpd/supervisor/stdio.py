@@ -38,6 +38,8 @@ log = structlog.get_logger("mcpd.supervisor")
 
 MAX_LINE_BYTES = 32 * 1024 * 1024
 """One JSON-RPC message per line; a line longer than this ends the connection."""
+STDERR_LINE_BYTES = 64 * 1024
+"""Bytes of a stderr line read; the rest of a longer one is dropped."""
 
 KILL_WAIT = 2.0
 """Seconds to wait for the group to go after SIGKILL."""
@@ -120,6 +122,19 @@ class StderrLog:
         log.info("server.stderr", server=self.server, line=text)
 
 
+async def _skip_line(reader: asyncio.StreamReader) -> bool:
+    """Drop what is left of the current line; False when the stream ended first."""
+    while True:
+        try:
+            await reader.readuntil(b"\n")
+        except asyncio.LimitOverrunError as exc:
+            await reader.read(exc.consumed)
+        except asyncio.IncompleteReadError:
+            return False
+        else:
+            return True
+
+
 def describe_exit(returncode: int) -> str:
     if returncode < 0:
         try:
@@ -130,15 +145,27 @@ def describe_exit(returncode: int) -> str:
 
 
 class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
-    """The asyncio protocol, plus a hook when the process exits.
+    """The asyncio protocol, plus a hook when the process exits, and a small stderr buffer.
 
     ``Process.wait()`` also waits for every pipe to close, which a grandchild holding
     stdout open can delay forever; ``process_exited`` fires on the exit itself.
     """
 
     def __init__(self, on_exit: Callable[[], None]) -> None:
-        super().__init__(limit=MAX_LINE_BYTES, loop=asyncio.get_running_loop())
+        self._event_loop = asyncio.get_running_loop()
+        super().__init__(limit=MAX_LINE_BYTES, loop=self._event_loop)
         self._on_exit = on_exit
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        # stdout's limit fits a whole JSON-RPC message, and a reader pauses the pipe only past twice
+        # its limit: a stderr flood faster than the daemon reads would buffer 64 MiB. stderr gets
+        # a limit of its own, so the pipe pushes back on the server after 2 * STDERR_LINE_BYTES.
+        assert isinstance(transport, asyncio.SubprocessTransport)
+        pipe = transport.get_pipe_transport(2)
+        if pipe is not None:
+            self.stderr = asyncio.StreamReader(limit=STDERR_LINE_BYTES, loop=self._event_loop)
+            self.stderr.set_transport(pipe)
 
     def process_exited(self) -> None:
         super().process_exited()
@@ -255,14 +282,19 @@ class StdioChild:
         assert stderr is not None
         for count in itertools.count(1):
             try:
-                line = await stderr.readline()
-            except ValueError:  # a line over the limit: skip what is buffered
-                continue
-            if not line:
+                line = await stderr.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:  # the end, perhaps after an unfinished line
+                if exc.partial:
+                    self.stderr.line(exc.partial.decode("utf-8", "replace").rstrip())
                 return
+            except asyncio.LimitOverrunError:
+                # A line over the limit: keep its start (the log cuts it shorter still), drop the rest.
+                line = await stderr.read(STDERR_LINE_BYTES)
+                if not await _skip_line(stderr):
+                    return
             self.stderr.line(line.decode("utf-8", "replace").rstrip())
             if count % _STDERR_TURN == 0:
-                # readline() does not yield while whole lines are buffered: a flood of short
+                # readuntil() does not yield while whole lines are buffered: a flood of short
                 # lines would otherwise hold the loop for a whole pipe read of them.
                 await asyncio.sleep(0)
 
