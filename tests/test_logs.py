@@ -14,14 +14,20 @@ import anyio
 import pytest
 from anyio.streams.text import TextReceiveStream
 
+from mcpd.cli.logs import Printer
+from mcpd.cli.output import Style
 from mcpd.client import Client, _wire
 from mcpd.client.aio import AsyncClient, connect
+from mcpd.config.model import Config, ServerConfig
 from mcpd.errors import TransportError, UnknownServer
 from mcpd.model.logs import LogEntry
+from mcpd.model.states import ServerState
 from mcpd.supervisor.logring import MAX_CHARS, MAX_ENTRIES, MAX_LINE, LogRing, clip_line
 from mcpd.supervisor.stdio import STDERR_LINE_BYTES
+from mcpd.supervisor.supervisor import open_supervisor
 from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
+from mcpd.testing.remote import free_port, running_http_fixture
 
 # -- the ring -------------------------------------------------------------------------------
 
@@ -87,6 +93,17 @@ async def test_followers_wake_on_a_new_entry_and_on_close() -> None:
         assert woke == [1]
         ring.close()
     assert woke == [1, -1]
+
+
+def test_the_command_marks_a_gap_in_the_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    """`mcpd logs` prints one line per entry and says how many lines it never received."""
+    show = Printer(Style(False))
+    for seq in (0, 1, 5):
+        show(LogEntry(seq=seq, ts=0.0, source="mcp", text=f"entry {seq}", level="info", logger="db"))
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" ", 2)[2] for line in lines[:2]] == ["info    [db] entry 0", "info    [db] entry 1"]
+    assert lines[2:] == ["-- 3 lines skipped --", lines[3]]
+    assert lines[3].endswith("info    [db] entry 5")
 
 
 # -- a real daemon --------------------------------------------------------------------------
@@ -335,3 +352,18 @@ async def test_a_changed_server_keeps_its_log_and_a_removed_one_ends_it(setup: S
             await client.logs("gone")
         after = await client.logs("chatty")
     assert after[: len(before)] == before
+
+
+@pytest.mark.anyio
+async def test_a_remote_servers_log_messages_are_kept() -> None:
+    """A streamable HTTP server has no stderr of ours, but the log messages it sends are kept."""
+    async with running_http_fixture("remote", free_port()) as url:
+        remote = ServerConfig(name="remote", url=url)
+        async with open_supervisor(Config(source="<test>", servers=(remote,))) as supervisor:
+            actor = supervisor.actor("remote")
+            await actor.wait_state(ServerState.RUNNING, timeout=30)
+            await actor.call_tool("log", {"text": "over http", "level": "notice", "logger": "net"})
+            with anyio.fail_after(30):
+                await actor.logs.wait_beyond(0)
+            entries = actor.logs.last(None)
+    assert [(e.source, e.level, e.logger, e.text) for e in entries] == [("mcp", "notice", "net", "over http")]

@@ -251,14 +251,16 @@ class AsyncClient(Api):
             raise InvalidParams(f"this client already follows the log of {server!r}", {"server": server})
         send, receive = anyio.create_memory_object_stream[LogEntry](backlog)
         self._log_sends[server] = send
+        following = False
         try:
             await self.request(_wire.logs_follow(server, limit))
+            following = True
             with receive:
                 yield receive
         finally:
             del self._log_sends[server]
             send.close()
-            if self._closed is None:
+            if following and self._closed is None:
                 with anyio.CancelScope(shield=True), contextlib.suppress(McpdError):
                     await self.request(_wire.logs_unfollow(server))
 
