@@ -305,7 +305,7 @@ async def call_path_benefit(count: int) -> None:
     config = fixture_server("fx", "--tools", "1")
     async with (
         open_stdio_child(config) as (child, read, write),
-        sdk.open_session(read, write, lambda: None, lambda: None) as session,
+        sdk.open_session(read, write, sdk.SessionHooks(lambda: None, lambda: None)) as session,
     ):
         await sdk.handshake(session)
         paths = {"raw": Link(session=session, child=child, http=None), "sdk": Link(session, None, None)}

@@ -67,7 +67,9 @@ async def test_a_refused_request_is_marked_so() -> None:
 
     async def host() -> None:
         try:
-            async with sdk.open_http_session(config, lambda: None, lambda: None, sdk.HttpWatch()) as session:
+            async with sdk.open_http_session(
+                config, sdk.HttpWatch(), sdk.SessionHooks(lambda: None, lambda: None)
+            ) as session:
                 await sdk.handshake(session)
                 sessions.append(session)
                 ready.set()

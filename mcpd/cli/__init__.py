@@ -4,8 +4,8 @@ One module per group of commands, each with its parser, its request and its outp
 (as circus does): ``servers`` (status, start, stop, restart, reload), ``top`` (the live view),
 ``tools`` (tools, select, call), ``surface`` (resources, read, prompts, prompt), ``usage``
 (report), ``trust`` (diff, approve), ``config`` (config check, import), ``local`` (serve,
-bridge, check, service) and ``completion``. ``output`` holds what they print with and the exit
-statuses; ``parsing`` the parser and the checks of option values.
+bridge, check, service), ``logs`` (a server's log) and ``completion``. ``output`` holds what they
+print with and the exit statuses; ``parsing`` the parser and the checks of option values.
 
 No traceback reaches the user: errors are one line on stderr, or with ``--json`` one JSON
 document on stdout; Ctrl-C and a closed pipe end quietly with the statuses a shell expects.
@@ -17,7 +17,7 @@ import argparse
 import os
 import sys
 
-from mcpd.cli import completion, config, local, output, servers, surface, tools, top, trust, usage
+from mcpd.cli import completion, config, local, logs, output, servers, surface, tools, top, trust, usage
 from mcpd.cli.output import EXIT_BROKEN_PIPE, EXIT_OK, Interrupted
 from mcpd.cli.parsing import Parser, client_options
 from mcpd.errors import McpdError
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     surface.register(commands, common)
     usage.register(commands, common)
     trust.register(commands, common)
+    logs.register(commands, common)
     config.register(commands)
     local.register(commands)
     completion.register(commands, parser)

@@ -12,6 +12,7 @@ from mcpd.config.paths import default_socket_path
 from mcpd.errors import DaemonNotRunning, InvalidParams, TransportError, error_from_wire
 from mcpd.ipc.codec import DECODE_FAILURES
 from mcpd.ipc.framing import frame
+from mcpd.model.logs import LogLines, LogsParams, LogsResult
 from mcpd.model.protocol import (
     MAX_CALL_TIMEOUT,
     PROTOCOL_VERSION,
@@ -294,7 +295,23 @@ def decode_ask(params: msgspec.Raw) -> ServerAsk:
         raise TransportError(f"the daemon sent a malformed server request: {exc}") from None
 
 
+def logs(server: str, limit: int | None = None) -> Call[LogsResult]:
+    """``server``'s latest ``limit`` log entries (all it keeps when None), oldest first: its stderr
+    lines and MCP log messages, across restarts (at most 1,000 lines and 256 KiB are kept)."""
+    return Call("logs", LogsParams(server=server, limit=limit), LogsResult, safe=True)
+
+
+def logs_follow(server: str, limit: int | None = None) -> Call[Ok]:
+    """Have the latest ``limit`` entries, then each new one, sent as ``logs`` notifications."""
+    return Call("logs.follow", LogsParams(server=server, limit=limit), Ok)
+
+
+def logs_unfollow(server: str) -> Call[Ok]:
+    return Call("logs.unfollow", ServerParams(name=server), Ok)
+
+
 _event_decoder: msgspec.msgpack.Decoder[Event] = msgspec.msgpack.Decoder(Event)
+_log_lines_decoder = msgspec.msgpack.Decoder(LogLines)
 _progress_decoder = msgspec.msgpack.Decoder(Progress)
 
 
@@ -318,6 +335,13 @@ def decode_progress(params: msgspec.Raw) -> Progress:
         return _progress_decoder.decode(params)
     except DECODE_FAILURES as exc:
         raise TransportError(f"the daemon sent a malformed progress update: {exc}") from None
+
+
+def decode_log_lines(params: msgspec.Raw) -> LogLines:
+    try:
+        return _log_lines_decoder.decode(params)
+    except DECODE_FAILURES as exc:
+        raise TransportError(f"the daemon sent malformed log lines: {exc}") from None
 
 
 def result_of(response: Response, call: Call[T]) -> T:

@@ -26,10 +26,11 @@ from mcpd.client import _wire
 from mcpd.client._wire import ProgressHandler
 from mcpd.client.answers import Answers, AskHandler, answer
 from mcpd.client.api import Api
-from mcpd.errors import CallTimeout, McpdError, ProtocolError, TransportError
+from mcpd.errors import CallTimeout, InvalidParams, McpdError, ProtocolError, TransportError
 from mcpd.ipc.endpoint import check_server
 from mcpd.ipc.framing import MAX_CLIENT_FRAME
 from mcpd.ipc.stream import FrameStream
+from mcpd.model.logs import LOGS_NOTIFICATION, LogEntry, LogLines
 from mcpd.model.protocol import (
     EVENT_NOTIFICATION,
     PROGRESS_NOTIFICATION,
@@ -73,6 +74,8 @@ class AsyncClient(Api):
         self._closed: McpdError | None = None
         self._event_send: MemoryObjectSendStream[Event] | None = None
         self._event_receive: MemoryObjectReceiveStream[Event] | None = None
+        self._log_sends: dict[str, MemoryObjectSendStream[LogEntry]] = {}
+        """The servers whose log ``follow_logs`` follows, and where their entries go."""
 
     async def request(self, call: _wire.Call[T]) -> T:
         """Send ``call``, wait for its answer (other requests may be answered meanwhile)."""
@@ -134,15 +137,8 @@ class AsyncClient(Api):
                 message = _wire.decode_message(data)
                 if isinstance(message, Response):
                     self._deliver(message)
-                elif isinstance(message, Notification) and message.method == EVENT_NOTIFICATION:
-                    self._push(_wire.decode_event(message.params))
-                elif isinstance(message, Notification) and message.method == SERVER_REQUEST_NOTIFICATION:
-                    self._answer(_wire.decode_ask(message.params))
-                elif isinstance(message, Notification) and message.method == PROGRESS_NOTIFICATION:
-                    update = _wire.decode_progress(message.params)
-                    handler = self._progress.get(update.request)
-                    if handler is not None:
-                        handler(update)
+                elif isinstance(message, Notification):
+                    self._notified(message)
         except (ConnectionError, OSError) as exc:
             reason = TransportError(f"lost the daemon connection: {exc}")
         except ProtocolError as exc:  # a frame over the limit
@@ -155,6 +151,21 @@ class AsyncClient(Api):
                 _settle(waiter, None)
             if self._event_send is not None and not self._reconnect:
                 self._event_send.close()
+            for send in self._log_sends.values():
+                send.close()  # follows are not restored after a reconnect: their streams end
+
+    def _notified(self, message: Notification) -> None:
+        if message.method == EVENT_NOTIFICATION:
+            self._push(_wire.decode_event(message.params))
+        elif message.method == LOGS_NOTIFICATION:
+            self._push_logs(_wire.decode_log_lines(message.params))
+        elif message.method == SERVER_REQUEST_NOTIFICATION:
+            self._answer(_wire.decode_ask(message.params))
+        elif message.method == PROGRESS_NOTIFICATION:
+            update = _wire.decode_progress(message.params)
+            handler = self._progress.get(update.request)
+            if handler is not None:
+                handler(update)
 
     def _start(self, stream: FrameStream) -> None:
         self._stream = stream
@@ -239,6 +250,47 @@ class AsyncClient(Api):
             return
         with contextlib.suppress(anyio.WouldBlock):
             self._event_send.send_nowait(event)
+
+    def _push_logs(self, lines: LogLines) -> None:
+        send = self._log_sends.get(lines.server)
+        if send is None:
+            return
+        for entry in lines.entries:
+            try:
+                send.send_nowait(entry)
+            except anyio.WouldBlock:
+                break  # the consumer is behind: drop what does not fit (``seq`` shows the gap)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+        if lines.ended:
+            send.close()
+
+    @contextlib.asynccontextmanager
+    async def follow_logs(
+        self, server: str, limit: int | None = None, *, backlog: int = 10_000
+    ) -> AsyncIterator[MemoryObjectReceiveStream[LogEntry]]:
+        """A stream of ``server``'s latest ``limit`` log entries (all it keeps when None), then of
+        each new one as it comes; it ends when the server leaves the config or the connection drops.
+
+        Entries left unread beyond ``backlog`` are dropped (the ``seq`` of the next shows the gap).
+        The follow stops when the block ends. One follow per server at a time on a client.
+        """
+        if server in self._log_sends:
+            raise InvalidParams(f"this client already follows the log of {server!r}", {"server": server})
+        send, receive = anyio.create_memory_object_stream[LogEntry](backlog)
+        self._log_sends[server] = send
+        following = False
+        try:
+            await self.request(_wire.logs_follow(server, limit))
+            following = True
+            with receive:
+                yield receive
+        finally:
+            del self._log_sends[server]
+            send.close()
+            if following and self._closed is None:
+                with anyio.CancelScope(shield=True), contextlib.suppress(McpdError):
+                    await self.request(_wire.logs_unfollow(server))
 
     async def _run(self, call: _wire.Call[R], pick: Callable[[R], T]) -> T:
         return pick(await self.request(call))

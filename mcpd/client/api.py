@@ -82,3 +82,4 @@ class Api:
     read_resource = method(_wire.read_resource)
     prompts = Method(_wire.prompts, lambda result: result.prompts)
     get_prompt = method(_wire.get_prompt)
+    logs = Method(_wire.logs, lambda result: result.entries)

@@ -6,11 +6,12 @@ It starts fast (the CLI uses it) and suits scripts. Its methods are the ones dec
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import socket
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self, TypeVar
@@ -18,9 +19,10 @@ from typing import Self, TypeVar
 from mcpd.client import _wire
 from mcpd.client.answers import Answers, SyncAskHandler, answer_sync
 from mcpd.client.api import Api
-from mcpd.errors import CallTimeout, ProtocolError, TransportError
+from mcpd.errors import CallTimeout, McpdError, ProtocolError, TransportError
 from mcpd.ipc.endpoint import check_server
 from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer
+from mcpd.model.logs import LOGS_NOTIFICATION, LogEntry
 from mcpd.model.protocol import (
     EVENT_NOTIFICATION,
     PROGRESS_NOTIFICATION,
@@ -122,6 +124,27 @@ class Client(Api):
             message = self._next_message(sock)
             if isinstance(message, Notification) and message.method == EVENT_NOTIFICATION:
                 yield _wire.decode_event(message.params)
+
+    def follow_logs(self, server: str, limit: int | None = None) -> Generator[LogEntry, None, None]:
+        """``server``'s latest ``limit`` log entries (all it keeps when None), then each new one as
+        it comes (blocking). Ends when the server leaves the config; leaving the loop stops the follow."""
+        self.request(_wire.logs_follow(server, limit))
+        sock = self._socket()
+        sock.settimeout(None)
+        try:
+            while True:
+                message = self._next_message(sock)
+                if isinstance(message, Notification) and message.method == LOGS_NOTIFICATION:
+                    lines = _wire.decode_log_lines(message.params)
+                    if lines.server == server:
+                        yield from lines.entries
+                        if lines.ended:
+                            return
+        except GeneratorExit:
+            # The caller broke out of the loop: its connection goes on, this follow need not.
+            with contextlib.suppress(McpdError):
+                self.request(_wire.logs_unfollow(server))
+            raise
 
     def _socket(self) -> socket.socket:
         if self._sock is None:

@@ -13,6 +13,7 @@ import structlog
 
 from mcpd.config.load import load_config
 from mcpd.config.model import Config
+from mcpd.daemon.logfollow import Followers
 from mcpd.daemon.notify import Notifier
 from mcpd.discovery.groups import group_similar
 from mcpd.discovery.select import Candidate, select_servers
@@ -24,6 +25,7 @@ from mcpd.errors import (
 from mcpd.front import calls, surface
 from mcpd.front.core import Caller, Core
 from mcpd.ipc.server import Connection, MethodTable, current_request
+from mcpd.model.logs import LogsParams, LogsResult
 from mcpd.model.protocol import (
     MAX_CALL_PARAMS,
     PROGRESS_NOTIFICATION,
@@ -82,6 +84,7 @@ class Daemon(Core):
     config_path: Path | None
     notifier: Notifier = field(default_factory=lambda: Notifier(""))
     reload_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    log_followers: Followers = field(default_factory=Followers)
 
     async def reload(self) -> ReloadResult:
         """Re-read the config and apply the diff; a broken file raises ``ConfigError`` and changes nothing.
@@ -375,3 +378,28 @@ async def server_reply(daemon: Daemon, conn: Connection, params: ServerReplyPara
     """The answer to a ``server.request``; ``ok`` is false when it came too late (or was never asked)."""
     answerer = daemon.requests.clients.get(conn)
     return Ok(ok=answerer is not None and answerer.reply(params))
+
+
+@methods.method("logs", LogsParams)
+async def logs(daemon: Daemon, conn: Connection, params: LogsParams) -> LogsResult:
+    """A server's latest stderr lines and log messages, oldest first (across its restarts)."""
+    ring = daemon.supervisor.actor(params.server).logs
+    return LogsResult(server=params.server, entries=ring.last(params.limit))
+
+
+@methods.method("logs.follow", LogsParams)
+async def logs_follow(daemon: Daemon, conn: Connection, params: LogsParams) -> Ok:
+    """Send the latest ``limit`` entries, then each new one, as ``logs`` notifications.
+
+    All of them, the latest included, come as notifications after this answer, so a client
+    gets them in order without merging an answer with a stream.
+    """
+    ring = daemon.supervisor.actor(params.server).logs
+    held = len(ring) if params.limit is None else min(params.limit, len(ring))
+    daemon.log_followers.follow(conn, params.server, ring, ring.next_seq - held)
+    return Ok()
+
+
+@methods.method("logs.unfollow", ServerParams)
+async def logs_unfollow(daemon: Daemon, conn: Connection, params: ServerParams) -> Ok:
+    return Ok(ok=daemon.log_followers.unfollow(conn, params.name))

@@ -49,6 +49,7 @@ from mcpd.supervisor import sdk, watchers
 from mcpd.supervisor.calls import NotDelivered, Refused, send_call, send_request
 from mcpd.supervisor.gate import StartGate
 from mcpd.supervisor.link import Link
+from mcpd.supervisor.logring import LogRing
 from mcpd.supervisor.policy import Decision, Ending, GiveUp, Retry, decide
 from mcpd.supervisor.rawrpc import ProgressCallback
 from mcpd.supervisor.stdio import KILL_WAIT, SpawnError, StderrLog, StdioChild, open_stdio_child
@@ -111,9 +112,12 @@ class ServerActor:
         start_gate: StartGate | None = None,
         unit_random: Callable[[], float] = random.random,
         router: Router = refuse_server_requests,
+        logs: LogRing | None = None,
     ) -> None:
         self.config = config
         self._router = router
+        self.logs = logs or LogRing()
+        """Its stderr lines and MCP log messages, across its runs (pass the old actor's on a change)."""
         self._start_gate = start_gate or StartGate()
         self._emit = emit
         self._random = unit_random
@@ -126,7 +130,7 @@ class ServerActor:
         """The process of the current run, from spawn to its stop (handshake included)."""
         self._link: Link | None = None
         """The live connection, from a successful handshake to the end of the run."""
-        self._stderr = StderrLog(config.name)
+        self._stderr = StderrLog(config.name, on_line=self._stderr_line)
         self._tools: tuple[ToolInfo, ...] = ()
         self._tool_names: frozenset[str] = frozenset()
         self._tools_dirty = Wakeup()
@@ -494,19 +498,16 @@ class ServerActor:
     @contextlib.asynccontextmanager
     async def _connect(self, tg: TaskGroup, http: sdk.HttpWatch | None) -> AsyncIterator[sdk.ClientSession]:
         config = self.config
+        hooks = sdk.SessionHooks(self._tools_dirty.set, self._surface_dirty.set, self._ask, self._log_message)
         if http is not None:
-            async with sdk.open_http_session(
-                config, self._tools_dirty.set, self._surface_dirty.set, http, self._ask
-            ) as session:
+            async with sdk.open_http_session(config, http, hooks) as session:
                 yield session
             return
         async with open_stdio_child(config, self._stderr) as (child, read, write):
             self._child = child
             log.debug("server.spawned", server=self.name, pid=child.pid)
             tg.start_soon(watchers.watch_exit, child, config.stop_grace)
-            async with sdk.open_session(
-                read, write, self._tools_dirty.set, self._surface_dirty.set, self._ask
-            ) as session:
+            async with sdk.open_session(read, write, hooks) as session:
                 yield session
 
     async def _ask(self, method: str, params: dict[str, Any]) -> ServerReply:
@@ -557,6 +558,14 @@ class ServerActor:
         while self._want_running and not self._restart_wanted:
             await self._wake.wait()
         tg.cancel_scope.cancel()
+
+    # -- its log ----------------------------------------------------------------------------
+
+    def _stderr_line(self, text: str) -> None:
+        self.logs.add("stderr", text)
+
+    def _log_message(self, level: str, logger: str | None, text: str) -> None:
+        self.logs.add("mcp", text, level=level, logger=logger)
 
     # -- watchers.Hooks -----------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -27,7 +28,7 @@ import anyio
 import httpx2
 import mcp_types
 import pydantic
-from mcp.client.session import ClientRequestContext, ClientSession
+from mcp.client.session import ClientRequestContext, ClientSession, LoggingFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -55,7 +56,9 @@ __all__ = [
     "CallMark",
     "ClientSession",
     "HttpWatch",
+    "LogCallback",
     "MCPError",
+    "SessionHooks",
     "call_tool",
     "describe_mcp_error",
     "get_prompt",
@@ -175,40 +178,62 @@ class _Watch(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+LogCallback = Callable[[str, str | None, str], None]
+"""Hears a server's ``notifications/message``: (level, logger, text)."""
+
+
+def _logging_callback(on_log: LogCallback) -> LoggingFnT:
+    async def on_message(params: mcp_types.LoggingMessageNotificationParams) -> None:
+        data = params.data
+        # MCP allows any JSON value as the message; what is not a string is kept as its JSON.
+        text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
+        on_log(params.level, params.logger, text)
+
+    return on_message
+
+
+@dataclass(frozen=True)
+class SessionHooks:
+    """What a server's session reports to its actor, and who answers the server's own requests."""
+
+    tools_changed: Callable[[], None]
+    """A ``tools/list_changed`` came."""
+    surface_changed: Callable[[], None]
+    """A resource or prompt ``list_changed`` came."""
+    ask: Ask | None = None
+    """Answers the server's requests (sampling, elicitation, roots; see ``server_request_callbacks``)."""
+    log: LogCallback | None = None
+    """Hears the server's log messages (``notifications/message``)."""
+
+
 @contextlib.asynccontextmanager
-async def open_session(
-    read: Any,
-    write: Any,
-    on_list_changed: Callable[[], None],
-    on_surface_changed: Callable[[], None],
-    ask: Ask | None = None,
-) -> AsyncIterator[ClientSession]:
-    """A client session over a (read, write) stream pair; ``on_list_changed`` hears of new tool lists,
-    ``on_surface_changed`` of new resource or prompt lists, ``ask`` answers the server's requests
-    (sampling, elicitation, roots; see ``server_request_callbacks``)."""
+async def open_session(read: Any, write: Any, hooks: SessionHooks) -> AsyncIterator[ClientSession]:
+    """A client session over a (read, write) stream pair, reporting to ``hooks``."""
 
     async def on_message(message: Any) -> None:
         if isinstance(message, mcp_types.ToolListChangedNotification):
-            on_list_changed()
+            hooks.tools_changed()
         elif isinstance(
             message, mcp_types.ResourceListChangedNotification | mcp_types.PromptListChangedNotification
         ):
-            on_surface_changed()
+            hooks.surface_changed()
 
-    callbacks = server_request_callbacks(ask) if ask is not None else {}
+    callbacks = server_request_callbacks(hooks.ask) if hooks.ask is not None else {}
+    logging = _logging_callback(hooks.log) if hooks.log is not None else None
     async with ClientSession(
-        read, write, message_handler=on_message, client_info=_CLIENT_INFO, **callbacks
+        read,
+        write,
+        message_handler=on_message,
+        client_info=_CLIENT_INFO,
+        logging_callback=logging,
+        **callbacks,
     ) as session:
         yield session
 
 
 @contextlib.asynccontextmanager
 async def open_http_session(
-    config: ServerConfig,
-    on_list_changed: Callable[[], None],
-    on_surface_changed: Callable[[], None],
-    watch: HttpWatch,
-    ask: Ask | None = None,
+    config: ServerConfig, watch: HttpWatch, hooks: SessionHooks
 ) -> AsyncIterator[ClientSession]:
     """A client session to a streamable HTTP server, its HTTP layer reporting to ``watch``."""
     assert config.url is not None
@@ -220,7 +245,7 @@ async def open_http_session(
     async with (
         httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport) as http,
         streamable_http_client(config.url, http_client=http) as (read, write),
-        open_session(read, write, on_list_changed, on_surface_changed, ask) as session,
+        open_session(read, write, hooks) as session,
     ):
         yield session
 

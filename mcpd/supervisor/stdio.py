@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import ctypes
 import errno
+import itertools
 import os
 import signal
 import sys
@@ -37,10 +38,14 @@ log = structlog.get_logger("mcpd.supervisor")
 
 MAX_LINE_BYTES = 32 * 1024 * 1024
 """One JSON-RPC message per line; a line longer than this ends the connection."""
+STDERR_LINE_BYTES = 64 * 1024
+"""Bytes of a stderr line read; the rest of a longer one is dropped."""
 
 KILL_WAIT = 2.0
 """Seconds to wait for the group to go after SIGKILL."""
 _GROUP_POLL = 0.02
+_STDERR_TURN = 64
+"""stderr lines read between two yields to the event loop."""
 _INHERITED_ENV = (
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
     "TMPDIR", "TZ", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME",
@@ -81,8 +86,18 @@ class StderrLog:
     counted and reported once lines flow again, so a chatty server cannot flood the log.
     """
 
-    def __init__(self, server: str, *, burst: int = 50, per_second: float = 10.0, tail: int = 20) -> None:
+    def __init__(
+        self,
+        server: str,
+        *,
+        burst: int = 50,
+        per_second: float = 10.0,
+        tail: int = 20,
+        on_line: Callable[[str], None] | None = None,
+    ) -> None:
         self.server = server
+        self._on_line = on_line
+        """Also receives every line, not rate-limited (the server's log ring)."""
         self.tail: deque[str] = deque(maxlen=tail)
         self._burst = burst
         self._rate = per_second
@@ -92,6 +107,8 @@ class StderrLog:
 
     def line(self, text: str) -> None:
         self.tail.append(text)
+        if self._on_line is not None:
+            self._on_line(text)
         now = time.monotonic()
         self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self._rate)
         self._stamp = now
@@ -105,6 +122,19 @@ class StderrLog:
         log.info("server.stderr", server=self.server, line=text)
 
 
+async def _skip_line(reader: asyncio.StreamReader) -> bool:
+    """Drop what is left of the current line; False when the stream ended first."""
+    while True:
+        try:
+            await reader.readuntil(b"\n")
+        except asyncio.LimitOverrunError as exc:
+            await reader.read(exc.consumed)
+        except asyncio.IncompleteReadError:
+            return False
+        else:
+            return True
+
+
 def describe_exit(returncode: int) -> str:
     if returncode < 0:
         try:
@@ -115,15 +145,27 @@ def describe_exit(returncode: int) -> str:
 
 
 class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
-    """The asyncio protocol, plus a hook when the process exits.
+    """The asyncio protocol, plus a hook when the process exits, and a small stderr buffer.
 
     ``Process.wait()`` also waits for every pipe to close, which a grandchild holding
     stdout open can delay forever; ``process_exited`` fires on the exit itself.
     """
 
     def __init__(self, on_exit: Callable[[], None]) -> None:
-        super().__init__(limit=MAX_LINE_BYTES, loop=asyncio.get_running_loop())
+        self._event_loop = asyncio.get_running_loop()
+        super().__init__(limit=MAX_LINE_BYTES, loop=self._event_loop)
         self._on_exit = on_exit
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        # stdout's limit fits a whole JSON-RPC message, and a reader pauses the pipe only past twice
+        # its limit: a stderr flood faster than the daemon reads would buffer 64 MiB. stderr gets
+        # a limit of its own, so the pipe pushes back on the server after 2 * STDERR_LINE_BYTES.
+        assert isinstance(transport, asyncio.SubprocessTransport)
+        pipe = transport.get_pipe_transport(2)
+        if pipe is not None:
+            self.stderr = asyncio.StreamReader(limit=STDERR_LINE_BYTES, loop=self._event_loop)
+            self.stderr.set_transport(pipe)
 
     def process_exited(self) -> None:
         super().process_exited()
@@ -238,14 +280,23 @@ class StdioChild:
     async def _read_stderr(self) -> None:
         stderr = self.process.stderr
         assert stderr is not None
-        while True:
+        for count in itertools.count(1):
             try:
-                line = await stderr.readline()
-            except ValueError:  # a line over the limit: skip what is buffered
-                continue
-            if not line:
+                line = await stderr.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:  # the end, perhaps after an unfinished line
+                if exc.partial:
+                    self.stderr.line(exc.partial.decode("utf-8", "replace").rstrip())
                 return
+            except asyncio.LimitOverrunError:
+                # A line over the limit: keep its start (the log cuts it shorter still), drop the rest.
+                line = await stderr.read(STDERR_LINE_BYTES)
+                if not await _skip_line(stderr):
+                    return
             self.stderr.line(line.decode("utf-8", "replace").rstrip())
+            if count % _STDERR_TURN == 0:
+                # readuntil() does not yield while whole lines are buffered: a flood of short
+                # lines would otherwise hold the loop for a whole pipe read of them.
+                await asyncio.sleep(0)
 
     def _signal_group(self, signum: int) -> bool:
         """Send ``signum`` to the child's whole process group; False when the group is gone."""

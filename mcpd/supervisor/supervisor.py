@@ -15,6 +15,7 @@ from mcpd.model.servers import ReloadPlan, ServerEvent, ServerStatus
 from mcpd.model.states import ServerState
 from mcpd.supervisor.actor import Router, ServerActor, refuse_server_requests, stop_bound
 from mcpd.supervisor.gate import StartGate
+from mcpd.supervisor.logring import LogRing
 
 log = structlog.get_logger("mcpd.supervisor")
 
@@ -88,9 +89,10 @@ class Supervisor:
                 # A listener's bug must not break the actor that emitted, nor the listeners after it.
                 log.exception("supervisor.listener_failed", listener=getattr(listener, "__qualname__", None))
 
-    def add(self, config: ServerConfig) -> ServerActor:
-        """Start supervising ``config`` (it starts at once unless disabled)."""
-        actor = ServerActor(config, self._emit, start_gate=self._start_gate, router=self._router)
+    def add(self, config: ServerConfig, logs: LogRing | None = None) -> ServerActor:
+        """Start supervising ``config`` (it starts at once unless disabled); ``logs`` carries on a
+        log from before (a changed config is the same server)."""
+        actor = ServerActor(config, self._emit, start_gate=self._start_gate, router=self._router, logs=logs)
         scope = anyio.CancelScope()
         self._actors[config.name] = actor
         self._scopes[config.name] = scope
@@ -103,7 +105,12 @@ class Supervisor:
         return actor
 
     async def remove(self, name: str) -> None:
-        """Stop a server (within ``STOP_BOUND``) and forget it."""
+        """Stop a server (within ``STOP_BOUND``) and forget it, its log too (its followers end)."""
+        logs = self.actor(name).logs
+        await self._retire(name)
+        logs.close()
+
+    async def _retire(self, name: str) -> None:
         actor = self.actor(name)
         await actor.stop()
         self._scopes.pop(name).cancel()
@@ -115,13 +122,14 @@ class Supervisor:
         new = {s.name: s for s in config.servers}
         # A changed server is restarted, not new: its restart count goes on, one higher.
         restarts = {name: self._actors[name].restarts + 1 for name in plan.changed}
+        logs = {name: self._actors[name].logs for name in plan.changed}
         async with anyio.create_task_group() as tg:
             for name in plan.removed:
                 tg.start_soon(self.remove, name)
             for name in plan.changed:
-                tg.start_soon(self.remove, name)
+                tg.start_soon(self._retire, name)
         for name in (*plan.added, *plan.changed):
-            self.add(new[name]).restarts = restarts.get(name, 0)
+            self.add(new[name], logs.get(name)).restarts = restarts.get(name, 0)
         log.info(
             "config.reloaded",
             source=config.source,

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import signal
 import sys
 import threading
 import time
+import warnings
 from typing import Any
 
 import anyio
@@ -169,6 +171,7 @@ def build_server(args: argparse.Namespace) -> MCPServer:
     async def pid() -> int:
         return os.getpid()
 
+    _add_log_tools(server)
     return server
 
 
@@ -226,6 +229,36 @@ def _add_asking_tools(server: MCPServer) -> None:
         later.add(task)
         task.add_done_callback(later.discard)
         return "will ask"
+
+
+def _add_log_tools(server: MCPServer) -> None:
+    """Tools that write to stderr and send MCP log messages (``notifications/message``)."""
+
+    @server.tool(description="Write `text` to stderr and send it as an MCP log message at `level`.")
+    async def log(text: str, ctx: Context, level: str = "info", logger: str = "") -> str:
+        print(text, file=sys.stderr, flush=True)
+        with warnings.catch_warnings():  # MCP logging is deprecated in the newest protocol, not gone
+            warnings.simplefilter("ignore")
+            await ctx.log(level, text, logger_name=logger or None)  # type: ignore[arg-type]
+        return "logged"
+
+    @server.tool(
+        description="Send `messages` MCP log messages, then write `size`-character lines to stderr "
+        "without end (until the process exits), from a thread."
+    )
+    async def flood(ctx: Context, size: int = 100, messages: int = 0) -> str:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for index in range(messages):
+                await ctx.info(f"flood message {index} " + "m" * size)
+
+        def spew() -> None:
+            text = "x" * size
+            for index in itertools.count():
+                print(f"flood line {index} {text}", file=sys.stderr)
+
+        threading.Thread(target=spew, daemon=True).start()
+        return "flooding"
 
 
 def _add_poisoned_tools(server: MCPServer) -> None:
