@@ -392,11 +392,13 @@ async def test_cold_bridge_connects_servers_as_they_run(tmp_path: Path) -> None:
 
 
 def test_the_bridge_imports_only_what_a_relay_needs() -> None:
-    """One bridge runs per host: its process loads neither client library, anyio, the SDK, nor
-    typing_extensions/inspect (msgspec is imported lean), which keeps its RSS near Python's floor."""
+    """One bridge runs per host: `mcpd bridge` loads neither the other commands, nor the client
+    libraries, anyio, the SDK, nor typing_extensions/inspect (msgspec is imported lean), which keeps
+    its RSS near Python's floor."""
     import subprocess  # noqa: PLC0415
 
     heavy = [
+        "mcpd.cli.app",
         "mcpd.client.sync",
         "mcpd.client.aio",
         "anyio",
@@ -405,7 +407,14 @@ def test_the_bridge_imports_only_what_a_relay_needs() -> None:
         "typing_extensions",
         "inspect",
     ]
-    probe = f"import sys, mcpd.bridge; print(' '.join(m for m in {heavy!r} if m in sys.modules))"
+    probe = (
+        "import contextlib, sys\n"
+        "from mcpd.cli import main\n"
+        "with contextlib.redirect_stdout(None), contextlib.suppress(SystemExit):\n"
+        "    main(['bridge', '--help'])\n"
+        "import mcpd.bridge\n"
+        f"print(' '.join(m for m in {heavy!r} if m in sys.modules))"
+    )
     loaded = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )

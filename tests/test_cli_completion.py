@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mcpd.cli import build_parser
+from mcpd.cli.app import build_parser
 from mcpd.cli.shells import tree
 
 CASES = [

@@ -4,8 +4,9 @@ One module per group of commands, each with its parser, its request and its outp
 (as circus does): ``servers`` (status, start, stop, restart, reload), ``top`` (the live view),
 ``tools`` (tools, select, call), ``surface`` (resources, read, prompts, prompt), ``usage``
 (report), ``trust`` (diff, approve), ``config`` (config check, import), ``local`` (serve,
-bridge, check, service), ``logs`` (a server's log) and ``completion``. ``output`` holds what they
-print with and the exit statuses; ``parsing`` the parser and the checks of option values.
+check, service), ``bridge``, ``logs`` (a server's log) and ``completion``. ``app`` builds the
+parser and runs a command; ``output`` holds what they print with and the exit statuses;
+``parsing`` the parser and the checks of option values.
 
 No traceback reaches the user: errors are one line on stderr, or with ``--json`` one JSON
 document on stdout; Ctrl-C and a closed pipe end quietly with the statuses a shell expects.
@@ -13,70 +14,17 @@ document on stdout; Ctrl-C and a closed pipe end quietly with the statuses a she
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
-
-from mcpd.cli import completion, config, local, logs, output, servers, surface, tools, top, trust, usage
-from mcpd.cli.output import EXIT_BROKEN_PIPE, EXIT_OK, Interrupted
-from mcpd.cli.parsing import Parser, client_options
-from mcpd.errors import McpdError
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="mcpd", description="Supervise MCP servers and share them with every agent.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    common = client_options()
-    servers.register(commands, common)
-    top.register(commands, common)
-    tools.register(commands, common)
-    surface.register(commands, common)
-    usage.register(commands, common)
-    trust.register(commands, common)
-    logs.register(commands, common)
-    config.register(commands)
-    local.register(commands)
-    completion.register(commands, parser)
-    return parser
-
-
-def _wants_json(argv: list[str]) -> bool:
-    """``--json`` anywhere before a ``--``: known before parsing, so usage errors are JSON too."""
-    words = argv[: argv.index("--")] if "--" in argv else argv
-    return "--json" in words
-
-
-def run(argv: list[str]) -> int:
-    as_json = _wants_json(argv)
-    try:
-        args = build_parser().parse_args(argv)
-        status: int = args.run(args)
-    except (McpdError, output.UsageError) as exc:
-        return output.report(exc, as_json=as_json)
-    except KeyboardInterrupt:
-        return output.report(Interrupted("interrupted"), as_json=as_json)
-    except (BrokenPipeError, SystemExit):
-        raise
-    except Exception as exc:
-        if os.environ.get("MCPD_TRACEBACK"):
-            raise
-        # A bug in mcpd: one line that says so, never a traceback in the user's face.
-        bug = output.InternalError(
-            f"internal error: {type(exc).__name__}: {exc} (MCPD_TRACEBACK=1 shows where)"
-        )
-        return output.report(bug, as_json=as_json)
-    return status
 
 
 def main(argv: list[str] | None = None) -> None:
-    try:
-        status = run(sys.argv[1:] if argv is None else argv)
-        sys.stdout.flush()  # inside the try: a reader that went away is noticed here, not at exit
-    except BrokenPipeError:
-        # `mcpd ... | head`: the reader has all it wanted. Point stdout at /dev/null so that
-        # Python's final flush stays quiet too, and end as a process killed by SIGPIPE would.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        status = EXIT_BROKEN_PIPE
-    except KeyboardInterrupt:
-        status = output.EXIT_INTERRUPTED
-    sys.exit(status if status is not None else EXIT_OK)
+    words = sys.argv[1:] if argv is None else argv
+    if words[:1] == ["bridge"]:
+        # A bridge runs beside every host for as long as the host does: it loads its relay and
+        # its own options, not the parsers and the client library of every other command.
+        from mcpd.cli.bridge import main as bridge
+
+        sys.exit(bridge(words[1:]))
+    from mcpd.cli.app import main as app
+
+    app(words)

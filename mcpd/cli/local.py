@@ -1,4 +1,5 @@
-"""Commands that run here rather than ask a daemon: ``serve``, ``bridge``, ``check``, ``service``.
+"""Commands that run here rather than ask a daemon: ``serve``, ``check``, ``service`` (and ``bridge``,
+whose options live in ``mcpd.cli.bridge``).
 
 Each imports what it runs only when it runs, so ``mcpd status`` never pays for the mcp SDK.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mcpd.cli import bridge
 from mcpd.cli.parsing import Commands
 
 
@@ -20,19 +22,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_format)
     status: int = anyio.run(serve, args.config, args.socket)
     return status
-
-
-def cmd_bridge(args: argparse.Namespace) -> int:
-    # A plain relay: no event loop, no logging set-up, nothing on stdout but the MCP channel.
-    from mcpd.bridge import run_bridge
-
-    return run_bridge(
-        args.socket,
-        config=args.config,
-        preconnect=args.connect,
-        expose_all=args.all,
-        autostart=not args.no_autostart,
-    )
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -58,7 +47,6 @@ def cmd_service(args: argparse.Namespace) -> int:
 
 
 def register(commands: Commands) -> None:
-    socket_help = "daemon socket (default: $MCPD_SOCKET or the runtime dir)"
     serve = commands.add_parser("serve", help="run the daemon in the foreground")
     serve.add_argument(
         "--config", type=Path, help="config file (TOML, or mcpServers JSON); default: user config dir"
@@ -70,17 +58,7 @@ def register(commands: Commands) -> None:
     serve.add_argument("--log-format", default="auto", choices=["auto", "json", "console"])
     serve.set_defaults(run=cmd_serve)
 
-    bridge = commands.add_parser("bridge", help="serve MCP on stdio for a host, through the daemon")
-    bridge.add_argument("--socket", type=Path, help=socket_help)
-    bridge.add_argument("--config", type=Path, help="config for a daemon this bridge has to start")
-    bridge.add_argument(
-        "--connect", action="append", default=[], metavar="SERVER", help="pre-connect a server"
-    )
-    bridge.add_argument(
-        "--all", action="store_true", help="expose every tool (for hosts ignoring list_changed)"
-    )
-    bridge.add_argument("--no-autostart", action="store_true", help="fail instead of starting a daemon")
-    bridge.set_defaults(run=cmd_bridge)
+    bridge.register(commands)
 
     check = commands.add_parser("check", help="start the configured servers once and run the verifier")
     check.add_argument("--config", type=Path, help="config file (default: the user config, else the demo)")

@@ -1,0 +1,60 @@
+"""``mcpd bridge``: its options, and a way in that loads nothing else of the command line."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mcpd.cli import output
+from mcpd.errors import McpdError
+
+if TYPE_CHECKING:
+    from mcpd.cli.parsing import Commands
+
+HELP = "serve MCP on stdio for a host, through the daemon"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--socket", type=Path, help="daemon socket (default: $MCPD_SOCKET or the runtime dir)"
+    )
+    parser.add_argument("--config", type=Path, help="config for a daemon this bridge has to start")
+    parser.add_argument(
+        "--connect", action="append", default=[], metavar="SERVER", help="pre-connect a server"
+    )
+    parser.add_argument(
+        "--all", action="store_true", help="expose every tool (for hosts ignoring list_changed)"
+    )
+    parser.add_argument("--no-autostart", action="store_true", help="fail instead of starting a daemon")
+    parser.set_defaults(run=run)
+
+
+def register(commands: Commands) -> None:
+    add_arguments(commands.add_parser("bridge", help=HELP))
+
+
+def run(args: argparse.Namespace) -> int:
+    # A plain relay: no event loop, no logging set-up, nothing on stdout but the MCP channel.
+    from mcpd.bridge import run_bridge
+
+    return run_bridge(
+        args.socket,
+        config=args.config,
+        preconnect=args.connect,
+        expose_all=args.all,
+        autostart=not args.no_autostart,
+    )
+
+
+def main(argv: list[str]) -> int:
+    """``mcpd bridge ARGV``: usage errors exit 2 (argparse), daemon errors are one line and exit 1."""
+    parser = argparse.ArgumentParser(prog="mcpd bridge", description=HELP)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except McpdError as exc:
+        return output.report(exc, as_json=False)
+    except KeyboardInterrupt:
+        return output.EXIT_INTERRUPTED
