@@ -20,10 +20,17 @@ import pytest
 from anyio.streams.text import TextReceiveStream
 from mcp.shared.exceptions import MCPError
 from test_bridge import bridge
+from test_front import peer
 
 from mcpd.client.aio import AsyncClient, connect
 from mcpd.errors import UnknownPrompt, UnknownResource, Unsupported
-from mcpd.model.mcp import RESOURCE_NOT_FOUND
+from mcpd.model.mcp import (
+    RESOURCE_NOT_FOUND,
+    RESOURCE_UPDATED,
+    SESSION_NOTIFICATION,
+    InitializeParams,
+    SessionState,
+)
 from mcpd.model.resources import PromptRef, TemplateRef
 from mcpd.model.servers import ResourceUpdated, SurfaceChanged
 from mcpd.testing import fixture_toml
@@ -221,3 +228,28 @@ async def test_cli_read_follow_reads_again_at_each_update(daemon: DaemonProcess)
                     break
         process.terminate()
     assert all(d["contents"][0]["uri"] == uri for d in documents[:2])
+
+
+async def test_a_resumed_host_session_subscribes_again(daemon: DaemonProcess) -> None:
+    """A host session resumed from its relay's state (as after a daemon restart under a bridge) takes
+    its subscriptions again: updates reach the host, and the state it reports still holds them."""
+    uri = f"mcpd://ev/{DOC}"
+    host = await peer(daemon, SessionState(initialize=InitializeParams(), subscribed=[uri]))
+
+    def run() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        update: dict[str, Any] | None = None
+        states: list[dict[str, Any]] = []
+        while update is None or not any(s["subscribed"] == [uri] for s in states):
+            for frame in host.channel.receive():
+                message = json.loads(frame)
+                if message.get("method") == RESOURCE_UPDATED:
+                    update = message
+                elif message.get("method") == SESSION_NOTIFICATION:
+                    states.append(message["params"])
+        return update, states
+
+    try:
+        update, _ = await anyio.to_thread.run_sync(run)
+    finally:
+        host.channel.close()
+    assert update["params"] == {"uri": uri}
