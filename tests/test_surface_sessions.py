@@ -21,6 +21,7 @@ from anyio.streams.text import TextReceiveStream
 from mcp.shared.exceptions import MCPError
 from test_bridge import bridge
 from test_front import peer
+from test_surface import everything_daemon
 
 from mcpd.client.aio import AsyncClient, connect
 from mcpd.errors import UnknownPrompt, UnknownResource, Unsupported
@@ -33,8 +34,7 @@ from mcpd.model.mcp import (
 )
 from mcpd.model.resources import PromptRef, TemplateRef
 from mcpd.model.servers import ResourceUpdated, SurfaceChanged
-from mcpd.testing import fixture_toml
-from mcpd.testing.daemon import DaemonProcess, running_daemon
+from mcpd.testing.daemon import DaemonProcess
 
 pytestmark = pytest.mark.anyio
 DOC = "demo://resource/static/document/architecture.md"
@@ -45,14 +45,7 @@ TEXT_TEMPLATE = "demo://resource/dynamic/text/{resourceId}"
 async def daemon(tmp_path_factory: pytest.TempPathFactory, npm_bin: Path) -> AsyncIterator[DaemonProcess]:
     """ev sends updates from the start; ev2 only when a test turns them on; fx declares neither
     subscriptions nor completions."""
-    everything = json.dumps(str(npm_bin / "mcp-server-everything"))
-    path = tmp_path_factory.mktemp("sessions") / "config.toml"
-    path.write_text(
-        f"[servers.ev]\ncommand = {everything}\n[servers.ev2]\ncommand = {everything}\n" + fixture_toml("fx")
-    )
-    async with running_daemon(path) as running:
-        for name in ("ev", "ev2", "fx"):
-            await running.wait_for("server.state", server=name, new="running", timeout=120)
+    async with everything_daemon(tmp_path_factory.mktemp("sessions"), npm_bin) as running:
         async with connect(running.socket) as client:
             await client.call_tool("ev__toggle-subscriber-updates")
         yield running

@@ -293,15 +293,7 @@ class ServerActor:
         Raises ``UnknownResource`` (the server refused), ``ServerNotRunning``, ``CallTimeout`` or
         ``TransportError``.
         """
-        data = {"server": self.name, "uri": uri}
-        return await self._request(
-            lambda s: sdk.read_resource(s, uri),
-            what=f"resources/read {uri}",
-            data=data,
-            timeout=timeout,
-            known=lambda: None,
-            refused=lambda why: UnknownResource(f"{self.name} cannot read {uri!r}: {why}", data),
-        )
+        return await self._on_resource(uri, "resources/read", lambda s: sdk.read_resource(s, uri), timeout)
 
     async def get_prompt(
         self, name: str, arguments: dict[str, str], timeout: float | None = None
@@ -334,35 +326,42 @@ class ServerActor:
         Raises ``Unsupported`` (the server did not declare ``resources.subscribe``),
         ``UnknownResource`` (it refused), ``ServerNotRunning``, ``CallTimeout`` or ``TransportError``.
         """
-        data = {"server": self.name, "uri": uri}
 
         def known() -> None:
             link = self._link
             if link is not None and not sdk.can_subscribe(link.session):
-                raise Unsupported(f"server {self.name!r} does not offer resource subscriptions", data)
+                raise Unsupported(
+                    f"server {self.name!r} does not offer resource subscriptions",
+                    {"server": self.name, "uri": uri},
+                )
 
-        await self._request(
-            lambda s: sdk.subscribe_resource(s, uri),
-            what=f"resources/subscribe {uri}",
-            data=data,
-            timeout=timeout,
-            known=known,
-            refused=lambda why: UnknownResource(f"{self.name} refused to subscribe to {uri!r}: {why}", data),
-        )
+        subscribe = "resources/subscribe"
+        await self._on_resource(uri, subscribe, lambda s: sdk.subscribe_resource(s, uri), timeout, known)
 
     async def unsubscribe_resource(self, uri: str, timeout: float) -> None:
         """``resources/unsubscribe``, only if the server is live now: a new run has no subscriptions to
         undo. Raises what ``subscribe_resource`` does."""
-        if self._link is None or self._state not in LIVE_STATES:
-            return
+        if self._link is not None and self._state in LIVE_STATES:
+            unsubscribe = "resources/unsubscribe"
+            await self._on_resource(uri, unsubscribe, lambda s: sdk.unsubscribe_resource(s, uri), timeout)
+
+    async def _on_resource(
+        self,
+        uri: str,
+        method: str,
+        request: Callable[[sdk.ClientSession], Awaitable[T]],
+        timeout: float | None,
+        known: Callable[[], None] = lambda: None,
+    ) -> T:
+        """A request about the server's own ``uri``; its refusal is ``UnknownResource``."""
         data = {"server": self.name, "uri": uri}
-        await self._request(
-            lambda s: sdk.unsubscribe_resource(s, uri),
-            what=f"resources/unsubscribe {uri}",
+        return await self._request(
+            request,
+            what=f"{method} {uri}",
             data=data,
             timeout=timeout,
-            known=lambda: None,
-            refused=lambda why: UnknownResource(f"{self.name} refused to unsubscribe {uri!r}: {why}", data),
+            known=known,
+            refused=lambda why: UnknownResource(f"{self.name} refused {method} {uri!r}: {why}", data),
         )
 
     async def complete(
