@@ -25,6 +25,7 @@ from test_surface import everything_daemon
 
 from mcpd.client.aio import AsyncClient, connect
 from mcpd.errors import UnknownPrompt, UnknownResource, Unsupported
+from mcpd.front.subscriptions import covers
 from mcpd.model.mcp import (
     RESOURCE_NOT_FOUND,
     RESOURCE_UPDATED,
@@ -246,3 +247,14 @@ async def test_a_resumed_host_session_subscribes_again(daemon: DaemonProcess) ->
     finally:
         host.channel.close()
     assert update["params"] == {"uri": uri}
+
+
+def test_an_update_reaches_the_subscribers_of_what_it_lies_under() -> None:
+    """An update for a sub-resource reaches the subscribers of the URI above it, never of a sibling
+    that merely shares a prefix."""
+    assert covers("file:///d/a", "file:///d/a")
+    assert covers("file:///d/", "file:///d/a")
+    assert covers("file:///d", "file:///d/a")
+    assert covers("db://t", "db://t?row=3")
+    assert not covers("file:///d", "file:///dx")
+    assert not covers("file:///d/a", "file:///d")
