@@ -3,11 +3,14 @@
 It consumes JSON-RPC messages (``receive(bytes)``) and emits them through a ``send(bytes)``
 callable, so the socket relay (``mcpd bridge``) and, later, Streamable HTTP drive the
 same engine. Requests are declared once each in ``_REQUESTS`` (method -> params struct
--> handler); resources, prompts and completions are added there.
+-> handler).
 
 What a host sees: the meta tools (``mcpd.front.meta``) plus the tools of the servers
 this session connected (every tool with ``expose_all``), ``tools/list_changed`` when
-that set changes, progress of its calls, and cancellation that reaches the server.
+that set changes, progress of its calls, and cancellation that reaches the server. The
+same servers' resources, templates and prompts (``mcpd.front.host_surface``), with their
+``list_changed``, completions, and the updates of the resources it subscribed to
+(``mcpd.front.subscriptions``; its subscriptions end with the session).
 The session remembers its last search query: a call within ``LEARNING_WINDOW`` of it
 is recorded with that query, so ranking learns which tools answer which words.
 """
@@ -185,7 +188,8 @@ class HostSession:
         """Why each ``preconnect`` server could not be connected (reported once each)."""
         self._surface_due = False
         self._shown: dict[str, Any] = {}
-        """The resources, templates and prompts the host was last given, by kind (none: unknown)."""
+        """The resources, templates and prompts the host was last given or told of, by kind (missing:
+        none yet)."""
         self._resubscribe = list(state.subscribed)
         """Subscriptions of a resumed session, taken again by ``start``."""
         if self.init is not None:

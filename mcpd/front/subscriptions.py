@@ -115,12 +115,14 @@ class Subscriptions:
     def on_event(self, event: ServerEvent) -> None:
         """Deliver updates to their subscribers; subscribe again when a server starts a new run."""
         if isinstance(event, ResourceUpdated):
-            for (server, uri), holders in list(self._holders.items()):
+            owners: set[Hashable] = set()  # once each, however many of its subscriptions cover the URI
+            for (server, uri), holders in self._holders.items():
                 if server == event.server and covers(uri, event.uri):
-                    for owner in list(holders):
-                        deliver = self._deliver.get(owner)
-                        if deliver is not None:
-                            deliver(event.server, event.uri)
+                    owners |= holders
+            for owner in owners:
+                deliver = self._deliver.get(owner)
+                if deliver is not None:
+                    deliver(event.server, event.uri)
         elif isinstance(event, StateChanged) and (event.old, event.new) == (
             ServerState.STARTING,
             ServerState.RUNNING,
