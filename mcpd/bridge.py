@@ -60,7 +60,10 @@ _route = msgspec.json.Decoder(mcp.Route)
 _session = msgspec.json.Decoder(mcp.SessionEnvelope)
 _encoder = msgspec.json.Encoder()
 _SESSION_MARK = mcp.SESSION_NOTIFICATION.encode()
-_LIST_CHANGED = _encoder.encode(mcp.Notification(mcp.TOOLS_LIST_CHANGED)) + b"\n"
+_LIST_CHANGED = b"".join(
+    _encoder.encode(mcp.Notification(method)) + b"\n"
+    for method in (mcp.TOOLS_LIST_CHANGED, mcp.RESOURCES_LIST_CHANGED, mcp.PROMPTS_LIST_CHANGED)
+)
 
 
 def _log(event: str, **fields: object) -> None:
@@ -288,7 +291,7 @@ class Relay:
             waiting=len(self.waiting),
         )
         if self.initialized:
-            # The new daemon's servers may differ: the host should list the tools again.
+            # The new daemon's servers may differ: the host should list tools, resources and prompts again.
             self._write(_LIST_CHANGED)
         waiting, self.waiting = self.waiting, []
         for _, line, route in waiting:

@@ -17,7 +17,8 @@
     ├── DaemonNotRunning          1011  (client side) nothing listens on the socket
     ├── NotApproved               1012  the tool is held back by the trust gate
     ├── UnknownResource           1014  no server of that name, or the server has no such resource
-    └── UnknownPrompt             1015
+    ├── UnknownPrompt             1015
+    └── Unsupported               1016  the server did not declare the capability (resources.subscribe)
 
 Lower-layer errors (the SDK's ``MCPError``, ``OSError``, anyio's stream errors) are
 converted once, where they cross into mcpd, to the most specific class here.
@@ -101,6 +102,10 @@ class UnknownPrompt(McpdError):
     code = 1015
 
 
+class Unsupported(McpdError):
+    code = 1016
+
+
 ERRORS_BY_CODE: dict[int, type[McpdError]] = {
     cls.code: cls
     for cls in (
@@ -119,6 +124,7 @@ ERRORS_BY_CODE: dict[int, type[McpdError]] = {
         NotApproved,
         UnknownResource,
         UnknownPrompt,
+        Unsupported,
         PeerRejected,
     )
 }

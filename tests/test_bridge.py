@@ -11,7 +11,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, TextIO
@@ -50,13 +50,30 @@ class Host:
         self.logged: list[str] = []
         self.log_arrived = anyio.Event()
         self.instructions = ""
+        self.received: list[Any] = []
+        """Every notification, in order of arrival."""
+        self._arrived = anyio.Event()
 
     async def on_message(self, message: Any) -> None:
+        self.received.append(message)
+        arrived, self._arrived = self._arrived, anyio.Event()
+        arrived.set()
         if isinstance(message, types.ToolListChangedNotification):
             self.list_changed.set()
         if isinstance(message, types.LoggingMessageNotification):
             self.logged.append(str(message.params.data))
             self.log_arrived.set()
+
+    async def wait_received(self, wanted: Callable[[Any], bool], after: int = 0) -> Any:
+        """The first notification from index ``after`` on that is ``wanted``; waits for it if need be."""
+        with anyio.fail_after(60):
+            index = after
+            while True:
+                for message in self.received[index:]:
+                    if wanted(message):
+                        return message
+                index = len(self.received)
+                await self._arrived.wait()
 
     async def wait_list_changed(self) -> None:
         """Wait for the next tools/list_changed (and re-arm for the one after)."""

@@ -88,7 +88,7 @@ async def test_protocol_answers_and_errors(daemon: DaemonProcess) -> None:
         assert host.states()[-1]["initialize"]["clientInfo"]["name"] == "pytest"
         assert host.request(3, "ping")["result"] == {}
         assert host.request(4, "logging/setLevel", {"level": "debug"})["result"] == {}
-        assert host.request(5, "resources/list")["error"]["code"] == -32601
+        assert host.request(5, "no/such/method")["error"]["code"] == -32601
         assert host.request(6, "tools/call", {"arguments": {}})["error"]["code"] == -32602
         host.send(b'{"jsonrpc": "2.0", "id": 7, "method": ')
         parse_error = host.next_answer()

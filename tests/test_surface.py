@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -23,18 +24,24 @@ TEXT_TEMPLATE = "demo://resource/dynamic/text/{resourceId}"
 BLOB_TEMPLATE = "demo://resource/dynamic/blob/{resourceId}"
 
 
-@pytest.fixture(scope="module")
-async def daemon(tmp_path_factory: pytest.TempPathFactory, npm_bin: Path) -> AsyncIterator[DaemonProcess]:
-    """ev and ev2: two server-everything processes (same resources and prompts); fx: the fixture
-    server, which declares neither."""
+@asynccontextmanager
+async def everything_daemon(directory: Path, npm_bin: Path) -> AsyncIterator[DaemonProcess]:
+    """A daemon running ev and ev2, two server-everything processes (same resources and prompts), and
+    fx, the fixture server (which declares no resources), once all three run."""
     everything = json.dumps(str(npm_bin / "mcp-server-everything"))
-    path = tmp_path_factory.mktemp("surface") / "config.toml"
+    path = directory / "config.toml"
     path.write_text(
         f"[servers.ev]\ncommand = {everything}\n[servers.ev2]\ncommand = {everything}\n" + fixture_toml("fx")
     )
     async with running_daemon(path) as running:
         for name in ("ev", "ev2", "fx"):
             await running.wait_for("server.state", server=name, new="running", timeout=120)
+        yield running
+
+
+@pytest.fixture(scope="module")
+async def daemon(tmp_path_factory: pytest.TempPathFactory, npm_bin: Path) -> AsyncIterator[DaemonProcess]:
+    async with everything_daemon(tmp_path_factory.mktemp("surface"), npm_bin) as running:
         yield running
 
 

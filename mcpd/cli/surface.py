@@ -12,7 +12,8 @@ from mcpd.cli.output import EXIT_OK, clip, emit_json
 from mcpd.cli.parsing import Commands, Parser, connected, json_object, seconds
 from mcpd.cli.tools import describe_block, raw_bytes
 from mcpd.client import Client
-from mcpd.model.resources import ResourceContents
+from mcpd.model.resources import ReadResult, ResourceContents
+from mcpd.model.servers import ResourceUpdated
 
 
 def cmd_resources(args: argparse.Namespace, client: Client) -> int:
@@ -46,10 +47,22 @@ def _block(contents: ResourceContents) -> dict[str, Any]:
 
 
 def cmd_read(args: argparse.Namespace, client: Client) -> int:
-    result = client.read_resource(args.uri, server=args.server, timeout=args.timeout)
+    _write(args, client.read_resource(args.uri, server=args.server, timeout=args.timeout))
+    if not args.follow:
+        return EXIT_OK
+    # Each update: read again and write the new contents (one JSON document per read with --json).
+    client.subscribe_resource(args.uri, server=args.server)
+    for event in client.events(everything=False):
+        if isinstance(event, ResourceUpdated):
+            _write(args, client.read_resource(args.uri, server=args.server, timeout=args.timeout))
+    return EXIT_OK
+
+
+def _write(args: argparse.Namespace, result: ReadResult) -> None:
     if args.json:
         emit_json(result)
-        return EXIT_OK
+        sys.stdout.flush()
+        return
     blocks = [_block(c) for c in result.contents]
     binary = any(c.blob is not None for c in result.contents)
     if binary and sys.stdout.isatty():
@@ -57,11 +70,10 @@ def cmd_read(args: argparse.Namespace, client: Client) -> int:
             print(f"[{describe_block(block)}]")
         # As curl does: binary data would garble the terminal; it goes to a file or a pipe.
         print("mcpd: binary content is not written to a terminal; redirect it: > FILE", file=sys.stderr)
-        return EXIT_OK
+        return
     for block in blocks:
         sys.stdout.buffer.write(raw_bytes(block))
     sys.stdout.buffer.flush()
-    return EXIT_OK
 
 
 def cmd_prompts(args: argparse.Namespace, client: Client) -> int:
@@ -110,6 +122,9 @@ def register(commands: Commands, common: Parser) -> None:
     read.add_argument("uri", help="mcpd://SERVER/URI as `mcpd resources` lists it (or URI with --server)")
     read.add_argument("--server", help="the server whose own URI this is")
     read.add_argument("--timeout", type=seconds, help="seconds (default: the server's call_timeout)")
+    read.add_argument(
+        "-f", "--follow", action="store_true", help="subscribe, and read again at each update (Ctrl-C ends)"
+    )
     read.set_defaults(run=connected(cmd_read))
 
     prompts = commands.add_parser("prompts", parents=[common], help="prompts of the running servers")

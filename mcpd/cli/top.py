@@ -19,7 +19,14 @@ from mcpd.cli import output
 from mcpd.cli.output import EXIT_OK, STATE_COLOURS, Style, clip, duration, emit_json
 from mcpd.cli.parsing import Commands, Parser, connected
 from mcpd.client import Client
-from mcpd.model.servers import Event, ServerStatus, StateChanged, ToolsChanged
+from mcpd.model.servers import (
+    CallActivity,
+    Event,
+    ServerStatus,
+    StateChanged,
+    SurfaceChanged,
+    ToolsChanged,
+)
 from mcpd.model.states import LIVE_STATES
 
 _HOME_CLEAR = "\x1b[H\x1b[2J"
@@ -73,6 +80,10 @@ class TopView:
             if isinstance(event, ToolsChanged):
                 self._row(event.server).tools = event.tools
                 return f"{event.server}: {event.tools} tools"
+            if isinstance(event, SurfaceChanged):
+                return f"{event.server}: resources or prompts changed"
+            if not isinstance(event, CallActivity):
+                return f"{event.server}: {event.uri} updated"
             interval = event.interval_s or 1.0
             for row in self.rows.values():
                 row.calls = event.calls.get(row.name, 0) / interval

@@ -44,6 +44,11 @@ from mcpd.model.protocol import (
 )
 from mcpd.model.requests import ClientCapabilities, ServerAsk, ServerReplyParams
 from mcpd.model.resources import (
+    CompleteParams,
+    CompleteResult,
+    CompletionArgument,
+    CompletionContext,
+    CompletionRef,
     PromptGetParams,
     PromptResult,
     PromptsListResult,
@@ -83,6 +88,8 @@ class Call(msgspec.Struct, Generic[T], frozen=True):
     """Only reads: a client that reconnects may send it again when the connection dropped under it."""
     restore: bool = False
     """Part of the session (a subscription, a connected server): sent again after a reconnect."""
+    withdraws: Callable[[Call[Any]], bool] | None = None
+    """Undoes part of the session: the ``restore`` calls it matches are not sent again."""
 
     def request(self, request_id: int) -> bytes:
         payload = encoder.encode(Request(request_id, self.method, msgspec.Raw(encoder.encode(self.params))))
@@ -269,6 +276,43 @@ def get_prompt(
     """A prompt's messages: ``name`` qualified (``server__prompt``), or the server's own with ``server=``."""
     params = PromptGetParams(name=name, server=server, arguments=arguments or {}, timeout=timeout)
     return Call("prompts.get", params, PromptResult, _wait(timeout))
+
+
+def subscribe_resource(uri: str, *, server: str | None = None, timeout: float | None = None) -> Call[Ok]:
+    """Hear of changes to a resource (qualified ``uri``, or the server's own with ``server=``): they
+    arrive as ``ResourceUpdated`` events (qualified URI) on the client's event stream."""
+    params = ReadParams(uri=uri, server=server, timeout=timeout)
+    return Call("resources.subscribe", params, Ok, _wait(timeout), restore=True)
+
+
+def unsubscribe_resource(uri: str, *, server: str | None = None) -> Call[Ok]:
+    """Stop hearing of a resource's changes; ``ok`` is false if this client was not subscribed."""
+
+    def subscribed(call: Call[Any]) -> bool:
+        params = call.params
+        return isinstance(params, ReadParams) and (params.uri, params.server) == (uri, server)
+
+    return Call("resources.unsubscribe", ReadParams(uri=uri, server=server), Ok, withdraws=subscribed)
+
+
+def complete(
+    ref: CompletionRef,
+    argument: str,
+    value: str,
+    *,
+    context: dict[str, str] | None = None,
+    timeout: float | None = None,
+) -> Call[CompleteResult]:
+    """Values for ``argument`` of a prompt (``PromptRef("server__prompt")``) or a template variable
+    (``TemplateRef("mcpd://server/<template>")``), given what was typed so far (``value``) and the
+    other arguments' values (``context``). Empty when the server offers no completions."""
+    params = CompleteParams(
+        ref=ref,
+        argument=CompletionArgument(argument, value),
+        context=CompletionContext(context) if context is not None else None,
+        timeout=timeout,
+    )
+    return Call("completion.complete", params, CompleteResult, _wait(timeout), safe=True)
 
 
 def subscribe() -> Call[Ok]:

@@ -76,6 +76,7 @@ class AsyncClient(Api):
         self._event_receive: MemoryObjectReceiveStream[Event] | None = None
         self._log_sends: dict[str, MemoryObjectSendStream[LogEntry]] = {}
         """The servers whose log ``follow_logs`` follows, and where their entries go."""
+        self._subscribed = False
 
     async def request(self, call: _wire.Call[T]) -> T:
         """Send ``call``, wait for its answer (other requests may be answered meanwhile)."""
@@ -93,6 +94,8 @@ class AsyncClient(Api):
                 continue  # only reads: ask the next daemon
             if call.restore and call not in self._restore:
                 self._restore.append(call)
+            if call.withdraws is not None:
+                self._restore = [c for c in self._restore if not (c.restore and call.withdraws(c))]
             return result
 
     async def _request_once(self, call: _wire.Call[T]) -> T:
@@ -297,9 +300,17 @@ class AsyncClient(Api):
 
     async def subscribe(self, backlog: int = 1024) -> MemoryObjectReceiveStream[Event]:
         """Ask for state and tool-list events; returns the stream they arrive on."""
+        stream = self.events(backlog)
+        if not self._subscribed:
+            await self.request(_wire.subscribe())
+            self._subscribed = True
+        return stream
+
+    def events(self, backlog: int = 1024) -> MemoryObjectReceiveStream[Event]:
+        """The stream events arrive on: the daemon's after ``subscribe()``, a resource's
+        ``ResourceUpdated`` after ``subscribe_resource()``."""
         if self._event_receive is None:
             self._event_send, self._event_receive = anyio.create_memory_object_stream[Event](backlog)
-            await self.request(_wire.subscribe())
         return self._event_receive
 
 

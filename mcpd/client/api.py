@@ -83,3 +83,6 @@ class Api:
     prompts = Method(_wire.prompts, lambda result: result.prompts)
     get_prompt = method(_wire.get_prompt)
     logs = Method(_wire.logs, lambda result: result.entries)
+    subscribe_resource = method(_wire.subscribe_resource)
+    unsubscribe_resource = Method(_wire.unsubscribe_resource, lambda result: result.ok)
+    complete = Method(_wire.complete, lambda result: result.completion)

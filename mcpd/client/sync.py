@@ -115,12 +115,14 @@ class Client(Api):
                 raise TransportError(f"lost the daemon connection: {exc}") from None
         return _wire.result_of(response, call)
 
-    def events(self) -> Iterator[Event]:
-        """Subscribe, then yield state, tool-list and call-activity events as they come (blocking)."""
-        self.request(_wire.subscribe())
+    def events(self, *, everything: bool = True) -> Iterator[Event]:
+        """Yield events as they come (blocking): with ``everything``, subscribe to state, tool-list and
+        call-activity events first; without, only what was asked for otherwise (``subscribe_resource``)."""
+        if everything:
+            self.request(_wire.subscribe())
         sock = self._socket()
-        sock.settimeout(None)
         while True:
+            sock.settimeout(None)  # a request made between two events set its own
             message = self._next_message(sock)
             if isinstance(message, Notification) and message.method == EVENT_NOTIFICATION:
                 yield _wire.decode_event(message.params)

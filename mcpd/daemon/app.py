@@ -7,7 +7,7 @@ import functools
 import signal
 import socket
 import sqlite3
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 
 import anyio
@@ -27,6 +27,7 @@ from mcpd.front.hosts import Hosts
 from mcpd.front.server_requests import ServerRequests
 from mcpd.ipc import endpoint
 from mcpd.ipc.server import Limits, RpcServer
+from mcpd.model.servers import Event, ResourceUpdated, ServerEvent
 from mcpd.model.states import LIVE_STATES
 from mcpd.model.trust import AcceptedFindings, PinRecord
 from mcpd.registry.catalog import Catalog
@@ -178,6 +179,16 @@ async def _run(
                 path.unlink()  # noqa: ASYNC240 - one unlink at shutdown
 
 
+def _everyone(broadcast: Callable[[Event], None]) -> Callable[[ServerEvent], None]:
+    """Events for every subscribed client: a resource's updates go to its own subscribers only."""
+
+    def listener(event: ServerEvent) -> None:
+        if not isinstance(event, ResourceUpdated):
+            broadcast(event)
+
+    return listener
+
+
 async def _serve_with(
     config: Config,
     config_path: Path | None,
@@ -208,13 +219,15 @@ async def _serve_with(
         upgrades = {mcp_socket.MODE: functools.partial(mcp_socket.serve_socket, hosts)}
         rpc = RpcServer(methods, daemon, limits, upgrades)
         supervisor.add_listener(catalog.on_event)
-        supervisor.add_listener(rpc.broadcast)
+        supervisor.add_listener(_everyone(rpc.broadcast))
         supervisor.add_listener(hosts.on_event)
+        supervisor.add_listener(daemon.subscriptions.on_event)
         if notifier.enabled:
             supervisor.add_listener(lambda event: notifier.status(summary(supervisor)))
         async with anyio.create_task_group() as tg:
             tg.start_soon(rpc.serve, listener)
             tg.start_soon(catalog.run)
+            tg.start_soon(daemon.subscriptions.run)
             tg.start_soon(daemon.activity.publish, rpc.broadcast)
             tg.start_soon(_announce_ready, supervisor, notifier)
             tg.start_soon(_watchdog, notifier)

@@ -27,6 +27,7 @@ from mcpd.front.core import Caller, Core
 from mcpd.ipc.server import Connection, MethodTable, current_request
 from mcpd.model.logs import LogsParams, LogsResult
 from mcpd.model.protocol import (
+    EVENT_NOTIFICATION,
     MAX_CALL_PARAMS,
     PROGRESS_NOTIFICATION,
     ApproveParams,
@@ -51,6 +52,8 @@ from mcpd.model.protocol import (
 )
 from mcpd.model.requests import ClientCapabilities, ServerReplyParams
 from mcpd.model.resources import (
+    CompleteParams,
+    CompleteResult,
     PromptGetParams,
     PromptResult,
     PromptsListResult,
@@ -60,11 +63,11 @@ from mcpd.model.resources import (
     SurfaceListParams,
     TemplatesListResult,
 )
-from mcpd.model.servers import ServerDetail, ServerStatus
+from mcpd.model.servers import ResourceUpdated, ServerDetail, ServerStatus
 from mcpd.model.states import LIVE_STATES, ServerState
 from mcpd.model.tools import ToolResult
 from mcpd.model.usage import CapabilityGroup, ReportResult, ToolReport
-from mcpd.registry.names import qualify
+from mcpd.registry.names import qualify, qualify_uri
 from mcpd.store import usage as usage_report
 from mcpd.store.db import StoreUnavailable
 from mcpd.supervisor.actor import ServerActor
@@ -356,6 +359,41 @@ async def prompts_list(daemon: Daemon, conn: Connection, params: SurfaceListPara
 @methods.method("prompts.get", PromptGetParams)
 async def prompts_get(daemon: Daemon, conn: Connection, params: PromptGetParams) -> PromptResult:
     return await surface.get_prompt(daemon, params)
+
+
+@methods.method("resources.subscribe", ReadParams)
+async def resources_subscribe(daemon: Daemon, conn: Connection, params: ReadParams) -> Ok:
+    """Updates of the resource arrive as ``ResourceUpdated`` events (qualified URI) until
+    ``resources.unsubscribe`` or the end of the connection."""
+    hub = daemon.subscriptions
+
+    def deliver(server: str, uri: str) -> None:
+        conn.notify(EVENT_NOTIFICATION, ResourceUpdated(server=server, uri=qualify_uri(server, uri)))
+
+    if hub.register(conn, deliver):
+        conn.tasks.spawn(_drop_at_close(daemon, conn))
+    await surface.subscribe(daemon, conn, params)
+    return Ok()
+
+
+async def _drop_at_close(daemon: Daemon, conn: Connection) -> None:
+    # Cancelled with the connection's other tasks when it ends: its subscriptions end with it.
+    try:
+        await anyio.sleep_forever()
+    finally:
+        daemon.subscriptions.drop(conn)
+
+
+@methods.method("resources.unsubscribe", ReadParams)
+async def resources_unsubscribe(daemon: Daemon, conn: Connection, params: ReadParams) -> Ok:
+    """``ok`` is false when this connection was not subscribed to the resource."""
+    return Ok(ok=await surface.unsubscribe(daemon, conn, params))
+
+
+@methods.method("completion.complete", CompleteParams)
+async def completion_complete(daemon: Daemon, conn: Connection, params: CompleteParams) -> CompleteResult:
+    """Values for a prompt argument (``server__prompt``) or a template variable (``mcpd://server/...``)."""
+    return await surface.complete(daemon, params)
 
 
 @methods.method("subscribe", NoParams)

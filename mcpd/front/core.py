@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from mcpd.discovery.prior import UsagePrior
 from mcpd.front.activity import Activity
 from mcpd.front.server_requests import ServerRequests
+from mcpd.front.subscriptions import Subscriptions
 from mcpd.registry.catalog import Catalog
 from mcpd.store.db import Store
 from mcpd.supervisor.supervisor import Supervisor
@@ -21,6 +22,11 @@ class Core:
     activity: Activity = field(default_factory=Activity)
     requests: ServerRequests = field(default_factory=ServerRequests)
     """Routes servers' requests (sampling, elicitation, roots) to the callers of running calls."""
+    subscriptions: Subscriptions = field(init=False)
+    """Resource subscriptions of every client, one per URI on each server."""
+
+    def __post_init__(self) -> None:
+        self.subscriptions = Subscriptions(self.supervisor)
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,14 @@
 It consumes JSON-RPC messages (``receive(bytes)``) and emits them through a ``send(bytes)``
 callable, so the socket relay (``mcpd bridge``) and, later, Streamable HTTP drive the
 same engine. Requests are declared once each in ``_REQUESTS`` (method -> params struct
--> handler); resources, prompts and completions are added there.
+-> handler).
 
 What a host sees: the meta tools (``mcpd.front.meta``) plus the tools of the servers
 this session connected (every tool with ``expose_all``), ``tools/list_changed`` when
-that set changes, progress of its calls, and cancellation that reaches the server.
+that set changes, progress of its calls, and cancellation that reaches the server. The
+same servers' resources, templates and prompts (``mcpd.front.host_surface``), with their
+``list_changed``, completions, and the updates of the resources it subscribed to
+(``mcpd.front.subscriptions``; its subscriptions end with the session).
 The session remembers its last search query: a call within ``LEARNING_WINDOW`` of it
 is recorded with that query, so ranking learns which tools answer which words.
 """
@@ -17,23 +20,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import structlog
 
 import mcpd
-from mcpd.errors import McpdError, UnknownServer
-from mcpd.front import calls, meta
+from mcpd.errors import (
+    InvalidParams,
+    McpdError,
+    UnknownPrompt,
+    UnknownResource,
+    UnknownServer,
+    Unsupported,
+)
+from mcpd.front import calls, host_surface, meta, surface
 from mcpd.front.core import Caller, Core
 from mcpd.front.server_requests import HostAnswerer
 from mcpd.model import mcp
 from mcpd.model.protocol import ToolsCallParams, ToolsListParams
-from mcpd.model.servers import ServerEvent, StateChanged, ToolsChanged
+from mcpd.model.resources import ReadParams
+from mcpd.model.servers import ResourceUpdated, ServerEvent, StateChanged, SurfaceChanged, ToolsChanged
 from mcpd.model.states import LIVE_STATES, ServerState
 from mcpd.model.tools import ToolEntry, ToolResult
+from mcpd.registry.names import qualify_uri
 
 log = structlog.get_logger("mcpd.front")
 
@@ -46,7 +58,13 @@ PRECONNECT_MARGIN = 5.0
 
 _encoder = msgspec.json.Encoder()
 _incoming = msgspec.json.Decoder(mcp.Incoming)
-_CAPABILITIES = {"tools": {"listChanged": True}, "logging": {}}
+_CAPABILITIES = {
+    "tools": {"listChanged": True},
+    "logging": {},
+    "resources": {"subscribe": True, "listChanged": True},
+    "prompts": {"listChanged": True},
+    "completions": {},
+}
 _EMPTY_RESULT = mcp.Empty()
 _GAVE_UP = (ServerState.FAILED, ServerState.STOPPED, ServerState.DISABLED)
 
@@ -168,6 +186,12 @@ class HostSession:
         self._timers: list[asyncio.TimerHandle] = []
         self._problems: dict[str, str] = {}
         """Why each ``preconnect`` server could not be connected (reported once each)."""
+        self._surface_due = False
+        self._shown: dict[str, Any] = {}
+        """The resources, templates and prompts the host was last given or told of, by kind (missing:
+        none yet)."""
+        self._resubscribe = list(state.subscribed)
+        """Subscriptions of a resumed session, taken again by ``start``."""
         if self.init is not None:
             self._name_client(self.init)
         self.answers = HostAnswerer(self._emit, lambda: self.init)
@@ -187,6 +211,8 @@ class HostSession:
             if not self._try_preconnect(name):
                 wait = actor.config.connect_timeout + PRECONNECT_MARGIN
                 self._timers.append(loop.call_later(wait, self._preconnect_overdue, name))
+        for uri in self._resubscribe:
+            self._in_background(self._subscribe_again(uri))
         self._state_changed()
 
     async def receive(self, data: bytes) -> None:
@@ -211,7 +237,7 @@ class HostSession:
         await self._tasks.spawn(message.id, self._answer(message.id, message.method, message.params))
 
     async def aclose(self) -> None:
-        """The host is gone: cancel its requests (and so its calls in the servers)."""
+        """The host is gone: cancel its requests (and so its calls in the servers), end its subscriptions."""
         for timer in self._timers:
             timer.cancel()
         for task in self._background:
@@ -219,15 +245,21 @@ class HostSession:
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         await self._tasks.aclose()
+        self.core.subscriptions.drop(self)  # last: no request of this session can subscribe any more
 
     def on_event(self, event: ServerEvent) -> None:
         """A supervisor event: connect a waiting ``preconnect`` server; re-send the tool list on a change."""
+        if isinstance(event, ResourceUpdated):
+            return  # for subscribers only: ``Subscriptions`` calls ``_resource_updated``
         if event.server in self.preconnect:
             if self._try_preconnect(event.server):
                 return
             if isinstance(event, StateChanged) and event.new in _GAVE_UP:
                 self._preconnect_failed(event.server, f"it is {event.new}: {event.reason}")
         if not (self.expose_all or event.server in self.connected):
+            return
+        if isinstance(event, SurfaceChanged):
+            self._surface_changed()
             return
         if isinstance(event, ToolsChanged) or (event.old in LIVE_STATES) != (event.new in LIVE_STATES):
             self._list_changed()
@@ -299,6 +331,7 @@ class HostSession:
             expose_all=self.expose_all,
             query=self.query,
             query_at=self.query_at,
+            subscribed=[qualify_uri(*key) for key in self.core.subscriptions.holds(self)],
         )
 
     def _state_changed(self) -> None:
@@ -318,6 +351,7 @@ class HostSession:
 
     def _list_changed(self) -> None:
         """Send ``tools/list_changed`` if the tools differ from those last listed, once per loop turn."""
+        self._surface_changed()  # a server joined or left the session: its resources and prompts too
         if self._list_changed_due:
             return
         self._list_changed_due = True
@@ -469,6 +503,84 @@ class HostSession:
         self._state_changed()
         return _text(f"Connected {server}; its tools are now in your tool list: {names}")
 
+    # -- resources, prompts, completions --------------------------------------------------------
+
+    def scope(self) -> list[str] | None:
+        """The servers whose resources and prompts this host sees: those it connected (None: all)."""
+        if self.expose_all:
+            return None
+        return sorted(n for n in self.connected if n in self.core.supervisor.names())
+
+    async def show(self, kind: str, lister: Lister[L]) -> list[L]:
+        """The host's list of ``kind`` (``_SURFACE``), remembered as what it was last given."""
+        shown = await lister(self.core, self.scope())
+        self._shown[kind] = shown
+        return shown
+
+    def _surface_changed(self) -> None:
+        """Send the ``list_changed`` of resources or prompts that differ from what the host was last
+        given (or told of), once per loop turn."""
+        if self._surface_due:
+            return
+        self._surface_due = True
+        self._in_background(self._announce_surface())
+
+    async def _announce_surface(self) -> None:
+        self._surface_due = False
+        scope = self.scope()
+        now = {kind: await lister(self.core, scope) for kind, lister in _SURFACE.items()}
+        for method, kinds in _SURFACE_NOTIFICATIONS:
+            if any(now[kind] != self._shown.get(kind, []) for kind in kinds):
+                self._shown.update({kind: now[kind] for kind in kinds})
+                self._notify(method)
+
+    async def subscribe(self, uri: str) -> None:
+        """Subscribe the host to a qualified resource URI; updates arrive as notifications."""
+        self.core.subscriptions.register(self, self._resource_updated)
+        await surface.subscribe(self.core, self, ReadParams(uri=uri))
+        self._state_changed()
+
+    async def unsubscribe(self, uri: str) -> None:
+        await surface.unsubscribe(self.core, self, ReadParams(uri=uri))
+        self._state_changed()
+
+    def _resource_updated(self, server: str, uri: str) -> None:
+        self._notify(mcp.RESOURCE_UPDATED, mcp.UriParams(uri=qualify_uri(server, uri)))
+
+    async def _subscribe_again(self, uri: str) -> None:
+        """A resumed session's subscription, taken again in this daemon (servers may still be starting)."""
+        try:
+            await self.subscribe(uri)
+        except McpdError as exc:
+            log.warning("front.resubscribe_failed", uri=uri, error=exc.message, session=self.caller.session)
+
+
+L = TypeVar("L", bound=msgspec.Struct)
+Lister = Callable[[Core, list[str] | None], Awaitable[list[L]]]
+_SURFACE: dict[str, Lister[Any]] = {
+    "resources": host_surface.resources,
+    "templates": host_surface.templates,
+    "prompts": host_surface.prompts,
+}
+_SURFACE_NOTIFICATIONS = (
+    (mcp.RESOURCES_LIST_CHANGED, ("resources", "templates")),
+    (mcp.PROMPTS_LIST_CHANGED, ("prompts",)),
+)
+
+
+@contextlib.contextmanager
+def _rpc_errors() -> Iterator[None]:
+    """The JSON-RPC errors MCP names: no such resource -32002; a bad prompt, server or arguments
+    -32602; a capability the server lacks -32601. Other ``McpdError`` are internal errors."""
+    try:
+        yield
+    except UnknownResource as exc:
+        raise RpcError(mcp.RESOURCE_NOT_FOUND, exc.message) from None
+    except (UnknownPrompt, UnknownServer, InvalidParams) as exc:
+        raise RpcError(mcp.INVALID_PARAMS, exc.message) from None
+    except Unsupported as exc:
+        raise RpcError(mcp.METHOD_NOT_FOUND, exc.message) from None
+
 
 # -- the requests -------------------------------------------------------------------------------
 
@@ -512,3 +624,51 @@ async def _call_tool(session: HostSession, params: mcp.CallToolParams) -> mcp.Ca
     except McpdError as exc:
         # The host's model sees why, and can try something else.
         return _text(f"{type(exc).__name__}: {exc.message}", error=True)
+
+
+@_request("resources/list", mcp.Paginated)
+async def _list_resources(session: HostSession, params: mcp.Paginated) -> mcp.ListResourcesResult:
+    return mcp.ListResourcesResult(resources=await session.show("resources", host_surface.resources))
+
+
+@_request("resources/templates/list", mcp.Paginated)
+async def _list_templates(session: HostSession, params: mcp.Paginated) -> mcp.ListResourceTemplatesResult:
+    templates = await session.show("templates", host_surface.templates)
+    return mcp.ListResourceTemplatesResult(resource_templates=templates)
+
+
+@_request("prompts/list", mcp.Paginated)
+async def _list_prompts(session: HostSession, params: mcp.Paginated) -> mcp.ListPromptsResult:
+    return mcp.ListPromptsResult(prompts=await session.show("prompts", host_surface.prompts))
+
+
+@_request("resources/read", mcp.UriParams)
+async def _read_resource(session: HostSession, params: mcp.UriParams) -> mcp.ReadResourceResult:
+    with _rpc_errors():
+        return await host_surface.read(session.core, params.uri)
+
+
+@_request("resources/subscribe", mcp.UriParams)
+async def _subscribe(session: HostSession, params: mcp.UriParams) -> mcp.Empty:
+    with _rpc_errors():
+        await session.subscribe(params.uri)
+    return _EMPTY_RESULT
+
+
+@_request("resources/unsubscribe", mcp.UriParams)
+async def _unsubscribe(session: HostSession, params: mcp.UriParams) -> mcp.Empty:
+    with _rpc_errors():
+        await session.unsubscribe(params.uri)
+    return _EMPTY_RESULT
+
+
+@_request("prompts/get", mcp.GetPromptParams)
+async def _get_prompt(session: HostSession, params: mcp.GetPromptParams) -> mcp.GetPromptResult:
+    with _rpc_errors():
+        return await host_surface.get_prompt(session.core, params)
+
+
+@_request("completion/complete", mcp.CompleteRequestParams)
+async def _complete(session: HostSession, params: mcp.CompleteRequestParams) -> mcp.CompleteResult:
+    with _rpc_errors():
+        return await host_surface.complete(session.core, params)

@@ -1,9 +1,10 @@
 """Resources, resource templates and prompts of the live servers, named for every client, and the
-routing of reads and gets back to the server that owns them (names in ``mcpd.registry.names``)."""
+routing of reads, gets, subscriptions and completions back to the server that owns them (names in
+``mcpd.registry.names``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import TypeVar
 
 import msgspec
@@ -11,8 +12,12 @@ import msgspec
 from mcpd.errors import NotApproved, UnknownPrompt, UnknownResource
 from mcpd.front.core import Core
 from mcpd.model.resources import (
+    CompleteParams,
+    CompleteResult,
+    CompletionRef,
     PromptEntry,
     PromptGetParams,
+    PromptRef,
     PromptResult,
     ReadParams,
     ReadResult,
@@ -20,6 +25,7 @@ from mcpd.model.resources import (
     Surface,
     SurfaceListParams,
     TemplateEntry,
+    TemplateRef,
 )
 from mcpd.model.states import LIVE_STATES
 from mcpd.model.tools import SEPARATOR
@@ -82,23 +88,60 @@ async def prompts(core: Core, params: SurfaceListParams) -> list[PromptEntry]:
     )
 
 
-async def read(core: Core, params: ReadParams) -> ReadResult:
-    """Read a resource; the contents' URIs come back qualified, as the client named it."""
-    if params.server is not None:
-        server, uri = params.server, params.uri
-    else:
-        split = split_uri(params.uri)
-        if split is None:
-            raise UnknownResource(
-                f"{params.uri!r} is not a qualified resource URI (mcpd://<server>/<uri>); or give server=",
-                {"uri": params.uri},
-            )
-        server, uri = split
+def route_uri(uri: str, server: str | None = None) -> tuple[str, str]:
+    """(server, the server's own URI) of a qualified URI, or of ``uri`` as ``server``'s own."""
+    if server is not None:
+        return server, uri
+    split = split_uri(uri)
+    if split is None:
+        raise UnknownResource(
+            f"{uri!r} is not a qualified resource URI (mcpd://<server>/<uri>); or give server=", {"uri": uri}
+        )
+    return split
+
+
+async def _allowed_actor(core: Core, server: str) -> ServerActor:
     actor = core.supervisor.actor(server)
     await _check_allowed(core, actor)
+    return actor
+
+
+async def read(core: Core, params: ReadParams) -> ReadResult:
+    """Read a resource; the contents' URIs come back qualified, as the client named it."""
+    server, uri = route_uri(params.uri, params.server)
+    actor = await _allowed_actor(core, server)
     result = await actor.read_resource(uri, params.timeout)
     contents = [msgspec.structs.replace(c, uri=qualify_uri(server, c.uri)) for c in result.contents]
     return ReadResult(contents=contents)
+
+
+async def subscribe(core: Core, owner: Hashable, params: ReadParams) -> None:
+    """Subscribe a registered ``owner`` (see ``Subscriptions``) to a resource's updates."""
+    server, uri = route_uri(params.uri, params.server)
+    await _allowed_actor(core, server)
+    await core.subscriptions.subscribe(owner, server, uri, params.timeout)
+
+
+async def unsubscribe(core: Core, owner: Hashable, params: ReadParams) -> bool:
+    """Withdraw ``owner``'s subscription; False if it had none."""
+    server, uri = route_uri(params.uri, params.server)
+    return await core.subscriptions.unsubscribe(owner, server, uri, params.timeout)
+
+
+async def complete(core: Core, params: CompleteParams) -> CompleteResult:
+    """Complete a prompt argument or a template variable: qualified names lead to the server, which
+    gets its own name or template."""
+    ref = params.ref
+    if isinstance(ref, PromptRef):
+        actor, name = _resolve_prompt(core, ref.name)
+        own: CompletionRef = PromptRef(name=name)
+    else:
+        server, template = route_uri(ref.uri)
+        actor, own = core.supervisor.actor(server), TemplateRef(uri=template)
+    await _check_allowed(core, actor)
+    context = params.context.arguments if params.context is not None else None
+    argument = (params.argument.name, params.argument.value)
+    return CompleteResult(completion=await actor.complete(own, argument, context, params.timeout))
 
 
 async def get_prompt(core: Core, params: PromptGetParams) -> PromptResult:

@@ -16,6 +16,8 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from mcpd.model.resources import CompletionArgument, CompletionContext, CompletionRef
+
 JSONRPC = "2.0"
 PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 """Revisions the daemon negotiates through ``initialize``, oldest first."""
@@ -36,6 +38,10 @@ TOOLS_LIST_CHANGED = "notifications/tools/list_changed"
 PROGRESS = "notifications/progress"
 CANCELLED = "notifications/cancelled"
 MESSAGE = "notifications/message"
+RESOURCES_LIST_CHANGED = "notifications/resources/list_changed"
+PROMPTS_LIST_CHANGED = "notifications/prompts/list_changed"
+RESOURCE_UPDATED = "notifications/resources/updated"
+RESOURCE_NOT_FOUND = -32002
 
 RequestId = int | str
 
@@ -188,6 +194,100 @@ class Empty(msgspec.Struct, frozen=True):
     """Params or result with nothing in them (``ping``, ``logging/setLevel``'s answer)."""
 
 
+# -- resources, prompts, completions --------------------------------------------------------------
+
+
+class Resource(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    uri: str
+    name: str
+    title: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    mime_type: str | UnsetType = UNSET
+    size: int | UnsetType = UNSET
+
+
+class ResourceTemplate(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    uri_template: str
+    name: str
+    title: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    mime_type: str | UnsetType = UNSET
+
+
+class ListResourcesResult(msgspec.Struct, frozen=True):
+    resources: list[Resource]
+
+
+class ListResourceTemplatesResult(msgspec.Struct, frozen=True, rename="camel"):
+    resource_templates: list[ResourceTemplate]
+
+
+class PromptArgument(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    description: str | UnsetType = UNSET
+    required: bool = False
+
+
+class Prompt(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    title: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    arguments: list[PromptArgument] = msgspec.field(default_factory=list)
+
+
+class ListPromptsResult(msgspec.Struct, frozen=True):
+    prompts: list[Prompt]
+
+
+class UriParams(msgspec.Struct, frozen=True):
+    """``resources/read``, ``resources/subscribe``, ``resources/unsubscribe``, and the params of
+    ``notifications/resources/updated``."""
+
+    uri: str
+
+
+class ResourceContents(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    uri: str
+    mime_type: str | UnsetType = UNSET
+    text: str | UnsetType = UNSET
+    blob: str | UnsetType = UNSET
+
+
+class ReadResourceResult(msgspec.Struct, frozen=True):
+    contents: list[ResourceContents]
+
+
+class GetPromptParams(msgspec.Struct, frozen=True):
+    name: str
+    arguments: dict[str, str] | None = None
+
+
+class PromptMessage(msgspec.Struct, frozen=True):
+    role: str
+    content: dict[str, Any]
+
+
+class GetPromptResult(msgspec.Struct, frozen=True, kw_only=True):
+    description: str | UnsetType = UNSET
+    messages: list[PromptMessage]
+
+
+class CompleteRequestParams(msgspec.Struct, frozen=True):
+    ref: CompletionRef
+    argument: CompletionArgument
+    context: CompletionContext | None = None
+
+
+class CompletionValues(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    values: list[str]
+    total: int | UnsetType = UNSET
+    has_more: bool | UnsetType = UNSET
+
+
+class CompleteResult(msgspec.Struct, frozen=True):
+    completion: CompletionValues
+
+
 # -- the session state the relay keeps ------------------------------------------------------------
 
 
@@ -208,3 +308,5 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     """The session's most recent ``mcpd_search_tools`` query ..."""
     query_at: float | None = None
     """... and when it was made (Unix time)."""
+    subscribed: list[str] = msgspec.field(default_factory=list)
+    """Qualified URIs of the resources the host subscribed to."""

@@ -136,3 +136,51 @@ class PromptGetParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     server: Name | None = None
     arguments: dict[str, str] = msgspec.field(default_factory=dict)
     timeout: Timeout | None = None
+
+
+# -- completions ------------------------------------------------------------------------------
+
+
+class PromptRef(msgspec.Struct, frozen=True, tag_field="type", tag="ref/prompt"):
+    """Complete an argument of prompt ``name`` (qualified on the socket and for hosts)."""
+
+    name: Name
+
+
+class TemplateRef(msgspec.Struct, frozen=True, tag_field="type", tag="ref/resource"):
+    """Complete a variable of the resource template ``uri`` (qualified on the socket and for hosts)."""
+
+    uri: Annotated[str, msgspec.Meta(max_length=65536)]
+
+
+CompletionRef = PromptRef | TemplateRef
+"""What is being completed, shaped as in MCP's ``completion/complete``."""
+
+
+class CompletionArgument(msgspec.Struct, frozen=True):
+    name: Name
+    value: Annotated[str, msgspec.Meta(max_length=65536)]
+
+
+class CompletionContext(msgspec.Struct, frozen=True):
+    arguments: dict[str, str] = msgspec.field(default_factory=dict)
+    """Values already chosen for the other arguments."""
+
+
+class CompleteParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    ref: CompletionRef
+    argument: CompletionArgument
+    context: CompletionContext | None = None
+    timeout: Timeout | None = None
+
+
+class Completion(msgspec.Struct, frozen=True, kw_only=True):
+    """Suggested values (at most 100, as MCP says); empty when the server offers no completions."""
+
+    values: list[str] = msgspec.field(default_factory=list)
+    total: int | None = None
+    has_more: bool | None = None
+
+
+class CompleteResult(msgspec.Struct, frozen=True, kw_only=True):
+    completion: Completion

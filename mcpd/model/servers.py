@@ -91,6 +91,25 @@ class ToolsChanged(msgspec.Struct, frozen=True, kw_only=True, tag="tools"):
     tools: int
 
 
+class SurfaceChanged(msgspec.Struct, frozen=True, kw_only=True, tag="surface"):
+    """A server's resource (or template) list, prompt list, or both, changed after its ``list_changed``."""
+
+    server: str
+    resources: bool
+    prompts: bool
+
+
+class ResourceUpdated(msgspec.Struct, frozen=True, kw_only=True, tag="resource"):
+    """A resource the daemon subscribed to changed (``notifications/resources/updated``).
+
+    The supervisor gives the server's own ``uri``; socket clients receive it qualified
+    (``mcpd://server/<uri>``), the name they subscribed by, and only for their subscriptions.
+    """
+
+    server: str
+    uri: str
+
+
 class CallActivity(msgspec.Struct, frozen=True, kw_only=True, tag="calls"):
     """Tool calls finished in the last ``interval_s`` seconds, per server (sent once per interval
     when there were any): what a live view such as ``mcpd top`` shows as calls per second."""
@@ -100,7 +119,7 @@ class CallActivity(msgspec.Struct, frozen=True, kw_only=True, tag="calls"):
     errors: dict[str, int]
 
 
-ServerEvent = StateChanged | ToolsChanged
+ServerEvent = StateChanged | ToolsChanged | SurfaceChanged | ResourceUpdated
 """What the supervisor tells its listeners."""
 
 Event = ServerEvent | CallActivity

@@ -28,7 +28,7 @@ from mcpd.discovery.index import Params, ToolIndex, ToolText, schema_params
 from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.render import one_line
 from mcpd.errors import UnknownServer, UnknownTool
-from mcpd.model.servers import ServerEvent
+from mcpd.model.servers import ResourceUpdated, ServerEvent
 from mcpd.model.states import LIVE_STATES
 from mcpd.model.tools import SEPARATOR, ToolEntry, ToolInfo
 from mcpd.registry.names import qualify
@@ -109,6 +109,8 @@ class Catalog:
         self._to_review, self._review_queue = anyio.create_memory_object_stream[str](_REVIEW_BACKLOG)
 
     def on_event(self, event: ServerEvent) -> None:
+        if isinstance(event, ResourceUpdated):
+            return  # a resource's contents: nothing listed or reviewed changed
         self._by_name = None
         # Index what changed at once, in the background, so it is ready before most queries.
         self._reindex.set()

@@ -3,7 +3,8 @@
 The SDK's context managers must be entered and left in one task, so everything that
 touches them (spawn, handshake, watchers, teardown) runs inside ``ServerActor.run``.
 Other tasks use the handle: ``status()``, ``history``, ``call_tool()``, ``read_resource()``,
-``get_prompt()``, ``start()``, ``stop()``, ``restart()``, which set a wish and poke the actor.
+``get_prompt()``, ``complete()``, ``subscribe_resource()``, ``start()``, ``stop()``, ``restart()``,
+which set a wish and poke the actor.
 
 The seams: what to do after a run ends is ``policy.decide``; a call is ``calls.send_call``;
 the watchers of a live run are in ``watchers``; the SDK is behind ``sdk``. This module
@@ -20,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import anyio
+import msgspec
 import structlog
 from anyio.abc import TaskGroup
 
@@ -32,15 +34,25 @@ from mcpd.errors import (
     UnknownPrompt,
     UnknownResource,
     UnknownTool,
+    Unsupported,
 )
 from mcpd.model.requests import NOT_AVAILABLE, ReplyError, ServerReply, ServerRequest
-from mcpd.model.resources import PromptResult, ReadResult, Surface
+from mcpd.model.resources import (
+    Completion,
+    CompletionRef,
+    PromptRef,
+    PromptResult,
+    ReadResult,
+    Surface,
+)
 from mcpd.model.servers import (
+    ResourceUpdated,
     ServerEvent,
     ServerInfo,
     ServerStatus,
     StateChange,
     StateChanged,
+    SurfaceChanged,
     ToolsChanged,
 )
 from mcpd.model.states import LIVE_STATES, ServerState, can_transition, check_transition
@@ -281,15 +293,7 @@ class ServerActor:
         Raises ``UnknownResource`` (the server refused), ``ServerNotRunning``, ``CallTimeout`` or
         ``TransportError``.
         """
-        data = {"server": self.name, "uri": uri}
-        return await self._request(
-            lambda s: sdk.read_resource(s, uri),
-            what=f"resources/read {uri}",
-            data=data,
-            timeout=timeout,
-            known=lambda: None,
-            refused=lambda why: UnknownResource(f"{self.name} cannot read {uri!r}: {why}", data),
-        )
+        return await self._on_resource(uri, "resources/read", lambda s: sdk.read_resource(s, uri), timeout)
 
     async def get_prompt(
         self, name: str, arguments: dict[str, str], timeout: float | None = None
@@ -300,18 +304,94 @@ class ServerActor:
         ``ServerNotRunning``, ``CallTimeout`` or ``TransportError``.
         """
         data = {"server": self.name, "prompt": name}
-
-        def known() -> None:
-            if all(p.name != name for p in self._surface.prompts):
-                raise UnknownPrompt(f"server {self.name!r} has no prompt {name!r}", data)
-
         return await self._request(
             lambda s: sdk.get_prompt(s, name, arguments),
             what=f"prompts/get {name}",
             data=data,
             timeout=timeout,
-            known=known,
+            known=lambda: self._known_prompt(name),
             refused=lambda why: InvalidParams(f"{self.name} refused prompt {name!r}: {why}", data),
+        )
+
+    def _known_prompt(self, name: str) -> None:
+        if all(p.name != name for p in self._surface.prompts):
+            raise UnknownPrompt(
+                f"server {self.name!r} has no prompt {name!r}", {"server": self.name, "prompt": name}
+            )
+
+    async def subscribe_resource(self, uri: str, timeout: float | None = None) -> None:
+        """``resources/subscribe`` to the server's own ``uri``; updates arrive as ``ResourceUpdated``
+        events. The caller subscribes again after a restart (a new run knows no subscriptions).
+
+        Raises ``Unsupported`` (the server did not declare ``resources.subscribe``),
+        ``UnknownResource`` (it refused), ``ServerNotRunning``, ``CallTimeout`` or ``TransportError``.
+        """
+
+        def known() -> None:
+            link = self._link
+            if link is not None and not sdk.can_subscribe(link.session):
+                raise Unsupported(
+                    f"server {self.name!r} does not offer resource subscriptions",
+                    {"server": self.name, "uri": uri},
+                )
+
+        subscribe = "resources/subscribe"
+        await self._on_resource(uri, subscribe, lambda s: sdk.subscribe_resource(s, uri), timeout, known)
+
+    async def unsubscribe_resource(self, uri: str, timeout: float) -> None:
+        """``resources/unsubscribe``, only if the server is live now: a new run has no subscriptions to
+        undo. Raises what ``subscribe_resource`` does."""
+        if self._link is not None and self._state in LIVE_STATES:
+            unsubscribe = "resources/unsubscribe"
+            await self._on_resource(uri, unsubscribe, lambda s: sdk.unsubscribe_resource(s, uri), timeout)
+
+    async def _on_resource(
+        self,
+        uri: str,
+        method: str,
+        request: Callable[[sdk.ClientSession], Awaitable[T]],
+        timeout: float | None,
+        known: Callable[[], None] = lambda: None,
+    ) -> T:
+        """A request about the server's own ``uri``; its refusal is ``UnknownResource``."""
+        data = {"server": self.name, "uri": uri}
+        return await self._request(
+            request,
+            what=f"{method} {uri}",
+            data=data,
+            timeout=timeout,
+            known=known,
+            refused=lambda why: UnknownResource(f"{self.name} refused {method} {uri!r}: {why}", data),
+        )
+
+    async def complete(
+        self,
+        ref: CompletionRef,
+        argument: tuple[str, str],
+        context: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> Completion:
+        """``completion/complete`` for the server's own prompt or template ``ref``; empty when the
+        server offers no completions.
+
+        Raises ``UnknownPrompt`` / ``UnknownResource`` (no such prompt or template), ``InvalidParams``
+        (the server refused), ``ServerNotRunning``, ``CallTimeout`` or ``TransportError``.
+        """
+        data = {"server": self.name, "ref": msgspec.to_builtins(ref)}
+
+        def known() -> None:
+            if isinstance(ref, PromptRef):
+                self._known_prompt(ref.name)
+            elif all(t.uri_template != ref.uri for t in self._surface.templates):
+                raise UnknownResource(f"server {self.name!r} has no resource template {ref.uri!r}", data)
+
+        return await self._request(
+            lambda s: sdk.complete(s, ref, argument, context),
+            what="completion/complete",
+            data=data,
+            timeout=timeout,
+            known=known,
+            refused=lambda why: InvalidParams(f"{self.name} refused to complete: {why}", data),
         )
 
     async def _request(
@@ -498,7 +578,13 @@ class ServerActor:
     @contextlib.asynccontextmanager
     async def _connect(self, tg: TaskGroup, http: sdk.HttpWatch | None) -> AsyncIterator[sdk.ClientSession]:
         config = self.config
-        hooks = sdk.SessionHooks(self._tools_dirty.set, self._surface_dirty.set, self._ask, self._log_message)
+        hooks = sdk.SessionHooks(
+            self._tools_dirty.set,
+            self._surface_dirty.set,
+            self._ask,
+            self._log_message,
+            resource_updated=self._resource_updated,
+        )
         if http is not None:
             async with sdk.open_http_session(config, http, hooks) as session:
                 yield session
@@ -590,7 +676,7 @@ class ServerActor:
     def surface_listed(self, surface: Surface) -> None:
         self.recover("resources/prompts listed")
         if surface != self._surface:
-            self._surface = surface
+            old, self._surface = self._surface, surface
             log.info(
                 "server.surface_changed",
                 server=self.name,
@@ -598,6 +684,12 @@ class ServerActor:
                 templates=len(surface.templates),
                 prompts=len(surface.prompts),
             )
+            resources = (old.resources, old.templates) != (surface.resources, surface.templates)
+            prompts = old.prompts != surface.prompts
+            self._emit(SurfaceChanged(server=self.name, resources=resources, prompts=prompts))
+
+    def _resource_updated(self, uri: str) -> None:
+        self._emit(ResourceUpdated(server=self.name, uri=uri))
 
     # -- state --------------------------------------------------------------------------------
 

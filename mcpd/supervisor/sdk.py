@@ -36,9 +36,12 @@ import mcpd
 from mcpd.config.model import ServerConfig
 from mcpd.model.requests import ELICITATION, ROOTS, SAMPLING, ServerReply
 from mcpd.model.resources import (
+    Completion,
+    CompletionRef,
     PromptArgument,
     PromptInfo,
     PromptMessage,
+    PromptRef,
     PromptResult,
     ReadResult,
     ResourceContents,
@@ -60,6 +63,8 @@ __all__ = [
     "MCPError",
     "SessionHooks",
     "call_tool",
+    "can_subscribe",
+    "complete",
     "describe_mcp_error",
     "get_prompt",
     "handshake",
@@ -70,7 +75,9 @@ __all__ = [
     "open_session",
     "ping",
     "read_resource",
+    "subscribe_resource",
     "track_call",
+    "unsubscribe_resource",
 ]
 
 CONNECTION_CLOSED = mcp_types.CONNECTION_CLOSED
@@ -204,6 +211,8 @@ class SessionHooks:
     """Answers the server's requests (sampling, elicitation, roots; see ``server_request_callbacks``)."""
     log: LogCallback | None = None
     """Hears the server's log messages (``notifications/message``)."""
+    resource_updated: Callable[[str], None] | None = None
+    """Hears that a subscribed resource changed (``notifications/resources/updated``): its URI."""
 
 
 @contextlib.asynccontextmanager
@@ -217,6 +226,8 @@ async def open_session(read: Any, write: Any, hooks: SessionHooks) -> AsyncItera
             message, mcp_types.ResourceListChangedNotification | mcp_types.PromptListChangedNotification
         ):
             hooks.surface_changed()
+        elif isinstance(message, mcp_types.ResourceUpdatedNotification) and hooks.resource_updated:
+            hooks.resource_updated(str(message.params.uri))
 
     callbacks = server_request_callbacks(hooks.ask) if hooks.ask is not None else {}
     logging = _logging_callback(hooks.log) if hooks.log is not None else None
@@ -420,6 +431,49 @@ async def get_prompt(session: ClientSession, name: str, arguments: dict[str, str
     result = await session.get_prompt(name, arguments or None)
     messages = [PromptMessage(role=m.role, content=_dump(m.content)) for m in result.messages]
     return PromptResult(description=result.description, messages=messages)
+
+
+def can_subscribe(session: ClientSession) -> bool:
+    """The server declared ``resources.subscribe`` in initialize."""
+    capabilities = session.server_capabilities
+    resources = capabilities.resources if capabilities is not None else None
+    return resources is not None and bool(resources.subscribe)
+
+
+async def subscribe_resource(session: ClientSession, uri: str) -> None:
+    """``resources/subscribe``; raises ``MCPError``.
+
+    Sent as a plain request: the SDK's ``subscribe_resource`` warns that the 2026 revision drops
+    the method, which the servers that declare ``resources.subscribe`` still speak.
+    """
+    params = mcp_types.SubscribeRequestParams(uri=uri)
+    await session.send_request(mcp_types.SubscribeRequest(params=params), mcp_types.EmptyResult)
+
+
+async def unsubscribe_resource(session: ClientSession, uri: str) -> None:
+    """``resources/unsubscribe``; raises ``MCPError``."""
+    params = mcp_types.UnsubscribeRequestParams(uri=uri)
+    await session.send_request(mcp_types.UnsubscribeRequest(params=params), mcp_types.EmptyResult)
+
+
+async def complete(
+    session: ClientSession, ref: CompletionRef, argument: tuple[str, str], context: dict[str, str] | None
+) -> Completion:
+    """``completion/complete`` of ``argument`` (name, value) for ``ref`` (the server's own name or
+    template); a server that did not declare ``completions`` has none to offer: an empty completion,
+    nothing sent. Raises ``MCPError``."""
+    capabilities = session.server_capabilities
+    if capabilities is None or capabilities.completions is None:
+        return Completion()
+    reference = (
+        mcp_types.PromptReference(type="ref/prompt", name=ref.name)
+        if isinstance(ref, PromptRef)
+        else mcp_types.ResourceTemplateReference(type="ref/resource", uri=ref.uri)
+    )
+    name, value = argument
+    result = await session.complete(reference, {"name": name, "value": value}, context)
+    found = result.completion
+    return Completion(values=list(found.values), total=found.total, has_more=found.has_more)
 
 
 # -- requests from the server ----------------------------------------------------------------------

@@ -1,0 +1,177 @@
+"""Resource subscriptions shared by every client: each server is subscribed once per URI.
+
+Subscribers (socket connections, host sessions) subscribe by (server, the server's own
+URI). The first subscriber of a URI makes the daemon send ``resources/subscribe`` to the
+server; the last one to leave (or to disconnect: ``drop``) makes it send
+``resources/unsubscribe``. A server that starts a new run (a restart, a reload) knows no
+subscriptions, so they are sent again as soon as it runs. ``ResourceUpdated`` events go to
+the subscribers of that URI, and of any URI it lies under (MCP allows an update for a
+sub-resource of the one subscribed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Hashable
+from typing import Any
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup
+
+from mcpd.errors import McpdError
+from mcpd.model.servers import ResourceUpdated, ServerEvent, StateChanged
+from mcpd.model.states import ServerState
+from mcpd.supervisor.supervisor import Supervisor
+
+log = structlog.get_logger("mcpd.front")
+
+Deliver = Callable[[str, str], None]
+"""Tells one subscriber that (server, the server's own URI) changed; must not block."""
+Key = tuple[str, str]
+
+UNSUBSCRIBE_TIMEOUT = 10.0
+"""Seconds an ``resources/unsubscribe`` nobody waits for may take."""
+
+
+def covers(subscribed: str, updated: str) -> bool:
+    """``updated`` is ``subscribed`` or a resource under it (``file:///d/`` covers ``file:///d/a``)."""
+    if updated == subscribed:
+        return True
+    if not updated.startswith(subscribed):
+        return False
+    return subscribed.endswith("/") or updated[len(subscribed)] in "/?#"
+
+
+class Subscriptions:
+    """``on_event`` must be a supervisor listener, and ``run()`` a task of the daemon."""
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        self._supervisor = supervisor
+        self._holders: dict[Key, set[Hashable]] = {}
+        """Who holds each subscription; a key is here from the first subscriber's request on."""
+        self._owned: dict[Hashable, set[Key]] = {}
+        self._deliver: dict[Hashable, Deliver] = {}
+        self._locks: dict[str, anyio.Lock] = {}
+        """One (un)subscription per server at a time, so that it sees them in the order decided here
+        (one lock per server rather than per URI: their number stays bounded)."""
+        self._tg: TaskGroup | None = None
+
+    async def run(self) -> None:
+        """Own the unsubscriptions and re-subscriptions nobody waits for, until cancelled."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            await anyio.sleep_forever()
+
+    def register(self, owner: Hashable, deliver: Deliver) -> bool:
+        """Make ``owner`` a subscriber that hears through ``deliver``; False if it already was one."""
+        if owner in self._deliver:
+            return False
+        self._deliver[owner] = deliver
+        self._owned[owner] = set()
+        return True
+
+    def holds(self, owner: Hashable) -> list[Key]:
+        """``owner``'s subscriptions, sorted."""
+        return sorted(self._owned.get(owner, ()))
+
+    async def subscribe(self, owner: Hashable, server: str, uri: str, timeout: float | None = None) -> None:
+        """Subscribe a registered ``owner``; raises what ``ServerActor.subscribe_resource`` raises
+        (and ``UnknownServer``), the subscription then not taken."""
+        key = (server, uri)
+        actor = self._supervisor.actor(server)
+        async with self._lock(key):
+            holders = self._holders.setdefault(key, set())
+            first = not holders
+            holders.add(owner)
+            self._owned[owner].add(key)
+            if not first:
+                return
+            try:
+                await actor.subscribe_resource(uri, timeout)
+            except BaseException:
+                self._release(owner, key)
+                raise
+        log.info("resource.subscribed", server=server, uri=uri)
+
+    async def unsubscribe(self, owner: Hashable, server: str, uri: str, timeout: float | None = None) -> bool:
+        """Withdraw ``owner``'s subscription; False if it held none. The server hears of it when
+        ``owner`` was the last subscriber (its refusal is logged: nobody wants the updates any more)."""
+        key = (server, uri)
+        if key not in self._owned.get(owner, ()):
+            return False
+        async with self._lock(key):
+            if self._release(owner, key):
+                await self._unsubscribe(key, timeout or UNSUBSCRIBE_TIMEOUT)
+        return True
+
+    def drop(self, owner: Hashable) -> None:
+        """``owner`` is gone: release all it held, and unsubscribe what nobody holds any more."""
+        self._deliver.pop(owner, None)
+        for key in list(self._owned.get(owner, ())):
+            if self._release(owner, key):
+                self._in_background(self._unsubscribe_later, key)
+        self._owned.pop(owner, None)
+
+    def on_event(self, event: ServerEvent) -> None:
+        """Deliver updates to their subscribers; subscribe again when a server starts a new run."""
+        if isinstance(event, ResourceUpdated):
+            owners: set[Hashable] = set()  # once each, however many of its subscriptions cover the URI
+            for (server, uri), holders in self._holders.items():
+                if server == event.server and covers(uri, event.uri):
+                    owners |= holders
+            for owner in owners:
+                deliver = self._deliver.get(owner)
+                if deliver is not None:
+                    deliver(event.server, event.uri)
+        elif isinstance(event, StateChanged) and (event.old, event.new) == (
+            ServerState.STARTING,
+            ServerState.RUNNING,
+        ):
+            for key in [key for key in self._holders if key[0] == event.server]:
+                self._in_background(self._resubscribe, key)
+
+    # -- inside ------------------------------------------------------------------------------------
+
+    def _lock(self, key: Key) -> anyio.Lock:
+        return self._locks.setdefault(key[0], anyio.Lock())
+
+    def _release(self, owner: Hashable, key: Key) -> bool:
+        """Take ``key`` from ``owner``; True if nobody holds it any more."""
+        self._owned.get(owner, set()).discard(key)
+        holders = self._holders.get(key, set())
+        holders.discard(owner)
+        if holders:
+            return False
+        self._holders.pop(key, None)
+        return True
+
+    def _in_background(self, work: Callable[[Key], Coroutine[Any, Any, None]], key: Key) -> None:
+        if self._tg is not None:
+            self._tg.start_soon(work, key)
+
+    async def _unsubscribe_later(self, key: Key) -> None:
+        async with self._lock(key):
+            if key not in self._holders:  # nobody subscribed again meanwhile
+                await self._unsubscribe(key, UNSUBSCRIBE_TIMEOUT)
+
+    async def _unsubscribe(self, key: Key, timeout: float) -> None:
+        server, uri = key
+        try:
+            await self._supervisor.actor(server).unsubscribe_resource(uri, timeout)
+        except McpdError as exc:
+            log.info("resource.unsubscribe_failed", server=server, uri=uri, error=exc.message)
+        else:
+            log.info("resource.unsubscribed", server=server, uri=uri)
+
+    async def _resubscribe(self, key: Key) -> None:
+        server, uri = key
+        async with self._lock(key):
+            if not self._holders.get(key):
+                return
+            try:
+                await self._supervisor.actor(server).subscribe_resource(uri)
+            except McpdError as exc:
+                # The subscribers keep their subscription: the next run is asked again.
+                log.warning("resource.resubscribe_failed", server=server, uri=uri, error=exc.message)
+            else:
+                log.info("resource.resubscribed", server=server, uri=uri)

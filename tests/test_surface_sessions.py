@@ -1,0 +1,260 @@
+"""Subscriptions, completions and list changes end to end, through the socket client and through
+`mcpd bridge` with the MCP SDK's client as the host: server-everything (twice) and the fixture
+server behind a real daemon.
+
+server-everything sends ``notifications/resources/updated`` for the URIs it is subscribed to
+once its ``toggle-subscriber-updates`` tool is on: at once, then every five seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from anyio.streams.text import TextReceiveStream
+from mcp.shared.exceptions import MCPError
+from test_bridge import bridge
+from test_front import peer
+from test_surface import everything_daemon
+
+from mcpd.client.aio import AsyncClient, connect
+from mcpd.errors import UnknownPrompt, UnknownResource, Unsupported
+from mcpd.front.subscriptions import covers
+from mcpd.model.mcp import (
+    RESOURCE_NOT_FOUND,
+    RESOURCE_UPDATED,
+    SESSION_NOTIFICATION,
+    InitializeParams,
+    SessionState,
+)
+from mcpd.model.resources import PromptRef, TemplateRef
+from mcpd.model.servers import ResourceUpdated, SurfaceChanged
+from mcpd.testing.daemon import DaemonProcess
+
+pytestmark = pytest.mark.anyio
+DOC = "demo://resource/static/document/architecture.md"
+TEXT_TEMPLATE = "demo://resource/dynamic/text/{resourceId}"
+
+
+@pytest.fixture(scope="module")
+async def daemon(tmp_path_factory: pytest.TempPathFactory, npm_bin: Path) -> AsyncIterator[DaemonProcess]:
+    """ev sends updates from the start; ev2 only when a test turns them on; fx declares neither
+    subscriptions nor completions."""
+    async with everything_daemon(tmp_path_factory.mktemp("sessions"), npm_bin) as running:
+        async with connect(running.socket) as client:
+            await client.call_tool("ev__toggle-subscriber-updates")
+        yield running
+
+
+async def next_update(client: AsyncClient, uri: str) -> ResourceUpdated:
+    """The next ``ResourceUpdated`` for ``uri`` on the client's event stream."""
+    events = client.events()
+    with anyio.fail_after(60):  # a guard against a hang: updates come every five seconds
+        async for event in events:
+            if isinstance(event, ResourceUpdated) and event.uri == uri:
+                return event
+    raise AssertionError("the event stream ended")
+
+
+async def test_socket_subscription_is_shared_and_ends_with_its_last_client(daemon: DaemonProcess) -> None:
+    """Two clients subscribed to one URI both get its updates under the qualified URI; the server is
+    subscribed once, and unsubscribed only when the last subscriber leaves (by disconnecting)."""
+    uri = f"mcpd://ev/{DOC}"
+    mark = len(daemon.events)
+    async with connect(daemon.socket) as first:
+        async with connect(daemon.socket) as second:
+            await first.subscribe_resource(uri)
+            await second.subscribe_resource(DOC, server="ev")
+            updated = await next_update(first, uri)
+            assert updated == ResourceUpdated(server="ev", uri=uri)
+            await next_update(second, uri)
+            assert await first.unsubscribe_resource(uri)
+            assert not await first.unsubscribe_resource(uri)
+        await daemon.wait_for("resource.unsubscribed", server="ev", uri=DOC, after=mark)
+    subscribed = [e for e in daemon.events[mark:] if e.get("event") == "resource.subscribed"]
+    assert [e["uri"] for e in subscribed] == [DOC]
+
+
+async def test_subscriptions_survive_a_restart(daemon: DaemonProcess) -> None:
+    """A server that restarts is subscribed again, so its new process sends the updates."""
+    uri = f"mcpd://ev2/{DOC}"
+    async with connect(daemon.socket) as client:
+        await client.subscribe_resource(uri)
+        mark = len(daemon.events)
+        await client.restart("ev2")
+        await daemon.wait_for("resource.resubscribed", server="ev2", uri=DOC, after=mark, timeout=60)
+        await client.call_tool("ev2__toggle-subscriber-updates")  # the new process starts with it off
+        assert (await next_update(client, uri)).server == "ev2"
+        await client.call_tool("ev2__toggle-subscriber-updates")
+
+
+async def test_subscribe_errors_are_typed(daemon: DaemonProcess) -> None:
+    """A server that does not declare resources.subscribe, and an unqualified URI, are refused."""
+    async with connect(daemon.socket) as client:
+        with pytest.raises(Unsupported):
+            await client.subscribe_resource("mcpd://fx/fixture://anything")
+        with pytest.raises(UnknownResource):
+            await client.subscribe_resource(DOC)
+
+
+async def test_completions_through_the_socket(daemon: DaemonProcess) -> None:
+    """Prompt arguments (with context) and template variables complete by qualified name; a server
+    without completions gives an empty completion; an unknown prompt is refused."""
+    async with connect(daemon.socket) as client:
+        departments = await client.complete(PromptRef("ev__completable-prompt"), "department", "S")
+        names = await client.complete(
+            PromptRef("ev__completable-prompt"), "name", "", context={"department": "Sales"}
+        )
+        ids = await client.complete(TemplateRef(f"mcpd://ev2/{TEXT_TEMPLATE}"), "resourceId", "42")
+        await client.call_tool("fx__add_prompt", {"name": "plain"})
+        await daemon.wait_for("server.surface_changed", server="fx")
+        none = await client.complete(PromptRef("fx__plain"), "x", "a")
+        with pytest.raises(UnknownPrompt):
+            await client.complete(PromptRef("ev__no-such-prompt"), "x", "")
+        with pytest.raises(UnknownResource):
+            await client.complete(TemplateRef("mcpd://ev/demo://no/{such}"), "such", "")
+    assert departments.values == ["Sales", "Support"]
+    assert names.values == ["David", "Eve", "Frank"]
+    assert ids.values == ["42"]
+    assert none.values == []
+
+
+async def test_list_changes_are_events(daemon: DaemonProcess) -> None:
+    """A server's new prompt list reaches event subscribers as a SurfaceChanged event."""
+    async with connect(daemon.socket) as client:
+        events = await client.subscribe()
+        await client.call_tool("fx__add_prompt", {"name": "evented"})
+        with anyio.fail_after(60):
+            async for event in events:
+                if isinstance(event, SurfaceChanged) and event.server == "fx":
+                    break
+    assert event == SurfaceChanged(server="fx", resources=False, prompts=True)
+
+
+def is_update(uri: str) -> Any:
+    return lambda m: isinstance(m, types.ResourceUpdatedNotification) and str(m.params.uri) == uri
+
+
+async def test_bridge_host_reads_subscribes_and_completes(daemon: DaemonProcess) -> None:
+    """Through `mcpd bridge`, an SDK host sees mcpd's resources, prompts and completions capabilities
+    and its connected server's resources and prompts; reads, gets, completes, gets updates of what
+    it subscribed to; and its subscription ends with its session."""
+    uri = f"mcpd://ev/{DOC}"
+    mark = len(daemon.events)
+    async with bridge(daemon.socket, "--connect", "ev") as host:
+        capabilities = host.session.server_capabilities
+        assert capabilities is not None and capabilities.completions is not None
+        assert capabilities.resources is not None and capabilities.resources.subscribe
+        assert capabilities.prompts is not None and capabilities.prompts.list_changed
+        resources = (await host.session.list_resources()).resources
+        assert uri in {str(r.uri) for r in resources}
+        templates = (await host.session.list_resource_templates()).resource_templates
+        assert f"mcpd://ev/{TEXT_TEMPLATE}" in {t.uri_template for t in templates}
+        prompts = {p.name for p in (await host.session.list_prompts()).prompts}
+        assert "ev__completable-prompt" in prompts
+        read = await host.session.read_resource(uri)
+        assert str(read.contents[0].uri) == uri
+        got = await host.session.get_prompt("ev__args-prompt", {"city": "Lyon"})
+        assert "Lyon" in str(got.messages[0].content)
+        completed = await host.session.complete(
+            types.PromptReference(type="ref/prompt", name="ev__completable-prompt"),
+            {"name": "department", "value": "E"},
+        )
+        assert completed.completion.values == ["Engineering"]
+        with pytest.raises(MCPError) as missing:
+            await host.session.read_resource("mcpd://ev/demo://no/such/thing")
+        assert missing.value.code == RESOURCE_NOT_FOUND
+        await host.session.send_request(
+            types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)), types.EmptyResult
+        )
+        update = await host.wait_received(is_update(uri))
+        assert str(update.params.uri) == uri
+    await daemon.wait_for("resource.unsubscribed", server="ev", uri=DOC, after=mark)
+
+
+async def test_two_sessions_see_only_their_servers(daemon: DaemonProcess) -> None:
+    """Each host session lists the resources and prompts of the servers it connected, not those of
+    another session; connecting one more server tells the host that both lists changed."""
+    async with bridge(daemon.socket, "--connect", "ev") as one, bridge(daemon.socket) as two:
+        assert {str(r.uri).split("/")[2] for r in (await one.session.list_resources()).resources} == {"ev"}
+        assert (await two.session.list_resources()).resources == []
+        assert (await two.session.list_prompts()).prompts == []
+        mark = len(two.received)
+        await two.call("mcpd_connect_server", {"server": "ev2"})
+        await two.wait_received(lambda m: isinstance(m, types.ResourceListChangedNotification), mark)
+        await two.wait_received(lambda m: isinstance(m, types.PromptListChangedNotification), mark)
+        servers_two = {str(r.uri).split("/")[2] for r in (await two.session.list_resources()).resources}
+        servers_one = {str(r.uri).split("/")[2] for r in (await one.session.list_resources()).resources}
+        prompts_two = {p.name.split("__")[0] for p in (await two.session.list_prompts()).prompts}
+    assert servers_two == {"ev2"} and servers_one == {"ev"} and prompts_two == {"ev2"}
+
+
+async def test_bridge_host_hears_of_new_prompts(daemon: DaemonProcess) -> None:
+    """A connected server's prompts/list_changed reaches the host, and its list then has the prompt."""
+    async with bridge(daemon.socket, "--connect", "fx") as host:
+        before = {p.name for p in (await host.session.list_prompts()).prompts}
+        mark = len(host.received)
+        await host.call("fx__add_prompt", {"name": "hosted"})
+        await host.wait_received(lambda m: isinstance(m, types.PromptListChangedNotification), mark)
+        after = {p.name for p in (await host.session.list_prompts()).prompts}
+    assert after - before == {"fx__hosted"}
+
+
+async def test_cli_read_follow_reads_again_at_each_update(daemon: DaemonProcess) -> None:
+    """`mcpd read URI --follow --json` writes the contents, then again after each update."""
+    uri = f"mcpd://ev/{DOC}"
+    argv = [sys.executable, "-m", "mcpd", "read", uri, "--follow", "--json", "--socket", str(daemon.socket)]
+    async with await anyio.open_process(argv) as process:
+        assert process.stdout is not None
+        documents: list[dict[str, Any]] = []
+        buffer = ""
+        with anyio.fail_after(60):
+            async for chunk in TextReceiveStream(process.stdout):
+                *lines, buffer = (buffer + chunk).split("\n")
+                documents += [json.loads(line) for line in lines]
+                if len(documents) >= 2:
+                    break
+        process.terminate()
+    assert all(d["contents"][0]["uri"] == uri for d in documents[:2])
+
+
+async def test_a_resumed_host_session_subscribes_again(daemon: DaemonProcess) -> None:
+    """A host session resumed from its relay's state (as after a daemon restart under a bridge) takes
+    its subscriptions again: updates reach the host, and the state it reports still holds them."""
+    uri = f"mcpd://ev/{DOC}"
+    host = await peer(daemon, SessionState(initialize=InitializeParams(), subscribed=[uri]))
+
+    def run() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        update: dict[str, Any] | None = None
+        states: list[dict[str, Any]] = []
+        while update is None or not any(s["subscribed"] == [uri] for s in states):
+            for frame in host.channel.receive():
+                message = json.loads(frame)
+                if message.get("method") == RESOURCE_UPDATED:
+                    update = message
+                elif message.get("method") == SESSION_NOTIFICATION:
+                    states.append(message["params"])
+        return update, states
+
+    try:
+        update, _ = await anyio.to_thread.run_sync(run)
+    finally:
+        host.channel.close()
+    assert update["params"] == {"uri": uri}
+
+
+def test_an_update_reaches_the_subscribers_of_what_it_lies_under() -> None:
+    """An update for a sub-resource reaches the subscribers of the URI above it, never of a sibling
+    that merely shares a prefix."""
+    assert covers("file:///d/a", "file:///d/a")
+    assert covers("file:///d/", "file:///d/a")
+    assert covers("file:///d", "file:///d/a")
+    assert covers("db://t", "db://t?row=3")
+    assert not covers("file:///d", "file:///dx")
+    assert not covers("file:///d/a", "file:///d")
