@@ -27,7 +27,7 @@ BLOB_TEMPLATE = "demo://resource/dynamic/blob/{resourceId}"
 @asynccontextmanager
 async def everything_daemon(directory: Path, npm_bin: Path) -> AsyncIterator[DaemonProcess]:
     """A daemon running ev and ev2, two server-everything processes (same resources and prompts), and
-    fx, the fixture server (which declares no resources), once all three run."""
+    fx, the fixture server (only a template of sized blobs, no prompts), once all three run."""
     everything = json.dumps(str(npm_bin / "mcp-server-everything"))
     path = directory / "config.toml"
     path.write_text(
@@ -91,6 +91,18 @@ async def test_read_text_blob_and_template_round_trip(daemon: DaemonProcess) -> 
     assert base64.b64decode(blob.contents[0].blob)
     assert by_server.contents[0].uri == f"mcpd://ev2/{DOC}"
     assert by_server.contents[0].text == doc.contents[0].text
+
+
+async def test_a_blob_of_megabytes_arrives_whole(daemon: DaemonProcess) -> None:
+    """A 6 MB binary resource (8 MB of base64 on the server's stdout) comes through the daemon
+    byte for byte (bench/resources.py measures what such reads cost other clients)."""
+    size = 6_000_000
+    async with connect(daemon.socket, timeout=120) as reader:
+        result = await reader.read_resource(f"mcpd://fx/fixture://bytes/{size}", timeout=120)
+    (contents,) = result.contents
+    assert contents.uri == f"mcpd://fx/fixture://bytes/{size}"
+    assert contents.mime_type == "application/octet-stream"
+    assert base64.b64decode(contents.blob or "") == (bytes(range(256)) * (size // 256 + 1))[:size]
 
 
 async def test_prompt_get_with_arguments(daemon: DaemonProcess) -> None:

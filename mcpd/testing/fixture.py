@@ -132,6 +132,12 @@ def build_server(args: argparse.Namespace) -> MCPServer:
         await ctx.session.send_tool_list_changed()
         return f"added {name}"
 
+    @server.resource("fixture://bytes/{size}", mime_type="application/octet-stream")
+    def sized(size: str) -> bytes:
+        """``size`` bytes (at most 64 MiB): a blob as large as a test or a benchmark needs."""
+        count = min(int(size), 64 << 20)
+        return (bytes(range(256)) * (count // 256 + 1))[:count]
+
     @server.tool(description="Add a prompt with the given name and notify the client that the list changed.")
     async def add_prompt(name: str, ctx: Context, description: str = "") -> str:
         def added() -> str:
