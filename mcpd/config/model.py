@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 from typing import Literal
@@ -129,8 +130,40 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
             raise ValueError("`cwd` must be an absolute path")
 
 
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+"""Host names that always mean this machine (a Host or Origin header naming one is local)."""
+
+
+def http_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) as the host to bind and the port; ``ValueError`` if
+    malformed. The host is an IP address or ``localhost`` (bound as 127.0.0.1): a name would bind
+    wherever it resolves today."""
+    host, colon, port = text.rpartition(":")
+    if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"`http` must be HOST:PORT, e.g. 127.0.0.1:8765 (got {text!r})")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if host == "localhost":
+        return "127.0.0.1", int(port)
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        raise ValueError(f"`http` must name an IP address or localhost, not {host!r}") from None
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """``host`` (an address or a name, without brackets) is this machine's loopback."""
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name other than localhost: whatever it resolves to, it is not ours to trust
+
+
 class DaemonSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    """The ``[daemon]`` table: limits of the socket API."""
+    """The ``[daemon]`` table: limits of the socket API, and the HTTP front end."""
 
     max_frame_bytes: int = 16 * 1024 * 1024
     """Largest message a client may send; a bigger frame closes that connection."""
@@ -147,6 +180,17 @@ class DaemonSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     """Fuse a semantic ranking with the lexical one (needs ``pip install 'mcpd[semantic]'``)."""
     semantic_model: str | None = None
     """A model2vec model: a local folder or a hub name (default ``minishlab/potion-base-8M``)."""
+    http: str | None = None
+    """``HOST:PORT`` to serve hosts over MCP Streamable HTTP (``/mcp``); unset: no HTTP front end.
+    Read at start (``mcpd serve --http`` overrides it); a reload does not move it."""
+    http_allow_remote: bool = False
+    """Allow an ``http`` address that is not loopback (every request still needs the token)."""
+    http_token_file: str | None = None
+    """The bearer token's file; default ``http.token`` in the user state directory."""
+    http_max_sessions: int = 256
+    """HTTP sessions at once; an ``initialize`` beyond it is refused (503) until one ends."""
+    http_session_idle: float = 3600.0
+    """Seconds after which a session with no request in progress and no GET stream is ended."""
 
     def __post_init__(self) -> None:
         _require_finite(self)
@@ -157,6 +201,14 @@ class DaemonSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
             raise ValueError("`max_in_flight` must be >= 1")
         if self.usage_retention_days <= 0:
             raise ValueError("`usage_retention_days` must be > 0")
+        _require_within(self, {"http_max_sessions": (0, 100_000), "http_session_idle": (0.0, 7 * 86400.0)})
+        if self.http is not None:
+            host, _ = http_address(self.http)
+            if not (self.http_allow_remote or is_loopback(host)):
+                raise ValueError(
+                    f"`http` {self.http} is not a loopback address: other machines could reach it; "
+                    "set `http_allow_remote = true` to mean it (every request still needs the token)"
+                )
 
 
 class ConfigIssue(msgspec.Struct, frozen=True, kw_only=True):
