@@ -4,8 +4,8 @@ One module per group of commands, each with its parser, its request and its outp
 (as circus does): ``servers`` (status, start, stop, restart, reload), ``top`` (the live view),
 ``tools`` (tools, select, call), ``surface`` (resources, read, prompts, prompt), ``usage``
 (report), ``trust`` (diff, approve), ``config`` (config check, import), ``local`` (serve,
-check, service), ``bridge``, ``logs`` (a server's log) and ``completion``. ``app`` builds the
-parser and runs a command; ``output`` holds what they print with and the exit statuses;
+check, service, token), ``bridge``, ``logs`` (a server's log) and ``completion``. ``app``
+builds the parser and runs a command; ``output`` holds what they print with and the exit statuses;
 ``parsing`` the parser and the checks of option values.
 
 No traceback reaches the user: errors are one line on stderr, or with ``--json`` one JSON

@@ -1,5 +1,5 @@
-"""Commands that run here rather than ask a daemon: ``serve``, ``check``, ``service`` (and ``bridge``,
-whose options live in ``mcpd.cli.bridge``).
+"""Commands that run here rather than ask a daemon: ``serve``, ``check``, ``service``, ``token`` (and
+``bridge``, whose options live in ``mcpd.cli.bridge``).
 
 Each imports what it runs only when it runs, so ``mcpd status`` never pays for the mcp SDK.
 """
@@ -20,7 +20,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from mcpd.daemon.logging import configure_logging
 
     configure_logging(args.log_level, args.log_format)
-    status: int = anyio.run(serve, args.config, args.socket)
+    status: int = anyio.run(serve, args.config, args.socket, args.http)
     return status
 
 
@@ -46,6 +46,17 @@ def cmd_service(args: argparse.Namespace) -> int:
     return service.status()
 
 
+def cmd_token(args: argparse.Namespace) -> int:
+    from mcpd.front.http.token import configured_token
+
+    path, token = configured_token(args.config)
+    if args.path:
+        print(path)
+    else:
+        print(token)
+    return 0
+
+
 def register(commands: Commands) -> None:
     serve = commands.add_parser("serve", help="run the daemon in the foreground")
     serve.add_argument(
@@ -53,6 +64,11 @@ def register(commands: Commands) -> None:
     )
     serve.add_argument(
         "--socket", type=Path, help="socket to listen on (default: $MCPD_SOCKET or the runtime dir)"
+    )
+    serve.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="also serve hosts over MCP Streamable HTTP at http://HOST:PORT/mcp ([daemon] http)",
     )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.add_argument("--log-format", default="auto", choices=["auto", "json", "console"])
@@ -64,6 +80,11 @@ def register(commands: Commands) -> None:
     check.add_argument("--config", type=Path, help="config file (default: the user config, else the demo)")
     check.add_argument("--json", action="store_true", help="print one JSON document")
     check.set_defaults(run=cmd_check)
+
+    token = commands.add_parser("token", help="print the HTTP front end's bearer token (made if missing)")
+    token.add_argument("--config", type=Path, help="the daemon's config (for [daemon] http_token_file)")
+    token.add_argument("--path", action="store_true", help="print the token file's path instead")
+    token.set_defaults(run=cmd_token)
 
     service = commands.add_parser("service", help="run mcpd as a systemd user service or launchd agent")
     service.add_argument("action", choices=["install", "uninstall", "status"])

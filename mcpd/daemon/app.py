@@ -1,4 +1,4 @@
-"""``mcpd serve``: the socket, the supervised servers, SIGHUP reload, SIGTERM/SIGINT shutdown."""
+"""``mcpd serve``: the socket (and HTTP), the supervised servers, SIGHUP reload, SIGTERM/SIGINT shutdown."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import socket
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
+import msgspec
 import structlog
 
 from mcpd.config.load import load_config
@@ -35,6 +37,9 @@ from mcpd.store.db import Store, StoreUnavailable
 from mcpd.store.pins import accepted_rows, pin_rows
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor
 from mcpd.trust.gate import TrustGate
+
+if TYPE_CHECKING:
+    from mcpd.front.http.server import HttpFront
 
 log = structlog.get_logger("mcpd.daemon")
 
@@ -100,12 +105,32 @@ async def _watchdog(notifier: Notifier) -> None:
         await anyio.sleep(interval)
 
 
-async def serve(config_path: Path | None, socket_path: Path | None = None) -> int:
+def _with_http(config: Config, address: str | None) -> Config:
+    """``config`` with ``mcpd serve --http`` in force (``ValueError`` for a bad or remote address)."""
+    if address is None:
+        return config
+    return msgspec.structs.replace(config, daemon=msgspec.structs.replace(config.daemon, http=address))
+
+
+def _open_http(config: Config) -> HttpFront | None:
+    """The HTTP front end bound and its token read, if configured; None when HTTP is off."""
+    if config.daemon.http is None:
+        return None
+    # Imported here: a daemon without HTTP never loads starlette or uvicorn.
+    from mcpd.front.http.server import HttpFront  # noqa: PLC0415
+
+    return HttpFront.open(config.daemon)
+
+
+async def serve(config_path: Path | None, socket_path: Path | None = None, http: str | None = None) -> int:
     """Run the daemon in the foreground until SIGTERM or SIGINT; returns the exit status."""
     try:
-        config = load_config(config_path)
+        config = _with_http(load_config(config_path), http)
     except ConfigError as exc:
         log.error("config.invalid", error=exc.message)
+        return EXIT_CONFIG
+    except ValueError as exc:
+        log.error("config.invalid", error=f"--http: {exc}")
         return EXIT_CONFIG
     _report_issues(config.issues)
     _warn_if_exposed(config, config_path)
@@ -122,7 +147,15 @@ async def serve(config_path: Path | None, socket_path: Path | None = None) -> in
             return EXIT_SOCKET
         if inherited is not None:
             log.info("daemon.socket_activated", socket=str(path))
-        await _run(config, config_path, path, listener, owns_socket=inherited is None)
+        try:
+            front = _open_http(config)
+        except (McpdError, OSError) as exc:
+            error = getattr(exc, "message", None) or str(exc)
+            log.error("http.unavailable", address=config.daemon.http, error=error)
+            return EXIT_SOCKET
+        if front is not None:
+            stack.callback(front.listener.close)
+        await _run(config, config_path, path, listener, owns_socket=inherited is None, http=front)
     log.info("daemon.stopped")
     return 0
 
@@ -163,14 +196,22 @@ async def _open_usage(config: Config) -> tuple[Store, UsagePrior, TrustGate]:
 
 
 async def _run(
-    config: Config, config_path: Path | None, path: Path, listener: socket.socket, *, owns_socket: bool
+    config: Config,
+    config_path: Path | None,
+    path: Path,
+    listener: socket.socket,
+    *,
+    owns_socket: bool,
+    http: HttpFront | None,
 ) -> None:
     # Signals are caught before any child exists, so a SIGTERM during start-up still stops them all.
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         log.info("daemon.starting", config=config.source, servers=len(config.servers), socket=str(path))
         usage, prior, gate = await _open_usage(config)
         try:
-            await _serve_with(config, config_path, listener, signals, usage=usage, prior=prior, gate=gate)
+            await _serve_with(
+                config, config_path, listener, signals, usage=usage, prior=prior, gate=gate, http=http
+            )
         finally:
             await anyio.to_thread.run_sync(usage.close)
         # Still under the lock, so the file is ours to remove -- unless systemd made it.
@@ -198,6 +239,7 @@ async def _serve_with(
     usage: Store,
     prior: UsagePrior,
     gate: TrustGate,
+    http: HttpFront | None,
 ) -> None:
     notifier = Notifier()
     requests = ServerRequests()
@@ -231,6 +273,9 @@ async def _serve_with(
             tg.start_soon(daemon.activity.publish, rpc.broadcast)
             tg.start_soon(_announce_ready, supervisor, notifier)
             tg.start_soon(_watchdog, notifier)
+            if http is not None:
+                # The same host sessions as the bridge's, over MCP Streamable HTTP.
+                await tg.start(http.serve, hosts)
             async for signum in signals:
                 if signum == signal.SIGHUP:
                     log.info("daemon.reload", signal="SIGHUP")

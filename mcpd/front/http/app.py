@@ -1,0 +1,391 @@
+"""The ASGI app of the HTTP front end (starlette): who may ask, then ``POST``, ``GET``, ``DELETE /mcp``.
+
+Every request first passes ``Guard``: the bearer token, compared in constant time (else 401
+with ``WWW-Authenticate: Bearer`` and nothing else); a Host header naming loopback (else 421;
+not checked when remote use is allowed); an Origin, when there is one, naming loopback (else
+403): a web page must not reach the daemon by DNS rebinding. Then, as MCP Streamable HTTP
+(2025-06-18) has it:
+
+``POST /mcp``
+    One JSON-RPC message (batches are refused). A notification or a response: 202. A request:
+    its answer as ``application/json``; or, when the request asks for progress
+    (``_meta.progressToken``) and the host accepts ``text/event-stream``, an event stream of
+    its progress notifications and then its answer. ``initialize`` opens a session, whose id
+    comes back in ``Mcp-Session-Id``; every other request must carry it (400 without it, 404
+    once the session has ended). A host that hangs up does not cancel its request (the spec's
+    rule): ``notifications/cancelled`` does.
+``GET /mcp``
+    The session's event stream: what the daemon sends unasked (``list_changed``, log
+    messages). One per session (409 for a second); no resumption (events carry no ids).
+``DELETE /mcp``
+    Ends the session and cancels its calls.
+
+An ``MCP-Protocol-Version`` header naming a revision mcpd does not speak gets 400.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import anyio
+import msgspec
+import structlog
+from starlette.datastructures import Headers
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.routing import Route, Router
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mcpd.config.model import is_loopback
+from mcpd.front.http.sessions import DuplicateRequest, HttpSession, HttpSessions, Outbox, TooManySessions
+from mcpd.model import mcp
+
+log = structlog.get_logger("mcpd.front")
+
+MCP_PATH = "/mcp"
+SESSION_HEADER = "mcp-session-id"
+VERSION_HEADER = "mcp-protocol-version"
+PING_INTERVAL = 30.0
+"""Seconds between comments on a quiet event stream, so proxies keep it and a dead peer shows."""
+
+_JSON = "application/json"
+_SSE = "text/event-stream"
+_PING = b": ping\n\n"
+_incoming = msgspec.json.Decoder(mcp.Incoming)
+
+
+class _Meta(msgspec.Struct, frozen=True):
+    meta: mcp.RequestMeta | None = msgspec.field(default=None, name="_meta")
+
+
+_meta = msgspec.json.Decoder(_Meta)
+_cancelled = msgspec.json.Decoder(mcp.CancelledParams)
+_encoder = msgspec.json.Encoder()
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    max_body: int
+    """Largest request body (the socket's frame limit): 413 beyond it."""
+    write_timeout: float
+    """An event stream whose host reads nothing for this long is ended."""
+
+
+def _hostname(value: str | None) -> str | None:
+    if not value:
+        return None
+    try:
+        return urlsplit(value if "//" in value else f"//{value}").hostname
+    except ValueError:
+        return None
+
+
+class Guard:
+    """Token, Host and Origin checks in front of everything (unknown paths included)."""
+
+    def __init__(self, app: ASGIApp, token: str, *, check_host: bool) -> None:
+        self._app = app
+        self._token = token.encode()
+        self._check_host = check_host
+
+    def _authorized(self, header: str | None) -> bool:
+        scheme, _, credentials = (header or "").partition(" ")
+        # Compared even when the scheme is wrong, so that the time taken says nothing either.
+        matches = hmac.compare_digest(credentials.strip().encode(), self._token)
+        return matches and scheme.lower() == "bearer"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return  # lifespan is off and websockets are not served
+        headers = Headers(scope=scope)
+        if not self._authorized(headers.get("authorization")):
+            refusal = Response(status_code=401, headers={"WWW-Authenticate": "Bearer"})
+        elif self._check_host and not is_loopback(_hostname(headers.get("host")) or ""):
+            refusal = Response(status_code=421)
+        elif "origin" in headers and not _local_origin(headers["origin"]):
+            refusal = Response(status_code=403)
+        else:
+            await self._app(scope, receive, send)
+            return
+        await refusal(scope, receive, send)
+
+
+def _local_origin(origin: str) -> bool:
+    return origin.startswith(("http://", "https://")) and is_loopback(_hostname(origin) or "")
+
+
+def _error(
+    status: int, code: int, message: str, request_id: mcp.RequestId | None = None, session: str | None = None
+) -> Response:
+    """An HTTP error whose body is a JSON-RPC error (the SDK's client shows its message)."""
+    body = _encoder.encode(mcp.ErrorResponse(request_id, mcp.ErrorObject(code, message)))
+    headers = {SESSION_HEADER: session} if session else None
+    return Response(body, status_code=status, media_type=_JSON, headers=headers)
+
+
+def _accepts(headers: Headers) -> tuple[bool, bool]:
+    """Whether the client takes JSON, and an event stream (no Accept: anything)."""
+    kinds = {part.split(";")[0].strip().lower() for part in headers.get("accept", "*/*").split(",")}
+    anything = "*/*" in kinds
+    json = anything or _JSON in kinds or "application/*" in kinds
+    return json, anything or _SSE in kinds or "text/*" in kinds
+
+
+def _event(data: bytes) -> bytes:
+    # msgspec's JSON holds no raw newline, so one `data:` line carries the whole message.
+    return b"event: message\ndata: " + data + b"\n\n"
+
+
+async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    scope.cancel()
+
+
+async def _stream(
+    outbox: Outbox,
+    session: HttpSession,
+    receive: Receive,
+    send: Send,
+    *,
+    timeout: float,
+    unanswered: bytes = b"",
+) -> None:
+    """Send ``outbox`` as an event stream until it ends, the host hangs up or stops reading;
+    ``unanswered`` is the last event when the stream closes without its answer."""
+    headers = [
+        (b"content-type", _SSE.encode()),
+        (b"cache-control", b"no-cache"),
+        (SESSION_HEADER.encode(), session.id.encode()),
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
+        done = False
+        while not done:
+            chunk = _PING
+            with anyio.move_on_after(PING_INTERVAL):
+                items, done = await outbox.take()
+                if done and outbox.answer is None and unanswered:
+                    items.append(unanswered)
+                chunk = b"".join(_event(item) for item in items)
+            try:
+                with anyio.fail_after(timeout):
+                    await send({"type": "http.response.body", "body": chunk, "more_body": not done})
+            except TimeoutError:
+                log.warning("http.stream_stalled", session=session.label, timeout_s=timeout)
+                break
+        tg.cancel_scope.cancel()
+
+
+async def _read_body(request: Request, limit: int) -> bytes | None:
+    """The whole body, or None beyond ``limit`` bytes (read no further)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@dataclass(frozen=True)
+class _Message:
+    """A POST's JSON-RPC message, and how it is to be answered."""
+
+    body: bytes
+    request_id: mcp.RequestId | None
+    """None for a notification or a response (answered 202)."""
+    initialize: bool
+    progress_token: mcp.RequestId | None
+    stream: bool
+    """Answer with an event stream (progress, then the answer) rather than JSON."""
+    cancels: mcp.RequestId | None = None
+    """The request a ``notifications/cancelled`` withdraws."""
+
+
+def _parse(body: bytes, headers: Headers) -> _Message | Response:
+    try:
+        message = _incoming.decode(body)
+    except msgspec.ValidationError:
+        return _error(400, mcp.INVALID_REQUEST, "one JSON-RPC message per POST (no batches)")
+    except msgspec.DecodeError as exc:
+        return _error(400, mcp.PARSE_ERROR, f"parse error: {exc}")
+    if isinstance(message.method, msgspec.UnsetType) or isinstance(message.id, msgspec.UnsetType):
+        cancels = _cancelled_id(message.params) if message.method == mcp.CANCELLED else None
+        return _Message(body, None, initialize=False, progress_token=None, stream=False, cancels=cancels)
+    if message.id is None:
+        return _error(400, mcp.INVALID_REQUEST, "a request id must be a string or a number")
+    takes_json, takes_stream = _accepts(headers)
+    token = _progress_token(message.params) if takes_stream else None
+    stream = takes_stream and (token is not None or not takes_json)
+    initialize = message.method == "initialize"
+    return _Message(body, message.id, initialize, token if stream else None, stream)
+
+
+class Endpoint:
+    """``/mcp``: the three methods of Streamable HTTP over the session table."""
+
+    def __init__(self, sessions: HttpSessions, limits: HttpLimits) -> None:
+        self._sessions = sessions
+        self._limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        version = request.headers.get(VERSION_HEADER)
+        try:
+            if version is not None and version not in mcp.PROTOCOL_VERSIONS:
+                await _error(400, mcp.INVALID_REQUEST, f"unsupported MCP-Protocol-Version {version}")(
+                    scope, receive, send
+                )
+            elif request.method == "POST":
+                await self._post(request, send)
+            elif request.method == "GET":
+                await self._get(request, send)
+            elif request.method == "DELETE":
+                await self._delete(request, send)
+            else:
+                await Response(status_code=405, headers={"Allow": "GET, POST, DELETE"})(scope, receive, send)
+        except ClientDisconnect:
+            pass  # gone while sending its body: nobody to answer
+
+    def _session(self, request: Request) -> HttpSession | Response:
+        """The request's session, or the error to answer with."""
+        session_id = request.headers.get(SESSION_HEADER)
+        if not session_id:
+            return _error(400, mcp.INVALID_REQUEST, "Mcp-Session-Id is required after initialize")
+        session = self._sessions.get(session_id)
+        if session is None:
+            return _error(404, mcp.INVALID_REQUEST, "no such session (it ended): initialize a new one")
+        return session
+
+    async def _read(self, request: Request) -> _Message | Response:
+        """The POST's message, or the error to answer with."""
+        headers = request.headers
+        if not headers.get("content-type", "").lower().startswith(_JSON):
+            return _error(415, mcp.INVALID_REQUEST, "Content-Type must be application/json")
+        if not any(_accepts(headers)):
+            return _error(406, mcp.INVALID_REQUEST, "Accept must allow application/json")
+        body = await _read_body(request, self._limits.max_body)
+        if body is None:
+            return _error(413, mcp.INVALID_REQUEST, f"body over {self._limits.max_body} bytes")
+        return _parse(body, headers)
+
+    async def _open(self) -> HttpSession | Response:
+        try:
+            return await self._sessions.open()
+        except TooManySessions as exc:
+            return _error(503, mcp.INTERNAL_ERROR, exc.message)
+
+    async def _post(self, request: Request, send: Send) -> None:
+        scope, receive = request.scope, request.receive
+        message = await self._read(request)
+        if isinstance(message, Response):
+            await message(scope, receive, send)
+            return
+        session = await self._open() if message.initialize else self._session(request)
+        if isinstance(session, Response):
+            await session(scope, receive, send)
+            return
+        session.active += 1
+        try:
+            if message.request_id is None:  # a notification, or a response to a request of the daemon's
+                await session.host.receive(message.body)
+                if message.cancels is not None:
+                    session.cancelled(message.cancels)
+                await Response(status_code=202, headers={SESSION_HEADER: session.id})(scope, receive, send)
+            else:
+                await self._answer(session, message, message.request_id, request, send)
+        finally:
+            session.active -= 1
+            session.last_seen = time.monotonic()
+
+    async def _answer(
+        self, session: HttpSession, message: _Message, request_id: mcp.RequestId, request: Request, send: Send
+    ) -> None:
+        """Hand the request to the session and send its answer: JSON, or a stream with its progress."""
+        scope, receive = request.scope, request.receive
+        try:
+            outbox = session.expect(request_id, message.progress_token)
+        except DuplicateRequest as exc:
+            await _error(409, mcp.INVALID_REQUEST, exc.message, request_id, session.id)(scope, receive, send)
+            return
+        ended = mcp.ErrorResponse(
+            request_id,
+            mcp.ErrorObject(
+                mcp.INVALID_REQUEST, f"the session ended before request {request_id!r} was answered"
+            ),
+        )
+        try:
+            await session.host.receive(message.body)
+            if message.stream:
+                timeout = self._limits.write_timeout
+                await _stream(
+                    outbox, session, receive, send, timeout=timeout, unanswered=_encoder.encode(ended)
+                )
+                return
+            done = False
+            while not done:
+                _, done = await outbox.take()
+            if outbox.answer is None:
+                reply = _error(404, ended.error.code, ended.error.message, request_id, session.id)
+            else:
+                reply = Response(outbox.answer, media_type=_JSON, headers={SESSION_HEADER: session.id})
+            await reply(scope, receive, send)
+        finally:
+            session.forget(request_id, message.progress_token)
+
+    async def _get(self, request: Request, send: Send) -> None:
+        scope, receive = request.scope, request.receive
+        found = self._session(request)
+        if isinstance(found, HttpSession):
+            session = found
+            if not _accepts(request.headers)[1]:
+                why = (406, "Accept must allow text/event-stream")
+            elif session.streaming:
+                why = (409, "the session has a GET stream already")
+            else:
+                session.streaming = True
+                try:
+                    await _stream(session.events, session, receive, send, timeout=self._limits.write_timeout)
+                finally:
+                    session.streaming = False
+                    session.last_seen = time.monotonic()
+                return
+            found = _error(why[0], mcp.INVALID_REQUEST, why[1], None, session.id)
+        await found(scope, receive, send)
+
+    async def _delete(self, request: Request, send: Send) -> None:
+        found = self._session(request)
+        if isinstance(found, HttpSession):
+            self._sessions.end(found, "deleted by the host")
+            found = Response(status_code=200)
+        await found(request.scope, request.receive, send)
+
+
+def _cancelled_id(params: msgspec.Raw) -> mcp.RequestId | None:
+    try:
+        return _cancelled.decode(params).request_id
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def _progress_token(params: msgspec.Raw) -> mcp.RequestId | None:
+    try:
+        meta = _meta.decode(params).meta
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None  # the session answers malformed params itself
+    return meta.progress_token if meta is not None else None
+
+
+def build_app(sessions: HttpSessions, token: str, limits: HttpLimits, *, check_host: bool) -> ASGIApp:
+    endpoint = Endpoint(sessions, limits)
+    route = Route(MCP_PATH, endpoint, methods=["GET", "POST", "DELETE"])
+    return Guard(Router(routes=[route], redirect_slashes=False), token, check_host=check_host)

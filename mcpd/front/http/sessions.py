@@ -1,0 +1,252 @@
+"""HTTP sessions: one ``HostSession`` per ``Mcp-Session-Id``, and the stream each message takes.
+
+A ``HostSession`` emits every message through one callback; here each finds its stream.
+A response goes to the POST that carried its request (dropped if that POST is gone). A
+progress notification goes to the POST whose request gave its progress token, when that
+POST answers with an event stream. Everything else (``list_changed``, log messages, requests
+to the host) goes to the session's outbox, which the host's GET stream drains; it is kept
+until a GET stream opens. Outboxes are bounded: a host that stops reading loses the oldest
+of them (progress is cumulative, ``list_changed`` idempotent), never the daemon's memory.
+
+Sessions are bounded in number, and one with no request in progress and no GET stream for
+``http_session_idle`` seconds is ended. Each lives in a task of the front end's task group,
+inside ``Hosts.open_session``, so its calls are cancelled however it ends.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import secrets
+import time
+from collections import deque
+
+import anyio
+import msgspec
+import structlog
+from anyio.abc import TaskGroup, TaskStatus
+
+from mcpd.errors import McpdError
+from mcpd.front.core import Caller
+from mcpd.front.hosts import Hosts
+from mcpd.front.session import HostSession
+from mcpd.model import mcp
+
+log = structlog.get_logger("mcpd.front")
+
+EVENTS_KEPT = 1000
+"""Server-initiated messages a session keeps for its GET stream (the oldest go first)."""
+PROGRESS_KEPT = 100
+"""Progress notifications kept for one streaming POST whose host does not read them."""
+
+
+class _Progress(msgspec.Struct, frozen=True):
+    params: mcp.ProgressParams
+
+
+_route = msgspec.json.Decoder(mcp.Route)
+_progress = msgspec.json.Decoder(_Progress)
+_request_id = msgspec.json.Decoder(mcp.RequestId)
+# HostSession encodes responses `id` first: recognising one by its head means a 10 MB result
+# is never parsed a second time just to find where it goes.
+_RESPONSE_HEAD = re.compile(rb'\{"id":(-?\d+|"(?:[^"\\]|\\.)*"),"(?:result|error)":')
+_PROGRESS_MARK = mcp.PROGRESS.encode()
+REQUEST_CANCELLED = -32800
+"""The error that ends the POST of a request its host cancelled (as the SDK's server answers it)."""
+_encoder = msgspec.json.Encoder()
+
+
+class TooManySessions(McpdError):
+    """``http_max_sessions`` sessions are open; a new one waits until one ends."""
+
+
+class Outbox:
+    """Messages for one stream, in order, for a single reader; the last one (a request's answer)
+    is never dropped."""
+
+    def __init__(self, limit: int) -> None:
+        self._items: deque[bytes] = deque(maxlen=limit)
+        self._final: bytes | None = None
+        self._closed = False
+        self._wake = anyio.Event()
+        self.dropped = 0
+
+    def push(self, data: bytes) -> None:
+        if len(self._items) == self._items.maxlen:
+            self.dropped += 1
+        self._items.append(data)
+        self._wake.set()
+
+    @property
+    def answer(self) -> bytes | None:
+        """The last message, once it has come."""
+        return self._final
+
+    def finish(self, data: bytes) -> None:
+        self._final = data
+        self._wake.set()
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+
+    async def take(self) -> tuple[list[bytes], bool]:
+        """What has arrived (waiting for something), and whether the stream ends with it."""
+        while not (self._items or self._final is not None or self._closed):
+            self._wake = anyio.Event()
+            await self._wake.wait()
+        items = list(self._items)
+        self._items.clear()
+        if self._final is not None:
+            items.append(self._final)
+            return items, True
+        return items, self._closed
+
+
+class DuplicateRequest(McpdError):
+    """A request id already in progress in this session."""
+
+
+class HttpSession:
+    """One MCP session over HTTP: its ``HostSession`` and the streams its messages go to."""
+
+    def __init__(self, number: int) -> None:
+        self.id = secrets.token_urlsafe(32)
+        """The ``Mcp-Session-Id``: as good as the bearer token for this session, so never logged."""
+        self.label = f"http-{number}"
+        self._host: HostSession | None = None
+        self.events = Outbox(EVENTS_KEPT)
+        self.streaming = False
+        """A GET stream is attached."""
+        self.active = 0
+        """Requests being served (a POST waiting for its answer)."""
+        self.last_seen = time.monotonic()
+        self.ended = anyio.Event()
+        self._pending: dict[mcp.RequestId, Outbox] = {}
+        self._progress: dict[mcp.RequestId, Outbox] = {}
+
+    @property
+    def host(self) -> HostSession:
+        assert self._host is not None, "HttpSessions.open returns a session once its HostSession runs"
+        return self._host
+
+    def idle_for(self, now: float) -> float:
+        return 0.0 if self.active or self.streaming else now - self.last_seen
+
+    def expect(self, request_id: mcp.RequestId, progress_token: mcp.RequestId | None) -> Outbox:
+        """Where the answer to ``request_id`` will go (and its progress, if it streams)."""
+        if request_id in self._pending:
+            raise DuplicateRequest(f"request id {request_id!r} is already in progress in this session")
+        outbox = Outbox(PROGRESS_KEPT)
+        self._pending[request_id] = outbox
+        if progress_token is not None:
+            self._progress[progress_token] = outbox
+        return outbox
+
+    def forget(self, request_id: mcp.RequestId, progress_token: mcp.RequestId | None) -> None:
+        self._pending.pop(request_id, None)
+        if progress_token is not None:
+            self._progress.pop(progress_token, None)
+
+    def deliver(self, data: bytes) -> None:
+        """The HostSession's ``send``: put ``data`` on its stream (never waits)."""
+        head = _RESPONSE_HEAD.match(data)
+        if head is not None:
+            self._answered(_request_id.decode(head[1]), data)
+            return
+        try:
+            route = _route.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return  # HostSession only sends what it encoded: nothing else to route
+        if isinstance(route.method, msgspec.UnsetType):
+            self._answered(route.id if isinstance(route.id, (int, str)) else None, data)
+            return
+        if route.method == mcp.PROGRESS and self._progress and _PROGRESS_MARK in data:
+            try:
+                token = _progress.decode(data).params.progress_token
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                token = None
+            target = self._progress.get(token) if token is not None else None
+            if target is not None:
+                target.push(data)
+                return
+        self.events.push(data)
+
+    def _answered(self, request_id: mcp.RequestId | None, data: bytes) -> None:
+        outbox = self._pending.pop(request_id, None) if request_id is not None else None
+        if outbox is not None:
+            outbox.finish(data)
+        # else its POST is gone (the host hung up, the session ended): nobody to tell
+
+    def cancelled(self, request_id: mcp.RequestId) -> None:
+        """The host cancelled ``request_id``: the session sends no answer, so its POST gets this one."""
+        error = mcp.ErrorObject(REQUEST_CANCELLED, "request cancelled")
+        self._answered(request_id, _encoder.encode(mcp.ErrorResponse(request_id, error)))
+
+    def end(self) -> None:
+        """End the session: its streams close, its POSTs get an error, its HostSession goes."""
+        for outbox in (*self._pending.values(), self.events):
+            outbox.close()
+        self._pending.clear()
+        self._progress.clear()
+        self.ended.set()
+
+
+class HttpSessions:
+    """The open sessions, by id: bounded in number, idle ones ended."""
+
+    def __init__(self, hosts: Hosts, tasks: TaskGroup, *, max_sessions: int, idle: float) -> None:
+        self._hosts = hosts
+        self._tasks = tasks
+        self._max = max_sessions
+        self._idle = idle
+        self._by_id: dict[str, HttpSession] = {}
+        self._numbers = itertools.count(1)
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def get(self, session_id: str) -> HttpSession | None:
+        return self._by_id.get(session_id)
+
+    async def open(self) -> HttpSession:
+        """A new session with its HostSession running; ``TooManySessions`` at the limit."""
+        if len(self._by_id) >= self._max:
+            raise TooManySessions(f"{self._max} HTTP sessions are open (http_max_sessions)")
+        session = HttpSession(next(self._numbers))
+        self._by_id[session.id] = session
+        await self._tasks.start(self._hold, session)
+        return session
+
+    async def _hold(self, session: HttpSession, *, task_status: TaskStatus[None]) -> None:
+        caller = Caller("http", session.label)
+        try:
+            async with self._hosts.open_session(
+                session.deliver, caller, mcp.SessionState(), report_state=False
+            ) as host:
+                session._host = host
+                log.info("http.session", session=session.label, open=len(self._by_id))
+                task_status.started()
+                await session.ended.wait()
+        finally:
+            self._by_id.pop(session.id, None)
+            session.end()
+
+    def end(self, session: HttpSession, why: str) -> None:
+        if self._by_id.pop(session.id, None) is not None:
+            log.info("http.session_ended", session=session.label, why=why, open=len(self._by_id))
+        session.end()
+
+    def end_all(self, why: str) -> None:
+        for session in list(self._by_id.values()):
+            self.end(session, why)
+
+    async def expire(self) -> None:
+        """End sessions idle longer than the limit; runs until cancelled."""
+        interval = min(self._idle / 2, 60.0)
+        while True:
+            await anyio.sleep(interval)
+            now = time.monotonic()
+            for session in list(self._by_id.values()):
+                if session.idle_for(now) > self._idle:
+                    self.end(session, "idle")
