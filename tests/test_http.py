@@ -1,0 +1,378 @@
+"""The HTTP front end: a real daemon serving hosts over MCP Streamable HTTP.
+
+The MCP SDK's own ``streamable_http_client`` + ``ClientSession`` is the host; raw HTTP
+(httpx2) checks what the SDK would never send: no token, a wrong token, a foreign Origin or
+Host, no session, an ended session, a batch, an oversized body.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from mcpd.config.load import load_config
+from mcpd.errors import ConfigError
+from mcpd.testing import fixture_toml, run_cli
+from mcpd.testing.daemon import DaemonProcess, running_daemon
+
+pytestmark = pytest.mark.anyio
+
+META_TOOLS = ["mcpd_search_tools", "mcpd_connect_server", "mcpd_call_tool", "mcpd_request_capability"]
+
+
+@dataclass
+class Front:
+    """A daemon with HTTP on, its URL and its token."""
+
+    daemon: DaemonProcess
+    url: str
+    token: str
+    config: Path
+
+    def client(self, token: str | None = None, **headers: str) -> httpx2.AsyncClient:
+        auth = {"Authorization": f"Bearer {token or self.token}"}
+        return httpx2.AsyncClient(headers={**auth, **headers}, timeout=httpx2.Timeout(60.0))
+
+
+def http_config(directory: Path, **daemon: Any) -> Path:
+    settings = {"http": '"127.0.0.1:0"', "http_token_file": f'"{directory / "http.token"}"', **daemon}
+    config = directory / "config.toml"
+    table = "".join(f"{key} = {value}\n" for key, value in settings.items())
+    config.write_text("[daemon]\n" + table + fixture_toml("tools") + fixture_toml("other"))
+    return config
+
+
+@asynccontextmanager
+async def http_daemon(directory: Path, **daemon: Any) -> AsyncIterator[Front]:
+    config = http_config(directory, **daemon)
+    async with running_daemon(config) as running:
+        url = (await running.wait_for("http.listening"))["url"]
+        printed = await anyio.to_thread.run_sync(lambda: run_cli("token", "--config", str(config)))
+        assert printed.returncode == 0, printed.stderr
+        yield Front(running, url, printed.stdout.strip(), config)
+
+
+@pytest.fixture(scope="module")
+async def front(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Front]:
+    async with http_daemon(tmp_path_factory.mktemp("http"), max_frame_bytes=100_000) as running:
+        yield running
+
+
+class Host:
+    """An MCP host on one HTTP session: the SDK session plus what it was told unasked."""
+
+    def __init__(self, session: ClientSession) -> None:
+        self.session = session
+        self.list_changed = anyio.Event()
+
+    async def on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self.list_changed.set()
+
+    async def call(self, name: str, arguments: dict[str, Any] | None = None) -> str:
+        with anyio.fail_after(60):  # a guard against a hang, not a bound
+            result = await self.session.call_tool(name, arguments or {})
+        assert isinstance(result, types.CallToolResult) and not result.is_error, result
+        block = result.content[0]
+        assert isinstance(block, types.TextContent)
+        return block.text
+
+    async def tool_names(self) -> list[str]:
+        return [t.name for t in (await self.session.list_tools()).tools]
+
+
+@asynccontextmanager
+async def sdk_host(front: Front) -> AsyncIterator[Host]:
+    """The SDK's streamable HTTP client with the token, initialized."""
+    hosts: list[Host] = []
+
+    async def forward(message: Any) -> None:
+        for host in hosts:
+            await host.on_message(message)
+
+    async with (
+        front.client() as http,
+        streamable_http_client(front.url, http_client=http) as (read, write),
+        ClientSession(read, write, message_handler=forward) as session,
+    ):
+        hosts.append(Host(session))
+        with anyio.fail_after(60):
+            await session.initialize()
+        yield hosts[0]
+
+
+def initialize_body(request_id: int = 1) -> dict[str, Any]:
+    params = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    }
+    return {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": params}
+
+
+JSON_AND_SSE = {"Accept": "application/json, text/event-stream"}
+
+
+async def raw_session(http: httpx2.AsyncClient, url: str) -> str:
+    """Initialize over raw HTTP; the session id."""
+    response = await http.post(url, json=initialize_body(), headers=JSON_AND_SSE)
+    assert response.status_code == 200, response.text
+    assert response.json()["result"]["serverInfo"]["name"] == "mcpd"
+    return response.headers["mcp-session-id"]
+
+
+async def test_sdk_host_lists_searches_connects_and_calls(front: Front) -> None:
+    """Through the SDK's streamable HTTP client: the meta tools, a search, a connect whose
+    list_changed arrives on the GET stream, a call of the connected tool, progress on the call's
+    event stream, and mcpd_call_tool for a server not connected."""
+    async with sdk_host(front) as host:
+        assert await host.tool_names() == META_TOOLS
+        found = await host.call("mcpd_search_tools", {"query": "return the text unchanged", "limit": 5})
+        assert "tools__echo" in found
+        assert "Connected tools" in await host.call("mcpd_connect_server", {"server": "tools"})
+        with anyio.fail_after(30):
+            await host.list_changed.wait()
+        assert "tools__echo" in await host.tool_names()
+        assert await host.call("tools__echo", {"text": "over HTTP"}) == "over HTTP"
+        assert await host.call("mcpd_call_tool", {"tool": "other__echo", "arguments": {"text": "x"}}) == "x"
+
+        updates: list[float] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            updates.append(progress)
+
+        with anyio.fail_after(60):
+            result = await host.session.call_tool(
+                "tools__progress", {"steps": 3}, progress_callback=on_progress
+            )
+        assert isinstance(result.content[0], types.TextContent) and result.content[0].text == "done 3 steps"
+    # The stream ends with the answer, after every progress notification.
+    assert updates == [1, 2, 3]
+
+
+async def test_missing_or_wrong_token_gets_401_and_nothing_else(front: Front) -> None:
+    """No token, a wrong token, another scheme: 401, `WWW-Authenticate: Bearer`, an empty body, and no
+    session opened (the next session the daemon logs is the next valid one)."""
+    mark = len(front.daemon.events)
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(60.0)) as anonymous:
+        refused = [
+            await anonymous.post(front.url, json=initialize_body(), headers=JSON_AND_SSE),
+            await anonymous.post(front.url, json=initialize_body(), headers={"Authorization": "Bearer nope"}),
+            await anonymous.post(
+                front.url, json=initialize_body(), headers={"Authorization": f"Basic {front.token}"}
+            ),
+            await anonymous.get(front.url, headers={"Authorization": f"Bearer {front.token}x"}),
+            await anonymous.get(f"{front.url}/elsewhere"),
+        ]
+    for response in refused:
+        assert response.status_code == 401
+        assert response.headers["www-authenticate"] == "Bearer"
+        assert response.content == b""
+        assert "mcp-session-id" not in response.headers
+    async with front.client() as http:
+        await raw_session(http, front.url)
+    opened = await front.daemon.wait_for("http.session", after=mark)
+    assert [e for e in front.daemon.events[mark:] if e.get("event") == "http.session"] == [opened]
+
+
+async def test_foreign_origin_and_host_are_refused(front: Front) -> None:
+    """DNS rebinding: an Origin that is not loopback gets 403, a Host that is not loopback 421, even
+    with the token; a loopback Origin (a local web tool) is served."""
+    async with front.client(Origin="http://evil.example") as http:
+        assert (await http.post(front.url, json=initialize_body(), headers=JSON_AND_SSE)).status_code == 403
+    async with front.client(Host="evil.example") as http:
+        assert (await http.post(front.url, json=initialize_body(), headers=JSON_AND_SSE)).status_code == 421
+    async with front.client(Origin="http://localhost:6274") as http:
+        await raw_session(http, front.url)
+
+
+async def test_two_sessions_are_separate(front: Front) -> None:
+    """A server connected in one HTTP session joins that session's tools only."""
+    async with sdk_host(front) as first, sdk_host(front) as second:
+        await first.call("mcpd_connect_server", {"server": "other"})
+        assert "other__echo" in await first.tool_names()
+        assert await second.tool_names() == META_TOOLS
+
+
+async def test_a_stalled_client_holds_up_nobody(front: Front) -> None:
+    """A client that sends half a request body and then nothing, and one that opens its event stream
+    and never reads it: another host's session works meanwhile."""
+    host_port = front.url.split("//")[1].split("/")[0]
+    address, port = host_port.rsplit(":", 1)
+    async with front.client() as http:
+        session = await raw_session(http, front.url)
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: {host_port}\r\nAuthorization: Bearer {front.token}\r\n"
+        'Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n{"jsonrpc": '
+    )
+    stream = (
+        f"GET /mcp HTTP/1.1\r\nHost: {host_port}\r\nAuthorization: Bearer {front.token}\r\n"
+        f"Accept: text/event-stream\r\nMcp-Session-Id: {session}\r\n\r\n"
+    )
+    async with (
+        await anyio.connect_tcp(address, int(port)) as half_sent,
+        await anyio.connect_tcp(address, int(port)) as never_reads,
+    ):
+        await half_sent.send(head.encode())
+        await never_reads.send(stream.encode())
+        async with sdk_host(front) as host:
+            assert (
+                await host.call("mcpd_call_tool", {"tool": "other__echo", "arguments": {"text": "ok"}})
+                == "ok"
+            )
+
+
+async def test_delete_ends_a_session(front: Front) -> None:
+    """DELETE ends the session (logged); afterwards its id gets 404, as does a second DELETE; the SDK
+    client deletes its session when it closes."""
+    mark = len(front.daemon.events)
+    async with front.client() as http:
+        session = await raw_session(http, front.url)
+        headers = {**JSON_AND_SSE, "Mcp-Session-Id": session}
+        listed = await http.post(
+            front.url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=headers
+        )
+        assert [t["name"] for t in listed.json()["result"]["tools"]] == META_TOOLS
+        assert (await http.delete(front.url, headers=headers)).status_code == 200
+        after = await http.post(
+            front.url, json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, headers=headers
+        )
+        assert after.status_code == 404
+        assert (await http.delete(front.url, headers=headers)).status_code == 404
+    await front.daemon.wait_for("http.session_ended", after=mark, why="deleted by the host")
+    mark = len(front.daemon.events)
+    async with sdk_host(front) as host:
+        await host.tool_names()
+    await front.daemon.wait_for("http.session_ended", after=mark, why="deleted by the host")
+
+
+async def test_protocol_errors(front: Front) -> None:
+    """No session id: 400; an unknown one: 404; an unsupported MCP-Protocol-Version: 400; a batch: 400;
+    a body over the frame limit: 413; a notification: 202 with no body; a wrong Content-Type: 415."""
+    ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
+    async with front.client() as http:
+        session = await raw_session(http, front.url)
+        ours = {**JSON_AND_SSE, "Mcp-Session-Id": session}
+        assert (await http.post(front.url, json=ping, headers=JSON_AND_SSE)).status_code == 400
+        unknown = {**JSON_AND_SSE, "Mcp-Session-Id": "no-such-session"}
+        assert (await http.post(front.url, json=ping, headers=unknown)).status_code == 404
+        old = {**ours, "MCP-Protocol-Version": "1999-01-01"}
+        assert (await http.post(front.url, json=ping, headers=old)).status_code == 400
+        assert (await http.post(front.url, json=[ping, ping], headers=ours)).status_code == 400
+        huge = {"jsonrpc": "2.0", "id": 10, "method": "ping", "params": {"pad": "x" * 200_000}}
+        assert (await http.post(front.url, json=huge, headers=ours)).status_code == 413
+        text = await http.post(front.url, content=b"{}", headers={**ours, "Content-Type": "text/plain"})
+        assert text.status_code == 415
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        accepted = await http.post(front.url, json=note, headers=ours)
+        assert accepted.status_code == 202 and accepted.content == b""
+        answered = await http.post(
+            front.url, json=ping, headers={**ours, "MCP-Protocol-Version": "2025-06-18"}
+        )
+        assert answered.json() == {"id": 9, "result": {}, "jsonrpc": "2.0"}
+        await http.delete(front.url, headers=ours)
+
+
+async def test_cancellation_reaches_the_daemon(front: Front) -> None:
+    """A host that gives up on a call sends notifications/cancelled; the daemon cancels the call."""
+    async with sdk_host(front) as host:
+        mark = len(front.daemon.events)
+        with pytest.raises(MCPError, match=r"(?i)timed out"):
+            await host.session.call_tool(
+                "mcpd_call_tool",
+                {"tool": "other__sleep", "arguments": {"seconds": 30}},
+                read_timeout_seconds=0.5,
+            )
+        event = await front.daemon.wait_for("request.cancelled", after=mark, timeout=30)
+        assert event["found"] is True
+        assert await host.call("mcpd_call_tool", {"tool": "other__echo", "arguments": {"text": "on"}}) == "on"
+
+
+async def test_session_limit_and_idle_expiry(tmp_path: Path) -> None:
+    """At http_max_sessions a new initialize gets 503; sessions left idle are ended, after which new
+    ones open again."""
+    async with http_daemon(tmp_path, http_max_sessions=2, http_session_idle=1.0) as front:
+        mark = len(front.daemon.events)
+        async with front.client() as http:
+            await raw_session(http, front.url)
+            await raw_session(http, front.url)
+            full = await http.post(front.url, json=initialize_body(), headers=JSON_AND_SSE)
+            assert full.status_code == 503 and "http_max_sessions" in full.json()["error"]["message"]
+            first = await front.daemon.wait_for("http.session_ended", after=mark, why="idle")
+            second = await front.daemon.wait_for("http.session_ended", after=mark, why="idle", open=0)
+            assert first != second
+            await raw_session(http, front.url)
+
+
+async def test_daemon_stops_cleanly_with_a_session_open(tmp_path: Path) -> None:
+    """SIGTERM with an SDK session open (its GET stream attached) and a call in flight: the call gets
+    an error instead of hanging, and the daemon exits 0."""
+    async with http_daemon(tmp_path) as front, sdk_host(front) as host:
+        outcome: list[MCPError] = []
+        started = anyio.Event()
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            started.set()
+
+        async def held_call() -> None:
+            relayed = {"tool": "tools__progress", "arguments": {"steps": 100_000}}
+            with pytest.raises(MCPError) as failure:
+                await host.session.call_tool("mcpd_call_tool", relayed, progress_callback=on_progress)
+            outcome.append(failure.value)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(held_call)
+            with anyio.fail_after(60):
+                await started.wait()
+            front.daemon.signal(signal.SIGTERM)
+            assert await front.daemon.wait_exit() == 0
+        assert "session ended" in outcome[0].error.message
+        await front.daemon.wait_for("daemon.stopped")
+
+
+async def test_token_file_is_private_and_checked(tmp_path: Path) -> None:
+    """`mcpd token` makes a 0600 token once and prints the same one after; a token file others may
+    read, or a symlink, is refused with a line saying why."""
+    config = http_config(tmp_path)
+    token_file = tmp_path / "http.token"
+    first = run_cli("token", "--config", str(config))
+    assert first.returncode == 0 and len(first.stdout.strip()) >= 43
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert run_cli("token", "--config", str(config)).stdout == first.stdout
+    assert run_cli("token", "--path", "--config", str(config)).stdout.strip() == str(token_file)
+    token_file.chmod(0o644)
+    refused = run_cli("token", "--config", str(config))
+    assert refused.returncode != 0 and "others may read it" in refused.stderr
+    token_file.unlink()
+    os.symlink(tmp_path / "elsewhere", token_file)
+    linked = run_cli("token", "--config", str(config))
+    assert linked.returncode != 0 and "symlink" in linked.stderr
+
+
+async def test_remote_addresses_need_an_explicit_opt_in(tmp_path: Path) -> None:
+    """A non-loopback `http` address is a config error unless `http_allow_remote = true`; `mcpd serve
+    --http` is checked the same way, before anything starts."""
+    config = tmp_path / "config.toml"
+    config.write_text('[daemon]\nhttp = "0.0.0.0:8765"\n')
+    with pytest.raises(ConfigError, match=r"not a loopback address.*http_allow_remote"):
+        load_config(config)
+    config.write_text('[daemon]\nhttp = "0.0.0.0:8765"\nhttp_allow_remote = true\n')
+    assert load_config(config).daemon.http == "0.0.0.0:8765"
+    config.write_text(fixture_toml("tools"))
+    socket = Path(tmp_path) / "s.sock"
+    served = run_cli("serve", "--config", str(config), "--socket", str(socket), "--http", "0.0.0.0:0")
+    assert served.returncode == 2 and "http_allow_remote" in served.stderr
