@@ -35,11 +35,12 @@ from anyio.abc import Process, TaskGroup, TaskStatus
 from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 from mcpd.client.aio import AsyncClient, connect
 from mcpd.errors import DaemonNotRunning, McpdError
 from mcpd.testing import fixture_command, fixture_toml
-from mcpd.testing.daemon import running_daemon
+from mcpd.testing.daemon import DaemonProcess, running_daemon
 
 CONNECT_RETRY = 0.02
 """Seconds between attempts to reach a gateway that is still starting."""
@@ -320,9 +321,11 @@ def _mcpd_command() -> str:
     return str(script)
 
 
-def _mcpd_config(specs: list[ServerSpec], workdir: Path) -> Path:
+def _mcpd_config(specs: list[ServerSpec], workdir: Path, daemon: str = "") -> Path:
+    """mcpd's config for ``specs``; ``daemon``: lines of its ``[daemon]`` table."""
     config = workdir / "mcpd.toml"
-    config.write_text("".join(fixture_toml(spec.name, *spec.flags) for spec in specs))
+    table = f"[daemon]\n{daemon}" if daemon else ""
+    config.write_text(table + "".join(fixture_toml(spec.name, *spec.flags) for spec in specs))
     return config
 
 
@@ -352,11 +355,37 @@ async def launch_bridge(specs: list[ServerSpec], workdir: Path) -> AsyncIterator
             yield gateway
 
 
-# mcpd's HTTP front end (issue 17: the daemon hosts the MCP sessions for the bridge and for HTTP)
-# does not exist yet. When `mcpd serve` gets one, write `launch_mcpd_http` here (the daemon as in
-# `_launch_daemon`, sessions as `HubMcpSession` over its URL) and set MCPD_HTTP to it: bench/peers.py
-# then fills the "mcpd HTTP" column it already prints.
-MCPD_HTTP: Launcher | None = None
+@dataclass
+class HttpGateway(McpdGateway):
+    """``mcpd serve`` with its HTTP front end; sessions are the SDK's streamable HTTP client."""
+
+    label: str = "mcpd HTTP"
+    daemon: DaemonProcess | None = None
+    token_file: Path = Path()
+
+    async def _open(self, exits: AsyncExitStack) -> Session:
+        assert self.daemon is not None
+        url = (await self.daemon.wait_for("http.listening"))["url"]  # the token file is written before
+        auth = {"Authorization": f"Bearer {self.token_file.read_text().strip()}"}
+        http = await exits.enter_async_context(
+            httpx2.AsyncClient(headers=auth, timeout=httpx2.Timeout(120.0))
+        )
+        read, write = await exits.enter_async_context(streamable_http_client(url, http_client=http))
+        session = await exits.enter_async_context(ClientSession(read, write))
+        await session.initialize()
+        listed = {tool.name for tool in (await session.list_tools()).tools}
+        return BridgeSession(session, listed)  # the same daemon-hosted session as the bridge's
+
+
+@contextlib.asynccontextmanager
+async def launch_mcpd_http(specs: list[ServerSpec], workdir: Path) -> AsyncIterator[Gateway]:
+    token_file = workdir / "http.token"
+    daemon = f'http = "127.0.0.1:0"\nhttp_token_file = {json.dumps(str(token_file))}\n'
+    async with (
+        running_daemon(_mcpd_config(specs, workdir, daemon), wait_ready=False) as running,
+        hosting() as host,  # inner: sessions close before the daemon stops
+    ):
+        yield HttpGateway(running.socket, running.process.pid, host, daemon=running, token_file=token_file)
 
 
 # -- mcp-hub (npm mcp-hub 4.2.1): its REST API and its /mcp endpoint ----------------------------

@@ -38,7 +38,6 @@ from pathlib import Path
 
 import anyio
 from peer_gateways import (
-    MCPD_HTTP,
     CallFailed,
     Gateway,
     Launcher,
@@ -50,6 +49,7 @@ from peer_gateways import (
     launch_hub_mcp,
     launch_hub_rest,
     launch_mcpd,
+    launch_mcpd_http,
     proc_stat,
 )
 
@@ -524,9 +524,8 @@ def plan(hub_cli: Path | None) -> list[tuple[str, Launcher]]:
         (DIRECT, launch_direct),
         ("mcpd socket", launch_mcpd),
         ("mcpd bridge", launch_bridge),
+        ("mcpd HTTP", launch_mcpd_http),
     ]
-    if MCPD_HTTP is not None:
-        gateways.append(("mcpd HTTP", MCPD_HTTP))
     if hub_cli is not None:
         gateways += [("mcp-hub REST", launch_hub_rest(hub_cli)), ("mcp-hub /mcp", launch_hub_mcp(hub_cli))]
     return gateways
@@ -569,8 +568,6 @@ async def measure_gateways(
         hub_cli = await install_hub(workroot / "npm")
         if hub_cli is None:
             notes.append("mcp-hub: not measured (no npm/node, or the install failed)")
-    if MCPD_HTTP is None:
-        notes.append("mcpd HTTP: no HTTP front end yet (slot: MCPD_HTTP in bench/peer_gateways.py)")
     columns = []
     for label, launcher in plan(hub_cli):
         progress(f"measuring {label} ...")
