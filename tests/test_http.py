@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -208,26 +209,34 @@ async def test_two_sessions_are_separate(front: Front) -> None:
         assert await second.tool_names() == META_TOOLS
 
 
+def address_of(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None
+    return parts.hostname, parts.port
+
+
+def half_request(front: Front) -> bytes:
+    """A POST that announces 5,000 bytes of body and sends a few."""
+    return (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {front.token}\r\n"
+        'Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n{"jsonrpc": '
+    ).encode()
+
+
 async def test_a_stalled_client_holds_up_nobody(front: Front) -> None:
     """A client that sends half a request body and then nothing, and one that opens its event stream
     and never reads it: another host's session works meanwhile."""
-    host_port = front.url.split("//")[1].split("/")[0]
-    address, port = host_port.rsplit(":", 1)
     async with front.client() as http:
         session = await raw_session(http, front.url)
-    head = (
-        f"POST /mcp HTTP/1.1\r\nHost: {host_port}\r\nAuthorization: Bearer {front.token}\r\n"
-        'Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n{"jsonrpc": '
-    )
     stream = (
-        f"GET /mcp HTTP/1.1\r\nHost: {host_port}\r\nAuthorization: Bearer {front.token}\r\n"
+        f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {front.token}\r\n"
         f"Accept: text/event-stream\r\nMcp-Session-Id: {session}\r\n\r\n"
     )
     async with (
-        await anyio.connect_tcp(address, int(port)) as half_sent,
-        await anyio.connect_tcp(address, int(port)) as never_reads,
+        await anyio.connect_tcp(*address_of(front.url)) as half_sent,
+        await anyio.connect_tcp(*address_of(front.url)) as never_reads,
     ):
-        await half_sent.send(head.encode())
+        await half_sent.send(half_request(front))
         await never_reads.send(stream.encode())
         async with sdk_host(front) as host:
             assert (
@@ -302,10 +311,11 @@ async def test_cancellation_reaches_the_daemon(front: Front) -> None:
         assert await host.call("mcpd_call_tool", {"tool": "other__echo", "arguments": {"text": "on"}}) == "on"
 
 
-async def test_session_limit_and_idle_expiry(tmp_path: Path) -> None:
+async def test_session_limit_idle_expiry_and_slow_bodies(tmp_path: Path) -> None:
     """At http_max_sessions a new initialize gets 503; sessions left idle are ended, after which new
-    ones open again."""
-    async with http_daemon(tmp_path, http_max_sessions=2, http_session_idle=1.0) as front:
+    ones open again; a body not sent within client_write_timeout gets 408."""
+    limits = {"http_max_sessions": 2, "http_session_idle": 1.0, "client_write_timeout": 1.0}
+    async with http_daemon(tmp_path, **limits) as front:
         mark = len(front.daemon.events)
         async with front.client() as http:
             await raw_session(http, front.url)
@@ -316,6 +326,10 @@ async def test_session_limit_and_idle_expiry(tmp_path: Path) -> None:
             second = await front.daemon.wait_for("http.session_ended", after=mark, why="idle", open=0)
             assert first != second
             await raw_session(http, front.url)
+        async with await anyio.connect_tcp(*address_of(front.url)) as half_sent:
+            await half_sent.send(half_request(front))
+            with anyio.fail_after(60):
+                assert (await half_sent.receive()).startswith(b"HTTP/1.1 408 ")
 
 
 async def test_daemon_stops_cleanly_with_a_session_open(tmp_path: Path) -> None:

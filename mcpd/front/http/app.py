@@ -37,10 +37,10 @@ from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route, Router
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcpd.config.model import is_loopback
-from mcpd.front.http.sessions import DuplicateRequest, HttpSession, HttpSessions, Outbox, TooManySessions
+from mcpd.front.http.sessions import DuplicateRequest, HttpSession, HttpSessions, Outbox, SessionRefused
 from mcpd.model import mcp
 
 log = structlog.get_logger("mcpd.front")
@@ -70,8 +70,8 @@ _encoder = msgspec.json.Encoder()
 class HttpLimits:
     max_body: int
     """Largest request body (the socket's frame limit): 413 beyond it."""
-    write_timeout: float
-    """An event stream whose host reads nothing for this long is ended."""
+    io_timeout: float
+    """A host that takes longer to send a request body, or to take a piece of an answer, is cut off."""
 
 
 def _hostname(value: str | None) -> str | None:
@@ -145,6 +145,27 @@ async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> N
     scope.cancel()
 
 
+class _Sender:
+    """``send`` with a deadline per message: a host that does not take a piece of its answer within
+    ``timeout`` is given up on (what is left is not sent; uvicorn closes the connection), so a large
+    answer or a stream is never held for ever for a host that does not read."""
+
+    def __init__(self, send: Send, timeout: float, session: HttpSession) -> None:
+        self._send = send
+        self._timeout = timeout
+        self._session = session
+        self.stalled = False
+
+    async def __call__(self, message: Message) -> None:
+        if self.stalled:
+            return
+        with anyio.move_on_after(self._timeout) as waited:
+            await self._send(message)
+        if waited.cancelled_caught:
+            self.stalled = True
+            log.warning("http.host_stalled", session=self._session.label, timeout_s=self._timeout)
+
+
 async def _stream(
     outbox: Outbox,
     session: HttpSession,
@@ -161,23 +182,19 @@ async def _stream(
         (b"cache-control", b"no-cache"),
         (SESSION_HEADER.encode(), session.id.encode()),
     ]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    sender = _Sender(send, timeout, session)
+    await sender({"type": "http.response.start", "status": 200, "headers": headers})
     async with anyio.create_task_group() as tg:
         tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
         done = False
-        while not done:
+        while not (done or sender.stalled):
             chunk = _PING
             with anyio.move_on_after(PING_INTERVAL):
                 items, done = await outbox.take()
                 if done and outbox.answer is None and unanswered:
                     items.append(unanswered)
                 chunk = b"".join(_event(item) for item in items)
-            try:
-                with anyio.fail_after(timeout):
-                    await send({"type": "http.response.body", "body": chunk, "more_body": not done})
-            except TimeoutError:
-                log.warning("http.stream_stalled", session=session.label, timeout_s=timeout)
-                break
+            await sender({"type": "http.response.body", "body": chunk, "more_body": not done})
         tg.cancel_scope.cancel()
 
 
@@ -273,15 +290,17 @@ class Endpoint:
             return _error(415, mcp.INVALID_REQUEST, "Content-Type must be application/json")
         if not any(_accepts(headers)):
             return _error(406, mcp.INVALID_REQUEST, "Accept must allow application/json")
-        body = await _read_body(request, self._limits.max_body)
-        if body is None:
-            return _error(413, mcp.INVALID_REQUEST, f"body over {self._limits.max_body} bytes")
-        return _parse(body, headers)
+        with anyio.move_on_after(self._limits.io_timeout):
+            body = await _read_body(request, self._limits.max_body)
+            if body is None:
+                return _error(413, mcp.INVALID_REQUEST, f"body over {self._limits.max_body} bytes")
+            return _parse(body, headers)
+        return _error(408, mcp.INVALID_REQUEST, f"no whole body within {self._limits.io_timeout:g}s")
 
     async def _open(self) -> HttpSession | Response:
         try:
             return await self._sessions.open()
-        except TooManySessions as exc:
+        except SessionRefused as exc:
             return _error(503, mcp.INTERNAL_ERROR, exc.message)
 
     async def _post(self, request: Request, send: Send) -> None:
@@ -326,7 +345,7 @@ class Endpoint:
         try:
             await session.host.receive(message.body)
             if message.stream:
-                timeout = self._limits.write_timeout
+                timeout = self._limits.io_timeout
                 await _stream(
                     outbox, session, receive, send, timeout=timeout, unanswered=_encoder.encode(ended)
                 )
@@ -338,9 +357,9 @@ class Endpoint:
                 reply = _error(404, ended.error.code, ended.error.message, request_id, session.id)
             else:
                 reply = Response(outbox.answer, media_type=_JSON, headers={SESSION_HEADER: session.id})
-            await reply(scope, receive, send)
+            await reply(scope, receive, _Sender(send, self._limits.io_timeout, session))
         finally:
-            session.forget(request_id, message.progress_token)
+            session.forget(request_id, message.progress_token, outbox)
 
     async def _get(self, request: Request, send: Send) -> None:
         scope, receive = request.scope, request.receive
@@ -354,7 +373,7 @@ class Endpoint:
             else:
                 session.streaming = True
                 try:
-                    await _stream(session.events, session, receive, send, timeout=self._limits.write_timeout)
+                    await _stream(session.events, session, receive, send, timeout=self._limits.io_timeout)
                 finally:
                     session.streaming = False
                     session.last_seen = time.monotonic()

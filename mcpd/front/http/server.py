@@ -81,7 +81,7 @@ class HttpFront:
 
     async def serve(self, hosts: Hosts, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         settings = self.settings
-        limits = HttpLimits(max_body=settings.max_frame_bytes, write_timeout=settings.client_write_timeout)
+        limits = HttpLimits(max_body=settings.max_frame_bytes, io_timeout=settings.client_write_timeout)
         host = self.listener.getsockname()[0]
         async with anyio.create_task_group() as tg:
             sessions = HttpSessions(

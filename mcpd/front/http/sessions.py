@@ -56,8 +56,8 @@ REQUEST_CANCELLED = -32800
 _encoder = msgspec.json.Encoder()
 
 
-class TooManySessions(McpdError):
-    """``http_max_sessions`` sessions are open; a new one waits until one ends."""
+class SessionRefused(McpdError):
+    """No new session now: ``http_max_sessions`` are open, or the daemon is stopping."""
 
 
 class Outbox:
@@ -143,10 +143,12 @@ class HttpSession:
             self._progress[progress_token] = outbox
         return outbox
 
-    def forget(self, request_id: mcp.RequestId, progress_token: mcp.RequestId | None) -> None:
-        self._pending.pop(request_id, None)
-        if progress_token is not None:
-            self._progress.pop(progress_token, None)
+    def forget(self, request_id: mcp.RequestId, progress_token: mcp.RequestId | None, outbox: Outbox) -> None:
+        """The POST of ``request_id`` is done; what it registered goes (not what a later one did)."""
+        if self._pending.get(request_id) is outbox:
+            del self._pending[request_id]
+        if progress_token is not None and self._progress.get(progress_token) is outbox:
+            del self._progress[progress_token]
 
     def deliver(self, data: bytes) -> None:
         """The HostSession's ``send``: put ``data`` on its stream (never waits)."""
@@ -202,6 +204,7 @@ class HttpSessions:
         self._idle = idle
         self._by_id: dict[str, HttpSession] = {}
         self._numbers = itertools.count(1)
+        self._stopping = False
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -210,9 +213,11 @@ class HttpSessions:
         return self._by_id.get(session_id)
 
     async def open(self) -> HttpSession:
-        """A new session with its HostSession running; ``TooManySessions`` at the limit."""
+        """A new session with its HostSession running; ``SessionRefused`` at the limit or once stopping."""
+        if self._stopping:
+            raise SessionRefused("the daemon is stopping")
         if len(self._by_id) >= self._max:
-            raise TooManySessions(f"{self._max} HTTP sessions are open (http_max_sessions)")
+            raise SessionRefused(f"{self._max} HTTP sessions are open (http_max_sessions)")
         session = HttpSession(next(self._numbers))
         self._by_id[session.id] = session
         await self._tasks.start(self._hold, session)
@@ -238,6 +243,8 @@ class HttpSessions:
         session.end()
 
     def end_all(self, why: str) -> None:
+        """End every session, and open no more (the daemon is stopping)."""
+        self._stopping = True
         for session in list(self._by_id.values()):
             self.end(session, why)
 
