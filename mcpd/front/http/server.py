@@ -47,15 +47,14 @@ def _bind(host: str, port: int) -> socket.socket:
     # and without it each answer (headers, then body) waits out the host's delayed ACK (~40 ms).
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
+    with contextlib.ExitStack() as on_failure:
+        on_failure.callback(sock.close)
         # A restarted daemon need not wait out the old one's TIME_WAIT connections.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(1024)
         sock.setblocking(False)
-    except BaseException:
-        sock.close()
-        raise
+        on_failure.pop_all()
     return sock
 
 
