@@ -15,6 +15,7 @@ inside ``Hosts.open_session``, so its calls are cancelled however it ends.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import re
 import secrets
@@ -62,20 +63,21 @@ class SessionRefused(McpdError):
 
 class Outbox:
     """Messages for one stream, in order, for a single reader; the last one (a request's answer)
-    is never dropped."""
+    is never dropped. One per request: it waits on a plain asyncio event, made only if it must wait
+    (an anyio one costs a backend lookup each)."""
 
     def __init__(self, limit: int) -> None:
         self._items: deque[bytes] = deque(maxlen=limit)
         self._final: bytes | None = None
         self._closed = False
-        self._wake = anyio.Event()
+        self._wake: asyncio.Event | None = None
         self.dropped = 0
 
     def push(self, data: bytes) -> None:
         if len(self._items) == self._items.maxlen:
             self.dropped += 1
         self._items.append(data)
-        self._wake.set()
+        self._wakeup()
 
     @property
     def answer(self) -> bytes | None:
@@ -84,16 +86,20 @@ class Outbox:
 
     def finish(self, data: bytes) -> None:
         self._final = data
-        self._wake.set()
+        self._wakeup()
 
     def close(self) -> None:
         self._closed = True
-        self._wake.set()
+        self._wakeup()
+
+    def _wakeup(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
 
     async def take(self) -> tuple[list[bytes], bool]:
         """What has arrived (waiting for something), and whether the stream ends with it."""
         while not (self._items or self._final is not None or self._closed):
-            self._wake = anyio.Event()
+            self._wake = asyncio.Event()
             await self._wake.wait()
         items = list(self._items)
         self._items.clear()
