@@ -339,25 +339,19 @@ class Endpoint:
         except DuplicateRequest as exc:
             await _error(409, mcp.INVALID_REQUEST, exc.message, request_id, session.id)(scope, receive, send)
             return
-        ended = mcp.ErrorResponse(
-            request_id,
-            mcp.ErrorObject(
-                mcp.INVALID_REQUEST, f"the session ended before request {request_id!r} was answered"
-            ),
-        )
         try:
             await session.host.receive(message.body)
             if message.stream:
+                ended = _encoder.encode(mcp.ErrorResponse(request_id, _ended(request_id)))
                 timeout = self._limits.io_timeout
-                await _stream(
-                    outbox, session, receive, send, timeout=timeout, unanswered=_encoder.encode(ended)
-                )
+                await _stream(outbox, session, receive, send, timeout=timeout, unanswered=ended)
                 return
             done = False
             while not done:
                 _, done = await outbox.take()
             if outbox.answer is None:
-                reply = _error(404, ended.error.code, ended.error.message, request_id, session.id)
+                error = _ended(request_id)
+                reply = _error(404, error.code, error.message, request_id, session.id)
             else:
                 reply = Response(outbox.answer, media_type=_JSON, headers={SESSION_HEADER: session.id})
             try:
@@ -394,6 +388,12 @@ class Endpoint:
             self._sessions.end(found, "deleted by the host")
             found = Response(status_code=200)
         await found(request.scope, request.receive, send)
+
+
+def _ended(request_id: mcp.RequestId) -> mcp.ErrorObject:
+    return mcp.ErrorObject(
+        mcp.INVALID_REQUEST, f"the session ended before request {request_id!r} was answered"
+    )
 
 
 def _cancelled_id(params: msgspec.Raw) -> mcp.RequestId | None:

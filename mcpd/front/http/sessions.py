@@ -66,16 +66,18 @@ class Outbox:
     is never dropped. One per request: it waits on a plain asyncio event, made only if it must wait
     (an anyio one costs a backend lookup each)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, owner: str) -> None:
         self._items: deque[bytes] = deque(maxlen=limit)
         self._final: bytes | None = None
         self._closed = False
         self._wake: asyncio.Event | None = None
-        self.dropped = 0
+        self._owner = owner
+        self._dropping = False
 
     def push(self, data: bytes) -> None:
-        if len(self._items) == self._items.maxlen:
-            self.dropped += 1
+        if len(self._items) == self._items.maxlen and not self._dropping:
+            self._dropping = True  # said once: a host that does not read would otherwise flood the log
+            log.warning("http.messages_dropped", session=self._owner, kept=self._items.maxlen)
         self._items.append(data)
         self._wakeup()
 
@@ -121,7 +123,7 @@ class HttpSession:
         """The ``Mcp-Session-Id``: as good as the bearer token for this session, so never logged."""
         self.label = f"http-{number}"
         self._host: HostSession | None = None
-        self.events = Outbox(EVENTS_KEPT)
+        self.events = Outbox(EVENTS_KEPT, self.label)
         self.streaming = False
         """A GET stream is attached."""
         self.active = 0
@@ -136,6 +138,9 @@ class HttpSession:
         assert self._host is not None, "HttpSessions.open returns a session once its HostSession runs"
         return self._host
 
+    def attach(self, host: HostSession) -> None:
+        self._host = host
+
     def idle_for(self, now: float) -> float:
         return 0.0 if self.active or self.streaming else now - self.last_seen
 
@@ -143,7 +148,7 @@ class HttpSession:
         """Where the answer to ``request_id`` will go (and its progress, if it streams)."""
         if request_id in self._pending:
             raise DuplicateRequest(f"request id {request_id!r} is already in progress in this session")
-        outbox = Outbox(PROGRESS_KEPT)
+        outbox = Outbox(PROGRESS_KEPT, self.label)
         self._pending[request_id] = outbox
         if progress_token is not None:
             self._progress[progress_token] = outbox
@@ -212,9 +217,6 @@ class HttpSessions:
         self._numbers = itertools.count(1)
         self._stopping = False
 
-    def __len__(self) -> int:
-        return len(self._by_id)
-
     def get(self, session_id: str) -> HttpSession | None:
         return self._by_id.get(session_id)
 
@@ -235,7 +237,7 @@ class HttpSessions:
             async with self._hosts.open_session(
                 session.deliver, caller, mcp.SessionState(), report_state=False
             ) as host:
-                session._host = host
+                session.attach(host)
                 log.info("http.session", session=session.label, open=len(self._by_id))
                 task_status.started()
                 await session.ended.wait()
