@@ -21,7 +21,7 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
-from mcp.client.session import ClientSession
+from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -97,8 +97,9 @@ class Host:
 
 
 @asynccontextmanager
-async def sdk_host(front: Front) -> AsyncIterator[Host]:
-    """The SDK's streamable HTTP client with the token, initialized."""
+async def sdk_host(front: Front, **callbacks: Any) -> AsyncIterator[Host]:
+    """The SDK's streamable HTTP client with the token (and ``callbacks``: ``sampling_callback``...),
+    initialized."""
     hosts: list[Host] = []
 
     async def forward(message: Any) -> None:
@@ -108,7 +109,7 @@ async def sdk_host(front: Front) -> AsyncIterator[Host]:
     async with (
         front.client() as http,
         streamable_http_client(front.url, http_client=http) as (read, write),
-        ClientSession(read, write, message_handler=forward) as session,
+        ClientSession(read, write, message_handler=forward, **callbacks) as session,
     ):
         hosts.append(Host(session))
         with anyio.fail_after(60):
@@ -163,6 +164,28 @@ async def test_sdk_host_lists_searches_connects_and_calls(front: Front) -> None:
         assert isinstance(result.content[0], types.TextContent) and result.content[0].text == "done 3 steps"
     # The stream ends with the answer, after every progress notification.
     assert updates == [1, 2, 3]
+
+
+async def test_server_requests_reach_the_http_host(front: Front) -> None:
+    """Sampling and elicitation asked by a server during a call reach the HTTP host that made it (on
+    its GET stream), and its answers (POSTed back) reach the server."""
+
+    async def sample(
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        content = params.messages[0].content
+        prompt = content.text if isinstance(content, types.TextContent) else "?"
+        text = types.TextContent(type="text", text=f"host says {prompt}")
+        return types.CreateMessageResult(role="assistant", content=text, model="host-llm")
+
+    async def elicit(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"answer": "yes"})
+
+    async with sdk_host(front, sampling_callback=sample, elicitation_callback=elicit) as host:
+        ask = {"tool": "tools__ask", "arguments": {"kind": "sampling", "text": "hi"}}
+        assert await host.call("mcpd_call_tool", ask) == "sampled (host-llm): host says hi"
+        ask = {"tool": "tools__ask", "arguments": {"kind": "elicitation", "text": "ok?"}}
+        assert await host.call("mcpd_call_tool", ask) == 'elicited: accept {"answer": "yes"}'
 
 
 async def test_missing_or_wrong_token_gets_401_and_nothing_else(front: Front) -> None:

@@ -16,7 +16,8 @@ not checked when remote use is allowed); an Origin, when there is one, naming lo
     rule): ``notifications/cancelled`` does.
 ``GET /mcp``
     The session's event stream: what the daemon sends unasked (``list_changed``, log
-    messages). One per session (409 for a second); no resumption (events carry no ids).
+    messages, a server's requests to the host during a call, whose answers come back as
+    POSTs). One per session (409 for a second); no resumption (events carry no ids).
 ``DELETE /mcp``
     Ends the session and cancels its calls.
 
