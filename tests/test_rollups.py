@@ -1,6 +1,6 @@
 """Usage at scale: rollups equal the rows they count, the latency sketch keeps its error bound,
 a version-3 store is backfilled, windows and pruning keep every figure exact, the prior learns
-per batch exactly what the store holds."""
+per batch exactly what the store holds, and stored queries are analysed by today's analyser."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.text import terms
 from mcpd.store.db import MIGRATIONS, Store
-from mcpd.store.sketch import ERROR_BOUND, MIN_MS, Sketch
+from mcpd.store.sketch import ERROR_BOUND, MIN_MS, Sketch, SketchAggregate, merge_blobs
 from mcpd.store.sql import transaction
 from mcpd.store.usage import (
     DAY,
@@ -217,6 +217,52 @@ async def test_migration_from_version_3_backfills_rollups(tmp_path: Path) -> Non
     store.close()
 
 
+async def test_queries_stored_before_a_new_stemmer_meet_todays_queries(tmp_path: Path) -> None:
+    """A version-4 store held query terms made by an older stemmer ("news" -> "new"); once
+    opened, its calls' raw queries are analysed by today's analyser, so a query "news" finds
+    the tool that "latest news headlines" led to."""
+    path = tmp_path / "usage.db"
+    old = sqlite3.connect(path, isolation_level=None)
+    old.create_function("sketch_merge", 2, merge_blobs)  # migration 4 builds rollups with these
+    old.create_aggregate("latency_sketch", 1, SketchAggregate)  # type: ignore[arg-type]
+    for number, script in enumerate(MIGRATIONS[:4]):
+        old.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {number + 1};\nCOMMIT;")
+    with transaction(old):
+        old.executemany(
+            "INSERT INTO calls (ts, client, session, server, tool, duration_ms, outcome, error_class, query)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (NOW - i, "agent", "1", "feeds", "top", 5.0, "ok", None, "latest news headlines")
+                for i in range(3)
+            ],
+        )
+        old.executemany(
+            "INSERT INTO term_tool VALUES (?, 'feeds', 'top', 3, 0, ?)",
+            [(term, NOW) for term in ("latest", "new", "headlin")],
+        )
+    old.close()
+    store = Store.open(path, analyse=terms)
+    prior = UsagePrior()
+    prior.load(*await store.follow(prior.load))
+    store.close()
+    assert "new" not in prior.associations
+    assert prior.association(terms("news")) == {("feeds", "top"): pytest.approx(3 / 5)}
+
+
+async def test_the_prior_analyses_stored_queries_with_the_analyser_of_today(tmp_path: Path) -> None:
+    """Queries are stored as typed: a store written under one analyser and reopened under another
+    gives the prior the terms of the second."""
+    path = tmp_path / "usage.db"
+    first = Store.open(path, analyse=str.split)
+    first.record_call((time.perf_counter(), 0.01, None, None, "img", "resize", "ok", None, "Resize images"))
+    await first.flush()
+    first.close()
+    second = Store.open(path, analyse=terms)
+    _, learned = await second.run(lambda db: prior_rows(db, terms))
+    second.close()
+    assert sorted(learned) == sorted((term, "img", "resize", 1) for term in terms("Resize images"))
+
+
 async def test_pruning_removes_whole_days_and_keeps_rollups_equal_to_rows(tmp_path: Path) -> None:
     """Pruning to 3 days cuts at a day start: nothing younger than 3 days goes, nothing of the cut
     days stays, the week holding the cut keeps only its remaining days, and rollups and the
@@ -257,7 +303,7 @@ async def test_prior_learns_each_batch_exactly_what_the_store_holds(tmp_path: Pa
         store.record_call((time.perf_counter(), 0.01, "agent", "1", server, tool, outcome, None, query))
     await store.flush()  # the batches' callbacks are queued on the loop before the flush returns
     fresh = UsagePrior()
-    fresh.load(*await store.run(prior_rows))
+    fresh.load(*await store.run(lambda db: prior_rows(db, terms)))
     store.close()
     assert learned.tools == fresh.tools
     assert learned.associations == fresh.associations

@@ -149,6 +149,24 @@ MIGRATIONS: tuple[str, ...] = (
         FROM calls GROUP BY week, server, tool;
     DROP INDEX calls_tool;
     """,
+    # 5: raw queries per tool in place of their analysed terms, so the prior analyses them with the
+    # analyser of the day (terms stored by an older stemmer never met new queries). Rebuilt from
+    # the calls kept; counts of calls already pruned were only held as old terms, and go with them.
+    """
+    CREATE TABLE query_tool (
+        query TEXT NOT NULL,
+        server TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        successes INTEGER NOT NULL DEFAULT 0,
+        failures INTEGER NOT NULL DEFAULT 0,
+        last_ts REAL NOT NULL,
+        PRIMARY KEY (query, server, tool)
+    ) WITHOUT ROWID;
+    INSERT INTO query_tool
+        SELECT query, server, tool, SUM(outcome = 'ok'), SUM(outcome NOT IN ('ok', 'cancelled')), MAX(ts)
+        FROM calls WHERE query IS NOT NULL AND query != '' GROUP BY query, server, tool;
+    DROP TABLE term_tool;
+    """,
 )
 
 
@@ -293,7 +311,7 @@ class Store:
 
         def start(conn: sqlite3.Connection) -> tuple[list[ToolTotals], list[TermTotals]]:
             self._follower = (loop, learn)
-            return prior_rows(conn)
+            return prior_rows(conn, self._analyse)
 
         return await self.run(start)
 

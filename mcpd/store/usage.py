@@ -40,7 +40,11 @@ ToolTotals = tuple[str, str, int, int, float]
 """(server, tool, successes, failures, last success): what the prior knows of a tool."""
 
 TermTotals = tuple[str, str, str, int]
-"""(term, server, tool, successes): how often a query word led to a successful call of a tool."""
+"""(term, server, tool, successes): how often a query word led to a successful call of a tool.
+
+The store keeps the raw query text per tool (``query_tool``), not its terms: queries are
+analysed when the prior is loaded, by the analyser running now, so associations learnt
+before a change of the text analysis (a new stemmer) still meet the queries of today."""
 
 Analyse = Callable[[str], Iterable[str]]
 
@@ -107,9 +111,9 @@ _UPSERT_ROLLUP = (
     " last_ts = max(last_ts, excluded.last_ts), last_ok = max(last_ok, excluded.last_ok),"
     " sketch = sketch_merge(sketch, excluded.sketch)"
 )
-_UPSERT_TERM = (
-    "INSERT INTO term_tool (term, server, tool, successes, failures, last_ts)"
-    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (term, server, tool) DO UPDATE SET"
+_UPSERT_QUERY = (
+    "INSERT INTO query_tool (query, server, tool, successes, failures, last_ts)"
+    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (query, server, tool) DO UPDATE SET"
     " successes = successes + excluded.successes, failures = failures + excluded.failures,"
     " last_ts = max(last_ts, excluded.last_ts)"
 )
@@ -118,16 +122,16 @@ _UPSERT_TERM = (
 def write_calls(
     conn: sqlite3.Connection, calls: Sequence[StoredCall], analyse: Analyse | None = None
 ) -> tuple[list[ToolTotals], list[TermTotals]]:
-    """Insert a batch of calls with their rollups and, given ``analyse``, their query terms.
+    """Insert a batch of calls with their rollups and their queries' counts per tool.
 
-    Runs inside the caller's transaction. Returns what the batch adds to the ranking prior.
+    Runs inside the caller's transaction. Returns what the batch adds to the ranking prior
+    (query terms only given ``analyse``).
     """
     if not calls:
         return [], []
     conn.executemany(_INSERT_CALLS, calls)
     hours: dict[tuple[int, str, str], _Rollup] = {}
-    words: dict[str, frozenset[str]] = {}
-    term_counts: dict[tuple[str, str, str], list[float]] = {}
+    query_counts: dict[tuple[str, str, str], list[float]] = {}
     for ts, _, _, server, tool, duration_ms, outcome, _, query in calls:
         rollup = hours.get((period_start(ts, HOUR), server, tool))
         if rollup is None:
@@ -140,15 +144,11 @@ def write_calls(
             rollup.ok += 1
             rollup.last_ok = max(rollup.last_ok, ts)
         rollup.sketch.add(duration_ms)
-        if query and analyse is not None:
-            found = words.get(query)
-            if found is None:
-                found = words[query] = frozenset(analyse(query))
-            for term in found:
-                entry = term_counts.setdefault((term, server, tool), [0, 0, 0.0])
-                entry[0] += ok
-                entry[1] += bad
-                entry[2] = max(entry[2], ts)
+        if query:
+            entry = query_counts.setdefault((query, server, tool), [0, 0, 0.0])
+            entry[0] += ok
+            entry[1] += bad
+            entry[2] = max(entry[2], ts)
     levels = [hours]
     for period in PERIODS[1:]:
         coarser: dict[tuple[int, str, str], _Rollup] = {}
@@ -156,17 +156,33 @@ def write_calls(
             coarser.setdefault((period_start(start, period), server, tool), _Rollup()).add(rollup)
         levels.append(coarser)
     _upsert_rollups(conn, zip(PERIODS, levels, strict=True))
-    if term_counts:
+    if query_counts:
         conn.executemany(
-            _UPSERT_TERM,
+            _UPSERT_QUERY,
             [
-                (term, server, tool, int(ok), int(bad), last)
-                for (term, server, tool), (ok, bad, last) in term_counts.items()
+                (query, server, tool, int(ok), int(bad), last)
+                for (query, server, tool), (ok, bad, last) in query_counts.items()
             ],
         )
     tools = [(server, tool, r.ok, r.failures, r.last_ok) for (_, server, tool), r in levels[-1].items()]
-    terms = [(term, server, tool, int(ok)) for (term, server, tool), (ok, _, _) in term_counts.items() if ok]
-    return tools, terms
+    successes = (
+        (query, server, tool, int(ok)) for (query, server, tool), (ok, _, _) in query_counts.items() if ok
+    )
+    return tools, term_totals(successes, analyse)
+
+
+def term_totals(
+    query_successes: Iterable[tuple[str, str, str, int]], analyse: Analyse | None
+) -> list[TermTotals]:
+    """(query, server, tool, successes) -> (term, server, tool, successes), each query analysed now;
+    a term counts once per query, as it did once per call."""
+    if analyse is None:
+        return []
+    totals: dict[tuple[str, str, str], int] = {}
+    for query, server, tool, successes in query_successes:
+        for term in frozenset(analyse(query)):
+            totals[term, server, tool] = totals.get((term, server, tool), 0) + successes
+    return [(term, server, tool, successes) for (term, server, tool), successes in totals.items()]
 
 
 def _upsert_rollups(
@@ -275,8 +291,11 @@ def capability_rows(conn: sqlite3.Connection, since: float | None) -> list[tuple
     ]
 
 
-def prior_rows(conn: sqlite3.Connection) -> tuple[list[ToolTotals], list[TermTotals]]:
-    """Totals per tool (from the week rollups) and per (term, tool), for ``UsagePrior.load``."""
+def prior_rows(
+    conn: sqlite3.Connection, analyse: Analyse | None = None
+) -> tuple[list[ToolTotals], list[TermTotals]]:
+    """Totals per tool (from the week rollups) and, given ``analyse``, per (term, tool) from the
+    stored queries analysed now, for ``UsagePrior.load``."""
     tools = [
         (server, tool, int(ok), int(failures), float(last_ok))
         for server, tool, ok, failures, last_ok in conn.execute(
@@ -285,13 +304,8 @@ def prior_rows(conn: sqlite3.Connection) -> tuple[list[ToolTotals], list[TermTot
             (WEEK,),
         )
     ]
-    terms = [
-        (term, server, tool, int(successes))
-        for term, server, tool, successes in conn.execute(
-            "SELECT term, server, tool, successes FROM term_tool WHERE successes > 0"
-        )
-    ]
-    return tools, terms
+    queries = conn.execute("SELECT query, server, tool, successes FROM query_tool WHERE successes > 0")
+    return tools, term_totals(queries, analyse)
 
 
 def prune(conn: sqlite3.Connection, retention_days: float, now: float | None = None) -> int:
@@ -327,5 +341,5 @@ def prune(conn: sqlite3.Connection, retention_days: float, now: float | None = N
             _upsert_rollups(conn, [(WEEK, remaining)])
         conn.execute("DELETE FROM call_rollups WHERE period = ? AND start < ?", (WEEK, week))
         conn.execute("DELETE FROM capability_requests WHERE ts < ?", (cutoff,))
-        conn.execute("DELETE FROM term_tool WHERE last_ts < ?", (cutoff,))
+        conn.execute("DELETE FROM query_tool WHERE last_ts < ?", (cutoff,))
     return int(removed)
