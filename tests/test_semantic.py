@@ -103,12 +103,24 @@ def test_the_cache_is_per_model(tmp_path: Path) -> None:
     assert other.embedded == len(TOOLS)
 
 
-def test_reciprocal_rank_fusion() -> None:
-    """Each ranking gives 1/(k + rank); a tool in both outranks one first in only one."""
-    fused = semantic.fuse([("s", "a"), ("s", "b")], [("s", "b"), ("s", "c")], k=60)
-    assert fused[("s", "b")] == pytest.approx(1 / 62 + 1 / 61)
-    assert fused[("s", "a")] == pytest.approx(1 / 61)
-    assert max(fused, key=fused.__getitem__) == ("s", "b")
+def test_convex_fusion() -> None:
+    """Fused = w * lexical / best lexical + (1 - w) * min-max scaled cosine; w = 1 is the lexical
+    order, w = 0 the semantic one, and a tool found by meaning alone joins the candidates."""
+    keys = [("s", "a"), ("s", "b"), ("s", "c")]
+    cosines = semantic.Similarities(
+        keys, {key: row for row, key in enumerate(keys)}, np.array([0.2, 0.6, 0.4])
+    )
+    lexical = {("s", "a"): 2.0, ("s", "b"): 1.0}
+    fused = semantic.fuse(lexical, cosines, weight=0.5)
+    assert fused == pytest.approx({("s", "a"): 0.5, ("s", "b"): 0.75, ("s", "c"): 0.25})
+    by_lexical = semantic.fuse(lexical, cosines, weight=1.0)
+    assert sorted(by_lexical, key=by_lexical.__getitem__, reverse=True)[:2] == [("s", "a"), ("s", "b")]
+    by_meaning = semantic.fuse(lexical, cosines, weight=0.0)
+    assert sorted(by_meaning, key=by_meaning.__getitem__, reverse=True) == [
+        ("s", "b"),
+        ("s", "c"),
+        ("s", "a"),
+    ]
 
 
 def test_config_switches_it_on_and_a_bad_model_leaves_it_off(model: Path, tmp_path: Path) -> None:
