@@ -272,6 +272,7 @@ GRID: dict[str, Params] = {
     "name x2": Params(weights=(0.5, 2.0, 1.0, 0.5)),
     "params x0.5": Params(weights=(1.0, 1.0, 1.0, 0.5)),
     "k1 2.0": Params(k1=2.0),
+    "RM3 feedback": Params(feedback_docs=3),
 }
 """Named parameter sets that the cross-validation chooses among (the defaults included)."""
 
@@ -281,7 +282,21 @@ def cross_validate(
 ) -> dict[str, float]:
     """Mean held-out R@5 when each fold's parameters are chosen on the other folds."""
     recall = {name: per_query(mcpd_ranking(tools, params=p), queries)["R@5"] for name, p in grid.items()}
-    order = list(range(len(queries)))
+    held_out, chosen = choose_by_folds(recall, "defaults", folds, seed)
+    out = {"cv R@5": held_out}
+    out.update({f"R@5 {name}": round(100 * sum(r) / len(r), 1) for name, r in recall.items()})
+    out.update({f"chosen {name}": float(count) for name, count in chosen.items()})
+    return out
+
+
+def choose_by_folds(
+    recall: dict[str, list[float]], default: str, folds: int = 5, seed: int = 15
+) -> tuple[float, Counter[str]]:
+    """k-fold cross-validation over queries of a choice among settings, given each setting's
+    per-query R@5: each fold scores the setting best on the other folds (``default`` on a tie).
+    Returns the mean held-out R@5 (percent) and how often each setting was chosen."""
+    count = len(recall[default])
+    order = list(range(count))
     random.Random(seed).shuffle(order)
     held_out_total = 0.0
     chosen: Counter[str] = Counter()
@@ -289,13 +304,10 @@ def cross_validate(
         test = order[fold::folds]
         test_set = set(test)
         train = [i for i in order if i not in test_set]
-        best = max(grid, key=lambda name: (sum(recall[name][i] for i in train), name == "defaults"))
+        best = max(recall, key=lambda name: (sum(recall[name][i] for i in train), name == default))
         chosen[best] += 1
         held_out_total += sum(recall[best][i] for i in test)
-    out = {"cv R@5": round(100 * held_out_total / len(queries), 1)}
-    out.update({f"R@5 {name}": round(100 * sum(r) / len(r), 1) for name, r in recall.items()})
-    out.update({f"chosen {name}": float(count) for name, count in chosen.items()})
-    return out
+    return round(100 * held_out_total / count, 1), chosen
 
 
 # -- usage replay ------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from mcpd.discovery.index import ToolIndex, ToolText
+from mcpd.discovery.index import Params, ToolIndex, ToolText
 from mcpd.discovery.render import OWN_SHARE, estimate_tokens, render
 from mcpd.model.tools import ToolEntry
 from mcpd.registry import reserved
@@ -61,6 +61,22 @@ def test_replacing_one_server_reindexes_only_it() -> None:
     index.remove_server("files")
     assert not index.search("write file")
     assert len(index) == 2
+
+
+def test_feedback_reranks_by_the_best_tools_vocabulary() -> None:
+    """With pseudo-relevance feedback, a tool that shares the best match's other words overtakes
+    one that shares only a query word; the best match stays first; without it, length decides."""
+    tools = [
+        tool("vcs", "history_log", "Commit history of the repository branch"),
+        tool("vcs", "branches", "Commit repository branch list"),
+        tool("notes", "notes", "History of notes"),
+    ]
+    plain, expanded = ToolIndex(), ToolIndex(Params(feedback_docs=1, feedback_terms=20, feedback_weight=0.5))
+    for index in (plain, expanded):
+        index.replace_server("vcs", tools[:2])
+        index.replace_server("notes", tools[2:])
+    assert [h.tool for h in plain.search("commit history")] == ["history_log", "notes", "branches"]
+    assert [h.tool for h in expanded.search("commit history")] == ["history_log", "branches", "notes"]
 
 
 def test_empty_descriptions_and_server_filter() -> None:
