@@ -249,18 +249,28 @@ async def test_queries_stored_before_a_new_stemmer_meet_todays_queries(tmp_path:
     assert prior.association(terms("news")) == {("feeds", "top"): pytest.approx(3 / 5)}
 
 
-async def test_the_prior_analyses_stored_queries_with_the_analyser_of_today(tmp_path: Path) -> None:
-    """Queries are stored as typed: a store written under one analyser and reopened under another
-    gives the prior the terms of the second."""
+async def test_stored_terms_are_rebuilt_only_when_the_analyser_changes(tmp_path: Path) -> None:
+    """Queries are stored as typed and their terms as a cache: a load by the same analyser reads
+    the cache (a row planted in it survives), a load by another analyser rebuilds the terms
+    from the queries (the planted row goes, the new analyser's terms come)."""
     path = tmp_path / "usage.db"
     first = Store.open(path, analyse=str.split)
     first.record_call((time.perf_counter(), 0.01, None, None, "img", "resize", "ok", None, "Resize images"))
     await first.flush()
+    _, learned = await first.run(lambda db: prior_rows(db, str.split))
+    assert sorted(learned) == [("Resize", "img", "resize", 1), ("images", "img", "resize", 1)]
+
+    def plant(db: sqlite3.Connection) -> None:
+        db.execute("INSERT INTO term_tool VALUES ('planted', 'img', 'resize', 1, 0, 0)")
+
+    await first.run(plant)
+    _, again = await first.run(lambda db: prior_rows(db, str.split))
     first.close()
+    assert ("planted", "img", "resize", 1) in again
     second = Store.open(path, analyse=terms)
-    _, learned = await second.run(lambda db: prior_rows(db, terms))
+    _, rebuilt = await second.run(lambda db: prior_rows(db, terms))
     second.close()
-    assert sorted(learned) == sorted((term, "img", "resize", 1) for term in terms("Resize images"))
+    assert sorted(rebuilt) == sorted((term, "img", "resize", 1) for term in terms("Resize images"))
 
 
 async def test_pruning_removes_whole_days_and_keeps_rollups_equal_to_rows(tmp_path: Path) -> None:

@@ -149,9 +149,10 @@ MIGRATIONS: tuple[str, ...] = (
         FROM calls GROUP BY week, server, tool;
     DROP INDEX calls_tool;
     """,
-    # 5: raw queries per tool in place of their analysed terms, so the prior analyses them with the
-    # analyser of the day (terms stored by an older stemmer never met new queries). Rebuilt from
-    # the calls kept; counts of calls already pruned were only held as old terms, and go with them.
+    # 5: queries as typed, per tool, so the prior's terms can be rebuilt by another analyser (terms
+    # stored by an older stemmer never met new queries); term_tool becomes a cache of their
+    # analysis by the analyser fingerprinted in `analysis`. Empty here, so the first load rebuilds
+    # the terms from the calls kept; counts of calls already pruned were held only as old terms.
     """
     CREATE TABLE query_tool (
         query TEXT NOT NULL,
@@ -165,7 +166,7 @@ MIGRATIONS: tuple[str, ...] = (
     INSERT INTO query_tool
         SELECT query, server, tool, SUM(outcome = 'ok'), SUM(outcome NOT IN ('ok', 'cancelled')), MAX(ts)
         FROM calls WHERE query IS NOT NULL AND query != '' GROUP BY query, server, tool;
-    DROP TABLE term_tool;
+    CREATE TABLE analysis (fingerprint TEXT NOT NULL);
     """,
 )
 

@@ -13,10 +13,12 @@ whatever the store holds.
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from mcpd.model.usage import CapabilityRecord
 from mcpd.store.sketch import Sketch
@@ -42,9 +44,16 @@ ToolTotals = tuple[str, str, int, int, float]
 TermTotals = tuple[str, str, str, int]
 """(term, server, tool, successes): how often a query word led to a successful call of a tool.
 
-The store keeps the raw query text per tool (``query_tool``), not its terms: queries are
-analysed when the prior is loaded, by the analyser running now, so associations learnt
-before a change of the text analysis (a new stemmer) still meet the queries of today."""
+The store keeps each query as typed, per tool (``query_tool``), and its terms (``term_tool``) as
+a cache made by the analyser whose fingerprint ``analysis`` holds. A load by another analyser
+(a new stemmer) rebuilds the terms from the queries, so associations learnt before still meet
+the queries of today; an unchanged analyser reads the cache and analyses nothing."""
+
+ANALYSIS_PROBE = (
+    "News images PDFs APIs IDs creates searching services; mind map MindMap getHTTPResponse"
+    " snake_case I'm the company's 搜索关键词"
+)
+"""Text that exercises each rule of the analysis: the analyser's terms for it are its fingerprint."""
 
 Analyse = Callable[[str], Iterable[str]]
 
@@ -111,6 +120,12 @@ _UPSERT_ROLLUP = (
     " last_ts = max(last_ts, excluded.last_ts), last_ok = max(last_ok, excluded.last_ok),"
     " sketch = sketch_merge(sketch, excluded.sketch)"
 )
+_UPSERT_TERM = (
+    "INSERT INTO term_tool (term, server, tool, successes, failures, last_ts)"
+    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (term, server, tool) DO UPDATE SET"
+    " successes = successes + excluded.successes, failures = failures + excluded.failures,"
+    " last_ts = max(last_ts, excluded.last_ts)"
+)
 _UPSERT_QUERY = (
     "INSERT INTO query_tool (query, server, tool, successes, failures, last_ts)"
     " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (query, server, tool) DO UPDATE SET"
@@ -122,10 +137,10 @@ _UPSERT_QUERY = (
 def write_calls(
     conn: sqlite3.Connection, calls: Sequence[StoredCall], analyse: Analyse | None = None
 ) -> tuple[list[ToolTotals], list[TermTotals]]:
-    """Insert a batch of calls with their rollups and their queries' counts per tool.
+    """Insert a batch of calls with their rollups, their queries per tool and, given ``analyse``,
+    their query terms.
 
-    Runs inside the caller's transaction. Returns what the batch adds to the ranking prior
-    (query terms only given ``analyse``).
+    Runs inside the caller's transaction. Returns what the batch adds to the ranking prior.
     """
     if not calls:
         return [], []
@@ -156,33 +171,61 @@ def write_calls(
             coarser.setdefault((period_start(start, period), server, tool), _Rollup()).add(rollup)
         levels.append(coarser)
     _upsert_rollups(conn, zip(PERIODS, levels, strict=True))
-    if query_counts:
-        conn.executemany(
-            _UPSERT_QUERY,
-            [
-                (query, server, tool, int(ok), int(bad), last)
-                for (query, server, tool), (ok, bad, last) in query_counts.items()
-            ],
-        )
     tools = [(server, tool, r.ok, r.failures, r.last_ok) for (_, server, tool), r in levels[-1].items()]
-    successes = (
-        (query, server, tool, int(ok)) for (query, server, tool), (ok, _, _) in query_counts.items() if ok
+    if not query_counts:
+        return tools, []
+    conn.executemany(
+        _UPSERT_QUERY,
+        [
+            (query, server, tool, int(ok), int(bad), last)
+            for (query, server, tool), (ok, bad, last) in query_counts.items()
+        ],
     )
-    return tools, term_totals(successes, analyse)
-
-
-def term_totals(
-    query_successes: Iterable[tuple[str, str, str, int]], analyse: Analyse | None
-) -> list[TermTotals]:
-    """(query, server, tool, successes) -> (term, server, tool, successes), each query analysed now;
-    a term counts once per query, as it did once per call."""
     if analyse is None:
-        return []
-    totals: dict[tuple[str, str, str], int] = {}
-    for query, server, tool, successes in query_successes:
+        # The cached terms now miss these queries: the next load rebuilds them.
+        conn.execute("DELETE FROM analysis")
+        return tools, []
+    rows = _analysed(((*key, ok, bad, last) for key, (ok, bad, last) in query_counts.items()), analyse)
+    conn.executemany(_UPSERT_TERM, rows)
+    return tools, [(term, server, tool, ok) for term, server, tool, ok, _, _ in rows if ok]
+
+
+QueryRow = tuple[str, str, str, int, int, float]
+"""(query or term, server, tool, successes, failures, last call)"""
+
+
+def _analysed(queries: Iterable[tuple[Any, ...]], analyse: Analyse) -> list[QueryRow]:
+    """Query rows -> term rows: each query's counts go to each of its terms once."""
+    totals: dict[tuple[str, str, str], list[Any]] = {}
+    for query, server, tool, ok, bad, last in queries:
         for term in frozenset(analyse(query)):
-            totals[term, server, tool] = totals.get((term, server, tool), 0) + successes
-    return [(term, server, tool, successes) for (term, server, tool), successes in totals.items()]
+            entry = totals.get((term, server, tool))
+            if entry is None:
+                totals[term, server, tool] = [int(ok), int(bad), float(last)]
+            else:
+                entry[0] += ok
+                entry[1] += bad
+                entry[2] = max(entry[2], last)
+    return [(term, server, tool, ok, bad, last) for (term, server, tool), (ok, bad, last) in totals.items()]
+
+
+def analysis_fingerprint(analyse: Analyse) -> str:
+    return hashlib.sha256("\x1f".join(analyse(ANALYSIS_PROBE)).encode()).hexdigest()[:16]
+
+
+def _reanalyse_if_changed(conn: sqlite3.Connection, analyse: Analyse) -> None:
+    """Rebuild ``term_tool`` from the stored queries unless ``analyse`` made it."""
+    fingerprint = analysis_fingerprint(analyse)
+    stored = conn.execute("SELECT fingerprint FROM analysis").fetchone()
+    if stored is not None and stored[0] == fingerprint:
+        return
+    with transaction(conn):
+        queries = conn.execute("SELECT query, server, tool, successes, failures, last_ts FROM query_tool")
+        rows = _analysed(queries.fetchall(), analyse)
+        conn.execute("DELETE FROM term_tool")
+        conn.executemany("INSERT INTO term_tool VALUES (?, ?, ?, ?, ?, ?)", rows)
+        conn.execute("DELETE FROM analysis")
+        conn.execute("INSERT INTO analysis VALUES (?)", (fingerprint,))
 
 
 def _upsert_rollups(
@@ -294,8 +337,9 @@ def capability_rows(conn: sqlite3.Connection, since: float | None) -> list[tuple
 def prior_rows(
     conn: sqlite3.Connection, analyse: Analyse | None = None
 ) -> tuple[list[ToolTotals], list[TermTotals]]:
-    """Totals per tool (from the week rollups) and, given ``analyse``, per (term, tool) from the
-    stored queries analysed now, for ``UsagePrior.load``."""
+    """Totals per tool (from the week rollups) and, given ``analyse``, per (term, tool), for
+    ``UsagePrior.load``; the terms are first rebuilt from the stored queries if another analyser
+    made them."""
     tools = [
         (server, tool, int(ok), int(failures), float(last_ok))
         for server, tool, ok, failures, last_ok in conn.execute(
@@ -304,8 +348,16 @@ def prior_rows(
             (WEEK,),
         )
     ]
-    queries = conn.execute("SELECT query, server, tool, successes FROM query_tool WHERE successes > 0")
-    return tools, term_totals(queries, analyse)
+    if analyse is None:
+        return tools, []
+    _reanalyse_if_changed(conn, analyse)
+    terms = [
+        (term, server, tool, int(successes))
+        for term, server, tool, successes in conn.execute(
+            "SELECT term, server, tool, successes FROM term_tool WHERE successes > 0"
+        )
+    ]
+    return tools, terms
 
 
 def prune(conn: sqlite3.Connection, retention_days: float, now: float | None = None) -> int:
@@ -342,4 +394,5 @@ def prune(conn: sqlite3.Connection, retention_days: float, now: float | None = N
         conn.execute("DELETE FROM call_rollups WHERE period = ? AND start < ?", (WEEK, week))
         conn.execute("DELETE FROM capability_requests WHERE ts < ?", (cutoff,))
         conn.execute("DELETE FROM query_tool WHERE last_ts < ?", (cutoff,))
+        conn.execute("DELETE FROM term_tool WHERE last_ts < ?", (cutoff,))
     return int(removed)
