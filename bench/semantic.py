@@ -231,6 +231,7 @@ def main() -> None:
     parser.add_argument("--model", type=Path, help="a model2vec folder")
     parser.add_argument("--distill", type=Path, help="first distil all-MiniLM-L6-v2 (PyPI) into this folder")
     parser.add_argument("--contextual", action="store_true", help="also score all-MiniLM-L6-v2 (torch)")
+    parser.add_argument("--scale-only", action="store_true", help="skip the quality figures")
     args = parser.parse_args()
     if args.distill:
         args.model = distill(args.distill)
@@ -252,6 +253,8 @@ def main() -> None:
             tools, queries = load(directory)
             all_tools += tools
             all_queries += queries
+            if args.scale_only:
+                continue
             print(f"\n{directory.name}")
             figures = {
                 "bm25": summary(per_query(bm25(tools), queries)),
