@@ -53,6 +53,22 @@ def synthetic_calls(count: int, days: float, seed: int) -> list[StoredCall]:
     return calls
 
 
+def old_store(path: Path, version: int, calls: Sequence[StoredCall]) -> sqlite3.Connection:
+    """A store at schema ``version`` holding ``calls`` (rows only), left open."""
+    old = sqlite3.connect(path, isolation_level=None)
+    old.create_function("sketch_merge", 2, merge_blobs)  # migration 4 builds rollups with these
+    old.create_aggregate("latency_sketch", 1, SketchAggregate)  # type: ignore[arg-type]
+    for number, script in enumerate(MIGRATIONS[:version]):
+        old.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {number + 1};\nCOMMIT;")
+    with transaction(old):
+        old.executemany(
+            "INSERT INTO calls (ts, client, session, server, tool, duration_ms, outcome, error_class, query)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            calls,
+        )
+    return old
+
+
 def write_batches(db: sqlite3.Connection, calls: Sequence[StoredCall], size: int) -> None:
     for start in range(0, len(calls), size):
         with transaction(db):
@@ -186,16 +202,7 @@ async def test_report_over_a_window_matches_the_rows(tmp_path: Path, window_hour
 async def test_migration_from_version_3_backfills_rollups(tmp_path: Path) -> None:
     """A version-3 store with calls in it opens as version 4 with rollups equal to those calls."""
     path = tmp_path / "usage.db"
-    old = sqlite3.connect(path, isolation_level=None)
-    for number, script in enumerate(MIGRATIONS[:3]):
-        old.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {number + 1};\nCOMMIT;")
-    with transaction(old):
-        old.executemany(
-            "INSERT INTO calls (ts, client, session, server, tool, duration_ms, outcome, error_class, query)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            synthetic_calls(3_000, days=15, seed=3),
-        )
-    old.close()
+    old_store(path, 3, synthetic_calls(3_000, days=15, seed=3)).close()
     store = Store.open(path)
     assert store.enabled
 
@@ -222,20 +229,11 @@ async def test_queries_stored_before_a_new_stemmer_meet_todays_queries(tmp_path:
     opened, its calls' raw queries are analysed by today's analyser, so a query "news" finds
     the tool that "latest news headlines" led to."""
     path = tmp_path / "usage.db"
-    old = sqlite3.connect(path, isolation_level=None)
-    old.create_function("sketch_merge", 2, merge_blobs)  # migration 4 builds rollups with these
-    old.create_aggregate("latency_sketch", 1, SketchAggregate)  # type: ignore[arg-type]
-    for number, script in enumerate(MIGRATIONS[:4]):
-        old.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {number + 1};\nCOMMIT;")
+    calls = [
+        (NOW - i, "agent", "1", "feeds", "top", 5.0, "ok", None, "latest news headlines") for i in range(3)
+    ]
+    old = old_store(path, 4, calls)
     with transaction(old):
-        old.executemany(
-            "INSERT INTO calls (ts, client, session, server, tool, duration_ms, outcome, error_class, query)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (NOW - i, "agent", "1", "feeds", "top", 5.0, "ok", None, "latest news headlines")
-                for i in range(3)
-            ],
-        )
         old.executemany(
             "INSERT INTO term_tool VALUES (?, 'feeds', 'top', 3, 0, ?)",
             [(term, NOW) for term in ("latest", "new", "headlin")],
