@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
 NPM_BIN = Path(__file__).resolve().parent.parent / ".ci" / "npm" / "node_modules" / ".bin"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A suite started in the background by a non-interactive shell (`.ci/run &`, nohup) inherits
+    # SIGINT ignored, and so would every `mcpd` process the tests start: the tests of Ctrl-C would
+    # then wait on a process that cannot be interrupted. Children of a handled SIGINT get the default.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
