@@ -6,6 +6,7 @@ restarted under a live bridge, cold starts, auto-start races.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -436,3 +437,27 @@ def test_the_bridge_imports_only_what_a_relay_needs() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert loaded.stdout.split() == []
+
+
+async def test_a_host_that_stops_reading_ends_the_bridge_quietly(daemon: DaemonProcess) -> None:
+    """The host closed its end of the bridge's stdout: the bridge's next answer finds a broken pipe,
+    and it ends as a process killed by SIGPIPE would (141), with no traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    initialize = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
+    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize}
+    command = [sys.executable, "-m", "mcpd", "bridge", "--socket", str(daemon.socket), "--no-autostart"]
+    try:
+        async with await anyio.open_process(command, stdout=write_end) as bridge:
+            assert bridge.stdin is not None and bridge.stderr is not None
+            await bridge.stdin.send(json.dumps(request).encode() + b"\n")
+            errors = b"".join([chunk async for chunk in bridge.stderr])
+            status = await bridge.wait()
+    finally:
+        os.close(write_end)
+    assert b"Traceback" not in errors
+    assert status == 141

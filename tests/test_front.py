@@ -14,6 +14,7 @@ import pytest
 from mcpd.client.aio import connect
 from mcpd.client.channel import Channel, open_channel
 from mcpd.errors import ProtocolError
+from mcpd.front.session import HELD_LIMIT
 from mcpd.model.mcp import InitializeParams, SessionState
 from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
@@ -147,3 +148,25 @@ async def test_unknown_mode_is_refused(daemon: DaemonProcess) -> None:
     """A hello asking for a mode the daemon does not have gets a clear error."""
     with pytest.raises(ProtocolError, match="unknown connection mode"):
         await anyio.to_thread.run_sync(lambda: open_channel(daemon.socket, mode="nope", name="test"))
+
+
+async def test_notifications_held_before_initialized_are_bounded(daemon: DaemonProcess) -> None:
+    """A host that never sends ``notifications/initialized`` cannot make the daemon hold every
+    notification meant for it: the latest ``HELD_LIMIT`` are kept, and delivered once it does."""
+    steps = HELD_LIMIT + 50
+    host = await peer(daemon, SessionState(connected=["tools"]))
+
+    def run() -> None:
+        host.request(1, "initialize", initialize("2025-06-18"))
+        call = {"name": "tools__progress", "arguments": {"steps": steps}, "_meta": {"progressToken": "p"}}
+        assert host.request(2, "tools/call", call)["result"]["content"][0]["text"] == f"done {steps} steps"
+        assert not [m for m in host.seen if m["method"] == "notifications/progress"]
+        host.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        host.request(3, "ping")
+
+    try:
+        await anyio.to_thread.run_sync(run)
+    finally:
+        host.channel.close()
+    progress = [m["params"]["progress"] for m in host.seen if m["method"] == "notifications/progress"]
+    assert progress == list(range(steps - HELD_LIMIT + 1, steps + 1))

@@ -354,3 +354,20 @@ def test_a_client_connection_is_forgotten_when_it_goes() -> None:
     del conn
     gc.collect()
     assert len(router.clients) == 0
+
+
+async def test_a_reply_needs_no_free_slot(tmp_path: Path) -> None:
+    """With ``max_in_flight = 1`` the tool call holds the connection's only slot while its server
+    asks: the ``server.reply`` that answers must still get through (it needs no slot)."""
+
+    async def sample(ask: ServerAsk) -> dict[str, Any]:
+        return {"role": "assistant", "content": {"type": "text", "text": "one slot"}, "model": "m"}
+
+    config = tmp_path / "config.toml"
+    config.write_text("[daemon]\nmax_in_flight = 1\n\n" + fixture_toml("fx"))
+    async with running_daemon(config) as running:
+        await running.wait_for("server.state", server="fx", new="running", timeout=120)
+        async with connect(running.socket, on_sampling=sample) as client:
+            with anyio.fail_after(60):  # a guard against the deadlock, not a bound
+                sampled = await client.call_tool("fx__ask", {"kind": "sampling"})
+    assert text(sampled) == "sampled (m): one slot"

@@ -48,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str]) -> int:
-    """``mcpd bridge ARGV``: usage errors exit 2 (argparse), daemon errors are one line and exit 1."""
+    """``mcpd bridge ARGV``: usage errors exit 2 (argparse), daemon errors are one line and exit 1, a
+    host that stopped reading 141."""
     parser = argparse.ArgumentParser(prog="mcpd bridge", description=HELP)
     add_arguments(parser)
     args = parser.parse_args(argv)
@@ -56,5 +57,8 @@ def main(argv: list[str]) -> int:
         return run(args)
     except McpdError as exc:
         return output.report(exc, as_json=False)
+    except BrokenPipeError:
+        # The host closed our stdout: it wants no more answers. End as SIGPIPE would, quietly.
+        return output.EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         return output.EXIT_INTERRUPTED

@@ -411,7 +411,7 @@ async def session_capabilities(daemon: Daemon, conn: Connection, params: ClientC
     return Ok()
 
 
-@methods.method("server.reply", ServerReplyParams, max_bytes=MAX_CALL_PARAMS)
+@methods.method("server.reply", ServerReplyParams, max_bytes=MAX_CALL_PARAMS, inline=True)
 async def server_reply(daemon: Daemon, conn: Connection, params: ServerReplyParams) -> Ok:
     """The answer to a ``server.request``; ``ok`` is false when it came too late (or was never asked)."""
     answerer = daemon.requests.clients.get(conn)

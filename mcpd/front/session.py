@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -55,6 +56,9 @@ COLD_START_WAIT = 10.0
 """Longest ``initialize`` waits for the servers' first start attempts (a daemon just started)."""
 PRECONNECT_MARGIN = 5.0
 """Seconds beyond a server's connect timeout that a ``--connect`` waits before reporting it."""
+HELD_LIMIT = 100
+"""Notifications kept for a host that has not sent ``notifications/initialized`` (the oldest go):
+hosts send it right after ``initialize``, so only one that never does reaches the limit."""
 
 _encoder = msgspec.json.Encoder()
 _incoming = msgspec.json.Decoder(mcp.Incoming)
@@ -175,7 +179,7 @@ class HostSession:
         self._last_state = b""
         self._cold_start_wait = cold_start_wait
         self._tasks = _Tasks(max_in_flight)
-        self._held: list[bytes] = []
+        self._held: deque[bytes] = deque(maxlen=HELD_LIMIT)
         """Notifications waiting for the host to finish initializing."""
         self._list_changed_due = False
         self._listed: list[ToolEntry] | None = None
@@ -284,7 +288,7 @@ class HostSession:
     def _notification(self, method: str, params: msgspec.Raw) -> None:
         if method == "notifications/initialized":
             self.initialized = True
-            held, self._held = self._held, []
+            held, self._held = self._held, deque(maxlen=HELD_LIMIT)
             for data in held:
                 with contextlib.suppress(ConnectionError, OSError, RuntimeError):
                     self._send(data)

@@ -262,6 +262,7 @@ class _Method(Generic[Ctx]):
     params: type[msgspec.Struct]
     handler: Handler[Ctx]
     max_bytes: int = DEFAULT_MAX_PARAMS
+    inline: bool = False
 
 
 class MethodTable(Generic[Ctx]):
@@ -271,14 +272,19 @@ class MethodTable(Generic[Ctx]):
         self._methods: dict[str, _Method[Ctx]] = {}
 
     def method(
-        self, name: str, params: type[P], *, max_bytes: int = DEFAULT_MAX_PARAMS
+        self, name: str, params: type[P], *, max_bytes: int = DEFAULT_MAX_PARAMS, inline: bool = False
     ) -> Callable[[Handler[Ctx]], Handler[Ctx]]:
-        """Register a handler; params over ``max_bytes`` are refused before they are decoded."""
+        """Register a handler; params over ``max_bytes`` are refused before they are decoded.
+
+        ``inline``: answered by the connection's reader itself, taking no ``max_in_flight`` slot,
+        for a client's answer to the daemon's own question, which the requests holding every slot
+        may be waiting for. Its handler must not wait.
+        """
 
         def register(handler: Handler[Ctx]) -> Handler[Ctx]:
             if name in self._methods or name == "hello":
                 raise ValueError(f"method {name!r} is already defined")
-            self._methods[name] = _Method(params, handler, max_bytes)
+            self._methods[name] = _Method(params, handler, max_bytes, inline)
             return handler
 
         return register
@@ -472,6 +478,9 @@ class RpcServer(Generic[Ctx]):
                     # The decoded params are all the request needs: let the frame go now.
                     message = Request(message.id, message.method)
                     del data
+                if self._inline(message.method):
+                    await conn.send(await self._dispatch(conn, message, params))
+                    continue
                 await in_flight.enter()
                 requests.spawn(self._answer(conn, message, in_flight, params), message.id)
         except FrameTooLarge as exc:
@@ -496,6 +505,12 @@ class RpcServer(Generic[Ctx]):
 
     def _method(self, name: str) -> _Method[Ctx]:
         return self._hello_method if name == "hello" else self.table.get(name)
+
+    def _inline(self, name: str) -> bool:
+        try:
+            return self._method(name).inline
+        except UnknownMethod:
+            return False  # answered (refused) the usual way
 
     async def _large_params(self, request: Request) -> msgspec.Struct:
         """Params of a large frame: size limit, then a sliced walk, then one decode at a time."""
