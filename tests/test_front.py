@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -15,7 +16,7 @@ from mcpd.client.aio import connect
 from mcpd.client.channel import Channel, open_channel
 from mcpd.errors import ProtocolError
 from mcpd.front.session import HELD_LIMIT
-from mcpd.model.mcp import InitializeParams, SessionState
+from mcpd.model.mcp import TOO_MANY_REQUESTS, InitializeParams, SessionState
 from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
@@ -170,3 +171,37 @@ async def test_notifications_held_before_initialized_are_bounded(daemon: DaemonP
         host.channel.close()
     progress = [m["params"]["progress"] for m in host.seen if m["method"] == "notifications/progress"]
     assert progress == list(range(steps - HELD_LIMIT + 1, steps + 1))
+
+
+async def test_a_request_over_the_limit_is_refused_and_the_host_still_heard(tmp_path: Path) -> None:
+    """With ``max_in_flight = 1`` a host's call holds its session's only slot while the server asks
+    the host for sampling: another request from the host is refused at once (-32012) instead of
+    waiting, so the host's answer to the server is still read and the call completes."""
+    config = tmp_path / "config.toml"
+    config.write_text("[daemon]\nmax_in_flight = 1\n\n" + fixture_toml("fx"))
+    async with running_daemon(config) as running:
+        await running.wait_for("server.state", server="fx", new="running", timeout=120)
+        host = await peer(running, SessionState(connected=["fx"]))
+
+        def run() -> None:
+            hello = {**initialize("2025-06-18"), "capabilities": {"sampling": {}}}
+            host.request(1, "initialize", hello)
+            host.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+            call = {"name": "fx__ask", "arguments": {"kind": "sampling"}}
+            host.send(
+                json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}).encode()
+            )
+            while not any(m.get("method") == "sampling/createMessage" for m in host.seen):
+                host.seen += [json.loads(frame) for frame in host.channel.receive()]
+            (ask,) = [m for m in host.seen if m.get("method") == "sampling/createMessage"]
+            assert host.request(3, "ping")["error"]["code"] == TOO_MANY_REQUESTS
+            sample = {"role": "assistant", "content": {"type": "text", "text": "one slot"}, "model": "m"}
+            host.send(json.dumps({"jsonrpc": "2.0", "id": ask["id"], "result": sample}).encode())
+            answer = host.next_answer()
+            assert answer["id"] == 2
+            assert answer["result"]["content"][0]["text"] == "sampled (m): one slot"
+
+        try:
+            await anyio.to_thread.run_sync(run)
+        finally:
+            host.channel.close()

@@ -115,25 +115,30 @@ class _Tasks:
     as in ``mcpd.ipc.server``); at most ``limit`` at once, and all cancelled by ``aclose``."""
 
     def __init__(self, limit: int) -> None:
-        self._limit = limit
+        self.limit = limit
         self._by_id: dict[mcp.RequestId, asyncio.Task[None]] = {}
         self._all: set[asyncio.Task[None]] = set()
-        self._room = asyncio.Event()
+        self._closed = False
 
-    async def spawn(self, key: mcp.RequestId, coro: Coroutine[Any, Any, None]) -> None:
-        while len(self._all) >= self._limit:
-            self._room.clear()
-            await self._room.wait()
+    def start(self, key: mcp.RequestId, coro: Coroutine[Any, Any, None]) -> bool:
+        """Run ``coro``, or refuse it (False) when ``limit`` run already; a closed session drops it.
+
+        Refused rather than queued: a reader that waited for room would leave the host's answers
+        to the servers' requests (which the running calls may be waiting for) unread.
+        """
+        if self._closed or len(self._all) >= self.limit:
+            coro.close()
+            return self._closed
         task = asyncio.get_running_loop().create_task(coro)
         self._all.add(task)
         self._by_id[key] = task
         task.add_done_callback(lambda done: self._done(key, done))
+        return True
 
     def _done(self, key: mcp.RequestId, task: asyncio.Task[None]) -> None:
         self._all.discard(task)
         if self._by_id.get(key) is task:
             del self._by_id[key]
-        self._room.set()
 
     def cancel(self, key: mcp.RequestId) -> bool:
         task = self._by_id.get(key)
@@ -143,6 +148,7 @@ class _Tasks:
         return True
 
     async def aclose(self) -> None:
+        self._closed = True
         for task in self._all:
             task.cancel()
         if self._all:
@@ -220,7 +226,7 @@ class HostSession:
         self._state_changed()
 
     async def receive(self, data: bytes) -> None:
-        """Handle one JSON-RPC message from the host (waits only when too many requests run)."""
+        """Handle one JSON-RPC message from the host; never waits on a running request."""
         try:
             message = _incoming.decode(data)
         except msgspec.ValidationError as exc:
@@ -238,7 +244,13 @@ class HostSession:
         if message.id is None:
             self._error(None, mcp.INVALID_REQUEST, "a request id must be a string or a number")
             return
-        await self._tasks.spawn(message.id, self._answer(message.id, message.method, message.params))
+        if not self._tasks.start(message.id, self._answer(message.id, message.method, message.params)):
+            limit = self._tasks.limit
+            self._error(
+                message.id,
+                mcp.TOO_MANY_REQUESTS,
+                f"{limit} requests of this session are running (max_in_flight); send it again later",
+            )
 
     async def aclose(self) -> None:
         """The host is gone: cancel its requests (and so its calls in the servers), end its subscriptions."""

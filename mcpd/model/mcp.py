@@ -32,6 +32,8 @@ DAEMON_RESTARTED = -32010
 """(relay) The daemon went away while it held the request: it may or may not have run."""
 DAEMON_UNAVAILABLE = -32011
 """(relay) No daemon came back within the wait for a request sent during the gap."""
+TOO_MANY_REQUESTS = -32012
+"""The session already runs ``max_in_flight`` requests: this one was not started."""
 
 SESSION_NOTIFICATION = "notifications/mcpd/session"
 TOOLS_LIST_CHANGED = "notifications/tools/list_changed"
