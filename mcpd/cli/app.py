@@ -47,13 +47,7 @@ def run(argv: list[str]) -> int:
     except (BrokenPipeError, SystemExit):
         raise
     except Exception as exc:
-        if os.environ.get("MCPD_TRACEBACK"):
-            raise
-        # A bug in mcpd: one line that says so, never a traceback in the user's face.
-        bug = output.InternalError(
-            f"internal error: {type(exc).__name__}: {exc} (MCPD_TRACEBACK=1 shows where)"
-        )
-        return output.report(bug, as_json=as_json)
+        return output.report(output.InternalError.of(exc), as_json=as_json)
     return status
 
 

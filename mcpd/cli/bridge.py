@@ -62,3 +62,5 @@ def main(argv: list[str]) -> int:
         return output.EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         return output.EXIT_INTERRUPTED
+    except Exception as exc:
+        return output.report(output.InternalError.of(exc), as_json=False)

@@ -38,6 +38,13 @@ class UsageError(Exception):
 class InternalError(Exception):
     """A bug in mcpd itself, reported in one line (exit status 1)."""
 
+    @classmethod
+    def of(cls, exc: Exception) -> InternalError:
+        """``exc`` as the user sees it: one line that says it is a bug, never a traceback."""
+        if os.environ.get("MCPD_TRACEBACK"):
+            raise exc
+        return cls(f"internal error: {type(exc).__name__}: {exc} (MCPD_TRACEBACK=1 shows where)")
+
 
 class Interrupted(Exception):
     """Ctrl-C: reported as an error document in ``--json`` mode, silently otherwise."""

@@ -385,7 +385,14 @@ class HostSession:
         """Run ``coro`` for this session (cancelled when it closes), from synchronous code."""
         task = asyncio.get_running_loop().create_task(coro)
         self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        task.add_done_callback(self._background_done)
+
+    def _background_done(self, task: asyncio.Task[None]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            # E.g. a server removed by a reload between listing the session's servers and asking
+            # each: that announcement is lost, the next change sends another.
+            log.warning("session.background_failed", client=self.caller.client, error=str(exc))
 
     # -- preconnect ----------------------------------------------------------------------------
 
