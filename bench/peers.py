@@ -11,8 +11,8 @@ npm, ``--json`` for machine output). In one run, on the same fixture servers
   processes: the daemon plus its bridges for ``mcpd bridge``, node for mcp-hub);
 - gateway RSS idle and loaded, and per host (each host runs its own ``mcpd bridge``);
 - ``kill -9`` of a server under load (8 sessions calling it): time until a call made after
-  the kill succeeds, and the failed calls split into those issued after the kill (the
-  server never received them) and those issued before (in flight at the death, or queued).
+  the kill succeeds, and the failed calls split into those issued after the server was seen
+  dead (it never received them) and those issued before (in flight at the death, or queued).
 
 mcp-hub 4.2.1 is installed by ``npm install --prefix`` into a temporary directory. Prints
 one table with ratios to the direct SDK, then the targets of issue 17 with the figures
@@ -54,6 +54,7 @@ from peer_gateways import (
 )
 
 from mcpd.daemon.logging import configure_logging
+from mcpd.testing import process_gone
 
 SESSIONS = 8
 PROBE_INTERVAL = 0.02
@@ -297,8 +298,12 @@ async def measure_outage(sessions: list[Session], limit: float) -> Outage:
     async def kill_then_watch() -> None:
         nonlocal killed_at, stop
         await anyio.sleep(0.5)  # the load runs before the kill
-        killed_at = time.perf_counter()
         os.kill(pid, signal.SIGKILL)
+        # SIGKILL takes effect a little later: a call issued in between may still have reached the
+        # server, so "after the kill" starts once the process is seen dead.
+        while not process_gone(pid):
+            await anyio.sleep(0.001)
+        killed_at = time.perf_counter()
         stop = killed_at + limit
         while not recovered and time.perf_counter() < stop:
             await anyio.sleep(0.02)
