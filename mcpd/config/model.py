@@ -201,7 +201,7 @@ class DaemonSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
             raise ValueError("`max_in_flight` must be >= 1")
         if self.usage_retention_days <= 0:
             raise ValueError("`usage_retention_days` must be > 0")
-        _require_within(self, {"http_max_sessions": (0, 100_000), "http_session_idle": (0.0, 7 * 86400.0)})
+        _require_within(self, {"http_max_sessions": (0, 100_000), "http_session_idle": (0.1, 7 * 86400.0)})
         if self.http is not None:
             host, _ = http_address(self.http)
             if not (self.http_allow_remote or is_loopback(host)):
