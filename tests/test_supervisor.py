@@ -16,6 +16,7 @@ from mcpd.config.model import Config, RestartPolicy, ServerConfig
 from mcpd.errors import CallTimeout, ServerNotRunning, TransportError, UnknownServer, UnknownTool
 from mcpd.model.servers import ServerEvent, ServerStatus, StateChanged, ToolsChanged
 from mcpd.model.states import ServerState
+from mcpd.supervisor import surface_requests
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor, plan_reload
 from mcpd.supervisor.watchers import TOOLS_REFRESH_GAP
 from mcpd.testing import FAST_RESTARTS, fixture_command, fixture_server, process_gone
@@ -236,7 +237,7 @@ async def test_prompt_list_changed_refreshes_prompts() -> None:
         with anyio.fail_after(5):
             while "fresh" not in {p.name for p in actor.surface.prompts}:
                 await anyio.sleep(0.02)
-        got = await actor.get_prompt("fresh", {})
+        got = await surface_requests.get_prompt(actor, "fresh", {})
     assert "fresh" not in before
     assert got.messages[0].content["text"] == "Prompt fresh, added at run time."
 

@@ -21,6 +21,7 @@ from anyio.abc import TaskGroup
 from mcpd.errors import McpdError
 from mcpd.model.servers import ResourceUpdated, ServerEvent, StateChanged
 from mcpd.model.states import ServerState
+from mcpd.supervisor import surface_requests
 from mcpd.supervisor.supervisor import Supervisor
 
 log = structlog.get_logger("mcpd.front")
@@ -87,7 +88,7 @@ class Subscriptions:
             if not first:
                 return
             try:
-                await actor.subscribe_resource(uri, timeout)
+                await surface_requests.subscribe_resource(actor, uri, timeout)
             except BaseException:
                 self._release(owner, key)
                 raise
@@ -157,7 +158,7 @@ class Subscriptions:
     async def _unsubscribe(self, key: Key, timeout: float) -> None:
         server, uri = key
         try:
-            await self._supervisor.actor(server).unsubscribe_resource(uri, timeout)
+            await surface_requests.unsubscribe_resource(self._supervisor.actor(server), uri, timeout)
         except McpdError as exc:
             log.info("resource.unsubscribe_failed", server=server, uri=uri, error=exc.message)
         else:
@@ -169,7 +170,7 @@ class Subscriptions:
             if not self._holders.get(key):
                 return
             try:
-                await self._supervisor.actor(server).subscribe_resource(uri)
+                await surface_requests.subscribe_resource(self._supervisor.actor(server), uri)
             except McpdError as exc:
                 # The subscribers keep their subscription: the next run is asked again.
                 log.warning("resource.resubscribe_failed", server=server, uri=uri, error=exc.message)

@@ -30,6 +30,7 @@ from mcpd.model.resources import (
 from mcpd.model.states import LIVE_STATES
 from mcpd.model.tools import SEPARATOR
 from mcpd.registry.names import qualify, qualify_uri, split_uri
+from mcpd.supervisor import surface_requests
 from mcpd.supervisor.actor import ServerActor
 
 E = TypeVar("E")
@@ -110,7 +111,7 @@ async def read(core: Core, params: ReadParams) -> ReadResult:
     """Read a resource; the contents' URIs come back qualified, as the client named it."""
     server, uri = route_uri(params.uri, params.server)
     actor = await _allowed_actor(core, server)
-    result = await actor.read_resource(uri, params.timeout)
+    result = await surface_requests.read_resource(actor, uri, params.timeout)
     contents = [msgspec.structs.replace(c, uri=qualify_uri(server, c.uri)) for c in result.contents]
     return ReadResult(contents=contents)
 
@@ -141,7 +142,9 @@ async def complete(core: Core, params: CompleteParams) -> CompleteResult:
     await _check_allowed(core, actor)
     context = params.context.arguments if params.context is not None else None
     argument = (params.argument.name, params.argument.value)
-    return CompleteResult(completion=await actor.complete(own, argument, context, params.timeout))
+    return CompleteResult(
+        completion=await surface_requests.complete(actor, own, argument, context, params.timeout)
+    )
 
 
 async def get_prompt(core: Core, params: PromptGetParams) -> PromptResult:
@@ -150,7 +153,7 @@ async def get_prompt(core: Core, params: PromptGetParams) -> PromptResult:
     else:
         actor, name = _resolve_prompt(core, params.name)
     await _check_allowed(core, actor)
-    return await actor.get_prompt(name, params.arguments, params.timeout)
+    return await surface_requests.get_prompt(actor, name, params.arguments, params.timeout)
 
 
 def _resolve_prompt(core: Core, qualified: str) -> tuple[ServerActor, str]:

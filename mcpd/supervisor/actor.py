@@ -2,9 +2,9 @@
 
 The SDK's context managers must be entered and left in one task, so everything that
 touches them (spawn, handshake, watchers, teardown) runs inside ``ServerActor.run``.
-Other tasks use the handle: ``status()``, ``history``, ``call_tool()``, ``read_resource()``,
-``get_prompt()``, ``complete()``, ``subscribe_resource()``, ``start()``, ``stop()``, ``restart()``,
-which set a wish and poke the actor.
+Other tasks use the handle: ``status()``, ``history``, ``call_tool()``, ``on_live()`` (what
+``surface_requests`` sends resource, prompt and completion requests with), ``start()``,
+``stop()``, ``restart()``, which set a wish and poke the actor.
 
 The seams: what to do after a run ends is ``policy.decide``; a call is ``calls.send_call``;
 the watchers of a live run are in ``watchers``; the SDK is behind ``sdk``. This module
@@ -21,28 +21,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import anyio
-import msgspec
 import structlog
 from anyio.abc import TaskGroup
 
 from mcpd.config.model import ServerConfig
 from mcpd.errors import (
     CallTimeout,
-    InvalidParams,
-    McpdError,
     ServerNotRunning,
-    UnknownPrompt,
-    UnknownResource,
     UnknownTool,
-    Unsupported,
 )
 from mcpd.model.requests import NOT_AVAILABLE, ReplyError, ServerReply, ServerRequest
 from mcpd.model.resources import (
-    Completion,
-    CompletionRef,
-    PromptRef,
-    PromptResult,
-    ReadResult,
     Surface,
 )
 from mcpd.model.servers import (
@@ -58,7 +47,7 @@ from mcpd.model.servers import (
 from mcpd.model.states import LIVE_STATES, ServerState, can_transition, check_transition
 from mcpd.model.tools import ToolInfo, ToolResult
 from mcpd.supervisor import sdk, watchers
-from mcpd.supervisor.calls import NotDelivered, Refused, send_call, send_request
+from mcpd.supervisor.calls import NotDelivered, send_call
 from mcpd.supervisor.gate import StartGate
 from mcpd.supervisor.link import Link
 from mcpd.supervisor.logring import LogRing
@@ -176,6 +165,11 @@ class ServerActor:
         return self._tools
 
     @property
+    def link(self) -> Link | None:
+        """The current run's connection (None between runs)."""
+        return self._link
+
+    @property
     def surface(self) -> Surface:
         """Resources, templates and prompts of the current run (empty when not live)."""
         return self._surface if self._state in LIVE_STATES else Surface()
@@ -285,138 +279,9 @@ class ServerActor:
                 on_progress=on_progress,
             )
 
-        return await self._on_live(timeout, known, send)
+        return await self.on_live(timeout, known, send)
 
-    async def read_resource(self, uri: str, timeout: float | None = None) -> ReadResult:
-        """``resources/read`` of the server's own ``uri``, with ``call_tool``'s waiting and deadline.
-
-        Raises ``UnknownResource`` (the server refused), ``ServerNotRunning``, ``CallTimeout`` or
-        ``TransportError``.
-        """
-        return await self._on_resource(uri, "resources/read", lambda s: sdk.read_resource(s, uri), timeout)
-
-    async def get_prompt(
-        self, name: str, arguments: dict[str, str], timeout: float | None = None
-    ) -> PromptResult:
-        """``prompts/get``, with ``call_tool``'s waiting and deadline.
-
-        Raises ``UnknownPrompt``, ``InvalidParams`` (the server refused the arguments),
-        ``ServerNotRunning``, ``CallTimeout`` or ``TransportError``.
-        """
-        data = {"server": self.name, "prompt": name}
-        return await self._request(
-            lambda s: sdk.get_prompt(s, name, arguments),
-            what=f"prompts/get {name}",
-            data=data,
-            timeout=timeout,
-            known=lambda: self._known_prompt(name),
-            refused=lambda why: InvalidParams(f"{self.name} refused prompt {name!r}: {why}", data),
-        )
-
-    def _known_prompt(self, name: str) -> None:
-        if all(p.name != name for p in self._surface.prompts):
-            raise UnknownPrompt(
-                f"server {self.name!r} has no prompt {name!r}", {"server": self.name, "prompt": name}
-            )
-
-    async def subscribe_resource(self, uri: str, timeout: float | None = None) -> None:
-        """``resources/subscribe`` to the server's own ``uri``; updates arrive as ``ResourceUpdated``
-        events. The caller subscribes again after a restart (a new run knows no subscriptions).
-
-        Raises ``Unsupported`` (the server did not declare ``resources.subscribe``),
-        ``UnknownResource`` (it refused), ``ServerNotRunning``, ``CallTimeout`` or ``TransportError``.
-        """
-
-        def known() -> None:
-            link = self._link
-            if link is not None and not sdk.can_subscribe(link.session):
-                raise Unsupported(
-                    f"server {self.name!r} does not offer resource subscriptions",
-                    {"server": self.name, "uri": uri},
-                )
-
-        subscribe = "resources/subscribe"
-        await self._on_resource(uri, subscribe, lambda s: sdk.subscribe_resource(s, uri), timeout, known)
-
-    async def unsubscribe_resource(self, uri: str, timeout: float) -> None:
-        """``resources/unsubscribe``, only if the server is live now: a new run has no subscriptions to
-        undo. Raises what ``subscribe_resource`` does."""
-        if self._link is not None and self._state in LIVE_STATES:
-            unsubscribe = "resources/unsubscribe"
-            await self._on_resource(uri, unsubscribe, lambda s: sdk.unsubscribe_resource(s, uri), timeout)
-
-    async def _on_resource(
-        self,
-        uri: str,
-        method: str,
-        request: Callable[[sdk.ClientSession], Awaitable[T]],
-        timeout: float | None,
-        known: Callable[[], None] = lambda: None,
-    ) -> T:
-        """A request about the server's own ``uri``; its refusal is ``UnknownResource``."""
-        data = {"server": self.name, "uri": uri}
-        return await self._request(
-            request,
-            what=f"{method} {uri}",
-            data=data,
-            timeout=timeout,
-            known=known,
-            refused=lambda why: UnknownResource(f"{self.name} refused {method} {uri!r}: {why}", data),
-        )
-
-    async def complete(
-        self,
-        ref: CompletionRef,
-        argument: tuple[str, str],
-        context: dict[str, str] | None = None,
-        timeout: float | None = None,
-    ) -> Completion:
-        """``completion/complete`` for the server's own prompt or template ``ref``; empty when the
-        server offers no completions.
-
-        Raises ``UnknownPrompt`` / ``UnknownResource`` (no such prompt or template), ``InvalidParams``
-        (the server refused), ``ServerNotRunning``, ``CallTimeout`` or ``TransportError``.
-        """
-        data = {"server": self.name, "ref": msgspec.to_builtins(ref)}
-
-        def known() -> None:
-            if isinstance(ref, PromptRef):
-                self._known_prompt(ref.name)
-            elif all(t.uri_template != ref.uri for t in self._surface.templates):
-                raise UnknownResource(f"server {self.name!r} has no resource template {ref.uri!r}", data)
-
-        return await self._request(
-            lambda s: sdk.complete(s, ref, argument, context),
-            what="completion/complete",
-            data=data,
-            timeout=timeout,
-            known=known,
-            refused=lambda why: InvalidParams(f"{self.name} refused to complete: {why}", data),
-        )
-
-    async def _request(
-        self,
-        request: Callable[[sdk.ClientSession], Awaitable[T]],
-        *,
-        what: str,
-        data: dict[str, Any],
-        timeout: float | None,
-        known: Callable[[], None],
-        refused: Callable[[str], McpdError],
-    ) -> T:
-        """One SDK request on a live link; the server's refusal becomes ``refused(its message)``."""
-
-        async def send(link: Link, deadline: float, limit: float) -> T:
-            try:
-                return await send_request(
-                    link, request, server=self.name, what=what, data=data, deadline=deadline, limit=limit
-                )
-            except Refused as exc:
-                raise refused(exc.message) from None
-
-        return await self._on_live(timeout, known, send)
-
-    async def _on_live(
+    async def on_live(
         self,
         timeout: float | None,
         known: Callable[[], None],
@@ -424,7 +289,7 @@ class ServerActor:
     ) -> T:
         """Run ``send`` on a live link within ``timeout`` (default ``call_timeout``), waiting for a
         (re)start; a request the server never received goes again on the next link. ``known`` checks
-        the target against the live lists before each attempt."""
+        the target against the live lists before each attempt (``surface_requests`` builds on this)."""
         limit = timeout if timeout is not None else self.config.call_timeout
         deadline = anyio.current_time() + limit
         stale: Link | None = None

@@ -1,0 +1,173 @@
+"""Requests about a server's resources, prompts and completions, sent on its live link.
+
+Each waits for a (re)starting server and keeps to its deadline exactly as a tool call does
+(``ServerActor.on_live``), checks the target against the server's current lists first, and turns
+the server's refusal into the error a caller can act on (``UnknownResource``, ``UnknownPrompt``,
+``InvalidParams``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgspec
+
+from mcpd.errors import InvalidParams, McpdError, UnknownPrompt, UnknownResource, Unsupported
+from mcpd.model.resources import Completion, CompletionRef, PromptRef, PromptResult, ReadResult
+from mcpd.model.states import LIVE_STATES
+from mcpd.supervisor import sdk
+from mcpd.supervisor.calls import Refused, send_request
+from mcpd.supervisor.link import Link
+
+if TYPE_CHECKING:
+    from mcpd.supervisor.actor import ServerActor
+
+T = TypeVar("T")
+
+
+async def read_resource(actor: ServerActor, uri: str, timeout: float | None = None) -> ReadResult:
+    """``resources/read`` of the server's own ``uri``, with ``call_tool``'s waiting and deadline.
+
+    Raises ``UnknownResource`` (the server refused), ``ServerNotRunning``, ``CallTimeout`` or
+    ``TransportError``.
+    """
+    return await _on_resource(
+        actor, uri, "resources/read", lambda s: sdk.read_resource(s, uri), timeout=timeout
+    )
+
+
+async def get_prompt(
+    actor: ServerActor, name: str, arguments: dict[str, str], timeout: float | None = None
+) -> PromptResult:
+    """``prompts/get``, with ``call_tool``'s waiting and deadline.
+
+    Raises ``UnknownPrompt``, ``InvalidParams`` (the server refused the arguments),
+    ``ServerNotRunning``, ``CallTimeout`` or ``TransportError``.
+    """
+    data = {"server": actor.name, "prompt": name}
+    return await _request(
+        actor,
+        lambda s: sdk.get_prompt(s, name, arguments),
+        what=f"prompts/get {name}",
+        data=data,
+        timeout=timeout,
+        known=lambda: _known_prompt(actor, name),
+        refused=lambda why: InvalidParams(f"{actor.name} refused prompt {name!r}: {why}", data),
+    )
+
+
+def _known_prompt(actor: ServerActor, name: str) -> None:
+    if all(p.name != name for p in actor.surface.prompts):
+        raise UnknownPrompt(
+            f"server {actor.name!r} has no prompt {name!r}", {"server": actor.name, "prompt": name}
+        )
+
+
+async def subscribe_resource(actor: ServerActor, uri: str, timeout: float | None = None) -> None:
+    """``resources/subscribe`` to the server's own ``uri``; updates arrive as ``ResourceUpdated``
+    events. The caller subscribes again after a restart (a new run knows no subscriptions).
+
+    Raises ``Unsupported`` (the server did not declare ``resources.subscribe``),
+    ``UnknownResource`` (it refused), ``ServerNotRunning``, ``CallTimeout`` or ``TransportError``.
+    """
+
+    def known() -> None:
+        link = actor.link
+        if link is not None and not sdk.can_subscribe(link.session):
+            raise Unsupported(
+                f"server {actor.name!r} does not offer resource subscriptions",
+                {"server": actor.name, "uri": uri},
+            )
+
+    subscribe = "resources/subscribe"
+    await _on_resource(
+        actor, uri, subscribe, lambda s: sdk.subscribe_resource(s, uri), timeout=timeout, known=known
+    )
+
+
+async def unsubscribe_resource(actor: ServerActor, uri: str, timeout: float) -> None:
+    """``resources/unsubscribe``, only if the server is live now: a new run has no subscriptions to
+    undo. Raises what ``subscribe_resource`` does."""
+    if actor.link is not None and actor.state in LIVE_STATES:
+        unsubscribe = "resources/unsubscribe"
+        await _on_resource(
+            actor, uri, unsubscribe, lambda s: sdk.unsubscribe_resource(s, uri), timeout=timeout
+        )
+
+
+async def _on_resource(
+    actor: ServerActor,
+    uri: str,
+    method: str,
+    request: Callable[[sdk.ClientSession], Awaitable[T]],
+    *,
+    timeout: float | None,
+    known: Callable[[], None] = lambda: None,
+) -> T:
+    """A request about the server's own ``uri``; its refusal is ``UnknownResource``."""
+    data = {"server": actor.name, "uri": uri}
+    return await _request(
+        actor,
+        request,
+        what=f"{method} {uri}",
+        data=data,
+        timeout=timeout,
+        known=known,
+        refused=lambda why: UnknownResource(f"{actor.name} refused {method} {uri!r}: {why}", data),
+    )
+
+
+async def complete(
+    actor: ServerActor,
+    ref: CompletionRef,
+    argument: tuple[str, str],
+    context: dict[str, str] | None = None,
+    timeout: float | None = None,
+) -> Completion:
+    """``completion/complete`` for the server's own prompt or template ``ref``; empty when the
+    server offers no completions.
+
+    Raises ``UnknownPrompt`` / ``UnknownResource`` (no such prompt or template), ``InvalidParams``
+    (the server refused), ``ServerNotRunning``, ``CallTimeout`` or ``TransportError``.
+    """
+    data = {"server": actor.name, "ref": msgspec.to_builtins(ref)}
+
+    def known() -> None:
+        if isinstance(ref, PromptRef):
+            _known_prompt(actor, ref.name)
+        elif all(t.uri_template != ref.uri for t in actor.surface.templates):
+            raise UnknownResource(f"server {actor.name!r} has no resource template {ref.uri!r}", data)
+
+    return await _request(
+        actor,
+        lambda s: sdk.complete(s, ref, argument, context),
+        what="completion/complete",
+        data=data,
+        timeout=timeout,
+        known=known,
+        refused=lambda why: InvalidParams(f"{actor.name} refused to complete: {why}", data),
+    )
+
+
+async def _request(
+    actor: ServerActor,
+    request: Callable[[sdk.ClientSession], Awaitable[T]],
+    *,
+    what: str,
+    data: dict[str, Any],
+    timeout: float | None,
+    known: Callable[[], None],
+    refused: Callable[[str], McpdError],
+) -> T:
+    """One SDK request on a live link; the server's refusal becomes ``refused(its message)``."""
+
+    async def send(link: Link, deadline: float, limit: float) -> T:
+        try:
+            return await send_request(
+                link, request, server=actor.name, what=what, data=data, deadline=deadline, limit=limit
+            )
+        except Refused as exc:
+            raise refused(exc.message) from None
+
+    return await actor.on_live(timeout, known, send)
