@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import sys
 
+from mcpd.cli import output
+
 
 def main(argv: list[str] | None = None) -> None:
     words = sys.argv[1:] if argv is None else argv
@@ -24,7 +26,7 @@ def main(argv: list[str] | None = None) -> None:
         # its own options, not the parsers and the client library of every other command.
         from mcpd.cli.bridge import main as bridge
 
-        sys.exit(bridge(words[1:]))
-    from mcpd.cli.app import main as app
+        output.exit_with(lambda: bridge(words[1:]))
+    from mcpd.cli.app import run
 
-    app(words)
+    output.exit_with(lambda: run(words))

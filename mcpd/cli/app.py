@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 
 from mcpd.cli import completion, config, local, logs, output, servers, surface, tools, top, trust, usage
-from mcpd.cli.output import EXIT_BROKEN_PIPE, EXIT_OK, Interrupted
 from mcpd.cli.parsing import Parser, client_options
-from mcpd.errors import McpdError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,30 +32,9 @@ def _wants_json(argv: list[str]) -> bool:
 
 
 def run(argv: list[str]) -> int:
-    as_json = _wants_json(argv)
-    try:
+    def parse_and_run() -> int:
         args = build_parser().parse_args(argv)
         status: int = args.run(args)
-    except (McpdError, output.UsageError) as exc:
-        return output.report(exc, as_json=as_json)
-    except KeyboardInterrupt:
-        return output.report(Interrupted("interrupted"), as_json=as_json)
-    except (BrokenPipeError, SystemExit):
-        raise
-    except Exception as exc:
-        return output.report(output.InternalError.of(exc), as_json=as_json)
-    return status
+        return status
 
-
-def main(argv: list[str] | None = None) -> None:
-    try:
-        status = run(sys.argv[1:] if argv is None else argv)
-        sys.stdout.flush()  # inside the try: a reader that went away is noticed here, not at exit
-    except BrokenPipeError:
-        # `mcpd ... | head`: the reader has all it wanted. Point stdout at /dev/null so that
-        # Python's final flush stays quiet too, and end as a process killed by SIGPIPE would.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        status = EXIT_BROKEN_PIPE
-    except KeyboardInterrupt:
-        status = output.EXIT_INTERRUPTED
-    sys.exit(status if status is not None else EXIT_OK)
+    return output.reported(parse_and_run, as_json=_wants_json(argv))

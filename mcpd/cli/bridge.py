@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mcpd.cli import output
-from mcpd.errors import McpdError
 
 if TYPE_CHECKING:
     from mcpd.cli.parsing import Commands
@@ -48,19 +47,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str]) -> int:
-    """``mcpd bridge ARGV``: usage errors exit 2 (argparse), daemon errors are one line and exit 1, a
-    host that stopped reading 141."""
+    """``mcpd bridge ARGV``: usage errors exit 2 (argparse), the others as every command's do."""
     parser = argparse.ArgumentParser(prog="mcpd bridge", description=HELP)
     add_arguments(parser)
     args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except McpdError as exc:
-        return output.report(exc, as_json=False)
-    except BrokenPipeError:
-        # The host closed our stdout: it wants no more answers. End as SIGPIPE would, quietly.
-        return output.EXIT_BROKEN_PIPE
-    except KeyboardInterrupt:
-        return output.EXIT_INTERRUPTED
-    except Exception as exc:
-        return output.report(output.InternalError.of(exc), as_json=False)
+    return output.reported(lambda: run(args), as_json=False)

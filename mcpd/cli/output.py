@@ -12,8 +12,8 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Sequence
-from typing import IO, Any
+from collections.abc import Callable, Sequence
+from typing import IO, Any, NoReturn
 
 import msgspec
 
@@ -91,6 +91,36 @@ def error_document(error: BaseException) -> ErrorDocument:
 
 def emit_json(value: object) -> None:
     sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
+
+
+def reported(command: Callable[[], int], *, as_json: bool) -> int:
+    """Run ``command``: what goes wrong is said once (``report``) and becomes the exit status, never
+    a traceback. A closed stdout is left to ``exit_with``."""
+    try:
+        return command()
+    except (McpdError, UsageError) as exc:
+        return report(exc, as_json=as_json)
+    except KeyboardInterrupt:
+        return report(Interrupted("interrupted"), as_json=as_json)
+    except (BrokenPipeError, SystemExit):
+        raise
+    except Exception as exc:
+        return report(InternalError.of(exc), as_json=as_json)
+
+
+def exit_with(command: Callable[[], int]) -> NoReturn:
+    """Run ``command`` and exit with its status."""
+    try:
+        status = command()
+        sys.stdout.flush()  # inside the try: a reader that went away is noticed here, not at exit
+    except BrokenPipeError:
+        # `mcpd ... | head`: the reader has all it wanted. Point stdout at /dev/null so that
+        # Python's final flush stays quiet too, and end as a process killed by SIGPIPE would.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        status = EXIT_INTERRUPTED
+    sys.exit(status)
 
 
 def report(error: BaseException, *, as_json: bool) -> int:
