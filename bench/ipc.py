@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import shutil
 import socket
@@ -36,7 +37,7 @@ import msgspec
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from mcpd.client.aio import connect
+from mcpd.client.aio import AsyncClient, connect
 from mcpd.daemon.logging import configure_logging
 from mcpd.ipc.framing import frame
 from mcpd.ipc.stream import FrameStream
@@ -57,6 +58,19 @@ request_decoder = msgspec.msgpack.Decoder(Request)
 def percentile(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def statuses(
+    client: AsyncClient, seconds: float = math.inf, done: anyio.Event | None = None
+) -> list[float]:
+    """Milliseconds of each ``status`` called back to back, for ``seconds`` or until ``done`` is set."""
+    samples = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end and not (done is not None and done.is_set()):
+        start = time.perf_counter()
+        await client.status()
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
 
 
 async def latency(op: Op, count: int) -> tuple[float, float]:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import anyio
 from anyio.abc import Process
+from ipc import percentile, statuses
 
 from mcpd.client.aio import AsyncClient, connect
 from mcpd.testing import fixture_command, fixture_toml
@@ -31,28 +32,12 @@ from mcpd.testing.daemon import running_daemon
 PHASE_SECONDS = 5.0
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def rss_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status") as status:
         for line in status:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return 0.0
-
-
-async def statuses(client: AsyncClient, seconds: float) -> list[float]:
-    """Milliseconds of each ``status`` called back to back for ``seconds``."""
-    samples = []
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        start = time.perf_counter()
-        await client.status()
-        samples.append((time.perf_counter() - start) * 1000)
-    return samples
 
 
 async def count_lines(process: Process, received: list[int]) -> None:

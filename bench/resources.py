@@ -20,29 +20,14 @@ import time
 from pathlib import Path
 
 import anyio
+from ipc import percentile, statuses
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from mcpd.client.aio import AsyncClient, connect
+from mcpd.client.aio import connect
 from mcpd.daemon.logging import configure_logging
 from mcpd.testing import fixture_command
 from mcpd.testing.daemon import running_daemon
-
-
-def quantiles(samples: list[float]) -> tuple[float, float]:
-    ordered = sorted(samples)
-    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-
-
-async def status_loop(client: AsyncClient, seconds: float | None, done: anyio.Event | None) -> list[float]:
-    """``status`` back to back for ``seconds`` or until ``done``: each round trip in ms."""
-    times: list[float] = []
-    end = time.perf_counter() + seconds if seconds is not None else float("inf")
-    while time.perf_counter() < end and not (done is not None and done.is_set()):
-        start = time.perf_counter()
-        await client.status()
-        times.append((time.perf_counter() - start) * 1000)
-    return times
 
 
 async def main(megabytes: float, reads: int) -> None:
@@ -61,7 +46,7 @@ async def main(megabytes: float, reads: int) -> None:
             ClientSession(read, write) as direct,
         ):
             await direct.initialize()
-            quiet = await status_loop(watcher, 3.0, None)
+            quiet = await statuses(watcher, 3.0)
 
             direct_times = []
             for _ in range(reads):
@@ -84,7 +69,7 @@ async def main(megabytes: float, reads: int) -> None:
                 done.set()
 
             async def watch() -> None:
-                loaded.extend(await status_loop(watcher, None, done))
+                loaded.extend(await statuses(watcher, done=done))
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(watch)
@@ -97,9 +82,9 @@ async def main(megabytes: float, reads: int) -> None:
     print(f"  direct SDK session             p50 {statistics.median(direct_times) * 1000:8.1f} ms")
     print("\nanother client's status meanwhile")
     for label, samples in (("quiet daemon", quiet), ("during the reads", loaded)):
-        p50, p99 = quantiles(samples)
+        p50, p99 = percentile(samples, 0.5), percentile(samples, 0.99)
         print(f"  {label:<30} p50 {p50:7.2f} ms   p99 {p99:7.2f} ms   ({len(samples)} calls)")
-    print(f"  target: p99 during the reads <= 50 ms: {quantiles(loaded)[1]:.1f} ms")
+    print(f"  target: p99 during the reads <= 50 ms: {percentile(loaded, 0.99):.1f} ms")
 
 
 if __name__ == "__main__":
