@@ -128,7 +128,7 @@ class _Tasks:
         """
         if self._closed or len(self._all) >= self.limit:
             coro.close()
-            return self._closed
+            return self._closed  # dropped (True) after aclose, refused (False) when full
         task = asyncio.get_running_loop().create_task(coro)
         self._all.add(task)
         self._by_id[key] = task
