@@ -52,8 +52,10 @@ log = structlog.get_logger("mcpd.front")
 
 LEARNING_WINDOW = 600.0
 """Seconds after a search during which the session's calls are attributed to its query."""
-COLD_START_WAIT = 10.0
-"""Longest ``initialize`` waits for the servers' first start attempts (a daemon just started)."""
+COLD_START_WAIT = 2.0
+"""Longest ``initialize`` waits for the servers' first start attempts (a daemon just started): long
+enough for a usual server's handshake, short enough that a slow or hung one never holds the host (the
+instructions list it with its state; its tools arrive with ``list_changed``)."""
 PRECONNECT_MARGIN = 5.0
 """Seconds beyond a server's connect timeout that a ``--connect`` waits before reporting it."""
 HELD_LIMIT = 100
@@ -613,8 +615,8 @@ async def _initialize(session: HostSession, params: mcp.InitializeParams) -> mcp
     session.init = params
     session._name_client(params)
     session._state_changed()
-    # A daemon that has just started: let every server have its first try, so the
-    # instructions name them all (bounded; a warm daemon returns at once).
+    # A daemon that has just started: give the servers a moment for their first try, so the
+    # instructions can describe them (bounded; a warm daemon returns at once).
     await session.core.supervisor.wait_started(session._cold_start_wait)
     asked = params.protocol_version
     return mcp.InitializeResult(
