@@ -237,6 +237,7 @@ def _progress_relay(conn: Connection, request_id: int) -> ProgressCallback:
         conn.notify(
             PROGRESS_NOTIFICATION,
             Progress(request=request_id, progress=progress, total=total, message=message),
+            advisory=True,
         )
 
     return relay
@@ -368,7 +369,9 @@ async def resources_subscribe(daemon: Daemon, conn: Connection, params: ReadPara
     hub = daemon.subscriptions
 
     def deliver(server: str, uri: str) -> None:
-        conn.notify(EVENT_NOTIFICATION, ResourceUpdated(server=server, uri=qualify_uri(server, uri)))
+        conn.notify(
+            EVENT_NOTIFICATION, ResourceUpdated(server=server, uri=qualify_uri(server, uri)), advisory=True
+        )
 
     if hub.register(conn, deliver):
         conn.tasks.spawn(_drop_at_close(daemon, conn))

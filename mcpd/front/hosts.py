@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable
 import anyio
 
 from mcpd.front.core import Caller, Core
-from mcpd.front.session import COLD_START_WAIT, HostSession
+from mcpd.front.session import COLD_START_WAIT, HostSession, never
 from mcpd.model.mcp import SessionState
 from mcpd.model.servers import ServerEvent
 
@@ -30,7 +30,13 @@ class Hosts:
 
     @contextlib.asynccontextmanager
     async def open_session(
-        self, send: Callable[[bytes], None], caller: Caller, state: SessionState, *, report_state: bool
+        self,
+        send: Callable[[bytes], None],
+        caller: Caller,
+        state: SessionState,
+        *,
+        report_state: bool,
+        behind: Callable[[], bool] = never,
     ) -> AsyncIterator[HostSession]:
         """A session for one host, live until the block ends (then its requests are cancelled)."""
         session = HostSession(
@@ -39,6 +45,7 @@ class Hosts:
             caller=caller,
             state=state,
             report_state=report_state,
+            behind=behind,
             max_in_flight=self._max_in_flight,
             cold_start_wait=self._cold_start_wait,
         )

@@ -157,6 +157,11 @@ class _Tasks:
             await asyncio.gather(*self._all, return_exceptions=True)
 
 
+def never() -> bool:
+    """For a front end that bounds what it keeps for a host itself (HTTP's outboxes)."""
+    return False
+
+
 class HostSession:
     """One host's MCP session. Build it with ``Hosts.open_session``; feed it with ``receive``."""
 
@@ -168,11 +173,15 @@ class HostSession:
         caller: Caller,
         state: mcp.SessionState,
         report_state: bool,
+        behind: Callable[[], bool] = never,
         max_in_flight: int = 256,
         cold_start_wait: float = COLD_START_WAIT,
     ) -> None:
         self.core = core
         self._send = send
+        self._behind = behind
+        """True while the host is not taking what it is sent: advisory notifications are dropped."""
+        self.dropped_advice = 0
         self.caller = caller
         self._hello_client = caller.client
         self.init = state.initialize
@@ -191,10 +200,10 @@ class HostSession:
         """Notifications waiting for the host to finish initializing."""
         self._list_changed_due = False
         self._listed: list[ToolEntry] | None = None
+        """The tools the host was last given (None: unknown, any change is announced)."""
         self._connecting: set[str] = set()
         """``preconnect`` servers being connected right now."""
         self._background: set[asyncio.Task[None]] = set()
-        """The tools the host was last given (None: unknown, any change is announced)."""
         self._timers: list[asyncio.TimerHandle] = []
         self._problems: dict[str, str] = {}
         """Why each ``preconnect`` server could not be connected (reported once each)."""
@@ -298,6 +307,15 @@ class HostSession:
                 self._send(data)
         else:
             self._held.append(data)
+
+    def _advise(self, method: str, params: Any) -> None:
+        """A notification the host can do without (progress, resource updates): dropped while it is behind."""
+        if self._behind():
+            if not self.dropped_advice:
+                log.warning("front.host_behind", session=self.caller.session, dropping=method)
+            self.dropped_advice += 1
+            return
+        self._notify(method, params)
 
     def _notification(self, method: str, params: msgspec.Raw) -> None:
         if method == "notifications/initialized":
@@ -475,7 +493,7 @@ class HostSession:
                 total=msgspec.UNSET if total is None else total,
                 message=msgspec.UNSET if message is None else message,
             )
-            self._notify(mcp.PROGRESS, params)
+            self._advise(mcp.PROGRESS, params)
 
         return relay
 
@@ -570,7 +588,7 @@ class HostSession:
         self._state_changed()
 
     def _resource_updated(self, server: str, uri: str) -> None:
-        self._notify(mcp.RESOURCE_UPDATED, mcp.UriParams(uri=qualify_uri(server, uri)))
+        self._advise(mcp.RESOURCE_UPDATED, mcp.UriParams(uri=qualify_uri(server, uri)))
 
     async def _subscribe_again(self, uri: str) -> None:
         """A resumed session's subscription, taken again in this daemon (servers may still be starting)."""

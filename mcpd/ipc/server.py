@@ -93,9 +93,9 @@ _ids = itertools.count(1)
 DEFAULT_MAX_PARAMS = 64 * 1024
 """Bytes of params a method accepts unless it declares otherwise."""
 HELLO_MAX_PARAMS = 1024
+"""Bytes of ``hello`` params: a version and a client name."""
 UPGRADE_MAX_PARAMS = 64 * 1024
 """A hello that upgrades the connection (its ``resume`` state included)."""
-"""Bytes of ``hello`` params: a version and a client name."""
 
 
 @dataclass
@@ -107,6 +107,10 @@ class Limits:
     """Requests one connection may have running; past that the daemon stops reading from it."""
     notification_backlog: int = 4096
     """Undelivered notifications one subscriber may have queued before it is dropped."""
+    advisory_backlog: int = 1024 * 1024
+    """Unread bytes past which advisory notifications (progress, resource updates) to a client are
+    dropped: a client that far behind cannot act on them, and a flooding server would otherwise
+    grow the daemon for as long as the client keeps reading slowly."""
 
 
 def encode_message(message: Response | Notification) -> bytes:
@@ -182,6 +186,8 @@ class Connection:
     """Its running requests and its event pump."""
     bad_messages: int = 0
     """Frames that did not decode to a request."""
+    dropped_advice: int = 0
+    """Advisory notifications not sent because the client was too far behind."""
     _events: MemoryObjectSendStream[Event] | None = None
     _task: asyncio.Task[None] | None = None
     _ended: bool = False
@@ -191,8 +197,18 @@ class Connection:
     async def send(self, data: bytes) -> None:
         await self.stream.send(data)
 
-    def notify(self, method: str, params: msgspec.Struct) -> None:
-        """Push a notification without waiting (from synchronous callbacks); dropped if the client left."""
+    def behind(self) -> bool:
+        """The client has more unread bytes than advisory notifications may add to."""
+        return self.stream.backlog() > self.limits.advisory_backlog
+
+    def notify(self, method: str, params: msgspec.Struct, *, advisory: bool = False) -> None:
+        """Push a notification without waiting (from synchronous callbacks); dropped if the client
+        left, or if it is ``advisory`` and the client is ``behind()``."""
+        if advisory and self.behind():
+            if not self.dropped_advice:
+                log.warning("client.behind", conn=self.id, client=self.client, dropping=method)
+            self.dropped_advice += 1
+            return
         with contextlib.suppress(*_DISCONNECTS, RuntimeError):
             self.stream.send_nowait(
                 encode_message(Notification(method, msgspec.Raw(_encoder.encode(params))))

@@ -162,11 +162,15 @@ def build_server(args: argparse.Namespace) -> MCPServer:
     async def huge() -> int:
         return 2**70
 
-    @server.tool(description="Report progress `steps` times (a short pause each), then return.")
-    async def progress(steps: int, ctx: Context) -> str:
+    @server.tool(
+        description="Report progress `steps` times (`pause` seconds apart, messages padded by `pad` "
+        "characters), say so on stderr, then return."
+    )
+    async def progress(steps: int, ctx: Context, pause: float = 0.01, pad: int = 0) -> str:
         for step in range(1, steps + 1):
-            await anyio.sleep(0.01)
-            await ctx.report_progress(step, steps, f"step {step} of {steps}")
+            await anyio.sleep(pause)
+            await ctx.report_progress(step, steps, f"step {step} of {steps}" + "." * pad)
+        print(f"progress: reported {steps} steps", file=sys.stderr, flush=True)
         return f"done {steps} steps"
 
     @server.tool(description="Return a caption and a PNG image of `size` bytes (signature, then zeros).")
