@@ -277,10 +277,13 @@ async def shutdown() -> None:
 
 @contextlib.asynccontextmanager
 async def host_on(socket: Path) -> AsyncIterator[ClientSession]:
-    """An MCP host (the SDK's client) with ``mcpd bridge --connect tools`` as its one server."""
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "mcpd", "bridge", "--socket", str(socket), "--connect", "tools"]
-    )
+    """An MCP host (the SDK's client) with ``mcpd bridge --connect tools`` as its one server.
+
+    ``--no-autostart``: the daemon that comes back is the one this script starts (as a service
+    manager would); a bridge would otherwise start its own when that one is slow to bind.
+    """
+    bridge = ["-m", "mcpd", "bridge", "--socket", str(socket), "--connect", "tools", "--no-autostart"]
+    params = StdioServerParameters(command=sys.executable, args=bridge)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         with anyio.fail_after(120):
             await session.initialize()
