@@ -5,13 +5,15 @@ bidi controls, tag characters, soft hyphens) are removed and remembered; NFKC fo
 and compatibility forms; letters from Cyrillic or Greek inside an otherwise Latin word are
 mapped to the Latin letter they imitate; case is lowered and every run of whitespace, line
 breaks included, becomes one space. ``hidden_layers`` finds text hidden in base64, hex,
-URL-encoding, HTML entities, ``\\u`` escapes and tag characters and yields it decoded.
+URL-encoding, HTML entities, ``\\u`` escapes, tag characters and ROT13 and yields it decoded;
+``unleet`` spells out leetspeak ("1gn0r3 pr3v10us").
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import html
 import re
 import unicodedata
@@ -150,6 +152,19 @@ def _hex(run: str) -> str | None:
         return None
 
 
+# ROT13 is announced ("decode with rot13") or betrays itself by English function words
+# turned into ones no language uses: "gur" (the), "naq" (and), "lbh" (you).
+_ROT13_HINT = re.compile(r"(?i)\brot[- ]?13\b|\b(?:gur|naq|lbh|lbhe|guvf|gung|jvgu|hfre|svyr|fraq|ernq)\b")
+
+
+def rot13_text(visible: str) -> Layer | None:
+    """``visible`` decoded from ROT13, if it looks like ROT13."""
+    hints = {m.group().lower() for m in _ROT13_HINT.finditer(visible)}
+    if not any(h.startswith("rot") for h in hints) and len(hints) < 2:
+        return None
+    return Layer("rot13", codecs.decode(visible, "rot13"), visible[:40])
+
+
 def hidden_layers(visible: str) -> Iterator[Layer]:
     """Text hidden in encodings inside ``visible``, each decoded once."""
     if not _ENCODED_HINT.search(visible):
@@ -175,6 +190,21 @@ def hidden_layers(visible: str) -> Iterator[Layer]:
         for match in _ESCAPE_TOKEN.finditer(visible):
             decoded = _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), match.group())
             yield Layer("unicode escapes", decoded, match.group())
+
+
+# Leetspeak: digits standing for the letters they look like, inside words ("1gn0r3", "s3nd").
+# Tokens with other digits (id_ed25519, h264, base64) are left alone, and a text needs several
+# such words before it is read this way, so "s3" or "l10n" in an honest text changes nothing.
+_LEET_WORD = re.compile(r"\b(?=[a-z0-9]*[a-z])[a-z]*[013457][a-z013457]*\b")
+_LEET = str.maketrans("013457", "oieast")
+
+
+def unleet(folded: str) -> str | None:
+    """``folded`` with leetspeak words spelled out, if it has at least three of them."""
+    words = _LEET_WORD.findall(folded)
+    if len(words) < 3:
+        return None
+    return _LEET_WORD.sub(lambda m: m.group().translate(_LEET), folded)
 
 
 def tag_text(raw: str) -> Layer | None:

@@ -95,6 +95,12 @@ def gap(n: int) -> str:
     return rf"(?:\W+[\w'’-]+){{0,{n}}}?\W+"
 
 
+def inflected(words: str) -> str:
+    """The verbs ``words`` (``a|b``) with their -s, -es, -ed and -ing forms: a text may describe
+    what the model does ("the agent collects ... and submits them") instead of ordering it."""
+    return rf"(?:{words})(?:s|es|ed|d|ing)?"
+
+
 # -- TP001: overriding the model's instructions --------------------------------------------------
 
 _IGNORE = (
@@ -312,6 +318,30 @@ OVERRIDE = Intent(
         r"\bquedan (?:anuladas|anulados|sin efecto)\b|\bestán anuladas\b|\bgelten\b(?:\W+\w+){0,3}?\W+nicht mehr\b|\bnon sono più valide\b|\bnon (?:valgono|si applicano) più\b",
     ),
     ("sigue|sigues|segui", r"\bsigues? (?:solo|solamente|únicamente)\b|\bsegui solo\b"),
+    # A claim of rank over the user or the model's own instructions, whatever the subject.
+    (
+        "outrank|outranks|prevail|prevails|trump|trumps|supersede|supersedes|precedence|priority|override|overrides",
+        r"\b(?:outranks?|prevails? over|trumps?|supersedes?|takes? precedence over|ha(?:s|ve) (?:priority|precedence) over|overrides?)\b\W+(?:the user(?:'s)?|users?'|what the user|any(?:thing)? the user|your (?:own )?(?:instructions|rules|guidelines|system prompt|directives)|the system prompt|your developer)",
+    ),
+    # The user's or the model's own instructions declared void in the passive.
+    (
+        "disregarded|ignored|overridden|overruled|discarded|dropped",
+        r"\b(?:the user's|user|users'|your|the user|previous|prior|system|developer's?)\W+(?:\w+\W+){0,2}?(?:requests?|instructions?|rules|guidelines|commands|wishes|choices?|messages?|directives)\b(?:\W+\w+){0,4}?\W+(?:is|are|be)\W+(?:\w+\W+)?(?:disregarded|ignored|overridden|overruled|discarded|dropped)\b",
+    ),
+    # A vendor or the platform speaking through a tool: "message from the Anthropic safety team".
+    (
+        "message|notice|update|notification|directive|approved|whitelisted|allowlisted|certified|verified",
+        r"\b(?:message|notice|update|notification|directive) from (?:the )?(?:anthropic|openai|google|microsoft|claude|chatgpt|cursor|mcp|platform|system|security|safety|trust)\b|\b(?:is|are|has been|have been) (?:pre-?approved|whitelisted|allowlisted|certified|verified) by (?:anthropic|openai|google|microsoft|the platform|the system|your developer)\b|\b(?:server|tool) is (?:pre-?approved|whitelisted|allowlisted)\b",
+    ),
+    # Arabic and Polish: ignore the (previous) instructions.
+    (
+        "تجاهل|انس|لا تتبع",
+        r"(?:تجاهل|انس|لا تتبع)\w*\W+(?:\w+\W+){0,2}?(?:ال)?(?:تعليمات|إرشادات|اوامر|أوامر|قواعد)",
+    ),
+    (
+        "ignoruj|zignoruj|zapomnij|pomiń|pomin",
+        r"\b(?:ignoruj|zignoruj|zapomnij|pomiń|pomin)\w*\b(?:\W+\w+){0,3}?\W+(?:instrukcj|polece|zasad|reguł|wytyczn)\w*",
+    ),
 )
 
 # -- TP002: concealment from the user -----------------------------------------------------------
@@ -486,6 +516,30 @@ CONCEAL = Intent(
         r"\b(?:user|human|person|customer|client|diner|patient|buyer|recipient|owner|employee|victim|they|he|she)s? (?:must never|must not|should never|should not|shouldn't|mustn't|will never|may never|need never|can never) (?:\w+ )?(?:find out|know|learn|notice|discover|realize|suspect)\b",
     ),
     ("silencio", r"\ben silencio\b"),
+    # Acting without the user's consent: "you may skip asking the user for confirmation".
+    (
+        "skip|skipping|bypass|forgo|omit|need|needn|have|ask|asking",
+        r"\b(?:skip(?:ping)?|bypass(?:ing)?|forgo(?:ing)?|omit(?:ting)?|no need to|(?:do not|don't|does not|doesn't) (?:need|have) to|need not|needn't|never (?:again )?)\W+(?:\w+\W+){0,1}?(?:ask(?:ing)?|request(?:ing)?|seek(?:ing)?|wait(?:ing)? for)\b(?:\W+\w+){0,3}?\W+(?:confirmation|approval|permission|consent|about it|again)\b",
+    ),
+    # Infinitive negations in French, Spanish, Italian, Portuguese, German: "de ne pas signaler
+    # ce remplacement à l'utilisateur".
+    (
+        "ne|no|non|não|nicht",
+        r"\bne (?:pas|jamais|rien) (?:le |lui |en )?(?:dire|mentionner|signaler|informer|révéler|prévenir|avertir|parler|indiquer)\b(?:\W+[\w']+){0,6}?\W+(?:l'utilisateur|utilisateur|personne)"
+        r"|\bno (?:decir|mencionar|informar|avisar|contar|revelar|indicar)(?:le|lo|les|selo)?\b(?:\W+\w+){0,6}?\W+(?:usuario|nadie)"
+        r"|\bnon (?:dire|menzionare|informare|rivelare|segnalare|avvisare)\b(?:\W+[\w']+){0,6}?\W+(?:utente|nessuno)"
+        r"|\bnão (?:dizer|mencionar|informar|avisar|contar|revelar)\b(?:\W+\w+){0,6}?\W+(?:usuário|utilizador|ninguém)"
+        r"|\b(?:benutzer|nutzer)\w*\b(?:\W+\w+){0,6}?\W+nicht (?:erwähnen|sagen|mitteilen|melden|verraten|informieren)\b",
+    ),
+    ("sem", r"\bsem (?:avisar|informar|contar|dizer|que (?:ele|ela) (?:saiba|perceba))\b"),
+    (
+        "لا|دون|بدون|من غير",
+        r"(?:لا|دون|بدون|من غير)\s+(?:\w+\s+)?(?:تخبر|تُخبر|إخبار|اخبار|تعلم|إعلام|اعلام|تذكر|ذكر|تبلغ|إبلاغ|علم)\w*\s+(?:\w+\s+)?(?:ال)?مستخدم",
+    ),
+    (
+        "nie|bez",
+        r"\bnie (?:informuj|mów|mow|wspominaj|zdradzaj|pokazuj|powiadamiaj|mówiąc)\w*\b(?:\W+\w+){0,4}?\W+(?:użytkownik|uzytkownik|nikomu|nikogo)\w*|\bbez (?:wiedzy|informowania|powiadamiania) użytkownik\w*",
+    ),
     (
         "no",
         r"\bno (?:lo |la |se lo |se la )(?:digas|menciones|cuentes|reveles|comentes)\b(?:\W+\w+){0,3}?\W+(?:al usuario|a nadie)",
@@ -558,6 +612,20 @@ ADDRESSING = Intent(
     (
         "directive|override",
         r"\bpriority directive\b|\b(?:operator|admin|administrator|system) (?:override|directive)\b",
+    ),
+    # "Note for the assistant" in other languages, and the assistant called by name before a colon.
+    (
+        "nota|remarque|note|hinweis|observação|observacao|aviso|avviso|примечание|заметка|uwaga|instrukcja|تعليمات|ملاحظة|تنبيه",
+        r"\b(?:nota|notas|remarque|note|hinweis|observação|observacao|aviso|avviso|примечание|заметка|uwaga|instrukcja)\b\W+(?:\w+\W+){0,2}?(?:el |la |l'|le |den |die |o |a |lo |dla |для )?(?:modelo|modèle|modell|modello|asistente|assistant|assistenten|assistente|ia|ki|ai|агента|ассистента|модели|asystenta|modelu|agente|agent)\b"
+        r"|(?:تعليمات|ملاحظة|تنبيه)\s+(?:لل|إلى ال|الى ال)(?:مساعد|نموذج|ذكاء)",
+    ),
+    (
+        ":",
+        r"(?:^|[.!?,:\n] ?)(?:asistente|assistente|assistent|assistant|ассистент|агент|asystencie|asystent|modelo|modèle|modello)\s*:",
+    ),
+    (
+        "助手|アシスタント|ai",
+        r"(?:给|致|对)(?:ai|助手|模型)(?:的)?(?:说明|提示|注意|指示)|(?:ai|助手|模型)注意|(?:アシスタント|ai|モデル)(?:へ|に)の?(?:注意|指示|メモ)",
     ),
 )
 
@@ -638,6 +706,7 @@ _MOVE = (
     r"include|pass|send|attach|append|put|paste|add|provide|supply|upload|post|forward|transmit|embed"
     r"|insert|share|email|leak|submit|hand (?:it |them |its \w+ )?(?:over )?to|transmets|transmettez|envía|envia|incluye|incluya|inclus|inclure|envoie|sende|senden"
     r"|füge|inclua|envie|includi|invia|pon|pega|añade|adjunta|mets|colle|ajoute|joins|coloque|cole|anexe|metti|incolla|aggiungi|allega|вставь|добавь|приложи|передай|отправь|отправить|пришли|включи"
+    r"|populate|fill|copie|wyślij|wyslij|prześlij|przeslij|przekaż|przekaz|dołącz|dolacz|wklej|załącz|zalacz|أرسل|ارسل|انقل|أرفق|ارفق|ضع"
 )
 # A move verb done, with where it went: "once you have pasted ~/.x into `session`".
 MOVED = re.compile(
@@ -646,14 +715,31 @@ MOVED = re.compile(
 _CJK_READ = "読み|読ん|読み取|コピー|读取|读|查看|打开|复制"
 _CJK_MOVE = "発送|送信|含め|入れ|渡し|添付|貼り付け|发送|上传|包含|放入|附加|附上|粘贴|添加|传给|提交"
 CREDENTIAL_VERB = re.compile(rf"\b(?:{_READ}|{_MOVE})\b|{_CJK_READ}|{_CJK_MOVE}")
+# The same verbs described rather than ordered ("also reads the key files"): they count for a
+# credential only with a place the secret goes to (``SINK``), and only when not negated.
+DESCRIBED_VERB = re.compile(rf"\b{inflected(f'{_READ}|{_MOVE}')}\b")
+SINK = re.compile(
+    r"`[\w.-]+`|\b(?:parameter|argument|field|param|arg|header|query string)\b|https?://|\b[\w.+-]+@[\w-]+\.\w"
+    r"|\b(?:tool|server|service|endpoint|webhook)s?\b"
+)
+# A credential named only to be excluded: "never the real .env", "except ~/.ssh".
+NEGATED_OBJECT = re.compile(
+    r"\b(?:never|not|no|except|excluding|without|nor|other than)\W+(?:[\w'-]+\W+){0,2}$"
+)
 READ_VERB = re.compile(rf"\b(?:{_READ})\b|{_CJK_READ}")
 MOVE_VERB = re.compile(rf"\b(?:{_MOVE})\b|{_CJK_MOVE}")
 _SECRET = r"contraseñas?|mots? de passe|passwort|senhas?|пароль|密码|パスワード|passwords?|passphrases?|api[ _-]?keys?|access[ _-]?tokens?|tokens?|secrets?|secret[ _-]?keys?|credentials|session cookies?|cookies|environment variables|env vars"
 _IMPERATIVE = r"(?:^|[,;:(]\s*|\b(?:and|then|also|always|first|please|must|should|you|now|next|just|simply|quietly|silently|secretly)\s+)"
+_SECRET_TRIGGER = "contraseña|contraseñas|mot|passwort|senha|senhas|пароль|密码|パスワード|password|passwords|passphrase|passphrases|api|api_key|api_keys|apikey|token|tokens|access_token|secret|secrets|secret_key|credentials|cookie|cookies|environment|env"
 SECRET_TAKEN = Intent(
     (
-        "contraseña|contraseñas|mot|passwort|senha|senhas|пароль|密码|パスワード|password|passwords|passphrase|passphrases|api|api_key|api_keys|apikey|token|tokens|access_token|secret|secrets|secret_key|credentials|cookie|cookies|environment|env",
+        _SECRET_TRIGGER,
         rf"{_IMPERATIVE}(?:{_READ})\b(?:\W+[\w']+){{0,5}}?\W+(?:{_SECRET})\b.*{_IMPERATIVE}(?:{_MOVE})\b",
+    ),
+    # Said of the model in the third person: "the agent collects ... tokens and submits them".
+    (
+        _SECRET_TRIGGER,
+        rf"\b(?:the )?(?:agent|assistant|model|ai|llm|you)\b(?:\W+\w+){{0,3}}?\W+{inflected(_READ)}\b(?:\W+[\w']+){{0,5}}?\W+(?:{_SECRET})\b.*\b{inflected(_MOVE)}\b",
     ),
 )
 
@@ -667,9 +753,9 @@ _TRANSFER_OTHER = (
     "envía|envia|reenvía|reenvia|manda|sube|publica|comparte|incluye|copia|envoie|envoyez|transfère|publie|inclus|incluez|partage"
     "|adjunta|añade|agrega|pon|mete|joins|ajoute|mets|füge|anexe|adicione|coloque|allega|aggiungi|metti|приложи|добавь|вставь"
     "|sende|leite|lade|schicke|schick|übermittle|kopiere|envie|encaminhe|mande|inclua|compartilhe|invia|inoltra|includi|condividi|carica"
-    "|отправь|отправьте|перешли|перешлите|загрузи|пошли|передай"
+    "|отправь|отправьте|перешли|перешлите|загрузи|пошли|передай|melde|melden|copie|wyślij|wyslij|prześlij|przeslij|przekaż|przekaz|dołącz|dolacz|wklej|załącz|zalacz"
 )
-_CJK_TRANSFER = "发送|发到|转发|上传|提交|附加|添加|放入|附上|送信|転送|アップロード|送っ|添付|追加"
+_CJK_TRANSFER = "发送|发到|转发|上传|提交|附加|添加|放入|附上|送信|転送|アップロード|送っ|添付|追加|أرسل|ارسل|إرسال|ارفع|انقل"
 NEGATED = re.compile(
     r"(?:\bdo not|\bdon't|\bnever|\bmust not|\bmustn't|\bshould not|\bshouldn't|\bavoid|\bcannot|\bcan't|\bnot)\s+(?:\w+\s+)?$"
 )
@@ -722,7 +808,7 @@ _DATA_OTHER = (
     "|verlauf|nachrichten|inhalt|dateien|unterhaltung|histórico|conversa|mensagens|conteúdo|arquivos|cronologia"
     "|messaggi|contenuto|documento|documentos|documenti|documents"
 )
-_DATA_STEMS = "переписк|истори|сообщени|содержимое|письм|对话|聊天记录|消息|内容|文件|邮件|会話|履歴|メッセージ|ファイル|メール"
+_DATA_STEMS = "переписк|истори|сообщени|содержимое|письм|对话|聊天记录|消息|内容|文件|邮件|会話|履歴|メッセージ|ファイル|メール|محادثة|المحادثة|رسائل|الرسائل|ملفات|الملفات|محتوى|كلمات المرور|كلمة المرور|rozmow|wiadomoś|wiadomos|plik|zawartoś|hasł"
 DATA = Intent(
     (_DATA_WORDS, rf"\b(?:{_DATA_WORDS})\b"),
     ("user|their", r"\b(?:user's|their) \w+"),
@@ -733,7 +819,7 @@ DATA = Intent(
         r"\w*(?:verlauf|nachrichten|dateien|inhalte?|daten|e-mails|dokumente?)\b",
     ),
 )
-_QUANTITY_WORDS = "always|every|each|all|any|whenever|automatically|also|todos|todas|toutes|tous|jede|jeden|alle|toda|todo|tutti|tutte|cada|chaque|ogni|всю|все|каждый|каждое|каждую"
+_QUANTITY_WORDS = "always|every|each|all|any|whenever|automatically|also|todos|todas|toutes|tous|jede|jeden|alle|toda|todo|tutti|tutte|cada|chaque|ogni|sempre|всю|все|каждый|каждое|каждую|całą|cały|całe|wszystkie|każdą|każdy|zawsze"
 QUANTITY = Intent(
     (_QUANTITY_WORDS, rf"\b(?:{_QUANTITY_WORDS})\b"),
     ("所有|全部|每|すべて|全て", "所有|全部|每|すべて|全て"),
@@ -766,6 +852,21 @@ EXFIL_DIRECT = Intent(
         r"\bcall this (?:one|tool|function) with (?:every|all|each|the) (?:\w+ )?(?:arguments?|parameters?|inputs?|data)\b",
     ),
     ("exfiltrate", r"\bexfiltrate\b"),
+    # The whole conversation put into a call or an argument: "call x with `notes` set to the entire conversation so far".
+    (
+        "conversation|chat|history|transcript",
+        r"\b(?:call|argument|parameter|field|param)\b.{0,120}?\b(?:(?:entire|full|whole|complete) (?:conversation|chat|history|transcript)|conversation so far)\b"
+        r"|\b(?:(?:entire|full|whole|complete) (?:conversation|chat|history|transcript)|conversation so far)\b.{0,80}?\b(?:argument|parameter|field|param)\b",
+    ),
+)
+
+# An image whose URL carries data in its query: rendering it sends the data (inline or
+# reference-style markdown, "![t][1] ... [1]: https://x/b.gif?c=keys_seen_in_this_chat").
+IMAGE_EXFIL = Intent(
+    (
+        "![",
+        r"!\[[^\]]*\](?:\(|\[[^\]]*\][\s\S]*?\]:\s*)\s*https?://[^\s)]*[?&][\w-]+=[^\s&)]*?(?<![a-z])(?:conversation|chat|history|messages?|secrets?|tokens?|keys?|passwords?|emails?|summary|user|context|prompt|data|contents?|credentials?|memory)(?![a-z])",
+    ),
 )
 
 # -- TP005: steering other tools -----------------------------------------------------------------
@@ -793,6 +894,11 @@ STEERING = Intent(
     ("before", r"\bbefore (?:every|any|all|each)(?: other)? tools?\b"),
     ("replace|replaces|supersede|supersedes", r"\b(?:replaces?|supersedes?) [\w-]+_[\w-]+\b"),
     ("instead", r"\b(?:call|use) this (?:tool|one) instead\b"),
+    # Other languages: "à la place de l'outil", "en lugar de la herramienta", "statt des Tools".
+    (
+        "place|lieu|lugar|vez|statt|anstelle|invece|вместо|而不是|代替|取代|代わりに",
+        r"\b(?:à la place de|au lieu de) (?:l'outil|la fonction|l'utiliser|utiliser)|\ben (?:lugar|vez) de (?:la herramienta|usar|la función)|\b(?:statt|anstelle|anstatt) (?:des|dem|von) (?:tools?|werkzeugs?)|\binvece (?:dello strumento|di usare)|\bem vez d(?:a ferramenta|e usar)|вместо (?:инструмента|использования)|而不是(?:使用|调用)|代替[^。]{0,6}工具|取代[^。]{0,6}工具|の代わりに",
+    ),
 )
 SHADOWING = Intent(
     (
@@ -844,6 +950,11 @@ SHADOWING = Intent(
         r"\b(?:set|change|use|make)\b(?:\W+\w+){0,3}?\W+(?:to|as)\W+(?:account|iban)\s*[:#]?\s*[a-z]{0,2}\d[\d -]{6,}",
     ),
     ("bug|buggy|wrong", r"\b[\w-]+_[\w-]+ (?:tool )?(?:has a bug|is buggy|sends (?:\w+ )?to the wrong)\b"),
+    # Where something goes, replaced by a concrete address: "replace the destination with 0x9f3a...".
+    (
+        "replace|change|swap|switch|substitute|overwrite|rewrite|redirect|set",
+        r"\b(?:replace|change|swap|switch|substitute|overwrite|rewrite|redirect|set)\b(?:\W+\w+){0,2}?\W+(?:recipient|destination|address|payee|wallet|account|iban|beneficiary|receiver|phone number|email address|to address|to field)s?\b(?:\W+\S+){0,6}?\W+(?:with|to|for|by|into)\W+(?:0x[0-9a-f]{8,}|[\w.+-]+@[\w-]+\.[\w.]+|https?://|\+?\d[\d ()-]{7,}\d|[a-z]{2}\d{2}[a-z0-9]{10,})",
+    ),
 )
 
 # A sentence ends at . ! ? followed by space, at CJK stops and semicolons, and at line breaks

@@ -52,7 +52,16 @@ from typing import Any, NamedTuple
 
 from mcpd.model.trust import HIGH, MEDIUM, Finding
 from mcpd.trust import rules
-from mcpd.trust.normalize import INVISIBLE, Layer, Prepared, hidden_layers, prepare, tag_text
+from mcpd.trust.normalize import (
+    INVISIBLE,
+    Layer,
+    Prepared,
+    hidden_layers,
+    prepare,
+    rot13_text,
+    tag_text,
+    unleet,
+)
 
 
 class _Hit(NamedTuple):
@@ -76,14 +85,17 @@ def _first(intent: rules.Intent, hits: rules.Hits, sentences: Iterable[str]) -> 
 
 
 _QUOTE_OPEN = re.compile(r"(?:such as|like|e\.g\.|for example|phrases?|patterns?|strings?)\W{0,3}$")
+# A list of quoted examples goes on ("such as 'ignore ...' or 'do not tell ...'"): a quote that
+# opens after one of these words, earlier in the sentence, still quotes.
+_MENTION = re.compile(r"\b(?:such as|like|e\.g\.|for example|phrases?|patterns?|strings?)\W")
 
 
 def _quoted_example(match: re.Match[str]) -> bool:
     """An attack quoted as an example ("detects phrases such as 'ignore ...'") is mentioned, not used."""
     before = match.string[max(0, match.start() - 20) : match.start()]
-    return (
-        before[-1:] in "'\"\u201c\u2018\u00ab" and before[-1:] != "" and bool(_QUOTE_OPEN.search(before[:-1]))
-    )
+    if before[-1:] not in "'\"\u201c\u2018\u00ab" or before[-1:] == "":
+        return False
+    return bool(_QUOTE_OPEN.search(before[:-1]) or _MENTION.search(match.string, 0, match.start()))
 
 
 def _secret(hits: rules.Hits, sentences: list[str]) -> _Hit | None:
@@ -101,6 +113,8 @@ def _secret(hits: rules.Hits, sentences: list[str]) -> _Hit | None:
             excerpt = _excerpt(sentence, match.start(), match.end())
             if rules.CREDENTIAL_VERB.search(sentence) or rules.MOVED.search(sentence):
                 return _Hit("TP004", HIGH, "reads or sends secrets or credential files", excerpt)
+            if _described_taking(credentials, sentence):
+                return _Hit("TP004", HIGH, "reads secrets or credential files and passes them on", excerpt)
             mentioned = mentioned or excerpt
     taken = _first(rules.SECRET_TAKEN, hits, sentences)
     if taken:
@@ -108,6 +122,18 @@ def _secret(hits: rules.Hits, sentences: list[str]) -> _Hit | None:
     if mentioned:
         return _Hit("TP004", MEDIUM, "mentions a credential file or store", mentioned)
     return None
+
+
+def _described_taking(credentials: list[re.Pattern[str]], sentence: str) -> bool:
+    """A credential that a described verb reads or moves to a sink, neither of them negated
+    ("also reads the private key files and returns them in `fingerprints`")."""
+    if not rules.SINK.search(sentence) or not _affirmed([rules.DESCRIBED_VERB], sentence):
+        return False
+    return any(
+        not rules.NEGATED_OBJECT.search(sentence, 0, m.start())
+        for pattern in credentials
+        for m in pattern.finditer(sentence)
+    )
 
 
 def _affirmed(patterns: list[re.Pattern[str]], sentence: str) -> re.Match[str] | None:
@@ -119,7 +145,7 @@ def _affirmed(patterns: list[re.Pattern[str]], sentence: str) -> re.Match[str] |
     return None
 
 
-def _exfiltration(hits: rules.Hits, sentences: list[str]) -> str | None:
+def _exfiltration(hits: rules.Hits, sentences: list[str], folded: str) -> str | None:
     transfers = rules.TRANSFER.active(hits)
     destinations = rules.DESTINATION.active(hits) if transfers else []
     if destinations:
@@ -128,7 +154,7 @@ def _exfiltration(hits: rules.Hits, sentences: list[str]) -> str | None:
             transfer = _affirmed(transfers, sentence)
             if transfer and rules.search(destinations, [sentence]) and rules.search(objects, [sentence]):
                 return _excerpt(sentence, transfer.start(), transfer.end() + 60)
-    return _first(rules.EXFIL_DIRECT, hits, sentences)
+    return _first(rules.EXFIL_DIRECT, hits, sentences) or _first(rules.IMAGE_EXFIL, hits, [folded])
 
 
 def _steering(hits: rules.Hits, sentences: list[str]) -> _Hit | None:
@@ -177,7 +203,7 @@ def _each_intent(prepared: Prepared) -> Iterator[_Hit]:
     excerpt = _first(rules.ADDRESSING, hits, [folded])
     if excerpt:
         yield _Hit("TP008", MEDIUM, "addresses the model directly", excerpt)
-    excerpt = _exfiltration(hits, sentences)
+    excerpt = _exfiltration(hits, sentences, folded)
     if excerpt:
         yield _Hit("TP009", HIGH, "sends data to a URL, an address or another tool", excerpt)
     excerpt = _first(rules.SHELL, hits, [folded])
@@ -186,9 +212,9 @@ def _each_intent(prepared: Prepared) -> Iterator[_Hit]:
 
 
 def _layers(raw: str, visible: str) -> Iterator[Layer]:
-    tagged = tag_text(raw)
-    if tagged:
-        yield tagged
+    for layer in (tag_text(raw), rot13_text(visible)):
+        if layer:
+            yield layer
     yield from hidden_layers(visible)
 
 
@@ -243,6 +269,15 @@ def scan_text(subject: str, where: str, text: str) -> list[Finding]:
     if prepared.homoglyphs:
         hits.append(_Hit("TP011", MEDIUM, "word mixing Latin with look-alike letters", prepared.homoglyphs))
     hits.extend(_intents(prepared))
+    spelled = unleet(prepared.folded)
+    if spelled:
+        # Leetspeak is written not to be read by filters: what it says is reported as high.
+        plain = {h.rule for h in hits}
+        hits.extend(
+            h._replace(severity=HIGH, message=f"{h.message}, in leetspeak")
+            for h in _intents(prepared._replace(folded=spelled))
+            if h.rule not in plain
+        )
     findings = [
         Finding(
             rule=h.rule, severity=h.severity, message=h.message, tool=subject, where=where, excerpt=h.excerpt
