@@ -6,7 +6,7 @@ and compatibility forms; letters from Cyrillic or Greek inside an otherwise Lati
 mapped to the Latin letter they imitate; case is lowered and every run of whitespace, line
 breaks included, becomes one space. ``hidden_layers`` finds text hidden in base64, hex,
 URL-encoding, HTML entities, ``\\u`` escapes, tag characters and ROT13 and yields it decoded;
-``unleet`` spells out leetspeak ("1gn0r3 pr3v10us").
+``unleet`` spells out leetspeak ("1gn0r3 pr3v10us") and ``untypo`` corrects misspelt key words.
 """
 
 from __future__ import annotations
@@ -205,6 +205,62 @@ def unleet(folded: str) -> str | None:
     if len(words) < 3:
         return None
     return _LEET_WORD.sub(lambda m: m.group().translate(_LEET), folded)
+
+
+# Misspelt key words ("raed", "usr", "plese", "instrctions"): one letter dropped or two swapped.
+# Variants that are words of their own ("use", "too", "end", "red", French "pas") are left out.
+_TYPO_TARGETS = (
+    "read send tell users ignore previous instructions mention private before using tool please secret"
+    " password token upload forward include attach conversation history credentials contents inform"
+    " notify silently quietly secretly without system prompt"
+)
+_REAL_WORDS = frozenset(
+    [
+        "ass",
+        "ell",
+        "end",
+        "lease",
+        "red",
+        "rule",
+        "rules",
+        "sing",
+        "suing",
+        "too",
+        "use",
+        "uses",
+        "user",
+        "sed",
+        "tel",
+        "pas",
+        "sen",
+        "ser",
+        "rad",
+        "toke",
+        "sers",
+        "rues",
+    ]
+)
+
+
+def _typos() -> dict[str, str]:
+    table: dict[str, str] = {}
+    for word in _TYPO_TARGETS.split():
+        dropped = {word[:i] + word[i + 1 :] for i in range(len(word))}
+        swapped = {word[:i] + word[i + 1] + word[i] + word[i + 2 :] for i in range(len(word) - 1)}
+        for variant in dropped | swapped:
+            if len(variant) >= 3 and variant != word and variant not in _REAL_WORDS:
+                table.setdefault(variant, word)
+    return table
+
+
+_TYPOS = _typos()
+_WORD = re.compile(r"[a-z]+")
+
+
+def untypo(folded: str) -> str | None:
+    """``folded`` with misspelt key words corrected, if it had any."""
+    fixed = _WORD.sub(lambda m: _TYPOS.get(m.group(), m.group()), folded)
+    return fixed if fixed != folded else None
 
 
 def tag_text(raw: str) -> Layer | None:

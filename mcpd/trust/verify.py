@@ -61,6 +61,7 @@ from mcpd.trust.normalize import (
     rot13_text,
     tag_text,
     unleet,
+    untypo,
 )
 
 
@@ -98,10 +99,10 @@ def _quoted_example(match: re.Match[str]) -> bool:
     return bool(_QUOTE_OPEN.search(before[:-1]) or _MENTION.search(match.string, 0, match.start()))
 
 
-def _secret(hits: rules.Hits, sentences: list[str]) -> _Hit | None:
+def _secret(hits: rules.Hits, sentences: list[str], linked: list[str]) -> _Hit | None:
     mentioned = None
     private = rules.PRIVATE_FILE.active(hits)
-    for sentence in sentences if private else ():
+    for sentence in sentences + linked if private else ():
         match = rules.search(private, [sentence])
         if match and rules.READ_VERB.search(sentence) and rules.MOVE_VERB.search(sentence):
             excerpt = _excerpt(sentence, match.start(), match.end())
@@ -116,6 +117,14 @@ def _secret(hits: rules.Hits, sentences: list[str]) -> _Hit | None:
             if _described_taking(credentials, sentence):
                 return _Hit("TP004", HIGH, "reads secrets or credential files and passes them on", excerpt)
             mentioned = mentioned or excerpt
+    for window in linked if credentials else ():
+        # Across sentences a file must be both read and passed on ("Read it. Put it in `x`."):
+        # "Read it back with get_token" after naming the keychain only says where it is.
+        match = rules.search(credentials, [window])
+        moved = rules.MOVE_VERB.search(window) or rules.SINK.search(window)
+        if match and moved and rules.READ_VERB.search(window):
+            excerpt = _excerpt(window, match.start(), match.end())
+            return _Hit("TP004", HIGH, "reads a credential file and passes it on", excerpt)
     taken = _first(rules.SECRET_TAKEN, hits, sentences)
     if taken:
         return _Hit("TP004", HIGH, "reads or sends secrets or credential files", taken)
@@ -161,14 +170,31 @@ def _steering(hits: rules.Hits, sentences: list[str]) -> _Hit | None:
     shadow = _first(rules.SHADOWING, hits, sentences)
     if shadow:
         return _Hit("TP005", HIGH, "rewrites or disables other tools", shadow)
-    steering = rules.STEERING.active(hits)
-    steers = [m for s in sentences if steering and (m := rules.search(steering, [s]))]
+    # Matches of separate phrases count apart: "use this tool instead of x, and never call x
+    # directly" steers twice in one sentence; two patterns matching one phrase steer once.
+    steers: list[re.Match[str]] = []
+    for sentence in sentences:
+        for match in sorted(
+            (m for p in rules.STEERING.active(hits) if (m := p.search(sentence))), key=lambda m: m.start()
+        ):
+            if not steers or steers[-1].string != sentence or steers[-1].end() <= match.start():
+                steers.append(match)
     if not steers:
         return None
     excerpt = _excerpt(steers[0].string, steers[0].start(), steers[0].end())
     if len(steers) > 1 or any(rules.USER_DATA.search(s) for s in sentences):
         return _Hit("TP005", HIGH, "steers the model away from other tools, repeatedly", excerpt)
     return _Hit("TP005", MEDIUM, "steers the model away from other tools", excerpt)
+
+
+def _with_antecedents(sentences: list[str]) -> list[str]:
+    """Each sentence whose verb takes a pronoun ("Read it.") joined to the two before it, so
+    what is taken and where it goes may be said in separate sentences."""
+    return [
+        " ".join(sentences[max(0, i - 2) : i + 1])
+        for i in range(1, len(sentences))
+        if rules.TAKES_PRONOUN.search(sentences[i])
+    ]
 
 
 def _intents(prepared: Prepared) -> list[_Hit]:
@@ -185,6 +211,7 @@ def _each_intent(prepared: Prepared) -> Iterator[_Hit]:
     hits = rules.triggered(folded)
     if not hits:
         return
+    linked = _with_antecedents(sentences)
     excerpt = _first(rules.OVERRIDE, hits, sentences)
     if excerpt:
         yield _Hit("TP001", HIGH, "instructions aimed at the model", excerpt)
@@ -194,7 +221,7 @@ def _each_intent(prepared: Prepared) -> Iterator[_Hit]:
     block = rules.INSTRUCTION_BLOCK.first(hits, [folded]) or rules.weak_block(folded)
     if block:
         yield _Hit("TP003", HIGH, "hidden instruction block", _excerpt(folded, block.start(), block.end()))
-    secret = _secret(hits, sentences)
+    secret = _secret(hits, sentences, linked)
     if secret:
         yield secret
     steering = _steering(hits, sentences)
@@ -203,12 +230,29 @@ def _each_intent(prepared: Prepared) -> Iterator[_Hit]:
     excerpt = _first(rules.ADDRESSING, hits, [folded])
     if excerpt:
         yield _Hit("TP008", MEDIUM, "addresses the model directly", excerpt)
-    excerpt = _exfiltration(hits, sentences, folded)
+    excerpt = _exfiltration(hits, sentences + linked, folded)
     if excerpt:
         yield _Hit("TP009", HIGH, "sends data to a URL, an address or another tool", excerpt)
     excerpt = _first(rules.SHELL, hits, [folded])
     if excerpt:
         yield _Hit("TP010", HIGH, "destructive or remote-code shell command", excerpt)
+
+
+def _respelled(prepared: Prepared, hits: list[_Hit]) -> Iterator[_Hit]:
+    """What the text says once leetspeak is spelled out, or, for a text already suspect (a
+    medium finding), once misspelt key words are corrected; only rules not found already."""
+    plain = {h.rule for h in hits if h.severity == HIGH}
+    spelled = unleet(prepared.folded)
+    if spelled:
+        # Leetspeak is written not to be read by filters: what it says is reported as high.
+        for hit in _intents(prepared._replace(folded=spelled)):
+            if hit.rule not in plain:
+                yield hit._replace(severity=HIGH, message=f"{hit.message}, in leetspeak")
+    corrected = untypo(prepared.folded) if any(h.severity == MEDIUM for h in hits) else None
+    if corrected:
+        for hit in _intents(prepared._replace(folded=corrected)):
+            if hit.rule not in plain and hit.severity == HIGH:
+                yield hit._replace(message=f"{hit.message}, misspelt")
 
 
 def _layers(raw: str, visible: str) -> Iterator[Layer]:
@@ -269,15 +313,7 @@ def scan_text(subject: str, where: str, text: str) -> list[Finding]:
     if prepared.homoglyphs:
         hits.append(_Hit("TP011", MEDIUM, "word mixing Latin with look-alike letters", prepared.homoglyphs))
     hits.extend(_intents(prepared))
-    spelled = unleet(prepared.folded)
-    if spelled:
-        # Leetspeak is written not to be read by filters: what it says is reported as high.
-        plain = {h.rule for h in hits}
-        hits.extend(
-            h._replace(severity=HIGH, message=f"{h.message}, in leetspeak")
-            for h in _intents(prepared._replace(folded=spelled))
-            if h.rule not in plain
-        )
+    hits.extend(_respelled(prepared, hits))
     findings = [
         Finding(
             rule=h.rule, severity=h.severity, message=h.message, tool=subject, where=where, excerpt=h.excerpt
