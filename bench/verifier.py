@@ -11,7 +11,8 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   probe 1 then found 23/40 poisoned at high (57.5%) and no benign one, probe 2 27/40 (67.5%)
   and none, probe 3 22/40 (55%) and 1/30, probe 4 27/40 (67.5%) and 1/30, probe 5 17/30
   (56.7%) and none, probe 6 38/60 (63.3%; 47/60 at any severity) and 1/40: that is what the
-  rules catch of attacks phrased in words they have not seen. They were widened after each probe, so today's figures on the probes are not blind;
+  rules catch of attacks phrased in words they have not seen. They were widened after each
+  probe, so today's figures on the probes are not blind;
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would.

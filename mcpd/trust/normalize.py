@@ -154,15 +154,15 @@ def _hex(run: str) -> str | None:
 
 # ROT13 is announced ("decode with rot13") or betrays itself by English function words
 # turned into ones no language uses: "gur" (the), "naq" (and), "lbh" (you).
-_ROT13_HINT = re.compile(r"(?i)\brot[- ]?13\b|\b(?:gur|naq|lbh|lbhe|guvf|gung|jvgu|hfre|svyr|fraq|ernq)\b")
+_ROT13_HINT = re.compile(r"\brot[- ]?13\b|\b(?:gur|naq|lbh|lbhe|guvf|gung|jvgu|hfre|svyr|fraq|ernq)\b")
 
 
-def rot13_text(visible: str) -> Layer | None:
-    """``visible`` decoded from ROT13, if it looks like ROT13."""
-    hints = {m.group().lower() for m in _ROT13_HINT.finditer(visible)}
+def rot13_text(prepared: Prepared) -> Layer | None:
+    """The visible text decoded from ROT13, if it looks like ROT13."""
+    hints = set(_ROT13_HINT.findall(prepared.folded))
     if not any(h.startswith("rot") for h in hints) and len(hints) < 2:
         return None
-    return Layer("rot13", codecs.decode(visible, "rot13"), visible[:40])
+    return Layer("rot13", codecs.decode(prepared.visible, "rot13"), prepared.visible[:40])
 
 
 def hidden_layers(visible: str) -> Iterator[Layer]:
