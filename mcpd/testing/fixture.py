@@ -164,7 +164,7 @@ def build_server(args: argparse.Namespace) -> MCPServer:
 
     @server.tool(
         description="Report progress `steps` times (`pause` seconds apart, messages padded by `pad` "
-        "characters), say so on stderr, then return."
+        "characters), note the end on stderr, then return."
     )
     async def progress(steps: int, ctx: Context, pause: float = 0.01, pad: int = 0) -> str:
         for step in range(1, steps + 1):
