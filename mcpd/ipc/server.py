@@ -478,22 +478,27 @@ class RpcServer(Generic[Ctx]):
                     continue
                 if message.method == "hello" and self.upgrades and await self._upgrade(conn, message, frames):
                     return
+                # Nothing of a frame is kept while the client is silent (``del``): a client idle
+                # after a large request would hold megabytes until its next one.
                 params: msgspec.Struct | None = None
                 if len(data) > codec.LARGE_FRAME:
                     self._reclaimer.note(len(data))
+                    # The decoded params are all the request needs: the frame goes once they are out.
+                    large, message = message, Request(message.id, message.method)
+                    del data
                     try:
-                        params = await self._large_params(message)
+                        params = await self._large_params(large)
                     except McpdError as exc:
                         await conn.send(error_response(message.id, exc))
                         continue
-                    # The decoded params are all the request needs: let the frame go now.
-                    message = Request(message.id, message.method)
-                    del data
+                    finally:
+                        del large
                 if self._inline(message.method):
                     await conn.send(await self._dispatch(conn, message, params))
-                    continue
-                await in_flight.enter()
-                requests.spawn(self._answer(conn, message, in_flight, params), message.id)
+                else:
+                    await in_flight.enter()
+                    requests.spawn(self._answer(conn, message, in_flight, params), message.id)
+                del params
         except FrameTooLarge as exc:
             log.warning("client.bad_frame", conn=conn.id, client=conn.client, error=exc.message)
             with contextlib.suppress(*_DISCONNECTS):
