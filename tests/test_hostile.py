@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import random
 import socket
@@ -13,6 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 
 from mcpd.client import Client
@@ -20,6 +22,8 @@ from mcpd.client.aio import connect
 from mcpd.errors import InvalidParams, PeerRejected, ProtocolError, UnknownMethod
 from mcpd.ipc import endpoint
 from mcpd.ipc.endpoint import UnsafePath
+from mcpd.ipc.memory import TRIM_AFTER, Reclaimer
+from mcpd.ipc.server import CHURN_PER_ITERATION, Connection, MethodTable, RpcServer
 from mcpd.ipc.turns import Turns
 from mcpd.model.protocol import MAX_QUERY
 from mcpd.testing import fixture_toml
@@ -350,3 +354,91 @@ async def test_turns_admit_a_fixed_number_per_loop_iteration_in_order() -> None:
     assert [index for index, _ in passed] == list(range(20))
     per_iteration = Counter(at for _, at in passed)
     assert max(per_iteration.values()) <= 3 and len(per_iteration) >= 7
+
+
+class Mark(msgspec.Struct):
+    pass
+
+
+class Marked(msgspec.Struct):
+    iteration: int
+
+
+@pytest.mark.anyio
+async def test_a_crowd_of_arrivals_is_answered_a_few_per_loop_iteration(private_dir: Path) -> None:
+    """300 clients connect, then all send hello and a request at once: no loop iteration
+    answers the requests of more than CHURN_PER_ITERATION of them, since until its hello is
+    answered a client's frames take turns with the other arrivals."""
+    loop = asyncio.get_running_loop()
+    iteration = 0
+
+    def tick() -> None:
+        nonlocal iteration
+        iteration += 1
+        if ticking:
+            loop.call_soon(tick)
+
+    ticking = True
+    loop.call_soon(tick)
+    table: MethodTable[None] = MethodTable()
+    handled: list[int] = []
+
+    @table.method("mark", Mark)
+    async def mark(_ctx: None, _conn: Connection, _params: Mark) -> Marked:
+        handled.append(iteration)
+        return Marked(iteration)
+
+    rpc = RpcServer(table, None)
+    path = private_dir / "crowd.sock"
+    crowd = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rpc.serve, endpoint.open_listener(path))
+        try:
+            for _ in range(300):
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                crowd.append(sock)
+                sock.connect(str(path))  # the listen backlog takes them all at once
+            while len(rpc.connections) < len(crowd):
+                await asyncio.sleep(0)  # one loop iteration: the server sets them up
+            for sock in crowd:
+                sock.sendall(hello() + request(2, "mark"))
+            while len(handled) < len(crowd):
+                await asyncio.sleep(0)
+        finally:
+            for sock in crowd:
+                sock.close()
+            ticking = False
+            tg.cancel_scope.cancel()
+    assert max(Counter(handled).values()) <= CHURN_PER_ITERATION
+
+
+@pytest.mark.anyio
+async def test_full_collections_wait_for_the_end_of_a_burst() -> None:
+    """While the reclaimer runs, CPython starts no full collection of its own however much
+    survives the young generations; a burst of TRIM_AFTER bytes is followed by one, once quiet;
+    CPython's thresholds come back when the reclaimer stops."""
+    thresholds = gc.get_threshold()
+    full: list[int] = []
+    collected = anyio.Event()
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop" and info["generation"] == 2:
+            full.append(info["collected"])
+            collected.set()
+
+    reclaimer = Reclaimer()
+    gc.callbacks.append(on_gc)
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(reclaimer.run)
+            assert gc.get_threshold()[2] > thresholds[2]
+            survivors = [[i] for i in range(20 * thresholds[0] * thresholds[1])]  # many young collections
+            assert gc.get_count()[2] > thresholds[2] and not full
+            reclaimer.note(TRIM_AFTER)
+            with anyio.fail_after(30):
+                await collected.wait()
+            tg.cancel_scope.cancel()
+    finally:
+        gc.callbacks.remove(on_gc)
+    assert len(full) == 1 and len(survivors) > 0
+    assert gc.get_threshold() == thresholds

@@ -31,6 +31,8 @@ from mcpd.errors import (
     UnknownServer,
     UnknownTool,
 )
+from mcpd.ipc.framing import LARGE, FrameBuffer
+from mcpd.ipc.framing import frame as framed
 from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, NoParams, Request, ToolsCallParams
 from mcpd.model.servers import CallActivity, StateChanged
 from mcpd.model.tools import ToolResult
@@ -559,3 +561,19 @@ async def test_clients_turn_every_undecodable_answer_into_a_typed_error(
     with pytest.raises(TransportError):
         async with connect(path, timeout=5):
             pass
+
+
+def test_a_large_frame_fed_in_pieces_comes_out_whole() -> None:
+    """A frame over LARGE, fed in uneven pieces between two small frames, comes out whole and in
+    order; ``pending`` counts what of it has arrived so far."""
+    big = bytes(range(256)) * (LARGE // 256 + 1000)
+    stream = framed(b"a") + framed(big) + framed(b"b")
+    buffer = FrameBuffer()
+    out: list[bytes] = []
+    fed = 0
+    for start in range(0, len(stream), 70_001):
+        piece = stream[start : start + 70_001]
+        out += buffer.feed(piece)
+        fed += len(piece)
+        assert buffer.pending == fed - sum(4 + len(f) for f in out)
+    assert [bytes(f) for f in out] == [b"a", big, b"b"]

@@ -61,9 +61,13 @@ class FrameStream:
                 return
             work += 1 + len(chunk) // _WORK_BYTES
             batch = buffer.feed(chunk, TURN)
+            # Neither the read nor the last frame is kept while the peer is silent: a client
+            # idle after a 16 MiB request would hold it until its next one.
+            del chunk
             while batch:
                 for item in batch:
                     yield item
+                del item
                 work += len(batch)
                 if work >= TURN:
                     work = 0

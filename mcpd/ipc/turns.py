@@ -4,8 +4,8 @@ asyncio runs every ready callback in one iteration. When a thousand connections 
 close at once, each one's setup or teardown is ready together, and a client that only
 wanted ``status`` waits behind all of them. Work that many connections can make ready at
 the same moment takes a turn first: at most ``per_iteration`` go ahead in one iteration,
-the rest wait for the next ones, in order. Established connections' requests take no
-turn, so they are served in every iteration whatever the churn.
+the rest wait for the next ones, in order. Established connections' requests (those after
+the hello) take no turn, so they are served in every iteration whatever the churn.
 """
 
 from __future__ import annotations

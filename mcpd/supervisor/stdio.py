@@ -272,6 +272,9 @@ class StdioChild:
         self, stdout: asyncio.StreamReader, sink: MemoryObjectSendStream[SessionMessage | Exception]
     ) -> None:
         while True:
+            # Not the last line: it would stay alive while the server is silent (a 6 MiB reply
+            # was still held after the bench's attacks, measured).
+            line = b""
             try:
                 line = await stdout.readuntil(b"\n")
             except asyncio.IncompleteReadError as exc:
@@ -281,26 +284,30 @@ class StdioChild:
             except asyncio.LimitOverrunError:
                 log.error("server.line_too_long", server=self.server, limit=MAX_LINE_BYTES)
                 return
-            if not line.strip() or self.rpc.route(line):
-                continue
-            try:
-                message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-            except ValueError:
-                # Servers that print banners or debug output on stdout break the protocol for
-                # that line only; skip it, say so, and keep the connection.
-                self.garbage_lines += 1
-                if self.garbage_lines <= 10 or self.garbage_lines % 1000 == 0:
-                    log.warning(
-                        "server.stdout_garbage",
-                        server=self.server,
-                        count=self.garbage_lines,
-                        line=line[:200].decode("utf-8", "replace").rstrip(),
-                    )
-                continue
-            try:
-                await sink.send(SessionMessage(message))
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            if line.strip() and not self.rpc.route(line) and not await self._to_sdk(line, sink):
                 return
+
+    async def _to_sdk(self, line: bytes, sink: MemoryObjectSendStream[SessionMessage | Exception]) -> bool:
+        """Hand a line that is not a raw call's reply to the SDK session; False once it is gone."""
+        try:
+            message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError:
+            # Servers that print banners or debug output on stdout break the protocol for
+            # that line only; skip it, say so, and keep the connection.
+            self.garbage_lines += 1
+            if self.garbage_lines <= 10 or self.garbage_lines % 1000 == 0:
+                log.warning(
+                    "server.stdout_garbage",
+                    server=self.server,
+                    count=self.garbage_lines,
+                    line=line[:200].decode("utf-8", "replace").rstrip(),
+                )
+            return True
+        try:
+            await sink.send(SessionMessage(message))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return False
+        return True
 
     async def _write_stdin(self, source: MemoryObjectReceiveStream[SessionMessage]) -> None:
         stdin = self.process.stdin
