@@ -2,11 +2,12 @@
 
 One thread owns the connection. The call path queues a plain tuple without waiting; the
 thread wakes once per ``_WINDOW``, not once per record, and writes what arrived in one
-transaction, in WAL mode: a committed batch survives ``kill -9`` of the daemon. It also
-analyses the queries, keeps the rollups, and hands what each committed batch teaches to
-the ranking prior on the event loop (one callback per batch, see ``follow``). Reads for
-the report run as jobs on the same thread, after every record queued before them; calls
-older than the retention are pruned there too, once an hour.
+transaction, in WAL mode: a committed batch survives ``kill -9`` of the daemon. Anything
+else queued (a job, a trust or capability record, the close) is written at once, with the
+calls gathered so far. It also analyses the queries, keeps the rollups, and hands what each
+committed batch teaches to the ranking prior on the event loop (one callback per batch, see
+``follow``). Reads for the report run as jobs on the same thread, after every record queued
+before them; calls older than the retention are pruned there too, once an hour.
 
 A database that cannot be opened, is corrupt, or stops accepting writes turns usage off
 with a logged reason; the daemon goes on serving without it.
@@ -49,8 +50,10 @@ log = structlog.get_logger("mcpd.store")
 
 T = TypeVar("T")
 
-_WINDOW = 0.025
-"""How long the thread lets records gather before writing them: the longest a record waits."""
+_WINDOW = 0.25
+"""How long call records gather before they are written: the longest one waits, and what a
+``kill -9`` may lose. A transaction costs ~100 us of CPU whatever it holds, plus ~5-10 us a
+call (measured): at 25 ms, batches of a few calls made the store a sixth of a call's CPU."""
 _CLOSE_WAIT = 5.0
 _PRUNE_EVERY = 3600.0
 _QUERY_CACHE = 1024
@@ -243,6 +246,8 @@ class Store:
         self._next_prune = 0.0
         self._follower: tuple[asyncio.AbstractEventLoop, Learn] | None = None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._urgent = threading.Event()
+        """Set when something other than a call is queued: it ends the gathering window."""
         self._thread: threading.Thread | None = None
         if conn is not None:
             self._thread = threading.Thread(target=self._run, name="mcpd-usage", daemon=True)
@@ -281,11 +286,17 @@ class Store:
 
     def record_capability(self, record: CapabilityRecord) -> None:
         if self.enabled:
-            self._queue.put(record)
+            self._put_urgent(record)
 
     def save_trust(self, record: PinRecord | AcceptedFindings) -> None:
         if self.enabled:
-            self._queue.put(record)
+            self._put_urgent(record)
+
+    def _put_urgent(self, item: Any) -> None:
+        """Queue ``item`` to be written now, with the calls gathered so far (a person's decision,
+        a report waiting for its answer, the close: none should wait out the window)."""
+        self._queue.put(item)
+        self._urgent.set()
 
     async def run(self, job: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``job`` on the store's thread after everything queued before it is committed."""
@@ -302,7 +313,7 @@ class Store:
             else:
                 _post(loop, _settle, future, value)
 
-        self._queue.put(_Job(job, deliver))
+        self._put_urgent(_Job(job, deliver))
         return await future
 
     async def follow(self, learn: Learn) -> tuple[list[ToolTotals], list[TermTotals]]:
@@ -324,7 +335,7 @@ class Store:
         """Write what is queued (bounded wait) and close the connection."""
         if self._thread is None:
             return
-        self._queue.put(None)
+        self._put_urgent(None)
         self._thread.join(_CLOSE_WAIT)
         self._thread = None
 
@@ -345,15 +356,17 @@ class Store:
                 conn.close()
 
     def _collect(self) -> tuple[list[Any], bool]:
-        """The next batch: the first item, and what arrives within ``_WINDOW`` after a record.
+        """The next batch: the first item, and what arrives within ``_WINDOW`` after a call.
 
         The thread sleeps through the window instead of waiting on the queue per item: a
-        put then wakes no one, and one transaction takes a whole window's calls. A job
-        (a report, a flush) that finds the thread idle runs at once.
+        call's put then wakes no one, and one transaction takes a whole window's calls.
+        Anything else ends the window (``_urgent``), or runs at once if it comes first.
         """
         first = self._queue.get()
-        if first is not None and not isinstance(first, _Job):
-            time.sleep(_WINDOW)
+        if type(first) is tuple:
+            self._urgent.wait(_WINDOW)
+        # Cleared after the wait: an urgent item queued since is taken below all the same.
+        self._urgent.clear()
         batch = [first]
         with contextlib.suppress(queue.Empty):
             while True:
