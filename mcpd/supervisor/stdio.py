@@ -35,6 +35,7 @@ from mcp.shared.message import SessionMessage
 
 from mcpd.config.model import ServerConfig
 from mcpd.supervisor.rawrpc import RawRpc
+from mcpd.supervisor.replies import DirectPipe, RoutingReader
 
 log = structlog.get_logger("mcpd.supervisor")
 
@@ -203,6 +204,12 @@ class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
         if pipe is not None:
             self.stderr = asyncio.StreamReader(limit=STDERR_LINE_BYTES, loop=self._event_loop)
             self.stderr.set_transport(pipe)
+        # stdout hands the raw path its replies as they arrive (see ``mcpd.supervisor.replies``).
+        pipe = transport.get_pipe_transport(1)
+        if isinstance(pipe, asyncio.ReadTransport):
+            self.stdout = RoutingReader(limit=MAX_LINE_BYTES, loop=self._event_loop)
+            self.stdout.set_transport(pipe)
+            pipe.set_protocol(DirectPipe(pipe.get_protocol(), self.stdout.feed_data))
 
     def process_exited(self) -> None:
         super().process_exited()
@@ -226,6 +233,8 @@ class StdioChild:
         stdin = self.process.stdin
         assert stdin is not None
         self.rpc = RawRpc(self._write_line, stdin.transport.get_write_buffer_size)
+        if isinstance(self.process.stdout, RoutingReader):
+            self.process.stdout.route = self.rpc.route
 
     def _write_line(self, data: bytes) -> None:
         """Queue ``data`` on stdin; ``BrokenPipeError`` when the pipe refused it.
