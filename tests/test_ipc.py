@@ -33,7 +33,14 @@ from mcpd.errors import (
 )
 from mcpd.ipc.framing import LARGE, FrameBuffer
 from mcpd.ipc.framing import frame as framed
-from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, NoParams, Request, ToolsCallParams
+from mcpd.model.protocol import (
+    PROTOCOL_VERSION,
+    CancelParams,
+    HelloParams,
+    NoParams,
+    Request,
+    ToolsCallParams,
+)
 from mcpd.model.servers import CallActivity, StateChanged
 from mcpd.model.tools import ToolResult
 from mcpd.testing import fixture_toml, process_gone
@@ -154,6 +161,23 @@ async def test_requests_on_one_connection_run_concurrently(daemon: DaemonProcess
             tg.start_soon(slow)
             tg.start_soon(fast)
     assert finished == ["fast", "slow"]
+
+
+async def test_a_request_cancelled_before_it_started_frees_its_slot(tmp_path: Path) -> None:
+    """With ``max_in_flight = 1``, a request and its ``cancel`` read together (the request's task
+    cancelled before its first step) leave the slot free: the next request is answered."""
+    config = tmp_path / "config.toml"
+    config.write_text("[daemon]\nmax_in_flight = 1\n")
+    async with running_daemon(config) as running:
+        with contextlib.closing(raw_socket(running)) as sock:
+            sock.sendall(hello_frame())
+            assert read_response(sock)[1] == 1
+            status = Request(2, "status", msgspec.Raw(encoder.encode(NoParams())))
+            cancel = Request(3, "cancel", msgspec.Raw(encoder.encode(CancelParams(id=2))))
+            sock.sendall(frame(status) + frame(cancel))
+            assert read_response(sock)[1:3] == [3, {"ok": True}]
+            sock.sendall(frame(Request(4, "status", msgspec.Raw(encoder.encode(NoParams())))))
+            assert read_response(sock)[1] == 4
 
 
 async def test_many_clients_at_once(daemon: DaemonProcess) -> None:
