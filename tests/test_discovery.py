@@ -89,6 +89,18 @@ def test_empty_descriptions_and_server_filter() -> None:
     assert index.search("") == []
 
 
+def test_request_words_count_where_a_tool_name_uses_them() -> None:
+    """The request word "show" is dropped from queries until a tool named with it is indexed;
+    removing that tool's server drops it again."""
+    index = ToolIndex()
+    index.replace_server("a", [tool("a", "weather", "Show the weather forecast")])
+    assert [h.tool for h in index.search("show")] == []
+    index.replace_server("b", [tool("b", "show_slides", "Present slides")])
+    assert {h.tool for h in index.search("show")} == {"show_slides", "weather"}
+    index.remove_server("b")
+    assert [h.tool for h in index.search("show")] == []
+
+
 # -- rendering ---------------------------------------------------------------------------------
 
 
