@@ -8,7 +8,9 @@ import random
 import pytest
 
 from mcpd.discovery.index import Params, ToolIndex, ToolText
+from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.render import OWN_SHARE, estimate_tokens, render
+from mcpd.discovery.text import terms
 from mcpd.model.tools import ToolEntry
 from mcpd.registry import reserved
 
@@ -99,6 +101,17 @@ def test_request_words_count_where_a_tool_name_uses_them() -> None:
     assert {h.tool for h in index.search("show")} == {"show_slides", "weather"}
     index.remove_server("b")
     assert [h.tool for h in index.search("show")] == []
+
+
+def test_usage_associates_a_query_of_request_words_only() -> None:
+    """A query made only of request words has no text terms, yet finds the tool that it led to
+    before: the prior learnt its words as recorded, request words included."""
+    index = ToolIndex()
+    index.replace_server("alpha", [tool("alpha", "echo", "Echo text")])
+    prior = UsagePrior()
+    prior.observe("alpha", "echo", True, terms("say something back"), ts=0.0)
+    assert index.search("say something back") == []
+    assert [h.tool for h in index.search("say something back", prior=prior)] == ["echo"]
 
 
 # -- rendering ---------------------------------------------------------------------------------

@@ -269,7 +269,9 @@ class ToolIndex:
             scores = {d: s for d, s in scores.items() if self._docs[d].key[0] in servers}
         parts: dict[int, dict[str, float]] = {}
         if prior:
-            scores, parts = self._with_usage(scores, analysed, prior, servers)
+            # The prior learnt each query's words as the daemon records them (``terms``), request
+            # words included: "say something back" is all request words, and still leads somewhere.
+            scores, parts = self._with_usage(scores, Counter(set(terms(query))), prior, servers)
         if self.semantic is not None:
             scores = self._fused(query, scores, servers, limit)
         if limit is not None and limit < len(scores):
