@@ -8,7 +8,9 @@ import random
 import pytest
 
 from mcpd.discovery.index import Params, ToolIndex, ToolText
+from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.render import OWN_SHARE, estimate_tokens, render
+from mcpd.discovery.text import terms
 from mcpd.model.tools import ToolEntry
 from mcpd.registry import reserved
 
@@ -87,6 +89,29 @@ def test_empty_descriptions_and_server_filter() -> None:
     assert {h.server for h in index.search("fetch")} == {"a", "b"}
     assert [h.server for h in index.search("fetch", servers={"b"})] == ["b"]
     assert index.search("") == []
+
+
+def test_request_words_count_where_a_tool_name_uses_them() -> None:
+    """The request word "show" is dropped from queries until a tool named with it is indexed;
+    removing that tool's server drops it again."""
+    index = ToolIndex()
+    index.replace_server("a", [tool("a", "weather", "Show the weather forecast")])
+    assert [h.tool for h in index.search("show")] == []
+    index.replace_server("b", [tool("b", "show_slides", "Present slides")])
+    assert {h.tool for h in index.search("show")} == {"show_slides", "weather"}
+    index.remove_server("b")
+    assert [h.tool for h in index.search("show")] == []
+
+
+def test_usage_associates_a_query_of_request_words_only() -> None:
+    """A query made only of request words has no text terms, yet finds the tool that it led to
+    before: the prior learnt its words as recorded, request words included."""
+    index = ToolIndex()
+    index.replace_server("alpha", [tool("alpha", "echo", "Echo text")])
+    prior = UsagePrior()
+    prior.observe("alpha", "echo", True, terms("say something back"), ts=0.0)
+    assert index.search("say something back") == []
+    assert [h.tool for h in index.search("say something back", prior=prior)] == ["echo"]
 
 
 # -- rendering ---------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcpd.discovery.text import split_identifier, stem, terms
+from mcpd.discovery.text import REQUEST_WORDS, name_words, query_terms, split_identifier, stem, terms
 
 
 def test_identifiers_split_into_words() -> None:
@@ -78,3 +78,18 @@ def test_cjk_text_becomes_bigrams() -> None:
     """Chinese without spaces still yields matchable terms."""
     assert terms("搜索关键词") == ["搜索", "索关", "关键", "键词"]
     assert "bing" in terms("必应bing搜索")
+
+
+def test_queries_drop_request_words_that_no_tool_name_uses() -> None:
+    """A query loses the general stop list's words ("help", "find", "show", "latest"), which say how
+    a request is put; a word that a tool's name uses is kept; tool texts keep every such word."""
+    assert {"help", "find", "show", "latest"} <= REQUEST_WORDS
+    query = "Help me find the latest weather and show it"
+    assert query_terms(query) == ["weather"]
+    assert query_terms(query, keep=set(name_words("showForecast"))) == ["weather", "show"]
+    assert terms(query) == ["help", "find", "latest", "weather", "latestweath", "show"]
+
+
+def test_name_words_are_the_lowercase_words_of_a_name() -> None:
+    """Tool names are split as identifiers and lowercased, the form a query's words are compared in."""
+    assert name_words("find_nearbyPlaces") == ["find", "nearby", "places"]

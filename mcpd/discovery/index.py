@@ -6,6 +6,8 @@ the fields are length-normalised per field, weighted, summed, and saturated once
 (Robertson & Zaragoza's BM25F), so a word in a short field such as the tool name counts
 more than the same word in a long parameter description, and repeating a word cannot
 dominate. Each distinct query term counts once; idf is ln(1 + (N - df + 0.5) / (df + 0.5)).
+A query is analysed by ``query_terms``, which keeps the request words that the catalogue's
+tool names use (the index counts them).
 
 The saturated weight of each (term, tool) is computed when the tool is indexed, so a
 query is a sum over posting lists. Field length averages drift as servers change; the
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mcpd.discovery.prior import UsagePrior
-from mcpd.discovery.text import terms
+from mcpd.discovery.text import name_words, query_terms, terms
 
 if TYPE_CHECKING:
     # Only for the annotation: the semantic extra is imported by whoever switches it on.
@@ -75,6 +77,7 @@ class _Doc:
     key: tuple[str, str]
     lengths: tuple[int, ...]
     tfs: dict[str, tuple[int, ...]]
+    name_words: frozenset[str]
 
 
 @dataclass
@@ -96,6 +99,8 @@ class ToolIndex:
     _averages: tuple[float, ...] = (1.0,) * len(FIELDS)
     _next_id: int = 0
     _key_doc: dict[tuple[str, str], int] = field(default_factory=dict)
+    _name_words: dict[str, int] = field(default_factory=dict)
+    """word -> tools whose name has it: the request words a query keeps"""
     semantic: SemanticIndex | None = None
     """The optional semantic ranking fused with this one (``mcpd.discovery.semantic``)."""
 
@@ -135,6 +140,8 @@ class ToolIndex:
         self._key_doc[doc.key] = doc_id
         for i, length in enumerate(doc.lengths):
             self._length_sums[i] += length
+        for word in doc.name_words:
+            self._name_words[word] = self._name_words.get(word, 0) + 1
         return doc_id
 
     def remove_server(self, server: str) -> None:
@@ -143,6 +150,12 @@ class ToolIndex:
             self._key_doc.pop(doc.key, None)
             for i, length in enumerate(doc.lengths):
                 self._length_sums[i] -= length
+            for word in doc.name_words:
+                left = self._name_words[word] - 1
+                if left:
+                    self._name_words[word] = left
+                else:
+                    del self._name_words[word]
             for term in doc.tfs:
                 posting = self._postings[term]
                 del posting[doc_id]
@@ -248,15 +261,17 @@ class ToolIndex:
         """
         # Each distinct query term counts once, as in standard BM25: a long task description
         # that repeats a word ("markdown ... /root/markdown/x.md") must not weigh it twice.
-        query_terms = Counter(set(terms(query)))
-        scores = self._scores(query_terms)
+        analysed = Counter(set(query_terms(query, self._name_words)))
+        scores = self._scores(analysed)
         if self.params.feedback_docs and scores:
-            self._add_feedback(scores, len(query_terms))
+            self._add_feedback(scores, len(analysed))
         if servers is not None:
             scores = {d: s for d, s in scores.items() if self._docs[d].key[0] in servers}
         parts: dict[int, dict[str, float]] = {}
         if prior:
-            scores, parts = self._with_usage(scores, query_terms, prior, servers)
+            # The prior learnt each query's words as the daemon records them (``terms``), request
+            # words included: "say something back" is all request words, and still leads somewhere.
+            scores, parts = self._with_usage(scores, Counter(set(terms(query))), prior, servers)
         if self.semantic is not None:
             scores = self._fused(query, scores, servers, limit)
         if limit is not None and limit < len(scores):
@@ -326,6 +341,7 @@ def _analyse(tool: ToolText, server_fields: dict[str, Counter[str]]) -> _Doc:
         key=(tool.server, tool.tool),
         lengths=tuple(c.total() for c in counters),
         tfs={term: tuple(row) for term, row in tfs.items()},
+        name_words=frozenset(name_words(tool.tool)),
     )
 
 

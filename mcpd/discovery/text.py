@@ -14,14 +14,22 @@
    "mindmap" meets "mind map";
 5. text in scripts written without spaces (Chinese, Japanese, Korean) as overlapping character
    bigrams, which match without a dictionary.
+
+A query (``query_terms()``) also drops the words of a general English stop list (the
+``stop-words`` package's, some 1,300 words: "help", "find", "show", "tell", "latest" ...),
+which say how a request is put rather than what it is about, except words that a tool's name
+in the catalogue uses: there they are the domain's own words ("search", "website", "date").
+Tool texts keep them, so the index does not depend on the catalogue.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from functools import lru_cache
 
 import Stemmer
+from stop_words import get_stop_words
 
 # An acronym's plural: "PDFs", "APIs", "URLs" -> the acronym alone (it must not become "PD Fs").
 _ACRONYM_PLURAL = re.compile(r"(?<![A-Za-z])([A-Z]{2,})s(?![a-z])")
@@ -46,6 +54,9 @@ STOP_WORDS = frozenset(
     you your yours need needs
     """.split()  # noqa: SIM905 - a word list reads best as words
 )
+
+REQUEST_WORDS = frozenset(get_stop_words("en")) - STOP_WORDS
+"""General English stop words that only a query drops (see ``query_terms``)."""
 
 _STEMMER = Stemmer.Stemmer("english")
 
@@ -82,16 +93,28 @@ def _cjk_grams(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
-def terms(text: str, compounds: bool = True) -> list[str]:
+class _QueryStops:
+    """``STOP_WORDS``, and ``REQUEST_WORDS`` less the words in ``keep``."""
+
+    __slots__ = ("_keep",)
+
+    def __init__(self, keep: Container[str]) -> None:
+        self._keep = keep
+
+    def __contains__(self, word: object) -> bool:
+        return word in STOP_WORDS or (word in REQUEST_WORDS and word not in self._keep)
+
+
+def terms(text: str, compounds: bool = True, stop: Container[str] = STOP_WORDS) -> list[str]:
     """Index terms of ``text`` (see the module docstring); ``compounds=False`` leaves out the joined pairs."""
     out: list[str] = []
     for run in _runs(text):
         previous = ""  # the word before, if it was a term of its own (not a stop word, not CJK)
         for word in run:
-            if word in STOP_WORDS or len(word) == 1:
+            if word in stop or len(word) == 1:
                 previous = ""
             elif _CJK.search(word):
-                out.extend(stem(piece) for piece in _CJK.split(word) if piece and piece not in STOP_WORDS)
+                out.extend(stem(piece) for piece in _CJK.split(word) if piece and piece not in stop)
                 for cjk in _CJK.findall(word):
                     out.extend(_cjk_grams(cjk))
                 previous = ""
@@ -101,6 +124,17 @@ def terms(text: str, compounds: bool = True) -> list[str]:
                     out.append(stem(previous + word))
                 previous = word
     return out
+
+
+def query_terms(text: str, keep: Container[str] = frozenset()) -> list[str]:
+    """Terms of a query: ``terms()`` less ``REQUEST_WORDS``, except the lowercase words in ``keep``
+    (the words of the catalogue's tool names)."""
+    return terms(text, stop=_QueryStops(keep))
+
+
+def name_words(name: str) -> list[str]:
+    """The lowercase words of a tool's name, as ``query_terms`` compares them with ``keep``."""
+    return [word.lower() for word in split_identifier(name)]
 
 
 def plain_terms(text: str) -> list[str]:
