@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import inspect
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -13,7 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 import mcpd
 from mcpd.config.model import ServerConfig
-from mcpd.supervisor import sdk
+from mcpd.supervisor import sdk, sdkload
 from mcpd.testing.remote import free_port, running_http_fixture
 
 pytestmark = pytest.mark.anyio
@@ -89,3 +91,46 @@ async def test_a_refused_request_is_marked_so() -> None:
         with anyio.fail_after(60):
             await ended.wait()
     assert refused.refused and not answered.refused
+
+
+# -- the adapter loaded off the event loop (sdkload) ------------------------------------------------
+
+
+def test_the_daemon_imports_no_sdk_before_its_first_spawn() -> None:
+    """What `mcpd serve` imports before its children start holds none of the SDK's stack: the actors
+    have it imported in a worker thread (``sdkload``) while their children boot."""
+    code = (
+        "import sys, mcpd.cli.app, mcpd.daemon.app, mcpd.daemon.logging; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'mcp', 'mcp_types', 'pydantic', 'httpx2', 'starlette', 'uvicorn', 'sse_starlette'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
+
+
+async def test_every_waiter_gets_the_one_import() -> None:
+    """Tasks that wait on a loader together all go on once its single import is done, and the stand-in
+    then hands on the adapter's own attributes."""
+    loader = sdkload.SdkLoader("mcpd.supervisor.sdk")
+    done: list[int] = []
+
+    async def wait(index: int) -> None:
+        await loader.wait_loaded()
+        done.append(index)
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            for index in range(5):
+                tg.start_soon(wait, index)
+    assert sorted(done) == list(range(5))
+    assert loader.module() is sdk
+    assert sdkload.sdk.handshake is sdk.handshake
+
+
+async def test_a_failed_import_is_raised_and_tried_again() -> None:
+    """An adapter that cannot be imported fails each wait with the import's own error, and the next
+    wait tries the import again rather than keeping the failure."""
+    loader = sdkload.SdkLoader("mcpd.no_such_adapter")
+    for _ in range(2):
+        with pytest.raises(ModuleNotFoundError, match="no_such_adapter"):
+            await loader.wait_loaded()

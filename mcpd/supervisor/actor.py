@@ -46,13 +46,14 @@ from mcpd.model.servers import (
 )
 from mcpd.model.states import LIVE_STATES, ServerState, can_transition, check_transition
 from mcpd.model.tools import ToolInfo, ToolResult
-from mcpd.supervisor import sdk, watchers
+from mcpd.supervisor import watchers
 from mcpd.supervisor.calls import NotDelivered, send_call
 from mcpd.supervisor.gate import StartGate
 from mcpd.supervisor.link import Link
 from mcpd.supervisor.logring import LogRing
 from mcpd.supervisor.policy import Decision, Ending, GiveUp, Retry, decide
 from mcpd.supervisor.rawrpc import ProgressCallback
+from mcpd.supervisor.sdkload import SDK, sdk
 from mcpd.supervisor.stdio import KILL_WAIT, SpawnError, StderrLog, StdioChild, open_stdio_child
 from mcpd.supervisor.wakeup import Wakeup
 from mcpd.supervisor.watchers import RunEnded
@@ -408,6 +409,8 @@ class ServerActor:
         """One run of the server: connect, serve until it ends or we are told to stop."""
         self._tools_dirty.clear()  # a list_changed of the previous run is answered by the handshake
         self._surface_dirty.clear()
+        if self.config.url is not None:
+            await SDK.wait_loaded()  # a remote server has no child to start while the SDK loads
         http = sdk.HttpWatch() if self.config.url is not None else None
         try:
             async with anyio.create_task_group() as tg:
@@ -443,23 +446,27 @@ class ServerActor:
     @contextlib.asynccontextmanager
     async def _connect(self, tg: TaskGroup, http: sdk.HttpWatch | None) -> AsyncIterator[sdk.ClientSession]:
         config = self.config
-        hooks = sdk.SessionHooks(
-            self._tools_dirty.set,
-            self._surface_dirty.set,
-            self._ask,
-            self._log_message,
-            resource_updated=self._resource_updated,
-        )
         if http is not None:
-            async with sdk.open_http_session(config, http, hooks) as session:
+            async with sdk.open_http_session(config, http, self._hooks()) as session:
                 yield session
             return
         async with open_stdio_child(config, self._stderr) as (child, read, write):
             self._child = child
             log.debug("server.spawned", server=self.name, pid=child.pid)
             tg.start_soon(watchers.watch_exit, child, config.stop_grace)
-            async with sdk.open_session(read, write, hooks) as session:
+            # The child boots, which takes longer, while the daemon imports the SDK (see sdkload).
+            await SDK.wait_loaded()
+            async with sdk.open_session(read, write, self._hooks()) as session:
                 yield session
+
+    def _hooks(self) -> sdk.SessionHooks:
+        return sdk.SessionHooks(
+            self._tools_dirty.set,
+            self._surface_dirty.set,
+            self._ask,
+            self._log_message,
+            resource_updated=self._resource_updated,
+        )
 
     async def _ask(self, method: str, params: dict[str, Any]) -> ServerReply:
         """A request from the server (sampling, elicitation, roots), for the router to answer."""

@@ -19,7 +19,6 @@ import msgspec
 
 from mcpd.errors import CallTimeout, InvalidParams, McpdError, TransportError
 from mcpd.model.tools import ToolResult
-from mcpd.supervisor import sdk
 from mcpd.supervisor.link import Link
 from mcpd.supervisor.rawrpc import (
     MAX_BACKLOG,
@@ -30,6 +29,7 @@ from mcpd.supervisor.rawrpc import (
     ProgressCallback,
     RawRpc,
 )
+from mcpd.supervisor.sdkload import sdk
 
 _call_result = msgspec.json.Decoder(CallResult)
 _EXIT_WAIT = 0.5

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import anyio
 
-from mcpd.supervisor.sdk import ClientSession, HttpWatch
 from mcpd.supervisor.stdio import StdioChild
+
+if TYPE_CHECKING:
+    from mcpd.supervisor.sdk import ClientSession, HttpWatch
 
 
 @dataclass

@@ -31,6 +31,7 @@ import pydantic
 from mcp.client.session import ClientRequestContext, ClientSession, LoggingFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 
 import mcpd
 from mcpd.config.model import ServerConfig
@@ -62,10 +63,12 @@ __all__ = [
     "LogCallback",
     "MCPError",
     "SessionHooks",
+    "SessionMessage",
     "call_tool",
     "can_subscribe",
     "complete",
     "describe_mcp_error",
+    "dump_line",
     "get_prompt",
     "handshake",
     "is_connection_error",
@@ -73,6 +76,7 @@ __all__ = [
     "list_tools",
     "open_http_session",
     "open_session",
+    "parse_line",
     "ping",
     "read_resource",
     "subscribe_resource",
@@ -531,3 +535,17 @@ def server_request_callbacks(ask: Ask) -> dict[str, Any]:
             context=mcp_types.SamplingContextCapability(), tools=mcp_types.SamplingToolsCapability()
         ),
     }
+
+
+# -- stdio lines -----------------------------------------------------------------------------------
+# ``stdio`` feeds the SDK session its own child's lines; these keep the SDK's message types here.
+
+
+def parse_line(line: bytes) -> SessionMessage:
+    """One JSON-RPC line from a server as the session's message; ``ValueError`` if it is not one."""
+    return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+
+
+def dump_line(item: SessionMessage) -> bytes:
+    """A message of the session as one line for the server's stdin."""
+    return item.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"

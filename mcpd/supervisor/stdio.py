@@ -26,16 +26,19 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import anyio
-import mcp_types
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.shared.message import SessionMessage
 
 from mcpd.config.model import ServerConfig
 from mcpd.supervisor.rawrpc import RawRpc
 from mcpd.supervisor.replies import DirectPipe, RoutingReader
+from mcpd.supervisor.sdkload import SDK, sdk
+
+if TYPE_CHECKING:
+    from mcpd.supervisor.sdk import SessionMessage
 
 log = structlog.get_logger("mcpd.supervisor")
 
@@ -272,6 +275,8 @@ class StdioChild:
         assert stdout is not None
         try:
             async with sink:
+                # The pipe holds what the child prints meanwhile; it speaks once it is asked anyway.
+                await SDK.wait_loaded()
                 await self._pump_stdout(stdout, sink)
         finally:
             self.rpc.close()
@@ -299,7 +304,7 @@ class StdioChild:
     async def _to_sdk(self, line: bytes, sink: MemoryObjectSendStream[SessionMessage | Exception]) -> bool:
         """Hand a line that is not a raw call's reply to the SDK session; False once it is gone."""
         try:
-            message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+            message = sdk.parse_line(line)
         except ValueError:
             # Servers that print banners or debug output on stdout break the protocol for
             # that line only; skip it, say so, and keep the connection.
@@ -313,7 +318,7 @@ class StdioChild:
                 )
             return True
         try:
-            await sink.send(SessionMessage(message))
+            await sink.send(message)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             return False
         return True
@@ -323,9 +328,8 @@ class StdioChild:
         assert stdin is not None
         async with source:
             async for item in source:
-                data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
                 try:
-                    stdin.write(data.encode() + b"\n")
+                    stdin.write(sdk.dump_line(item))
                     await stdin.drain()
                 except (ConnectionError, OSError):
                     return
@@ -453,8 +457,13 @@ async def open_stdio_child(
         stderr=stderr or StderrLog(config.name),
         exited=exited,
     )
-    read_in, read_out = anyio.create_memory_object_stream[SessionMessage | Exception](32)
-    write_in, write_out = anyio.create_memory_object_stream[SessionMessage](32)
+    # Typed by annotation: the message type is not imported yet when the child starts.
+    read_in: MemoryObjectSendStream[SessionMessage | Exception]
+    read_out: MemoryObjectReceiveStream[SessionMessage | Exception]
+    write_in: MemoryObjectSendStream[SessionMessage]
+    write_out: MemoryObjectReceiveStream[SessionMessage]
+    read_in, read_out = anyio.create_memory_object_stream(32)
+    write_in, write_out = anyio.create_memory_object_stream(32)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(child._read_stdout, read_in)

@@ -16,9 +16,9 @@ import msgspec
 from mcpd.errors import InvalidParams, McpdError, UnknownPrompt, UnknownResource, Unsupported
 from mcpd.model.resources import Completion, CompletionRef, PromptRef, PromptResult, ReadResult
 from mcpd.model.states import LIVE_STATES
-from mcpd.supervisor import sdk
 from mcpd.supervisor.calls import Refused, send_request
 from mcpd.supervisor.link import Link
+from mcpd.supervisor.sdkload import sdk
 
 if TYPE_CHECKING:
     from mcpd.supervisor.actor import ServerActor

@@ -16,9 +16,9 @@ import anyio
 from mcpd.config.model import ServerConfig
 from mcpd.model.resources import Surface
 from mcpd.model.tools import ToolInfo
-from mcpd.supervisor import sdk
 from mcpd.supervisor.link import Link
 from mcpd.supervisor.policy import Ending
+from mcpd.supervisor.sdkload import sdk
 from mcpd.supervisor.stdio import StdioChild
 from mcpd.supervisor.wakeup import Wakeup
 
