@@ -24,6 +24,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import msgspec
 import structlog
@@ -33,7 +34,6 @@ from mcpd.model.resources import PromptInfo, ResourceInfo, ResourceTemplateInfo,
 from mcpd.model.servers import ServerInfo
 from mcpd.model.tools import ToolInfo
 from mcpd.model.trust import HIGH, AcceptedFindings, Finding, PinRecord, ToolChange
-from mcpd.trust.verify import scan_text, scan_tool
 
 log = structlog.get_logger("mcpd.trust")
 
@@ -83,40 +83,48 @@ class Inspection:
         )
 
 
-def _server_subject(info: ServerInfo | None, verify: bool) -> Subject | None:
+class Scanner(Protocol):
+    """The verifier, ``mcpd.trust.verify``: imported by the first inspection (see ``inspect``)."""
+
+    def scan_text(self, subject: str, where: str, text: str) -> list[Finding]: ...
+
+    def scan_tool(self, name: str, description: str, input_schema: dict[str, Any]) -> list[Finding]: ...
+
+
+def _server_subject(info: ServerInfo | None, scanner: Scanner | None) -> Subject | None:
     if info is None or not (info.instructions or info.title):
         return None
     texts = {"instructions": info.instructions or "", "title": info.title or ""}
     text = json.dumps(texts, sort_keys=True, ensure_ascii=False)
     findings: list[Finding] = []
-    if verify:
+    if scanner is not None:
         for where, value in texts.items():
-            findings.extend(scan_text(SERVER_SUBJECT, where, value))
+            findings.extend(scanner.scan_text(SERVER_SUBJECT, where, value))
     return Subject(SERVER_SUBJECT, text, digest(text), tuple(findings))
 
 
-def _tool_subject(tool: ToolInfo, verify: bool) -> Subject:
+def _tool_subject(tool: ToolInfo, scanner: Scanner | None) -> Subject:
     pinned = definition(tool)
     extra = {"title": tool.title, "annotations": tool.annotations}
     findings: list[Finding] = []
-    if verify:
-        findings.extend(scan_tool(tool.name, tool.description, tool.input_schema))
+    if scanner is not None:
+        findings.extend(scanner.scan_tool(tool.name, tool.description, tool.input_schema))
         if tool.title:
-            findings.extend(scan_text(tool.name, "title", tool.title))
-        findings.extend(_scan_annotations(tool))
+            findings.extend(scanner.scan_text(tool.name, "title", tool.title))
+        findings.extend(_scan_annotations(tool, scanner))
     everything = pinned + json.dumps(extra, sort_keys=True, ensure_ascii=False)
     return Subject(tool.name, pinned, digest(everything), tuple(findings))
 
 
-def _scan_annotations(tool: ToolInfo) -> list[Finding]:
+def _scan_annotations(tool: ToolInfo, scanner: Scanner) -> list[Finding]:
     findings: list[Finding] = []
     for key, value in (tool.annotations or {}).items():
         if isinstance(value, str):
-            findings.extend(scan_text(tool.name, f"annotations.{key}", value))
+            findings.extend(scanner.scan_text(tool.name, f"annotations.{key}", value))
     return findings
 
 
-def _surface_subjects(surface: Surface, verify: bool) -> list[Subject]:
+def _surface_subjects(surface: Surface, scanner: Scanner | None) -> list[Subject]:
     """Prompts, resources and templates: their names, titles and descriptions reach models too.
 
     Named ``prompt:NAME`` / ``resource:URI`` so they never meet a tool's name; findings only, no pins.
@@ -139,9 +147,9 @@ def _surface_subjects(surface: Surface, verify: bool) -> list[Subject]:
     for name, described in texts:
         text = json.dumps(described, sort_keys=True, ensure_ascii=False)
         findings: list[Finding] = []
-        if verify:
+        if scanner is not None:
             for where, value in described.items():
-                findings.extend(scan_text(name, where, value))
+                findings.extend(scanner.scan_text(name, where, value))
         subjects.append(Subject(name, text, digest(text), tuple(findings)))
     return subjects
 
@@ -150,11 +158,15 @@ def inspect(
     config: ServerConfig, tools: tuple[ToolInfo, ...], info: ServerInfo | None, surface: Surface | None = None
 ) -> Inspection:
     """Scan and hash everything the server says to models. Pure; run it off the event loop."""
-    verify = config.verify != "off"
+    # Imported here, by the first inspection (in a worker thread), not by the daemon before its
+    # servers start: the verifier's lexicon compiles its regular expressions on import (~50 ms).
+    from mcpd.trust import verify  # noqa: PLC0415
+
+    scanner: Scanner | None = verify if config.verify != "off" else None
     surface = surface or Surface()
-    server = _server_subject(info, verify)
-    subjects = [_tool_subject(tool, verify) for tool in tools]
-    extra = _surface_subjects(surface, verify)
+    server = _server_subject(info, scanner)
+    subjects = [_tool_subject(tool, scanner) for tool in tools]
+    extra = _surface_subjects(surface, scanner)
     return Inspection(tools, info, surface, (*([server] if server else []), *subjects, *extra))
 
 
