@@ -2,9 +2,11 @@
 
 Importing the mcp SDK is most of the daemon's start-up CPU (its client package also loads the
 server stack: starlette, uvicorn, sse_starlette), yet nothing needs it until a child has started
-and the handshake begins. So the supervisor starts ``SDK.wait_loaded()`` before its first spawn, the
-import runs in a worker thread, and each actor awaits it after its spawn: the children boot,
-which takes longer, while the daemon imports.
+and the handshake begins. So each actor spawns its child first and then awaits
+``SDK.wait_loaded()``; the first to ask starts the import in a worker thread, and the children
+boot, which takes longer, while the daemon imports. (So the import thread does not compete with
+the spawns for the interpreter, and a daemon with no server to start imports the SDK only when it
+first needs it.)
 
 The supervisor's modules import ``sdk`` from here, not ``mcpd.supervisor.sdk``: the type checker
 sees the adapter module itself, the running code a stand-in that hands each attribute on to it.
