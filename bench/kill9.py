@@ -33,9 +33,11 @@ from mcpd.testing import fixture_toml, process_gone
 from mcpd.testing.daemon import running_daemon
 
 SERVER = "fx"
-CALL_TIMEOUT = 10.0
+CALL_TIMEOUT = 60.0
+"""Room for a restart on a loaded machine: a call that waits for it and runs is the point."""
 POLL = 0.005
 ROUND = 5
+RESTART_LIMIT = 120.0
 """Calls each caller completes on a fresh process before it is killed."""
 
 
@@ -64,12 +66,14 @@ class Run:
 
 async def running_pid(client: AsyncClient, other_than: int | None) -> int:
     """The server's pid once it runs a process other than ``other_than``."""
-    with anyio.fail_after(60):
+    status = None
+    with anyio.move_on_after(RESTART_LIMIT):
         while True:
             (status,) = [s for s in await client.status() if s.name == SERVER]
             if str(status.state) == "running" and status.pid is not None and status.pid != other_than:
                 return status.pid
             await anyio.sleep(POLL)
+    raise RuntimeError(f"{SERVER} not running again after {RESTART_LIMIT:g}s: {status}")
 
 
 async def caller(client: AsyncClient, run: Run) -> None:
@@ -126,15 +130,14 @@ async def main(kills: int, callers: int) -> None:
                     tg.start_soon(caller, client, run)
                 tg.start_soon(killer, control, run, kills, callers)
             elapsed = time.perf_counter() - started
-    unseen = sum(1 for f in run.failures if never_received(f, run.kills))
-    errors = collections.Counter(f.error for f in run.failures)
-    print(
-        f"{len(run.kills)} kill -9 of {SERVER} under {callers} callers in {elapsed:.1f}s: {run.ok} calls ok"
-    )
-    print(f"failed, never received: {unseen}")
-    print(f"failed, in flight or unread at the death: {len(run.failures) - unseen}")
-    for error, count in errors.most_common():
-        print(f"  {count:4d}  {error}")
+    unseen = [f for f in run.failures if never_received(f, run.kills)]
+    before = [f for f in run.failures if not never_received(f, run.kills)]
+    took = f"{elapsed:.1f}s"
+    print(f"{len(run.kills)} kill -9 of {SERVER} under {callers} callers in {took}: {run.ok} calls ok")
+    for label, failures in (("never received", unseen), ("in flight or unread at the death", before)):
+        print(f"failed, {label}: {len(failures)}")
+        for error, count in collections.Counter(f.error for f in failures).most_common():
+            print(f"  {count:4d}  {error}")
 
 
 if __name__ == "__main__":
