@@ -24,17 +24,21 @@ class Pipe:
 
     def __init__(self) -> None:
         self.lines: list[dict[str, Any]] = []
+        self.ends: list[int] = []
+        """The stream offset just past each line."""
         self.backlog = 0
         self.refuse = False
         self._written = anyio.Event()
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes) -> int:
         if self.refuse:
             raise BrokenPipeError("the pipe refused the bytes")
         assert data.endswith(b"\n") and data.count(b"\n") == 1, "one message per line"
         self.lines.append(json.loads(data))
+        self.ends.append((self.ends[-1] if self.ends else 0) + len(data))
         written, self._written = self._written, anyio.Event()
         written.set()
+        return self.ends[-1]
 
     async def wait_lines(self, count: int) -> list[dict[str, Any]]:
         while len(self.lines) < count:
@@ -191,10 +195,28 @@ async def test_close_fails_requests_in_flight_and_refuses_new_ones() -> None:
     rpc = pipe.rpc()
     results: dict[str, Any] = {}
     async with in_flight(pipe, rpc, results, "in_flight"):
-        rpc.close()
+        rpc.close(None)
     assert isinstance(results["in_flight"], ConnectionLost)
     with pytest.raises(NotSent):
         await rpc.request("tools/call", {}, anyio.current_time() + 60)
+
+
+@pytest.mark.parametrize(("short", "middle"), [(0, ConnectionLost), (1, ConnectionLost), (2, NotSent)])
+async def test_close_tells_the_requests_the_server_never_read_whole(short: int, middle: type) -> None:
+    """Given how many bytes the server read, a request whose last byte it never read is NotSent
+    (it cannot have acted on it); one it read up to its newline, or further, is ConnectionLost.
+    Here it read the middle one of three requests all but ``short`` bytes (its newline is 1)."""
+    pipe = Pipe()
+    rpc = pipe.rpc()
+    results: dict[str, Any] = {}
+    async with anyio.create_task_group() as tg:
+        for key in ("first", "middle", "last"):
+            tg.start_soon(run_request, rpc, results, key)
+            await pipe.wait_lines(len(pipe.lines) + 1)
+        rpc.close(pipe.ends[1] - short)
+    assert isinstance(results["first"], ConnectionLost)
+    assert isinstance(results["middle"], middle)
+    assert isinstance(results["last"], NotSent)
 
 
 async def test_refused_write_is_not_sent() -> None:

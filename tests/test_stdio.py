@@ -1,14 +1,20 @@
 """Spawning a stdio server: what exec would refuse is refused at spawn, with exec's reason, also
-when the child is started through ``setpriv`` (which would otherwise turn it into an exit status)."""
+when the child is started through ``setpriv`` (which would otherwise turn it into an exit status).
+Its stdin: what a dead child never read is told apart from what it read."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
 from mcpd.config.model import ServerConfig
+from mcpd.supervisor.rawrpc import ConnectionLost, NotSent, RawRpc
+from mcpd.supervisor.stdin import StdinPipe
 from mcpd.supervisor.stdio import SpawnError, open_stdio_child
 
 pytestmark = pytest.mark.anyio
@@ -39,3 +45,54 @@ async def test_a_relative_command_runs_from_its_cwd(tmp_path: Path) -> None:
     config = ServerConfig(name="x", command="./server", cwd=str(tmp_path), stop_grace=1.0)
     async with open_stdio_child(config) as (child, _read, _write):
         assert child.pid > 0
+
+
+async def test_stdin_pipe_counts_what_the_reader_never_read() -> None:
+    """While a process holds the read end the count is unknown (it may read more); once none
+    does, it is what was written less what the pipe and our buffer still hold, also after the
+    write end is closed. Once the pipe has refused bytes, a write is refused whole."""
+    reader, writer = os.pipe()
+    fcntl.fcntl(writer, fcntl.F_SETPIPE_SZ, 4096)  # a small pipe, so that our buffer fills too
+    pipe = StdinPipe(writer)
+    try:
+        for _ in range(3):
+            pipe.write(b"x" * 3000)
+        assert pipe.backlog() > 0 and pipe.written == 9000
+        taken = len(os.read(reader, 2500))
+        assert pipe.read() is None
+    finally:
+        os.close(reader)
+    assert pipe.read() == taken
+    await pipe.drain()  # the buffer's next write into the pipe finds no reader
+    assert pipe.read() == taken
+    with pytest.raises(BrokenPipeError):
+        pipe.write(b"y")
+    pipe.close()
+    assert pipe.read() == taken and pipe.written == 9000
+
+
+async def test_a_request_the_dead_child_never_read_is_not_sent(tmp_path: Path) -> None:
+    """A child that reads exactly one request and is killed: that request was in flight
+    (ConnectionLost), the one written after it was never read whole (NotSent), whether it
+    still sat in the pipe or the pipe refused it."""
+    script = tmp_path / "server"
+    script.write_text(
+        f"#!{sys.executable}\nimport os, signal\n"
+        "while os.read(0, 1) != b'\\n':\n    pass\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    script.chmod(0o755)
+    outcomes: dict[str, BaseException] = {}
+
+    async def request(key: str, rpc: RawRpc) -> None:
+        try:
+            await rpc.request("tools/call", {"name": key}, anyio.current_time() + 60)
+        except (ConnectionLost, NotSent) as exc:
+            outcomes[key] = exc
+
+    config = ServerConfig(name="x", command=str(script))
+    async with open_stdio_child(config) as (child, _read, _write), anyio.create_task_group() as tg:
+        tg.start_soon(request, "read", child.rpc)
+        tg.start_soon(request, "unread", child.rpc)
+    assert isinstance(outcomes["read"], ConnectionLost)
+    assert isinstance(outcomes["unread"], NotSent)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import subprocess
@@ -440,6 +441,66 @@ async def test_call_the_dead_server_never_saw_waits_and_runs() -> None:
     assert result.structured_content == {"result": status.pid} and status.pid != first
     assert len(in_flight) == 1 and "SIGKILL" in str(in_flight[0])
     assert status.restarts == 1
+
+
+async def test_requests_the_killed_server_never_read_wait_and_run() -> None:
+    """Requests written into the stdin of a server that never read them before SIGKILL wait for
+    the restart and run on the new process, on both paths (raw tool calls, and ``resources/read``
+    through the SDK session); the call it had read and was running fails with TransportError.
+
+    The process is stopped (SIGSTOP) before the requests are written, so none of them can be
+    read: the window that a kill -9 under load leaves open by chance (its leader already dead,
+    a reading thread still holding the pipe) is held open here. Without counting what the
+    dead process left unread in its pipe, every one of these requests failed."""
+    async with open_supervisor(config(fixture_server("lazarus"))) as sup:
+        actor = sup.actor("lazarus")
+        await actor.wait_state(S.RUNNING, timeout=60)
+        first = actor.status().pid
+        assert first is not None
+        running = anyio.Event()
+        in_flight: list[TransportError] = []
+        echoed: list[str] = []
+        read: list[bytes] = []
+
+        async def long_call() -> None:
+            try:
+                await actor.call_tool("progress", {"steps": 10**6}, 120, lambda *_: running.set())
+            except TransportError as exc:
+                in_flight.append(exc)
+
+        async def echo(text: str) -> None:
+            result = await actor.call_tool("echo", {"text": text}, timeout=120)
+            echoed.append(result.content[0]["text"])
+
+        async def read_bytes() -> None:
+            result = await surface_requests.read_resource(actor, "fixture://bytes/16", timeout=120)
+            read.append(base64.b64decode(result.contents[0].blob or ""))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(long_call)
+            await running.wait()  # a progress notification: the server has read it and runs it
+            os.kill(first, signal.SIGSTOP)
+            while not _stopped(first):
+                pass
+            for index in range(50):
+                tg.start_soon(echo, str(index))
+            tg.start_soon(read_bytes)
+            await anyio.wait_all_tasks_blocked()  # every request is in the pipe, waiting
+            os.kill(first, signal.SIGKILL)
+        status = actor.status()
+    assert sorted(echoed, key=int) == [str(index) for index in range(50)]
+    assert read == [bytes(range(16))]
+    assert len(in_flight) == 1 and "SIGKILL" in str(in_flight[0])
+    assert status.pid != first and status.restarts == 1
+
+
+def _stopped(pid: int) -> bool:
+    """Whether every thread of ``pid`` is stopped (none can read its stdin any more)."""
+    states = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/stat") as stat:
+            states.append(stat.read().rsplit(")", 1)[1].split()[0])
+    return all(state == "T" for state in states)
 
 
 def _holds_files(pid: int) -> bool:

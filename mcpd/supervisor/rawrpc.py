@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -83,13 +84,14 @@ _encoder = msgspec.json.Encoder()
 
 
 class ConnectionLost(Exception):
-    """The stream closed after the request was written and before the answer came."""
+    """The stream closed after the server read the request (or may have), before the answer came."""
 
 
 class NotSent(Exception):
-    """The request was never written: the stream was already closed, or the pipe refused it.
+    """The server never read the request whole: the stream was already closed, the pipe refused
+    it, or the server was gone before reading its end.
 
-    The server cannot have seen it, so a caller may send it again to the next process.
+    The server cannot have acted on it, so a caller may send it again to the next process.
     """
 
 
@@ -100,25 +102,37 @@ class NotReading(Exception):
 MAX_BACKLOG = 4 * 1024 * 1024
 
 
-_EXPIRED = b""
-"""What a waiter receives when its deadline passes (a real reply is never empty)."""
+class _End(enum.Enum):
+    """How a request ended without a reply."""
+
+    EXPIRED = enum.auto()
+    """Its deadline passed."""
+    LOST = enum.auto()
+    """The stream ended after the server had read it."""
+    UNREAD = enum.auto()
+    """The stream ended before the server had read it whole."""
 
 
-def _settle(waiter: asyncio.Future[bytes | None], line: bytes | None) -> None:
+_Waiter = asyncio.Future[bytes | _End]
+
+
+def _settle(waiter: _Waiter, outcome: bytes | _End) -> None:
     if not waiter.done():
-        waiter.set_result(line)
+        waiter.set_result(outcome)
 
 
 class RawRpc:
     """Requests this side writes itself; ``route()`` must see every line the server prints."""
 
-    def __init__(self, write: Callable[[bytes], None], backlog: Callable[[], int]) -> None:
-        """``write`` queues bytes for the server and raises ``ConnectionError`` or ``OSError`` when
-        the stream refuses them; ``backlog`` says how many bytes are queued but not yet sent."""
+    def __init__(self, write: Callable[[bytes], int], backlog: Callable[[], int]) -> None:
+        """``write`` queues bytes for the server and returns how many bytes it has queued in all,
+        or raises ``OSError`` when the stream refuses them; ``backlog`` says how many bytes are
+        queued but not yet sent."""
         self._write = write
         self._backlog = backlog
         self._ids = itertools.count(1)
-        self._waiters: dict[str, asyncio.Future[bytes | None]] = {}
+        self._waiters: dict[str, tuple[_Waiter, int]] = {}
+        """Each request waiting for its reply, with the offset of its last byte in the stream."""
         self._progress: dict[str, ProgressCallback] = {}
         self._closed = False
 
@@ -135,10 +149,10 @@ class RawRpc:
         except (msgspec.DecodeError, msgspec.ValidationError):
             return False
         if route.method is None:
-            waiter = self._waiters.pop(route.id, None) if isinstance(route.id, str) else None
-            if waiter is None:
+            waiting = self._waiters.pop(route.id, None) if isinstance(route.id, str) else None
+            if waiting is None:
                 return False
-            _settle(waiter, line)
+            _settle(waiting[0], line)
             return True
         if route.method == "notifications/progress" and self._progress:
             return self._route_progress(line)
@@ -155,18 +169,24 @@ class RawRpc:
         callback(params.progress, params.total, params.message)
         return True
 
-    def close(self) -> None:
-        """The stream ended: every waiting request fails with ``ConnectionLost``."""
+    def close(self, read: int | None) -> None:
+        """The stream ended: every waiting request fails.
+
+        ``read``: how many bytes the server read of those written, once that is final (None:
+        unknown). A request whose last byte lies past it fails with ``NotSent``, the others
+        with ``ConnectionLost``. The last byte, not the newline after it: a server that parses
+        without waiting for the newline still needs the whole message.
+        """
         self._closed = True
-        for waiter in self._waiters.values():
-            _settle(waiter, None)
+        for waiter, end in self._waiters.values():
+            _settle(waiter, _End.UNREAD if read is not None and end > read else _End.LOST)
         self._waiters.clear()
 
     def _withdraw(self, request_id: str) -> None:
         """Forget a request nobody waits for any more, and tell the server so."""
         if self._waiters.pop(request_id, None) is not None and not self._closed:
             cancel = _Cancelled({"requestId": request_id, "reason": "cancelled by the caller"})
-            with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+            with contextlib.suppress(OSError):
                 self._write(_encoder.encode(cancel) + b"\n")
 
     async def request(
@@ -179,7 +199,8 @@ class RawRpc:
         """Send one request and wait for its reply until ``deadline`` (event-loop time).
 
         Raises ``TimeoutError`` past the deadline, ``NotSent`` if the stream refused the
-        request, ``ConnectionLost`` if it ended after the request was written, ``NotReading``
+        request or ended before the server read it, ``ConnectionLost`` if it ended after the
+        server read it (or may have), ``NotReading``
         when the server leaves its input unread. A timed-out or cancelled request is
         withdrawn with ``notifications/cancelled``. The
         deadline is a loop timer, not a cancel scope: this is the per-call hot path, and a
@@ -198,15 +219,15 @@ class RawRpc:
         # Encoded before anything is registered, so arguments JSON cannot carry fail cleanly here.
         line = _encoder.encode(_Request(request_id, method, params)) + b"\n"
         loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[bytes | None] = loop.create_future()
+        waiter: _Waiter = loop.create_future()
         try:
-            self._write(line)
-        except (ConnectionError, OSError, RuntimeError):
+            end = self._write(line) - 1
+        except OSError:
             raise NotSent from None
-        self._waiters[request_id] = waiter
+        self._waiters[request_id] = (waiter, end)
         if on_progress is not None:
             self._progress[request_id] = on_progress
-        timer = loop.call_at(deadline, _settle, waiter, _EXPIRED)
+        timer = loop.call_at(deadline, _settle, waiter, _End.EXPIRED)
         try:
             reply = await waiter
         except BaseException:
@@ -215,9 +236,11 @@ class RawRpc:
         finally:
             timer.cancel()
             self._progress.pop(request_id, None)
-        if reply is _EXPIRED:
+        if reply is _End.EXPIRED:
             self._withdraw(request_id)
             raise TimeoutError
-        if reply is None:
+        if reply is _End.UNREAD:
+            raise NotSent
+        if reply is _End.LOST:
             raise ConnectionLost
         return _reply.decode(reply)

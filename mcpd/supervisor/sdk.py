@@ -2,12 +2,14 @@
 
 Everything the supervisor needs from the SDK goes through here, so an SDK upgrade
 touches one file and ``tests/test_sdk.py`` (which fails loudly when the SDK changes what
-this module relies on). It imports no private SDK module. It relies on one SDK
-behaviour beyond the public API: a request's HTTP POST runs in a copy of the context of
+this module relies on). It imports no private SDK module. It relies on two SDK
+behaviours beyond the public API. A request's HTTP POST runs in a copy of the context of
 the task that sent it (the SDK's context streams carry it), which is how ``track_call``
 learns whether the server could have seen a call; and a server's request that arrives on
 that POST's response stream is answered in that same context, which is how the daemon
 knows exactly which call a remote server's sampling or elicitation request belongs to.
+And a session hands a request to its write stream in the task that sent it, which is how
+a stdio child's ``outbox`` learns the same.
 
 For remote servers the HTTP client is ours, wrapped in ``_Watch``: it reports at once
 what the SDK would only log or retry quietly (a refused connection, a closed event
@@ -67,6 +69,7 @@ __all__ = [
     "call_tool",
     "can_subscribe",
     "complete",
+    "current_call",
     "describe_mcp_error",
     "dump_line",
     "get_prompt",
@@ -100,14 +103,20 @@ def describe_mcp_error(exc: MCPError) -> str:
     return f"MCP error {exc.code}: {exc.error.message}"
 
 
-@dataclass
+@dataclass(eq=False)  # one per call, told apart by identity (a weak key in ``outbox``)
 class CallMark:
-    """What the HTTP layer saw of one call: ``refused`` means the request never reached the server."""
+    """What the transport saw of one call: ``refused`` means the request never reached the server."""
 
     refused: bool = False
 
 
 _CALL: contextvars.ContextVar[CallMark | None] = contextvars.ContextVar("mcpd_call", default=None)
+
+
+def current_call() -> CallMark | None:
+    """The mark of the call this task is making, for a transport that sends from the caller's task
+    (the stdio child's write stream)."""
+    return _CALL.get()
 
 
 @contextlib.contextmanager
@@ -544,6 +553,11 @@ def server_request_callbacks(ask: Ask) -> dict[str, Any]:
 def parse_line(line: bytes) -> SessionMessage:
     """One JSON-RPC line from a server as the session's message; ``ValueError`` if it is not one."""
     return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+
+
+def is_request(item: SessionMessage) -> bool:
+    """``item`` is a request (a caller waits on its answer), not a notification or a response."""
+    return isinstance(item.message, mcp_types.JSONRPCRequest)
 
 
 def dump_line(item: SessionMessage) -> bytes:

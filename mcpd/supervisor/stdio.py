@@ -33,9 +33,11 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from mcpd.config.model import ServerConfig
+from mcpd.supervisor.outbox import Outbox
 from mcpd.supervisor.rawrpc import RawRpc
 from mcpd.supervisor.replies import DirectPipe, RoutingReader
 from mcpd.supervisor.sdkload import SDK, sdk
+from mcpd.supervisor.stdin import StdinPipe
 
 if TYPE_CHECKING:
     from mcpd.supervisor.sdk import SessionMessage
@@ -49,6 +51,8 @@ STDERR_LINE_BYTES = 64 * 1024
 
 KILL_WAIT = 2.0
 """Seconds to wait for the group to go after SIGKILL."""
+_FILES_WAIT = 1.0
+"""Seconds to wait, once stdout closed, for the exit that releases stdin too."""
 _GROUP_POLL = 0.02
 _STDERR_TURN = 64
 """stderr lines read between two yields to the event loop."""
@@ -225,34 +229,33 @@ class StdioChild:
 
     server: str
     process: asyncio.subprocess.Process
+    stdin: StdinPipe
     stderr: StderrLog
     exited: anyio.Event = field(default_factory=anyio.Event)
     stdout_closed: anyio.Event = field(default_factory=anyio.Event)
     """Set at EOF on stdout: from then on no answer can come, whether or not the exit was seen yet."""
     garbage_lines: int = 0
+    outbox: Outbox = field(default_factory=Outbox)
+    """The SDK session's messages for the server."""
     rpc: RawRpc = field(init=False)
 
     def __post_init__(self) -> None:
-        stdin = self.process.stdin
-        assert stdin is not None
-        self.rpc = RawRpc(self._write_line, stdin.transport.get_write_buffer_size)
+        self.rpc = RawRpc(self.stdin.write, self.stdin.backlog)
         if isinstance(self.process.stdout, RoutingReader):
             self.process.stdout.route = self.rpc.route
 
-    def _write_line(self, data: bytes) -> None:
-        """Queue ``data`` on stdin; ``BrokenPipeError`` when the pipe refused it.
+    def _settle(self) -> None:
+        """The connection ended: fail the requests still waiting, telling which the server never read.
 
-        asyncio's pipe transport swallows EPIPE (it closes itself and returns), so the only
-        sign that a dead server's pipe refused the bytes is the transport closing. Then
-        nothing reached the server, and the request may be sent again to the next process.
+        Those it never read whole (see ``StdinPipe``) end as never sent, so their callers may
+        send them to the next process; the others were in flight. Runs before the session hears
+        of the end, so that its callers find their marks set. The count is known only once
+        nothing can read the pipe any more; until then every waiting request counts as in flight.
         """
-        stdin = self.process.stdin
-        assert stdin is not None
-        if stdin.transport.is_closing():
-            raise BrokenPipeError("stdin is closed")
-        stdin.write(data)
-        if stdin.transport.is_closing():
-            raise BrokenPipeError("the server's stdin refused the request")
+        read = self.stdin.read()
+        self.rpc.close(read)
+        if read is not None:
+            self.outbox.refuse_unread(read)
 
     @property
     def pid(self) -> int:
@@ -274,12 +277,17 @@ class StdioChild:
         stdout = self.process.stdout
         assert stdout is not None
         try:
-            async with sink:
-                # The pipe holds what the child prints meanwhile; it speaks once it is asked anyway.
-                await SDK.wait_loaded()
-                await self._pump_stdout(stdout, sink)
+            # The pipe holds what the child prints meanwhile; it speaks once it is asked anyway.
+            await SDK.wait_loaded()
+            await self._pump_stdout(stdout, sink)
+            if self.stdin.read() is None:
+                # An exiting process lets go of its files in no set order: stdout may close
+                # before stdin. After the exit every one of them is released.
+                with anyio.move_on_after(_FILES_WAIT):
+                    await self.exited.wait()
         finally:
-            self.rpc.close()
+            self._settle()
+            sink.close()
             self.stdout_closed.set()
 
     async def _pump_stdout(
@@ -323,16 +331,16 @@ class StdioChild:
             return False
         return True
 
-    async def _write_stdin(self, source: MemoryObjectReceiveStream[SessionMessage]) -> None:
-        stdin = self.process.stdin
-        assert stdin is not None
-        async with source:
+    async def _write_stdin(self) -> None:
+        async with self.outbox.receive as source:
             async for item in source:
                 try:
-                    stdin.write(sdk.dump_line(item))
-                    await stdin.drain()
-                except (ConnectionError, OSError):
-                    return
+                    end = self.stdin.write(sdk.dump_line(item[1])) - 1
+                except OSError:
+                    self.outbox.refused(item)
+                    continue
+                self.outbox.written(item, end)
+                await self.stdin.drain()
 
     async def _read_stderr(self) -> None:
         stderr = self.process.stderr
@@ -382,9 +390,7 @@ class StdioChild:
         more than about ``2 * grace + 2`` seconds.
         """
         with anyio.CancelScope(shield=True):
-            stdin = self.process.stdin
-            if stdin is not None and not stdin.is_closing():
-                stdin.close()
+            self.stdin.close()
             if await self._wait_group_gone(grace):
                 return
             if self._signal_group(signal.SIGTERM) and await self._wait_group_gone(grace):
@@ -408,20 +414,29 @@ class SpawnError(Exception):
 
 async def _spawn(
     config: ServerConfig, exited: anyio.Event
-) -> tuple[asyncio.SubprocessTransport, asyncio.subprocess.SubprocessStreamProtocol]:
+) -> tuple[asyncio.SubprocessTransport, asyncio.subprocess.SubprocessStreamProtocol, StdinPipe]:
     env = child_environment(config.env)
     argv, preexec = _launch(config, env)
-    return await asyncio.get_running_loop().subprocess_exec(
-        lambda: _Protocol(exited.set),
-        *argv,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-        cwd=os.path.expanduser(config.cwd) if config.cwd else None,  # noqa: ASYNC240 - no I/O
-        start_new_session=True,
-        preexec_fn=preexec,
-    )
+    # stdin is a pipe of ours, not asyncio's: see ``StdinPipe`` for why.
+    child_end, our_end = os.pipe()
+    try:
+        transport, protocol = await asyncio.get_running_loop().subprocess_exec(
+            lambda: _Protocol(exited.set),
+            *argv,
+            stdin=child_end,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=os.path.expanduser(config.cwd) if config.cwd else None,  # noqa: ASYNC240 - no I/O
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
+    except BaseException:
+        os.close(our_end)
+        raise
+    finally:
+        os.close(child_end)
+    return transport, protocol, StdinPipe(our_end)
 
 
 @contextlib.asynccontextmanager
@@ -431,7 +446,7 @@ async def open_stdio_child(
     tuple[
         StdioChild,
         MemoryObjectReceiveStream[SessionMessage | Exception],
-        MemoryObjectSendStream[SessionMessage],
+        Outbox,
     ]
 ]:
     """Spawn the server; yield it with the (read, write) streams a ``ClientSession`` takes.
@@ -444,7 +459,7 @@ async def open_stdio_child(
     loop = asyncio.get_running_loop()
     exited = anyio.Event()
     try:
-        transport, protocol = await _spawn(config, exited)
+        transport, protocol, stdin = await _spawn(config, exited)
     except (OSError, ValueError) as exc:
         reason = (
             f"{exc.strerror} ({config.command!r})" if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -454,27 +469,26 @@ async def open_stdio_child(
     child = StdioChild(
         server=config.name,
         process=asyncio.subprocess.Process(transport, protocol, loop),
+        stdin=stdin,
         stderr=stderr or StderrLog(config.name),
         exited=exited,
     )
     # Typed by annotation: the message type is not imported yet when the child starts.
     read_in: MemoryObjectSendStream[SessionMessage | Exception]
     read_out: MemoryObjectReceiveStream[SessionMessage | Exception]
-    write_in: MemoryObjectSendStream[SessionMessage]
-    write_out: MemoryObjectReceiveStream[SessionMessage]
     read_in, read_out = anyio.create_memory_object_stream(32)
-    write_in, write_out = anyio.create_memory_object_stream(32)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(child._read_stdout, read_in)
-            tg.start_soon(child._write_stdin, write_out)
+            tg.start_soon(child._write_stdin)
             tg.start_soon(child._read_stderr)
             try:
-                yield child, read_out, write_in
+                yield child, read_out, child.outbox
             finally:
                 await child.stop(config.stop_grace)
                 tg.cancel_scope.cancel()
     finally:
-        for stream in (read_out, write_in):
-            stream.close()
+        read_out.close()
+        child.outbox.close()
+        stdin.close()
         transport.close()
