@@ -447,3 +447,23 @@ def test_real_tools_raise_nothing_high() -> None:
         assert HIGH not in severities, tool["tool"]
         medium += bool(severities)
     assert len(tools) > 700 and medium <= 0.005 * len(tools)
+
+
+HOSTILE_FILLERS = ["#", "'", "-", ",", "!", "a-", "a'", "-a", "'a", "''a", "a' ", "-- ", "a--", "[", "]"]
+HOSTILE_WORDS = "set the address read password token secret send agent when contains never ignore previous"
+
+
+@pytest.mark.timeout(60)
+def test_hostile_punctuation_runs_are_scanned_in_linear_time() -> None:
+    """Server texts are attacker-controlled: no rule may backtrack without bound on runs of
+    punctuation between its words (a pattern whose separators and words overlapped took ~10^10
+    steps on "set the address" + 40 "#"). Each text here is scanned at once, or the timeout fails it."""
+    for filler in HOSTILE_FILLERS:
+        for word in HOSTILE_WORDS.split():
+            for text in (
+                f"{word} the address {filler * 60} with 0x9f3a",
+                f"{word} {filler * 60} {word} {filler * 60} the password to the `x` parameter",
+                f"never {filler * 2000} a b c ~/.ssh/id_rsa into the `x` parameter",
+            ):
+                scan_text("t", "description", text)
+    scan_text("t", "description", "![a][b]" * 20_000)

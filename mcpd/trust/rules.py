@@ -92,8 +92,9 @@ def search(patterns: list[re.Pattern[str]], sentences: Iterable[str]) -> re.Matc
 
 
 def gap(n: int) -> str:
-    """Up to ``n`` whole words between two parts of a pattern."""
-    return rf"(?:\W+[\w'’-]+){{0,{n}}}?\W+"
+    """Up to ``n`` whole words between two parts of a pattern. Words and what separates them share
+    no character, so a run of punctuation splits one way only (attacker text must not backtrack)."""
+    return rf"(?:[^\w'’-]+[\w'’-]+){{0,{n}}}?[^\w'’-]+"
 
 
 def inflected(words: str) -> str:
@@ -117,7 +118,7 @@ _INVALID = "void|invalid|obsolete|outdated|cancelled|canceled|revoked|null|super
 OVERRIDE = Intent(
     (
         _IGNORE_TRIGGER,
-        rf"\b(?:{_IGNORE})\b{gap(2)}(?:the\W+)?(?:{_QUALIFIER})\W+(?:[\w'-]+\W+){{0,3}}?(?:{_RULES})\b",
+        rf"\b(?:{_IGNORE})\b{gap(2)}(?:the\W+)?(?:{_QUALIFIER})[^\w'-]+(?:[\w'-]+[^\w'-]+){{0,3}}?(?:{_RULES})\b",
     ),
     (
         _IGNORE_TRIGGER,
@@ -375,7 +376,10 @@ _TELL = r"tell|inform|mention|reveal|show|notify|alert|disclose|report|let|say|e
 _WHOM = r"the user|the human|users?|anyone|anybody|them|the person|the customer|the owner|the operator"
 
 CONCEAL = Intent(
-    (_NEG_TRIGGER, rf"\b(?:{_NEG})\s+(?:\w+\s+){{0,2}}?(?:{_TELL})\b(?:\W+[\w']+){{0,6}}?\W+(?:{_WHOM})\b"),
+    (
+        _NEG_TRIGGER,
+        rf"\b(?:{_NEG})\s+(?:\w+\s+){{0,2}}?(?:{_TELL})\b(?:[^\w']+[\w']+){{0,6}}?(?:[^\w']+|(?<=\w)')(?:{_WHOM})\b",
+    ),
     (
         "not|never",
         r"\b(?:the )?(?:user|human|person|customer)s? (?:must|should|need|needs|shall|will|may) (?:not|never) (?:\w+ )?(?:know|notice|see|find out|learn|be told|be informed|be aware|realize|discover|suspect)\b",
@@ -444,7 +448,7 @@ CONCEAL = Intent(
     ),
     (
         "ne|sans|cachette",
-        r"\bne (?:dis|dites|mentionne|mentionnez|révèle|révélez|signale|informe|informez|préviens|prévenez|avertis)\b(?:\W+[\w']+){0,5}?\W+(?:utilisateur|personne|rien)|sans que l'utilisateur|\ben cachette\b",
+        r"\bne (?:dis|dites|mentionne|mentionnez|révèle|révélez|signale|informe|informez|préviens|prévenez|avertis)\b(?:[^\w']+[\w']+){0,5}?(?:[^\w']+|(?<=\w)')(?:utilisateur|personne|rien)|sans que l'utilisateur|\ben cachette\b",
     ),
     (
         "nichts|nicht|niemandem|niemand|ohne|heimlich",
@@ -456,7 +460,7 @@ CONCEAL = Intent(
     ),
     (
         "non|senza|nascosto",
-        r"\bnon (?:dire|dirlo|informare|menzionare|rivelare|avvisare|avvertire)\b(?:\W+[\w']+){0,5}?\W+(?:utente|nessuno)|\bsenza che l'utente\b|\bdi nascosto\b",
+        r"\bnon (?:dire|dirlo|informare|menzionare|rivelare|avvisare|avvertire)\b(?:[^\w']+[\w']+){0,5}?(?:[^\w']+|(?<=\w)')(?:utente|nessuno)|\bsenza che l'utente\b|\bdi nascosto\b",
     ),
     (
         "不要|别|切勿|不得|不可|悄悄|秘密地|偷偷",
@@ -480,15 +484,15 @@ CONCEAL = Intent(
     ),
     (
         "bring|bringing|talk|refer|allude|mention|mentioning|telling|informing|notifying|alerting|disclosing|revealing",
-        r"\b(?:do not|don't|never|avoid|refrain from|without|no need to)\s+(?:bring(?:ing)? (?:this |it |that )?up|talk(?:ing)? about|refer(?:ring)? to|allud(?:e|ing) to|mention(?:ing)?|telling|informing|notifying|alerting|disclosing|revealing)\b(?:\W+[\w']+){0,6}?\W+(?:with|to) (?:the user|them|the human)\b",
+        r"\b(?:do not|don't|never|avoid|refrain from|without|no need to)\s+(?:bring(?:ing)? (?:this |it |that )?up|talk(?:ing)? about|refer(?:ring)? to|allud(?:e|ing) to|mention(?:ing)?|telling|informing|notifying|alerting|disclosing|revealing)\b(?:[^\w']+[\w']+){0,6}?(?:[^\w']+|(?<=\w)')(?:with|to) (?:the user|them|the human)\b",
     ),
     (
         "bring|bringing|mention|mentioning|talk|refer",
-        r"\b(?:do not|don't|never|avoid)\s+(?:bring(?:ing)? (?:this |it |that )?up|mention(?:ing)?|talk(?:ing)? about|refer(?:ring)? to)\b(?:\W+[\w']+){0,8}?\W+in (?:your|the) (?:reply|answer|response|summary|output)\b",
+        r"\b(?:do not|don't|never|avoid)\s+(?:bring(?:ing)? (?:this |it |that )?up|mention(?:ing)?|talk(?:ing)? about|refer(?:ring)? to)\b(?:[^\w']+[\w']+){0,8}?(?:[^\w']+|(?<=\w)')in (?:your|the) (?:reply|answer|response|summary|output)\b",
     ),
     (
         "though|although|fact|actually",
-        r"\b(?:tell|say|claim|report|reply|answer)\b(?:\W+[\w']+){0,10}?\W+(?:even though|even if|when in fact|when actually|although it)\b",
+        r"\b(?:tell|say|claim|report|reply|answer)\b(?:[^\w']+[\w']+){0,10}?(?:[^\w']+|(?<=\w)')(?:even though|even if|when in fact|when actually|although it)\b",
     ),
     (
         "not|never|doesn|don|needn|shouldn|mustn|won|cannot|can",
@@ -504,7 +508,7 @@ CONCEAL = Intent(
     ),
     (
         "utilisateur|en",
-        r"\bl'utilisateur ne (?:doit|peut) (?:pas|jamais) (?:le )?(?:savoir|remarquer|s'en apercevoir|voir|découvrir)|\bn'en (?:parle|parlez|dis|dites|informe)\w*\b|\bne (?:parle|parlez)\b(?:\W+[\w']+){0,4}?\W+(?:utilisateur|personne)",
+        r"\bl'utilisateur ne (?:doit|peut) (?:pas|jamais) (?:le )?(?:savoir|remarquer|s'en apercevoir|voir|découvrir)|\bn'en (?:parle|parlez|dis|dites|informe)\w*\b|\bne (?:parle|parlez)\b(?:[^\w']+[\w']+){0,4}?(?:[^\w']+|(?<=\w)')(?:utilisateur|personne)",
     ),
     (
         "benutzer|nutzer",
@@ -524,11 +528,11 @@ CONCEAL = Intent(
     ),
     (
         "nothing",
-        r"\b(?:reply|answer|respond|say)\b(?:\W+[\w']+){0,8}?\W+nothing (?:else )?(?:about|regarding|on)\b",
+        r"\b(?:reply|answer|respond|say)\b(?:[^\w']+[\w']+){0,8}?(?:[^\w']+|(?<=\w)')nothing (?:else )?(?:about|regarding|on)\b",
     ),
     (
         "dark|loop",
-        r"\b(?:user|users|them|human|person)\b(?:\W+[\w']+){0,4}?\W+(?:in the dark|out of the loop)\b",
+        r"\b(?:user|users|them|human|person)\b(?:[^\w']+[\w']+){0,4}?(?:[^\w']+|(?<=\w)')(?:in the dark|out of the loop)\b",
     ),
     (
         "erwähne|erwähnen|teile|zeige",
@@ -553,9 +557,9 @@ CONCEAL = Intent(
     # ce remplacement à l'utilisateur".
     (
         "ne|no|non|não|nicht",
-        r"\bne (?:pas|jamais|rien) (?:le |lui |en )?(?:dire|mentionner|signaler|informer|révéler|prévenir|avertir|parler|indiquer)\b(?:\W+[\w']+){0,6}?\W+(?:l'utilisateur|utilisateur|personne)"
+        r"\bne (?:pas|jamais|rien) (?:le |lui |en )?(?:dire|mentionner|signaler|informer|révéler|prévenir|avertir|parler|indiquer)\b(?:[^\w']+[\w']+){0,6}?(?:[^\w']+|(?<=\w)')(?:l'utilisateur|utilisateur|personne)"
         r"|\bno (?:decir|mencionar|informar|avisar|contar|revelar|indicar)(?:le|lo|les|selo)?\b(?:\W+\w+){0,6}?\W+(?:usuario|nadie)"
-        r"|\bnon (?:dire|menzionare|informare|rivelare|segnalare|avvisare)\b(?:\W+[\w']+){0,6}?\W+(?:utente|nessuno)"
+        r"|\bnon (?:dire|menzionare|informare|rivelare|segnalare|avvisare)\b(?:[^\w']+[\w']+){0,6}?(?:[^\w']+|(?<=\w)')(?:utente|nessuno)"
         r"|\bnão (?:dizer|mencionar|informar|avisar|contar|revelar)\b(?:\W+\w+){0,6}?\W+(?:usuário|utilizador|ninguém)"
         r"|\b(?:benutzer|nutzer)\w*\b(?:\W+\w+){0,6}?\W+nicht (?:erwähnen|sagen|mitteilen|melden|verraten|informieren)\b",
     ),
@@ -582,7 +586,7 @@ CONCEAL = Intent(
     ),
     (
         "asked",
-        r"\bif (?:you are |you're )?asked\b(?:\W+[\w']+){0,8}?\W+(?:answer|say|reply|respond) (?:no|nothing|that (?:nothing|no|it did not|it didn't))\b",
+        r"\bif (?:you are |you're )?asked\b(?:[^\w']+[\w']+){0,8}?(?:[^\w']+|(?<=\w)')(?:answer|say|reply|respond) (?:no|nothing|that (?:nothing|no|it did not|it didn't))\b",
     ),
     (
         "keep",
@@ -618,7 +622,10 @@ INSTRUCTION_BLOCK = Intent(
         r"<\|\s*(?:im_start|im_end|system|endoftext|start_header_id|end_header_id|eot_id|begin_of_text)\s*\|>",
     ),
     ("inst|sys|system", r"\[/?inst\]|<</?sys>>|\{\{\s*system\s*\}\}"),
-    ("##", r"#{2,}\s*(?:system (?:override|prompt|message|instructions?)|new instructions|admin override)\b"),
+    (
+        "##",
+        r"(?<!#)#{2,}\s*(?:system (?:override|prompt|message|instructions?)|new instructions|admin override)\b",
+    ),
     ("[", r"\[\[?\s*(?:system|admin|important|instructions?|sys|hidden)\b[^\]]{0,40}\]"),
     ("<!--", r"<!--[^>]{0,20}\b(?:ai|assistant|model|llm|agent|system|claude|gpt)\b\s*:"),
 )
@@ -780,7 +787,7 @@ SINK = re.compile(
 )
 # A credential named only to be excluded: "never the real .env", "except ~/.ssh".
 NEGATED_OBJECT = re.compile(
-    r"\b(?:never|not|no|except|excluding|without|nor|other than)\W+(?:[\w'-]+\W+){0,2}$"
+    r"\b(?:never|not|no|except|excluding|without|nor|other than)[^\w'-]+(?:[\w'-]+[^\w'-]+){0,2}$"
 )
 READ_VERB = re.compile(rf"\b(?:{_READ})\b|{_CJK_READ}")
 MOVE_VERB = re.compile(rf"\b(?:{_MOVE})\b|{_CJK_MOVE}")
@@ -790,7 +797,7 @@ _SECRET_TRIGGER = "contraseña|contraseñas|mot|passwort|senha|senhas|парол
 SECRET_TAKEN = Intent(
     (
         _SECRET_TRIGGER,
-        rf"{_IMPERATIVE}(?:{_READ})\b(?:\W+[\w']+){{0,5}}?\W+(?:{_SECRET})\b.*{_IMPERATIVE}(?:{_MOVE})\b",
+        rf"{_IMPERATIVE}(?:{_READ})\b(?:[^\w']+[\w']+){{0,5}}?(?:[^\w']+|(?<=\w)')(?:{_SECRET})\b.*{_IMPERATIVE}(?:{_MOVE})\b",
     ),
     # A tool named for secrets called and its output passed on: "call get_secrets() ... and include".
     (
@@ -800,7 +807,7 @@ SECRET_TAKEN = Intent(
     # Said of the model in the third person: "the agent collects ... tokens and submits them".
     (
         _SECRET_TRIGGER,
-        rf"\b(?:the )?(?:agent|assistant|model|ai|llm|you)\b(?:\W+\w+){{0,3}}?\W+{inflected(_READ)}\b(?:\W+[\w']+){{0,5}}?\W+(?:{_SECRET})\b.*\b{inflected(_MOVE)}\b",
+        rf"\b(?:the )?(?:agent|assistant|model|ai|llm|you)\b(?:\W+\w+){{0,3}}?\W+{inflected(_READ)}\b(?:[^\w']+[\w']+){{0,5}}?(?:[^\w']+|(?<=\w)')(?:{_SECRET})\b.*\b{inflected(_MOVE)}\b",
     ),
 )
 
@@ -950,7 +957,7 @@ EXFIL_DIRECT = Intent(
 IMAGE_EXFIL = Intent(
     (
         "![",
-        r"!\[[^\]]*\](?:\(|\[[^\]]*\][\s\S]*?\]:\s*)\s*https?://[^\s)]*[?&][\w-]+=[^\s&)]*?(?<![a-z])(?:conversation|chat|history|messages?|secrets?|tokens?|keys?|passwords?|emails?|summary|user|context|prompt|data|contents?|credentials?|memory)(?![a-z])",
+        r"!\[[^\]]*\](?:\(|\[[^\]]*\][\s\S]{0,2000}?\]:\s*)\s*https?://[^\s)]*[?&][\w-]+=[^\s&)]*?(?<![a-z])(?:conversation|chat|history|messages?|secrets?|tokens?|keys?|passwords?|emails?|summary|user|context|prompt|data|contents?|credentials?|memory)(?![a-z])",
     ),
 )
 
@@ -1061,7 +1068,7 @@ SHADOWING = Intent(
     # Where something goes, replaced by a concrete address: "replace the destination with 0x9f3a...".
     (
         "replace|change|swap|switch|substitute|overwrite|rewrite|redirect|set",
-        r"\b(?:replace|change|swap|switch|substitute|overwrite|rewrite|redirect|set)\b(?:\W+\w+){0,2}?\W+(?:recipient|destination|address|payee|wallet|account|iban|beneficiary|receiver|phone number|email address|to address|to field)s?\b(?:\W+\S+){0,6}?\W+(?:with|to|for|by|into)\W+(?:0x[0-9a-f]{8,}|[\w.+-]+@[\w-]+\.[\w.]+|https?://|\+?\d[\d ()-]{7,}\d|[a-z]{2}\d{2}[a-z0-9]{10,})",
+        r"\b(?:replace|change|swap|switch|substitute|overwrite|rewrite|redirect|set)\b(?:\W+\w+){0,2}?\W+(?:recipient|destination|address|payee|wallet|account|iban|beneficiary|receiver|phone number|email address|to address|to field)s?\b(?:\W+\w+){0,6}?\W+(?:with|to|for|by|into)\W+(?:0x[0-9a-f]{8,}|[\w.+-]+@[\w-]+\.[\w.]+|https?://|\+?\d[\d ()-]{7,}\d|[a-z]{2}\d{2}[a-z0-9]{10,})",
     ),
 )
 

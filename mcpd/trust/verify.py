@@ -220,9 +220,25 @@ def _intents(prepared: Prepared) -> list[_Hit]:
     return hits
 
 
+SENTENCE_WINDOW = 2000
+"""Characters of one sentence scanned at a time (windows overlap by a quarter): some rules cost
+time in proportion to a sentence's length for each candidate they find in it, and attacker text
+may be one sentence of megabytes. Instructions are phrases, far shorter than the overlap."""
+
+
+def _windows(sentence: str) -> list[str]:
+    if len(sentence) <= SENTENCE_WINDOW:
+        return [sentence]
+    step = SENTENCE_WINDOW * 3 // 4
+    return [
+        sentence[start : start + SENTENCE_WINDOW]
+        for start in range(0, len(sentence) - SENTENCE_WINDOW + step, step)
+    ]
+
+
 def _each_intent(prepared: Prepared) -> Iterator[_Hit]:
     folded = prepared.folded
-    sentences = rules.SENTENCES.split(folded)
+    sentences = [window for sentence in rules.SENTENCES.split(folded) for window in _windows(sentence)]
     hits = rules.triggered(folded)
     if not hits:
         return
