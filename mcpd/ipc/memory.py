@@ -51,6 +51,12 @@ def _malloc_trim() -> Callable[[int], int] | None:
     return trim
 
 
+_FULL_THRESHOLD = gc.get_threshold()[2]
+"""CPython's own rule for full collections, as at import: restored when the last server stops."""
+_serving = 0
+"""Reclaimers running in this process (two servers may overlap, in tests)."""
+
+
 class Reclaimer:
     """``note(n)`` on an arrival (0) or after freeing ``n`` bytes' worth; ``run()`` does the rest."""
 
@@ -72,7 +78,10 @@ class Reclaimer:
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Collect and trim after bursts, and collect now and then, until cancelled."""
-        young, middle, full = gc.get_threshold()
+        global _serving  # noqa: PLW0603 (the collector's threshold is process-wide too)
+        young, middle, _ = gc.get_threshold()
+        full = _FULL_THRESHOLD
+        _serving += 1
         gc.set_threshold(young, middle, _NEVER)
         last_collection = anyio.current_time()
         try:
@@ -91,4 +100,7 @@ class Reclaimer:
                 if burst and self._trim is not None:
                     await anyio.to_thread.run_sync(self._trim, 0)
         finally:
-            gc.set_threshold(young, middle, full)
+            _serving -= 1
+            if not _serving:
+                young, middle, _ = gc.get_threshold()
+                gc.set_threshold(young, middle, full)

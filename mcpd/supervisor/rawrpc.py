@@ -18,6 +18,9 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
+import structlog
+
+log = structlog.get_logger("mcpd.supervisor")
 
 PREFIX = "mcpd-"
 _PREFIX_BYTES = PREFIX.encode()
@@ -166,7 +169,12 @@ class RawRpc:
         callback = self._progress.get(str(params.progress_token))
         if callback is None:
             return False
-        callback(params.progress, params.total, params.message)
+        try:
+            callback(params.progress, params.total, params.message)
+        except Exception:
+            # This runs in the pipe's read callback: a relay that fails must not cost the replies
+            # behind it in the same read.
+            log.exception("progress.relay_failed", token=str(params.progress_token))
         return True
 
     def close(self, read: int | None) -> None:
