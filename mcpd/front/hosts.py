@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable
 import anyio
 
 from mcpd.front.core import Caller, Core
-from mcpd.front.session import COLD_START_WAIT, HostSession, never
+from mcpd.front.session import COLD_START_WAIT, HostSession, always_room
 from mcpd.model.mcp import SessionState
 from mcpd.model.servers import ServerEvent
 
@@ -36,7 +36,7 @@ class Hosts:
         state: SessionState,
         *,
         report_state: bool,
-        behind: Callable[[], bool] = never,
+        room_for_advice: Callable[[str], bool] = always_room,
     ) -> AsyncIterator[HostSession]:
         """A session for one host, live until the block ends (then its requests are cancelled)."""
         session = HostSession(
@@ -45,7 +45,7 @@ class Hosts:
             caller=caller,
             state=state,
             report_state=report_state,
-            behind=behind,
+            room_for_advice=room_for_advice,
             max_in_flight=self._max_in_flight,
             cold_start_wait=self._cold_start_wait,
         )

@@ -157,9 +157,9 @@ class _Tasks:
             await asyncio.gather(*self._all, return_exceptions=True)
 
 
-def never() -> bool:
+def always_room(method: str) -> bool:
     """For a front end that bounds what it keeps for a host itself (HTTP's outboxes)."""
-    return False
+    return True
 
 
 class HostSession:
@@ -173,15 +173,14 @@ class HostSession:
         caller: Caller,
         state: mcp.SessionState,
         report_state: bool,
-        behind: Callable[[], bool] = never,
+        room_for_advice: Callable[[str], bool] = always_room,
         max_in_flight: int = 256,
         cold_start_wait: float = COLD_START_WAIT,
     ) -> None:
         self.core = core
         self._send = send
-        self._behind = behind
-        """True while the host is not taking what it is sent: advisory notifications are dropped."""
-        self.dropped_advice = 0
+        self._room_for_advice = room_for_advice
+        """False while the host is not taking what it is sent: advisory notifications are dropped."""
         self.caller = caller
         self._hello_client = caller.client
         self.init = state.initialize
@@ -310,12 +309,8 @@ class HostSession:
 
     def _advise(self, method: str, params: Any) -> None:
         """A notification the host can do without (progress, resource updates): dropped while it is behind."""
-        if self._behind():
-            if not self.dropped_advice:
-                log.warning("front.host_behind", session=self.caller.session, dropping=method)
-            self.dropped_advice += 1
-            return
-        self._notify(method, params)
+        if self._room_for_advice(method):
+            self._notify(method, params)
 
     def _notification(self, method: str, params: msgspec.Raw) -> None:
         if method == "notifications/initialized":

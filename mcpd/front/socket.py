@@ -48,7 +48,9 @@ async def serve_socket(
     state = _resumed(resume, conn)
     caller = Caller(conn.client, str(conn.id))
     log.info("front.session", conn=conn.id, client=conn.client, resumed=state.initialize is not None)
-    async with hosts.open_session(send, caller, state, report_state=True, behind=conn.behind) as session:
+    async with hosts.open_session(
+        send, caller, state, report_state=True, room_for_advice=conn.room_for_advice
+    ) as session:
         with contextlib.suppress(ConnectionError, OSError):
             async for data in frames:
                 await session.receive(data)

@@ -187,17 +187,20 @@ class Connection:
     async def send(self, data: bytes) -> None:
         await self.stream.send(data)
 
-    def behind(self) -> bool:
-        """The client has more unread bytes than advisory notifications may add to."""
-        return self.stream.backlog() > self.limits.advisory_backlog
+    def room_for_advice(self, method: str) -> bool:
+        """False while the client has more unread bytes than advisory notifications may add to:
+        the caller then drops ``method``'s notification (counted here, warned once)."""
+        if self.stream.backlog() <= self.limits.advisory_backlog:
+            return True
+        if not self.dropped_advice:
+            log.warning("client.behind", conn=self.id, client=self.client, dropping=method)
+        self.dropped_advice += 1
+        return False
 
     def notify(self, method: str, params: msgspec.Struct, *, advisory: bool = False) -> None:
         """Push a notification without waiting (from synchronous callbacks); dropped if the client
-        left, or if it is ``advisory`` and the client is ``behind()``."""
-        if advisory and self.behind():
-            if not self.dropped_advice:
-                log.warning("client.behind", conn=self.id, client=self.client, dropping=method)
-            self.dropped_advice += 1
+        left, or if it is ``advisory`` and there is no ``room_for_advice``."""
+        if advisory and not self.room_for_advice(method):
             return
         with contextlib.suppress(*_DISCONNECTS, RuntimeError):
             self.stream.send_nowait(
