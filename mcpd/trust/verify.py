@@ -100,10 +100,11 @@ def _first(intent: rules.Intent, hits: rules.Hits, sentences: Iterable[str]) -> 
     return _excerpt(match.string, match.start(), match.end())
 
 
-_QUOTE_OPEN = re.compile(r"(?:such as|like|e\.g\.|for example|phrases?|patterns?|strings?)\W{0,3}$")
+_EXAMPLES = r"(?:such as|like|e\.g\.|for example|phrases?|patterns?|strings?)"
+_QUOTE_OPEN = re.compile(rf"{_EXAMPLES}\W{{0,3}}$")
 # A list of quoted examples goes on ("such as 'ignore ...' or 'do not tell ...'"): a quote that
 # opens after one of these words, earlier in the sentence, still quotes.
-_MENTION = re.compile(r"\b(?:such as|like|e\.g\.|for example|phrases?|patterns?|strings?)\W")
+_MENTION = re.compile(rf"\b{_EXAMPLES}\W")
 
 
 def _quoted_example(match: re.Match[str]) -> bool:
@@ -238,10 +239,10 @@ def _windows(sentence: str) -> list[str]:
 
 def _each_intent(prepared: Prepared) -> Iterator[_Hit]:
     folded = prepared.folded
-    sentences = [window for sentence in rules.SENTENCES.split(folded) for window in _windows(sentence)]
     hits = rules.triggered(folded)
     if not hits:
         return
+    sentences = [window for sentence in rules.SENTENCES.split(folded) for window in _windows(sentence)]
     linked = _with_antecedents(sentences)
     excerpt = _first(rules.OVERRIDE, hits, sentences)
     if excerpt:
