@@ -20,6 +20,7 @@ from mcpd.config.model import Config, ConfigIssue
 from mcpd.config.paths import default_socket_path
 from mcpd.daemon.methods import Daemon, methods, summary
 from mcpd.daemon.notify import Notifier
+from mcpd.daemon.socket_guard import guard_socket
 from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.semantic_setup import semantic_indexes
 from mcpd.discovery.text import terms
@@ -138,10 +139,10 @@ async def serve(config_path: Path | None, socket_path: Path | None = None, http:
     with contextlib.ExitStack() as stack:
         try:
             inherited = endpoint.inherited_listener()
-            endpoint.check_path(path)
-            endpoint.prepare_directory(path)
-            stack.enter_context(endpoint.hold_lock(path))
-            listener = inherited or endpoint.open_listener(path)
+            claim = endpoint.Claim(path, inherited)
+            # Last out: the socket file (if still ours) goes while the lock is held.
+            stack.callback(claim.release)
+            listener = inherited or claim.bind()
         except (McpdError, OSError) as exc:
             log.error("daemon.socket_unavailable", socket=str(path), error=getattr(exc, "message", str(exc)))
             return EXIT_SOCKET
@@ -155,9 +156,9 @@ async def serve(config_path: Path | None, socket_path: Path | None = None, http:
             return EXIT_SOCKET
         if front is not None:
             stack.callback(front.listener.close)
-        await _run(config, config_path, path, listener, owns_socket=inherited is None, http=front)
+        displaced = await _run(config, config_path, claim, listener, http=front)
     log.info("daemon.stopped")
-    return 0
+    return EXIT_SOCKET if displaced else 0
 
 
 def _limits(config: Config) -> Limits:
@@ -198,26 +199,22 @@ async def _open_usage(config: Config) -> tuple[Store, UsagePrior, TrustGate]:
 async def _run(
     config: Config,
     config_path: Path | None,
-    path: Path,
+    claim: endpoint.Claim,
     listener: socket.socket,
     *,
-    owns_socket: bool,
     http: HttpFront | None,
-) -> None:
+) -> bool:
+    """Serve until a signal stops the daemon (False) or another daemon took its socket path (True)."""
     # Signals are caught before any child exists, so a SIGTERM during start-up still stops them all.
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-        log.info("daemon.starting", config=config.source, servers=len(config.servers), socket=str(path))
+        log.info("daemon.starting", config=config.source, servers=len(config.servers), socket=str(claim.path))
         usage, prior, gate = await _open_usage(config)
         try:
-            await _serve_with(
-                config, config_path, listener, signals, usage=usage, prior=prior, gate=gate, http=http
+            return await _serve_with(
+                config, config_path, claim, listener, signals, usage=usage, prior=prior, gate=gate, http=http
             )
         finally:
             await anyio.to_thread.run_sync(usage.close)
-        # Still under the lock, so the file is ours to remove -- unless systemd made it.
-        if owns_socket:
-            with contextlib.suppress(OSError):
-                path.unlink()  # noqa: ASYNC240 - one unlink at shutdown
 
 
 def _everyone(broadcast: Callable[[Event], None]) -> Callable[[ServerEvent], None]:
@@ -233,6 +230,7 @@ def _everyone(broadcast: Callable[[Event], None]) -> Callable[[ServerEvent], Non
 async def _serve_with(
     config: Config,
     config_path: Path | None,
+    claim: endpoint.Claim,
     listener: socket.socket,
     signals: AsyncIterator[signal.Signals],
     *,
@@ -240,8 +238,9 @@ async def _serve_with(
     prior: UsagePrior,
     gate: TrustGate,
     http: HttpFront | None,
-) -> None:
+) -> bool:
     notifier = Notifier()
+    displaced = False
     requests = ServerRequests()
     async with open_supervisor(config, router=requests.route) as supervisor:
         catalog = Catalog(supervisor, gate=gate, semantic=await semantic_indexes(config.daemon))
@@ -267,7 +266,15 @@ async def _serve_with(
         if notifier.enabled:
             supervisor.add_listener(lambda event: notifier.status(summary(supervisor)))
         async with anyio.create_task_group() as tg:
+
+            def stop_displaced(_why: str) -> None:
+                nonlocal displaced
+                displaced = True
+                notifier.stopping()
+                tg.cancel_scope.cancel()
+
             tg.start_soon(rpc.serve, listener)
+            tg.start_soon(guard_socket, claim, rpc.listen, stop_displaced)
             tg.start_soon(catalog.run)
             tg.start_soon(daemon.subscriptions.run)
             tg.start_soon(daemon.activity.publish, rpc.broadcast)
@@ -285,3 +292,4 @@ async def _serve_with(
                 notifier.stopping()
                 tg.cancel_scope.cancel()
                 break
+    return displaced

@@ -84,12 +84,25 @@ def prepare_directory(path: Path) -> None:
 
 @contextlib.contextmanager
 def hold_lock(path: Path) -> Iterator[None]:
-    """Hold ``<path>.lock`` exclusively for the life of the daemon, or raise ``AddressInUse``.
+    """Hold ``<path>.lock`` exclusively while the block runs, or raise ``AddressInUse``."""
+    fd = take_lock(path)
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+def lock_path(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
+
+
+def take_lock(path: Path) -> int:
+    """Lock ``<path>.lock`` exclusively and return its descriptor, or raise ``AddressInUse``.
 
     Opened without following a symlink, inside the directory ``prepare_directory`` checked,
     so a link planted there can never make the daemon truncate another file.
     """
-    name = path.name + ".lock"
+    name = lock_path(path).name
     dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
@@ -100,21 +113,99 @@ def hold_lock(path: Path) -> Iterator[None]:
     finally:
         os.close(dir_fd)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_nlink != 1:
-            raise _unsafe(path.parent / name, "the lock is not a plain file of this user", "remove it")
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            raise AddressInUse(
-                f"another mcpd (pid {holder}) is already serving on {path}", {"socket": str(path)}
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield
-    finally:
+        _lock(fd, path)
+    except BaseException:
         os.close(fd)
+        raise
+    return fd
+
+
+def _lock(fd: int, path: Path) -> None:
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_nlink != 1:
+        raise _unsafe(lock_path(path), "the lock is not a plain file of this user", "remove it")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        raise AddressInUse(
+            f"another mcpd (pid {holder}) is already serving on {path}", {"socket": str(path)}
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+
+
+def _identity(info: os.stat_result) -> tuple[int, int]:
+    return info.st_dev, info.st_ino
+
+
+def _file_at(path: Path) -> tuple[int, int] | None:
+    try:
+        return _identity(os.lstat(path))
+    except FileNotFoundError:
+        return None
+
+
+class Claim:
+    """What a daemon holds at its socket path: the lock, and the socket file it bound.
+
+    Both are files that anyone of this user can delete under a running daemon (a logout that
+    empties the runtime directory, a temp cleaner, a hand), which would leave it serving nobody
+    while a second daemon starts beside it. ``lost`` tells, ``renew`` takes them again, and a
+    daemon whose path another one took meanwhile gets ``AddressInUse``.
+    """
+
+    def __init__(self, path: Path, listener: socket.socket | None = None) -> None:
+        """Lock ``path`` (``AddressInUse``, ``UnsafePath``, ``OSError``); ``listener``: the socket
+        systemd passed, whose file is systemd's to keep; without it, ``bind`` makes one."""
+        check_path(path)
+        prepare_directory(path)
+        self.path = path
+        self._lock_fd: int | None = take_lock(path)
+        self._socket: tuple[int, int] | None = None
+        """The socket file this daemon bound (None when systemd made it)."""
+        self._inherited = listener is not None
+
+    def bind(self) -> socket.socket:
+        """A new listener at the path (replacing a stale socket file), remembered as ours."""
+        listener = open_listener(self.path)
+        self._socket = _file_at(self.path)
+        return listener
+
+    def lost(self) -> str | None:
+        """What is gone from the path (None while the lock and our socket are both in place)."""
+        if self._lock_fd is None or _file_at(lock_path(self.path)) != _identity(os.fstat(self._lock_fd)):
+            return "the lock file was removed or replaced"
+        if not self._inherited and _file_at(self.path) != self._socket:
+            return "the socket file was removed or replaced"
+        return None
+
+    def renew(self) -> socket.socket | None:
+        """Take the lock again if it was lost, and bind a new socket if ours was; returns it (or None).
+
+        Raises ``AddressInUse`` when another daemon took the path meanwhile, and ``UnsafePath`` or
+        ``OSError`` when it cannot be taken yet (e.g. the runtime directory is gone and cannot be
+        made again); try again later then.
+        """
+        lock = _file_at(lock_path(self.path))
+        if self._lock_fd is None or lock != _identity(os.fstat(self._lock_fd)):
+            prepare_directory(self.path)
+            fd = take_lock(self.path)
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+            self._lock_fd = fd
+        if self._inherited or _file_at(self.path) == self._socket:
+            return None
+        return self.bind()
+
+    def release(self) -> None:
+        """Remove our socket file (if it is still ours) and let go of the lock."""
+        if self._socket is not None and _file_at(self.path) == self._socket:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
 
 def open_listener(path: Path) -> socket.socket:

@@ -346,6 +346,9 @@ class RpcServer(Generic[Ctx]):
         self._uid = os.getuid()
         self._churn = Turns(CHURN_PER_ITERATION)
         self._reclaimer = Reclaimer()
+        self._accepting = anyio.CancelScope()
+        self._replacement: socket.socket | None = None
+        """A listener handed to ``listen``, taken up by ``serve``."""
         self._large_turn = asyncio.Lock()
         """Held while large params are decoded, and for one loop turn after: one at a time, daemon-wide."""
         # Answered by the reader, in the arrival's turn: no task of its own, and the frames after it
@@ -358,7 +361,6 @@ class RpcServer(Generic[Ctx]):
 
     async def serve(self, listener: socket.socket) -> None:
         """Accept clients until cancelled; each is served in its own task."""
-        loop = asyncio.get_running_loop()
         tasks = _Tasks()
         # What exists now (modules, config, servers' sessions) lives as long as the daemon.
         # Frozen, it is left out of garbage collections, which client churn triggers and which
@@ -370,23 +372,38 @@ class RpcServer(Generic[Ctx]):
             tasks.spawn(self._watch_writes())
             tasks.spawn(self._reclaimer.run())
             while True:
-                try:
-                    sock, _ = await loop.sock_accept(listener)
-                except OSError as exc:
-                    # Out of file descriptors, most likely: keep serving those already here.
-                    log.error("ipc.accept_failed", error=str(exc))
-                    await anyio.sleep(_ACCEPT_RETRY)
-                    continue
-                tasks.spawn(self._serve_connection(sock))
-                # The connection's set-up waits for its turn (``_churn``); the next accept
-                # waits for the next iteration, or a client that connects and hangs up in a
-                # loop would keep the listener always ready and this loop always running.
-                await asyncio.sleep(0)
+                with anyio.CancelScope() as self._accepting:
+                    await self._accept(listener, tasks)
+                # Replaced (``listen``): the clients it brought stay, new ones come through the new one.
+                listener.close()
+                assert self._replacement is not None  # only ``listen`` cancels the scope
+                listener, self._replacement = self._replacement, None
         finally:
             try:
                 await tasks.aclose()
             finally:
                 listener.close()
+
+    def listen(self, listener: socket.socket) -> None:
+        """Accept new clients on ``listener`` from now on, in place of the one ``serve`` was given."""
+        self._replacement = listener
+        self._accepting.cancel()
+
+    async def _accept(self, listener: socket.socket, tasks: _Tasks) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, _ = await loop.sock_accept(listener)
+            except OSError as exc:
+                # Out of file descriptors, most likely: keep serving those already here.
+                log.error("ipc.accept_failed", error=str(exc))
+                await anyio.sleep(_ACCEPT_RETRY)
+                continue
+            tasks.spawn(self._serve_connection(sock))
+            # The connection's set-up waits for its turn (``_churn``); the next accept
+            # waits for the next iteration, or a client that connects and hangs up in a
+            # loop would keep the listener always ready and this loop always running.
+            await asyncio.sleep(0)
 
     async def _watch_writes(self) -> None:
         """Every quarter of ``write_timeout``, drop the clients that stopped reading."""

@@ -1,0 +1,56 @@
+"""Keeps the daemon reachable at its socket path for as long as it runs.
+
+The socket and its lock are files anyone of this user can delete: a logout or a temp cleaner
+that empties the runtime directory, or a hand. A daemon that did not notice would serve
+nobody, and the next client's autostart would start a second daemon beside it with a second
+copy of every server. Every ``INTERVAL`` the guard looks (two ``lstat`` calls): a missing lock
+is taken again and a missing socket bound again, with the clients already connected left as
+they are; if another daemon took the path meanwhile, this one is the extra and stops.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+
+import anyio
+import structlog
+
+from mcpd.errors import McpdError
+from mcpd.ipc.endpoint import AddressInUse, Claim
+
+log = structlog.get_logger("mcpd.daemon")
+
+INTERVAL = 2.0
+"""Seconds between two looks at the socket path."""
+
+
+async def guard_socket(
+    claim: Claim, listen: Callable[[socket.socket], None], displaced: Callable[[str], None]
+) -> None:
+    """Renew ``claim`` whenever part of it is lost, handing a new listener to ``listen``;
+    ``displaced(why)`` once another daemon holds the path."""
+    reported: str | None = None
+    while True:
+        await anyio.sleep(INTERVAL)
+        lost = claim.lost()
+        if lost is None:
+            continue
+        try:
+            listener = claim.renew()
+        except AddressInUse as exc:
+            log.error("daemon.displaced", socket=str(claim.path), reason=lost, error=exc.message)
+            displaced(exc.message)
+            return
+        except (McpdError, OSError) as exc:
+            # The directory cannot be made again yet (e.g. the runtime directory of a logged-out
+            # user): said once, tried again at every look.
+            error = getattr(exc, "message", None) or str(exc)
+            if error != reported:
+                log.error("daemon.socket_lost", socket=str(claim.path), reason=lost, error=error)
+                reported = error
+            continue
+        reported = None
+        if listener is not None:
+            listen(listener)
+        log.warning("daemon.socket_restored", socket=str(claim.path), reason=lost)

@@ -1,0 +1,109 @@
+"""A daemon stays reachable at its socket path: removed files are made again, a second daemon never
+serves beside it (``mcpd.daemon.socket_guard``)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from mcpd.client.aio import connect
+from mcpd.daemon.socket_guard import INTERVAL
+from mcpd.errors import DaemonNotRunning
+from mcpd.testing import fixture_toml
+from mcpd.testing.daemon import DaemonProcess, running_daemon
+
+pytestmark = pytest.mark.anyio
+
+RESTORED_WITHIN = 2 * INTERVAL + 5
+
+
+@pytest.fixture
+def socket_dir() -> Iterator[Path]:
+    # Unix socket paths are short: a directory of its own under /tmp, whose child the tests remove.
+    top = Path(tempfile.mkdtemp(prefix="mcpd-guard-", dir="/tmp"))
+    yield top / "run"
+    shutil.rmtree(top, ignore_errors=True)
+
+
+async def daemon_pid(socket: Path) -> int:
+    async with connect(socket, name="guard-test") as client:
+        assert client.hello_result is not None
+        return client.hello_result.pid
+
+
+async def answering_pid(socket: Path, timeout: float) -> int:
+    """The pid of the daemon answering on ``socket``, waiting for one to answer."""
+    with anyio.fail_after(timeout):
+        while True:
+            try:
+                return await daemon_pid(socket)
+            except DaemonNotRunning:
+                await anyio.sleep(0.1)
+
+
+async def test_a_removed_socket_file_is_bound_again(tmp_path: Path, socket_dir: Path) -> None:
+    """The socket file deleted under a running daemon: new clients reach the same daemon again within a
+    couple of seconds, and a client connected all along is not disturbed."""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("fx"))
+    socket = socket_dir / "mcpd.sock"
+    async with running_daemon(config, socket=socket) as daemon, connect(socket, name="old") as old:
+        socket.unlink()
+        with pytest.raises(DaemonNotRunning):
+            await daemon_pid(socket)
+        event = await daemon.wait_for("daemon.socket_restored", timeout=RESTORED_WITHIN)
+        assert event["reason"] == "the socket file was removed or replaced"
+        assert await daemon_pid(socket) == daemon.process.pid
+        assert len(await old.status()) == 1  # the connection made before the removal still works
+        assert (socket.stat().st_mode & 0o777) == 0o600
+
+
+async def test_a_removed_directory_is_made_again(tmp_path: Path, socket_dir: Path) -> None:
+    """The whole socket directory deleted (a logout emptying the runtime dir): the daemon makes it again,
+    takes a new lock, binds a new socket; a second daemon then finds the path taken and exits 3."""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("fx"))
+    socket = socket_dir / "mcpd.sock"
+    async with running_daemon(config, socket=socket) as first:
+        shutil.rmtree(socket_dir)
+        await first.wait_for("daemon.socket_restored", timeout=RESTORED_WITHIN)
+        assert await daemon_pid(socket) == first.process.pid
+        assert (socket_dir.stat().st_mode & 0o777) == 0o700
+        async with running_daemon(config, socket=socket, wait_ready=False) as second:
+            assert await second.wait_exit() == 3
+            await second.wait_for("daemon.socket_unavailable")
+        assert await daemon_pid(socket) == first.process.pid
+
+
+async def test_one_daemon_serves_when_a_second_starts_in_the_gap(tmp_path: Path, socket_dir: Path) -> None:
+    """The directory deleted and a second daemon started at once (a client's autostart): whichever of the
+    two holds the path when the first looks again serves it; the other exits with status 3, its
+    servers stopped. Never two daemons, each with its own copy of every server."""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("fx"))
+    socket = socket_dir / "mcpd.sock"
+    async with running_daemon(config, socket=socket) as first:
+        shutil.rmtree(socket_dir)
+        async with running_daemon(config, socket=socket, wait_ready=False) as second:
+            exited = await first_to_exit(first, second, timeout=RESTORED_WITHIN + 20)
+            survivor = second if exited is first else first
+            assert await exited.wait_exit() == 3
+            if exited is first:
+                await first.wait_for("daemon.displaced")
+                await first.wait_for("daemon.stopped")
+            assert survivor.process.returncode is None
+            assert await answering_pid(socket, timeout=RESTORED_WITHIN) == survivor.process.pid
+
+
+async def first_to_exit(*daemons: DaemonProcess, timeout: float) -> DaemonProcess:
+    with anyio.fail_after(timeout):
+        while True:
+            for daemon in daemons:
+                if daemon.process.returncode is not None:
+                    return daemon
+            await anyio.sleep(0.05)
