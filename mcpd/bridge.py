@@ -31,6 +31,7 @@ from mcpd.client.autostart import ensure_daemon
 from mcpd.client.channel import Channel, open_channel
 from mcpd.errors import McpdError
 from mcpd.model import mcp
+from mcpd.readsize import READ_SIZE
 
 GAP_WAIT = 60.0
 """Seconds a host request waits for a daemon to come back (a host's usual request timeout)."""
@@ -143,7 +144,7 @@ class Relay:
         while True:
             for key, _ in self._selector.select(self._timeout()):
                 if key.fd == self._stdin:
-                    chunk = os.read(self._stdin, 256 * 1024)
+                    chunk = os.read(self._stdin, READ_SIZE)
                     if not chunk:
                         self._close()
                         return 0

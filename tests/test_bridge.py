@@ -411,7 +411,7 @@ async def test_cold_bridge_connects_servers_as_they_run(tmp_path: Path) -> None:
 
 def test_the_bridge_imports_only_what_a_relay_needs() -> None:
     """One bridge runs per host: `mcpd bridge` loads neither the other commands, nor the client
-    libraries, anyio, the SDK, nor typing_extensions/inspect (msgspec is imported lean), which keeps
+    libraries, anyio, asyncio, the SDK, nor typing_extensions/inspect (msgspec is imported lean), which keeps
     its RSS near Python's floor."""
     import subprocess  # noqa: PLC0415
 
@@ -420,6 +420,7 @@ def test_the_bridge_imports_only_what_a_relay_needs() -> None:
         "mcpd.client.sync",
         "mcpd.client.aio",
         "anyio",
+        "asyncio",
         "mcp",
         "pydantic",
         "typing_extensions",

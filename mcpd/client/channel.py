@@ -19,8 +19,7 @@ from mcpd.errors import PeerRejected, ProtocolError, TransportError
 from mcpd.ipc.endpoint import peer_uid
 from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer, frame
 from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, HelloResult, Response
-
-_READ = 256 * 1024
+from mcpd.readsize import READ_SIZE
 
 
 class Channel:
@@ -48,7 +47,7 @@ class Channel:
     def receive(self) -> list[bytes]:
         """The messages that have arrived (perhaps none yet); ``TransportError`` once the daemon is gone."""
         try:
-            data = self.sock.recv(_READ)
+            data = self.sock.recv(READ_SIZE)
         except (BlockingIOError, InterruptedError):
             return []
         except OSError as exc:
@@ -117,7 +116,7 @@ def _hello(
         sock.sendall(call.request(1))
         received: list[bytes] = []
         while not received:
-            data = sock.recv(_READ)
+            data = sock.recv(READ_SIZE)
             if not data:
                 raise TransportError("the daemon closed the connection during hello")
             received = frames.feed(data)

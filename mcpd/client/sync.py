@@ -33,6 +33,7 @@ from mcpd.model.protocol import (
 )
 from mcpd.model.requests import SERVER_REQUEST_NOTIFICATION
 from mcpd.model.servers import Event
+from mcpd.readsize import READ_SIZE
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -174,7 +175,7 @@ class Client(Api):
 
     def _next_message(self, sock: socket.socket) -> Message:
         while not self._pending:
-            data = sock.recv(256 * 1024)
+            data = sock.recv(READ_SIZE)
             if not data:
                 raise TransportError("the daemon closed the connection")
             try:

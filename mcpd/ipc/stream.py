@@ -18,8 +18,10 @@ import socket
 from collections.abc import AsyncIterator
 
 from mcpd.ipc.framing import DEFAULT_MAX_FRAME, FrameBuffer, TruncatedFrame
+from mcpd.readsize import READ_SIZE, read_in_pieces
 
-_READ_CHUNK = 256 * 1024
+_BUFFERED = 256 * 1024
+"""Bytes a connection's reader buffers before it stops reading from the socket (twice this)."""
 TURN = 32
 """Units of work one connection does before it yields to the event loop: a frame, or a
 read and each 64 KiB it brought."""
@@ -32,16 +34,17 @@ class FrameStream:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._reader = reader
         self._writer = writer
+        read_in_pieces(writer.transport)
 
     @classmethod
     async def connect(cls, path: str) -> FrameStream:
-        reader, writer = await asyncio.open_unix_connection(path, limit=_READ_CHUNK)
+        reader, writer = await asyncio.open_unix_connection(path, limit=_BUFFERED)
         return cls(reader, writer)
 
     @classmethod
     async def adopt(cls, sock: socket.socket) -> FrameStream:
         """Wrap a socket accepted by the listener."""
-        reader, writer = await asyncio.open_unix_connection(sock=sock, limit=_READ_CHUNK)
+        reader, writer = await asyncio.open_unix_connection(sock=sock, limit=_BUFFERED)
         return cls(reader, writer)
 
     @property
@@ -54,7 +57,7 @@ class FrameStream:
         buffer = FrameBuffer(max_frame)
         work = 0
         while True:
-            chunk = await self._reader.read(_READ_CHUNK)
+            chunk = await self._reader.read(READ_SIZE)
             if not chunk:
                 if buffer.pending:
                     raise TruncatedFrame(f"connection closed in a frame, {buffer.pending} bytes into it")

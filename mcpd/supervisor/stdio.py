@@ -33,6 +33,7 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from mcpd.config.model import ServerConfig
+from mcpd.readsize import read_in_pieces
 from mcpd.supervisor.outbox import Outbox
 from mcpd.supervisor.rawrpc import RawRpc
 from mcpd.supervisor.replies import DirectPipe, RoutingReader
@@ -207,6 +208,10 @@ class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
         # its limit: a stderr flood faster than the daemon reads would buffer 64 MiB. stderr gets
         # a limit of its own, so the pipe pushes back on the server after 2 * STDERR_LINE_BYTES.
         assert isinstance(transport, asyncio.SubprocessTransport)
+        for fd in (1, 2):
+            pipe = transport.get_pipe_transport(fd)
+            if pipe is not None:
+                read_in_pieces(pipe)
         pipe = transport.get_pipe_transport(2)
         if pipe is not None:
             self.stderr = asyncio.StreamReader(limit=STDERR_LINE_BYTES, loop=self._event_loop)
