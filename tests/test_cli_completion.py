@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -43,8 +44,12 @@ def scripts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def needs(shell: str) -> str:
+    """The shell's path. Missing: a visible skip on a developer's machine, a failure where
+    ``MCPD_REQUIRE_SHELLS=1`` (CI installs zsh and fish), so CI never tests less in silence."""
     found = shutil.which(shell)
     if found is None:
+        if os.environ.get("MCPD_REQUIRE_SHELLS") == "1":
+            pytest.fail(f"{shell} is not installed (.ci/run installs it)")
         pytest.skip(f"{shell} is not installed")
     return found
 
