@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import stat
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -413,3 +414,45 @@ async def test_remote_addresses_need_an_explicit_opt_in(tmp_path: Path) -> None:
     socket = Path(tmp_path) / "s.sock"
     served = run_cli("serve", "--config", str(config), "--socket", str(socket), "--http", "0.0.0.0:0")
     assert served.returncode == 2 and "http_allow_remote" in served.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+async def listed(http: httpx2.AsyncClient, url: str, session_id: str) -> int:
+    """The status of a ``tools/list`` on ``session_id``."""
+    body = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    return (
+        await http.post(url, json=body, headers={**JSON_AND_SSE, "Mcp-Session-Id": session_id})
+    ).status_code
+
+
+async def test_a_session_outlives_a_daemon_restart(tmp_path: Path) -> None:
+    """The daemon restarted under an SDK host: the host's next call on the same session works, with
+    the server it had connected, and it never initializes again (the SDK's client would not: a 404
+    is an error to it). A session its host deleted is not resumed; one it kept is."""
+    config = http_config(tmp_path, http=f'"127.0.0.1:{free_port()}"', usage_db=f'"{tmp_path / "usage.db"}"')
+    async with running_daemon(config) as first:
+        url = (await first.wait_for("http.listening"))["url"]
+        printed = await anyio.to_thread.run_sync(lambda: run_cli("token", "--config", str(config)))
+        front = Front(first, url, printed.stdout.strip(), config)
+        async with sdk_host(front) as host, front.client() as http:
+            assert "Connected tools" in await host.call("mcpd_connect_server", {"server": "tools"})
+            assert await host.call("tools__echo", {"text": "before"}) == "before"
+            kept, deleted = await raw_session(http, url), await raw_session(http, url)
+            assert (await http.delete(url, headers={"Mcp-Session-Id": deleted})).status_code == 200
+            first.signal(signal.SIGTERM)
+            assert await first.wait_exit() == 0
+            async with running_daemon(config) as second:
+                await second.wait_for("http.listening")
+                assert await host.call("tools__echo", {"text": "after"}) == "after"
+                assert "tools__echo" in await host.tool_names()
+                assert await listed(http, url, kept) == 200
+                assert await listed(http, url, deleted) == 404
+                # Every session of the second daemon is one of the first's, resumed.
+                names = [e["event"] for e in second.events if e["event"].startswith("http.session")]
+                assert names.count("http.session") == names.count("http.session_resumed") == 2

@@ -35,7 +35,7 @@ class Hosts:
         caller: Caller,
         state: SessionState,
         *,
-        report_state: bool,
+        on_state: Callable[[SessionState], None] | None,
         room_for_advice: Callable[[str], bool] = always_room,
     ) -> AsyncIterator[HostSession]:
         """A session for one host, live until the block ends (then its requests are cancelled)."""
@@ -44,7 +44,7 @@ class Hosts:
             send,
             caller=caller,
             state=state,
-            report_state=report_state,
+            on_state=on_state,
             room_for_advice=room_for_advice,
             max_in_flight=self._max_in_flight,
             cold_start_wait=self._cold_start_wait,

@@ -172,7 +172,7 @@ class HostSession:
         *,
         caller: Caller,
         state: mcp.SessionState,
-        report_state: bool,
+        on_state: Callable[[mcp.SessionState], None] | None,
         room_for_advice: Callable[[str], bool] = always_room,
         max_in_flight: int = 256,
         cold_start_wait: float = COLD_START_WAIT,
@@ -191,8 +191,9 @@ class HostSession:
         self.query_at = state.query_at
         self.initialized = state.initialize is not None
         """The host sent ``notifications/initialized`` (or this session resumes one that had)."""
-        self._report_state = report_state
-        self._last_state = b""
+        self._on_state = on_state
+        """Told the session's state at each change: what a new daemon needs to carry it on."""
+        self._last_state: mcp.SessionState | None = None
         self._cold_start_wait = cold_start_wait
         self._tasks = _Tasks(max_in_flight)
         self._held: deque[bytes] = deque(maxlen=HELD_LIMIT)
@@ -366,14 +367,12 @@ class HostSession:
         )
 
     def _state_changed(self) -> None:
-        """Tell the relay what it must hand a new daemon to carry this session on."""
-        if not self._report_state:
+        if self._on_state is None:
             return
-        data = _encoder.encode(mcp.Notification(mcp.SESSION_NOTIFICATION, self.state()))
-        if data != self._last_state:
-            self._last_state = data
-            with contextlib.suppress(ConnectionError, OSError, RuntimeError):
-                self._send(data)
+        state = self.state()
+        if state != self._last_state:
+            self._last_state = state
+            self._on_state(state)
 
     def _name_client(self, params: mcp.InitializeParams) -> None:
         # Usage records name the host ("claude-ai", "cursor"), not the relay in between.

@@ -17,12 +17,14 @@ from mcpd.front.core import Caller
 from mcpd.front.hosts import Hosts
 from mcpd.ipc.framing import frame
 from mcpd.ipc.server import Connection
+from mcpd.model import mcp
 from mcpd.model.mcp import SessionState
 
 log = structlog.get_logger("mcpd.front")
 
 MODE = "mcp"
 _state = msgspec.json.Decoder(SessionState)
+_encoder = msgspec.json.Encoder()
 
 
 def _resumed(resume: bytes | None, conn: Connection) -> SessionState:
@@ -45,11 +47,16 @@ async def serve_socket(
     def send(data: bytes) -> None:
         stream.send_nowait(frame(data))
 
+    def hand_over(state: SessionState) -> None:
+        # The relay keeps the latest, to hand a new daemon if this one goes away.
+        with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+            send(_encoder.encode(mcp.Notification(mcp.SESSION_NOTIFICATION, state)))
+
     state = _resumed(resume, conn)
     caller = Caller(conn.client, str(conn.id))
     log.info("front.session", conn=conn.id, client=conn.client, resumed=state.initialize is not None)
     async with hosts.open_session(
-        send, caller, state, report_state=True, room_for_advice=conn.room_for_advice
+        send, caller, state, on_state=hand_over, room_for_advice=conn.room_for_advice
     ) as session:
         with contextlib.suppress(ConnectionError, OSError):
             async for data in frames:

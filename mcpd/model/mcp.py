@@ -312,3 +312,14 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     """... and when it was made (Unix time)."""
     subscribed: list[str] = msgspec.field(default_factory=list)
     """Qualified URIs of the resources the host subscribed to."""
+
+
+class SavedSession(msgspec.Struct, frozen=True):
+    """An HTTP host session kept in the store, so that it outlives a daemon restart."""
+
+    key: str
+    """The SHA-256 of its ``Mcp-Session-Id`` (the id is a secret: it is never stored)."""
+    state: bytes | None
+    """Its ``SessionState`` as JSON; None: the session ended, forget it."""
+    saved_at: float
+    """Unix time of the save; one idle longer than ``http_session_idle`` is not resumed."""

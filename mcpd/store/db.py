@@ -29,9 +29,11 @@ from typing import Any, TypeVar
 
 import structlog
 
+from mcpd.model.mcp import SavedSession
 from mcpd.model.trust import AcceptedFindings, PinRecord
 from mcpd.model.usage import CapabilityRecord
 from mcpd.store.pins import write_accepted, write_pins
+from mcpd.store.sessions import write_sessions
 from mcpd.store.sketch import SketchAggregate, merge_blobs
 from mcpd.store.sql import transaction
 from mcpd.store.usage import (
@@ -171,6 +173,14 @@ MIGRATIONS: tuple[str, ...] = (
         FROM calls WHERE query IS NOT NULL AND query != '' GROUP BY query, server, tool;
     CREATE TABLE analysis (fingerprint TEXT NOT NULL);
     """,
+    # 6: HTTP host sessions, so that a host's session outlives a daemon restart (mcpd.store.sessions).
+    """
+    CREATE TABLE http_sessions (
+        key TEXT PRIMARY KEY,
+        state BLOB NOT NULL,
+        saved_at REAL NOT NULL
+    ) WITHOUT ROWID;
+    """,
 )
 
 
@@ -292,6 +302,11 @@ class Store:
         if self.enabled:
             self._put_urgent(record)
 
+    def save_session(self, record: SavedSession) -> None:
+        """Keep (or, with no state, forget) a host session; written with the next batch."""
+        if self.enabled:
+            self._queue.put(record)
+
     def _put_urgent(self, item: Any) -> None:
         """Queue ``item`` to be written now, with the calls gathered so far (a person's decision,
         a report waiting for its answer, the close: none should wait out the window)."""
@@ -408,7 +423,7 @@ class Store:
                 item.deliver(functools.partial(item.job, conn))
 
 
-Record = CapabilityRecord | PinRecord | AcceptedFindings
+Record = CapabilityRecord | PinRecord | AcceptedFindings | SavedSession
 
 
 def write_records(conn: sqlite3.Connection, records: list[Record]) -> None:
@@ -416,6 +431,7 @@ def write_records(conn: sqlite3.Connection, records: list[Record]) -> None:
     write_pins(conn, [r for r in records if isinstance(r, PinRecord)])
     write_accepted(conn, [r for r in records if isinstance(r, AcceptedFindings)])
     write_capabilities(conn, [r for r in records if isinstance(r, CapabilityRecord)])
+    write_sessions(conn, [r for r in records if isinstance(r, SavedSession)])
 
 
 def _post(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any], *args: Any) -> None:

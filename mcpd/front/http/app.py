@@ -18,6 +18,8 @@ not checked when remote use is allowed); an Origin, when there is one, naming lo
     The session's event stream: what the daemon sends unasked (``list_changed``, log
     messages, a server's requests to the host during a call, whose answers come back as
     POSTs). One per session (409 for a second); no resumption (events carry no ids).
+A session outlives a daemon restart: a request naming a session this daemon does not hold
+resumes it from the usage store (``mcpd.front.http.sessions``).
 ``DELETE /mcp``
     Ends the session and cancels its calls.
 
@@ -274,12 +276,15 @@ class Endpoint:
         except ClientDisconnect:
             pass  # gone while sending its body: nobody to answer
 
-    def _session(self, request: Request) -> HttpSession | Response:
-        """The request's session, or the error to answer with."""
+    async def _session(self, request: Request) -> HttpSession | Response:
+        """The request's session (resumed if an earlier daemon held it), or the error to answer with."""
         session_id = request.headers.get(SESSION_HEADER)
         if not session_id:
             return _error(400, mcp.INVALID_REQUEST, "Mcp-Session-Id is required after initialize")
-        session = self._sessions.get(session_id)
+        try:
+            session = await self._sessions.find(session_id)
+        except SessionRefused as exc:
+            return _error(503, mcp.INTERNAL_ERROR, exc.message)
         if session is None:
             return _error(404, mcp.INVALID_REQUEST, "no such session (it ended): initialize a new one")
         return session
@@ -313,7 +318,7 @@ class Endpoint:
         if isinstance(message, Response):
             await message(scope, receive, send)
             return
-        session = await self._open() if message.initialize else self._session(request)
+        session = await self._open() if message.initialize else await self._session(request)
         if isinstance(session, Response):
             await session(scope, receive, send)
             return
@@ -365,7 +370,7 @@ class Endpoint:
 
     async def _get(self, request: Request, send: Send) -> None:
         scope, receive = request.scope, request.receive
-        found = self._session(request)
+        found = await self._session(request)
         if isinstance(found, HttpSession):
             session = found
             if not _accepts(request.headers)[1]:
@@ -384,7 +389,7 @@ class Endpoint:
         await found(scope, receive, send)
 
     async def _delete(self, request: Request, send: Send) -> None:
-        found = self._session(request)
+        found = await self._session(request)
         if isinstance(found, HttpSession):
             self._sessions.end(found, "deleted by the host")
             found = Response(status_code=200)

@@ -24,7 +24,7 @@ from anyio.abc import TaskStatus
 from mcpd.config.model import DaemonSettings, http_address, is_loopback
 from mcpd.front.hosts import Hosts
 from mcpd.front.http.app import MCP_PATH, HttpLimits, build_app
-from mcpd.front.http.sessions import HttpSessions
+from mcpd.front.http.sessions import HttpSessions, saved_sessions
 from mcpd.front.http.token import load_token, token_path
 
 log = structlog.get_logger("mcpd.front")
@@ -83,8 +83,10 @@ class HttpFront:
         limits = HttpLimits(max_body=settings.max_frame_bytes, io_timeout=settings.client_write_timeout)
         host = self.listener.getsockname()[0]
         async with anyio.create_task_group() as tg:
+            idle = settings.http_session_idle
+            saved = await saved_sessions(hosts.core.usage, idle)
             sessions = HttpSessions(
-                hosts, tg, max_sessions=settings.http_max_sessions, idle=settings.http_session_idle
+                hosts, tg, max_sessions=settings.http_max_sessions, idle=idle, saved=saved
             )
             app = build_app(sessions, self.token, limits, check_host=is_loopback(host))
             server = _Server(

@@ -11,11 +11,20 @@ of them (progress is cumulative, ``list_changed`` idempotent), never the daemon'
 Sessions are bounded in number, and one with no request in progress and no GET stream for
 ``http_session_idle`` seconds is ended. Each lives in a task of the front end's task group,
 inside ``Hosts.open_session``, so its calls are cancelled however it ends.
+
+Sessions outlive the daemon: each one's state (the host's ``initialize``, its connected servers,
+its last search, its subscriptions) is kept in the usage store under the hash of its id, and a
+request that names a session this daemon does not hold resumes it from there, as ``mcpd bridge``
+resumes its session in a new daemon. A host never has to notice a restart (MCP's answer to it, a
+404 and a new ``initialize``, is one the SDK's client leaves to its user). A session ended by
+its host or by idleness is forgotten; one idle longer than ``http_session_idle`` is not resumed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import itertools
 import re
 import secrets
@@ -32,6 +41,8 @@ from mcpd.front.core import Caller
 from mcpd.front.hosts import Hosts
 from mcpd.front.session import HostSession
 from mcpd.model import mcp
+from mcpd.store.db import Store, StoreUnavailable
+from mcpd.store.sessions import session_rows
 
 log = structlog.get_logger("mcpd.front")
 
@@ -48,6 +59,7 @@ class _Progress(msgspec.Struct, frozen=True):
 _route = msgspec.json.Decoder(mcp.Route)
 _progress = msgspec.json.Decoder(_Progress)
 _request_id = msgspec.json.Decoder(mcp.RequestId)
+_state = msgspec.json.Decoder(mcp.SessionState)
 # HostSession encodes responses `id` first: recognising one by its head means a 10 MB result
 # is never parsed a second time just to find where it goes.
 _RESPONSE_HEAD = re.compile(rb'\{"id":(-?\d+|"(?:[^"\\]|\\.)*"),"(?:result|error)":')
@@ -118,9 +130,11 @@ class DuplicateRequest(McpdError):
 class HttpSession:
     """One MCP session over HTTP: its ``HostSession`` and the streams its messages go to."""
 
-    def __init__(self, number: int) -> None:
-        self.id = secrets.token_urlsafe(32)
+    def __init__(self, number: int, session_id: str | None = None) -> None:
+        self.id = session_id or secrets.token_urlsafe(32)
         """The ``Mcp-Session-Id``: as good as the bearer token for this session, so never logged."""
+        self.key = session_key(self.id)
+        """What the store keeps it under."""
         self.label = f"http-{number}"
         self._host: HostSession | None = None
         self.events = Outbox(EVENTS_KEPT, self.label)
@@ -140,6 +154,10 @@ class HttpSession:
 
     def attach(self, host: HostSession) -> None:
         self._host = host
+
+    def state(self) -> mcp.SessionState | None:
+        """What a new daemon needs to carry the session on (None before its HostSession runs)."""
+        return self._host.state() if self._host is not None else None
 
     def idle_for(self, now: float) -> float:
         return 0.0 if self.active or self.streaming else now - self.last_seen
@@ -205,38 +223,83 @@ class HttpSession:
         self.ended.set()
 
 
-class HttpSessions:
-    """The open sessions, by id: bounded in number, idle ones ended."""
+def session_key(session_id: str) -> str:
+    return hashlib.sha256(session_id.encode()).hexdigest()
 
-    def __init__(self, hosts: Hosts, tasks: TaskGroup, *, max_sessions: int, idle: float) -> None:
+
+async def saved_sessions(store: Store, idle: float) -> dict[str, mcp.SavedSession]:
+    """The sessions an earlier daemon kept, by key, dropping those idle longer than ``idle``."""
+    try:
+        rows = await store.run(functools.partial(session_rows, since=time.time() - idle))
+    except StoreUnavailable:
+        return {}
+    return {row.key: row for row in rows}
+
+
+class HttpSessions:
+    """The open sessions, by id: bounded in number, idle ones ended, each kept in the store."""
+
+    def __init__(
+        self,
+        hosts: Hosts,
+        tasks: TaskGroup,
+        *,
+        max_sessions: int,
+        idle: float,
+        saved: dict[str, mcp.SavedSession] | None = None,
+    ) -> None:
         self._hosts = hosts
+        self._store = hosts.core.usage
         self._tasks = tasks
         self._max = max_sessions
         self._idle = idle
         self._by_id: dict[str, HttpSession] = {}
+        self._saved = saved or {}
+        """Sessions of an earlier daemon, not resumed yet."""
         self._numbers = itertools.count(1)
         self._stopping = False
 
     def get(self, session_id: str) -> HttpSession | None:
         return self._by_id.get(session_id)
 
-    async def open(self) -> HttpSession:
-        """A new session with its HostSession running; ``SessionRefused`` at the limit or once stopping."""
+    async def find(self, session_id: str) -> HttpSession | None:
+        """The session, resumed from the store if an earlier daemon held it; None if there is none."""
+        session = self._by_id.get(session_id)
+        if session is not None:
+            return session
+        saved = self._saved.pop(session_key(session_id), None)
+        if saved is None or saved.state is None or time.time() - saved.saved_at > self._idle:
+            return None
+        try:
+            state = _state.decode(saved.state)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            log.warning("http.resume_unreadable", error=str(exc))  # another mcpd version's state
+            return None
+        session = await self.open(session_id, state)
+        log.info(
+            "http.session_resumed", session=session.label, saved_s=round(time.time() - saved.saved_at, 1)
+        )
+        return session
+
+    async def open(self, session_id: str | None = None, state: mcp.SessionState | None = None) -> HttpSession:
+        """A session with its HostSession running (new, or resumed with ``state``); ``SessionRefused``
+        at the limit or once stopping."""
         if self._stopping:
             raise SessionRefused("the daemon is stopping")
         if len(self._by_id) >= self._max:
             raise SessionRefused(f"{self._max} HTTP sessions are open (http_max_sessions)")
-        session = HttpSession(next(self._numbers))
+        session = HttpSession(next(self._numbers), session_id)
         self._by_id[session.id] = session
-        await self._tasks.start(self._hold, session)
+        await self._tasks.start(self._hold, session, state or mcp.SessionState())
         return session
 
-    async def _hold(self, session: HttpSession, *, task_status: TaskStatus[None]) -> None:
+    async def _hold(
+        self, session: HttpSession, state: mcp.SessionState, *, task_status: TaskStatus[None]
+    ) -> None:
         caller = Caller("http", session.label)
+        save = functools.partial(self._save, session)
         try:
-            async with self._hosts.open_session(
-                session.deliver, caller, mcp.SessionState(), report_state=False
-            ) as host:
+            async with self._hosts.open_session(session.deliver, caller, state, on_state=save) as host:
                 session.attach(host)
                 log.info("http.session", session=session.label, open=len(self._by_id))
                 task_status.started()
@@ -245,23 +308,39 @@ class HttpSessions:
             self._by_id.pop(session.id, None)
             session.end()
 
+    def _save(self, session: HttpSession, state: mcp.SessionState | None) -> None:
+        if state is not None:
+            self._store.save_session(mcp.SavedSession(session.key, _encoder.encode(state), time.time()))
+
     def end(self, session: HttpSession, why: str) -> None:
+        """End ``session`` for good: its host deleted it, or it was idle too long."""
+        self._close(session, why)
+        self._store.save_session(mcp.SavedSession(session.key, None, time.time()))
+
+    def _close(self, session: HttpSession, why: str) -> None:
         if self._by_id.pop(session.id, None) is not None:
             log.info("http.session_ended", session=session.label, why=why, open=len(self._by_id))
         session.end()
 
     def end_all(self, why: str) -> None:
-        """End every session, and open no more (the daemon is stopping)."""
+        """End every session here, and open no more (the daemon is stopping): each is kept, as of
+        now, for the next daemon to resume."""
         self._stopping = True
         for session in list(self._by_id.values()):
-            self.end(session, why)
+            self._save(session, session.state())
+            self._close(session, why)
 
     async def expire(self) -> None:
-        """End sessions idle longer than the limit; runs until cancelled."""
+        """End sessions idle longer than the limit, and keep the others' saves fresh; runs until
+        cancelled."""
         interval = min(self._idle / 2, 60.0)
         while True:
             await anyio.sleep(interval)
             now = time.monotonic()
             for session in list(self._by_id.values()):
-                if session.idle_for(now) > self._idle:
+                idle = session.idle_for(now)
+                if idle > self._idle:
                     self.end(session, "idle")
+                elif idle < interval:
+                    # In use: a daemon killed now must still find it fresh.
+                    self._save(session, session.state())
