@@ -1,6 +1,6 @@
 """Chaos benchmark: the supervisor's faults, reproduced against a real daemon, with figures printed.
 
-Run ``python bench/chaos.py`` (all cases), or pick with ``--case storm|remote|shutdown``.
+Run ``python bench/chaos.py`` (all cases), or pick with ``--case storm|remote|shutdown|bridges|http``.
 
 storm     10 fixture servers, 8 callers through the async client, a random child ``kill -9``'d every
           0.5 s for ``--duration`` seconds (default 60): calls that outlived their deadline (hung),
@@ -15,6 +15,10 @@ bridges   3 hosts (the MCP SDK client) on ``mcpd bridge``, the daemon ``kill -9`
           one started on the same socket: for each host, the time from the new daemon's readiness until
           its next call succeeded; hosts restarted (none may be); bridge processes left after the hosts
           closed.
+http      3 hosts (the MCP SDK's streamable HTTP client) on the daemon's HTTP front end, each with a
+          server connected; the daemon ``kill -9``'d and a new one started on the same port and store:
+          for each host, the time from the new daemon's listening until its next call of the connected
+          server's tool succeeded on the same session (none may initialize again).
 
 A benchmark, not a test: it asserts nothing, tests keep their own exact checks of each behaviour.
 """
@@ -25,6 +29,7 @@ import argparse
 import collections
 import contextlib
 import json
+import logging
 import os
 import random
 import signal
@@ -35,8 +40,10 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import anyio
+import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 from mcpd.client.aio import AsyncClient, connect
 from mcpd.config.model import MAX_STOP_GRACE
@@ -47,6 +54,7 @@ from mcpd.testing import fixture_command, fixture_toml, pids_with_args, process_
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.testing.remote import free_port, running_http_fixture
 
+CASES = ["storm", "remote", "shutdown", "bridges", "http"]
 CALL_TIMEOUT = 10.0
 HUNG_SLACK = 5.0
 """A call that has not ended this long after its deadline counts as hung."""
@@ -328,6 +336,68 @@ async def bridges(count: int = 3) -> None:
     )
 
 
+# -- http ---------------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def http_host(url: str, token: str) -> AsyncIterator[ClientSession]:
+    """An MCP host (the SDK's streamable HTTP client) on the daemon's HTTP front end."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60.0)) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        with anyio.fail_after(120):
+            await session.initialize()
+        yield session
+
+
+async def http_hosts(count: int = 3) -> None:
+    # The hosts close after the second daemon stopped: their last DELETE finds nobody, as it should.
+    logging.getLogger("mcp.client.streamable_http").setLevel(logging.ERROR)
+    with tempfile.TemporaryDirectory(prefix="mcpd-chaos-") as workdir:
+        folder = Path(workdir)
+        config = folder / "config.toml"
+        config.write_text(
+            f'[daemon]\nhttp = "127.0.0.1:{free_port()}"\nhttp_token_file = "{folder / "token"}"\n'
+            f'usage_db = "{folder / "usage.db"}"\n' + fixture_toml("tools")
+        )
+        waits: list[float] = []
+        async with running_daemon(config) as first:
+            url = (await first.wait_for("http.listening"))["url"]
+            token = (folder / "token").read_text().strip()
+            async with contextlib.AsyncExitStack() as stack:
+                hosts = [await stack.enter_async_context(http_host(url, token)) for _ in range(count)]
+                for host in hosts:
+                    with anyio.fail_after(120):
+                        await host.call_tool("mcpd_connect_server", {"server": "tools"})
+                        await host.call_tool("tools__echo", {"text": "before"})
+                first.signal(signal.SIGKILL)
+                await first.wait_exit()
+                async with running_daemon(config) as second:
+                    await second.wait_for("http.listening")
+                    back = time.perf_counter()
+
+                    async def next_call(host: ClientSession) -> None:
+                        with anyio.fail_after(120):
+                            result = await host.call_tool("tools__echo", {"text": "after"})
+                        if not result.is_error:
+                            waits.append(time.perf_counter() - back)
+
+                    async with anyio.create_task_group() as tg:
+                        for host in hosts:
+                            tg.start_soon(next_call, host)
+                    events = collections.Counter(e.get("event") for e in second.events)
+    resumed = events["http.session_resumed"]
+    print(
+        f"daemon kill -9'd under {count} HTTP hosts, a new one started on the port: {len(waits)}/{count} "
+        f"hosts' next call succeeded on the same session ({resumed} resumed), slowest "
+        f"{max(waits, default=float('nan')):.2f}s after the new daemon listened; sessions initialized "
+        f"anew: {events['http.session'] - resumed}"
+    )
+
+
 def _quote(arg: str) -> str:
     return "'" + arg.replace("'", "'\\''") + "'"
 
@@ -342,17 +412,17 @@ async def main(cases: list[str], duration: float, long: bool) -> None:
         await shutdown()
     if "bridges" in cases:
         await bridges()
+    if "http" in cases:
+        await http_hosts()
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--case", action="append", choices=["storm", "remote", "shutdown", "bridges"])
+    parser.add_argument("--case", action="append", choices=CASES)
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of the kill storm")
     parser.add_argument("--long", action="store_true", help="add the 5-minute remote outage")
     options = parser.parse_args()
     configure_logging("warning")
-    anyio.run(
-        main, options.case or ["storm", "remote", "shutdown", "bridges"], options.duration, options.long
-    )
+    anyio.run(main, options.case or CASES, options.duration, options.long)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import stat
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -30,6 +29,7 @@ from mcpd.config.load import load_config
 from mcpd.errors import ConfigError
 from mcpd.testing import fixture_toml, run_cli
 from mcpd.testing.daemon import DaemonProcess, running_daemon
+from mcpd.testing.remote import free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -414,13 +414,6 @@ async def test_remote_addresses_need_an_explicit_opt_in(tmp_path: Path) -> None:
     socket = Path(tmp_path) / "s.sock"
     served = run_cli("serve", "--config", str(config), "--socket", str(socket), "--http", "0.0.0.0:0")
     assert served.returncode == 2 and "http_allow_remote" in served.stderr
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 async def listed(http: httpx2.AsyncClient, url: str, session_id: str) -> int:

@@ -303,9 +303,10 @@ class Store:
             self._put_urgent(record)
 
     def save_session(self, record: SavedSession) -> None:
-        """Keep (or, with no state, forget) a host session; written with the next batch."""
+        """Keep (or, with no state, forget) a host session; written at once (they change seldom, and
+        a daemon killed in the next 250 ms must not lose the change)."""
         if self.enabled:
-            self._queue.put(record)
+            self._put_urgent(record)
 
     def _put_urgent(self, item: Any) -> None:
         """Queue ``item`` to be written now, with the calls gathered so far (a person's decision,
