@@ -183,9 +183,11 @@ async def test_params_limits_name_the_limit(daemon: DaemonProcess) -> None:
 
 def claim(socket_path: Path) -> None:
     """What ``mcpd serve`` does with its socket path before it serves (``mcpd.daemon.app.serve``)."""
-    endpoint.prepare_directory(socket_path)
-    with endpoint.hold_lock(socket_path):
-        endpoint.open_listener(socket_path).close()
+    taken = endpoint.Claim(socket_path)
+    try:
+        taken.bind().close()
+    finally:
+        taken.release()
 
 
 def serve(socket_path: Path) -> subprocess.CompletedProcess[str]:

@@ -26,7 +26,6 @@ import socket
 import stat
 import struct
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 from mcpd.errors import McpdError, PeerRejected
@@ -80,16 +79,6 @@ def prepare_directory(path: Path) -> None:
             f"the socket directory is writable by group or others (mode {stat.S_IMODE(info.st_mode):o})",
             f"run `chmod 700 {directory}`",
         )
-
-
-@contextlib.contextmanager
-def hold_lock(path: Path) -> Iterator[None]:
-    """Hold ``<path>.lock`` exclusively while the block runs, or raise ``AddressInUse``."""
-    fd = take_lock(path)
-    try:
-        yield
-    finally:
-        os.close(fd)
 
 
 def lock_path(path: Path) -> Path:
@@ -172,11 +161,20 @@ class Claim:
         self._socket = _file_at(self.path)
         return listener
 
+    def _holds_lock(self) -> bool:
+        """The lock file at the path is still the one this daemon locked."""
+        fd = self._lock_fd
+        return fd is not None and _file_at(lock_path(self.path)) == _identity(os.fstat(fd))
+
+    def _holds_socket(self) -> bool:
+        """The socket file at the path is still the one this daemon bound (or systemd's)."""
+        return self._inherited or (self._socket is not None and _file_at(self.path) == self._socket)
+
     def lost(self) -> str | None:
         """What is gone from the path (None while the lock and our socket are both in place)."""
-        if self._lock_fd is None or _file_at(lock_path(self.path)) != _identity(os.fstat(self._lock_fd)):
+        if not self._holds_lock():
             return "the lock file was removed or replaced"
-        if not self._inherited and _file_at(self.path) != self._socket:
+        if not self._holds_socket():
             return "the socket file was removed or replaced"
         return None
 
@@ -187,20 +185,17 @@ class Claim:
         ``OSError`` when it cannot be taken yet (e.g. the runtime directory is gone and cannot be
         made again); try again later then.
         """
-        lock = _file_at(lock_path(self.path))
-        if self._lock_fd is None or lock != _identity(os.fstat(self._lock_fd)):
+        if not self._holds_lock():
             prepare_directory(self.path)
             fd = take_lock(self.path)
             if self._lock_fd is not None:
                 os.close(self._lock_fd)
             self._lock_fd = fd
-        if self._inherited or _file_at(self.path) == self._socket:
-            return None
-        return self.bind()
+        return None if self._holds_socket() else self.bind()
 
     def release(self) -> None:
         """Remove our socket file (if it is still ours) and let go of the lock."""
-        if self._socket is not None and _file_at(self.path) == self._socket:
+        if not self._inherited and self._holds_socket():
             with contextlib.suppress(OSError):
                 self.path.unlink()
         if self._lock_fd is not None:

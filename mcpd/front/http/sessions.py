@@ -259,9 +259,6 @@ class HttpSessions:
         self._numbers = itertools.count(1)
         self._stopping = False
 
-    def get(self, session_id: str) -> HttpSession | None:
-        return self._by_id.get(session_id)
-
     async def find(self, session_id: str) -> HttpSession | None:
         """The session, resumed from the store if an earlier daemon held it; None if there is none."""
         session = self._by_id.get(session_id)
