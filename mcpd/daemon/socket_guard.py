@@ -33,10 +33,13 @@ async def guard_socket(
     reported: str | None = None
     while True:
         await anyio.sleep(INTERVAL)
-        lost = claim.lost()
+        # In a worker thread: a socket path on a network filesystem that hangs must not stop the loop.
+        lost = await anyio.to_thread.run_sync(claim.lost)
         if lost is None:
             continue
         try:
+            # On the loop, where children are spawned: binding sets the process umask for an
+            # instant, and a child spawned in that instant would inherit it.
             listener = claim.renew()
         except AddressInUse as exc:
             log.error("daemon.displaced", socket=str(claim.path), reason=lost, error=exc.message)
