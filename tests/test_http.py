@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -27,6 +28,9 @@ from mcp.shared.exceptions import MCPError
 
 from mcpd.config.load import load_config
 from mcpd.errors import ConfigError
+from mcpd.front.http.sessions import saved_sessions
+from mcpd.model.mcp import SavedSession
+from mcpd.store.db import Store
 from mcpd.testing import fixture_toml, run_cli
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.testing.remote import free_port
@@ -449,3 +453,20 @@ async def test_a_session_outlives_a_daemon_restart(tmp_path: Path) -> None:
                 # Every session of the second daemon is one of the first's, resumed.
                 names = [e["event"] for e in second.events if e["event"].startswith("http.session")]
                 assert names.count("http.session") == names.count("http.session_resumed") == 2
+
+
+async def test_saved_sessions_expire_and_end(tmp_path: Path) -> None:
+    """What a new daemon finds in the store: the latest save of each session still within the idle
+    limit; a session saved longer ago is dropped (and deleted), an ended one is gone."""
+    store = Store.open(tmp_path / "usage.db")
+    now = time.time()
+    state = b'{"connected": ["tools"]}'
+    store.save_session(SavedSession("stale", state, now - 120))
+    store.save_session(SavedSession("fresh", b"{}", now - 10))
+    store.save_session(SavedSession("fresh", state, now - 5))
+    store.save_session(SavedSession("ended", state, now - 5))
+    store.save_session(SavedSession("ended", None, now - 1))
+    found = await saved_sessions(store, idle=60)
+    assert list(found) == ["fresh"] and found["fresh"].state == state
+    assert list(await saved_sessions(store, idle=3600)) == ["fresh"]  # the stale row was deleted
+    store.close()
