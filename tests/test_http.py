@@ -13,7 +13,7 @@ import stat
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -470,3 +470,21 @@ async def test_saved_sessions_expire_and_end(tmp_path: Path) -> None:
     assert list(found) == ["fresh"] and found["fresh"].state == state
     assert list(await saved_sessions(store, idle=3600)) == ["fresh"]  # the stale row was deleted
     store.close()
+
+
+async def test_url_options_connect_and_expose_all(front: Front) -> None:
+    """``?connect=S`` and ``?all=1`` on the URL are ``mcpd bridge --connect S`` and ``--all``: a host
+    that never calls ``mcpd_connect_server`` gets the server's tools, or every tool."""
+    async with sdk_host(replace(front, url=front.url + "?connect=tools")) as host:
+        with anyio.fail_after(30):
+            while "tools__echo" not in await host.tool_names():
+                await host.list_changed.wait()
+                host.list_changed = anyio.Event()
+        names = await host.tool_names()
+        assert "other__echo" not in names
+        assert await host.call("tools__echo", {"text": "preconnected"}) == "preconnected"
+    async with sdk_host(replace(front, url=front.url + "?all=1")) as host:
+        with anyio.fail_after(30):
+            while not {"tools__echo", "other__echo"} <= set(await host.tool_names()):
+                await host.list_changed.wait()
+                host.list_changed = anyio.Event()

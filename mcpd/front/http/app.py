@@ -11,7 +11,8 @@ not checked when remote use is allowed); an Origin, when there is one, naming lo
     its answer as ``application/json``; or, when the request asks for progress
     (``_meta.progressToken``) and the host accepts ``text/event-stream``, an event stream of
     its progress notifications and then its answer. ``initialize`` opens a session, whose id
-    comes back in ``Mcp-Session-Id``; every other request must carry it (400 without it, 404
+    comes back in ``Mcp-Session-Id`` (``?connect=SERVER`` and ``?all=1`` on the URL are the
+    bridge's ``--connect`` and ``--all``); every other request must carry it (400 without it, 404
     once the session has ended). A host that hangs up does not cancel its request (the spec's
     rule): ``notifications/cancelled`` does.
 ``GET /mcp``
@@ -306,9 +307,9 @@ class Endpoint:
             return _error(413, mcp.INVALID_REQUEST, f"body over {self._limits.max_body} bytes")
         return _parse(body, headers)
 
-    async def _open(self) -> HttpSession | Response:
+    async def _open(self, request: Request) -> HttpSession | Response:
         try:
-            return await self._sessions.open()
+            return await self._sessions.open(state=_options(request))
         except SessionRefused as exc:
             return _error(503, mcp.INTERNAL_ERROR, exc.message)
 
@@ -318,7 +319,7 @@ class Endpoint:
         if isinstance(message, Response):
             await message(scope, receive, send)
             return
-        session = await self._open() if message.initialize else await self._session(request)
+        session = await self._open(request) if message.initialize else await self._session(request)
         if isinstance(session, Response):
             await session(scope, receive, send)
             return
@@ -394,6 +395,17 @@ class Endpoint:
             self._sessions.end(found, "deleted by the host")
             found = Response(status_code=200)
         await found(request.scope, request.receive, send)
+
+
+def _options(request: Request) -> mcp.SessionState:
+    """A new session's options from the URL, as ``mcpd bridge`` takes them from its command line:
+    ``?connect=SERVER`` (repeatable) connects a server as soon as it runs, ``?all=1`` exposes every
+    tool (for hosts that ignore ``list_changed``)."""
+    query = request.query_params
+    return mcp.SessionState(
+        preconnect=sorted(set(query.getlist("connect"))),
+        expose_all=query.get("all", "").lower() in ("1", "true", "yes"),
+    )
 
 
 def _ended(request_id: mcp.RequestId) -> mcp.ErrorObject:
