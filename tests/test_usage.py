@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
+import subprocess
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import anyio
@@ -156,14 +158,31 @@ async def test_unwritable_location_turns_usage_off(tmp_path: Path) -> None:
             assert (await client.call_tool("alpha__echo", {"text": "ok"})).content[0]["text"] == "ok"
 
 
-@pytest.mark.skipif(os.getuid() == 0, reason="root writes through file permissions")
+@contextlib.contextmanager
+def unwritable(path: Path) -> Iterator[str]:
+    """``path`` made read-only: by its mode, or for root (whom modes do not stop, and CI runs as
+    root) by the immutable attribute; a skip saying why where neither can be had. Yields what the
+    store's reason then says (SQLite's "readonly", or the kernel's refusal to open it for writing)."""
+    if os.getuid() != 0:
+        path.chmod(0o400)
+        yield "readonly"
+        return
+    made = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True, check=False)
+    if made.returncode != 0:
+        pytest.skip(f"root writes through file modes, and chattr +i failed: {made.stderr.strip()}")
+    try:
+        yield "operationnotpermitted"
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
 async def test_read_only_database_file(tmp_path: Path) -> None:
     """A read-only database file is found at start (usage off), not at the first call."""
     db = tmp_path / "usage.db"
     Store.open(db).close()
-    db.chmod(0o400)
-    store = Store.open(db)
-    assert not store.enabled and "readonly" in (store.reason or "").replace(" ", "").lower()
+    with unwritable(db) as refusal:
+        store = Store.open(db)
+        assert not store.enabled and refusal in (store.reason or "").replace(" ", "").lower()
 
 
 async def test_store_schema_version_and_reopen(tmp_path: Path) -> None:
