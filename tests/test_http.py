@@ -420,9 +420,9 @@ async def test_remote_addresses_need_an_explicit_opt_in(tmp_path: Path) -> None:
     assert served.returncode == 2 and "http_allow_remote" in served.stderr
 
 
-async def listed(http: httpx2.AsyncClient, url: str, session_id: str) -> int:
+async def listed(http: httpx2.AsyncClient, url: str, session_id: str, request_id: int = 2) -> int:
     """The status of a ``tools/list`` on ``session_id``."""
-    body = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list"}
     return (
         await http.post(url, json=body, headers={**JSON_AND_SSE, "Mcp-Session-Id": session_id})
     ).status_code
@@ -448,7 +448,16 @@ async def test_a_session_outlives_a_daemon_restart(tmp_path: Path) -> None:
                 await second.wait_for("http.listening")
                 assert await host.call("tools__echo", {"text": "after"}) == "after"
                 assert "tools__echo" in await host.tool_names()
-                assert await listed(http, url, kept) == 200
+                # Two requests at once on a kept session: one resumes it, the other waits for that.
+                statuses: list[int] = []
+
+                async def list_kept(request_id: int) -> None:
+                    statuses.append(await listed(http, url, kept, request_id))
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(list_kept, 2)
+                    tg.start_soon(list_kept, 3)
+                assert statuses == [200, 200]
                 assert await listed(http, url, deleted) == 404
                 # Every session of the second daemon is one of the first's, resumed.
                 names = [e["event"] for e in second.events if e["event"].startswith("http.session")]

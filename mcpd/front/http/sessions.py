@@ -144,6 +144,8 @@ class HttpSession:
         """Requests being served (a POST waiting for its answer)."""
         self.last_seen = time.monotonic()
         self.ended = anyio.Event()
+        self.started = anyio.Event()
+        """Set once its HostSession runs, or once it ended before that."""
         self._pending: dict[mcp.RequestId, Outbox] = {}
         self._progress: dict[mcp.RequestId, Outbox] = {}
 
@@ -154,6 +156,7 @@ class HttpSession:
 
     def attach(self, host: HostSession) -> None:
         self._host = host
+        self.started.set()
 
     def state(self) -> mcp.SessionState | None:
         """What a new daemon needs to carry the session on (None before its HostSession runs)."""
@@ -216,6 +219,7 @@ class HttpSession:
 
     def end(self) -> None:
         """End the session: its streams close, its POSTs get an error, its HostSession goes."""
+        self.started.set()  # nobody waits for a start that will not come
         for outbox in (*self._pending.values(), self.events):
             outbox.close()
         self._pending.clear()
@@ -260,11 +264,22 @@ class HttpSessions:
         self._stopping = False
 
     async def find(self, session_id: str) -> HttpSession | None:
-        """The session, resumed from the store if an earlier daemon held it; None if there is none."""
-        session = self._by_id.get(session_id)
-        if session is not None:
-            return session
-        saved = self._saved.pop(session_key(session_id), None)
+        """The session, resumed from the store if an earlier daemon held it; None if there is none.
+
+        Raises ``SessionRefused`` when it would be resumed but no session can be opened now (it
+        stays kept for a later request).
+        """
+        session = self._by_id.get(session_id) or await self._resume(session_id)
+        if session is None:
+            return None
+        if not session.started.is_set():
+            # Being resumed by a request of the same host that came just before this one.
+            await session.started.wait()
+        return None if session.ended.is_set() else session
+
+    async def _resume(self, session_id: str) -> HttpSession | None:
+        key = session_key(session_id)
+        saved = self._saved.pop(key, None)
         if saved is None or saved.state is None or time.time() - saved.saved_at > self._idle:
             return None
         try:
@@ -272,10 +287,13 @@ class HttpSessions:
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             log.warning("http.resume_unreadable", error=str(exc))  # another mcpd version's state
             return None
-        session = await self.open(session_id, state)
-        log.info(
-            "http.session_resumed", session=session.label, saved_s=round(time.time() - saved.saved_at, 1)
-        )
+        try:
+            session = await self.open(session_id, state)
+        except SessionRefused:
+            self._saved[key] = saved
+            raise
+        age = round(time.time() - saved.saved_at, 1)
+        log.info("http.session_resumed", session=session.label, saved_s=age)
         return session
 
     async def open(self, session_id: str | None = None, state: mcp.SessionState | None = None) -> HttpSession:
