@@ -12,8 +12,10 @@ if TYPE_CHECKING:
 READ_SIZE = 64 * 1024
 """Bytes asked of one read. Python allocates the whole size for each read and then shrinks it:
 at 256 KiB (asyncio's default) that is above glibc's mmap threshold (128 KiB), so every read
-also cost an mmap, an mremap and a munmap: ~13 us a read measured, against ~1 us at 64 KiB, on
-each message of the hot path (a tool call reads twice in the daemon and twice in a bridge)."""
+also cost an mmap, an mremap and a munmap: ~13 us a read measured, against ~1 us at 64 KiB.
+A bridge reads twice per tool call and paid it each time; the daemon did not (glibc raises its
+threshold after the first large free, which a long-running process soon makes), but nothing
+here needs larger reads."""
 
 
 def read_in_pieces(transport: asyncio.BaseTransport) -> None:
