@@ -6,6 +6,8 @@ npm, ``--json`` for machine output). In one run, on the same fixture servers
 
 - cold start: seconds from launch until an ``echo`` succeeded on all 10 servers;
 - start with 2 of 10 hung (``--hang-initialize``): until the 8 healthy ones answer;
+  both starts are measured ``--starts`` times (3, or 1 with ``--quick``) and the median is
+  shown, with each run in a note: one start moves by about a second between runs on 5;
 - ``echo`` p50/p99 with one session; calls/s with 8 sessions (session i calls server i);
 - gateway CPU per call over that load (utime+stime from /proc of the gateway's own
   processes: the daemon plus its bridges for ``mcpd bridge``, node for mcp-hub);
@@ -25,6 +27,7 @@ import argparse
 import collections
 import dataclasses
 import json
+import math
 import os
 import shutil
 import signal
@@ -77,11 +80,13 @@ class Settings:
     """Longest wait for a start; past it the gateway counts as never usable."""
     outage: float
     """Longest wait for a killed server to be usable again."""
+    starts: int
+    """Launches per start case (cold, 2 of 10 hung); the median is reported."""
 
 
-QUICK = Settings(calls=200, seconds=3.0, deadline=30.0, outage=15.0)
+QUICK = Settings(calls=200, seconds=3.0, deadline=30.0, outage=15.0, starts=1)
 # 90 s: long enough for mcp-hub to give up on a hung server (its SDK times initialize out at 60 s).
-FULL = Settings(calls=1000, seconds=10.0, deadline=90.0, outage=30.0)
+FULL = Settings(calls=1000, seconds=10.0, deadline=90.0, outage=30.0, starts=3)
 
 
 @dataclass(frozen=True)
@@ -116,13 +121,31 @@ class Outage:
     errors: dict[str, int]
 
 
+def _median(runs: list[float | None]) -> float | None:
+    """The median start; None (never usable) when half of the runs or more never were."""
+    if not runs:
+        return None
+    ordered = sorted(runs, key=lambda run: math.inf if run is None else run)
+    return ordered[(len(ordered) - 1) // 2]
+
+
 @dataclass
 class Column:
     """Every figure of one gateway; None where it does not apply or was not reached."""
 
     label: str
-    cold_s: float | None = None
-    hung_s: float | None = None
+    cold_runs: list[float | None] = field(default_factory=list)
+    """Seconds of each cold start (None: not usable within the deadline)."""
+    hung_runs: list[float | None] = field(default_factory=list)
+
+    @property
+    def cold_s(self) -> float | None:
+        return _median(self.cold_runs)
+
+    @property
+    def hung_s(self) -> float | None:
+        return _median(self.hung_runs)
+
     session_open_ms: float | None = None
     """Median time to connect one more client (for mcpd bridge: spawn a bridge, initialize)."""
     latency: Latency | None = None
@@ -328,8 +351,10 @@ async def measure_running(column: Column, launcher: Launcher, settings: Settings
     """Cold start, then load, latency and a kill -9 on the same gateway instance."""
     started = time.perf_counter()
     async with launcher(HEALTHY, workdir) as gateway:
-        column.cold_s = await wait_usable(gateway, [s.name for s in HEALTHY], started, settings.deadline)
-        if column.cold_s is None:
+        column.cold_runs.append(
+            await wait_usable(gateway, [s.name for s in HEALTHY], started, settings.deadline)
+        )
+        if column.cold_runs[-1] is None:
             column.notes.append(f"not usable within {settings.deadline:g}s")
             return
         sessions, column.session_open_ms = await open_sessions(gateway)
@@ -342,10 +367,13 @@ async def measure_running(column: Column, launcher: Launcher, settings: Settings
             column.outage = await measure_outage(sessions, settings.outage)
 
 
-async def measure_hung(launcher: Launcher, settings: Settings, workdir: Path) -> float | None:
+async def measure_start(
+    launcher: Launcher, specs: list[ServerSpec], settings: Settings, workdir: Path
+) -> float | None:
+    """Seconds from launch until the healthy servers of ``specs`` answer through a new gateway."""
     started = time.perf_counter()
-    async with launcher(WITH_HUNG, workdir) as gateway:
-        healthy = [s.name for s in WITH_HUNG if not s.flags]
+    async with launcher(specs, workdir) as gateway:
+        healthy = [s.name for s in specs if not s.flags]
         return await wait_usable(gateway, healthy, started, settings.deadline)
 
 
@@ -354,7 +382,10 @@ async def measure(label: str, launcher: Launcher, settings: Settings, workroot: 
     column = Column(label)
     try:
         await measure_running(column, launcher, settings, workdir)
-        column.hung_s = await measure_hung(launcher, settings, workdir)
+        for _ in range(settings.starts - 1):
+            column.cold_runs.append(await measure_start(launcher, HEALTHY, settings, workdir))
+        for _ in range(settings.starts):
+            column.hung_runs.append(await measure_start(launcher, WITH_HUNG, settings, workdir))
     except Exception as exc:  # one gateway's failure must not cost the other columns
         column.notes.append(f"stopped by {type(exc).__name__}: {exc}")
     if column.hung_s is None and column.cold_s is not None:
@@ -464,7 +495,17 @@ def table(columns: list[Column]) -> list[str]:
     lines.append("kill -9, what the failed calls got:")
     lines += [f"  {c.label}: {o[2]}" for c, o in zip(columns, outages, strict=True) if c.outage]
     lines += [f"note, {c.label}: {note}" for c in columns for note in c.notes]
+    lines += [
+        f"starts, {c.label}: {runs(c)}" for c in columns if len(c.cold_runs) > 1 or len(c.hung_runs) > 1
+    ]
     return lines
+
+
+def runs(column: Column) -> str:
+    def listed(values: list[float | None]) -> str:
+        return ", ".join("never" if value is None else f"{value:.2f}" for value in values)
+
+    return f"cold {listed(column.cold_runs)} s; 2 of 10 hung {listed(column.hung_runs)} s"
 
 
 @dataclass(frozen=True)
@@ -598,10 +639,13 @@ def main() -> int:
     parser.add_argument("--skip-hub", action="store_true", help="leave mcp-hub out (no npm)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--deadline", type=float, help="seconds a start may take (default 30 quick, 90)")
+    parser.add_argument("--starts", type=int, help="launches per start case (default 1 quick, 3)")
     options = parser.parse_args()
     settings = QUICK if options.quick else FULL
     if options.deadline:
         settings = dataclasses.replace(settings, deadline=options.deadline)
+    if options.starts:
+        settings = dataclasses.replace(settings, starts=options.starts)
     configure_logging("warning")
     load_before = os.getloadavg()
     workroot = Path(tempfile.mkdtemp(prefix="mcpd-peers-", dir="/tmp"))
@@ -617,7 +661,7 @@ def main() -> int:
         document = {
             "settings": dataclasses.asdict(settings),
             "load_average": [load_before[0], os.getloadavg()[0]],
-            "columns": [dataclasses.asdict(c) for c in columns],
+            "columns": [{**dataclasses.asdict(c), "cold_s": c.cold_s, "hung_s": c.hung_s} for c in columns],
             "targets": [{**dataclasses.asdict(t), "met": t.met} for t in found],
             "notes": notes,
         }
