@@ -16,8 +16,9 @@ pytestmark = pytest.mark.anyio
 
 async def test_query_during_a_large_reindex_does_not_wait_for_it() -> None:
     """A server listing 600 tools: the query that finds it un-indexed returns at once with the small
-    server's tools (indexed on the loop) and without the big one's (left to the background index);
-    once the background index is swapped in, the same query ranks the big server's tools too."""
+    server's tools (reviewed and indexed on the loop) and without the big one's (its trust review and
+    its indexing left to the background); once the background index is swapped in, the same query
+    ranks the big server's tools too."""
     config = Config(
         source="<test>",
         servers=(
@@ -34,7 +35,8 @@ async def test_query_during_a_large_reindex_does_not_wait_for_it() -> None:
         # have indexed the big server before that query, whatever the timing.
         first = await catalog.search("tool echo")
         assert catalog.indexing  # the big change waits for the background index ...
-        assert {t.server for t in first} == {"small"}  # ... and the query did not wait for it
+        assert {t.server for t in first} == {"small"}  # ... and the query did not wait for it,
+        assert catalog.current_review(supervisor.actor("big")) is None  # nor for the trust review
         async with anyio.create_task_group() as tg:
             tg.start_soon(catalog.run)
             with anyio.fail_after(60):

@@ -11,7 +11,10 @@ indexed on the loop before the query (a few ms); larger ones (a server listing 1
 then swapped in (logged as ``index.updated``). Every server event starts that background
 update, so the index is usually current before a query asks. Meanwhile queries are
 answered from the index as it was: a freshly changed server's tools join the ranking once
-indexed (``wait_indexed``).
+indexed (``wait_indexed``). The same holds for the trust gate's review of new tools (~100 us a
+tool, in a worker thread): a query has at most ``_INLINE_TOOLS`` of them reviewed before it
+answers, and leaves servers with more to the background, whose tools join the ranking once
+reviewed and indexed (200 new servers of 100 tools had held the first query for 2.6 s).
 """
 
 from __future__ import annotations
@@ -130,17 +133,26 @@ class Catalog:
 
     async def review(self, actor: ServerActor) -> Review:
         """The trust gate's verdict on what the server says now; new texts are inspected off the loop."""
+        review = self.current_review(actor)
+        if review is not None:
+            return review
+        async with self._inspecting.setdefault(actor.name, anyio.Lock()):
+            tools, info, surface = actor.tools, actor.server_info, actor.surface
+            inspection = self._inspections.get(actor.name)
+            if inspection is None or not inspection.current(tools, info, surface):
+                # Scanning and hashing a 2,500-tool server takes ~170 ms: not on the loop.
+                inspection = await anyio.to_thread.run_sync(inspect, actor.config, tools, info, surface)
+                self._inspections[actor.name] = inspection
+        return self.gate.review(actor.config, inspection)
+
+    def current_review(self, actor: ServerActor) -> Review | None:
+        """The verdict on what the server says now, if its texts are inspected already (no waiting)."""
         tools, info, surface = actor.tools, actor.server_info, actor.surface
         if not tools and info is None:
             return Review()  # never seen live: nothing said yet, nothing to pin
         inspection = self._inspections.get(actor.name)
         if inspection is None or not inspection.current(tools, info, surface):
-            async with self._inspecting.setdefault(actor.name, anyio.Lock()):
-                inspection = self._inspections.get(actor.name)
-                if inspection is None or not inspection.current(tools, info, surface):
-                    # Scanning and hashing a 2,500-tool server takes ~170 ms: not on the loop.
-                    inspection = await anyio.to_thread.run_sync(inspect, actor.config, tools, info, surface)
-                    self._inspections[actor.name] = inspection
+            return None
         return self.gate.review(actor.config, inspection)
 
     def reviewed(self, actor: ServerActor) -> Review | None:
@@ -155,16 +167,13 @@ class Catalog:
             await self.review(actor)
         return self.gate.denied(actor.name, tool)
 
-    async def _allowed_tools(self, actor: ServerActor) -> list[ToolInfo]:
-        review = await self.review(actor)
-        if review.blocked:
-            return []
-        hidden = actor.config.disabled_tools
-        return [tool for tool in actor.tools if tool.name not in review.held and tool.name not in hidden]
-
     async def _server_entries(self, actor: ServerActor) -> dict[str, ToolEntry]:
         """The server's allowed tools by name (in tool order), rebuilt when its tools or verdict change."""
-        allowed = await self._allowed_tools(actor)  # reviews first, so the revision below is current
+        return self._entries_for(actor, await self.review(actor))
+
+    def _entries_for(self, actor: ServerActor, review: Review) -> dict[str, ToolEntry]:
+        """``_server_entries`` given the current ``review`` (so the revision below is current too)."""
+        allowed = _allowed(actor, review)
         revision = self.gate.revision(actor.name)
         cached = self._entries.get(actor.name)
         if cached is not None and cached[0] is actor.tools and cached[1] == revision:
@@ -239,7 +248,10 @@ class Catalog:
                 continue  # removed since the index was built
             if actor.state not in LIVE_STATES:
                 continue  # down since: the background index has yet to drop it
-            entry = (await self._server_entries(actor)).get(hit.tool)
+            review = self.current_review(actor)
+            if review is None:
+                continue  # its tools changed since: back once reviewed and indexed anew
+            entry = self._entries_for(actor, review).get(hit.tool)
             if entry is not None:
                 parts = {k: round(v, 4) for k, v in hit.parts.items()} if explain and hit.parts else None
                 found.append(msgspec.structs.replace(entry, score=round(hit.score, 4), score_parts=parts))
@@ -255,22 +267,33 @@ class Catalog:
         while self.indexing:
             await self._indexed_event.wait()
 
-    async def _changes(self, version: _Version) -> dict[str, _Change | None]:
-        """Servers whose tools ``version`` lacks (None: a server gone)."""
+    async def _changes(self, version: _Version, *, wait: bool = True) -> dict[str, _Change | None]:
+        """Servers whose tools ``version`` lacks (None: a server gone). Without ``wait``, new tools are
+        reviewed only up to ``_INLINE_TOOLS`` of them; servers with more still under review are left
+        out (``_reindex`` is set for them)."""
         live = {actor.name: actor for actor in self._supervisor.actors() if actor.state in LIVE_STATES}
         changes: dict[str, _Change | None] = {name: None for name in version.indexed if name not in live}
+        budget = _INLINE_TOOLS
         for name, actor in live.items():
-            allowed = await self._allowed_tools(actor)  # reviews first, so the revision below is current
+            # The review comes first, so the revision below is current.
+            review = self.current_review(actor)
+            if review is None:
+                if not wait and len(actor.tools) > budget:
+                    self._reindex.set()
+                    continue
+                budget -= len(actor.tools)
+                review = await self.review(actor)
             key = (actor.tools, self.gate.revision(name))
             indexed = version.indexed.get(name)
             # A server is re-indexed when its tool list or the trust gate's verdict on it changed.
             if indexed is None or indexed[0] is not key[0] or indexed[1] != key[1]:
-                changes[name] = _Change(allowed, self.describe(actor), key)
+                changes[name] = _Change(_allowed(actor, review), self.describe(actor), key)
         return changes
 
     async def _sync_small_changes(self) -> None:
-        """Index small changes into the front index now; leave larger ones to the background."""
-        changes = await self._changes(self._front)
+        """Index small changes into the front index now; leave larger ones, and servers still under
+        review, to the background."""
+        changes = await self._changes(self._front, wait=False)
         # A removal costs about what the server's indexed tools did.
         sizes = {
             name: len(change.tools) if change else len(self._front.indexed[name][0])
@@ -322,6 +345,14 @@ class Catalog:
         raise UnknownTool(
             f"no server offers a tool named {name!r} (qualified names look like server__tool)", {"tool": name}
         )
+
+
+def _allowed(actor: ServerActor, review: Review) -> list[ToolInfo]:
+    """The server's tools that neither the trust gate nor the config keeps out."""
+    if review.blocked:
+        return []
+    hidden = actor.config.disabled_tools
+    return [tool for tool in actor.tools if tool.name not in review.held and tool.name not in hidden]
 
 
 def _tool_text(server: str, tool: ToolInfo, server_description: str) -> ToolText:
