@@ -100,6 +100,14 @@ class Host:
     async def tool_names(self) -> list[str]:
         return [t.name for t in (await self.session.list_tools()).tools]
 
+    async def listing(self, wanted: set[str]) -> list[str]:
+        """The tool names once they include ``wanted``, listing again at each ``list_changed``."""
+        with anyio.fail_after(30):
+            while not wanted <= set(names := await self.tool_names()):
+                await self.list_changed.wait()
+                self.list_changed = anyio.Event()
+        return names
+
 
 @asynccontextmanager
 async def sdk_host(front: Front, **callbacks: Any) -> AsyncIterator[Host]:
@@ -485,15 +493,7 @@ async def test_url_options_connect_and_expose_all(front: Front) -> None:
     """``?connect=S`` and ``?all=1`` on the URL are ``mcpd bridge --connect S`` and ``--all``: a host
     that never calls ``mcpd_connect_server`` gets the server's tools, or every tool."""
     async with sdk_host(replace(front, url=front.url + "?connect=tools")) as host:
-        with anyio.fail_after(30):
-            while "tools__echo" not in await host.tool_names():
-                await host.list_changed.wait()
-                host.list_changed = anyio.Event()
-        names = await host.tool_names()
-        assert "other__echo" not in names
+        assert "other__echo" not in await host.listing({"tools__echo"})
         assert await host.call("tools__echo", {"text": "preconnected"}) == "preconnected"
     async with sdk_host(replace(front, url=front.url + "?all=1")) as host:
-        with anyio.fail_after(30):
-            while not {"tools__echo", "other__echo"} <= set(await host.tool_names()):
-                await host.list_changed.wait()
-                host.list_changed = anyio.Event()
+        await host.listing({"tools__echo", "other__echo"})

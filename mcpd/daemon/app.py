@@ -267,7 +267,7 @@ async def _serve_with(
             supervisor.add_listener(lambda event: notifier.status(summary(supervisor)))
         async with anyio.create_task_group() as tg:
 
-            def stop_displaced(_why: str) -> None:
+            def stop_displaced() -> None:
                 nonlocal displaced
                 displaced = True
                 notifier.stopping()

@@ -26,10 +26,10 @@ INTERVAL = 2.0
 
 
 async def guard_socket(
-    claim: Claim, listen: Callable[[socket.socket], None], displaced: Callable[[str], None]
+    claim: Claim, listen: Callable[[socket.socket], None], displaced: Callable[[], None]
 ) -> None:
     """Renew ``claim`` whenever part of it is lost, handing a new listener to ``listen``;
-    ``displaced(why)`` once another daemon holds the path."""
+    ``displaced()`` (after logging why) once another daemon holds the path."""
     reported: str | None = None
     while True:
         await anyio.sleep(INTERVAL)
@@ -43,7 +43,7 @@ async def guard_socket(
             listener = claim.renew()
         except AddressInUse as exc:
             log.error("daemon.displaced", socket=str(claim.path), reason=lost, error=exc.message)
-            displaced(exc.message)
+            displaced()
             return
         except (McpdError, OSError) as exc:
             # The directory cannot be made again yet (e.g. the runtime directory of a logged-out

@@ -19,10 +19,11 @@ not checked when remote use is allowed); an Origin, when there is one, naming lo
     The session's event stream: what the daemon sends unasked (``list_changed``, log
     messages, a server's requests to the host during a call, whose answers come back as
     POSTs). One per session (409 for a second); no resumption (events carry no ids).
-A session outlives a daemon restart: a request naming a session this daemon does not hold
-resumes it from the usage store (``mcpd.front.http.sessions``).
 ``DELETE /mcp``
     Ends the session and cancels its calls.
+
+A session outlives a daemon restart: a request naming a session this daemon does not hold
+resumes it from the usage store (``mcpd.front.http.sessions``).
 
 An ``MCP-Protocol-Version`` header naming a revision mcpd does not speak gets 400.
 """
