@@ -23,7 +23,6 @@ import os
 import selectors
 import sys
 import time
-from pathlib import Path
 
 import msgspec
 
@@ -105,9 +104,9 @@ class Relay:
 
     def __init__(
         self,
-        socket_path: Path | None,
+        socket_path: str | None,
         *,
-        config: Path | None,
+        config: str | None,
         state: mcp.SessionState,
         autostart: bool,
         stdin: int = 0,
@@ -303,7 +302,7 @@ class Relay:
 
 
 def run_bridge(
-    socket_path: Path | None, *, config: Path | None, preconnect: list[str], expose_all: bool, autostart: bool
+    socket_path: str | None, *, config: str | None, preconnect: list[str], expose_all: bool, autostart: bool
 ) -> int:
     """Serve a host on stdin/stdout until it closes stdin."""
     state = mcp.SessionState(preconnect=sorted(set(preconnect)), expose_all=expose_all)

@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcpd.config.paths import default_runtime_dir
+from mcpd.config.paths import SOCKET_NAME, default_runtime_dir
 
 UNIT = "mcpd.service"
 SOCKET_UNIT = "mcpd.socket"
@@ -63,7 +63,7 @@ def current_paths(config: Path | None = None, socket: Path | None = None) -> Pat
     return Paths(
         executable=executable,
         config=str(config) if config else None,
-        socket=str(socket or default_runtime_dir() / "mcpd.sock"),
+        socket=str(socket or default_runtime_dir() / SOCKET_NAME),
         log_dir=str(Path.home() / "Library" / "Logs" / "mcpd"),
     )
 

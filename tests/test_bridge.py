@@ -440,6 +440,39 @@ def test_the_bridge_imports_only_what_a_relay_needs() -> None:
     assert loaded.stdout.split() == []
 
 
+async def test_a_running_bridge_finds_its_daemon_without_path_libraries(tmp_path: Path) -> None:
+    """A bridge with no --socket and no $MCPD_SOCKET finds the daemon in $XDG_RUNTIME_DIR, serves
+    calls, and never loads platformdirs, pathlib or shutil (with tempfile, bz2 and lzma: 2 MB of
+    every host's bridge). ``-X importtime`` lists every module the live process imported."""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("solo"))
+    runtime = Path(tempfile.mkdtemp(prefix="xdg-", dir="/tmp"))
+    errlog_path = tmp_path / "bridge.err"
+    try:
+        async with running_daemon(config, socket=runtime / "mcpd" / "mcpd.sock"):
+            params = StdioServerParameters(
+                command=sys.executable,
+                args=["-X", "importtime", "-m", "mcpd", "bridge", "--no-autostart", "--connect", "solo"],
+                env={"XDG_RUNTIME_DIR": str(runtime)},
+            )
+            with errlog_path.open("w") as errlog:
+                async with (
+                    stdio_client(params, errlog=errlog) as (read, write),
+                    ClientSession(read, write) as session,
+                ):
+                    with anyio.fail_after(120):
+                        await session.initialize()
+                        while "solo__echo" not in [t.name for t in (await session.list_tools()).tools]:
+                            await anyio.sleep(0.05)
+                        result = await session.call_tool("solo__echo", {"text": "found"})
+                    assert text(result) == "found"
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+    imported = {line.split("|")[-1].strip() for line in errlog_path.read_text().splitlines() if "|" in line}
+    assert "mcpd.bridge" in imported
+    assert not {"platformdirs", "pathlib", "shutil", "tempfile"} & imported
+
+
 async def test_a_host_that_stops_reading_ends_the_bridge_quietly(daemon: DaemonProcess) -> None:
     """The host closed its end of the bridge's stdout: the bridge's next answer finds a broken pipe,
     and it ends as a process killed by SIGPIPE would (141), with no traceback."""

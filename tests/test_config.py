@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from mcpd.config.importer import plan_import, write_import
 from mcpd.config.load import EMBEDDED_SOURCE, load_config
+from mcpd.config.paths import default_socket_path, likely_socket_path
 from mcpd.errors import ConfigError
 
 TOML = """
@@ -357,3 +359,28 @@ def test_import_never_writes_into_a_json_config(tmp_path: Path) -> None:
     source = write(tmp_path, "mcp.json", json.dumps({"mcpServers": {"s": {"command": "x"}}}))
     with pytest.raises(ConfigError, match="TOML"):
         plan_import(source, tmp_path / "other.json")
+
+
+def test_the_likely_socket_path_is_the_default_one_or_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a bridge connects to before it would load platformdirs: $MCPD_SOCKET, else the socket
+    in $XDG_RUNTIME_DIR where platformdirs puts it; nothing for a relative, missing or
+    another user's directory (after `su` the variable names the other user's)."""
+    monkeypatch.delenv("MCPD_SOCKET", raising=False)
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    assert likely_socket_path() == str(runtime / "mcpd" / "mcpd.sock") == str(default_socket_path())
+    for unusable in ("run", str(tmp_path / "missing")):
+        monkeypatch.setenv("XDG_RUNTIME_DIR", unusable)
+        assert likely_socket_path() is None
+    if os.geteuid() == 0:
+        os.chown(runtime, 65534, 65534)
+        others = runtime
+    else:
+        others = Path("/")  # root's
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(others))
+    assert likely_socket_path() is None
+    monkeypatch.setenv("MCPD_SOCKET", "/elsewhere/d.sock")
+    assert likely_socket_path() == "/elsewhere/d.sock" == str(default_socket_path())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import os
 from typing import TYPE_CHECKING
 
 from mcpd.cli import output
@@ -15,10 +15,8 @@ HELP = "serve MCP on stdio for a host, through the daemon"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--socket", type=Path, help="daemon socket (default: $MCPD_SOCKET or the runtime dir)"
-    )
-    parser.add_argument("--config", type=Path, help="config for a daemon this bridge has to start")
+    parser.add_argument("--socket", help="daemon socket (default: $MCPD_SOCKET or the runtime dir)")
+    parser.add_argument("--config", help="config for a daemon this bridge has to start")
     parser.add_argument(
         "--connect", action="append", default=[], metavar="SERVER", help="pre-connect a server"
     )
@@ -46,9 +44,19 @@ def run(args: argparse.Namespace) -> int:
     )
 
 
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    # argparse's own sizes itself with shutil, which brings bz2 and lzma (0.7 MB), and it makes
+    # a formatter for every option added: the bridge would carry them for the host's lifetime.
+    try:
+        columns = os.get_terminal_size(1).columns
+    except OSError:
+        columns = 80
+    return argparse.HelpFormatter(prog, width=columns - 2)  # argparse's own margin
+
+
 def main(argv: list[str]) -> int:
     """``mcpd bridge ARGV``: usage errors exit 2 (argparse), the others as every command's do."""
-    parser = argparse.ArgumentParser(prog="mcpd bridge", description=HELP)
+    parser = argparse.ArgumentParser(prog="mcpd bridge", description=HELP, formatter_class=_formatter)
     add_arguments(parser)
     args = parser.parse_args(argv)
     return output.reported(lambda: run(args), as_json=False)

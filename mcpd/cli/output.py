@@ -9,7 +9,6 @@ scripts see what they would see from git or cat.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -191,6 +190,9 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Cell]], style: Style |
 
 
 def _terminal_width() -> int:
+    # Imported here: shutil brings bz2, lzma and zlib (0.7 MB), and a bridge loads this module.
+    import shutil
+
     return shutil.get_terminal_size((100, 24)).columns
 
 

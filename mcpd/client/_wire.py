@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
 
-from mcpd.config.paths import default_socket_path
 from mcpd.errors import DaemonNotRunning, InvalidParams, TransportError, error_from_wire
 from mcpd.ipc.codec import DECODE_FAILURES
 from mcpd.ipc.framing import frame
@@ -61,6 +59,9 @@ from mcpd.model.resources import (
 from mcpd.model.servers import Event, ServerDetail, ServerStatus
 from mcpd.model.tools import ToolResult
 from mcpd.model.usage import ReportResult
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 T = TypeVar("T")
 
@@ -399,10 +400,16 @@ def result_of(response: Response, call: Call[T]) -> T:
 
 
 def resolve_socket(path: str | Path | None) -> Path:
+    # Imported here: a bridge connected through ``likely_socket_path`` never needs pathlib or
+    # platformdirs (see ``mcpd.config.paths``).
+    from pathlib import Path  # noqa: PLC0415
+
+    from mcpd.config.paths import default_socket_path  # noqa: PLC0415
+
     return Path(path) if path is not None else default_socket_path()
 
 
-def not_running(path: Path, exc: OSError) -> DaemonNotRunning:
+def not_running(path: str | Path, exc: OSError) -> DaemonNotRunning:
     reason = "no such socket" if isinstance(exc, FileNotFoundError) else (exc.strerror or str(exc))
     return DaemonNotRunning(
         f"no mcpd daemon is listening on {path} ({reason}); start one with `mcpd serve`",

@@ -13,17 +13,20 @@ import fcntl
 import os
 import sys
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mcpd.client import _wire
 from mcpd.client.channel import open_channel
 from mcpd.errors import DaemonNotRunning
 from mcpd.ipc.endpoint import prepare_directory
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 POLL = 0.05
 
 
-def _reachable(path: Path) -> bool:
+def _reachable(path: str | Path | None) -> bool:
     try:
         open_channel(path, mode=None, name="mcpd-autostart", timeout=5).close()
     except DaemonNotRunning:
@@ -32,7 +35,7 @@ def _reachable(path: Path) -> bool:
 
 
 def ensure_daemon(
-    socket_path: str | Path | None = None, *, config: Path | None = None, timeout: float = 60.0
+    socket_path: str | Path | None = None, *, config: str | Path | None = None, timeout: float = 60.0
 ) -> bool:
     """Make sure a daemon listens on the socket; returns True if this call started it.
 
@@ -40,9 +43,9 @@ def ensure_daemon(
     ``mcpd.log`` beside the socket. Raises ``DaemonNotRunning`` if it does not come up
     within ``timeout`` seconds, naming that log.
     """
-    path = _wire.resolve_socket(socket_path)
-    if _reachable(path):
+    if _reachable(socket_path):
         return False
+    path = _wire.resolve_socket(socket_path)
     prepare_directory(path)
     log_path = path.with_name("mcpd.log")
     start_lock = path.with_name(path.name + ".start")

@@ -26,9 +26,13 @@ import socket
 import stat
 import struct
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mcpd.errors import McpdError, PeerRejected
+
+if TYPE_CHECKING:
+    # Annotations only: a bridge, which checks its daemon's uid with this module, never loads pathlib.
+    from pathlib import Path
 
 # sockaddr_un.sun_path is 108 bytes on Linux and 104 on macOS, including the NUL.
 MAX_PATH_BYTES = 103 if sys.platform == "darwin" else 107
