@@ -79,6 +79,9 @@ ExecStart={" ".join(paths.serve_args())}
 ExecReload=/bin/kill -HUP $MAINPID
 Restart=on-failure
 RestartSec=2
+# A config that does not load (2) or a socket another daemon serves (3) does not heal in 2 s:
+# the unit fails at once, with the reason in the journal, instead of after five tries.
+RestartPreventExitStatus=2 3
 # A stop is bounded by the servers' grace periods; leave room, then systemd kills what is left.
 TimeoutStopSec=30
 WatchdogSec=60

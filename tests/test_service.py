@@ -183,9 +183,16 @@ def test_plist_is_valid_and_complete() -> None:
 
 
 def test_unit_contents_and_systemd_analyze(tmp_path: Path) -> None:
-    """The units say what the daemon does (notify, reload, restart on failure) and pass systemd-analyze."""
+    """The units say what the daemon does (notify, reload, restart on a failure that a restart can
+    heal) and pass systemd-analyze."""
     unit = service.systemd_service(service.GENERIC["systemd"])
-    for line in ("Type=notify", "Restart=on-failure", "ExecReload=/bin/kill -HUP $MAINPID", "WatchdogSec="):
+    for line in (
+        "Type=notify",
+        "Restart=on-failure",
+        "RestartPreventExitStatus=2 3",
+        "ExecReload=/bin/kill -HUP $MAINPID",
+        "WatchdogSec=",
+    ):
         assert line in unit
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
