@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -384,3 +385,19 @@ def test_the_likely_socket_path_is_the_default_one_or_none(
     assert likely_socket_path() is None
     monkeypatch.setenv("MCPD_SOCKET", "/elsewhere/d.sock")
     assert likely_socket_path() == "/elsewhere/d.sock" == str(default_socket_path())
+
+
+def test_the_likely_socket_path_on_macos_is_platformdirs_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without $XDG_RUNTIME_DIR, macOS keeps runtime files in ~/Library/Caches/TemporaryItems: the
+    guess names the path platformdirs' macOS rules give (they run anywhere)."""
+    from platformdirs.macos import MacOS  # noqa: PLC0415 - only this test needs it
+
+    for name in ("MCPD_SOCKET", "XDG_RUNTIME_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr(sys, "platform", "darwin")
+    (tmp_path / "Library" / "Caches" / "TemporaryItems").mkdir(parents=True)
+    assert likely_socket_path() == os.path.join(MacOS("mcpd").user_runtime_dir, "mcpd.sock")
+    assert likely_socket_path() == str(tmp_path / "Library/Caches/TemporaryItems/mcpd/mcpd.sock")

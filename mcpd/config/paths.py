@@ -9,6 +9,7 @@ megabytes per bridge).
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from typing import TYPE_CHECKING
 
@@ -46,16 +47,19 @@ def default_socket_path() -> Path:
 def likely_socket_path() -> str | None:
     """``default_socket_path()`` as it usually is, found without platformdirs; else None.
 
-    That is ``$MCPD_SOCKET``, else ``mcpd/mcpd.sock`` in ``$XDG_RUNTIME_DIR`` when this user
-    owns that directory (after ``su`` the variable still names the other user's). platformdirs
-    may refuse a directory this user owns (a loose mode, a parent others can write), so the
-    guess is only for a client that connects: the channel accepts a daemon of this uid alone,
-    and on any failure the client resolves the path in full.
+    That is ``$MCPD_SOCKET``, else ``mcpd/mcpd.sock`` in the runtime directory when this user
+    owns it: ``$XDG_RUNTIME_DIR`` (after ``su`` it still names the other user's), on macOS
+    without it ``~/Library/Caches/TemporaryItems``. platformdirs may refuse a directory this
+    user owns (a loose mode, a parent others can write), so the guess is only for a client
+    that connects: the channel accepts a daemon of this uid alone, and on any failure the
+    client resolves the path in full.
     """
     override = os.environ.get("MCPD_SOCKET")
     if override:
         return override
     runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if not runtime and sys.platform == "darwin":
+        runtime = os.path.expanduser("~/Library/Caches/TemporaryItems")
     if not os.path.isabs(runtime):
         return None
     try:
