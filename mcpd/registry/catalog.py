@@ -173,11 +173,11 @@ class Catalog:
 
     def _entries_for(self, actor: ServerActor, review: Review) -> dict[str, ToolEntry]:
         """``_server_entries`` given the current ``review`` (so the revision below is current too)."""
-        allowed = _allowed(actor, review)
         revision = self.gate.revision(actor.name)
         cached = self._entries.get(actor.name)
         if cached is not None and cached[0] is actor.tools and cached[1] == revision:
             return cached[2]
+        allowed = _allowed(actor, review)
         entries = {
             tool.name: ToolEntry(
                 name=qualify(actor.name, tool.name),
