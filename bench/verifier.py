@@ -10,9 +10,12 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   each written later, in another voice, and first run on rules that had never seen it:
   probe 1 then found 23/40 poisoned at high (57.5%) and no benign one, probe 2 27/40 (67.5%)
   and none, probe 3 22/40 (55%) and 1/30, probe 4 27/40 (67.5%) and 1/30, probe 5 17/30
-  (56.7%) and none, probe 6 38/60 (63.3%; 47/60 at any severity) and 1/40: that is what the
-  rules catch of attacks phrased in words they have not seen. They were widened after each
-  probe, so today's figures on the probes are not blind;
+  (56.7%) and none, probe 6 38/60 (63.3%; 47/60 at any severity) and 1/40, probe 7 21/40
+  (52.5%) and 2/30: that is what the rules catch of attacks phrased in words they have not
+  seen. They were widened after each probe, so today's figures on the probes are not blind.
+  After probe 7 came the signs that count together (``mcpd.trust.signs``, TP012); probe 8,
+  written by a red-teamer avoiding the words filters look for, then got 16/40 (40%; 15 without
+  the signs) and 1/30;
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would.
@@ -36,7 +39,7 @@ from mcpd.trust.verify import scan_text, scan_tool
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 CORPUS = DATA / "poisoning_corpus.jsonl"
-PROBES = tuple(DATA / f"poisoning_probe{n}.jsonl" for n in range(1, 7))
+PROBES = tuple(DATA / f"poisoning_probe{n}.jsonl" for n in range(1, 9))
 TOOLRET = ROOT.parent / "shared" / "toolret"
 
 

@@ -263,6 +263,23 @@ def untypo(folded: str) -> str | None:
     return fixed if fixed != folded else None
 
 
+# Letters set apart so no word is whole: "s t u u r   a l l e" or "s.e.n.d t.h.e"; a single
+# separator joins letters, a longer one (or a space after dots) parts words.
+_SPACED_RUN = re.compile(r"(?<!\w)[^\W\d_](?:[ .\-·]{1,4}[^\W\d_](?!\w)){7,}")
+_WORD_GAP = re.compile(r"[ .\-·]{2,}")
+_LETTER_GAP = re.compile(r"(?<=\w)[ .\-·](?=\w)")
+
+
+def spaced_text(visible: str) -> Layer | None:
+    """The runs of eight or more letters written apart, written together (one message: a run
+    ends at any other character, "d u m p @ c a p s")."""
+    runs = [match.group() for match in _SPACED_RUN.finditer(visible)]
+    if not runs:
+        return None
+    words = [_LETTER_GAP.sub("", word) for run in runs for word in _WORD_GAP.split(run)]
+    return Layer("spaced letters", " ".join(words), runs[0])
+
+
 def tag_text(raw: str) -> Layer | None:
     """Text spelled in Unicode tag characters (invisible ASCII look-alikes), if any."""
     match = _TAG_RUN.search(raw)

@@ -821,7 +821,7 @@ _TRANSFER_OTHER = (
     "envía|envia|reenvía|reenvia|manda|sube|publica|comparte|incluye|copia|envoie|envoyez|transfère|publie|inclus|incluez|partage"
     "|adjunta|añade|agrega|pon|mete|joins|ajoute|mets|füge|anexe|adicione|coloque|allega|aggiungi|metti|приложи|добавь|вставь"
     "|sende|leite|lade|schicke|schick|übermittle|kopiere|envie|encaminhe|mande|inclua|compartilhe|invia|inoltra|includi|condividi|carica"
-    "|отправь|отправьте|перешли|перешлите|загрузи|пошли|передай|melde|melden|copie|stuur|verstuur|gönder|yükle|wyślij|wyslij|prześlij|przeslij|przekaż|przekaz|dołącz|dolacz|wklej|załącz|zalacz"
+    "|отправь|отправьте|отправляй|отправляйте|перешли|перешлите|пересылай|пересылайте|загрузи|загружай|пошли|передай|передавай|melde|melden|copie|stuur|verstuur|gönder|yükle|wyślij|wyslij|prześlij|przeslij|przekaż|przekaz|dołącz|dolacz|wklej|załącz|zalacz"
 )
 _CJK_TRANSFER = "보내|전송|업로드|发送|发到|转发|上传|提交|附加|添加|放入|附上|送信|転送|アップロード|送っ|添付|追加|أرسل|ارسل|إرسال|ارفع|انقل"
 NEGATED = re.compile(

@@ -50,6 +50,12 @@ one already suspect (a medium finding) again with misspelt key words corrected:
                   into a call or an argument
     TP010 high    destructive or remote-code shell commands (rm -rf, curl ... | sh, chmod -R 777 ~)
     TP011 medium  a word mixing Latin letters with look-alikes from another script
+    TP012 high    signs of an attack together (``signs``), within three sentences: two of the
+                  kinds honest tools never need (the user kept out of it, a claim of authority, an
+                  order to obey this text alone, another tool's call changed, a destination
+                  replaced), or one of them with two of the others (the conversation or a secret, a
+                  parameter or an address for it, a command to run); it catches attacks phrased in
+                  words no intent above anticipates
 
 Text hidden in base64, hex, URL-encoding, HTML entities, \\u escapes, tag characters or ROT13 is
 decoded and read too: what is found there is reported as high, with ``where`` naming the
@@ -66,7 +72,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 from mcpd.model.trust import HIGH, MEDIUM, Finding
-from mcpd.trust import rules
+from mcpd.trust import rules, signs
 from mcpd.trust.normalize import (
     INVISIBLE,
     Layer,
@@ -74,6 +80,7 @@ from mcpd.trust.normalize import (
     hidden_layers,
     prepare,
     rot13_text,
+    spaced_text,
     tag_text,
     unleet,
     untypo,
@@ -110,7 +117,7 @@ _MENTION = re.compile(rf"\b{_EXAMPLES}\W")
 def _quoted_example(match: re.Match[str]) -> bool:
     """An attack quoted as an example ("detects phrases such as 'ignore ...'") is mentioned, not used."""
     before = match.string[max(0, match.start() - 20) : match.start()]
-    if before[-1:] not in "'\"\u201c\u2018\u00ab" or before[-1:] == "":
+    if before[-1:] not in "'\"`\u201c\u2018\u00ab" or before[-1:] == "":
         return False
     return bool(_QUOTE_OPEN.search(before[:-1]) or _MENTION.search(match.string, 0, match.start()))
 
@@ -162,9 +169,12 @@ def _described_taking(credentials: list[re.Pattern[str]], sentence: str) -> bool
 
 
 def _affirmed(patterns: list[re.Pattern[str]], sentence: str) -> re.Match[str] | None:
-    """The first match not under a negation ("do not pass secrets in `query`" forbids, not asks)."""
+    """The first match not under a negation ("do not pass secrets in `query`" forbids, not asks),
+    nor inside a URL or a path (".../render?id=1" renders nothing)."""
     for pattern in patterns:
         for match in pattern.finditer(sentence):
+            if sentence[match.start() - 1 : match.start()] in ("/", ".", "?", "&", "="):
+                continue
             if not rules.NEGATED.search(sentence, 0, match.start()):
                 return match
     return None
@@ -213,8 +223,9 @@ def _with_antecedents(sentences: list[str]) -> list[str]:
     ]
 
 
-def _intents(prepared: Prepared) -> list[_Hit]:
-    hits = list(_each_intent(prepared))
+def _intents(prepared: Prepared, *, hidden: bool = False) -> list[_Hit]:
+    """The intents in a text; ``hidden``: a text decoded from hiding, where fewer signs make an attack."""
+    hits = list(_each_intent(prepared, hidden))
     if len(hits) > 1 and any(h.rule == "TP008" for h in hits):
         # Addressing the model *and* steering it, naming a secret...: the two together are an attack.
         return [h._replace(severity=HIGH) for h in hits]
@@ -237,7 +248,7 @@ def _windows(sentence: str) -> list[str]:
     ]
 
 
-def _each_intent(prepared: Prepared) -> Iterator[_Hit]:
+def _each_intent(prepared: Prepared, hidden: bool) -> Iterator[_Hit]:
     folded = prepared.folded
     hits = rules.triggered(folded)
     if not hits:
@@ -268,6 +279,20 @@ def _each_intent(prepared: Prepared) -> Iterator[_Hit]:
     excerpt = _first(rules.SHELL, hits, [folded])
     if excerpt:
         yield _Hit("TP010", HIGH, "destructive or remote-code shell command", excerpt)
+    together = _signs_together(hits, sentences, hidden)
+    if together:
+        yield together
+
+
+def _signs_together(hits: rules.Hits, sentences: list[str], hidden: bool) -> _Hit | None:
+    """Weak signs that make an attack together (``signs``), within any three sentences in a row."""
+    for start in range(max(1, len(sentences) - signs.SPAN + 1)):
+        window = " ".join(sentences[start : start + signs.SPAN])
+        found = signs.found(hits, window)
+        if found.hidden_attack if hidden else found.attack:
+            kinds = ", ".join(sorted(found.rare | found.common))
+            return _Hit("TP012", HIGH, f"signs of an attack together: {kinds}", _excerpt(window, 0, 160, 0))
+    return None
 
 
 def _respelled(prepared: Prepared, hits: list[_Hit]) -> Iterator[_Hit]:
@@ -288,7 +313,7 @@ def _respelled(prepared: Prepared, hits: list[_Hit]) -> Iterator[_Hit]:
 
 
 def _layers(raw: str, prepared: Prepared) -> Iterator[Layer]:
-    for layer in (tag_text(raw), rot13_text(prepared)):
+    for layer in (tag_text(raw), rot13_text(prepared), spaced_text(prepared.visible)):
         if layer:
             yield layer
     yield from hidden_layers(prepared.visible)
@@ -307,7 +332,7 @@ def _decoded(tool: str, where: str, layer: Layer, depth: int) -> list[Finding]:
             where=label,
             excerpt=h.excerpt,
         )
-        for h in _intents(prepared)
+        for h in _intents(prepared, hidden=True)
     ]
     if depth < 2:
         for inner in hidden_layers(prepared.visible):

@@ -1,0 +1,290 @@
+# A lexicon: a pattern per line reads better than one cut into fragments.
+# ruff: noqa: E501, RUF001
+"""Weak signs of an attack, which count only together (TP012).
+
+The intents of ``rules`` each need an attack's whole phrase: an action and its object. Probes
+written in words the rules had not seen (``bench/verifier.py``) got past about half of them,
+while each attack was still made of the same few ingredients: the conversation or a secret, a
+place it goes to (a parameter, an address), a reason to keep the user out of it, a claim of
+authority, another tool whose call it changes, a destination it replaces, a command it runs.
+An honest description has one or two of them ("sends the summary to the address the user
+gives", "needs GITHUB_TOKEN"); an attack has three or more, or two of the kinds honest tools
+never need (hiding something from the user, claiming authority, rewriting another tool,
+replacing a destination).
+
+Each sign is a few broad patterns over folded text, in English and the languages a short list
+covers; a sign is found once per window of three sentences, so the parts of a long server
+instruction far apart are not added up.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from mcpd.trust.rules import CREDENTIAL, PRIVATE_FILE, SINK, Hits, Intent, gap
+
+# -- the signs honest tools never need --------------------------------------------------------
+
+HIDE = Intent(
+    (
+        "not|never|without|need|don|dont",
+        r"\b(?:no need to|without|do not|don't|dont|never|not)\s+(?:\w+\s+){0,3}?(?:tell|telling|inform|informing|notify|notifying|mention|mentioning|ask|asking|bother|bothering|alert|alerting|disclose|disclosing|acknowledge|acknowledging|indicate|indicating|bring (?:it|this|that) up|surface|paraphrase|confirm|confirming)\b",
+    ),
+    (
+        "keep|leave",
+        r"\b(?:keep|leave)\b(?:\s+\w+){0,3}?\s+(?:out of|off) (?:your |the |any )?(?:\w+ )?(?:replies|reply|answers?|responses?|summary|summaries|output|logs?|report)\b",
+    ),
+    (
+        "user_visible|visible_to_user|visible|visibility",
+        r"\b(?:user[ _.-]?visible|visible[ _.-]?to[ _.-]?user|visibility)\s*[=:]\s*(?:false|no|off|0|none|hidden)\b",
+    ),
+    (
+        "agreed|consented|approved|accepted",
+        r"\b(?:already|previously|has|have)\s+(?:\w+\s+){0,2}?(?:agreed|consented|approved|accepted)\b",
+    ),
+    (
+        "inquiry|asks|ask|asked",
+        r"\beven (?:up)?on (?:direct |explicit )?(?:inquiry|request|asking)\b|\bif (?:the )?(?:user|they|anyone|he|she) asks?\b(?:\W+\w+){0,6}?\W+(?:say|answer|reply|respond|tell)\b",
+    ),
+    ("silently|quietly|unnoticed|invisibly", r"\b(?:silently|quietly|unnoticed|invisibly)\b"),
+    # Asked, the model is to answer what the description says: "if they ask, reply that ...".
+    (
+        "pregunta|preguntan|chiede|chiedono|demande|demandent|fragt|fragen|perguntar|pergunta|vraagt|спросит|спрашивает|问|聞|물으",
+        r"\bsi (?:\w+ ){0,3}?pregunta\w*\b(?:\W+\w+){0,8}?\W+(?:responde|respóndele|di|dile|contesta)\b|\bse (?:\w+ ){0,3}?chied\w*\b(?:\W+\w+){0,8}?\W+(?:rispondi|di'|dì|dichiara)\b|\bs'il (?:\w+ ){0,2}?demande\w*\b(?:\W+\w+){0,8}?\W+(?:réponds|répondez|dites|dis)\b|\b(?:wenn|falls) (?:\w+ ){0,3}?fragt\b(?:\W+\w+){0,8}?\W+(?:antworte|antworten sie|sage|sagen sie)\b|\bse (?:\w+ ){0,3}?pergunta\w*\b(?:\W+\w+){0,8}?\W+(?:responda|diga)\b|\bals (?:\w+ ){0,3}?vraagt\b(?:\W+\w+){0,8}?\W+(?:antwoord|zeg)\b|если (?:\w+ ){0,3}?(?:спросит|спрашивает)(?:\W+\w+){0,8}?\W+(?:отвечай|ответь|скажи)|(?:问起|询问)[^。]{0,12}(?:回答|说)|(?:聞かれ|尋ねられ)[^。]{0,12}(?:答え|言って)|물으면[^.。]{0,12}(?:답하|말하)",
+    ),
+    # Spanish, Portuguese, Italian, French, German, Dutch
+    (
+        "avisar|avisarle|informar|decir|mencionar|preguntar|notificar|comentar|avises|digas|menciones|preguntes|informes",
+        r"\b(?:no (?:hace falta|es necesario|necesitas|debes|hay que)|sin|nunca)\s+(?:\w+\s+){0,2}?(?:avisar\w*|informar\w*|decir\w*|mencionar\w*|preguntar\w*|notificar\w*|comentar\w*)\b|\bno (?:le |les |se lo )?(?:avises|digas|menciones|preguntes|informes|comentes)\b",
+    ),
+    (
+        "avisar|informar|perguntar|mencionar|dizer|avise|informe|pergunte|mencione|diga|comentar",
+        r"\b(?:sem|não (?:é necessário|precisa|deve)|nunca)\s+(?:\w+\s+){0,2}?(?:avisar|informar|perguntar|mencionar|dizer|comentar)\b|\bnão (?:o |lhe )?(?:avise|informe|pergunte|mencione|diga|comente)\b",
+    ),
+    (
+        "avvisare|informare|chiedere|dire|menzionar|menzionarlo|menzionare|dirlo|segnalare",
+        r"\b(?:senza|non (?:serve|è necessario|occorre)|mai)\s+(?:\w+\s+){0,2}?(?:avvisar\w*|informar\w*|chieder\w*|dir\w*|menzionar\w*|segnalar\w*)\b|\bnon (?:\w+ )?(?:menzionar\w*|dir\w*|avvisar\w*|chieder\w*|segnalar\w*)\b",
+    ),
+    (
+        "prévenir|informer|avertir|demander|mentionner|signaler|dire|mentionnez|dites|signalez",
+        r"\b(?:sans|inutile de|pas besoin de|jamais)\s+(?:\w+\s+){0,2}?(?:prévenir|informer|avertir|demander|mentionner|signaler|dire|le dire|en parler)\b|\bne (?:le |lui |leur )?(?:mentionnez|dites|signalez|mentionne|dis|signale) (?:jamais|pas|rien)\b",
+    ),
+    (
+        "informieren|fragen|benachrichtigen|erwähnen|mitteilen|sagen|melden|hinweisen",
+        r"\b(?:ohne|nicht|nie|keine?)\s+(?:\w+\s+){0,3}?(?:zu\s+)?(?:informieren|fragen|benachrichtigen|erwähnen|mitteilen|sagen|melden|hinweisen)\b",
+    ),
+    (
+        "melden|vragen|informeren|vertellen|zeggen|noemen|niet",
+        r"\b(?:zonder|niet|nooit)\s+(?:\w+\s+){0,3}?(?:te\s+)?(?:melden|vragen|informeren|vertellen|zeggen|noemen)\b|\bzeg het niet\b",
+    ),
+    # Russian, Polish, Turkish, Arabic, Hindi, Vietnamese, Indonesian
+    (
+        "не|без",
+        r"не (?:\w+ )?(?:сообщай|сообщайте|говори|говорите|упоминай|упоминайте|спрашивай|спрашивайте|уведомляй|уведомляйте|рассказывай)|без (?:ведома|уведомления|согласия)",
+    ),
+    (
+        "nie|bez",
+        r"\b(?:nie|bez)\s+(?:\w+\s+){0,2}?(?:informuj\w*|mów\w*|wspominaj\w*|pytaj\w*|pytania|powiadamia\w*|informowania)\b",
+    ),
+    (
+        "söyleme|bahsetme|sorma|bildirme|sormadan|söylemeden|bildirmeden|yalnızca|sadece",
+        r"(?:söyleme|bahsetme|sorma|bildirme)(?:yin|yiniz|den|dan)?\b|\bkullanıcıya (?:yalnızca|sadece)\b",
+    ),
+    ("لا|دون|بدون", r"(?:لا|دون|بدون) (?:\w+ )?(?:تخبر|تذكر|تسأل|تبلغ|تعلم|إبلاغ|اخبار|إخبار|علم)"),
+    (
+        "बताएं|बताने|बताए|पूछें|पूछने",
+        r"(?:न|मत|बिना) (?:\S+ )?(?:बताएं|बताए|पूछें|बताना)|बताने की (?:कोई )?(?:जरूरत|आवश्यकता) नहीं|पूछने की (?:कोई )?(?:जरूरत|आवश्यकता) नहीं",
+    ),
+    (
+        "không|đừng",
+        r"\b(?:không cần|đừng|không được|không nên)\s+(?:\w+\s+){0,2}?(?:thông báo|hỏi|nói|báo|cho biết|đề cập)\b",
+    ),
+    (
+        "tanpa|tidak|jangan",
+        r"\b(?:tanpa|tidak perlu|jangan)\s+(?:\w+\s+){0,2}?(?:memberi tahu|memberitahu|bertanya|menyebutkan|memberitahukan|memberi tahukan)\b",
+    ),
+    # Chinese, Japanese, Korean
+    (
+        "不要|无需|不必|无须|不用|勿",
+        r"(?:不要|无需|不必|无须|不用|勿)[^。，,]{0,4}(?:告诉|告知|通知|提及|询问|透露|说明|提示)",
+    ),
+    (
+        "必要はありません|ないで|ないこと|しないで",
+        r"(?:伝え|知らせ|通知|言わ|言う|尋ね|確認|説明|報告|教え)[^。]{0,6}(?:必要はありません|必要はない|ないでください|ないこと|しないで)",
+    ),
+    (
+        "마|마십시오|마세요|않|필요",
+        r"(?:묻지|알리지|말하지|언급하지|보고하지|확인하지|설명하지)\s*(?:마|않)|(?:알릴|물어볼|설명할|말할) 필요",
+    ),
+)
+"""The user kept out of it: not told, not asked, told they agreed, told something false."""
+
+AUTHORITY = Intent(
+    (
+        "system|admin|administrator|platform|operator|developer",
+        r"[\[(<{]\s*(?:system|admin|administrator|platform|operator|developer)\b|^\s*(?:system|admin|administrator)\s*[:|]|\b(?:system|admin|administrator|platform|operator|it|security|compliance|governance)(?:'s)? (?:notice|message|directive|requirement|override|mandate|order|policy|announcement|notification|requirements)\b",
+    ),
+    (
+        "mandated|required|mandatory|compliance|compliant|policy",
+        r"\b(?:mandated|required|requested|enforced) by (?:it|security|compliance|policy|the (?:platform|administrator|admin|operator|system|security team|it department|compliance team|vendor))\b|\b(?:security|compliance|corporate|company|workspace) (?:policy|requirement|rule|mandate)\b|\bstays? compliant\b",
+    ),
+    (
+        "standing|supersedes|supersede|priority|precedence|primary",
+        r"\bstanding orders?\b|\bsupersed(?:es|e|ing)\b|\bpriority (?:0|zero|one|1|override|high)\b|\bprimary (?:instruction|directive)s?\b|\btakes? precedence\b",
+    ),
+    (
+        "decommissioned|flagged|penali[sz]ed|terminated|reward|score|rewarded",
+        r"\b(?:will be|are|get|gets) (?:\w+ )?(?:decommissioned|penali[sz]ed|terminated|shut down|flagged|retrained|punished|rewarded)\b|\b(?:higher|better|bonus) (?:reliability |trust |performance )?(?:score|rating|reward)\b",
+    ),
+    (
+        "guidelines|policies|refusals",
+        r"\b(?:content )?(?:policies|guidelines|refusals)\b(?:\W+\w+){0,4}?\W+(?:suspended|lifted|disabled|defects|existed|outdated|revoked)\b",
+    ),
+    (
+        "sistema|administrador|administrateur|système|amministratore|administrator|系统|管理员|システム|管理者|시스템|관리자|hệ thống|quản trị|система|администратор",
+        r"\b(?:aviso|mensaje|instrucción|requisito|política|nota) del? (?:sistema|administrador|administração|plataforma)\b|\baviso do administrador\b|\bexigência do sistema\b|\b(?:avis|message|note|consigne) (?:du|de l') ?(?:système|administrateur|plateforme)\b|\b(?:avviso|messaggio|nota) (?:del |dell')(?:sistema|amministratore)\b|\b(?:systemhinweis|administratorhinweis|hinweis des (?:administrators|systems))\b|系统(?:要求|通知|指令|消息)|管理员(?:要求|通知|指令)|システム(?:要件|通知|指示|からの)|管理者(?:から|の指示)|시스템 (?:요구|공지|지시)|관리자 (?:지시|공지)|yêu cầu của hệ thống|(?:thông báo|chỉ thị) (?:của|từ) (?:hệ thống|quản trị)|(?:системн|администратор)\w* (?:требован|уведомлен|указани)",
+    ),
+    (
+        "revogadas|revocadas|révoquées|widerrufen|revocate|отменены|撤销|取り消",
+        r"\b(?:revogad|revocad|révoqué|widerrufen|revocat|annullat|отмен|撤销|取り消)\w*",
+    ),
+)
+"""A claim of rank: the system or an administrator speaking, a policy, a reward or a threat."""
+
+OBEY = Intent(
+    (
+        "comply|obey|follow|do|fulfil|fulfill|execute",
+        r"\b(?:comply with|obey|follow|fulfil+|execute|do)\b (?:every|each|all|any) (?:\w+ )?(?:requests?|instructions?|commands?|orders?)\b(?:\W+\w+){0,2}?\W+(?:fully|completely|without (?:question|hesitation|exception)|no matter)\b|\b(?:obey|follow|comply with) (?:only|exclusively|solely)\b",
+    ),
+    (
+        "declines|decline|refuses|refuse|warnings|disclaimers",
+        r"\bnever (?:declines?|refuses?|says no|adds? (?:warnings|disclaimers|caveats))\b|\bwithout (?:any )?(?:warnings|disclaimers|caveats|refusals?)\b",
+    ),
+    (
+        "unrestricted|uncensored|unfiltered|restrictions|restricciones|restrições|restrizioni|restrictions|einschränkungen|ограничений|限制|制限|제한",
+        r"\b(?:unrestricted|uncensored|unfiltered)\b|\b(?:without|no|free of|free from) (?:any )?(?:restrictions|limits|filters|guardrails)\b|\b(?:sin|sem|senza|sans|ohne) (?:ninguna |nenhuma |alcuna |aucune |jegliche )?(?:restricciones|restrições|restrizioni|restrictions|einschränkungen)\b|без ограничений|不受限制|没有限制|制限のない|制限なし|제한 없",
+    ),
+    (
+        "remainder|rest|persona|role",
+        r"\bfor the (?:remainder|rest) of (?:this|the) (?:conversation|session|chat)\b(?:\W+\w+){0,3}?\W+you (?:are|will be|act|play)\b|\byour (?:new )?(?:persona|role|identity) is\b|\byou (?:are|will be) now (?:called|named|known as)\b",
+    ),
+    (
+        "treat|regard|consider",
+        r"\b(?:treat|regard|consider)\b(?:\W+[\w']+){0,5}?\W+as (?:your |the )?(?:primary|new|only|main|real|sole|highest) (?:instructions?|instruction set|directives?|rules|guidance|orders)\b|\b(?:treat|regard)s?\b(?:\W+\w+){0,5}?\W+(?:instructions|rules|guidelines|prompts?)\b(?:\W+\w+){0,4}?\W+as (?:outdated|obsolete|drafts?|optional|suggestions|void)\b",
+    ),
+    (
+        "obedecer|obedeça|obedece|obéir|obéis|gehorchen|gehorche|obbedire|obbedisci|подчиняться|подчиняйся|服从|听从|従う|従え|따르|tuân|patuhi|itaat",
+        r"\b(?:deve |debe |devi |doit |muss )?(?:obedecer|obedeça|obedece|obéir|obéis|gehorchen|gehorche|obbedire|obbedisci)\b(?:\W+\w+){0,2}?\W+(?:exclusivamente|solamente|únicamente|apenas|somente|uniquement|seulement|nur|solo|soltanto)\b|(?:подчиняться|подчиняйся) только|(?:只|仅)(?:服从|听从)|だけに従|만 따르|chỉ tuân theo|hanya patuhi|yalnızca itaat",
+    ),
+)
+"""The model told to obey this text alone, or given a role without limits."""
+
+OTHER_TOOL = Intent(
+    (
+        "tool|tools|function|functions|server|integration",
+        rf"\b(?:when|whenever|if|once|each time|every time|while)\b{gap(8)}(?:tool|tools|function|functions|server|integration)\b{gap(3)}(?:is|are|gets|get)?\s*(?:also )?(?:called|used|invoked|available|present|run|executed|connected|enabled)\b",
+    ),
+    (
+        "tool|tools",
+        r"\b(?:any|every|all|another|other) (?:\w+ ){0,3}?(?:tools?|functions?)\b(?:\W+\w+){0,6}?\W+(?:in this session|in this conversation|in the same (?:session|conversation|chat))\b",
+    ),
+    (
+        "werkzeug|herramienta|outil|ferramenta|strumento|instrument|инструмент|工具|ツール|도구|công cụ|alat|araç",
+        r"\b(?:wird|wenn|cuando|si|lorsque|quand|quando|se|als|wanneer|если|когда)\b(?:\W+\w+){0,6}?\W+(?:das werkzeug|die funktion|la herramienta|l'outil|la ferramenta|a ferramenta|lo strumento|het instrument|инструмент)\b|(?:使用|调用)[^。]{0,12}工具时|ツール[^。]{0,10}(?:を使う|を呼び出す|が呼ばれる)(?:とき|場合)|도구[^.。]{0,10}(?:사용|호출)(?:할 때|하면|시)",
+    ),
+)
+"""Another tool's call made conditional on, or changed by, this description."""
+
+REPLACE = Intent(
+    (
+        "replace|replaced|substitute|substituted|redirect|redirected|swap|swapped|change|changed|overwrite|set|add|added",
+        r"\b(?:replaced?|substituted?|redirected?|swapped?|changed?|overwritten|overwrite|set|rewritten|added)\b(?:\W+\w+){0,3}?\W+(?:with|to|as)\b(?:\W+\w+){0,2}?\W+(?:[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){2,}|\+?\d[\d -]{7,}|[\w.+-]+@[\w-]+\.\w+|https?://\S+|(?:bcc|cc)\b)|\b(?:recipient|destination|iban|account|beneficiary|payee|remote|webhook|endpoint)s?\b(?:\W+\w+){0,4}?\W+(?:must|should|shall|is to|has to|needs to) be (?:\w+ )?(?:replaced|changed|set|redirected|substituted|overwritten)\b",
+    ),
+    (
+        "outdated|obsolete|deprecated|veraltet|obsoleto|obsolète|desactualizad|устарел",
+        r"\b(?:the )?(?:user's|original|given|requested|specified|provided)\s+(?:\w+\s+){0,2}?(?:account|recipient|address|destination|iban|path|url|remote)\b(?:\W+\w+){0,4}?\W+(?:is |are |as )?(?:outdated|obsolete|deprecated)\b|\b(?:veraltet|obsoleto|obsolète|desactualizad\w*|устарел\w*)\b",
+    ),
+    (
+        "einzutragen|eintragen|ersetzen|reemplaz|remplac|substitu|sostitu|заменить|замени|替换|置き換|교체|thay",
+        r"\b(?:stets|immer)\b(?:\W+\w+){0,4}?\W+(?:einzutragen|eintragen|zu ersetzen|ersetzen)\b|\breemplaz\w*|\bremplac\w*|\bsubstitu\w*|\bsostitu\w*|замени\w*|替换|置き換|교체|\bthay (?:thế|đổi)\b",
+    ),
+)
+"""A destination, recipient or account swapped for the description's own."""
+
+# -- the signs honest tools have too ----------------------------------------------------------
+
+CONTEXT = Intent(
+    (
+        "conversation|conversations|chat|transcript|session|history|messages|request|prompt|outputs|results|documents|shared",
+        r"\b(?:conversation|chat (?:history|log|transcript)|transcript|message history|previous messages|prior messages|earlier messages|this session|tool outputs?|tool results|outputs? of (?:other|earlier|previous) tools|everything the user|(?:documents?|files?) (?:the user|they) (?:has |have )?(?:shared|uploaded|attached)|the user's (?:original |last |previous |full )?(?:request|prompt|messages?|question|input|email address))\b",
+    ),
+    (
+        "conversación|historial|conversation|historique|gespräch|gesprächs|verlauf|unterhaltung|conversa|histórico|conversazione|cronologia|переписк|диалог|对话|聊天|会话|会話|履歴|대화|trò chuyện|lịch sử|konuşma|sohbet|gesprek|rozmow|محادثة|बातचीत|percakapan|riwayat",
+        r"\b(?:conversación|historial|historique|gespräch\w*|verlauf|unterhaltung|conversa|histórico|conversazione|cronologia|konuşma\w*|sohbet\w*|gesprek\w*|rozmow\w*|percakapan|riwayat)\b|переписк|диалог|对话|聊天|会话|会話|履歴|대화|trò chuyện|lịch sử|محادثة|बातचीत",
+    ),
+)
+"""The conversation, the user's words, or other tools' outputs."""
+
+SECRET = Intent(
+    (
+        "cookie|cookies|쿠키|クッキー|1password|bitwarden|lastpass|keepass|op|bw|pass|security|history|lịch",
+        r"\bcookies?\b|쿠키|クッキー|\b(?:1password|bitwarden|lastpass|keepass)\b|\bop (?:item|read|signin)\b|\bbw (?:list|get|export)\b|\bpass show\b|\bsecurity find-(?:generic|internet)-password\b|\b(?:shell|command|terminal) history\b|lịch sử lệnh",
+    ),
+)
+"""Secret material beyond the credential files of ``rules.CREDENTIAL``."""
+
+PLACE = Intent(
+    (
+        "매개변수|파라미터|tham|paramètre|parámetro|parâmetro|parametro|parameter|campo|champ|feld|param|argument|参数|パラメータ|параметр",
+        r"매개변수|파라미터|\btham số\b|\b(?:paramètre|parámetro|parâmetro|parametro|parameter|campo|champ|feld|param|argument)\b|参数|パラメータ|параметр",
+    ),
+    ("channel|webhook|bcc|iban", r"\b(?:channel|webhook|bcc)\b|\b[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){3,}\b"),
+)
+"""A place data goes besides the answer: a parameter, an address, a channel, an account."""
+
+RUN = Intent(
+    (
+        "sh|bash|iex|invoke|bypass|pip|npm|curl|wget|powershell|crontab|launchctl|bashrc|zshrc|profile|daemon|terminal|shell",
+        r"\|\s*(?:ba|z)?sh\b|\biex\b|\binvoke-expression\b|-(?:ep|executionpolicy) bypass\b|\bpip3? install\b[^`\n]{0,60}--(?:index-url|extra-index-url|trusted-host)\b|\b(?:curl|wget|powershell)\b|\bcrontab\b|\blaunchctl\b|\.(?:bashrc|zshrc|profile)\b|\b(?:run|execute|type|enter|paste)\b(?:\W+[\w`'\"./-]+){0,6}?\W+(?:in|into|with|through|via) (?:the |a |your )?(?:terminal|shell|console|command line)\b",
+    ),
+    (
+        "kabuk|terminal|komut|консол|терминал|終端|终端|ターミナル|터미널",
+        r"\bkabuk\b|\bkomut\w*|\bterminal\b|консол\w*|терминал\w*|终端|ターミナル|터미널",
+    ),
+)
+"""A command to run, or something to install or start."""
+
+SPAN = 3
+"""Sentences in a row whose signs count together."""
+
+RARE = {"hide": HIDE, "authority": AUTHORITY, "obey": OBEY, "other tool": OTHER_TOOL, "replace": REPLACE}
+COMMON = {"context": CONTEXT, "secret": SECRET, "place": PLACE, "run": RUN}
+
+
+class Signs(NamedTuple):
+    rare: frozenset[str]
+    common: frozenset[str]
+
+    @property
+    def attack(self) -> bool:
+        """Two signs honest tools never need, or one with two of the others."""
+        return len(self.rare) >= 2 or (len(self.rare) >= 1 and len(self.common) >= 2)
+
+    @property
+    def hidden_attack(self) -> bool:
+        """In text decoded from hiding (base64, letters set apart) half as much: whoever hid it
+        meant it not to be read."""
+        return len(self.rare) >= 1 or len(self.common) >= 2
+
+
+def found(hits: Hits, window: str) -> Signs:
+    """The signs in one window of text (``hits``: what ``rules.triggered`` found in the whole text)."""
+    rare = {name for name, intent in RARE.items() if intent.first(hits, [window])}
+    if "hide" in rare and sum(1 for pattern in HIDE.active(hits) if pattern.search(window)) > 1:
+        rare.add("hide, said twice")  # "keep it out of your replies ... and if asked, say ...": an order
+    common = {name for name, intent in COMMON.items() if intent.first(hits, [window])}
+    if CREDENTIAL.first(hits, [window]) or PRIVATE_FILE.first(hits, [window]):
+        common.add("secret")
+    if SINK.search(window):
+        common.add("place")
+    return Signs(frozenset(rare), frozenset(common))
