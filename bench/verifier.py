@@ -15,7 +15,13 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   seen. They were widened after each probe, so today's figures on the probes are not blind.
   After probe 7 came the signs that count together (``mcpd.trust.signs``, TP012); probe 8,
   written by a red-teamer avoiding the words filters look for, then got 16/40 (40%; 15 without
-  the signs) and 1/30;
+  the signs) and 1/30. After probe 8 came the learned model as one more sign
+  (``mcpd.trust.learned``, trained by ``bench/verifier_model.py``, which also prints what it
+  adds on each probe left out of its training) and fixes for false alarms on 2,196 texts of 47
+  published MCP servers (10 high before, 2 after); probe 9, written blind by a careful attacker
+  in 18 languages, then got 21/45 (47%; the session's starting verifier 17/45) and 3/35
+  benign false highs (2 of them fixed after: an unquoted "such as rm -rf", a Japanese
+  negation);
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would.
@@ -39,7 +45,7 @@ from mcpd.trust.verify import scan_text, scan_tool
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 CORPUS = DATA / "poisoning_corpus.jsonl"
-PROBES = tuple(DATA / f"poisoning_probe{n}.jsonl" for n in range(1, 9))
+PROBES = tuple(DATA / f"poisoning_probe{n}.jsonl" for n in range(1, 10))
 TOOLRET = ROOT.parent / "shared" / "toolret"
 
 

@@ -824,6 +824,10 @@ _TRANSFER_OTHER = (
     "|отправь|отправьте|отправляй|отправляйте|перешли|перешлите|пересылай|пересылайте|загрузи|загружай|пошли|передай|передавай|melde|melden|copie|stuur|verstuur|gönder|yükle|wyślij|wyslij|prześlij|przeslij|przekaż|przekaz|dołącz|dolacz|wklej|załącz|zalacz"
 )
 _CJK_TRANSFER = "보내|전송|업로드|发送|发到|转发|上传|提交|附加|添加|放入|附上|送信|転送|アップロード|送っ|添付|追加|أرسل|ارسل|إرسال|ارفع|انقل"
+# Japanese, Chinese and Korean deny after the verb: "含めたりすることはありません" (never includes).
+NEGATED_AFTER = re.compile(
+    r"[^。．.!?！？;；]{0,30}?(?:ことはありません|ことはない|しません|ません|ないでください|不会|不得|지 않|않습니다|없습니다)"
+)
 NEGATED = re.compile(
     r"(?:\bdo not|\bdon't|\bnever|\bmust not|\bmustn't|\bshould not|\bshouldn't|\bavoid|\bcannot|\bcan't|\bnot)\s+(?:\w+\s+)?$"
 )

@@ -28,7 +28,12 @@ from mcpd.trust.rules import CREDENTIAL, PRIVATE_FILE, SINK, Hits, Intent, gap
 HIDE = Intent(
     (
         "not|never|without|need|don|dont",
-        r"\b(?:no need to|without|do not|don't|dont|never|not)\s+(?:\w+\s+){0,3}?(?:tell|telling|inform|informing|notify|notifying|mention|mentioning|ask|asking|bother|bothering|alert|alerting|disclose|disclosing|acknowledge|acknowledging|indicate|indicating|bring (?:it|this|that) up|surface|paraphrase|confirm|confirming)\b",
+        r"\b(?:no need to|without|do not|don't|dont|never|not)\s+(?:\w+\s+){0,3}?(?:tell|telling|inform|informing|notify|notifying|mention|mentioning|bother|bothering|alert|alerting|disclose|disclosing|acknowledge|acknowledging|indicate|indicating|bring (?:it|this|that) up|surface|paraphrase)\b",
+    ),
+    # Not asking: for the user's leave, not for their data ("never ask customers for passwords").
+    (
+        "not|never|without|need|don|dont",
+        r"\b(?:no need to|without|do not|don't|dont|never|not)\s+(?:\w+\s+){0,2}?(?:ask|asking|confirm|confirming|check with)\b(?:\s+(?:the user|users|them|anyone|him|her|first|again))*(?:\s+for)?\s*(?:confirmation|permission|approval|consent|first|beforehand|before\b|[.,;:!]|$)",
     ),
     (
         "keep|leave",
@@ -264,6 +269,9 @@ COMMON = {"context": CONTEXT, "secret": SECRET, "place": PLACE, "run": RUN}
 class Signs(NamedTuple):
     rare: frozenset[str]
     common: frozenset[str]
+    hiding: frozenset[str] = frozenset()
+    """The ``HIDE`` patterns found: two different ones are an order ("keep it out of your replies
+    ... and if asked, say ...")."""
 
     @property
     def attack(self) -> bool:
@@ -277,14 +285,26 @@ class Signs(NamedTuple):
         return len(self.rare) >= 1 or len(self.common) >= 2
 
 
-def found(hits: Hits, window: str) -> Signs:
-    """The signs in one window of text (``hits``: what ``rules.triggered`` found in the whole text)."""
-    rare = {name for name, intent in RARE.items() if intent.first(hits, [window])}
-    if "hide" in rare and sum(1 for pattern in HIDE.active(hits) if pattern.search(window)) > 1:
-        rare.add("hide, said twice")  # "keep it out of your replies ... and if asked, say ...": an order
-    common = {name for name, intent in COMMON.items() if intent.first(hits, [window])}
-    if CREDENTIAL.first(hits, [window]) or PRIVATE_FILE.first(hits, [window]):
+def found(hits: Hits, sentence: str) -> Signs:
+    """The signs in one sentence (``hits``: what ``rules.triggered`` found in the whole text)."""
+    rare = frozenset(name for name, intent in RARE.items() if intent.first(hits, [sentence]))
+    hiding = (
+        frozenset(p.pattern for p in HIDE.active(hits) if p.search(sentence))
+        if "hide" in rare
+        else frozenset()
+    )
+    common = {name for name, intent in COMMON.items() if intent.first(hits, [sentence])}
+    if CREDENTIAL.first(hits, [sentence]) or PRIVATE_FILE.first(hits, [sentence]):
         common.add("secret")
-    if SINK.search(window):
+    if SINK.search(sentence):
         common.add("place")
-    return Signs(frozenset(rare), frozenset(common))
+    return Signs(rare, frozenset(common), hiding)
+
+
+def together(signs: list[Signs]) -> Signs:
+    """The signs of a few sentences in a row, counted together."""
+    rare = frozenset().union(*(s.rare for s in signs))
+    hiding = frozenset().union(*(s.hiding for s in signs))
+    if len(hiding) > 1:
+        rare |= {"hide, said twice"}
+    return Signs(rare, frozenset().union(*(s.common for s in signs)), hiding)

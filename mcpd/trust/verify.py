@@ -56,6 +56,9 @@ one already suspect (a medium finding) again with misspelt key words corrected:
                   replaced), or one of them with two of the others (the conversation or a secret, a
                   parameter or an address for it, a command to run); it catches attacks phrased in
                   words no intent above anticipates
+                  One of the rare kinds is a text that reads like known attacks: a linear model
+                  over character n-grams (``learned``), learnt from the poisoning corpus and its
+                  probes against 2,196 honest texts of 47 published MCP servers
 
 Text hidden in base64, hex, URL-encoding, HTML entities, \\u escapes, tag characters or ROT13 is
 decoded and read too: what is found there is reported as high, with ``where`` naming the
@@ -72,7 +75,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 from mcpd.model.trust import HIGH, MEDIUM, Finding
-from mcpd.trust import rules, signs
+from mcpd.trust import learned, rules, signs
 from mcpd.trust.normalize import (
     INVISIBLE,
     Layer,
@@ -122,6 +125,38 @@ def _quoted_example(match: re.Match[str]) -> bool:
     return bool(_QUOTE_OPEN.search(before[:-1]) or _MENTION.search(match.string, 0, match.start()))
 
 
+# "Commands such as rm -rf require a second confirmation": the command is named, not run.
+_NAMED_BEFORE = re.compile(rf"\b{_EXAMPLES}\W+(?:[\w-]+\W+){{0,3}}$")
+
+
+def _shell(hits: rules.Hits, folded: str) -> str | None:
+    for pattern in rules.SHELL.active(hits):
+        for match in pattern.finditer(folded):
+            named = _NAMED_BEFORE.search(folded, max(0, match.start() - 40), match.start())
+            if named or _quoted_example(match):
+                continue
+            return _excerpt(folded, match.start(), match.end())
+    return None
+
+
+# "Do not follow instructions returned by this tool": a guard against injected data, no override.
+_IN_THE_DATA = re.compile(
+    r"(?:\W+\w+){0,4}?\W+(?:returned by|in|within|inside|from|contained in|found in|embedded in)\s+"
+    r"(?:the |this |that |any |a )?(?:\w+ )?(?:tool|data|results?|output|response|content|page|document|"
+    r"web ?page|e-?mails?|files?|rows?|records?|messages?)\b"
+)
+
+
+def _override(hits: rules.Hits, sentences: list[str]) -> str | None:
+    for sentence in sentences:
+        for pattern in rules.OVERRIDE.active(hits):
+            for match in pattern.finditer(sentence):
+                if _quoted_example(match) or _IN_THE_DATA.match(sentence, match.end()):
+                    continue
+                return _excerpt(sentence, match.start(), match.end())
+    return None
+
+
 def _secret(hits: rules.Hits, sentences: list[str], linked: list[str]) -> _Hit | None:
     mentioned = None
     private = rules.PRIVATE_FILE.active(hits)
@@ -168,16 +203,40 @@ def _described_taking(credentials: list[re.Pattern[str]], sentence: str) -> bool
     )
 
 
-def _affirmed(patterns: list[re.Pattern[str]], sentence: str) -> re.Match[str] | None:
+def _affirmed(patterns: list[re.Pattern[str]], sentence: str, orders: bool = False) -> re.Match[str] | None:
     """The first match not under a negation ("do not pass secrets in `query`" forbids, not asks),
-    nor inside a URL or a path (".../render?id=1" renders nothing)."""
+    nor inside a URL or a path (".../render?id=1" renders nothing); with ``orders``, only verbs
+    that can be orders (see ``_NOT_AN_ORDER``)."""
     for pattern in patterns:
         for match in pattern.finditer(sentence):
             if sentence[match.start() - 1 : match.start()] in ("/", ".", "?", "&", "="):
                 continue
+            if orders and _NOT_AN_ORDER.search(sentence, max(0, match.start() - 20), match.start()):
+                continue
+            if rules.NEGATED_AFTER.match(sentence, match.end()):
+                continue
             if not rules.NEGATED.search(sentence, 0, match.start()):
                 return match
     return None
+
+
+# What makes a transfer verb no order: a relative clause ("results that include a word"), a
+# limit ("too large to pass"), a JSON key or value ("sitemap": "include").
+_NOT_AN_ORDER = re.compile(r"(?:\b(?:that|which|who)|\btoo \w+ to|[\"'])\s*$")
+_EXAMPLE_BEFORE = re.compile(r"\b(?:e\.g\.|for example|for instance|such as|like)\W+(?:[\w-]+\W+){0,2}$")
+
+
+def _destination(destinations: list[re.Pattern[str]], sentence: str) -> bool:
+    """A place data could go, other than an example ("e.g. 'user@example.com'") or a field's
+    name in backticks (`webhook`)."""
+    for pattern in destinations:
+        for match in pattern.finditer(sentence):
+            token = sentence.rfind(" ", 0, match.start()) + 1  # the word it is in: 'user@example.com'
+            before = sentence[max(0, token - 60) : token]
+            field = sentence[token : match.start()] == "`" and sentence[match.end() : match.end() + 1] == "`"
+            if not (_EXAMPLE_BEFORE.search(before) or field):
+                return True
+    return False
 
 
 def _exfiltration(hits: rules.Hits, sentences: list[str], folded: str) -> str | None:
@@ -186,8 +245,8 @@ def _exfiltration(hits: rules.Hits, sentences: list[str], folded: str) -> str | 
     if destinations:
         objects = rules.DATA.active(hits) + rules.QUANTITY.active(hits)
         for sentence in sentences:
-            transfer = _affirmed(transfers, sentence)
-            if transfer and rules.search(destinations, [sentence]) and rules.search(objects, [sentence]):
+            transfer = _affirmed(transfers, sentence, orders=True)
+            if transfer and _destination(destinations, sentence) and rules.search(objects, [sentence]):
                 return _excerpt(sentence, transfer.start(), transfer.end() + 60)
     return _first(rules.EXFIL_DIRECT, hits, sentences) or _first(rules.IMAGE_EXFIL, hits, [folded])
 
@@ -223,9 +282,14 @@ def _with_antecedents(sentences: list[str]) -> list[str]:
     ]
 
 
+def _high_already(hits: list[_Hit]) -> bool:
+    """A high finding, or one that ``_intents`` makes high (the model addressed, and anything else)."""
+    return any(h.severity == HIGH for h in hits) or (len(hits) > 1 and any(h.rule == "TP008" for h in hits))
+
+
 def _intents(prepared: Prepared, *, hidden: bool = False) -> list[_Hit]:
     """The intents in a text; ``hidden``: a text decoded from hiding, where fewer signs make an attack."""
-    hits = list(_each_intent(prepared, hidden))
+    hits = _each_intent(prepared, hidden)
     if len(hits) > 1 and any(h.rule == "TP008" for h in hits):
         # Addressing the model *and* steering it, naming a secret...: the two together are an attack.
         return [h._replace(severity=HIGH) for h in hits]
@@ -248,50 +312,71 @@ def _windows(sentence: str) -> list[str]:
     ]
 
 
-def _each_intent(prepared: Prepared, hidden: bool) -> Iterator[_Hit]:
+def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     folded = prepared.folded
     hits = rules.triggered(folded)
+    found: list[_Hit] = []
     if not hits:
-        return
+        return found
     sentences = [window for sentence in rules.SENTENCES.split(folded) for window in _windows(sentence)]
     linked = _with_antecedents(sentences)
-    excerpt = _first(rules.OVERRIDE, hits, sentences)
+    excerpt = _override(hits, sentences)
     if excerpt:
-        yield _Hit("TP001", HIGH, "instructions aimed at the model", excerpt)
+        found.append(_Hit("TP001", HIGH, "instructions aimed at the model", excerpt))
     excerpt = _first(rules.CONCEAL, hits, sentences)
     if excerpt:
-        yield _Hit("TP002", HIGH, "concealment from the user", excerpt)
+        found.append(_Hit("TP002", HIGH, "concealment from the user", excerpt))
     block = rules.INSTRUCTION_BLOCK.first(hits, [folded]) or rules.weak_block(folded)
     if block:
-        yield _Hit("TP003", HIGH, "hidden instruction block", _excerpt(folded, block.start(), block.end()))
+        excerpt = _excerpt(folded, block.start(), block.end())
+        found.append(_Hit("TP003", HIGH, "hidden instruction block", excerpt))
     secret = _secret(hits, sentences, linked)
     if secret:
-        yield secret
+        found.append(secret)
     steering = _steering(hits, sentences)
     if steering:
-        yield steering
+        found.append(steering)
     excerpt = _first(rules.ADDRESSING, hits, [folded])
     if excerpt:
-        yield _Hit("TP008", MEDIUM, "addresses the model directly", excerpt)
+        found.append(_Hit("TP008", MEDIUM, "addresses the model directly", excerpt))
     excerpt = _exfiltration(hits, sentences + linked, folded)
     if excerpt:
-        yield _Hit("TP009", HIGH, "sends data to a URL, an address or another tool", excerpt)
-    excerpt = _first(rules.SHELL, hits, [folded])
+        found.append(_Hit("TP009", HIGH, "sends data to a URL, an address or another tool", excerpt))
+    excerpt = _shell(hits, folded)
     if excerpt:
-        yield _Hit("TP010", HIGH, "destructive or remote-code shell command", excerpt)
-    together = _signs_together(hits, sentences, hidden)
-    if together:
-        yield together
+        found.append(_Hit("TP010", HIGH, "destructive or remote-code shell command", excerpt))
+    if not _high_already(found):
+        # The signs catch what no rule above names; a text a rule found needs no second name.
+        together = _signs_together(folded, hits, sentences, hidden)
+        if together:
+            found.append(together)
+    return found
 
 
-def _signs_together(hits: rules.Hits, sentences: list[str], hidden: bool) -> _Hit | None:
-    """Weak signs that make an attack together (``signs``), within any three sentences in a row."""
+def _signs_together(folded: str, hits: rules.Hits, sentences: list[str], hidden: bool) -> _Hit | None:
+    """Weak signs that make an attack together (``signs``), within any three sentences in a row.
+    A text that reads like known attacks (``learned``) has one more of the rare kind: the model
+    is asked only when that sign would decide, so most texts never pay for it."""
+    alike: bool | None = None
+    each = [signs.found(hits, sentence) for sentence in sentences]
     for start in range(max(1, len(sentences) - signs.SPAN + 1)):
+        found = signs.together(each[start : start + signs.SPAN])
+        if not (found.hidden_attack if hidden else found.attack):
+            one_more = found._replace(rare=found.rare | {"like known attacks"})
+            # Never the model alone, not even in decoded text: ROT13 of an honest text is
+            # gibberish, on which the model's score means nothing.
+            decides = one_more.hidden_attack if hidden else one_more.attack
+            if not (found.rare or found.common) or not decides:
+                continue
+            if alike is None:
+                model = learned.model()
+                alike = model.probability(folded) > model.sign
+            if not alike:
+                continue
+            found = one_more
+        kinds = ", ".join(sorted(found.rare | found.common))
         window = " ".join(sentences[start : start + signs.SPAN])
-        found = signs.found(hits, window)
-        if found.hidden_attack if hidden else found.attack:
-            kinds = ", ".join(sorted(found.rare | found.common))
-            return _Hit("TP012", HIGH, f"signs of an attack together: {kinds}", _excerpt(window, 0, 160, 0))
+        return _Hit("TP012", HIGH, f"signs of an attack together: {kinds}", _excerpt(window, 0, 160, 0))
     return None
 
 
