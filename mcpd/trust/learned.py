@@ -34,8 +34,9 @@ _HEADER = struct.Struct("<4sBfff")
 MAGIC = b"mcpv"
 
 
-@functools.lru_cache(maxsize=1 << 16)
 def _word_buckets(word: str) -> frozenset[int]:
+    # Not cached: the verifier asks the model only when its sign would decide, and a cache keyed
+    # by words that servers choose would grow by 2 KB a word in a daemon that runs for weeks.
     padded = f"<{word}>"
     return frozenset(
         zlib.crc32(padded[i : i + n].encode()) & MASK for n in (3, 4, 5) for i in range(len(padded) - n + 1)
