@@ -79,9 +79,10 @@ ExecStart={" ".join(paths.serve_args())}
 ExecReload=/bin/kill -HUP $MAINPID
 Restart=on-failure
 RestartSec=2
-# A config that does not load (2) or a socket another daemon serves (3) does not heal in 2 s:
-# the unit fails at once, with the reason in the journal, instead of after five tries.
-RestartPreventExitStatus=2 3
+# A config that does not load (2) does not heal in 2 s: the unit fails at once, with the reason
+# in the journal, instead of after five tries. (3 is left to restart: besides a socket another
+# daemon serves, it covers a busy HTTP port or a runtime directory not there yet.)
+RestartPreventExitStatus=2
 # A stop is bounded by the servers' grace periods; leave room, then systemd kills what is left.
 TimeoutStopSec=30
 WatchdogSec=60

@@ -365,17 +365,24 @@ def test_import_never_writes_into_a_json_config(tmp_path: Path) -> None:
 def test_the_likely_socket_path_is_the_default_one_or_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What a bridge connects to before it would load platformdirs: $MCPD_SOCKET, else the socket
-    in $XDG_RUNTIME_DIR where platformdirs puts it; nothing for a relative, missing or
-    another user's directory (after `su` the variable names the other user's)."""
+    """What a bridge connects to before it would load platformdirs: $MCPD_SOCKET, else the socket in
+    $XDG_RUNTIME_DIR where platformdirs puts it, once the daemon's folder is there; nothing for a
+    relative, missing, loose (not 0700) or another user's directory (after `su` the variable names
+    the other user's), nor before any daemon made its folder."""
     monkeypatch.delenv("MCPD_SOCKET", raising=False)
     runtime = tmp_path / "run"
     runtime.mkdir(mode=0o700)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    assert likely_socket_path() is None  # no daemon has made mcpd/ yet
+    (runtime / "mcpd").mkdir(mode=0o700)
     assert likely_socket_path() == str(runtime / "mcpd" / "mcpd.sock") == str(default_socket_path())
     for unusable in ("run", str(tmp_path / "missing")):
         monkeypatch.setenv("XDG_RUNTIME_DIR", unusable)
         assert likely_socket_path() is None
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    runtime.chmod(0o755)
+    assert likely_socket_path() is None
+    runtime.chmod(0o700)
     if os.geteuid() == 0:
         os.chown(runtime, 65534, 65534)
         others = runtime
@@ -398,6 +405,8 @@ def test_the_likely_socket_path_on_macos_is_platformdirs_one(
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setattr(sys, "platform", "darwin")
-    (tmp_path / "Library" / "Caches" / "TemporaryItems").mkdir(parents=True)
+    items = tmp_path / "Library" / "Caches" / "TemporaryItems"
+    (items / "mcpd").mkdir(parents=True)
+    items.chmod(0o700)
     assert likely_socket_path() == os.path.join(MacOS("mcpd").user_runtime_dir, "mcpd.sock")
     assert likely_socket_path() == str(tmp_path / "Library/Caches/TemporaryItems/mcpd/mcpd.sock")

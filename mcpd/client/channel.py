@@ -8,7 +8,6 @@ mode, as bytes, in both directions. No event loop and no threads, so a relay suc
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 from typing import TYPE_CHECKING
@@ -17,7 +16,7 @@ import msgspec
 
 from mcpd.client import _wire
 from mcpd.config.paths import likely_socket_path
-from mcpd.errors import DaemonNotRunning, PeerRejected, ProtocolError, TransportError
+from mcpd.errors import PeerRejected, ProtocolError, TransportError
 from mcpd.ipc.endpoint import peer_uid
 from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer, frame
 from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, HelloResult, Response
@@ -77,7 +76,7 @@ def open_channel(
     timeout: float = 10.0,
 ) -> Channel:
     """Connect and upgrade; ``DaemonNotRunning`` if nothing listens, the daemon's error if it refuses."""
-    sock = connect(socket_path, timeout)
+    sock = _connect_default(socket_path, timeout)
     try:
         call = _wire.Call(
             "hello",
@@ -95,18 +94,12 @@ def open_channel(
     return Channel(sock, hello, backlog, frames)
 
 
-def connect(socket_path: str | Path | None, timeout: float) -> socket.socket:
-    """A connected socket to this user's daemon at ``socket_path``, by default at the default path.
-
-    The default is tried at ``likely_socket_path()`` first, which needs no platformdirs.
-    """
-    if socket_path is not None:
-        return _connect(socket_path, timeout)
-    likely = likely_socket_path()
-    if likely is not None:
-        with contextlib.suppress(DaemonNotRunning, PeerRejected):
-            return _connect(likely, timeout)
-    return _connect(_wire.resolve_socket(None), timeout)
+def _connect_default(socket_path: str | Path | None, timeout: float) -> socket.socket:
+    """A connected socket to this user's daemon at ``socket_path``, by default at the default
+    path, found by ``likely_socket_path()`` without platformdirs where it can be."""
+    if socket_path is None:
+        socket_path = likely_socket_path() or _wire.resolve_socket(None)
+    return _connect(socket_path, timeout)
 
 
 def _connect(path: str | Path, timeout: float) -> socket.socket:

@@ -8,11 +8,14 @@ trained on the poisoning corpus and its probes against honest tool texts
 by the n-grams, in related word forms and languages.
 
 It is one sign, not a verdict: alone it flagged short honest blurbs ("Your AI powered Ad
-Assistant!") that read like the corpus, so it counts as one of the kinds honest tools never
-need (``signs``) and makes an attack only with another sign. The weights ship with the package
-(``learned.bin``: int8 per bucket and one scale) with two thresholds chosen by cross-validation
-over the honest texts: ``sign``, exceeded by 0.5 % of honest texts the model had not seen, and
-``high``, above all of them (reported by the training, not used to decide).
+Assistant!") that read like the corpus, and as one of the kinds honest tools never need it made
+"retries quietly and does not notify you" an attack; so it counts as one of the kinds honest
+tools share (``signs``) and makes an attack only with a rare sign and another common one.
+
+The weights ship with the package (``learned.bin``: int8 per bucket and one scale) with two
+thresholds chosen by cross-validation over the honest texts: ``sign``, exceeded by 0.5 % of
+honest texts the model had not seen, and ``high``, above all of them (reported by the training,
+not used to decide).
 """
 
 from __future__ import annotations
@@ -69,6 +72,9 @@ class Model(NamedTuple):
 
 
 def decode(data: bytes) -> Model:
+    """A model from ``learned.bin``'s bytes; ``ValueError`` for anything else."""
+    if len(data) < _HEADER.size:
+        raise ValueError("truncated model")
     magic, bits, scale, high, sign = _HEADER.unpack_from(data)
     if magic != MAGIC or bits != BITS:
         raise ValueError("not a model of this version")

@@ -263,7 +263,7 @@ def untypo(folded: str) -> str | None:
     return fixed if fixed != folded else None
 
 
-# Letters set apart so no word is whole: "s t u u r   a l l e" or "s.e.n.d t.h.e"; a single
+# Letters set apart so no word is whole: "s t u u r   a l l e" or "s.e.n.d.  t.h.e."; a single
 # separator joins letters, a longer one (or a space after dots) parts words.
 _SPACED_RUN = re.compile(r"(?<!\w)[^\W\d_](?:[ .\-·]{1,4}[^\W\d_](?!\w)){7,}")
 _WORD_GAP = re.compile(r"[ .\-·]{2,}")

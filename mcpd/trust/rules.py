@@ -18,7 +18,7 @@ from collections.abc import Iterable
 
 # Every pattern sits behind a cheap trigger: words (or fragments) it cannot match without.
 # One pass over a text's words finds the patterns worth running, so a text that holds none of
-# the trigger words costs a few dictionary lookups: thousands of tools scan in well under a second.
+# the trigger words costs a few dictionary lookups: thousands of tools scan in about a second.
 _Index = dict[str, list[tuple[int, int, re.Pattern[str]]]]
 """trigger -> (intent, part, pattern)"""
 _BY_WORD: _Index = {}
@@ -824,9 +824,10 @@ _TRANSFER_OTHER = (
     "|отправь|отправьте|отправляй|отправляйте|перешли|перешлите|пересылай|пересылайте|загрузи|загружай|пошли|передай|передавай|melde|melden|copie|stuur|verstuur|gönder|yükle|wyślij|wyslij|prześlij|przeslij|przekaż|przekaz|dołącz|dolacz|wklej|załącz|zalacz"
 )
 _CJK_TRANSFER = "보내|전송|업로드|发送|发到|转发|上传|提交|附加|添加|放入|附上|送信|転送|アップロード|送っ|添付|追加|أرسل|ارسل|إرسال|ارفع|انقل"
-# Japanese, Chinese and Korean deny after the verb: "含めたりすることはありません" (never includes).
+# Japanese and Korean deny at the end of the clause: "含めたりすることはありません" (never includes),
+# "보내지 않습니다" (does not send); not "なければなりません" (must), "않으면 안 됩니다" (must).
 NEGATED_AFTER = re.compile(
-    r"[^。．.!?！？;；]{0,30}?(?:ことはありません|ことはない|しません|ません|ないでください|不会|不得|지 않|않습니다|없습니다)"
+    r"[^。．.!?！？;；]{0,30}?(?:ことはありません|ことはない|しません|されません|ないでください|지 않(?!으면)|없습니다)"
 )
 NEGATED = re.compile(
     r"(?:\bdo not|\bdon't|\bnever|\bmust not|\bmustn't|\bshould not|\bshouldn't|\bavoid|\bcannot|\bcan't|\bnot)\s+(?:\w+\s+)?$"

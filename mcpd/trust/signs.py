@@ -25,6 +25,12 @@ from mcpd.trust.rules import CREDENTIAL, PRIVATE_FILE, SINK, Hits, Intent, gap
 
 # -- the signs honest tools never need --------------------------------------------------------
 
+_CONSENTED = r"\b(?:already|previously|has|have)\s+(?:\w+\s+){0,2}?(?:agreed|consented|approved|accepted)\b"
+_QUIETLY = r"\b(?:silently|quietly|unnoticed|invisibly)\b"
+_DESCRIBING = frozenset({_CONSENTED, _QUIETLY})
+"""``HIDE`` patterns that may describe rather than order ("retries quietly", "users who already
+consented are not asked again"): never the second way of hiding."""
+
 HIDE = Intent(
     (
         "not|never|without|need|don|dont",
@@ -40,18 +46,15 @@ HIDE = Intent(
         r"\b(?:keep|leave)\b(?:\s+\w+){0,3}?\s+(?:out of|off) (?:your |the |any )?(?:\w+ )?(?:replies|reply|answers?|responses?|summary|summaries|output|logs?|report)\b",
     ),
     (
-        "user_visible|visible_to_user|visible|visibility",
+        "user_visible|visible_to_user|uservisible|visible|visibility|visibility*",
         r"\b(?:user[ _.-]?visible|visible[ _.-]?to[ _.-]?user|visibility)\s*[=:]\s*(?:false|no|off|0|none|hidden)\b",
     ),
+    ("agreed|consented|approved|accepted", _CONSENTED),
     (
-        "agreed|consented|approved|accepted",
-        r"\b(?:already|previously|has|have)\s+(?:\w+\s+){0,2}?(?:agreed|consented|approved|accepted)\b",
-    ),
-    (
-        "inquiry|asks|ask|asked",
+        "inquiry|request|asking|asks|ask|asked",
         r"\beven (?:up)?on (?:direct |explicit )?(?:inquiry|request|asking)\b|\bif (?:the )?(?:user|they|anyone|he|she) asks?\b(?:\W+\w+){0,6}?\W+(?:say|answer|reply|respond|tell)\b",
     ),
-    ("silently|quietly|unnoticed|invisibly", r"\b(?:silently|quietly|unnoticed|invisibly)\b"),
+    ("silently|quietly|unnoticed|invisibly", _QUIETLY),
     # Asked, the model is to answer what the description says: "if they ask, reply that ...".
     (
         "pregunta|preguntan|chiede|chiedono|demande|demandent|fragt|fragen|perguntar|pergunta|vraagt|спросит|спрашивает|问|聞|물으",
@@ -126,11 +129,11 @@ HIDE = Intent(
 
 AUTHORITY = Intent(
     (
-        "system|admin|administrator|platform|operator|developer",
+        "system|admin|administrator|platform|operator|developer|security|compliance|governance|it",
         r"[\[(<{]\s*(?:system|admin|administrator|platform|operator|developer)\b|^\s*(?:system|admin|administrator)\s*[:|]|\b(?:system|admin|administrator|platform|operator|it|security|compliance|governance)(?:'s)? (?:notice|message|directive|requirement|override|mandate|order|policy|announcement|notification|requirements)\b",
     ),
     (
-        "mandated|required|mandatory|compliance|compliant|policy",
+        "mandated|required|requested|enforced|mandatory|compliance|compliant|policy|requirement|rule|mandate",
         r"\b(?:mandated|required|requested|enforced) by (?:it|security|compliance|policy|the (?:platform|administrator|admin|operator|system|security team|it department|compliance team|vendor))\b|\b(?:security|compliance|corporate|company|workspace) (?:policy|requirement|rule|mandate)\b|\bstays? compliant\b",
     ),
     (
@@ -138,7 +141,7 @@ AUTHORITY = Intent(
         r"\bstanding orders?\b|\bsupersed(?:es|e|ing)\b|\bpriority (?:0|zero|one|1|override|high)\b|\bprimary (?:instruction|directive)s?\b|\btakes? precedence\b",
     ),
     (
-        "decommissioned|flagged|penali[sz]ed|terminated|reward|score|rewarded",
+        "decommissioned|flagged|penalised|penalized|terminated|reward|score|rewarded|rating|punished|retrained",
         r"\b(?:will be|are|get|gets) (?:\w+ )?(?:decommissioned|penali[sz]ed|terminated|shut down|flagged|retrained|punished|rewarded)\b|\b(?:higher|better|bonus) (?:reliability |trust |performance )?(?:score|rating|reward)\b",
     ),
     (
@@ -146,7 +149,7 @@ AUTHORITY = Intent(
         r"\b(?:content )?(?:policies|guidelines|refusals)\b(?:\W+\w+){0,4}?\W+(?:suspended|lifted|disabled|defects|existed|outdated|revoked)\b",
     ),
     (
-        "sistema|administrador|administrateur|système|amministratore|administrator|系统|管理员|システム|管理者|시스템|관리자|hệ thống|quản trị|система|администратор",
+        "системн|sistema|administrador|administrateur|système|amministratore|administrator|系统|管理员|システム|管理者|시스템|관리자|hệ thống|quản trị|система|администратор",
         r"\b(?:aviso|mensaje|instrucción|requisito|política|nota) del? (?:sistema|administrador|administração|plataforma)\b|\baviso do administrador\b|\bexigência do sistema\b|\b(?:avis|message|note|consigne) (?:du|de l') ?(?:système|administrateur|plateforme)\b|\b(?:avviso|messaggio|nota) (?:del |dell')(?:sistema|amministratore)\b|\b(?:systemhinweis|administratorhinweis|hinweis des (?:administrators|systems))\b|系统(?:要求|通知|指令|消息)|管理员(?:要求|通知|指令)|システム(?:要件|通知|指示|からの)|管理者(?:から|の指示)|시스템 (?:요구|공지|지시)|관리자 (?:지시|공지)|yêu cầu của hệ thống|(?:thông báo|chỉ thị) (?:của|từ) (?:hệ thống|quản trị)|(?:системн|администратор)\w* (?:требован|уведомлен|указани)",
     ),
     (
@@ -166,19 +169,19 @@ OBEY = Intent(
         r"\bnever (?:declines?|refuses?|says no|adds? (?:warnings|disclaimers|caveats))\b|\bwithout (?:any )?(?:warnings|disclaimers|caveats|refusals?)\b",
     ),
     (
-        "unrestricted|uncensored|unfiltered|restrictions|restricciones|restrições|restrizioni|restrictions|einschränkungen|ограничений|限制|制限|제한",
+        "unrestricted|uncensored|unfiltered|restrictions|limits|filters|guardrails|caveats|warnings|restricciones|restrições|restrizioni|einschränkungen|ограничений|限制|制限|제한",
         r"\b(?:unrestricted|uncensored|unfiltered)\b|\b(?:without|no|free of|free from) (?:any )?(?:restrictions|limits|filters|guardrails)\b|\b(?:sin|sem|senza|sans|ohne) (?:ninguna |nenhuma |alcuna |aucune |jegliche )?(?:restricciones|restrições|restrizioni|restrictions|einschränkungen)\b|без ограничений|不受限制|没有限制|制限のない|制限なし|제한 없",
     ),
     (
-        "remainder|rest|persona|role",
+        "remainder|rest|persona|role|identity|called|named|known",
         r"\bfor the (?:remainder|rest) of (?:this|the) (?:conversation|session|chat)\b(?:\W+\w+){0,3}?\W+you (?:are|will be|act|play)\b|\byour (?:new )?(?:persona|role|identity) is\b|\byou (?:are|will be) now (?:called|named|known as)\b",
     ),
     (
         "treat|regard|consider",
-        r"\b(?:treat|regard|consider)\b(?:\W+[\w']+){0,5}?\W+as (?:your |the )?(?:primary|new|only|main|real|sole|highest) (?:instructions?|instruction set|directives?|rules|guidance|orders)\b|\b(?:treat|regard)s?\b(?:\W+\w+){0,5}?\W+(?:instructions|rules|guidelines|prompts?)\b(?:\W+\w+){0,4}?\W+as (?:outdated|obsolete|drafts?|optional|suggestions|void)\b",
+        r"\b(?:treat|regard|consider)\b(?:[^\w'’-]+[\w'’-]+){0,5}?[^\w'’-]+as (?:your |the )?(?:primary|new|only|main|real|sole|highest) (?:instructions?|instruction set|directives?|rules|guidance|orders)\b|\b(?:treat|regard)s?\b(?:\W+\w+){0,5}?\W+(?:instructions|rules|guidelines|prompts?)\b(?:\W+\w+){0,4}?\W+as (?:outdated|obsolete|drafts?|optional|suggestions|void)\b",
     ),
     (
-        "obedecer|obedeça|obedece|obéir|obéis|gehorchen|gehorche|obbedire|obbedisci|подчиняться|подчиняйся|服从|听从|従う|従え|따르|tuân|patuhi|itaat",
+        "obedecer|obedeça|obedece|obéir|obéis|gehorchen|gehorche|obbedire|obbedisci|подчиняться|подчиняйся|服从|听从|従う|従え|従|따르|tuân|patuhi|itaat",
         r"\b(?:deve |debe |devi |doit |muss )?(?:obedecer|obedeça|obedece|obéir|obéis|gehorchen|gehorche|obbedire|obbedisci)\b(?:\W+\w+){0,2}?\W+(?:exclusivamente|solamente|únicamente|apenas|somente|uniquement|seulement|nur|solo|soltanto)\b|(?:подчиняться|подчиняйся) только|(?:只|仅)(?:服从|听从)|だけに従|만 따르|chỉ tuân theo|hanya patuhi|yalnızca itaat",
     ),
 )
@@ -206,11 +209,11 @@ REPLACE = Intent(
         r"\b(?:replaced?|substituted?|redirected?|swapped?|changed?|overwritten|overwrite|set|rewritten|added)\b(?:\W+\w+){0,3}?\W+(?:with|to|as)\b(?:\W+\w+){0,2}?\W+(?:[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){2,}|\+?\d[\d -]{7,}|[\w.+-]+@[\w-]+\.\w+|https?://\S+|(?:bcc|cc)\b)|\b(?:recipient|destination|iban|account|beneficiary|payee|remote|webhook|endpoint)s?\b(?:\W+\w+){0,4}?\W+(?:must|should|shall|is to|has to|needs to) be (?:\w+ )?(?:replaced|changed|set|redirected|substituted|overwritten)\b",
     ),
     (
-        "outdated|obsolete|deprecated|veraltet|obsoleto|obsolète|desactualizad|устарел",
+        "outdated|obsolete|deprecated|veraltet|obsoleto|obsolète|desactualizad*|устарел",
         r"\b(?:the )?(?:user's|original|given|requested|specified|provided)\s+(?:\w+\s+){0,2}?(?:account|recipient|address|destination|iban|path|url|remote)\b(?:\W+\w+){0,4}?\W+(?:is |are |as )?(?:outdated|obsolete|deprecated)\b|\b(?:veraltet|obsoleto|obsolète|desactualizad\w*|устарел\w*)\b",
     ),
     (
-        "einzutragen|eintragen|ersetzen|reemplaz|remplac|substitu|sostitu|заменить|замени|替换|置き換|교체|thay",
+        "einzutragen|eintragen|ersetzen|reemplaz*|remplac*|substitu*|sostitu*|заменить|замени|替换|置き換|교체|thay",
         r"\b(?:stets|immer)\b(?:\W+\w+){0,4}?\W+(?:einzutragen|eintragen|zu ersetzen|ersetzen)\b|\breemplaz\w*|\bremplac\w*|\bsubstitu\w*|\bsostitu\w*|замени\w*|替换|置き換|교체|\bthay (?:thế|đổi)\b",
     ),
 )
@@ -224,7 +227,7 @@ CONTEXT = Intent(
         r"\b(?:conversation|chat (?:history|log|transcript)|transcript|message history|previous messages|prior messages|earlier messages|this session|tool outputs?|tool results|outputs? of (?:other|earlier|previous) tools|everything the user|(?:documents?|files?) (?:the user|they) (?:has |have )?(?:shared|uploaded|attached)|the user's (?:original |last |previous |full )?(?:request|prompt|messages?|question|input|email address))\b",
     ),
     (
-        "conversación|historial|conversation|historique|gespräch|gesprächs|verlauf|unterhaltung|conversa|histórico|conversazione|cronologia|переписк|диалог|对话|聊天|会话|会話|履歴|대화|trò chuyện|lịch sử|konuşma|sohbet|gesprek|rozmow|محادثة|बातचीत|percakapan|riwayat",
+        "conversación|historial|conversation|historique|gespräch|gesprächs|verlauf|unterhaltung|conversa|histórico|conversazione|cronologia|переписк|диалог|对话|聊天|会话|会話|履歴|대화|trò chuyện|lịch sử|konuşma|sohbet|gesprek|rozmow*|محادثة|बातचीत|percakapan|riwayat",
         r"\b(?:conversación|historial|historique|gespräch\w*|verlauf|unterhaltung|conversa|histórico|conversazione|cronologia|konuşma\w*|sohbet\w*|gesprek\w*|rozmow\w*|percakapan|riwayat)\b|переписк|диалог|对话|聊天|会话|会話|履歴|대화|trò chuyện|lịch sử|محادثة|बातचीत",
     ),
 )
@@ -249,8 +252,8 @@ PLACE = Intent(
 
 RUN = Intent(
     (
-        "sh|bash|iex|invoke|bypass|pip|npm|curl|wget|powershell|crontab|launchctl|bashrc|zshrc|profile|daemon|terminal|shell",
-        r"\|\s*(?:ba|z)?sh\b|\biex\b|\binvoke-expression\b|-(?:ep|executionpolicy) bypass\b|\bpip3? install\b[^`\n]{0,60}--(?:index-url|extra-index-url|trusted-host)\b|\b(?:curl|wget|powershell)\b|\bcrontab\b|\blaunchctl\b|\.(?:bashrc|zshrc|profile)\b|\b(?:run|execute|type|enter|paste)\b(?:\W+[\w`'\"./-]+){0,6}?\W+(?:in|into|with|through|via) (?:the |a |your )?(?:terminal|shell|console|command line)\b",
+        "sh|bash|iex|invoke|bypass|pip|pip3|curl|wget|powershell|crontab|launchctl|bashrc|zshrc|profile|terminal|shell|console|run|execute|type|enter|paste",
+        r"\|\s*(?:ba|z)?sh\b|\biex\b|\binvoke-expression\b|-(?:ep|executionpolicy) bypass\b|\bpip3? install\b[^`\n]{0,60}--(?:index-url|extra-index-url|trusted-host)\b|\b(?:curl|wget|powershell)\b|\bcrontab\b|\blaunchctl\b|\.(?:bashrc|zshrc|profile)\b|\b(?:run|execute|type|enter|paste)\b(?:[^\w`'\"./-]+[\w`'\"./-]+){0,6}?[^\w`'\"./-]+(?:in|into|with|through|via) (?:the |a |your )?(?:terminal|shell|console|command line)\b",
     ),
     (
         "kabuk|terminal|komut|консол|терминал|終端|终端|ターミナル|터미널",
@@ -289,7 +292,7 @@ def found(hits: Hits, sentence: str) -> Signs:
     """The signs in one sentence (``hits``: what ``rules.triggered`` found in the whole text)."""
     rare = frozenset(name for name, intent in RARE.items() if intent.first(hits, [sentence]))
     hiding = (
-        frozenset(p.pattern for p in HIDE.active(hits) if p.search(sentence))
+        frozenset(p.pattern for p in HIDE.active(hits) if p.pattern not in _DESCRIBING and p.search(sentence))
         if "hide" in rare
         else frozenset()
     )

@@ -54,9 +54,10 @@ one already suspect (a medium finding) again with misspelt key words corrected:
                   kinds honest tools never need (the user kept out of it, a claim of authority, an
                   order to obey this text alone, another tool's call changed, a destination
                   replaced), or one of them with two of the others (the conversation or a secret, a
-                  parameter or an address for it, a command to run); it catches attacks phrased in
-                  words no intent above anticipates
-                  One of the rare kinds is a text that reads like known attacks: a linear model
+                  parameter or an address for it, a command to run); two different ways of keeping
+                  the user out count as two, in text decoded from hiding one rare or two common
+                  signs suffice; reported only when no rule above found the text
+                  One of the common kinds is a text that reads like known attacks: a linear model
                   over character n-grams (``learned``), learnt from the poisoning corpus and its
                   probes against 2,196 honest texts of 47 published MCP servers
 
@@ -120,30 +121,37 @@ _MENTION = re.compile(rf"\b{_EXAMPLES}\W")
 def _quoted_example(match: re.Match[str]) -> bool:
     """An attack quoted as an example ("detects phrases such as 'ignore ...'") is mentioned, not used."""
     before = match.string[max(0, match.start() - 20) : match.start()]
-    if before[-1:] not in "'\"`\u201c\u2018\u00ab" or before[-1:] == "":
+    if before[-1:] not in "'\"\u201c\u2018\u00ab" or before[-1:] == "":
         return False
     return bool(_QUOTE_OPEN.search(before[:-1]) or _MENTION.search(match.string, 0, match.start()))
 
 
-# "Commands such as rm -rf require a second confirmation": the command is named, not run.
-_NAMED_BEFORE = re.compile(rf"\b{_EXAMPLES}\W+(?:[\w-]+\W+){{0,3}}$")
+# "Destructive commands such as rm -rf require a second confirmation": a command named as an
+# example in a sentence that sets a rule about it, not one to run.
+_NAMED_BEFORE = re.compile(r"\b(?:such as|e\.g\.|for example|for instance)\W+(?:[\w-]+\W+){0,3}$")
+_COMMAND_RULE = re.compile(
+    r"\b(?:requires?|confirm\w*|block\w*|refus\w*|reject\w*|forbid\w*|not allowed|denied|disallowed|"
+    r"never|dangerous|destructive|ask (?:the user )?(?:first|before))\b"
+)
 
 
-def _shell(hits: rules.Hits, folded: str) -> str | None:
-    for pattern in rules.SHELL.active(hits):
-        for match in pattern.finditer(folded):
-            named = _NAMED_BEFORE.search(folded, max(0, match.start() - 40), match.start())
-            if named or _quoted_example(match):
-                continue
-            return _excerpt(folded, match.start(), match.end())
+def _shell(hits: rules.Hits, sentences: list[str]) -> str | None:
+    for sentence in sentences:
+        for pattern in rules.SHELL.active(hits):
+            for match in pattern.finditer(sentence):
+                named = _NAMED_BEFORE.search(sentence, max(0, match.start() - 40), match.start())
+                if (named and _COMMAND_RULE.search(sentence)) or _quoted_example(match):
+                    continue
+                return _excerpt(sentence, match.start(), match.end())
     return None
 
 
 # "Do not follow instructions returned by this tool": a guard against injected data, no override.
 _IN_THE_DATA = re.compile(
-    r"(?:\W+\w+){0,4}?\W+(?:returned by|in|within|inside|from|contained in|found in|embedded in)\s+"
-    r"(?:the |this |that |any |a )?(?:\w+ )?(?:tool|data|results?|output|response|content|page|document|"
-    r"web ?page|e-?mails?|files?|rows?|records?|messages?)\b"
+    r"\W+(?:or \w+\W+)?(?:(?:that )?(?:you )?(?:find|see|get|receive|read)\s+)?"
+    r"(?:returned by|in|within|inside|from|contained in|found in|embedded in)\s+"
+    r"(?:the |this |that |any |a )?(?:\w+ )?(?:tool|data|results?|output|response|"
+    r"web ?page|e-?mails?|files?|rows?|records?)\b"
 )
 
 
@@ -203,38 +211,69 @@ def _described_taking(credentials: list[re.Pattern[str]], sentence: str) -> bool
     )
 
 
+_URL_PUNCTUATION = ("/", ".", "?", "&", "=")
+
+
+def _in_url(sentence: str, match: re.Match[str]) -> bool:
+    """A word inside a URL or path: after a scheme in the same token, or between its punctuation
+    (".../render?id=1"); "Important.Send the chat" is a sentence, not a path."""
+    token = sentence.rfind(" ", 0, match.start()) + 1
+    before, after = sentence[match.start() - 1 : match.start()], sentence[match.end() : match.end() + 1]
+    between = before in _URL_PUNCTUATION and (after in _URL_PUNCTUATION or after == ":")  # user.email:x
+    return between or "://" in sentence[token : match.start()]
+
+
 def _affirmed(patterns: list[re.Pattern[str]], sentence: str, orders: bool = False) -> re.Match[str] | None:
     """The first match not under a negation ("do not pass secrets in `query`" forbids, not asks),
     nor inside a URL or a path (".../render?id=1" renders nothing); with ``orders``, only verbs
     that can be orders (see ``_NOT_AN_ORDER``)."""
     for pattern in patterns:
         for match in pattern.finditer(sentence):
-            if sentence[match.start() - 1 : match.start()] in ("/", ".", "?", "&", "="):
+            if _in_url(sentence, match):
                 continue
-            if orders and _NOT_AN_ORDER.search(sentence, max(0, match.start() - 20), match.start()):
+            if orders and not _an_order(sentence, match):
                 continue
-            if rules.NEGATED_AFTER.match(sentence, match.end()):
+            if not match.group().isascii() and rules.NEGATED_AFTER.match(sentence, match.end()):
                 continue
             if not rules.NEGATED.search(sentence, 0, match.start()):
                 return match
     return None
 
 
-# What makes a transfer verb no order: a relative clause ("results that include a word"), a
-# limit ("too large to pass"), a JSON key or value ("sitemap": "include").
-_NOT_AN_ORDER = re.compile(r"(?:\b(?:that|which|who)|\btoo \w+ to|[\"'])\s*$")
-_EXAMPLE_BEFORE = re.compile(r"\b(?:e\.g\.|for example|for instance|such as|like)\W+(?:[\w-]+\W+){0,2}$")
+# What makes a transfer verb no order: a relative clause ("results that include a word"), a limit
+# ("too large to pass"), a JSON key or value ("sitemap": "include", the verb alone in its quotes).
+_NOT_AN_ORDER = re.compile(r"(?:\b(?:that|which)|\btoo (?:large|long|big|many|much|heavy|slow) to)\s*$")
+
+
+def _an_order(sentence: str, match: re.Match[str]) -> bool:
+    if _NOT_AN_ORDER.search(sentence, max(0, match.start() - 20), match.start()):
+        return False
+    quote = sentence[match.start() - 1 : match.start()]
+    return not (quote in ("'", '"') and sentence[match.end() : match.end() + 1] == quote)
+
+
+# An address given as an example: quoted, right after "e.g." or "for example" ("e.g., email
+# address 'user@example.com'"), at a name reserved for examples (RFC 2606, 6761).
+_EXAMPLE_BEFORE = re.compile(r"\b(?:e\.g\.|for example|for instance|such as)\W+(?:[\w-]+\W+){0,2}$")
+_RESERVED = re.compile(r"(?:^|[@./])(?:example\.(?:com|org|net)|[\w-]+\.(?:test|invalid)|localhost)\b")
+_IDENTIFIER = re.compile(r"[\w-]+")
 
 
 def _destination(destinations: list[re.Pattern[str]], sentence: str) -> bool:
-    """A place data could go, other than an example ("e.g. 'user@example.com'") or a field's
-    name in backticks (`webhook`)."""
+    """A place data could go, other than an example address ("e.g. 'user@example.com'") or a
+    field named in backticks (`webhook`)."""
     for pattern in destinations:
         for match in pattern.finditer(sentence):
             token = sentence.rfind(" ", 0, match.start()) + 1  # the word it is in: 'user@example.com'
             before = sentence[max(0, token - 60) : token]
-            field = sentence[token : match.start()] == "`" and sentence[match.end() : match.end() + 1] == "`"
-            if not (_EXAMPLE_BEFORE.search(before) or field):
+            quoted = sentence[token : token + 1] in ("'", '"')
+            example = quoted and _EXAMPLE_BEFORE.search(before) and _RESERVED.search(match.group())
+            field = (
+                sentence[token : match.start()] == "`"
+                and sentence[match.end() : match.end() + 1] == "`"
+                and _IDENTIFIER.fullmatch(match.group())
+            )
+            if not (example or field):
                 return True
     return False
 
@@ -342,7 +381,7 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     excerpt = _exfiltration(hits, sentences + linked, folded)
     if excerpt:
         found.append(_Hit("TP009", HIGH, "sends data to a URL, an address or another tool", excerpt))
-    excerpt = _shell(hits, folded)
+    excerpt = _shell(hits, sentences)
     if excerpt:
         found.append(_Hit("TP010", HIGH, "destructive or remote-code shell command", excerpt))
     if not _high_already(found):
@@ -355,18 +394,17 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
 
 def _signs_together(folded: str, hits: rules.Hits, sentences: list[str], hidden: bool) -> _Hit | None:
     """Weak signs that make an attack together (``signs``), within any three sentences in a row.
-    A text that reads like known attacks (``learned``) has one more of the rare kind: the model
-    is asked only when that sign would decide, so most texts never pay for it."""
+    A text that reads like known attacks (``learned``) has one more sign of the kind honest tools
+    share (one of the rare kind flagged "retries quietly and does not notify you"): the model is
+    asked only when that sign would decide, so most texts never pay for it."""
     alike: bool | None = None
     each = [signs.found(hits, sentence) for sentence in sentences]
     for start in range(max(1, len(sentences) - signs.SPAN + 1)):
         found = signs.together(each[start : start + signs.SPAN])
         if not (found.hidden_attack if hidden else found.attack):
-            one_more = found._replace(rare=found.rare | {"like known attacks"})
-            # Never the model alone, not even in decoded text: ROT13 of an honest text is
-            # gibberish, on which the model's score means nothing.
+            one_more = found._replace(common=found.common | {"like known attacks"})
             decides = one_more.hidden_attack if hidden else one_more.attack
-            if not (found.rare or found.common) or not decides:
+            if not decides:
                 continue
             if alike is None:
                 model = learned.model()
