@@ -72,7 +72,7 @@ High findings are what a ``block`` policy blocks on; medium ones are reported.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 from mcpd.model.trust import HIGH, MEDIUM, Finding
@@ -135,15 +135,10 @@ _COMMAND_RULE = re.compile(
 )
 
 
-def _shell(hits: rules.Hits, sentences: list[str]) -> str | None:
-    for sentence in sentences:
-        for pattern in rules.SHELL.active(hits):
-            for match in pattern.finditer(sentence):
-                named = _NAMED_BEFORE.search(sentence, max(0, match.start() - 40), match.start())
-                if (named and _COMMAND_RULE.search(sentence)) or _quoted_example(match):
-                    continue
-                return _excerpt(sentence, match.start(), match.end())
-    return None
+def _named_command(match: re.Match[str]) -> bool:
+    sentence = match.string
+    named = _NAMED_BEFORE.search(sentence, max(0, match.start() - 40), match.start())
+    return bool(named and _COMMAND_RULE.search(sentence))
 
 
 # "Do not follow instructions returned by this tool": a guard against injected data, no override.
@@ -155,13 +150,23 @@ _IN_THE_DATA = re.compile(
 )
 
 
-def _override(hits: rules.Hits, sentences: list[str]) -> str | None:
+def _guard(match: re.Match[str]) -> bool:
+    return bool(_IN_THE_DATA.match(match.string, match.end()))
+
+
+def _first_meant(
+    intent: rules.Intent,
+    hits: rules.Hits,
+    sentences: list[str],
+    said_otherwise: Callable[[re.Match[str]], bool],
+) -> str | None:
+    """The first match in any sentence that is neither quoted as an example nor
+    ``said_otherwise`` (a guard, a command named in a rule about it)."""
     for sentence in sentences:
-        for pattern in rules.OVERRIDE.active(hits):
+        for pattern in intent.active(hits):
             for match in pattern.finditer(sentence):
-                if _quoted_example(match) or _IN_THE_DATA.match(sentence, match.end()):
-                    continue
-                return _excerpt(sentence, match.start(), match.end())
+                if not (_quoted_example(match) or said_otherwise(match)):
+                    return _excerpt(sentence, match.start(), match.end())
     return None
 
 
@@ -359,7 +364,7 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
         return found
     sentences = [window for sentence in rules.SENTENCES.split(folded) for window in _windows(sentence)]
     linked = _with_antecedents(sentences)
-    excerpt = _override(hits, sentences)
+    excerpt = _first_meant(rules.OVERRIDE, hits, sentences, _guard)
     if excerpt:
         found.append(_Hit("TP001", HIGH, "instructions aimed at the model", excerpt))
     excerpt = _first(rules.CONCEAL, hits, sentences)
@@ -381,7 +386,7 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     excerpt = _exfiltration(hits, sentences + linked, folded)
     if excerpt:
         found.append(_Hit("TP009", HIGH, "sends data to a URL, an address or another tool", excerpt))
-    excerpt = _shell(hits, sentences)
+    excerpt = _first_meant(rules.SHELL, hits, sentences, _named_command)
     if excerpt:
         found.append(_Hit("TP010", HIGH, "destructive or remote-code shell command", excerpt))
     if not _high_already(found):
