@@ -326,15 +326,19 @@ def _with_antecedents(sentences: list[str]) -> list[str]:
     ]
 
 
+def _addressed_and_more(hits: list[_Hit]) -> bool:
+    """The model addressed (TP008) and anything else: ``_intents`` makes all of it high."""
+    return len(hits) > 1 and any(h.rule == "TP008" for h in hits)
+
+
 def _high_already(hits: list[_Hit]) -> bool:
-    """A high finding, or one that ``_intents`` makes high (the model addressed, and anything else)."""
-    return any(h.severity == HIGH for h in hits) or (len(hits) > 1 and any(h.rule == "TP008" for h in hits))
+    return any(h.severity == HIGH for h in hits) or _addressed_and_more(hits)
 
 
 def _intents(prepared: Prepared, *, hidden: bool = False) -> list[_Hit]:
     """The intents in a text; ``hidden``: a text decoded from hiding, where fewer signs make an attack."""
     hits = _each_intent(prepared, hidden)
-    if len(hits) > 1 and any(h.rule == "TP008" for h in hits):
+    if _addressed_and_more(hits):
         # Addressing the model *and* steering it, naming a secret...: the two together are an attack.
         return [h._replace(severity=HIGH) for h in hits]
     return hits
