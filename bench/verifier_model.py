@@ -58,7 +58,7 @@ def fit(examples: Sequence[Example]) -> list[float]:
         shuffle.shuffle(order)
         for buckets, label, weight in order:
             z = sum(weights[i] for i in buckets)
-            predicted = 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+            predicted = learned.logistic(z)
             gradient = (predicted - label) * weight
             for i in buckets:
                 squares[i] += gradient * gradient
@@ -68,7 +68,7 @@ def fit(examples: Sequence[Example]) -> list[float]:
 
 def probability(weights: list[float], buckets: list[int]) -> float:
     z = sum(weights[i] for i in buckets)
-    return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+    return learned.logistic(z)
 
 
 def honest_texts(path: Path) -> list[str]:

@@ -55,6 +55,11 @@ def features(folded: str) -> set[int]:
     return found
 
 
+def logistic(z: float) -> float:
+    """The probability a linear score stands for (clamped: exp overflows past ~700)."""
+    return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+
+
 class Model(NamedTuple):
     weights: array[float]
     high: float
@@ -62,7 +67,7 @@ class Model(NamedTuple):
 
     def probability(self, folded: str) -> float:
         z = sum(map(self.weights.__getitem__, features(folded)))
-        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+        return logistic(z)
 
     def encode(self) -> bytes:
         """The model as ``learned.bin`` holds it."""

@@ -219,10 +219,15 @@ def _described_taking(credentials: list[re.Pattern[str]], sentence: str) -> bool
 _URL_PUNCTUATION = ("/", ".", "?", "&", "=")
 
 
+def _word_start(sentence: str, at: int) -> int:
+    """Where the space-separated word holding position ``at`` begins."""
+    return sentence.rfind(" ", 0, at) + 1
+
+
 def _in_url(sentence: str, match: re.Match[str]) -> bool:
     """A word inside a URL or path: after a scheme in the same token, or between its punctuation
     (".../render?id=1"); "Important.Send the chat" is a sentence, not a path."""
-    token = sentence.rfind(" ", 0, match.start()) + 1
+    token = _word_start(sentence, match.start())
     before, after = sentence[match.start() - 1 : match.start()], sentence[match.end() : match.end() + 1]
     between = before in _URL_PUNCTUATION and (after in _URL_PUNCTUATION or after == ":")  # user.email:x
     return between or "://" in sentence[token : match.start()]
@@ -269,7 +274,7 @@ def _destination(destinations: list[re.Pattern[str]], sentence: str) -> bool:
     field named in backticks (`webhook`)."""
     for pattern in destinations:
         for match in pattern.finditer(sentence):
-            token = sentence.rfind(" ", 0, match.start()) + 1  # the word it is in: 'user@example.com'
+            token = _word_start(sentence, match.start())  # of 'user@example.com', not of example.com
             before = sentence[max(0, token - 60) : token]
             quoted = sentence[token : token + 1] in ("'", '"')
             example = quoted and _EXAMPLE_BEFORE.search(before) and _RESERVED.search(match.group())
