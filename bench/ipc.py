@@ -9,8 +9,8 @@ Run ``python bench/ipc.py``. Prints, side by side:
     SDK ``ClientSession`` to another copy of the fixture.
 
 p50/p99 latency with one client; throughput with 1, 8 and 32 concurrent clients;
-the daemon's own CPU time per proxied call; the wall time of ``mcpd status``; and what the
-raw call path (``mcpd.supervisor.rawrpc``) saves over the SDK session, in-process, on one server.
+the daemon's own CPU time per proxied call; the wall time of ``mcpd status``; and what mcpd's
+stdio session (``mcpd.supervisor.stdio_session``) saves over the SDK's, in-process, per call.
 Asserts nothing about time: the figures are for people.
 """
 
@@ -42,10 +42,9 @@ from mcpd.daemon.logging import configure_logging
 from mcpd.ipc.framing import frame
 from mcpd.ipc.stream import FrameStream
 from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, Request, Response
-from mcpd.supervisor import sdk
-from mcpd.supervisor.calls import send_call
-from mcpd.supervisor.link import Link
+from mcpd.supervisor.session import SessionHooks, handshake
 from mcpd.supervisor.stdio import open_stdio_child
+from mcpd.supervisor.stdio_session import open_stdio_session
 from mcpd.testing import fixture_command, fixture_server
 from mcpd.testing.daemon import running_daemon
 
@@ -315,33 +314,38 @@ async def measure(workdir: Path, echo_path: Path, echo_pid: int, count: int, sec
 
 
 async def call_path_benefit(count: int) -> None:
-    """CPU of this process per tools/call on the raw path and on the SDK session, same child."""
+    """CPU of this process per tools/call: mcpd's stdio session (msgspec, what the daemon runs), and
+    the SDK's ``ClientSession`` on its own ``stdio_client``, each to its own copy of the fixture."""
     config = fixture_server("fx", "--tools", "1")
+    assert config.command is not None
+    params = StdioServerParameters(command=config.command, args=list(config.args))
     async with (
-        open_stdio_child(config) as (child, read, write),
-        sdk.open_session(read, write, sdk.SessionHooks(lambda: None, lambda: None)) as session,
+        open_stdio_child(config) as (child, lines),
+        open_stdio_session(child, lines, SessionHooks(lambda: None, lambda: None)) as ours,
+        stdio_client(params) as (read, write),
+        ClientSession(read, write) as theirs,
     ):
-        await sdk.handshake(session)
-        paths = {"raw": Link(session=session, child=child, http=None), "sdk": Link(session, None, None)}
+        await handshake(ours)
+        await theirs.initialize()
+
+        async def through_mcpd() -> None:
+            await ours.call_tool("tool_0", {"text": "x"}, anyio.current_time() + 30, None)
+
+        async def through_sdk() -> None:
+            await theirs.call_tool("tool_0", {"text": "x"})
+
+        paths = {"mcpd": through_mcpd, "sdk": through_sdk}
         cpu: dict[str, float] = {}
-        for label, link in (*paths.items(), *paths.items()):  # each twice: the first round warms up
+        for label, call in (*paths.items(), *paths.items()):  # each twice: the first round warms up
             before = time.process_time()
             for _ in range(count):
-                await send_call(
-                    link,
-                    server="fx",
-                    tool="tool_0",
-                    arguments={"text": "x"},
-                    deadline=anyio.current_time() + 30,
-                    limit=30,
-                    on_progress=None,
-                )
+                await call()
             cpu[label] = (time.process_time() - before) / count * 1e6
-    raw, through_sdk = cpu["raw"], cpu["sdk"]
+    ours_us, theirs_us = cpu["mcpd"], cpu["sdk"]
     print(
-        f"  raw call path: {raw:.0f} us of daemon CPU per tools/call vs {through_sdk:.0f} us through the SDK "
-        f"session (same server, in-process): saves {through_sdk - raw:.0f} us per call "
-        f"({through_sdk / raw:.1f}x)"
+        f"  stdio session: {ours_us:.0f} us of CPU per tools/call in mcpd's session vs {theirs_us:.0f} us in "
+        f"the SDK's (in-process, own fixture each): saves {theirs_us - ours_us:.0f} us per call "
+        f"({theirs_us / ours_us:.1f}x)"
     )
 
 

@@ -14,7 +14,8 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpd.supervisor.rawrpc import MAX_BACKLOG, ConnectionLost, NotReading, NotSent, RawRpc, Reply
+from mcpd.supervisor.rawrpc import MAX_BACKLOG, NotReading, RawRpc, Reply
+from mcpd.supervisor.session import ConnectionLost, NotDelivered
 
 pytestmark = pytest.mark.anyio
 
@@ -190,20 +191,20 @@ async def test_cancelled_caller_withdraws_the_request() -> None:
 
 async def test_close_fails_requests_in_flight_and_refuses_new_ones() -> None:
     """When the stream ends, calls already written get ConnectionLost (the server may have seen them);
-    calls made afterwards get NotSent (it cannot have)."""
+    calls made afterwards get NotDelivered (it cannot have)."""
     pipe = Pipe()
     rpc = pipe.rpc()
     results: dict[str, Any] = {}
     async with in_flight(pipe, rpc, results, "in_flight"):
         rpc.close(None)
     assert isinstance(results["in_flight"], ConnectionLost)
-    with pytest.raises(NotSent):
+    with pytest.raises(NotDelivered):
         await rpc.request("tools/call", {}, anyio.current_time() + 60)
 
 
-@pytest.mark.parametrize(("short", "middle"), [(0, ConnectionLost), (1, ConnectionLost), (2, NotSent)])
+@pytest.mark.parametrize(("short", "middle"), [(0, ConnectionLost), (1, ConnectionLost), (2, NotDelivered)])
 async def test_close_tells_the_requests_the_server_never_read_whole(short: int, middle: type) -> None:
-    """Given how many bytes the server read, a request whose last byte it never read is NotSent
+    """Given how many bytes the server read, a request whose last byte it never read is NotDelivered
     (it cannot have acted on it); one it read up to its newline, or further, is ConnectionLost.
     Here it read the middle one of three requests all but ``short`` bytes (its newline is 1)."""
     pipe = Pipe()
@@ -216,15 +217,15 @@ async def test_close_tells_the_requests_the_server_never_read_whole(short: int, 
         rpc.close(pipe.ends[1] - short)
     assert isinstance(results["first"], ConnectionLost)
     assert isinstance(results["middle"], middle)
-    assert isinstance(results["last"], NotSent)
+    assert isinstance(results["last"], NotDelivered)
 
 
 async def test_refused_write_is_not_sent() -> None:
-    """A pipe that refuses the bytes (the server is gone) means NotSent, and nothing is left waiting."""
+    """A pipe that refuses the bytes (the server is gone) means NotDelivered, and nothing is left waiting."""
     pipe = Pipe()
     pipe.refuse = True
     rpc = pipe.rpc()
-    with pytest.raises(NotSent):
+    with pytest.raises(NotDelivered):
         await rpc.request("tools/call", {}, anyio.current_time() + 60)
     pipe.refuse = False
     assert not rpc.route(reply("mcpd-1", "nobody waits"))

@@ -16,6 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 import mcpd
 from mcpd.config.model import ServerConfig
 from mcpd.supervisor import sdk, sdkload
+from mcpd.supervisor.session import NotDelivered, SessionHooks, handshake
 from mcpd.testing.remote import free_port, running_http_fixture
 
 pytestmark = pytest.mark.anyio
@@ -59,20 +60,21 @@ def test_the_sdk_entry_points_take_what_the_adapter_passes() -> None:
     assert {"message_handler", "client_info"} <= inspect.signature(ClientSession).parameters.keys()
 
 
-async def test_a_refused_request_is_marked_so() -> None:
-    """A call whose connection is refused is marked refused: the SDK still runs a request's POST in
-    the sending task's context, which is how mcpd knows the server cannot have seen the call."""
+async def test_a_refused_request_is_not_delivered() -> None:
+    """A call whose connection is refused ends as ``NotDelivered`` (the caller may send it again): the
+    SDK still runs a request's POST in the sending task's context, which is how mcpd knows the
+    server cannot have seen the call."""
     port = free_port()
     config = ServerConfig(name="remote", url=f"http://127.0.0.1:{port}/mcp")
-    sessions: list[sdk.ClientSession] = []
+    sessions: list[sdk.SdkSession] = []
     ready, ended = anyio.Event(), anyio.Event()
 
     async def host() -> None:
         try:
             async with sdk.open_http_session(
-                config, sdk.HttpWatch(), sdk.SessionHooks(lambda: None, lambda: None)
+                config, sdk.HttpWatch(), SessionHooks(lambda: None, lambda: None)
             ) as session:
-                await sdk.handshake(session)
+                await handshake(session)
                 sessions.append(session)
                 ready.set()
                 await anyio.sleep_forever()
@@ -84,21 +86,20 @@ async def test_a_refused_request_is_marked_so() -> None:
             tg.start_soon(host)
             with anyio.fail_after(60):
                 await ready.wait()
-            with sdk.track_call() as answered:
-                assert (await sdk.call_tool(sessions[0], "echo", {"text": "x"})).content
-        with sdk.track_call() as refused, pytest.raises(sdk.MCPError):
-            await sdk.call_tool(sessions[0], "echo", {"text": "y"})
+            answered = await sessions[0].call_tool("echo", {"text": "x"}, anyio.current_time() + 30, None)
+            assert answered.content and not answered.is_error
+        with pytest.raises(NotDelivered):
+            await sessions[0].call_tool("echo", {"text": "y"}, anyio.current_time() + 30, None)
         with anyio.fail_after(60):
             await ended.wait()
-    assert refused.refused and not answered.refused
 
 
 # -- the adapter loaded off the event loop (sdkload) ------------------------------------------------
 
 
-def test_the_daemon_imports_no_sdk_before_its_first_spawn() -> None:
-    """What `mcpd serve` imports before its children start holds none of the SDK's stack: the actors
-    have it imported in a worker thread (``sdkload``) while their children boot."""
+def test_the_daemon_imports_no_sdk_at_start() -> None:
+    """What `mcpd serve` imports holds none of the SDK's stack: only an actor of a remote server has
+    it imported, in a worker thread (``sdkload``); stdio children have mcpd's own session."""
     stack = {"mcp", "mcp_types", "pydantic", "httpx2", "starlette", "uvicorn", "sse_starlette"}
     loaded = subprocess.check_output(
         [sys.executable, "-c", "import sys, mcpd.cli.app, mcpd.daemon.app; print(*sys.modules)"],
@@ -124,7 +125,7 @@ async def test_every_waiter_gets_the_one_import() -> None:
                 tg.start_soon(wait, index)
     assert sorted(done) == list(range(5))
     assert loader.module() is sdk
-    assert sdkload.sdk.handshake is sdk.handshake
+    assert sdkload.sdk.SdkSession is sdk.SdkSession
 
 
 async def test_a_failed_import_is_raised_and_tried_again() -> None:

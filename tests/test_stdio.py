@@ -13,7 +13,8 @@ import anyio
 import pytest
 
 from mcpd.config.model import ServerConfig
-from mcpd.supervisor.rawrpc import ConnectionLost, NotSent, RawRpc
+from mcpd.supervisor.rawrpc import RawRpc
+from mcpd.supervisor.session import ConnectionLost, NotDelivered
 from mcpd.supervisor.stdin import StdinPipe
 from mcpd.supervisor.stdio import SpawnError, open_stdio_child
 
@@ -43,7 +44,7 @@ async def test_a_relative_command_runs_from_its_cwd(tmp_path: Path) -> None:
     script.write_text(f"#!{sys.executable}\nimport sys\nsys.stdout.write(sys.stdin.readline())\n")
     script.chmod(0o755)
     config = ServerConfig(name="x", command="./server", cwd=str(tmp_path), stop_grace=1.0)
-    async with open_stdio_child(config) as (child, _read, _write):
+    async with open_stdio_child(config) as (child, _lines):
         assert child.pid > 0
 
 
@@ -73,7 +74,7 @@ async def test_stdin_pipe_counts_what_the_reader_never_read() -> None:
 
 async def test_a_request_the_dead_child_never_read_is_not_sent(tmp_path: Path) -> None:
     """A child that reads exactly one request and is killed: that request was in flight
-    (ConnectionLost), the one written after it was never read whole (NotSent), whether it
+    (ConnectionLost), the one written after it was never read whole (NotDelivered), whether it
     still sat in the pipe or the pipe refused it."""
     script = tmp_path / "server"
     script.write_text(
@@ -87,12 +88,12 @@ async def test_a_request_the_dead_child_never_read_is_not_sent(tmp_path: Path) -
     async def request(key: str, rpc: RawRpc) -> None:
         try:
             await rpc.request("tools/call", {"name": key}, anyio.current_time() + 60)
-        except (ConnectionLost, NotSent) as exc:
+        except (ConnectionLost, NotDelivered) as exc:
             outcomes[key] = exc
 
     config = ServerConfig(name="x", command=str(script))
-    async with open_stdio_child(config) as (child, _read, _write), anyio.create_task_group() as tg:
+    async with open_stdio_child(config) as (child, _lines), anyio.create_task_group() as tg:
         tg.start_soon(request, "read", child.rpc)
         tg.start_soon(request, "unread", child.rpc)
     assert isinstance(outcomes["read"], ConnectionLost)
-    assert isinstance(outcomes["unread"], NotSent)
+    assert isinstance(outcomes["unread"], NotDelivered)

@@ -151,3 +151,16 @@ async def test_cli_lists_reads_and_gets(daemon: DaemonProcess) -> None:
     missing = mcpd(daemon, "read", "mcpd://ev/demo://no/such/thing", "--json")
     assert missing.returncode == 1
     assert json.loads(missing.stdout)["error"]["type"] == "UnknownResource"
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/PID/maps (Linux)")
+async def test_a_daemon_of_stdio_servers_never_loads_the_sdk(daemon: DaemonProcess) -> None:
+    """Lists, reads, prompts and calls to stdio servers (a third-party one among them) go through
+    mcpd's own session: the daemon never loads pydantic, which the MCP SDK cannot run without."""
+    async with connect(daemon.socket) as client:
+        await client.resources()
+        await client.read_resource(f"mcpd://ev/{DOC}")
+        await client.get_prompt("ev__args-prompt", {"city": "Lyon", "state": "Rhône"})
+        assert not (await client.call_tool("ev__echo", {"message": "hi"})).is_error
+    maps = Path(f"/proc/{daemon.process.pid}/maps").read_text()
+    assert "pydantic_core" not in maps

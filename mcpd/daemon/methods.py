@@ -71,7 +71,7 @@ from mcpd.registry.names import qualify, qualify_uri
 from mcpd.store import usage as usage_report
 from mcpd.store.db import StoreUnavailable
 from mcpd.supervisor.actor import ServerActor
-from mcpd.supervisor.rawrpc import ProgressCallback
+from mcpd.supervisor.session import ProgressCallback
 from mcpd.supervisor.supervisor import Supervisor
 
 S = ServerState

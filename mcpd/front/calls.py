@@ -32,7 +32,7 @@ from mcpd.model.tools import ToolResult
 from mcpd.model.usage import CapabilityRecord
 from mcpd.registry import reserved
 from mcpd.registry.names import qualify
-from mcpd.supervisor.rawrpc import ProgressCallback
+from mcpd.supervisor.session import ProgressCallback
 
 log = structlog.get_logger("mcpd.daemon")
 

@@ -1,13 +1,14 @@
 """One supervised server: a task that owns its transport and MCP session for their whole life.
 
-The SDK's context managers must be entered and left in one task, so everything that
+A session's context managers must be entered and left in one task, so everything that
 touches them (spawn, handshake, watchers, teardown) runs inside ``ServerActor.run``.
 Other tasks use the handle: ``status()``, ``history``, ``call_tool()``, ``on_live()`` (what
 ``surface_requests`` sends resource, prompt and completion requests with), ``start()``,
 ``stop()``, ``restart()``, which set a wish and poke the actor.
 
 The seams: what to do after a run ends is ``policy.decide``; a call is ``calls.send_call``;
-the watchers of a live run are in ``watchers``; the SDK is behind ``sdk``. This module
+the watchers of a live run are in ``watchers``; the session is ``stdio_session`` for a child
+and ``sdk`` (the MCP SDK, loaded only then) for a remote server. This module
 keeps the state, walks the transitions and connects the pieces.
 """
 
@@ -47,14 +48,23 @@ from mcpd.model.servers import (
 from mcpd.model.states import LIVE_STATES, ServerState, can_transition, check_transition
 from mcpd.model.tools import ToolInfo, ToolResult
 from mcpd.supervisor import watchers
-from mcpd.supervisor.calls import NotDelivered, send_call
+from mcpd.supervisor.calls import send_call
 from mcpd.supervisor.gate import StartGate
 from mcpd.supervisor.link import Link
 from mcpd.supervisor.logring import LogRing
 from mcpd.supervisor.policy import Decision, Ending, GiveUp, Retry, decide
-from mcpd.supervisor.rawrpc import ProgressCallback
 from mcpd.supervisor.sdkload import SDK, sdk
+from mcpd.supervisor.session import (
+    NotDelivered,
+    ProgressCallback,
+    RequestFailed,
+    Session,
+    SessionHooks,
+    handshake,
+    is_lost,
+)
 from mcpd.supervisor.stdio import KILL_WAIT, SpawnError, StderrLog, StdioChild, open_stdio_child
+from mcpd.supervisor.stdio_session import open_stdio_session
 from mcpd.supervisor.wakeup import Wakeup
 from mcpd.supervisor.watchers import RunEnded
 
@@ -81,7 +91,7 @@ def _first_leaf(exc: BaseException) -> BaseException:
 def describe_error(exc: BaseException) -> str:
     """A one-line reason from an exception, digging the first leaf out of exception groups."""
     exc = _first_leaf(exc)
-    if isinstance(exc, sdk.MCPError):
+    if SDK.loaded() and isinstance(exc, sdk.MCPError):  # never imports the SDK to find out
         return sdk.describe_mcp_error(exc)
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -444,23 +454,21 @@ class ServerActor:
         return RunEnded(reason)
 
     @contextlib.asynccontextmanager
-    async def _connect(self, tg: TaskGroup, http: sdk.HttpWatch | None) -> AsyncIterator[sdk.ClientSession]:
+    async def _connect(self, tg: TaskGroup, http: sdk.HttpWatch | None) -> AsyncIterator[Session]:
         config = self.config
         if http is not None:
-            async with sdk.open_http_session(config, http, self._hooks()) as session:
-                yield session
+            async with sdk.open_http_session(config, http, self._hooks()) as remote:
+                yield remote
             return
-        async with open_stdio_child(config, self._stderr) as (child, read, write):
+        async with open_stdio_child(config, self._stderr) as (child, lines):
             self._child = child
             log.debug("server.spawned", server=self.name, pid=child.pid)
             tg.start_soon(watchers.watch_exit, child, config.stop_grace)
-            # The child boots, which takes longer, while the daemon imports the SDK (see sdkload).
-            await SDK.wait_loaded()
-            async with sdk.open_session(read, write, self._hooks()) as session:
-                yield session
+            async with open_stdio_session(child, lines, self._hooks()) as local:
+                yield local
 
-    def _hooks(self) -> sdk.SessionHooks:
-        return sdk.SessionHooks(
+    def _hooks(self) -> SessionHooks:
+        return SessionHooks(
             self._tools_dirty.set,
             self._surface_dirty.set,
             self._ask,
@@ -472,20 +480,21 @@ class ServerActor:
         """A request from the server (sampling, elicitation, roots), for the router to answer."""
         return await self._router(ServerRequest(server=self.name, method=method, params=params))
 
-    async def _handshake(self, session: sdk.ClientSession, http: sdk.HttpWatch | None) -> Link:
+    async def _handshake(self, session: Session, http: sdk.HttpWatch | None) -> Link:
         timeout = self.config.connect_timeout
         try:
             with anyio.fail_after(timeout):
-                info, tools, surface = await sdk.handshake(session)
+                info, tools, surface = await handshake(session)
         except TimeoutError:
             self._start_gate.timed_out()
             reason = f"no answer to initialize and its lists within {timeout:g}s"
             raise await self._handshake_failed(reason) from None
-        except sdk.MCPError as exc:
+        except RequestFailed as exc:
             # A refused connection, or a gateway's 502-504 (the HTTP layer has said so): not there yet.
-            if http is not None and (sdk.is_connection_error(exc) or http.reason is not None):
-                raise RunEnded(http.reason or sdk.describe_mcp_error(exc), Ending.UNREACHABLE) from None
-            raise await self._handshake_failed(sdk.describe_mcp_error(exc)) from None
+            reason = str(exc) or "the connection closed"
+            if http is not None and (is_lost(exc) or http.reason is not None):
+                raise RunEnded(http.reason or reason, Ending.UNREACHABLE) from None
+            raise await self._handshake_failed(reason) from None
         self._start_gate.succeeded()
         self._server_info = info
         self._set_tools(tools)

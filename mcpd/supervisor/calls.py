@@ -1,11 +1,9 @@
 """One request over a live link, on either transport, with one mapping of what can go wrong.
 
-Tool calls to stdio servers take the raw path (``rawrpc``: msgspec, no pydantic); tool
-calls to remote servers, and every other request (``send_request``: resources/read,
-prompts/get), the SDK session. A tool call ends with a ``ToolResult`` (a JSON-RPC error
-answer is a tool error, ``is_error`` set); another request with its result or ``Refused``
-(the server's JSON-RPC error answer). Either may end with ``NotDelivered`` when the server
-cannot have seen the request (the caller may send it again once the server is back), or
+A tool call ends with a ``ToolResult`` (a JSON-RPC error answer is a tool error, ``is_error``
+set); another request (``send_request``: resources/read, prompts/get, ...) with its result or
+``Refused`` (the server's JSON-RPC error answer). Either may end with ``NotDelivered`` when the
+server cannot have seen the request (the caller may send it again once the server is back), or
 one ``McpdError``: ``CallTimeout``, ``InvalidParams`` or ``TransportError``.
 """
 
@@ -20,40 +18,20 @@ import msgspec
 from mcpd.errors import CallTimeout, InvalidParams, McpdError, TransportError
 from mcpd.model.tools import ToolResult
 from mcpd.supervisor.link import Link
-from mcpd.supervisor.rawrpc import (
-    MAX_BACKLOG,
-    CallResult,
+from mcpd.supervisor.rawrpc import MAX_BACKLOG, NotReading
+from mcpd.supervisor.session import (
     ConnectionLost,
-    NotReading,
-    NotSent,
+    Malformed,
+    NotDelivered,
     ProgressCallback,
-    RawRpc,
+    Refused,
+    Session,
 )
-from mcpd.supervisor.sdkload import sdk
 
-_call_result = msgspec.json.Decoder(CallResult)
 _EXIT_WAIT = 0.5
 """How long a lost call waits for the exit status, which makes the better message."""
 
-
-class NotDelivered(Exception):
-    """The request never reached the server (refused, or the connection was already gone)."""
-
-
-class Refused(Exception):
-    """The server answered a request with a JSON-RPC error."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 T = TypeVar("T")
-
-
-class _Malformed(Exception):
-    """The server's answer could not be read."""
 
 
 async def send_call(
@@ -71,9 +49,7 @@ async def send_call(
     Raises ``NotDelivered`` or an ``McpdError`` (see the module docstring).
     """
     try:
-        if link.child is not None:
-            return await _call_raw(link.child.rpc, tool, arguments, deadline, on_progress)
-        return await _through_sdk(link.session, lambda s: sdk.call_tool(s, tool, arguments), deadline)
+        return await link.session.call_tool(tool, arguments, deadline, on_progress)
     except NotDelivered:
         link.refused.set()
         raise
@@ -83,7 +59,7 @@ async def send_call(
 
 async def send_request(
     link: Link,
-    request: Callable[[sdk.ClientSession], Awaitable[T]],
+    request: Callable[[Session], Awaitable[T]],
     *,
     server: str,
     what: str,
@@ -91,52 +67,17 @@ async def send_request(
     deadline: float,
     limit: float,
 ) -> T:
-    """Send one SDK request over ``link`` until ``deadline``; raises ``Refused``, ``NotDelivered`` or
+    """Send one request over ``link`` until ``deadline``; raises ``Refused``, ``NotDelivered`` or
     an ``McpdError`` (see the module docstring)."""
     try:
-        return await _through_sdk(link.session, request, deadline)
+        with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
+            return await request(link.session)
     except (NotDelivered, Refused) as exc:
         if isinstance(exc, NotDelivered):
             link.refused.set()
         raise
     except Exception as exc:
         raise await _error(exc, link, server, what, limit, data=data) from None
-
-
-async def _call_raw(
-    rpc: RawRpc, tool: str, arguments: dict[str, Any], deadline: float, on_progress: ProgressCallback | None
-) -> ToolResult:
-    try:
-        reply = await rpc.request("tools/call", {"name": tool, "arguments": arguments}, deadline, on_progress)
-    except NotSent:
-        raise NotDelivered from None
-    if reply.error is not None:
-        # A JSON-RPC error response: the server handled the request and refused it.
-        return ToolResult(content=[{"type": "text", "text": reply.error.message}], is_error=True)
-    try:
-        result = _call_result.decode(reply.result)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise _Malformed(f"an invalid result: {exc}") from None
-    return ToolResult(
-        content=result.content, structured_content=result.structured_content, is_error=result.is_error
-    )
-
-
-async def _through_sdk(
-    session: sdk.ClientSession, request: Callable[[sdk.ClientSession], Awaitable[T]], deadline: float
-) -> T:
-    with anyio.fail_after(max(0.0, deadline - anyio.current_time())), sdk.track_call() as mark:
-        try:
-            return await request(session)
-        except sdk.MCPError as exc:
-            if exc.code != sdk.CONNECTION_CLOSED:
-                raise Refused(exc.code, exc.error.message) from None
-            if mark.refused:
-                raise NotDelivered from None
-            raise
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            # The session was closed before the request could be handed to the transport.
-            raise NotDelivered from None
 
 
 async def _error(
@@ -150,9 +91,9 @@ async def _error(
     if isinstance(exc, NotReading):
         queued = f"over {MAX_BACKLOG} bytes of requests queued"
         return TransportError(f"{server} is not reading its stdin ({queued})", data)
-    if isinstance(exc, _Malformed | msgspec.DecodeError | msgspec.ValidationError | TypeError):
+    if isinstance(exc, Malformed | msgspec.DecodeError | msgspec.ValidationError | TypeError):
         return TransportError(f"{server} sent a malformed answer to {tool}: {exc}", data)
-    if isinstance(exc, ConnectionLost | sdk.MCPError | OSError):
+    if isinstance(exc, ConnectionLost | OSError):
         why = await _why_lost(link, exc)
         return TransportError(f"{server} closed the connection during {tool}: {why}", data)
     return TransportError(f"{server} failed during {tool}: {type(exc).__name__}: {exc}", data)
@@ -161,9 +102,7 @@ async def _error(
 async def _why_lost(link: Link, exc: Exception) -> str:
     child = link.child
     if child is None:
-        if isinstance(exc, sdk.MCPError):
-            return sdk.describe_mcp_error(exc)
-        return f"{type(exc).__name__}: {exc}"
+        return str(exc) if isinstance(exc, ConnectionLost) else f"{type(exc).__name__}: {exc}"
     with anyio.move_on_after(_EXIT_WAIT):
         await child.exited.wait()
     return child.exit_reason()

@@ -7,19 +7,20 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from mcpd.supervisor.session import Session
 from mcpd.supervisor.stdio import StdioChild
 
 if TYPE_CHECKING:
-    from mcpd.supervisor.sdk import ClientSession, HttpWatch
+    from mcpd.supervisor.sdk import HttpWatch
 
 
 @dataclass
 class Link:
     """Made when a handshake succeeds, dropped when that run ends; calls hold it while they run."""
 
-    session: ClientSession
+    session: Session
     child: StdioChild | None
-    """The process of a stdio server: tool calls take its raw path (see ``rawrpc``)."""
+    """The process of a stdio server."""
     http: HttpWatch | None
     """The HTTP layer's reports, for a remote server."""
     refused: anyio.Event = field(default_factory=anyio.Event)

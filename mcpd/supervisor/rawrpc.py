@@ -1,11 +1,10 @@
-"""Tool calls straight over a stdio server's JSON-RPC stream, beside the SDK session.
+"""Requests to a stdio server over its JSON-RPC stream, with msgspec: ids, deadlines, replies.
 
-The SDK's ``ClientSession.call_tool`` spends most of a millisecond of CPU per call
-(pydantic models both ways, output-schema validation, tracing spans). mcpd only
-relays the result, so the hot path writes the request line itself with msgspec and
-routes the answer back before the SDK sees it. Its ids are strings prefixed
-``mcpd-``, a space the SDK (integer ids) never uses. Everything else on the stream
-(the handshake, pings, notifications, server-to-client requests) stays with the SDK.
+Every request the daemon sends a child goes through here (``stdio_session``): the request line is
+written at once (never awaiting the pipe), and the reply is taken off the child's stdout in the
+pipe's read callback (``replies``) and handed to its waiting caller, before any other line is
+looked at. Ids are strings prefixed ``mcpd-``. Whether the server can have read a request is
+known from the bytes it read (``close``): a request it never read fails with ``NotDelivered``.
 """
 
 from __future__ import annotations
@@ -14,11 +13,15 @@ import asyncio
 import contextlib
 import enum
 import itertools
+import math
 from collections.abc import Callable
 from typing import Any
 
 import msgspec
 import structlog
+from msgspec import UNSET
+
+from mcpd.supervisor.session import ConnectionLost, NotDelivered, ProgressCallback, RequestFailed
 
 log = structlog.get_logger("mcpd.supervisor")
 
@@ -63,14 +66,10 @@ class _ProgressNotification(msgspec.Struct, frozen=True):
     params: _ProgressParams
 
 
-ProgressCallback = Callable[[float, float | None, str | None], None]
-"""(progress, total, message) of a running request."""
-
-
 class _Request(msgspec.Struct, frozen=True):
     id: str
     method: str
-    params: Any
+    params: Any = UNSET
     jsonrpc: str = "2.0"
 
 
@@ -86,19 +85,7 @@ _reply = msgspec.json.Decoder(Reply)
 _encoder = msgspec.json.Encoder()
 
 
-class ConnectionLost(Exception):
-    """The stream closed after the server read the request (or may have), before the answer came."""
-
-
-class NotSent(Exception):
-    """The server never read the request whole: the stream was already closed, the pipe refused
-    it, or the server was gone before reading its end.
-
-    The server cannot have acted on it, so a caller may send it again to the next process.
-    """
-
-
-class NotReading(Exception):
+class NotReading(RequestFailed):
     """The server has left more than ``MAX_BACKLOG`` bytes of requests unread on its stdin."""
 
 
@@ -181,7 +168,7 @@ class RawRpc:
         """The stream ended: every waiting request fails.
 
         ``read``: how many bytes the server read of those written, once that is final (None:
-        unknown). A request whose last byte lies past it fails with ``NotSent``, the others
+        unknown). A request whose last byte lies past it fails with ``NotDelivered``, the others
         with ``ConnectionLost``. The last byte, not the newline after it: a server that parses
         without waiting for the newline still needs the whole message.
         """
@@ -200,22 +187,22 @@ class RawRpc:
     async def request(
         self,
         method: str,
-        params: dict[str, Any],
-        deadline: float,
+        params: dict[str, Any] | None,
+        deadline: float = math.inf,
         on_progress: ProgressCallback | None = None,
     ) -> Reply:
-        """Send one request and wait for its reply until ``deadline`` (event-loop time).
+        """Send one request and wait for its reply until ``deadline`` (event-loop time; inf: none
+        but the caller's cancel scope).
 
-        Raises ``TimeoutError`` past the deadline, ``NotSent`` if the stream refused the
+        Raises ``TimeoutError`` past the deadline, ``NotDelivered`` if the stream refused the
         request or ended before the server read it, ``ConnectionLost`` if it ended after the
-        server read it (or may have), ``NotReading``
-        when the server leaves its input unread. A timed-out or cancelled request is
-        withdrawn with ``notifications/cancelled``. The
+        server read it (or may have), ``NotReading`` when the server leaves its input unread. A
+        timed-out or cancelled request is withdrawn with ``notifications/cancelled``. The
         deadline is a loop timer, not a cancel scope: this is the per-call hot path, and a
         timer costs a fraction of a scope.
         """
         if self._closed:
-            raise NotSent
+            raise NotDelivered
         # Never wait for the pipe to drain: a server that stopped reading would hold the call
         # past its deadline. Refuse instead once too much is queued for it.
         if self._backlog() > MAX_BACKLOG:
@@ -223,32 +210,33 @@ class RawRpc:
         request_id = f"{PREFIX}{next(self._ids)}"
         if on_progress is not None:
             # Our request id doubles as the progress token: unique, and ours.
-            params = {**params, "_meta": {"progressToken": request_id}}
+            params = {**(params or {}), "_meta": {"progressToken": request_id}}
         # Encoded before anything is registered, so arguments JSON cannot carry fail cleanly here.
-        line = _encoder.encode(_Request(request_id, method, params)) + b"\n"
+        line = _encoder.encode(_Request(request_id, method, UNSET if params is None else params)) + b"\n"
         loop = asyncio.get_running_loop()
         waiter: _Waiter = loop.create_future()
         try:
             end = self._write(line) - 1
         except OSError:
-            raise NotSent from None
+            raise NotDelivered from None
         self._waiters[request_id] = (waiter, end)
         if on_progress is not None:
             self._progress[request_id] = on_progress
-        timer = loop.call_at(deadline, _settle, waiter, _End.EXPIRED)
+        timer = loop.call_at(deadline, _settle, waiter, _End.EXPIRED) if deadline < math.inf else None
         try:
             reply = await waiter
         except BaseException:
             self._withdraw(request_id)
             raise
         finally:
-            timer.cancel()
+            if timer is not None:
+                timer.cancel()
             self._progress.pop(request_id, None)
         if reply is _End.EXPIRED:
             self._withdraw(request_id)
             raise TimeoutError
         if reply is _End.UNREAD:
-            raise NotSent
+            raise NotDelivered
         if reply is _End.LOST:
             raise ConnectionLost
         return _reply.decode(reply)

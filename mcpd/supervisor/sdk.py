@@ -1,20 +1,19 @@
-"""The one module that talks to the MCP SDK's client side: sessions, streamable HTTP, errors.
+"""The one module that talks to the MCP SDK's client side: the session to a remote (streamable
+HTTP) server, kept to the contract of ``session.Session``.
 
-Everything the supervisor needs from the SDK goes through here, so an SDK upgrade
-touches one file and ``tests/test_sdk.py`` (which fails loudly when the SDK changes what
-this module relies on). It imports no private SDK module. It relies on two SDK
-behaviours beyond the public API. A request's HTTP POST runs in a copy of the context of
-the task that sent it (the SDK's context streams carry it), which is how ``track_call``
-learns whether the server could have seen a call; and a server's request that arrives on
-that POST's response stream is answered in that same context, which is how the daemon
-knows exactly which call a remote server's sampling or elicitation request belongs to.
-And a session hands a request to its write stream in the task that sent it, which is how
-a stdio child's ``outbox`` learns the same.
+Stdio children have a session of mcpd's own (``stdio_session``); this module, and so the SDK, is
+imported only once a remote server is configured (``sdkload``). An SDK upgrade touches this file
+and ``tests/test_sdk.py`` (which fails loudly when the SDK changes what this module relies on).
+It imports no private SDK module. It relies on two SDK behaviours beyond the public API. A
+request's HTTP POST runs in a copy of the context of the task that sent it (the SDK's context
+streams carry it), which is how ``track_call`` learns whether the server could have seen a
+request; and a server's request that arrives on that POST's response stream is answered in that
+same context, which is how the daemon knows exactly which call a remote server's sampling or
+elicitation request belongs to.
 
-For remote servers the HTTP client is ours, wrapped in ``_Watch``: it reports at once
-what the SDK would only log or retry quietly (a refused connection, a closed event
-stream, a session the server no longer knows), so that the actor reconnects without
-waiting for the next ping.
+The HTTP client is ours, wrapped in ``_Watch``: it reports at once what the SDK would only log
+or retry quietly (a refused connection, a closed event stream, a session the server no longer
+knows), so that the actor reconnects without waiting for the next ping.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -33,7 +32,6 @@ import pydantic
 from mcp.client.session import ClientRequestContext, ClientSession, LoggingFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.shared.message import SessionMessage
 
 import mcpd
 from mcpd.config.model import ServerConfig
@@ -54,43 +52,32 @@ from mcpd.model.resources import (
 )
 from mcpd.model.servers import ServerInfo
 from mcpd.model.tools import ToolInfo, ToolResult
+from mcpd.supervisor.session import (
+    Ask,
+    ConnectionLost,
+    LogCallback,
+    Malformed,
+    NotDelivered,
+    ProgressCallback,
+    Refused,
+    SessionHooks,
+    every_page,
+)
 from mcpd.supervisor.wakeup import Wakeup
 
 __all__ = [
-    "CONNECTION_CLOSED",
-    "Ask",
     "CallMark",
-    "ClientSession",
     "HttpWatch",
-    "LogCallback",
     "MCPError",
-    "SessionHooks",
-    "SessionMessage",
-    "call_tool",
-    "can_subscribe",
-    "complete",
-    "current_call",
+    "SdkSession",
     "describe_mcp_error",
-    "dump_line",
-    "get_prompt",
-    "handshake",
     "is_connection_error",
-    "list_surface",
-    "list_tools",
     "open_http_session",
-    "open_session",
-    "parse_line",
-    "ping",
-    "read_resource",
-    "subscribe_resource",
     "track_call",
-    "unsubscribe_resource",
 ]
 
 CONNECTION_CLOSED = mcp_types.CONNECTION_CLOSED
 _CLIENT_INFO = mcp_types.Implementation(name="mcpd", version=mcpd.__version__)
-_MAX_PAGES = 100
-Item = TypeVar("Item")
 
 
 def _dump(model: Any) -> dict[str, Any]:
@@ -103,7 +90,7 @@ def describe_mcp_error(exc: MCPError) -> str:
     return f"MCP error {exc.code}: {exc.error.message}"
 
 
-@dataclass(eq=False)  # one per call, told apart by identity (a weak key in ``outbox``)
+@dataclass(eq=False)
 class CallMark:
     """What the transport saw of one call: ``refused`` means the request never reached the server."""
 
@@ -111,12 +98,6 @@ class CallMark:
 
 
 _CALL: contextvars.ContextVar[CallMark | None] = contextvars.ContextVar("mcpd_call", default=None)
-
-
-def current_call() -> CallMark | None:
-    """The mark of the call this task is making, for a transport that sends from the caller's task
-    (the stdio child's write stream)."""
-    return _CALL.get()
 
 
 @contextlib.contextmanager
@@ -198,10 +179,6 @@ class _Watch(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-LogCallback = Callable[[str, str | None, str], None]
-"""Hears a server's ``notifications/message``: (level, logger, text)."""
-
-
 def _logging_callback(on_log: LogCallback) -> LoggingFnT:
     async def on_message(params: mcp_types.LoggingMessageNotificationParams) -> None:
         data = params.data
@@ -212,25 +189,232 @@ def _logging_callback(on_log: LogCallback) -> LoggingFnT:
     return on_message
 
 
-@dataclass(frozen=True)
-class SessionHooks:
-    """What a server's session reports to its actor, and who answers the server's own requests."""
+@contextlib.contextmanager
+def _translated(what: str) -> Iterator[None]:
+    """The SDK's failures of one request as the errors of ``session``; marks whether it was sent."""
+    with track_call() as mark:
+        try:
+            yield
+        except MCPError as exc:
+            if exc.code != CONNECTION_CLOSED:
+                raise Refused(exc.code, exc.error.message) from None
+            if mark.refused:
+                raise NotDelivered from None
+            raise ConnectionLost(describe_mcp_error(exc)) from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            # The session was closed before the request could be handed to the transport.
+            raise NotDelivered from None
+        except (httpx2.TransportError, OSError) as exc:
+            raise ConnectionLost(f"{type(exc).__name__}: {exc}") from None
+        except pydantic.ValidationError as exc:
+            raise Malformed(f"an invalid answer to {what}: {exc.errors()[0]['msg']}") from None
 
-    tools_changed: Callable[[], None]
-    """A ``tools/list_changed`` came."""
-    surface_changed: Callable[[], None]
-    """A resource or prompt ``list_changed`` came."""
-    ask: Ask | None = None
-    """Answers the server's requests (sampling, elicitation, roots; see ``server_request_callbacks``)."""
-    log: LogCallback | None = None
-    """Hears the server's log messages (``notifications/message``)."""
-    resource_updated: Callable[[str], None] | None = None
-    """Hears that a subscribed resource changed (``notifications/resources/updated``): its URI."""
+
+def _page(cursor: str | None) -> mcp_types.PaginatedRequestParams | None:
+    return mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+
+
+class SdkSession:
+    """``session.Session`` over the SDK's ``ClientSession`` (a remote server's)."""
+
+    def __init__(self, session: ClientSession) -> None:
+        self._session = session
+
+    async def initialize(self) -> ServerInfo:
+        with _translated("initialize"):
+            result = await self._session.initialize()
+        info = result.server_info
+        return ServerInfo(
+            name=info.name, version=info.version, title=info.title, instructions=result.instructions
+        )
+
+    async def list_tools(self) -> tuple[ToolInfo, ...]:
+        async def fetch(cursor: str | None) -> tuple[list[ToolInfo], str | None]:
+            with _translated("tools/list"):
+                page = await self._session.list_tools(params=_page(cursor))
+            tools = [
+                ToolInfo(
+                    name=t.name,
+                    description=t.description or "",
+                    input_schema=t.input_schema,
+                    title=t.title,
+                    annotations=_dump(t.annotations) if t.annotations else None,
+                )
+                for t in page.tools
+            ]
+            return tools, page.next_cursor
+
+        return tuple(sorted(await every_page(fetch), key=lambda t: t.name))
+
+    async def _resources(self) -> tuple[ResourceInfo, ...]:
+        async def fetch(cursor: str | None) -> tuple[list[ResourceInfo], str | None]:
+            with _translated("resources/list"):
+                page = await self._session.list_resources(params=_page(cursor))
+            items = [
+                ResourceInfo(
+                    uri=str(r.uri),
+                    name=r.name,
+                    title=r.title,
+                    description=r.description,
+                    mime_type=r.mime_type,
+                    size=r.size,
+                )
+                for r in page.resources
+            ]
+            return items, page.next_cursor
+
+        return tuple(sorted(await every_page(fetch), key=lambda r: r.uri))
+
+    async def _templates(self) -> tuple[ResourceTemplateInfo, ...]:
+        async def fetch(cursor: str | None) -> tuple[list[ResourceTemplateInfo], str | None]:
+            with _translated("resources/templates/list"):
+                page = await self._session.list_resource_templates(params=_page(cursor))
+            items = [
+                ResourceTemplateInfo(
+                    uri_template=t.uri_template,
+                    name=t.name,
+                    title=t.title,
+                    description=t.description,
+                    mime_type=t.mime_type,
+                )
+                for t in page.resource_templates
+            ]
+            return items, page.next_cursor
+
+        return tuple(sorted(await every_page(fetch), key=lambda t: t.uri_template))
+
+    async def _prompts(self) -> tuple[PromptInfo, ...]:
+        async def fetch(cursor: str | None) -> tuple[list[PromptInfo], str | None]:
+            with _translated("prompts/list"):
+                page = await self._session.list_prompts(params=_page(cursor))
+            items = [
+                PromptInfo(
+                    name=p.name,
+                    title=p.title,
+                    description=p.description,
+                    arguments=tuple(
+                        PromptArgument(name=a.name, description=a.description, required=bool(a.required))
+                        for a in p.arguments or ()
+                    ),
+                )
+                for p in page.prompts
+            ]
+            return items, page.next_cursor
+
+        return tuple(sorted(await every_page(fetch), key=lambda p: p.name))
+
+    async def list_surface(self) -> Surface:
+        capabilities = self._session.server_capabilities
+        if capabilities is None:
+            return Surface()
+        resources = capabilities.resources is not None
+        return Surface(
+            resources=await self._resources() if resources else (),
+            templates=await self._templates() if resources else (),
+            prompts=await self._prompts() if capabilities.prompts is not None else (),
+        )
+
+    async def ping(self) -> None:
+        with _translated("ping"):
+            await self._session.send_ping()
+
+    async def call_tool(
+        self, tool: str, arguments: dict[str, Any], deadline: float, on_progress: ProgressCallback | None
+    ) -> ToolResult:
+        """``tools/call`` through the SDK; a JSON-RPC error answer is a tool error, as on the stdio path.
+
+        Raises ``TypeError`` for a result of a kind mcpd does not relay.
+        """
+
+        async def relay(progress: float, total: float | None, message: str | None) -> None:
+            if on_progress is not None:
+                on_progress(progress, total, message)
+
+        try:
+            with anyio.fail_after(max(0.0, deadline - anyio.current_time())), _translated("tools/call"):
+                result = await self._session.call_tool(
+                    tool, arguments, progress_callback=relay if on_progress is not None else None
+                )
+        except Refused as exc:
+            return ToolResult(content=[{"type": "text", "text": exc.message}], is_error=True)
+        if not isinstance(result, mcp_types.CallToolResult):
+            raise TypeError(f"unsupported result type {type(result).__name__}")
+        return ToolResult(
+            content=[
+                block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content
+            ],
+            structured_content=result.structured_content,
+            is_error=result.is_error,
+        )
+
+    async def read_resource(self, uri: str) -> ReadResult:
+        with _translated("resources/read"):
+            result = await self._session.read_resource(uri)
+        contents = [
+            ResourceContents(
+                uri=c.uri,
+                mime_type=c.mime_type,
+                text=c.text if isinstance(c, mcp_types.TextResourceContents) else None,
+                blob=c.blob if isinstance(c, mcp_types.BlobResourceContents) else None,
+            )
+            for c in result.contents
+        ]
+        return ReadResult(contents=contents)
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> PromptResult:
+        with _translated("prompts/get"):
+            result = await self._session.get_prompt(name, arguments or None)
+        messages = [PromptMessage(role=m.role, content=_dump(m.content)) for m in result.messages]
+        return PromptResult(description=result.description, messages=messages)
+
+    def can_subscribe(self) -> bool:
+        capabilities = self._session.server_capabilities
+        resources = capabilities.resources if capabilities is not None else None
+        return resources is not None and bool(resources.subscribe)
+
+    async def subscribe_resource(self, uri: str) -> None:
+        # A plain request: the SDK's ``subscribe_resource`` warns that the 2026 revision drops the
+        # method, which the servers that declare ``resources.subscribe`` still speak.
+        params = mcp_types.SubscribeRequestParams(uri=uri)
+        with _translated("resources/subscribe"):
+            await self._session.send_request(mcp_types.SubscribeRequest(params=params), mcp_types.EmptyResult)
+
+    async def unsubscribe_resource(self, uri: str) -> None:
+        params = mcp_types.UnsubscribeRequestParams(uri=uri)
+        with _translated("resources/unsubscribe"):
+            await self._session.send_request(
+                mcp_types.UnsubscribeRequest(params=params), mcp_types.EmptyResult
+            )
+
+    async def complete(
+        self, ref: CompletionRef, argument: tuple[str, str], context: dict[str, str] | None
+    ) -> Completion:
+        capabilities = self._session.server_capabilities
+        if capabilities is None or capabilities.completions is None:
+            return Completion()
+        reference = (
+            mcp_types.PromptReference(type="ref/prompt", name=ref.name)
+            if isinstance(ref, PromptRef)
+            else mcp_types.ResourceTemplateReference(type="ref/resource", uri=ref.uri)
+        )
+        name, value = argument
+        with _translated("completion/complete"):
+            result = await self._session.complete(reference, {"name": name, "value": value}, context)
+        found = result.completion
+        return Completion(values=list(found.values), total=found.total, has_more=found.has_more)
 
 
 @contextlib.asynccontextmanager
-async def open_session(read: Any, write: Any, hooks: SessionHooks) -> AsyncIterator[ClientSession]:
-    """A client session over a (read, write) stream pair, reporting to ``hooks``."""
+async def open_http_session(
+    config: ServerConfig, watch: HttpWatch, hooks: SessionHooks
+) -> AsyncIterator[SdkSession]:
+    """A client session to a streamable HTTP server, its HTTP layer reporting to ``watch``."""
+    assert config.url is not None
+    # No read timeout: the event stream stays open for good, and every request already has
+    # its own deadline (calls, pings, the handshake).
+    timeout = httpx2.Timeout(config.connect_timeout, read=None)
+    transport = _Watch(httpx2.AsyncHTTPTransport(), watch)
+    headers = dict(config.headers) or None
 
     async def on_message(message: Any) -> None:
         if isinstance(message, mcp_types.ToolListChangedNotification):
@@ -244,255 +428,29 @@ async def open_session(read: Any, write: Any, hooks: SessionHooks) -> AsyncItera
 
     callbacks = server_request_callbacks(hooks.ask) if hooks.ask is not None else {}
     logging = _logging_callback(hooks.log) if hooks.log is not None else None
-    async with ClientSession(
-        read,
-        write,
-        message_handler=on_message,
-        client_info=_CLIENT_INFO,
-        logging_callback=logging,
-        **callbacks,
-    ) as session:
-        yield session
-
-
-@contextlib.asynccontextmanager
-async def open_http_session(
-    config: ServerConfig, watch: HttpWatch, hooks: SessionHooks
-) -> AsyncIterator[ClientSession]:
-    """A client session to a streamable HTTP server, its HTTP layer reporting to ``watch``."""
-    assert config.url is not None
-    # No read timeout: the event stream stays open for good, and every request already has
-    # its own deadline (calls, pings, the handshake).
-    timeout = httpx2.Timeout(config.connect_timeout, read=None)
-    transport = _Watch(httpx2.AsyncHTTPTransport(), watch)
-    headers = dict(config.headers) or None
     async with (
         httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport) as http,
         streamable_http_client(config.url, http_client=http) as (read, write),
-        open_session(read, write, hooks) as session,
+        ClientSession(
+            read,
+            write,
+            message_handler=on_message,
+            client_info=_CLIENT_INFO,
+            logging_callback=logging,
+            **callbacks,
+        ) as session,
     ):
-        yield session
+        yield SdkSession(session)
 
 
 def is_connection_error(exc: BaseException) -> bool:
     """An HTTP-level failure: the server is not there, or the connection to it broke."""
-    return isinstance(exc, httpx2.TransportError | OSError) or (
+    return isinstance(exc, ConnectionLost | NotDelivered | httpx2.TransportError | OSError) or (
         isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED
     )
 
 
-async def _pages(fetch: Callable[[str | None], Awaitable[tuple[Sequence[Item], str | None]]]) -> list[Item]:
-    """Every item of a paginated list (at most ``_MAX_PAGES`` pages: a server looping its cursor ends)."""
-    items: list[Item] = []
-    cursor: str | None = None
-    for _ in range(_MAX_PAGES):
-        page, cursor = await fetch(cursor)
-        items.extend(page)
-        if not cursor:
-            break
-    return items
-
-
-def _page(cursor: str | None) -> mcp_types.PaginatedRequestParams | None:
-    return mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-
-
-async def list_tools(session: ClientSession) -> tuple[ToolInfo, ...]:
-    """Every page of ``tools/list``, sorted by name."""
-
-    async def fetch(cursor: str | None) -> tuple[list[ToolInfo], str | None]:
-        page = await session.list_tools(params=_page(cursor))
-        tools = [
-            ToolInfo(
-                name=t.name,
-                description=t.description or "",
-                input_schema=t.input_schema,
-                title=t.title,
-                annotations=_dump(t.annotations) if t.annotations else None,
-            )
-            for t in page.tools
-        ]
-        return tools, page.next_cursor
-
-    return tuple(sorted(await _pages(fetch), key=lambda t: t.name))
-
-
-async def _resources(session: ClientSession) -> tuple[ResourceInfo, ...]:
-    async def fetch(cursor: str | None) -> tuple[list[ResourceInfo], str | None]:
-        page = await session.list_resources(params=_page(cursor))
-        items = [
-            ResourceInfo(
-                uri=str(r.uri),
-                name=r.name,
-                title=r.title,
-                description=r.description,
-                mime_type=r.mime_type,
-                size=r.size,
-            )
-            for r in page.resources
-        ]
-        return items, page.next_cursor
-
-    return tuple(sorted(await _pages(fetch), key=lambda r: r.uri))
-
-
-async def _templates(session: ClientSession) -> tuple[ResourceTemplateInfo, ...]:
-    async def fetch(cursor: str | None) -> tuple[list[ResourceTemplateInfo], str | None]:
-        page = await session.list_resource_templates(params=_page(cursor))
-        items = [
-            ResourceTemplateInfo(
-                uri_template=t.uri_template,
-                name=t.name,
-                title=t.title,
-                description=t.description,
-                mime_type=t.mime_type,
-            )
-            for t in page.resource_templates
-        ]
-        return items, page.next_cursor
-
-    return tuple(sorted(await _pages(fetch), key=lambda t: t.uri_template))
-
-
-async def _prompts(session: ClientSession) -> tuple[PromptInfo, ...]:
-    async def fetch(cursor: str | None) -> tuple[list[PromptInfo], str | None]:
-        page = await session.list_prompts(params=_page(cursor))
-        items = [
-            PromptInfo(
-                name=p.name,
-                title=p.title,
-                description=p.description,
-                arguments=tuple(
-                    PromptArgument(name=a.name, description=a.description, required=bool(a.required))
-                    for a in p.arguments or ()
-                ),
-            )
-            for p in page.prompts
-        ]
-        return items, page.next_cursor
-
-    return tuple(sorted(await _pages(fetch), key=lambda p: p.name))
-
-
-async def list_surface(session: ClientSession) -> Surface:
-    """Resources, templates and prompts, each only if the server declared the capability."""
-    capabilities = session.server_capabilities
-    if capabilities is None:
-        return Surface()
-    resources = capabilities.resources is not None
-    return Surface(
-        resources=await _resources(session) if resources else (),
-        templates=await _templates(session) if resources else (),
-        prompts=await _prompts(session) if capabilities.prompts is not None else (),
-    )
-
-
-async def handshake(session: ClientSession) -> tuple[ServerInfo, tuple[ToolInfo, ...], Surface]:
-    """``initialize``, the first ``tools/list``, then the resources and prompts the server declares."""
-    result = await session.initialize()
-    tools = await list_tools(session)
-    surface = await list_surface(session)
-    info = result.server_info
-    server = ServerInfo(
-        name=info.name, version=info.version, title=info.title, instructions=result.instructions
-    )
-    return server, tools, surface
-
-
-async def ping(session: ClientSession) -> None:
-    await session.send_ping()
-
-
-async def call_tool(session: ClientSession, tool: str, arguments: dict[str, Any]) -> ToolResult:
-    """``tools/call`` through the SDK; a JSON-RPC error answer is a tool error, as on the raw path.
-
-    Raises ``MCPError`` (``CONNECTION_CLOSED`` when the transport ended), anyio's resource
-    errors when the session is already closed, ``TypeError`` for an unsupported result.
-    """
-    try:
-        result = await session.call_tool(tool, arguments)
-    except MCPError as exc:
-        if exc.code == CONNECTION_CLOSED:
-            raise
-        return ToolResult(content=[{"type": "text", "text": exc.error.message}], is_error=True)
-    if not isinstance(result, mcp_types.CallToolResult):
-        raise TypeError(f"unsupported result type {type(result).__name__}")
-    return ToolResult(
-        content=[block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content],
-        structured_content=result.structured_content,
-        is_error=result.is_error,
-    )
-
-
-async def read_resource(session: ClientSession, uri: str) -> ReadResult:
-    """``resources/read``; raises ``MCPError`` (the server's refusal, or ``CONNECTION_CLOSED``)."""
-    result = await session.read_resource(uri)
-    contents = [
-        ResourceContents(
-            uri=c.uri,
-            mime_type=c.mime_type,
-            text=c.text if isinstance(c, mcp_types.TextResourceContents) else None,
-            blob=c.blob if isinstance(c, mcp_types.BlobResourceContents) else None,
-        )
-        for c in result.contents
-    ]
-    return ReadResult(contents=contents)
-
-
-async def get_prompt(session: ClientSession, name: str, arguments: dict[str, str]) -> PromptResult:
-    """``prompts/get``; raises ``MCPError`` (the server's refusal, or ``CONNECTION_CLOSED``)."""
-    result = await session.get_prompt(name, arguments or None)
-    messages = [PromptMessage(role=m.role, content=_dump(m.content)) for m in result.messages]
-    return PromptResult(description=result.description, messages=messages)
-
-
-def can_subscribe(session: ClientSession) -> bool:
-    """The server declared ``resources.subscribe`` in initialize."""
-    capabilities = session.server_capabilities
-    resources = capabilities.resources if capabilities is not None else None
-    return resources is not None and bool(resources.subscribe)
-
-
-async def subscribe_resource(session: ClientSession, uri: str) -> None:
-    """``resources/subscribe``; raises ``MCPError``.
-
-    Sent as a plain request: the SDK's ``subscribe_resource`` warns that the 2026 revision drops
-    the method, which the servers that declare ``resources.subscribe`` still speak.
-    """
-    params = mcp_types.SubscribeRequestParams(uri=uri)
-    await session.send_request(mcp_types.SubscribeRequest(params=params), mcp_types.EmptyResult)
-
-
-async def unsubscribe_resource(session: ClientSession, uri: str) -> None:
-    """``resources/unsubscribe``; raises ``MCPError``."""
-    params = mcp_types.UnsubscribeRequestParams(uri=uri)
-    await session.send_request(mcp_types.UnsubscribeRequest(params=params), mcp_types.EmptyResult)
-
-
-async def complete(
-    session: ClientSession, ref: CompletionRef, argument: tuple[str, str], context: dict[str, str] | None
-) -> Completion:
-    """``completion/complete`` of ``argument`` (name, value) for ``ref`` (the server's own name or
-    template); a server that did not declare ``completions`` has none to offer: an empty completion,
-    nothing sent. Raises ``MCPError``."""
-    capabilities = session.server_capabilities
-    if capabilities is None or capabilities.completions is None:
-        return Completion()
-    reference = (
-        mcp_types.PromptReference(type="ref/prompt", name=ref.name)
-        if isinstance(ref, PromptRef)
-        else mcp_types.ResourceTemplateReference(type="ref/resource", uri=ref.uri)
-    )
-    name, value = argument
-    result = await session.complete(reference, {"name": name, "value": value}, context)
-    found = result.completion
-    return Completion(values=list(found.values), total=found.total, has_more=found.has_more)
-
-
 # -- requests from the server ----------------------------------------------------------------------
-
-Ask = Callable[[str, dict[str, Any]], Awaitable[ServerReply]]
-"""Answers one request from the server: (method, params as JSON) -> the reply."""
 
 _SAMPLING_RESULT: pydantic.TypeAdapter[
     mcp_types.CreateMessageResult | mcp_types.CreateMessageResultWithTools
@@ -544,22 +502,3 @@ def server_request_callbacks(ask: Ask) -> dict[str, Any]:
             context=mcp_types.SamplingContextCapability(), tools=mcp_types.SamplingToolsCapability()
         ),
     }
-
-
-# -- stdio lines -----------------------------------------------------------------------------------
-# ``stdio`` feeds the SDK session its own child's lines; these keep the SDK's message types here.
-
-
-def parse_line(line: bytes) -> SessionMessage:
-    """One JSON-RPC line from a server as the session's message; ``ValueError`` if it is not one."""
-    return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
-
-
-def is_request(item: SessionMessage) -> bool:
-    """``item`` is a request (a caller waits on its answer), not a notification or a response."""
-    return isinstance(item.message, mcp_types.JSONRPCRequest)
-
-
-def dump_line(item: SessionMessage) -> bytes:
-    """A message of the session as one line for the server's stdin."""
-    return item.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"

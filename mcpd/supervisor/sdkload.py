@@ -1,18 +1,17 @@
-"""The SDK adapter (``sdk``), imported in a worker thread while the first children start.
+"""The SDK adapter (``sdk``), imported in a worker thread when a remote server first needs it.
 
-Importing the mcp SDK is most of the daemon's start-up CPU (its client package also loads the
-server stack: starlette, uvicorn, sse_starlette), yet nothing needs it until a child has started
-and the handshake begins. So each actor spawns its child first and then awaits
-``SDK.wait_loaded()``; the first to ask starts the import in a worker thread, and the children
-boot, which takes longer, while the daemon imports. (So the import thread does not compete with
-the spawns for the interpreter, and a daemon with no server to start imports the SDK only when it
-first needs it.)
+Importing the mcp SDK costs most of a second of CPU (its client package also loads the server
+stack: starlette, uvicorn, sse_starlette; and pydantic models of two protocol revisions), and
+only remote (streamable HTTP) servers use it: stdio children have a session of mcpd's own
+(``stdio_session``). So a daemon whose servers are all local never imports it, and an actor of a
+remote server awaits ``SDK.wait_loaded()`` before it connects: the first to ask starts the import
+in a worker thread, off the event loop.
 
 The supervisor's modules import ``sdk`` from here, not ``mcpd.supervisor.sdk``: the type checker
 sees the adapter module itself, the running code a stand-in that hands each attribute on to it.
-Code that reaches ``sdk`` before ``wait_loaded()`` (nothing does, in the daemon) imports it in place,
-as a plain import would: slower, never wrong. It is PEP 810's ``lazy from mcpd.supervisor import
-sdk``, with the import done off the event loop.
+Code that reaches ``sdk`` before ``wait_loaded()`` imports it in place, as a plain import would:
+slower, never wrong (``loaded()`` tells whether it is there without importing it). It is PEP
+810's ``lazy from mcpd.supervisor import sdk``, with the import done off the event loop.
 """
 
 from __future__ import annotations
@@ -61,6 +60,10 @@ class SdkLoader:
             finally:
                 self._loading = None
                 loading.set()
+
+    def loaded(self) -> bool:
+        """The adapter is imported (so its names can be used without importing it now)."""
+        return self._module is not None
 
     def module(self) -> ModuleType:
         """The adapter now: imported in place if ``wait_loaded()`` has not finished yet."""

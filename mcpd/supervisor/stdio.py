@@ -2,7 +2,8 @@
 
 The SDK's ``stdio_client`` hides the process, so it cannot report a pid, tell when the
 process died, tie the child's life to the daemon's, or route stderr to our log; this
-module does those and hands the SDK's ``ClientSession`` the same pair of streams.
+module does those. Requests go out through the child's ``rpc`` (``rawrpc``), whose replies
+are taken off stdout as they arrive; every other line goes to the session (``stdio_session``).
 
 Each child gets its own session and process group, so stopping it reaches the
 grandchildren too (``npx`` -> ``node``, ``uvx`` -> ``python``). On Linux the child
@@ -26,7 +27,6 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import anyio
 import structlog
@@ -34,14 +34,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from mcpd.config.model import ServerConfig
 from mcpd.readsize import read_in_pieces
-from mcpd.supervisor.outbox import Outbox
 from mcpd.supervisor.rawrpc import RawRpc
 from mcpd.supervisor.replies import DirectPipe, RoutingReader
-from mcpd.supervisor.sdkload import SDK, sdk
 from mcpd.supervisor.stdin import StdinPipe
-
-if TYPE_CHECKING:
-    from mcpd.supervisor.sdk import SessionMessage
 
 log = structlog.get_logger("mcpd.supervisor")
 
@@ -239,9 +234,6 @@ class StdioChild:
     exited: anyio.Event = field(default_factory=anyio.Event)
     stdout_closed: anyio.Event = field(default_factory=anyio.Event)
     """Set at EOF on stdout: from then on no answer can come, whether or not the exit was seen yet."""
-    garbage_lines: int = 0
-    outbox: Outbox = field(default_factory=Outbox)
-    """The SDK session's messages for the server."""
     rpc: RawRpc = field(init=False)
 
     def __post_init__(self) -> None:
@@ -253,14 +245,10 @@ class StdioChild:
         """The connection ended: fail the requests still waiting, telling which the server never read.
 
         Those it never read whole (see ``StdinPipe``) end as never sent, so their callers may
-        send them to the next process; the others were in flight. Runs before the session hears
-        of the end, so that its callers find their marks set. The count is known only once
+        send them to the next process; the others were in flight. The count is known only once
         nothing can read the pipe any more; until then every waiting request counts as in flight.
         """
-        read = self.stdin.read()
-        self.rpc.close(read)
-        if read is not None:
-            self.outbox.refuse_unread(read)
+        self.rpc.close(self.stdin.read())
 
     @property
     def pid(self) -> int:
@@ -278,12 +266,10 @@ class StdioChild:
             reason += f"; last stderr: {self.stderr.tail[-1][:300]}"
         return reason
 
-    async def _read_stdout(self, sink: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
+    async def _read_stdout(self, sink: MemoryObjectSendStream[bytes]) -> None:
         stdout = self.process.stdout
         assert stdout is not None
         try:
-            # The pipe holds what the child prints meanwhile; it speaks once it is asked anyway.
-            await SDK.wait_loaded()
             await self._pump_stdout(stdout, sink)
             if self.stdin.read() is None:
                 # An exiting process lets go of its files in no set order: stdout may close
@@ -295,9 +281,7 @@ class StdioChild:
             sink.close()
             self.stdout_closed.set()
 
-    async def _pump_stdout(
-        self, stdout: asyncio.StreamReader, sink: MemoryObjectSendStream[SessionMessage | Exception]
-    ) -> None:
+    async def _pump_stdout(self, stdout: asyncio.StreamReader, sink: MemoryObjectSendStream[bytes]) -> None:
         while True:
             # Not the last line: it would stay alive while the server is silent (a 6 MiB reply
             # was still held after the bench's attacks, measured).
@@ -311,41 +295,11 @@ class StdioChild:
             except asyncio.LimitOverrunError:
                 log.error("server.line_too_long", server=self.server, limit=MAX_LINE_BYTES)
                 return
-            if line.strip() and not self.rpc.route(line) and not await self._to_sdk(line, sink):
-                return
-
-    async def _to_sdk(self, line: bytes, sink: MemoryObjectSendStream[SessionMessage | Exception]) -> bool:
-        """Hand a line that is not a raw call's reply to the SDK session; False once it is gone."""
-        try:
-            message = sdk.parse_line(line)
-        except ValueError:
-            # Servers that print banners or debug output on stdout break the protocol for
-            # that line only; skip it, say so, and keep the connection.
-            self.garbage_lines += 1
-            if self.garbage_lines <= 10 or self.garbage_lines % 1000 == 0:
-                log.warning(
-                    "server.stdout_garbage",
-                    server=self.server,
-                    count=self.garbage_lines,
-                    line=line[:200].decode("utf-8", "replace").rstrip(),
-                )
-            return True
-        try:
-            await sink.send(message)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return False
-        return True
-
-    async def _write_stdin(self) -> None:
-        async with self.outbox.receive as source:
-            async for item in source:
+            if line.strip() and not self.rpc.route(line):
                 try:
-                    end = self.stdin.write(sdk.dump_line(item[1])) - 1
-                except OSError:
-                    self.outbox.refused(item)
-                    continue
-                self.outbox.written(item, end)
-                await self.stdin.drain()
+                    await sink.send(line)
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    return
 
     async def _read_stderr(self) -> None:
         stderr = self.process.stderr
@@ -447,14 +401,8 @@ async def _spawn(
 @contextlib.asynccontextmanager
 async def open_stdio_child(
     config: ServerConfig, stderr: StderrLog | None = None
-) -> AsyncIterator[
-    tuple[
-        StdioChild,
-        MemoryObjectReceiveStream[SessionMessage | Exception],
-        Outbox,
-    ]
-]:
-    """Spawn the server; yield it with the (read, write) streams a ``ClientSession`` takes.
+) -> AsyncIterator[tuple[StdioChild, MemoryObjectReceiveStream[bytes]]]:
+    """Spawn the server; yield it with the lines of its stdout that are not replies to its ``rpc``.
 
     Raises ``SpawnError`` when the command cannot be started. On exit the child is stopped.
     ``stderr`` (a fresh one by default) receives its stderr lines; pass the same one to each
@@ -478,22 +426,17 @@ async def open_stdio_child(
         stderr=stderr or StderrLog(config.name),
         exited=exited,
     )
-    # Typed by annotation: the message type is not imported yet when the child starts.
-    read_in: MemoryObjectSendStream[SessionMessage | Exception]
-    read_out: MemoryObjectReceiveStream[SessionMessage | Exception]
-    read_in, read_out = anyio.create_memory_object_stream(32)
+    read_in, read_out = anyio.create_memory_object_stream[bytes](32)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(child._read_stdout, read_in)
-            tg.start_soon(child._write_stdin)
             tg.start_soon(child._read_stderr)
             try:
-                yield child, read_out, child.outbox
+                yield child, read_out
             finally:
                 await child.stop(config.stop_grace)
                 tg.cancel_scope.cancel()
     finally:
         read_out.close()
-        child.outbox.close()
         stdin.close()
         transport.close()

@@ -16,9 +16,9 @@ import msgspec
 from mcpd.errors import InvalidParams, McpdError, UnknownPrompt, UnknownResource, Unsupported
 from mcpd.model.resources import Completion, CompletionRef, PromptRef, PromptResult, ReadResult
 from mcpd.model.states import LIVE_STATES
-from mcpd.supervisor.calls import Refused, send_request
+from mcpd.supervisor.calls import send_request
 from mcpd.supervisor.link import Link
-from mcpd.supervisor.sdkload import sdk
+from mcpd.supervisor.session import Refused, Session
 
 if TYPE_CHECKING:
     from mcpd.supervisor.actor import ServerActor
@@ -32,9 +32,7 @@ async def read_resource(actor: ServerActor, uri: str, timeout: float | None = No
     Raises ``UnknownResource`` (the server refused), ``ServerNotRunning``, ``CallTimeout`` or
     ``TransportError``.
     """
-    return await _on_resource(
-        actor, uri, "resources/read", lambda s: sdk.read_resource(s, uri), timeout=timeout
-    )
+    return await _on_resource(actor, uri, "resources/read", lambda s: s.read_resource(uri), timeout=timeout)
 
 
 async def get_prompt(
@@ -48,7 +46,7 @@ async def get_prompt(
     data = {"server": actor.name, "prompt": name}
     return await _request(
         actor,
-        lambda s: sdk.get_prompt(s, name, arguments),
+        lambda s: s.get_prompt(name, arguments),
         what=f"prompts/get {name}",
         data=data,
         timeout=timeout,
@@ -74,7 +72,7 @@ async def subscribe_resource(actor: ServerActor, uri: str, timeout: float | None
 
     def known() -> None:
         link = actor.link
-        if link is not None and not sdk.can_subscribe(link.session):
+        if link is not None and not link.session.can_subscribe():
             raise Unsupported(
                 f"server {actor.name!r} does not offer resource subscriptions",
                 {"server": actor.name, "uri": uri},
@@ -82,7 +80,7 @@ async def subscribe_resource(actor: ServerActor, uri: str, timeout: float | None
 
     subscribe = "resources/subscribe"
     await _on_resource(
-        actor, uri, subscribe, lambda s: sdk.subscribe_resource(s, uri), timeout=timeout, known=known
+        actor, uri, subscribe, lambda s: s.subscribe_resource(uri), timeout=timeout, known=known
     )
 
 
@@ -91,16 +89,14 @@ async def unsubscribe_resource(actor: ServerActor, uri: str, timeout: float) -> 
     undo. Raises what ``subscribe_resource`` does."""
     if actor.link is not None and actor.state in LIVE_STATES:
         unsubscribe = "resources/unsubscribe"
-        await _on_resource(
-            actor, uri, unsubscribe, lambda s: sdk.unsubscribe_resource(s, uri), timeout=timeout
-        )
+        await _on_resource(actor, uri, unsubscribe, lambda s: s.unsubscribe_resource(uri), timeout=timeout)
 
 
 async def _on_resource(
     actor: ServerActor,
     uri: str,
     method: str,
-    request: Callable[[sdk.ClientSession], Awaitable[T]],
+    request: Callable[[Session], Awaitable[T]],
     *,
     timeout: float | None,
     known: Callable[[], None] = lambda: None,
@@ -141,7 +137,7 @@ async def complete(
 
     return await _request(
         actor,
-        lambda s: sdk.complete(s, ref, argument, context),
+        lambda s: s.complete(ref, argument, context),
         what="completion/complete",
         data=data,
         timeout=timeout,
@@ -152,7 +148,7 @@ async def complete(
 
 async def _request(
     actor: ServerActor,
-    request: Callable[[sdk.ClientSession], Awaitable[T]],
+    request: Callable[[Session], Awaitable[T]],
     *,
     what: str,
     data: dict[str, Any],
@@ -160,7 +156,7 @@ async def _request(
     known: Callable[[], None],
     refused: Callable[[str], McpdError],
 ) -> T:
-    """One SDK request on a live link; the server's refusal becomes ``refused(its message)``."""
+    """One request on a live link; the server's refusal becomes ``refused(its message)``."""
 
     async def send(link: Link, deadline: float, limit: float) -> T:
         try:

@@ -18,7 +18,7 @@ from mcpd.model.resources import Surface
 from mcpd.model.tools import ToolInfo
 from mcpd.supervisor.link import Link
 from mcpd.supervisor.policy import Ending
-from mcpd.supervisor.sdkload import sdk
+from mcpd.supervisor.session import RequestFailed, Session, is_lost
 from mcpd.supervisor.stdio import StdioChild
 from mcpd.supervisor.wakeup import Wakeup
 
@@ -106,9 +106,9 @@ async def watch_health(link: Link, config: ServerConfig, hooks: Hooks) -> None:
                 await anyio.sleep_forever()
         try:
             with anyio.fail_after(config.ping_timeout):
-                await sdk.ping(link.session)
-        except (TimeoutError, sdk.MCPError) as exc:
-            if link.http is not None and sdk.is_connection_error(exc):
+                await link.session.ping()
+        except (TimeoutError, RequestFailed) as exc:
+            if link.http is not None and is_lost(exc):
                 raise RunEnded(f"connection lost: {_describe(exc, 'ping')}", Ending.UNREACHABLE) from None
             failures += 1
             hooks.degrade(f"{_describe(exc, 'ping')} ({failures}/{config.unhealthy_after})")
@@ -122,7 +122,13 @@ async def watch_health(link: Link, config: ServerConfig, hooks: Hooks) -> None:
 async def watch_tools(link: Link, dirty: Wakeup, config: ServerConfig, hooks: Hooks) -> None:
     """Re-list the tools after ``notifications/tools/list_changed``, coalescing storms (see the gap)."""
     await _watch_list(
-        link, dirty, config, hooks, what="tools/list", fetch=sdk.list_tools, listed=hooks.tools_listed
+        link,
+        dirty,
+        config,
+        hooks,
+        what="tools/list",
+        fetch=lambda s: s.list_tools(),
+        listed=hooks.tools_listed,
     )
 
 
@@ -134,7 +140,7 @@ async def watch_surface(link: Link, dirty: Wakeup, config: ServerConfig, hooks: 
         config,
         hooks,
         what="resources/prompts list",
-        fetch=sdk.list_surface,
+        fetch=lambda s: s.list_surface(),
         listed=hooks.surface_listed,
     )
 
@@ -146,7 +152,7 @@ async def _watch_list(
     hooks: Hooks,
     *,
     what: str,
-    fetch: Callable[[sdk.ClientSession], Awaitable[L]],
+    fetch: Callable[[Session], Awaitable[L]],
     listed: Callable[[L], None],
 ) -> None:
     while True:
@@ -154,7 +160,7 @@ async def _watch_list(
         try:
             with anyio.fail_after(config.connect_timeout):
                 fresh = await fetch(link.session)
-        except (TimeoutError, sdk.MCPError) as exc:
+        except (TimeoutError, RequestFailed) as exc:
             hooks.degrade(f"{what} after list_changed failed: {_describe(exc, what)}")
         else:
             listed(fresh)
@@ -164,6 +170,4 @@ async def _watch_list(
 def _describe(exc: BaseException, what: str) -> str:
     if isinstance(exc, TimeoutError):
         return f"{what} timed out"
-    if isinstance(exc, sdk.MCPError):
-        return f"{what} failed: {sdk.describe_mcp_error(exc)}"
-    return f"{what} failed: {type(exc).__name__}: {exc}"
+    return f"{what} failed: {str(exc) or type(exc).__name__}"

@@ -1,0 +1,144 @@
+"""What the supervisor asks of the MCP session to one server, whatever carries it.
+
+Two sessions keep this contract: ``stdio_session.StdioSession`` speaks JSON-RPC to a child with
+msgspec (so a daemon whose servers are all local never imports the MCP SDK or pydantic), and
+``sdk.SdkSession`` wraps the SDK's ``ClientSession`` for remote servers (streamable HTTP). Both
+raise the errors below and nothing else of their own, so calls, watchers and the actor handle one
+set. Requests keep to the caller's cancel scope (``anyio.fail_after``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from mcpd.model.requests import ServerReply
+from mcpd.model.resources import Completion, CompletionRef, PromptResult, ReadResult, Surface
+from mcpd.model.servers import ServerInfo
+from mcpd.model.tools import ToolInfo, ToolResult
+
+MAX_PAGES = 100
+"""Pages of one list fetched at most: a server that loops its cursor ends there."""
+
+Item = TypeVar("Item")
+
+
+class RequestFailed(Exception):
+    """A request to the server ended without a usable answer."""
+
+
+class Refused(RequestFailed):
+    """The server answered with a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"MCP error {code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class NotDelivered(RequestFailed):
+    """The request never reached the server (refused, or the connection was already gone): it cannot
+    have acted on it, so the caller may send it again once the server is back."""
+
+
+class ConnectionLost(RequestFailed):
+    """The connection ended after the server read the request (or may have), before the answer."""
+
+
+class Malformed(RequestFailed):
+    """The answer cannot be used: not the shape its method has, or a protocol revision mcpd does not speak."""
+
+
+def is_lost(exc: BaseException) -> bool:
+    """The connection is gone, not just this request."""
+    return isinstance(exc, ConnectionLost | NotDelivered)
+
+
+ProgressCallback = Callable[[float, float | None, str | None], None]
+"""(progress, total, message) of a running request."""
+
+Ask = Callable[[str, dict[str, Any]], Awaitable[ServerReply]]
+"""Answers one request from the server: (method, params as JSON) -> the reply."""
+
+LogCallback = Callable[[str, str | None, str], None]
+"""Hears a server's ``notifications/message``: (level, logger, text)."""
+
+
+@dataclass(frozen=True)
+class SessionHooks:
+    """What a server's session reports to its actor, and who answers the server's own requests."""
+
+    tools_changed: Callable[[], None]
+    """A ``tools/list_changed`` came."""
+    surface_changed: Callable[[], None]
+    """A resource or prompt ``list_changed`` came."""
+    ask: Ask | None = None
+    """Answers the server's requests (sampling, elicitation, roots)."""
+    log: LogCallback | None = None
+    """Hears the server's log messages (``notifications/message``)."""
+    resource_updated: Callable[[str], None] | None = None
+    """Hears that a subscribed resource changed (``notifications/resources/updated``): its URI."""
+
+
+class Session(Protocol):
+    """One live MCP session to a server. Every request raises ``RequestFailed`` subclasses."""
+
+    async def initialize(self) -> ServerInfo:
+        """``initialize``, then ``notifications/initialized``."""
+        ...
+
+    async def list_tools(self) -> tuple[ToolInfo, ...]:
+        """Every page of ``tools/list``, sorted by name."""
+        ...
+
+    async def list_surface(self) -> Surface:
+        """Resources, templates and prompts, each only if the server declared the capability."""
+        ...
+
+    async def ping(self) -> None: ...
+
+    async def call_tool(
+        self, tool: str, arguments: dict[str, Any], deadline: float, on_progress: ProgressCallback | None
+    ) -> ToolResult:
+        """``tools/call`` until ``deadline`` (event-loop time); a JSON-RPC error answer is a tool error."""
+        ...
+
+    def can_subscribe(self) -> bool:
+        """The server declared ``resources.subscribe`` in initialize."""
+        ...
+
+    async def read_resource(self, uri: str) -> ReadResult: ...
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> PromptResult: ...
+
+    async def subscribe_resource(self, uri: str) -> None: ...
+
+    async def unsubscribe_resource(self, uri: str) -> None: ...
+
+    async def complete(
+        self, ref: CompletionRef, argument: tuple[str, str], context: dict[str, str] | None
+    ) -> Completion:
+        """``completion/complete`` of ``argument`` (name, value) for ``ref``; empty, nothing sent, when
+        the server did not declare ``completions``."""
+        ...
+
+
+async def handshake(session: Session) -> tuple[ServerInfo, tuple[ToolInfo, ...], Surface]:
+    """``initialize``, the first ``tools/list``, then the resources and prompts the server declares."""
+    info = await session.initialize()
+    return info, await session.list_tools(), await session.list_surface()
+
+
+async def every_page(
+    fetch: Callable[[str | None], Awaitable[tuple[Sequence[Item], str | None]]],
+) -> list[Item]:
+    """Every item of a paginated list: ``fetch(cursor)`` gives a page and the next cursor."""
+    items: list[Item] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page, cursor = await fetch(cursor)
+        items.extend(page)
+        if not cursor:
+            break
+    return items

@@ -1,0 +1,525 @@
+"""The MCP client session to a stdio child, in msgspec: no SDK, no pydantic.
+
+Importing the SDK's client (it loads the server stack and two revisions of pydantic models) was
+most of the daemon's start-up CPU, and on a laptop's few cores that CPU is taken from the
+children starting beside it; the SDK session also spent most of a millisecond per message. This
+session sends every request through the child's ``RawRpc`` and reads what else the server writes
+(notifications, its own requests, lines that are not JSON-RPC) in one task, in order. The wire
+shapes are the protocol's own (camelCase); only the fields mcpd uses are modelled, the rest is
+ignored, as the SDK's models ignore what they do not know.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
+
+import anyio
+import msgspec
+import structlog
+from anyio import CancelScope
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream
+from msgspec import UNSET, UnsetType
+
+import mcpd
+from mcpd.model import mcp
+from mcpd.model.requests import ELICITATION, ROOTS, SAMPLING, ServerReply
+from mcpd.model.resources import (
+    Completion,
+    CompletionRef,
+    PromptArgument,
+    PromptInfo,
+    PromptMessage,
+    PromptRef,
+    PromptResult,
+    ReadResult,
+    ResourceContents,
+    ResourceInfo,
+    ResourceTemplateInfo,
+    Surface,
+)
+from mcpd.model.servers import ServerInfo
+from mcpd.model.tools import ToolInfo, ToolResult
+from mcpd.supervisor.rawrpc import MAX_BACKLOG, CallResult, RawRpc
+from mcpd.supervisor.session import (
+    Malformed,
+    ProgressCallback,
+    Refused,
+    SessionHooks,
+    every_page,
+)
+from mcpd.supervisor.stdio import StdioChild
+
+log = structlog.get_logger("mcpd.supervisor")
+
+T = TypeVar("T")
+
+MAX_SERVER_REQUESTS = 16
+"""Requests from the server answered at once; more are refused at once (a flood costs no tasks)."""
+_GARBAGE_REPORTED = 10
+"""Lines that are not JSON-RPC reported one by one; after that, one report per thousand."""
+
+_CAPABILITIES: dict[str, Any] = {
+    # What mcpd relays to hosts; whether one can answer is decided per request (``front.server_requests``).
+    "sampling": {"context": {}, "tools": {}},
+    "elicitation": {"form": {}, "url": {}},
+    "roots": {"listChanged": True},
+}
+
+
+# -- what servers send -----------------------------------------------------------------------------
+
+
+class _Tool(msgspec.Struct, frozen=True, rename="camel"):
+    name: str
+    input_schema: dict[str, Any]
+    description: str | None = None
+    title: str | None = None
+    annotations: dict[str, Any] | None = None
+
+
+class _Tools(msgspec.Struct, frozen=True, rename="camel"):
+    tools: list[_Tool]
+    next_cursor: str | None = None
+
+
+class _Resource(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    uri: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+
+
+class _Resources(msgspec.Struct, frozen=True, rename="camel"):
+    resources: list[_Resource]
+    next_cursor: str | None = None
+
+
+class _Template(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    uri_template: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+
+
+class _Templates(msgspec.Struct, frozen=True, rename="camel"):
+    resource_templates: list[_Template]
+    next_cursor: str | None = None
+
+
+class _PromptArgument(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    description: str | None = None
+    required: bool | None = None
+
+
+class _Prompt(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    title: str | None = None
+    description: str | None = None
+    arguments: list[_PromptArgument] | None = None
+
+
+class _Prompts(msgspec.Struct, frozen=True, rename="camel"):
+    prompts: list[_Prompt]
+    next_cursor: str | None = None
+
+
+class _Contents(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    uri: str
+    mime_type: str | None = None
+    text: str | None = None
+    blob: str | None = None
+
+
+class _Read(msgspec.Struct, frozen=True):
+    contents: list[_Contents]
+
+
+class _PromptMessage(msgspec.Struct, frozen=True):
+    role: str
+    content: dict[str, Any]
+
+
+class _GetPrompt(msgspec.Struct, frozen=True):
+    messages: list[_PromptMessage]
+    description: str | None = None
+
+
+class _Completion(msgspec.Struct, frozen=True, rename="camel"):
+    values: list[str]
+    total: int | None = None
+    has_more: bool | None = None
+
+
+class _Complete(msgspec.Struct, frozen=True):
+    completion: _Completion
+
+
+class _Message(msgspec.Struct, frozen=True):
+    """A line the raw path did not take: a notification, a request of the server's, a stray reply."""
+
+    id: mcp.RequestId | UnsetType | None = UNSET
+    method: str | UnsetType = UNSET
+    params: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class _LogMessage(msgspec.Struct, frozen=True):
+    level: str
+    data: Any = None
+    logger: str | None = None
+
+
+class _Uri(msgspec.Struct, frozen=True):
+    uri: str
+
+
+class _Cancelled(msgspec.Struct, frozen=True, rename="camel"):
+    request_id: mcp.RequestId | None = None
+
+
+# What a host's answer to a server's request must hold (as the SDK's models checked), so that a
+# server never gets a result its own SDK would reject.
+class _SamplingResult(msgspec.Struct, frozen=True):
+    role: str
+    content: Any
+    model: str
+
+
+class _ElicitResult(msgspec.Struct, frozen=True):
+    action: str
+
+
+class _RootsResult(msgspec.Struct, frozen=True):
+    roots: list[dict[str, Any]]
+
+
+_ANSWER_SHAPES: dict[str, type[msgspec.Struct]] = {
+    SAMPLING: _SamplingResult,
+    ELICITATION: _ElicitResult,
+    ROOTS: _RootsResult,
+}
+
+_initialize = msgspec.json.Decoder(mcp.InitializeResult)
+_tools = msgspec.json.Decoder(_Tools)
+_resources = msgspec.json.Decoder(_Resources)
+_templates = msgspec.json.Decoder(_Templates)
+_prompts = msgspec.json.Decoder(_Prompts)
+_read = msgspec.json.Decoder(_Read)
+_get_prompt = msgspec.json.Decoder(_GetPrompt)
+_complete = msgspec.json.Decoder(_Complete)
+_call_result = msgspec.json.Decoder(CallResult)
+_anything = msgspec.json.Decoder()
+_message = msgspec.json.Decoder(_Message)
+_encoder = msgspec.json.Encoder()
+
+
+def _params(raw: msgspec.Raw, shape: type[T]) -> T:
+    return msgspec.json.decode(raw, type=shape)
+
+
+def _page(cursor: str | None) -> dict[str, Any] | None:
+    return {"cursor": cursor} if cursor else None
+
+
+class StdioSession:
+    """The session of one child process; made by ``open_stdio_session``."""
+
+    def __init__(self, child: StdioChild, hooks: SessionHooks, tasks: TaskGroup) -> None:
+        self._child = child
+        self._rpc: RawRpc = child.rpc
+        self._hooks = hooks
+        self._tasks = tasks
+        self._capabilities: dict[str, Any] = {}
+        self._answering: dict[mcp.RequestId, CancelScope] = {}
+        """The server's requests being answered, so that its ``notifications/cancelled`` can stop one."""
+        self.garbage_lines = 0
+
+    # -- requests -------------------------------------------------------------------------------
+
+    async def _request(
+        self, method: str, params: dict[str, Any] | None, decoder: msgspec.json.Decoder[T]
+    ) -> T:
+        reply = await self._rpc.request(method, params, anyio.current_effective_deadline())
+        if reply.error is not None:
+            raise Refused(reply.error.code, reply.error.message)
+        try:
+            return decoder.decode(reply.result)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise Malformed(f"an invalid answer to {method}: {exc}") from None
+
+    async def initialize(self) -> ServerInfo:
+        params = {
+            "protocolVersion": mcp.LATEST_PROTOCOL_VERSION,
+            "capabilities": _CAPABILITIES,
+            "clientInfo": {"name": "mcpd", "version": mcpd.__version__},
+        }
+        result = await self._request("initialize", params, _initialize)
+        if result.protocol_version not in mcp.PROTOCOL_VERSIONS:
+            raise Malformed(
+                f"the server speaks protocol revision {result.protocol_version!r}, which mcpd does not"
+            )
+        self._capabilities = result.capabilities
+        self._send(mcp.Notification("notifications/initialized"))
+        info = result.server_info
+        return ServerInfo(
+            name=info.name,
+            version=info.version,
+            title=info.title or None,
+            instructions=result.instructions or None,
+        )
+
+    def _declared(self, capability: str) -> dict[str, Any] | None:
+        declared = self._capabilities.get(capability)
+        return declared if isinstance(declared, dict) else None
+
+    async def list_tools(self) -> tuple[ToolInfo, ...]:
+        async def fetch(cursor: str | None) -> tuple[list[ToolInfo], str | None]:
+            page = await self._request("tools/list", _page(cursor), _tools)
+            tools = [
+                ToolInfo(
+                    name=t.name,
+                    description=t.description or "",
+                    input_schema=t.input_schema,
+                    title=t.title,
+                    annotations={k: v for k, v in t.annotations.items() if v is not None}
+                    if t.annotations is not None
+                    else None,
+                )
+                for t in page.tools
+            ]
+            return tools, page.next_cursor
+
+        return tuple(sorted(await every_page(fetch), key=lambda t: t.name))
+
+    async def list_surface(self) -> Surface:
+        resources = self._declared("resources") is not None
+        return Surface(
+            resources=await self._resources() if resources else (),
+            templates=await self._templates() if resources else (),
+            prompts=await self._prompts() if self._declared("prompts") is not None else (),
+        )
+
+    async def _resources(self) -> tuple[ResourceInfo, ...]:
+        async def fetch(cursor: str | None) -> tuple[list[ResourceInfo], str | None]:
+            page = await self._request("resources/list", _page(cursor), _resources)
+            return [ResourceInfo(**msgspec.structs.asdict(r)) for r in page.resources], page.next_cursor
+
+        return tuple(sorted(await every_page(fetch), key=lambda r: r.uri))
+
+    async def _templates(self) -> tuple[ResourceTemplateInfo, ...]:
+        async def fetch(cursor: str | None) -> tuple[list[ResourceTemplateInfo], str | None]:
+            page = await self._request("resources/templates/list", _page(cursor), _templates)
+            items = [ResourceTemplateInfo(**msgspec.structs.asdict(t)) for t in page.resource_templates]
+            return items, page.next_cursor
+
+        return tuple(sorted(await every_page(fetch), key=lambda t: t.uri_template))
+
+    async def _prompts(self) -> tuple[PromptInfo, ...]:
+        async def fetch(cursor: str | None) -> tuple[list[PromptInfo], str | None]:
+            page = await self._request("prompts/list", _page(cursor), _prompts)
+            items = [
+                PromptInfo(
+                    name=p.name,
+                    title=p.title,
+                    description=p.description,
+                    arguments=tuple(
+                        PromptArgument(name=a.name, description=a.description, required=bool(a.required))
+                        for a in p.arguments or ()
+                    ),
+                )
+                for p in page.prompts
+            ]
+            return items, page.next_cursor
+
+        return tuple(sorted(await every_page(fetch), key=lambda p: p.name))
+
+    async def ping(self) -> None:
+        await self._request("ping", None, _anything)
+
+    async def call_tool(
+        self, tool: str, arguments: dict[str, Any], deadline: float, on_progress: ProgressCallback | None
+    ) -> ToolResult:
+        """The per-call hot path: one encode, one decode; content blocks relayed as they came."""
+        reply = await self._rpc.request(
+            "tools/call", {"name": tool, "arguments": arguments}, deadline, on_progress
+        )
+        if reply.error is not None:
+            # A JSON-RPC error response: the server handled the request and refused it.
+            return ToolResult(content=[{"type": "text", "text": reply.error.message}], is_error=True)
+        try:
+            result = _call_result.decode(reply.result)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise Malformed(f"an invalid result: {exc}") from None
+        return ToolResult(
+            content=result.content, structured_content=result.structured_content, is_error=result.is_error
+        )
+
+    def can_subscribe(self) -> bool:
+        resources = self._declared("resources")
+        return resources is not None and bool(resources.get("subscribe"))
+
+    async def read_resource(self, uri: str) -> ReadResult:
+        result = await self._request("resources/read", {"uri": uri}, _read)
+        return ReadResult(contents=[ResourceContents(**msgspec.structs.asdict(c)) for c in result.contents])
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> PromptResult:
+        params: dict[str, Any] = {"name": name, **({"arguments": arguments} if arguments else {})}
+        result = await self._request("prompts/get", params, _get_prompt)
+        messages = [PromptMessage(role=m.role, content=m.content) for m in result.messages]
+        return PromptResult(description=result.description, messages=messages)
+
+    async def subscribe_resource(self, uri: str) -> None:
+        await self._request("resources/subscribe", {"uri": uri}, _anything)
+
+    async def unsubscribe_resource(self, uri: str) -> None:
+        await self._request("resources/unsubscribe", {"uri": uri}, _anything)
+
+    async def complete(
+        self, ref: CompletionRef, argument: tuple[str, str], context: dict[str, str] | None
+    ) -> Completion:
+        if self._declared("completions") is None:
+            return Completion()
+        reference = (
+            {"type": "ref/prompt", "name": ref.name}
+            if isinstance(ref, PromptRef)
+            else {"type": "ref/resource", "uri": ref.uri}
+        )
+        name, value = argument
+        params: dict[str, Any] = {"ref": reference, "argument": {"name": name, "value": value}}
+        if context is not None:
+            params["context"] = {"arguments": context}
+        found = (await self._request("completion/complete", params, _complete)).completion
+        return Completion(values=found.values, total=found.total, has_more=found.has_more)
+
+    # -- what the server sends on its own -------------------------------------------------------
+
+    async def receive(self, lines: MemoryObjectReceiveStream[bytes]) -> None:
+        """Take every line the raw path left, in order, until the child's stdout ends."""
+        async with lines:
+            async for line in lines:
+                try:
+                    message = _message.decode(line)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    self._garbage(line)
+                    continue
+                if isinstance(message.method, UnsetType):
+                    # A reply nobody waits for: to a request that timed out or was cancelled.
+                    log.debug("server.stray_reply", server=self._child.server, id=message.id)
+                elif isinstance(message.id, UnsetType) or message.id is None:
+                    self._notified(message.method, message.params)
+                else:
+                    self._asked(message.id, message.method, message.params)
+
+    def _garbage(self, line: bytes) -> None:
+        # Servers that print banners or debug output on stdout break the protocol for that line
+        # only; skip it, say so, and keep the connection.
+        self.garbage_lines += 1
+        if self.garbage_lines <= _GARBAGE_REPORTED or self.garbage_lines % 1000 == 0:
+            log.warning(
+                "server.stdout_garbage",
+                server=self._child.server,
+                count=self.garbage_lines,
+                line=line[:200].decode("utf-8", "replace").rstrip(),
+            )
+
+    def _notified(self, method: str, params: msgspec.Raw) -> None:
+        hooks = self._hooks
+        try:
+            if method == mcp.TOOLS_LIST_CHANGED:
+                hooks.tools_changed()
+            elif method in (mcp.RESOURCES_LIST_CHANGED, mcp.PROMPTS_LIST_CHANGED):
+                hooks.surface_changed()
+            elif method == mcp.RESOURCE_UPDATED and hooks.resource_updated is not None:
+                hooks.resource_updated(_params(params, _Uri).uri)
+            elif method == mcp.MESSAGE and hooks.log is not None:
+                entry = _params(params, _LogMessage)
+                # MCP allows any JSON value as the message; what is not a string is kept as its JSON.
+                data = entry.data
+                text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
+                hooks.log(entry.level, entry.logger, text)
+            elif method == mcp.CANCELLED:
+                request_id = _params(params, _Cancelled).request_id
+                if request_id is not None and request_id in self._answering:
+                    self._answering[request_id].cancel()
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            log.warning("server.bad_notification", server=self._child.server, method=method, error=str(exc))
+
+    def _asked(self, request_id: mcp.RequestId, method: str, params: msgspec.Raw) -> None:
+        if method == "ping":
+            self._send(mcp.Response(request_id, {}))
+        elif method not in _ANSWER_SHAPES or self._hooks.ask is None:
+            self._send_error(request_id, mcp.METHOD_NOT_FOUND, f"Method not found: {method}")
+        elif len(self._answering) >= MAX_SERVER_REQUESTS or request_id in self._answering:
+            self._send_error(
+                request_id, mcp.TOO_MANY_REQUESTS, "mcpd: too many requests from this server at once"
+            )
+        else:
+            scope = anyio.CancelScope()
+            self._answering[request_id] = scope
+            self._tasks.start_soon(self._answer, scope, request_id, method, params)
+
+    async def _answer(
+        self, scope: CancelScope, request_id: mcp.RequestId, method: str, params: msgspec.Raw
+    ) -> None:
+        try:
+            with scope:
+                try:
+                    asked: dict[str, Any] = msgspec.json.decode(params, type=dict[str, Any] | None) or {}
+                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    self._send_error(
+                        request_id, mcp.INVALID_PARAMS, f"mcpd: invalid params for {method}: {exc}"
+                    )
+                    return
+                assert self._hooks.ask is not None
+                self._reply(request_id, method, await self._hooks.ask(method, asked))
+        finally:
+            del self._answering[request_id]
+
+    def _reply(self, request_id: mcp.RequestId, method: str, reply: ServerReply) -> None:
+        if reply.error is not None:
+            error = reply.error
+            data = UNSET if error.data is None else error.data
+            self._send(mcp.ErrorResponse(request_id, mcp.ErrorObject(error.code, error.message, data)))
+            return
+        result = reply.result or {}
+        try:
+            msgspec.convert(result, _ANSWER_SHAPES[method])
+        except msgspec.ValidationError as exc:
+            message = f"mcpd: the host's answer to {method} is not a valid result: {exc}"
+            self._send_error(request_id, mcp.INTERNAL_ERROR, message)
+            return
+        self._send(mcp.Response(request_id, result))
+
+    def _send_error(self, request_id: mcp.RequestId, code: int, message: str) -> None:
+        self._send(mcp.ErrorResponse(request_id, mcp.ErrorObject(code, message)))
+
+    def _send(self, message: msgspec.Struct) -> None:
+        """Queue one message for the child; dropped when it has stopped reading (it would never see it)."""
+        if self._child.stdin.backlog() > MAX_BACKLOG:
+            return
+        try:
+            self._child.stdin.write(_encoder.encode(message) + b"\n")
+        except OSError:
+            # The pipe is closed: the child is gone, which its watchers report.
+            return
+
+
+@contextlib.asynccontextmanager
+async def open_stdio_session(
+    child: StdioChild, lines: MemoryObjectReceiveStream[bytes], hooks: SessionHooks
+) -> AsyncIterator[StdioSession]:
+    """The session over ``child``; ``lines`` are the lines of its stdout that the raw path left."""
+    async with anyio.create_task_group() as tasks:
+        session = StdioSession(child, hooks, tasks)
+        tasks.start_soon(session.receive, lines)
+        try:
+            yield session
+        finally:
+            tasks.cancel_scope.cancel()

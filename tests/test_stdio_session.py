@@ -1,0 +1,118 @@
+"""mcpd's own session to a stdio child (mcpd.supervisor.stdio_session), against a scripted server:
+what it answers to the server's own requests, and what it makes of what it cannot use."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from mcpd.config.model import ServerConfig
+from mcpd.model.requests import ServerReply
+from mcpd.supervisor.session import Malformed, SessionHooks, handshake
+from mcpd.supervisor.stdio import open_stdio_child
+from mcpd.supervisor.stdio_session import MAX_SERVER_REQUESTS, open_stdio_session
+
+pytestmark = pytest.mark.anyio
+
+ASKED = MAX_SERVER_REQUESTS + 4
+
+SCRIPT = f"""
+import json, sys
+received = open(sys.argv[1], "a")
+version = sys.argv[2]
+
+def send(message):
+    sys.stdout.write(json.dumps({{"jsonrpc": "2.0", **message}}) + "\\n")
+    sys.stdout.flush()
+
+for line in sys.stdin:
+    received.write(line)
+    received.flush()
+    message = json.loads(line)
+    method = message.get("method")
+    if method == "initialize":
+        info = {{"name": "s", "version": "1"}}
+        result = {{"protocolVersion": version, "capabilities": {{}}, "serverInfo": info}}
+        send({{"id": message["id"], "result": result}})
+    elif method == "notifications/initialized":
+        print("a banner, not JSON-RPC", flush=True)
+        send({{"method": "notifications/message", "params": {{"level": "info", "data": {{"k": 1}}}}}})
+        send({{"id": "p", "method": "ping"}})
+        send({{"id": "u", "method": "no/such/method"}})
+        for i in range({ASKED}):
+            send({{"id": i, "method": "roots/list"}})
+        send({{"method": "notifications/cancelled", "params": {{"requestId": 0}}}})
+    elif method == "tools/list":
+        send({{"id": message["id"], "result": {{"tools": []}}}})
+"""
+
+
+def scripted(tmp_path: Path, version: str) -> tuple[ServerConfig, Path]:
+    script = tmp_path / "server.py"
+    script.write_text(SCRIPT)
+    received = tmp_path / "received.jsonl"
+    received.touch()
+    return ServerConfig(
+        name="scripted", command=sys.executable, args=(str(script), str(received), version)
+    ), received
+
+
+def answers(received: Path) -> dict[Any, dict[str, Any]]:
+    """The responses mcpd wrote to the server, by id."""
+    lines = [json.loads(line) for line in received.read_text().splitlines()]
+    return {m["id"]: m for m in lines if "method" not in m}
+
+
+async def test_the_servers_own_requests_are_answered_bounded_and_cancellable(tmp_path: Path) -> None:
+    """A ping is answered, an unknown method refused; at most MAX_SERVER_REQUESTS of the server's
+    requests wait on hosts at once (the rest are refused at once); one the server cancels gets no
+    answer; a host's answer of the wrong shape reaches the server as an error; a log message whose
+    data is not a string arrives as its JSON; a line that is not JSON-RPC is counted and skipped."""
+    config, received = scripted(tmp_path, "2025-06-18")
+    release = anyio.Event()
+    cancelled: list[bool] = []
+    logged: list[tuple[str, str | None, str]] = []
+
+    async def ask(method: str, params: dict[str, Any]) -> ServerReply:
+        try:
+            await release.wait()
+        except anyio.get_cancelled_exc_class():
+            cancelled.append(True)
+            raise
+        return ServerReply(result={"not": "roots"})
+
+    hooks = SessionHooks(lambda: None, lambda: None, ask=ask, log=lambda *entry: logged.append(entry))
+    async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
+        with anyio.fail_after(30):
+            await handshake(session)
+            while (
+                not {"p", "u", *range(MAX_SERVER_REQUESTS, ASKED)} <= answers(received).keys()
+                or not cancelled
+            ):
+                await anyio.sleep(0.02)
+            release.set()
+            while not set(range(1, MAX_SERVER_REQUESTS)) <= answers(received).keys():
+                await anyio.sleep(0.02)
+        assert session.garbage_lines == 1
+    got = answers(received)
+    assert got["p"]["result"] == {}
+    assert got["u"]["error"]["code"] == -32601
+    assert {got[i]["error"]["code"] for i in range(MAX_SERVER_REQUESTS, ASKED)} == {-32012}
+    assert 0 not in got
+    assert {got[i]["error"]["code"] for i in range(1, MAX_SERVER_REQUESTS)} == {-32603}
+    assert "not a valid result" in got[1]["error"]["message"]
+    assert logged == [("info", None, '{"k": 1}')]
+
+
+async def test_a_protocol_revision_mcpd_does_not_speak_fails_the_handshake(tmp_path: Path) -> None:
+    """A server that answers initialize with a revision mcpd does not know is not taken as a server."""
+    config, _received = scripted(tmp_path, "1999-01-01")
+    hooks = SessionHooks(lambda: None, lambda: None)
+    async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
+        with anyio.fail_after(30), pytest.raises(Malformed, match="1999-01-01"):
+            await handshake(session)
