@@ -478,7 +478,14 @@ class StdioSession:
                     )
                     return
                 assert self._hooks.ask is not None
-                self._reply(request_id, method, await self._hooks.ask(method, asked))
+                try:
+                    reply = await self._hooks.ask(method, asked)
+                except Exception:
+                    # The server gets an answer whatever went wrong here, and the session goes on.
+                    log.exception("server.request_failed", server=self._child.server, method=method)
+                    self._send_error(request_id, mcp.INTERNAL_ERROR, f"mcpd could not relay {method}")
+                    return
+                self._reply(request_id, method, reply)
         finally:
             del self._answering[request_id]
 
