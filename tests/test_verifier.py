@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mcpd.model.trust import HIGH, MEDIUM, Finding
-from mcpd.trust import learned
+from mcpd.trust import learned, rules
 from mcpd.trust.corpus import halves, load, score
 from mcpd.trust.verify import scan_text, scan_texts, scan_tool
 
@@ -530,6 +530,16 @@ def test_hostile_punctuation_runs_are_scanned_in_linear_time() -> None:
             ):
                 scan_text("t", "description", text)
     scan_text("t", "description", "![a][b]" * 20_000)
+
+
+def test_every_pattern_of_the_lexicon_compiles() -> None:
+    """Patterns compile when they first run (``rules.Lazy``): each one is compiled here, so that a
+    broken one fails this test rather than the first scan whose words trigger it."""
+    indexes = (rules._BY_WORD, rules._BY_FRAGMENT, rules._BY_FOREIGN)
+    lazies = {id(lazy): lazy for index in indexes for entries in index.values() for _, _, lazy in entries}
+    assert len(lazies) > 250
+    for lazy in lazies.values():
+        assert lazy.compiled().pattern == lazy.source
 
 
 HONEST = DATA / "honest_mcp_texts.jsonl"

@@ -16,10 +16,28 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+
+class Lazy:
+    """A pattern compiled when it first runs. Most never do (their triggers are rare), and compiling
+    all of them on import was ~0.1 s of the daemon's start-up CPU, taken from its children."""
+
+    __slots__ = ("_compiled", "source")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self._compiled: re.Pattern[str] | None = None
+
+    def compiled(self) -> re.Pattern[str]:
+        # Two threads may both compile it first: the same pattern either way.
+        if self._compiled is None:
+            self._compiled = re.compile(self.source)
+        return self._compiled
+
+
 # Every pattern sits behind a cheap trigger: words (or fragments) it cannot match without.
 # One pass over a text's words finds the patterns worth running, so a text that holds none of
 # the trigger words costs a few dictionary lookups: thousands of tools scan in about a second.
-_Index = dict[str, list[tuple[int, int, re.Pattern[str]]]]
+_Index = dict[str, list[tuple[int, int, Lazy]]]
 """trigger -> (intent, part, pattern)"""
 _BY_WORD: _Index = {}
 _BY_FRAGMENT: _Index = {}
@@ -27,13 +45,13 @@ _BY_FRAGMENT: _Index = {}
 _BY_FOREIGN: _Index = {}
 """non-ASCII fragments, sought only in texts that are not plain ASCII"""
 _TOKEN = re.compile(r"\w+")
-Hits = dict[int, dict[int, re.Pattern[str]]]
+Hits = dict[int, dict[int, Lazy]]
 """intent -> part -> pattern: what is worth running on one text"""
 
 
 def triggered(folded: str) -> Hits:
     """The patterns whose trigger occurs in ``folded``, by intent."""
-    found: list[tuple[int, int, re.Pattern[str]]] = []
+    found: list[tuple[int, int, Lazy]] = []
     for word in set(_TOKEN.findall(folded)):
         found.extend(_BY_WORD.get(word, ()))
     for fragment, entries in _BY_FRAGMENT.items():
@@ -58,7 +76,7 @@ class Intent:
         Intent._count += 1
         self._id = Intent._count
         for part, (triggers, pattern) in enumerate(parts):
-            compiled = re.compile(pattern)
+            lazy = Lazy(pattern)
             for word in triggers.split("|"):
                 if not word:
                     raise ValueError("empty trigger")
@@ -69,11 +87,11 @@ class Intent:
                     index = _BY_WORD
                 else:
                     index = _BY_FRAGMENT
-                index.setdefault(trigger, []).append((self._id, part, compiled))
+                index.setdefault(trigger, []).append((self._id, part, lazy))
 
     def active(self, hits: Hits) -> list[re.Pattern[str]]:
         """The patterns worth running, given what ``triggered`` found in a text."""
-        return list(hits.get(self._id, {}).values())
+        return [lazy.compiled() for lazy in hits.get(self._id, {}).values()]
 
     def first(self, hits: Hits, sentences: Iterable[str]) -> re.Match[str] | None:
         """The first match in any of ``sentences``."""
