@@ -20,8 +20,9 @@
     ├── UnknownPrompt             1015
     └── Unsupported               1016  the server did not declare the capability (resources.subscribe)
 
-Lower-layer errors (the SDK's ``MCPError``, ``OSError``, anyio's stream errors) are
-converted once, where they cross into mcpd, to the most specific class here.
+Lower-layer errors (a server session's ``RequestFailed``, the SDK's ``MCPError`` of a remote
+server, ``OSError``, anyio's stream errors) are converted once, where they cross into mcpd, to the
+most specific class here.
 """
 
 from __future__ import annotations

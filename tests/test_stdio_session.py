@@ -35,18 +35,25 @@ for line in sys.stdin:
     received.flush()
     message = json.loads(line)
     method = message.get("method")
+    if method == "initialize" and version == "hang":
+        continue
     if method == "initialize":
         info = {{"name": "s", "version": "1"}}
         result = {{"protocolVersion": version, "capabilities": {{}}, "serverInfo": info}}
         send({{"id": message["id"], "result": result}})
     elif method == "notifications/initialized":
         print("a banner, not JSON-RPC", flush=True)
+        print(json.dumps({{"level": 30, "msg": "a structured log line"}}), flush=True)
+        send({{"id": "s", "method": "sampling/createMessage", "params": {{"messages": []}}}})
         send({{"method": "notifications/message", "params": {{"level": "info", "data": {{"k": 1}}}}}})
         send({{"id": "p", "method": "ping"}})
         send({{"id": "u", "method": "no/such/method"}})
         for i in range({ASKED}):
             send({{"id": i, "method": "roots/list"}})
+        send({{"id": 1, "method": "roots/list"}})
         send({{"method": "notifications/cancelled", "params": {{"requestId": 0}}}})
+    elif method == "ping":
+        send({{"id": message["id"], "error": {{"code": -1}}}})
     elif method == "tools/list":
         send({{"id": message["id"], "result": {{"tools": []}}}})
 """
@@ -62,17 +69,23 @@ def scripted(tmp_path: Path, version: str) -> tuple[ServerConfig, Path]:
     ), received
 
 
+def sent(received: Path) -> list[dict[str, Any]]:
+    """What mcpd wrote to the server."""
+    return [json.loads(line) for line in received.read_text().splitlines()]
+
+
 def answers(received: Path) -> dict[Any, dict[str, Any]]:
     """The responses mcpd wrote to the server, by id."""
-    lines = [json.loads(line) for line in received.read_text().splitlines()]
-    return {m["id"]: m for m in lines if "method" not in m}
+    return {m["id"]: m for m in sent(received) if "method" not in m}
 
 
 async def test_the_servers_own_requests_are_answered_bounded_and_cancellable(tmp_path: Path) -> None:
-    """A ping is answered, an unknown method refused; at most MAX_SERVER_REQUESTS of the server's
-    requests wait on hosts at once (the rest are refused at once); one the server cancels gets no
-    answer; a host's answer of the wrong shape reaches the server as an error; a log message whose
-    data is not a string arrives as its JSON; a line that is not JSON-RPC is counted and skipped."""
+    """A ping is answered, an unknown method refused, a request without the params its method needs
+    refused; at most MAX_SERVER_REQUESTS of the server's requests wait on hosts at once (the rest are
+    refused at once); an id sent again while its request runs gets one answer, not two; one the
+    server cancels gets no answer; a host's answer of the wrong shape reaches the server as an error;
+    a log message whose data is not a string arrives as its JSON; lines that are not JSON-RPC (text,
+    a JSON log line) are counted and skipped; an error reply without a message is ``Malformed``."""
     config, received = scripted(tmp_path, "2025-06-18")
     release = anyio.Event()
     cancelled: list[bool] = []
@@ -90,18 +103,20 @@ async def test_the_servers_own_requests_are_answered_bounded_and_cancellable(tmp
     async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
         with anyio.fail_after(30):
             await handshake(session)
-            while (
-                not {"p", "u", *range(MAX_SERVER_REQUESTS, ASKED)} <= answers(received).keys()
-                or not cancelled
-            ):
+            refused_at_once = {"p", "u", "s", *range(MAX_SERVER_REQUESTS, ASKED)}
+            while not refused_at_once <= answers(received).keys() or not cancelled:
                 await anyio.sleep(0.02)
             release.set()
             while not set(range(1, MAX_SERVER_REQUESTS)) <= answers(received).keys():
                 await anyio.sleep(0.02)
-        assert session.garbage_lines == 1
+            with pytest.raises(Malformed, match="ping"):
+                await session.ping()
+        assert session.garbage_lines == 2
+    assert [m["id"] for m in sent(received) if "method" not in m].count(1) == 1
     got = answers(received)
     assert got["p"]["result"] == {}
     assert got["u"]["error"]["code"] == -32601
+    assert got["s"]["error"]["code"] == -32602 and "maxTokens" in got["s"]["error"]["message"]
     assert {got[i]["error"]["code"] for i in range(MAX_SERVER_REQUESTS, ASKED)} == {-32012}
     assert 0 not in got
     assert {got[i]["error"]["code"] for i in range(1, MAX_SERVER_REQUESTS)} == {-32603}
@@ -116,3 +131,17 @@ async def test_a_protocol_revision_mcpd_does_not_speak_fails_the_handshake(tmp_p
     async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
         with anyio.fail_after(30), pytest.raises(Malformed, match="1999-01-01"):
             await handshake(session)
+
+
+async def test_an_initialize_that_times_out_is_not_cancelled(tmp_path: Path) -> None:
+    """MCP forbids cancelling ``initialize``: a handshake that times out sends no cancellation."""
+    config, received = scripted(tmp_path, "hang")
+    hooks = SessionHooks(lambda: None, lambda: None)
+    async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
+        with pytest.raises(TimeoutError), anyio.fail_after(1):
+            await handshake(session)
+        with anyio.fail_after(30):
+            while not sent(received):
+                await anyio.sleep(0.02)
+        await anyio.sleep(0.2)  # a cancellation would follow at once
+    assert [m.get("method") for m in sent(received)] == ["initialize"]

@@ -445,8 +445,8 @@ async def test_call_the_dead_server_never_saw_waits_and_runs() -> None:
 
 async def test_requests_the_killed_server_never_read_wait_and_run() -> None:
     """Requests written into the stdin of a server that never read them before SIGKILL wait for
-    the restart and run on the new process, on both paths (raw tool calls, and ``resources/read``
-    through the SDK session); the call it had read and was running fails with TransportError.
+    the restart and run on the new process, tool calls and ``resources/read`` alike; the call it had
+    read and was running fails with TransportError.
 
     The process is stopped (SIGSTOP) before the requests are written, so none of them can be
     read: the window that a kill -9 under load leaves open by chance (its leader already dead,

@@ -91,7 +91,8 @@ def _first_leaf(exc: BaseException) -> BaseException:
 def describe_error(exc: BaseException) -> str:
     """A one-line reason from an exception, digging the first leaf out of exception groups."""
     exc = _first_leaf(exc)
-    if SDK.loaded() and isinstance(exc, sdk.MCPError):  # never imports the SDK to find out
+    # The SDK's error out of a remote session's transport tasks; never imports the SDK to find out.
+    if SDK.loaded() and isinstance(exc, sdk.MCPError):
         return sdk.describe_mcp_error(exc)
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -21,7 +21,7 @@ import msgspec
 import structlog
 from msgspec import UNSET
 
-from mcpd.supervisor.session import ConnectionLost, NotDelivered, ProgressCallback, RequestFailed
+from mcpd.supervisor.session import ConnectionLost, Malformed, NotDelivered, ProgressCallback, RequestFailed
 
 log = structlog.get_logger("mcpd.supervisor")
 
@@ -127,7 +127,7 @@ class RawRpc:
         self._closed = False
 
     def route(self, line: bytes) -> bool:
-        """Take ``line`` if it answers one of our requests; False leaves it to the SDK.
+        """Take ``line`` if it answers one of our requests; False leaves it to the session.
 
         The id decides, never a substring: a reply whose text mentions
         ``notifications/progress`` is still a reply.
@@ -177,9 +177,9 @@ class RawRpc:
             _settle(waiter, _End.UNREAD if read is not None and end > read else _End.LOST)
         self._waiters.clear()
 
-    def _withdraw(self, request_id: str) -> None:
-        """Forget a request nobody waits for any more, and tell the server so."""
-        if self._waiters.pop(request_id, None) is not None and not self._closed:
+    def _withdraw(self, request_id: str, tell: bool) -> None:
+        """Forget a request nobody waits for any more, and tell the server so (``tell``)."""
+        if self._waiters.pop(request_id, None) is not None and tell and not self._closed:
             cancel = _Cancelled({"requestId": request_id, "reason": "cancelled by the caller"})
             with contextlib.suppress(OSError):
                 self._write(_encoder.encode(cancel) + b"\n")
@@ -196,8 +196,9 @@ class RawRpc:
 
         Raises ``TimeoutError`` past the deadline, ``NotDelivered`` if the stream refused the
         request or ended before the server read it, ``ConnectionLost`` if it ended after the
-        server read it (or may have), ``NotReading`` when the server leaves its input unread. A
-        timed-out or cancelled request is withdrawn with ``notifications/cancelled``. The
+        server read it (or may have), ``NotReading`` when the server leaves its input unread,
+        ``Malformed`` for a reply that is not JSON-RPC. A timed-out or cancelled request is
+        withdrawn with ``notifications/cancelled`` (but ``initialize``, which MCP forbids). The
         deadline is a loop timer, not a cancel scope: this is the per-call hot path, and a
         timer costs a fraction of a scope.
         """
@@ -223,20 +224,25 @@ class RawRpc:
         if on_progress is not None:
             self._progress[request_id] = on_progress
         timer = loop.call_at(deadline, _settle, waiter, _End.EXPIRED) if deadline < math.inf else None
+        # MCP forbids cancelling initialize: the server would be left half set up.
+        tell = method != "initialize"
         try:
             reply = await waiter
         except BaseException:
-            self._withdraw(request_id)
+            self._withdraw(request_id, tell)
             raise
         finally:
             if timer is not None:
                 timer.cancel()
             self._progress.pop(request_id, None)
         if reply is _End.EXPIRED:
-            self._withdraw(request_id)
+            self._withdraw(request_id, tell)
             raise TimeoutError
         if reply is _End.UNREAD:
             raise NotDelivered
         if reply is _End.LOST:
             raise ConnectionLost
-        return _reply.decode(reply)
+        try:
+            return _reply.decode(reply)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise Malformed(f"an invalid answer to {method}: {exc}") from None

@@ -66,14 +66,12 @@ from mcpd.supervisor.session import (
 from mcpd.supervisor.wakeup import Wakeup
 
 __all__ = [
-    "CallMark",
     "HttpWatch",
     "MCPError",
     "SdkSession",
     "describe_mcp_error",
     "is_connection_error",
     "open_http_session",
-    "track_call",
 ]
 
 CONNECTION_CLOSED = mcp_types.CONNECTION_CLOSED
@@ -222,7 +220,10 @@ class SdkSession:
 
     async def initialize(self) -> ServerInfo:
         with _translated("initialize"):
-            result = await self._session.initialize()
+            try:
+                result = await self._session.initialize()
+            except RuntimeError as exc:  # the SDK's word for a protocol revision it does not speak
+                raise Malformed(str(exc)) from None
         info = result.server_info
         return ServerInfo(
             name=info.name, version=info.version, title=info.title, instructions=result.instructions
@@ -426,7 +427,7 @@ async def open_http_session(
         elif isinstance(message, mcp_types.ResourceUpdatedNotification) and hooks.resource_updated:
             hooks.resource_updated(str(message.params.uri))
 
-    callbacks = server_request_callbacks(hooks.ask) if hooks.ask is not None else {}
+    callbacks = _server_request_callbacks(hooks.ask) if hooks.ask is not None else {}
     logging = _logging_callback(hooks.log) if hooks.log is not None else None
     async with (
         httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport) as http,
@@ -444,7 +445,8 @@ async def open_http_session(
 
 
 def is_connection_error(exc: BaseException) -> bool:
-    """An HTTP-level failure: the server is not there, or the connection to it broke."""
+    """An HTTP-level failure: the server is not there, or the connection to it broke. (Requests raise
+    the session's errors; the SDK's own come out of its transport tasks, which end the run.)"""
     return isinstance(exc, ConnectionLost | NotDelivered | httpx2.TransportError | OSError) or (
         isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED
     )
@@ -471,7 +473,7 @@ def _answer(
         return mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message=message)
 
 
-def server_request_callbacks(ask: Ask) -> dict[str, Any]:
+def _server_request_callbacks(ask: Ask) -> dict[str, Any]:
     """``ClientSession`` keyword arguments that pass the server's requests to ``ask``.
 
     With these callbacks the session announces sampling (with context and tools), elicitation

@@ -4,7 +4,7 @@ Two sessions keep this contract: ``stdio_session.StdioSession`` speaks JSON-RPC 
 msgspec (so a daemon whose servers are all local never imports the MCP SDK or pydantic), and
 ``sdk.SdkSession`` wraps the SDK's ``ClientSession`` for remote servers (streamable HTTP). Both
 raise the errors below and nothing else of their own, so calls, watchers and the actor handle one
-set. Requests keep to the caller's cancel scope (``anyio.fail_after``).
+set, besides ``TimeoutError``: requests keep to the caller's cancel scope (``anyio.fail_after``).
 """
 
 from __future__ import annotations
@@ -82,7 +82,8 @@ class SessionHooks:
 
 
 class Session(Protocol):
-    """One live MCP session to a server. Every request raises ``RequestFailed`` subclasses."""
+    """One live MCP session to a server. A request that fails raises a ``RequestFailed`` (or the
+    caller's ``TimeoutError``)."""
 
     async def initialize(self) -> ServerInfo:
         """``initialize``, then ``notifications/initialized``."""

@@ -168,6 +168,8 @@ class _Message(msgspec.Struct, frozen=True):
     id: mcp.RequestId | UnsetType | None = UNSET
     method: str | UnsetType = UNSET
     params: msgspec.Raw = msgspec.Raw(b"null")
+    result: msgspec.Raw | UnsetType = UNSET
+    error: msgspec.Raw | UnsetType = UNSET
 
 
 class _LogMessage(msgspec.Struct, frozen=True):
@@ -184,8 +186,22 @@ class _Cancelled(msgspec.Struct, frozen=True, rename="camel"):
     request_id: mcp.RequestId | None = None
 
 
-# What a host's answer to a server's request must hold (as the SDK's models checked), so that a
+# What a server's request must hold to be passed on, and what a host's answer must hold to be
+# passed back (as the SDK's models checked): a host never gets a request it cannot read, and a
 # server never gets a result its own SDK would reject.
+class _SamplingParams(msgspec.Struct, frozen=True, rename="camel"):
+    messages: list[dict[str, Any]]
+    max_tokens: int
+
+
+class _ElicitParams(msgspec.Struct, frozen=True):
+    message: str
+
+
+class _RootsParams(msgspec.Struct, frozen=True):
+    pass
+
+
 class _SamplingResult(msgspec.Struct, frozen=True):
     role: str
     content: Any
@@ -200,11 +216,12 @@ class _RootsResult(msgspec.Struct, frozen=True):
     roots: list[dict[str, Any]]
 
 
-_ANSWER_SHAPES: dict[str, type[msgspec.Struct]] = {
-    SAMPLING: _SamplingResult,
-    ELICITATION: _ElicitResult,
-    ROOTS: _RootsResult,
+_SHAPES: dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct]]] = {
+    SAMPLING: (_SamplingParams, _SamplingResult),
+    ELICITATION: (_ElicitParams, _ElicitResult),
+    ROOTS: (_RootsParams, _RootsResult),
 }
+"""method -> (its params, its result)"""
 
 _initialize = msgspec.json.Decoder(mcp.InitializeResult)
 _tools = msgspec.json.Decoder(_Tools)
@@ -410,8 +427,11 @@ class StdioSession:
                     self._garbage(line)
                     continue
                 if isinstance(message.method, UnsetType):
-                    # A reply nobody waits for: to a request that timed out or was cancelled.
-                    log.debug("server.stray_reply", server=self._child.server, id=message.id)
+                    if isinstance(message.result, UnsetType) and isinstance(message.error, UnsetType):
+                        self._garbage(line)  # JSON, but not JSON-RPC (a structured log line)
+                    else:
+                        # A reply nobody waits for: to a request that timed out or was cancelled.
+                        log.debug("server.stray_reply", server=self._child.server, id=message.id)
                 elif isinstance(message.id, UnsetType) or message.id is None:
                     self._notified(message.method, message.params)
                 else:
@@ -452,11 +472,14 @@ class StdioSession:
             log.warning("server.bad_notification", server=self._child.server, method=method, error=str(exc))
 
     def _asked(self, request_id: mcp.RequestId, method: str, params: msgspec.Raw) -> None:
-        if method == "ping":
+        if request_id in self._answering:
+            # One answer per id: the request already running under it gets it.
+            log.warning("server.duplicate_request_id", server=self._child.server, id=request_id)
+        elif method == "ping":
             self._send(mcp.Response(request_id, {}))
-        elif method not in _ANSWER_SHAPES or self._hooks.ask is None:
+        elif method not in _SHAPES or self._hooks.ask is None:
             self._send_error(request_id, mcp.METHOD_NOT_FOUND, f"Method not found: {method}")
-        elif len(self._answering) >= MAX_SERVER_REQUESTS or request_id in self._answering:
+        elif len(self._answering) >= MAX_SERVER_REQUESTS:
             self._send_error(
                 request_id, mcp.TOO_MANY_REQUESTS, "mcpd: too many requests from this server at once"
             )
@@ -471,7 +494,10 @@ class StdioSession:
         try:
             with scope:
                 try:
-                    asked: dict[str, Any] = msgspec.json.decode(params, type=dict[str, Any] | None) or {}
+                    given = msgspec.json.decode(params, type=dict[str, Any] | None) or {}
+                    # Absent, not null, as the SDK's models passed them on: ``"tools": null`` is no tools.
+                    asked = {key: value for key, value in given.items() if value is not None}
+                    msgspec.convert(asked, _SHAPES[method][0])
                 except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                     self._send_error(
                         request_id, mcp.INVALID_PARAMS, f"mcpd: invalid params for {method}: {exc}"
@@ -497,7 +523,7 @@ class StdioSession:
             return
         result = reply.result or {}
         try:
-            msgspec.convert(result, _ANSWER_SHAPES[method])
+            msgspec.convert(result, _SHAPES[method][1])
         except msgspec.ValidationError as exc:
             message = f"mcpd: the host's answer to {method} is not a valid result: {exc}"
             self._send_error(request_id, mcp.INTERNAL_ERROR, message)
