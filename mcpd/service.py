@@ -79,10 +79,10 @@ ExecStart={" ".join(paths.serve_args())}
 ExecReload=/bin/kill -HUP $MAINPID
 Restart=on-failure
 RestartSec=2
-# A config that does not load (2) does not heal in 2 s: the unit fails at once, with the reason
-# in the journal, instead of after five tries. (3 is left to restart: besides a socket another
-# daemon serves, it covers a busy HTTP port or a runtime directory not there yet.)
-RestartPreventExitStatus=2
+# A config that does not load (2) does not heal in 2 s, and another daemon that serves the socket
+# (4) goes on serving it: the unit fails at once, with the reason in the journal, instead of after
+# five tries. (3, a busy HTTP port or a runtime directory not there yet, is left to restart.)
+RestartPreventExitStatus=2 4
 # A stop is bounded by the servers' grace periods; leave room, then systemd kills what is left.
 TimeoutStopSec=30
 WatchdogSec=60

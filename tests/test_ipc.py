@@ -445,7 +445,7 @@ async def test_socket_and_directory_permissions(daemon: DaemonProcess) -> None:
 
 
 async def test_second_daemon_is_refused_and_first_keeps_running(daemon: DaemonProcess) -> None:
-    """`mcpd serve` on a socket in use exits 3 with one clear line; the first daemon is untouched."""
+    """`mcpd serve` on a socket in use exits 4 with one clear line; the first daemon is untouched."""
     result = subprocess.run(
         [sys.executable, "-m", "mcpd", "serve", "--socket", str(daemon.socket), "--log-format", "json"],
         capture_output=True,
@@ -454,7 +454,7 @@ async def test_second_daemon_is_refused_and_first_keeps_running(daemon: DaemonPr
         check=False,
         env={**os.environ, "XDG_CONFIG_HOME": "/nonexistent"},
     )
-    assert result.returncode == 3
+    assert result.returncode == 4
     assert "already serving" in result.stderr and "Traceback" not in result.stderr
     await assert_healthy(daemon)
 

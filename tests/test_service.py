@@ -189,7 +189,7 @@ def test_unit_contents_and_systemd_analyze(tmp_path: Path) -> None:
     for line in (
         "Type=notify",
         "Restart=on-failure",
-        "RestartPreventExitStatus=2",
+        "RestartPreventExitStatus=2 4",
         "ExecReload=/bin/kill -HUP $MAINPID",
         "WatchdogSec=",
     ):

@@ -65,7 +65,7 @@ async def test_a_removed_socket_file_is_bound_again(tmp_path: Path, socket_dir: 
 
 async def test_a_removed_directory_is_made_again(tmp_path: Path, socket_dir: Path) -> None:
     """The whole socket directory deleted (a logout emptying the runtime dir): the daemon makes it again,
-    takes a new lock, binds a new socket; a second daemon then finds the path taken and exits 3."""
+    takes a new lock, binds a new socket; a second daemon then finds the path taken and exits 4."""
     config = tmp_path / "config.toml"
     config.write_text(fixture_toml("fx"))
     socket = socket_dir / "mcpd.sock"
@@ -75,14 +75,14 @@ async def test_a_removed_directory_is_made_again(tmp_path: Path, socket_dir: Pat
         assert await daemon_pid(socket) == first.process.pid
         assert (socket_dir.stat().st_mode & 0o777) == 0o700
         async with running_daemon(config, socket=socket, wait_ready=False) as second:
-            assert await second.wait_exit() == 3
+            assert await second.wait_exit() == 4
             await second.wait_for("daemon.socket_unavailable")
         assert await daemon_pid(socket) == first.process.pid
 
 
 async def test_one_daemon_serves_when_a_second_starts_in_the_gap(tmp_path: Path, socket_dir: Path) -> None:
     """The directory deleted and a second daemon started at once (a client's autostart): whichever of the
-    two holds the path when the first looks again serves it; the other exits with status 3, its
+    two holds the path when the first looks again serves it; the other exits with status 4, its
     servers stopped. Never two daemons, each with its own copy of every server."""
     config = tmp_path / "config.toml"
     config.write_text(fixture_toml("fx"))
@@ -92,7 +92,7 @@ async def test_one_daemon_serves_when_a_second_starts_in_the_gap(tmp_path: Path,
         async with running_daemon(config, socket=socket, wait_ready=False) as second:
             exited = await first_to_exit(first, second, timeout=RESTORED_WITHIN + 20)
             survivor = second if exited is first else first
-            assert await exited.wait_exit() == 3
+            assert await exited.wait_exit() == 4
             if exited is first:
                 await first.wait_for("daemon.displaced")
                 await first.wait_for("daemon.stopped")

@@ -49,6 +49,10 @@ START_WAIT = 60.0
 
 EXIT_CONFIG = 2
 EXIT_SOCKET = 3
+"""The socket or HTTP address cannot be had now (a directory not there yet, a busy port)."""
+EXIT_TAKEN = 4
+"""Another daemon serves this socket: it did at start, or it took the path while this one ran. A
+restart cannot help while that daemon lives (so the service files do not restart on it)."""
 
 
 def _warn_if_exposed(config: Config, config_path: Path | None) -> None:
@@ -145,7 +149,7 @@ async def serve(config_path: Path | None, socket_path: Path | None = None, http:
             listener = inherited or claim.bind()
         except (McpdError, OSError) as exc:
             log.error("daemon.socket_unavailable", socket=str(path), error=getattr(exc, "message", str(exc)))
-            return EXIT_SOCKET
+            return EXIT_TAKEN if isinstance(exc, endpoint.AddressInUse) else EXIT_SOCKET
         if inherited is not None:
             log.info("daemon.socket_activated", socket=str(path))
         try:
@@ -158,7 +162,7 @@ async def serve(config_path: Path | None, socket_path: Path | None = None, http:
             stack.callback(front.listener.close)
         displaced = await _run(config, config_path, claim, listener, http=front)
     log.info("daemon.stopped")
-    return EXIT_SOCKET if displaced else 0
+    return EXIT_TAKEN if displaced else 0
 
 
 def _limits(config: Config) -> Limits:
