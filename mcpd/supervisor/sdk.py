@@ -39,7 +39,6 @@ from mcpd.model.requests import ELICITATION, ROOTS, SAMPLING, ServerReply
 from mcpd.model.resources import (
     Completion,
     CompletionRef,
-    PromptArgument,
     PromptInfo,
     PromptMessage,
     PromptRef,
@@ -62,6 +61,7 @@ from mcpd.supervisor.session import (
     Refused,
     SessionHooks,
     every_page,
+    prompt_info,
 )
 from mcpd.supervisor.wakeup import Wakeup
 
@@ -245,7 +245,7 @@ class SdkSession:
             ]
             return tools, page.next_cursor
 
-        return tuple(sorted(await every_page(fetch), key=lambda t: t.name))
+        return await every_page(fetch, lambda t: t.name)
 
     async def _resources(self) -> tuple[ResourceInfo, ...]:
         async def fetch(cursor: str | None) -> tuple[list[ResourceInfo], str | None]:
@@ -264,7 +264,7 @@ class SdkSession:
             ]
             return items, page.next_cursor
 
-        return tuple(sorted(await every_page(fetch), key=lambda r: r.uri))
+        return await every_page(fetch, lambda r: r.uri)
 
     async def _templates(self) -> tuple[ResourceTemplateInfo, ...]:
         async def fetch(cursor: str | None) -> tuple[list[ResourceTemplateInfo], str | None]:
@@ -282,27 +282,15 @@ class SdkSession:
             ]
             return items, page.next_cursor
 
-        return tuple(sorted(await every_page(fetch), key=lambda t: t.uri_template))
+        return await every_page(fetch, lambda t: t.uri_template)
 
     async def _prompts(self) -> tuple[PromptInfo, ...]:
         async def fetch(cursor: str | None) -> tuple[list[PromptInfo], str | None]:
             with _translated("prompts/list"):
                 page = await self._session.list_prompts(params=_page(cursor))
-            items = [
-                PromptInfo(
-                    name=p.name,
-                    title=p.title,
-                    description=p.description,
-                    arguments=tuple(
-                        PromptArgument(name=a.name, description=a.description, required=bool(a.required))
-                        for a in p.arguments or ()
-                    ),
-                )
-                for p in page.prompts
-            ]
-            return items, page.next_cursor
+            return [prompt_info(p) for p in page.prompts], page.next_cursor
 
-        return tuple(sorted(await every_page(fetch), key=lambda p: p.name))
+        return await every_page(fetch, lambda p: p.name)
 
     async def list_surface(self) -> Surface:
         capabilities = self._session.server_capabilities

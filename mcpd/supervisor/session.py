@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from mcpd.model.requests import ServerReply
-from mcpd.model.resources import Completion, CompletionRef, PromptResult, ReadResult, Surface
+from mcpd.model.resources import (
+    Completion,
+    CompletionRef,
+    PromptArgument,
+    PromptInfo,
+    PromptResult,
+    ReadResult,
+    Surface,
+)
 from mcpd.model.servers import ServerInfo
 from mcpd.model.tools import ToolInfo, ToolResult
 
@@ -132,9 +140,10 @@ async def handshake(session: Session) -> tuple[ServerInfo, tuple[ToolInfo, ...],
 
 
 async def every_page(
-    fetch: Callable[[str | None], Awaitable[tuple[Sequence[Item], str | None]]],
-) -> list[Item]:
-    """Every item of a paginated list: ``fetch(cursor)`` gives a page and the next cursor."""
+    fetch: Callable[[str | None], Awaitable[tuple[Sequence[Item], str | None]]], key: Callable[[Item], str]
+) -> tuple[Item, ...]:
+    """Every item of a paginated list, sorted by ``key``: ``fetch(cursor)`` gives a page and the next
+    cursor."""
     items: list[Item] = []
     cursor: str | None = None
     for _ in range(MAX_PAGES):
@@ -142,4 +151,35 @@ async def every_page(
         items.extend(page)
         if not cursor:
             break
-    return items
+    return tuple(sorted(items, key=key))
+
+
+class _ArgumentLike(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str | None: ...
+    @property
+    def required(self) -> bool | None: ...
+
+
+class _PromptLike(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def title(self) -> str | None: ...
+    @property
+    def description(self) -> str | None: ...
+    @property
+    def arguments(self) -> Sequence[_ArgumentLike] | None: ...
+
+
+def prompt_info(prompt: _PromptLike) -> PromptInfo:
+    """A listed prompt, from either session's model of it."""
+    arguments = tuple(
+        PromptArgument(name=a.name, description=a.description, required=bool(a.required))
+        for a in prompt.arguments or ()
+    )
+    return PromptInfo(
+        name=prompt.name, title=prompt.title, description=prompt.description, arguments=arguments
+    )

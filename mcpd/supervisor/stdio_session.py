@@ -30,7 +30,6 @@ from mcpd.model.requests import ELICITATION, ROOTS, SAMPLING, ServerReply
 from mcpd.model.resources import (
     Completion,
     CompletionRef,
-    PromptArgument,
     PromptInfo,
     PromptMessage,
     PromptRef,
@@ -50,6 +49,7 @@ from mcpd.supervisor.session import (
     Refused,
     SessionHooks,
     every_page,
+    prompt_info,
 )
 from mcpd.supervisor.stdio import StdioChild
 
@@ -313,7 +313,7 @@ class StdioSession:
             ]
             return tools, page.next_cursor
 
-        return tuple(sorted(await every_page(fetch), key=lambda t: t.name))
+        return await every_page(fetch, lambda t: t.name)
 
     async def list_surface(self) -> Surface:
         resources = self._declared("resources") is not None
@@ -328,7 +328,7 @@ class StdioSession:
             page = await self._request("resources/list", _page(cursor), _resources)
             return [ResourceInfo(**msgspec.structs.asdict(r)) for r in page.resources], page.next_cursor
 
-        return tuple(sorted(await every_page(fetch), key=lambda r: r.uri))
+        return await every_page(fetch, lambda r: r.uri)
 
     async def _templates(self) -> tuple[ResourceTemplateInfo, ...]:
         async def fetch(cursor: str | None) -> tuple[list[ResourceTemplateInfo], str | None]:
@@ -336,26 +336,14 @@ class StdioSession:
             items = [ResourceTemplateInfo(**msgspec.structs.asdict(t)) for t in page.resource_templates]
             return items, page.next_cursor
 
-        return tuple(sorted(await every_page(fetch), key=lambda t: t.uri_template))
+        return await every_page(fetch, lambda t: t.uri_template)
 
     async def _prompts(self) -> tuple[PromptInfo, ...]:
         async def fetch(cursor: str | None) -> tuple[list[PromptInfo], str | None]:
             page = await self._request("prompts/list", _page(cursor), _prompts)
-            items = [
-                PromptInfo(
-                    name=p.name,
-                    title=p.title,
-                    description=p.description,
-                    arguments=tuple(
-                        PromptArgument(name=a.name, description=a.description, required=bool(a.required))
-                        for a in p.arguments or ()
-                    ),
-                )
-                for p in page.prompts
-            ]
-            return items, page.next_cursor
+            return [prompt_info(p) for p in page.prompts], page.next_cursor
 
-        return tuple(sorted(await every_page(fetch), key=lambda p: p.name))
+        return await every_page(fetch, lambda p: p.name)
 
     async def ping(self) -> None:
         await self._request("ping", None, _anything)
