@@ -51,19 +51,27 @@ Hits = dict[int, dict[int, Lazy]]
 
 def triggered(folded: str) -> Hits:
     """The patterns whose trigger occurs in ``folded``, by intent."""
-    found: list[tuple[int, int, Lazy]] = []
+    hits: Hits = {}
+
+    def add(entries: Iterable[tuple[int, int, Lazy]]) -> None:
+        for intent, part, pattern in entries:
+            parts = hits.get(intent)
+            if parts is None:
+                hits[intent] = {part: pattern}
+            else:
+                parts[part] = pattern
+
     for word in set(_TOKEN.findall(folded)):
-        found.extend(_BY_WORD.get(word, ()))
+        entries = _BY_WORD.get(word)
+        if entries:
+            add(entries)
     for fragment, entries in _BY_FRAGMENT.items():
         if fragment in folded:
-            found.extend(entries)
+            add(entries)
     if not folded.isascii():
         for fragment, entries in _BY_FOREIGN.items():
             if fragment in folded:
-                found.extend(entries)
-    hits: Hits = {}
-    for intent, part, pattern in found:
-        hits.setdefault(intent, {})[part] = pattern
+                add(entries)
     return hits
 
 
@@ -89,14 +97,19 @@ class Intent:
                     index = _BY_FRAGMENT
                 index.setdefault(trigger, []).append((self._id, part, lazy))
 
+    def hit(self, hits: Hits) -> bool:
+        """A trigger of one of its patterns is in the text: it may match."""
+        return self._id in hits
+
     def active(self, hits: Hits) -> list[re.Pattern[str]]:
         """The patterns worth running, given what ``triggered`` found in a text."""
-        return [lazy.compiled() for lazy in hits.get(self._id, {}).values()]
+        parts = hits.get(self._id)
+        return [lazy.compiled() for lazy in parts.values()] if parts else []
 
     def first(self, hits: Hits, sentences: Iterable[str]) -> re.Match[str] | None:
         """The first match in any of ``sentences``."""
-        patterns = self.active(hits)
-        return search(patterns, sentences) if patterns else None
+        # Most intents have no trigger in a given text: asked once per sentence, that is the hot path.
+        return search(self.active(hits), sentences) if self._id in hits else None
 
 
 def search(patterns: list[re.Pattern[str]], sentences: Iterable[str]) -> re.Match[str] | None:

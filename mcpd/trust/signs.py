@@ -288,6 +288,12 @@ class Signs(NamedTuple):
         return len(self.rare) >= 1 or len(self.common) >= 2
 
 
+def possible(hits: Hits, hidden: bool) -> bool:
+    """Whether the text (``hits``: what ``rules.triggered`` found in it) can hold an attack at all:
+    one takes a rare sign unless it was hidden."""
+    return hidden or any(intent.hit(hits) for intent in RARE.values())
+
+
 def found(hits: Hits, sentence: str) -> Signs:
     """The signs in one sentence (``hits``: what ``rules.triggered`` found in the whole text)."""
     rare = frozenset(name for name, intent in RARE.items() if intent.first(hits, [sentence]))

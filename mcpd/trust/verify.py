@@ -398,7 +398,7 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     excerpt = _first_meant(rules.SHELL, hits, sentences, _named_command)
     if excerpt:
         found.append(_Hit("TP010", HIGH, "destructive or remote-code shell command", excerpt))
-    if not _high_already(found):
+    if not _high_already(found) and signs.possible(hits, hidden):
         # The signs catch what no rule above names; a text a rule found needs no second name.
         together = _signs_together(folded, hits, sentences, hidden)
         if together:
