@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import time
-from xml.sax.saxutils import escape
 
 import anyio
 import structlog
@@ -187,6 +186,11 @@ async def connect_server(core: Core, activated: set[str], name: str) -> ConnectR
     return ConnectResult(server=name, already=already, tools=await core.catalog.tools([name]))
 
 
+def _xml(text: str) -> str:
+    """``text`` escaped for XML (xml.sax.saxutils' escape loads urllib.request and http.client)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 async def snippet(core: Core) -> str:
     """An ``<available_mcps>`` block: each configured server's id and short description, XML-escaped.
 
@@ -202,8 +206,8 @@ async def snippet(core: Core) -> str:
             continue
         # A server never yet started has nothing to describe it but its config.
         known = actor.config.description or actor.server_info or actor.tools
-        description = escape(one_line(core.catalog.describe(actor), 200)) if known else ""
+        description = _xml(one_line(core.catalog.describe(actor), 200)) if known else ""
         state = "" if actor.state is ServerState.RUNNING else f' state="{actor.state}"'
-        lines.append(f'  <mcp id="{escape(actor.name, {chr(34): "&quot;"})}"{state}>{description}</mcp>')
+        lines.append(f'  <mcp id="{_xml(actor.name).replace(chr(34), "&quot;")}"{state}>{description}</mcp>')
     lines.append("</available_mcps>")
     return "\n".join(lines)
