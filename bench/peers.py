@@ -4,7 +4,8 @@ Run ``python bench/peers.py`` (``--quick`` for a 1-2 minute run, ``--skip-hub`` 
 npm, ``--json`` for machine output). In one run, on the same fixture servers
 (``python -m mcpd.testing.fixture``), each gateway of ``bench/peer_gateways.py`` gets:
 
-- cold start: seconds from launch until an ``echo`` succeeded on all 10 servers;
+- cold start: seconds from launch until an ``echo`` succeeded on all 10 servers, and the CPU the
+  gateway's own processes spent until then (taken from the servers booting on the same cores);
 - start with 2 of 10 hung (``--hang-initialize``): until the 8 healthy ones answer;
   both starts are measured ``--starts`` times (3, or 1 with ``--quick``) and the median is
   shown, with each run in a note: one start moves by about a second between runs on 5;
@@ -146,6 +147,9 @@ class Column:
     def hung_s(self) -> float | None:
         return _median(self.hung_runs)
 
+    start_cpu_s: float | None = None
+    """CPU seconds of the gateway's shared processes from launch until the first cold start was usable:
+    what it took from the servers starting beside it on the same cores."""
     session_open_ms: float | None = None
     """Median time to connect one more client (for mcpd bridge: spawn a bridge, initialize)."""
     latency: Latency | None = None
@@ -357,6 +361,8 @@ async def measure_running(column: Column, launcher: Launcher, settings: Settings
         if column.cold_runs[-1] is None:
             column.notes.append(f"not usable within {settings.deadline:g}s")
             return
+        pids = core_pids(gateway)
+        column.start_cpu_s = cpu_seconds(pids) if pids else None
         sessions, column.session_open_ms = await open_sessions(gateway)
         await anyio.sleep(1.0)  # let start-up garbage settle before the idle RSS
         column.load = await measure_load(gateway, sessions, settings.seconds)
@@ -404,6 +410,10 @@ def cold(column: Column | None) -> float | None:
 
 def hung(column: Column | None) -> float | None:
     return column.hung_s if column else None
+
+
+def start_cpu(column: Column | None) -> float | None:
+    return column.start_cpu_s if column else None
 
 
 def session_open(column: Column | None) -> float | None:
@@ -473,6 +483,7 @@ def table(columns: list[Column]) -> list[str]:
         ["", *(c.label for c in columns)],
         ratio_row("cold start: 10 usable (s)", cold, missing="never"),
         ratio_row("2 of 10 hung: 8 usable (s)", hung, missing="never"),
+        ["gateway CPU until usable (s)", *(fixed(start_cpu(c)) for c in columns)],
         # No ratio: a direct client's sessions are the servers' own, opened at the start.
         ["open one more session (ms)", *(fixed(session_open(c), 1) for c in columns)],
         ratio_row("echo p50 (ms)", p50),
