@@ -81,7 +81,7 @@ Restart=on-failure
 RestartSec=2
 # A config that does not load (2) does not heal in 2 s, and another daemon that serves the socket
 # (4) goes on serving it: the unit fails at once, with the reason in the journal, instead of after
-# five tries. (3, a busy HTTP port or a runtime directory not there yet, is left to restart.)
+# five tries. (3 restarts: a busy HTTP port or a runtime directory not there yet may heal.)
 RestartPreventExitStatus=2 4
 # A stop is bounded by the servers' grace periods; leave room, then systemd kills what is left.
 TimeoutStopSec=30

@@ -13,9 +13,10 @@ import pytest
 
 from mcpd.config.model import ServerConfig
 from mcpd.model.requests import ServerReply
+from mcpd.supervisor.server_asks import MAX_SERVER_REQUESTS
 from mcpd.supervisor.session import Malformed, SessionHooks, handshake
 from mcpd.supervisor.stdio import open_stdio_child
-from mcpd.supervisor.stdio_session import MAX_SERVER_REQUESTS, open_stdio_session
+from mcpd.supervisor.stdio_session import open_stdio_session
 
 pytestmark = pytest.mark.anyio
 
@@ -134,14 +135,62 @@ async def test_a_protocol_revision_mcpd_does_not_speak_fails_the_handshake(tmp_p
 
 
 async def test_an_initialize_that_times_out_is_not_cancelled(tmp_path: Path) -> None:
-    """MCP forbids cancelling ``initialize``: a handshake that times out sends no cancellation."""
+    """MCP forbids cancelling ``initialize``: a handshake that times out sends no cancellation (a
+    ping sent after it shows what was written: a cancellation would come before the ping)."""
     config, received = scripted(tmp_path, "hang")
     hooks = SessionHooks(lambda: None, lambda: None)
     async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
         with pytest.raises(TimeoutError), anyio.fail_after(1):
             await handshake(session)
+        with anyio.fail_after(30), pytest.raises(Malformed):
+            await session.ping()
+    assert [m.get("method") for m in sent(received)] == ["initialize", "ping"]
+
+
+CANNED = """
+import json, sys
+answers = json.load(open(sys.argv[1]))
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" in message:
+        answer = {"jsonrpc": "2.0", "id": message["id"], "result": answers[message["method"]]}
+        sys.stdout.write(json.dumps(answer) + "\\n")
+        sys.stdout.flush()
+"""
+
+
+async def test_answers_are_read_as_leniently_as_the_sdk_read_them(tmp_path: Path) -> None:
+    """Nulls where a string may be absent, a size sent as a float: a server the SDK's models took is
+    taken. Tool annotations keep the hints MCP defines, as the SDK's model did, and nothing else: a
+    key a server adds must not change the tool's pinned definition."""
+    tool = {
+        "name": "t",
+        "inputSchema": {"type": "object"},
+        "description": None,
+        "annotations": {"readOnlyHint": True, "title": None, "x-vendor": {"a": 1}},
+    }
+    answers = {
+        "initialize": {
+            "protocolVersion": "2025-03-26",
+            "capabilities": {"resources": {}},
+            "serverInfo": {"name": "s", "version": "1", "title": None},
+            "instructions": None,
+        },
+        "tools/list": {"tools": [tool]},
+        "resources/list": {"resources": [{"uri": "x://a", "name": "a", "size": 1024.0, "mimeType": None}]},
+        "resources/templates/list": {"resourceTemplates": []},
+    }
+    (tmp_path / "answers.json").write_text(json.dumps(answers))
+    (tmp_path / "canned.py").write_text(CANNED)
+    config = ServerConfig(
+        name="canned",
+        command=sys.executable,
+        args=(str(tmp_path / "canned.py"), str(tmp_path / "answers.json")),
+    )
+    hooks = SessionHooks(lambda: None, lambda: None)
+    async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
         with anyio.fail_after(30):
-            while not sent(received):
-                await anyio.sleep(0.02)
-        await anyio.sleep(0.2)  # a cancellation would follow at once
-    assert [m.get("method") for m in sent(received)] == ["initialize"]
+            info, tools, surface = await handshake(session)
+    assert info.title is None and info.instructions is None
+    assert tools[0].description == "" and tools[0].annotations == {"readOnlyHint": True}
+    assert surface.resources[0].size == 1024 and surface.resources[0].mime_type is None

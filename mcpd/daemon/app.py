@@ -49,7 +49,8 @@ START_WAIT = 60.0
 
 EXIT_CONFIG = 2
 EXIT_SOCKET = 3
-"""The socket or HTTP address cannot be had now (a directory not there yet, a busy port)."""
+"""The socket or HTTP address cannot be had: a busy port or a runtime directory not there yet (a
+restart may heal them), or an unsafe or too long socket path (named in the log)."""
 EXIT_TAKEN = 4
 """Another daemon serves this socket: it did at start, or it took the path while this one ran. A
 restart cannot help while that daemon lives (so the service files do not restart on it)."""

@@ -42,14 +42,6 @@ class Reply(msgspec.Struct, frozen=True):
     error: RpcError | None = None
 
 
-class CallResult(msgspec.Struct, frozen=True, rename="camel"):
-    """A ``tools/call`` result: content blocks are relayed as they came, not re-modelled."""
-
-    content: list[dict[str, Any]] = msgspec.field(default_factory=list)
-    structured_content: Any = None
-    is_error: bool = False
-
-
 class _Route(msgspec.Struct, frozen=True):
     id: int | str | None = None
     method: str | None = None
@@ -87,6 +79,9 @@ _encoder = msgspec.json.Encoder()
 
 class NotReading(RequestFailed):
     """The server has left more than ``MAX_BACKLOG`` bytes of requests unread on its stdin."""
+
+    def __init__(self) -> None:
+        super().__init__(f"the server is not reading its stdin (over {MAX_BACKLOG} bytes queued)")
 
 
 MAX_BACKLOG = 4 * 1024 * 1024

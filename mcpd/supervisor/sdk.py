@@ -225,9 +225,9 @@ class SdkSession:
             except RuntimeError as exc:  # the SDK's word for a protocol revision it does not speak
                 raise Malformed(str(exc)) from None
         info = result.server_info
-        return ServerInfo(
-            name=info.name, version=info.version, title=info.title, instructions=result.instructions
-        )
+        # Empty is none, as on the stdio session.
+        title, instructions = info.title or None, result.instructions or None
+        return ServerInfo(name=info.name, version=info.version, title=title, instructions=instructions)
 
     async def list_tools(self) -> tuple[ToolInfo, ...]:
         async def fetch(cursor: str | None) -> tuple[list[ToolInfo], str | None]:

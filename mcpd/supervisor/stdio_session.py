@@ -19,14 +19,12 @@ from typing import Any, TypeVar
 import anyio
 import msgspec
 import structlog
-from anyio import CancelScope
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 from msgspec import UNSET, UnsetType
 
 import mcpd
 from mcpd.model import mcp
-from mcpd.model.requests import ELICITATION, ROOTS, SAMPLING, ServerReply
 from mcpd.model.resources import (
     Completion,
     CompletionRef,
@@ -42,7 +40,8 @@ from mcpd.model.resources import (
 )
 from mcpd.model.servers import ServerInfo
 from mcpd.model.tools import ToolInfo, ToolResult
-from mcpd.supervisor.rawrpc import MAX_BACKLOG, CallResult, RawRpc
+from mcpd.supervisor.rawrpc import MAX_BACKLOG, RawRpc
+from mcpd.supervisor.server_asks import ServerAsks
 from mcpd.supervisor.session import (
     Malformed,
     ProgressCallback,
@@ -57,8 +56,6 @@ log = structlog.get_logger("mcpd.supervisor")
 
 T = TypeVar("T")
 
-MAX_SERVER_REQUESTS = 16
-"""Requests from the server answered at once; more are refused at once (a flood costs no tasks)."""
 _GARBAGE_REPORTED = 10
 """Lines that are not JSON-RPC reported one by one; after that, one report per thousand."""
 
@@ -73,12 +70,44 @@ _CAPABILITIES: dict[str, Any] = {
 # -- what servers send -----------------------------------------------------------------------------
 
 
+class _Implementation(msgspec.Struct, frozen=True):
+    name: str
+    version: str
+    title: str | None = None
+
+
+class _Initialize(msgspec.Struct, frozen=True, rename="camel"):
+    protocol_version: str
+    capabilities: dict[str, Any]
+    server_info: _Implementation
+    instructions: str | None = None
+
+
+class _Annotations(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """The hints MCP defines, and only those, as the SDK's model kept them: a key a server adds
+    would otherwise change the tool's pinned definition (``trust.gate``)."""
+
+    title: str | None = None
+    read_only_hint: bool | None = None
+    destructive_hint: bool | None = None
+    idempotent_hint: bool | None = None
+    open_world_hint: bool | None = None
+
+
 class _Tool(msgspec.Struct, frozen=True, rename="camel"):
     name: str
     input_schema: dict[str, Any]
     description: str | None = None
     title: str | None = None
-    annotations: dict[str, Any] | None = None
+    annotations: _Annotations | None = None
+
+
+class _CallResult(msgspec.Struct, frozen=True, rename="camel"):
+    """A ``tools/call`` result: content blocks are relayed as they came, not re-modelled."""
+
+    content: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    structured_content: Any = None
+    is_error: bool | None = False
 
 
 class _Tools(msgspec.Struct, frozen=True, rename="camel"):
@@ -186,52 +215,16 @@ class _Cancelled(msgspec.Struct, frozen=True, rename="camel"):
     request_id: mcp.RequestId | None = None
 
 
-# What a server's request must hold to be passed on, and what a host's answer must hold to be
-# passed back (as the SDK's models checked): a host never gets a request it cannot read, and a
-# server never gets a result its own SDK would reject.
-class _SamplingParams(msgspec.Struct, frozen=True, rename="camel"):
-    messages: list[dict[str, Any]]
-    max_tokens: int
-
-
-class _ElicitParams(msgspec.Struct, frozen=True):
-    message: str
-
-
-class _RootsParams(msgspec.Struct, frozen=True):
-    pass
-
-
-class _SamplingResult(msgspec.Struct, frozen=True):
-    role: str
-    content: Any
-    model: str
-
-
-class _ElicitResult(msgspec.Struct, frozen=True):
-    action: str
-
-
-class _RootsResult(msgspec.Struct, frozen=True):
-    roots: list[dict[str, Any]]
-
-
-_SHAPES: dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct]]] = {
-    SAMPLING: (_SamplingParams, _SamplingResult),
-    ELICITATION: (_ElicitParams, _ElicitResult),
-    ROOTS: (_RootsParams, _RootsResult),
-}
-"""method -> (its params, its result)"""
-
-_initialize = msgspec.json.Decoder(mcp.InitializeResult)
-_tools = msgspec.json.Decoder(_Tools)
-_resources = msgspec.json.Decoder(_Resources)
-_templates = msgspec.json.Decoder(_Templates)
-_prompts = msgspec.json.Decoder(_Prompts)
-_read = msgspec.json.Decoder(_Read)
-_get_prompt = msgspec.json.Decoder(_GetPrompt)
-_complete = msgspec.json.Decoder(_Complete)
-_call_result = msgspec.json.Decoder(CallResult)
+# Not strict: a number sent as a string or a float ("size": 1024.0) is taken, as pydantic's SDK took it.
+_initialize = msgspec.json.Decoder(_Initialize, strict=False)
+_tools = msgspec.json.Decoder(_Tools, strict=False)
+_resources = msgspec.json.Decoder(_Resources, strict=False)
+_templates = msgspec.json.Decoder(_Templates, strict=False)
+_prompts = msgspec.json.Decoder(_Prompts, strict=False)
+_read = msgspec.json.Decoder(_Read, strict=False)
+_get_prompt = msgspec.json.Decoder(_GetPrompt, strict=False)
+_complete = msgspec.json.Decoder(_Complete, strict=False)
+_call_result = msgspec.json.Decoder(_CallResult, strict=False)
 _anything = msgspec.json.Decoder()
 _message = msgspec.json.Decoder(_Message)
 _encoder = msgspec.json.Encoder()
@@ -252,10 +245,8 @@ class StdioSession:
         self._child = child
         self._rpc: RawRpc = child.rpc
         self._hooks = hooks
-        self._tasks = tasks
         self._capabilities: dict[str, Any] = {}
-        self._answering: dict[mcp.RequestId, CancelScope] = {}
-        """The server's requests being answered, so that its ``notifications/cancelled`` can stop one."""
+        self._asks = ServerAsks(child.server, hooks.ask, self._send, tasks)
         self.garbage_lines = 0
 
     # -- requests -------------------------------------------------------------------------------
@@ -305,9 +296,7 @@ class StdioSession:
                     description=t.description or "",
                     input_schema=t.input_schema,
                     title=t.title,
-                    annotations={k: v for k, v in t.annotations.items() if v is not None}
-                    if t.annotations is not None
-                    else None,
+                    annotations=msgspec.to_builtins(t.annotations) if t.annotations is not None else None,
                 )
                 for t in page.tools
             ]
@@ -363,7 +352,9 @@ class StdioSession:
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise Malformed(f"an invalid result: {exc}") from None
         return ToolResult(
-            content=result.content, structured_content=result.structured_content, is_error=result.is_error
+            content=result.content,
+            structured_content=result.structured_content,
+            is_error=bool(result.is_error),
         )
 
     def can_subscribe(self) -> bool:
@@ -423,7 +414,7 @@ class StdioSession:
                 elif isinstance(message.id, UnsetType) or message.id is None:
                     self._notified(message.method, message.params)
                 else:
-                    self._asked(message.id, message.method, message.params)
+                    self._asks.received(message.id, message.method, message.params)
 
     def _garbage(self, line: bytes) -> None:
         # Servers that print banners or debug output on stdout break the protocol for that line
@@ -454,72 +445,10 @@ class StdioSession:
                 hooks.log(entry.level, entry.logger, text)
             elif method == mcp.CANCELLED:
                 request_id = _params(params, _Cancelled).request_id
-                if request_id is not None and request_id in self._answering:
-                    self._answering[request_id].cancel()
+                if request_id is not None:
+                    self._asks.cancelled(request_id)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             log.warning("server.bad_notification", server=self._child.server, method=method, error=str(exc))
-
-    def _asked(self, request_id: mcp.RequestId, method: str, params: msgspec.Raw) -> None:
-        if request_id in self._answering:
-            # One answer per id: the request already running under it gets it.
-            log.warning("server.duplicate_request_id", server=self._child.server, id=request_id)
-        elif method == "ping":
-            self._send(mcp.Response(request_id, {}))
-        elif method not in _SHAPES or self._hooks.ask is None:
-            self._send_error(request_id, mcp.METHOD_NOT_FOUND, f"Method not found: {method}")
-        elif len(self._answering) >= MAX_SERVER_REQUESTS:
-            self._send_error(
-                request_id, mcp.TOO_MANY_REQUESTS, "mcpd: too many requests from this server at once"
-            )
-        else:
-            scope = anyio.CancelScope()
-            self._answering[request_id] = scope
-            self._tasks.start_soon(self._answer, scope, request_id, method, params)
-
-    async def _answer(
-        self, scope: CancelScope, request_id: mcp.RequestId, method: str, params: msgspec.Raw
-    ) -> None:
-        try:
-            with scope:
-                try:
-                    given = msgspec.json.decode(params, type=dict[str, Any] | None) or {}
-                    # Absent, not null, as the SDK's models passed them on: ``"tools": null`` is no tools.
-                    asked = {key: value for key, value in given.items() if value is not None}
-                    msgspec.convert(asked, _SHAPES[method][0])
-                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                    self._send_error(
-                        request_id, mcp.INVALID_PARAMS, f"mcpd: invalid params for {method}: {exc}"
-                    )
-                    return
-                assert self._hooks.ask is not None
-                try:
-                    reply = await self._hooks.ask(method, asked)
-                except Exception:
-                    # The server gets an answer whatever went wrong here, and the session goes on.
-                    log.exception("server.request_failed", server=self._child.server, method=method)
-                    self._send_error(request_id, mcp.INTERNAL_ERROR, f"mcpd could not relay {method}")
-                    return
-                self._reply(request_id, method, reply)
-        finally:
-            del self._answering[request_id]
-
-    def _reply(self, request_id: mcp.RequestId, method: str, reply: ServerReply) -> None:
-        if reply.error is not None:
-            error = reply.error
-            data = UNSET if error.data is None else error.data
-            self._send(mcp.ErrorResponse(request_id, mcp.ErrorObject(error.code, error.message, data)))
-            return
-        result = reply.result or {}
-        try:
-            msgspec.convert(result, _SHAPES[method][1])
-        except msgspec.ValidationError as exc:
-            message = f"mcpd: the host's answer to {method} is not a valid result: {exc}"
-            self._send_error(request_id, mcp.INTERNAL_ERROR, message)
-            return
-        self._send(mcp.Response(request_id, result))
-
-    def _send_error(self, request_id: mcp.RequestId, code: int, message: str) -> None:
-        self._send(mcp.ErrorResponse(request_id, mcp.ErrorObject(code, message)))
 
     def _send(self, message: msgspec.Struct) -> None:
         """Queue one message for the child; dropped when it has stopped reading (it would never see it)."""
