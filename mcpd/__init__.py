@@ -1,22 +1,24 @@
 """mcpd: one supervised set of MCP servers, shared by every agent on the machine."""
 
+import importlib
 import sys
 
 __version__ = "0.1.0"
 
 
-def _import_msgspec_lean() -> None:
-    # msgspec imports typing_extensions when it is installed (the mcp SDK needs it), and that
-    # pulls in inspect, ast and dis: ~1.4 MB and tens of ms in every bridge and CLI process.
-    # On Python 3.11+ msgspec's fallback to `typing` is complete, so typing_extensions is hidden
-    # for this one import only; whatever imports it later (the SDK, in the daemon) gets it.
-    if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
+def import_without(module: str, hidden: str) -> None:
+    """Import ``module`` with the optional package ``hidden`` out of its sight (unless either is
+    imported already); whatever imports ``hidden`` later gets it as usual."""
+    if module in sys.modules or hidden in sys.modules:
         return
-    sys.modules["typing_extensions"] = None  # type: ignore[assignment]
+    sys.modules[hidden] = None  # type: ignore[assignment]
     try:
-        import msgspec  # noqa: F401, PLC0415
+        importlib.import_module(module)
     finally:
-        del sys.modules["typing_extensions"]
+        del sys.modules[hidden]
 
 
-_import_msgspec_lean()
+# msgspec imports typing_extensions when it is installed (the mcp SDK needs it), and that pulls in
+# inspect, ast and dis: ~1.4 MB and tens of ms in every bridge and CLI process. On Python 3.11+
+# msgspec's fallback to `typing` is complete.
+import_without("msgspec", "typing_extensions")

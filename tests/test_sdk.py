@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -107,6 +108,20 @@ def test_the_daemon_imports_no_sdk_at_start() -> None:
         timeout=60,
     )
     assert {name.split(".")[0] for name in loaded.split()} & stack == set()
+
+
+def test_the_daemon_never_imports_rich(tmp_path: Path) -> None:
+    """structlog loads rich when it can (~55 ms and 5 MB before the first spawn) for console tracebacks
+    mcpd turns off: the daemon's structlog is imported with rich out of sight. A stand-in rich that
+    stops the process when imported shows it, whether or not the real one is installed."""
+    (tmp_path / "rich").mkdir()
+    (tmp_path / "rich" / "__init__.py").write_text("raise SystemExit('rich was imported')\n")
+    script = "import mcpd.cli.app, mcpd.daemon.app, mcpd.daemon.check, structlog.dev; print('ok')"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.stdout.strip() == "ok", done.stderr
 
 
 async def test_every_waiter_gets_the_one_import() -> None:
