@@ -18,7 +18,7 @@ import msgspec
 from mcpd.errors import CallTimeout, InvalidParams, McpdError, TransportError
 from mcpd.model.tools import ToolResult
 from mcpd.supervisor.link import Link
-from mcpd.supervisor.rawrpc import MAX_BACKLOG, NotReading
+from mcpd.supervisor.rawrpc import NotReading
 from mcpd.supervisor.session import (
     ConnectionLost,
     Malformed,
@@ -89,8 +89,7 @@ async def _error(
     if isinstance(exc, msgspec.EncodeError | TypeError) and link.child is not None:
         return InvalidParams(f"arguments for {tool} cannot be sent as JSON: {exc}")
     if isinstance(exc, NotReading):
-        queued = f"over {MAX_BACKLOG} bytes of requests queued"
-        return TransportError(f"{server} is not reading its stdin ({queued})", data)
+        return TransportError(f"{server}: {exc}", data)
     if isinstance(exc, Malformed | msgspec.DecodeError | msgspec.ValidationError | TypeError):
         return TransportError(f"{server} sent a malformed answer to {tool}: {exc}", data)
     if isinstance(exc, ConnectionLost | OSError):

@@ -81,7 +81,7 @@ class NotReading(RequestFailed):
     """The server has left more than ``MAX_BACKLOG`` bytes of requests unread on its stdin."""
 
     def __init__(self) -> None:
-        super().__init__(f"the server is not reading its stdin (over {MAX_BACKLOG} bytes queued)")
+        super().__init__(f"the server is not reading its stdin (over {MAX_BACKLOG} bytes of requests queued)")
 
 
 MAX_BACKLOG = 4 * 1024 * 1024
