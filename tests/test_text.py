@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from mcpd.discovery import text
 from mcpd.discovery.text import REQUEST_WORDS, name_words, query_terms, split_identifier, stem, terms
 
 
@@ -93,3 +94,17 @@ def test_queries_drop_request_words_that_no_tool_name_uses() -> None:
 def test_name_words_are_the_lowercase_words_of_a_name() -> None:
     """Tool names are split as identifiers and lowercased, the form a query's words are compared in."""
     assert name_words("find_nearbyPlaces") == ["find", "nearby", "places"]
+
+
+def test_stems_of_client_words_cannot_pin_memory() -> None:
+    """Queries are client input: the stem cache holds at most STEM_CACHE words of at most
+    CACHED_WORD characters, and a longer word stems the same without entering it."""
+    long_words = [f"{i:04d}" + "searching" * 400 for i in range(200)]
+    before = text._cached_stem.cache_info().currsize
+    stems = [stem(word) for word in long_words]
+    assert text._cached_stem.cache_info().currsize == before
+    assert stems == [word.removesuffix("ing") for word in long_words]
+    for i in range(text.STEM_CACHE + 100):
+        stem(f"word{i}s")
+    assert text._cached_stem.cache_info().currsize == text.STEM_CACHE
+    assert stem("images") == "imag" and stem("pdfs") == "pdf"

@@ -58,10 +58,16 @@ STOP_WORDS = frozenset(
 REQUEST_WORDS = frozenset(get_stop_words("en")) - STOP_WORDS
 """General English stop words that only a query drops (see ``query_terms``)."""
 
-_STEMMER = Stemmer.Stemmer("english")
+# PyStemmer's own cache is off: it made a miss cost 2.4 us instead of 0.9, and ours is bounded better.
+_STEMMER = Stemmer.Stemmer("english", 0)
+
+STEM_CACHE = 8192
+"""Stems kept: a catalogue's vocabulary is a few thousand words; a miss costs about a microsecond."""
+CACHED_WORD = 32
+"""Longer words are stemmed afresh each time. Queries are client input: a cache of every word
+ever asked for, up to the 4,096 characters a query may have, would let a client pin memory."""
 
 
-@lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """The Snowball English stem of a lowercase word; "pdfs" is "pdf" too.
 
@@ -69,9 +75,16 @@ def stem(word: str) -> str:
     acronym typed in lower case ("pdfs", "csvs", "llms") alone: a word with no vowel that
     ends in a single "s" is taken for one.
     """
+    return _cached_stem(word) if len(word) <= CACHED_WORD else _stem(word)
+
+
+def _stem(word: str) -> str:
     if len(word) > 3 and _ACRONYM_PLURAL_LOWER.fullmatch(word):
         return word[:-1]
     return str(_STEMMER.stemWord(word))
+
+
+_cached_stem = lru_cache(maxsize=STEM_CACHE)(_stem)
 
 
 def split_identifier(text: str) -> list[str]:
