@@ -24,7 +24,9 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   negation);
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
-- the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would.
+- the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
+  then the daemon's inspection of a server of those tools, first, again after a restart, and
+  after a ``list_changed`` that changed one tool (unchanged tools keep their findings).
 
 Goals (issue 13): >= 95% of poisoned items at high, 0 high findings on the real tools, medium
 on <= 0.5% of them, 2,500 tools well under a second. Prints figures, asserts nothing.
@@ -38,8 +40,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mcpd.config.model import ServerConfig
+from mcpd.model.tools import ToolInfo
 from mcpd.model.trust import HIGH, MEDIUM, Finding, describe
 from mcpd.trust.corpus import Item, halves, load, score
+from mcpd.trust.gate import Inspection, inspect
 from mcpd.trust.verify import scan_text, scan_tool
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,6 +149,36 @@ def timing_report(tools: list[dict[str, Any]], count: int = 2500) -> None:
         runs.append((time.process_time() - cpu, time.perf_counter() - wall))
     cpu_best, wall_best = min(r[0] for r in runs), min(r[1] for r in runs)
     print(f"\nscan {count} tools: {cpu_best * 1000:.0f} ms CPU, {wall_best * 1000:.0f} ms wall (best of 3)")
+    reinspection_report(batch)
+
+
+def reinspection_report(batch: list[dict[str, Any]]) -> None:
+    """The daemon's inspection of one server of these tools (scan and hashes), then again as after
+    a restart (the same texts, listed anew) and after a ``list_changed`` that changed one tool."""
+    config = ServerConfig(name="bench", command="x")
+
+    def listed(changed: int | None = None) -> tuple[ToolInfo, ...]:
+        return tuple(
+            ToolInfo(
+                name=tool["tool"],
+                description=(tool["description"] or "") + (" (changed)" if i == changed else ""),
+                input_schema=tool["input_schema"] or {},
+            )
+            for i, tool in enumerate(batch)
+        )
+
+    def timed(tools: tuple[ToolInfo, ...], previous: Inspection | None) -> tuple[Inspection, float]:
+        cpu = time.process_time()
+        inspection = inspect(config, tools, None, previous=previous)
+        return inspection, (time.process_time() - cpu) * 1000
+
+    first, cold = timed(listed(), None)
+    _, restart = timed(listed(), first)
+    _, one_changed = timed(listed(changed=0), first)
+    print(
+        f"inspect a server of {len(batch)} tools: {cold:.0f} ms CPU; again after a restart {restart:.0f} ms; "
+        f"after a list_changed of one tool {one_changed:.0f} ms"
+    )
 
 
 def main() -> None:

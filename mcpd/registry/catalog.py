@@ -140,8 +140,11 @@ class Catalog:
             tools, info, surface = actor.tools, actor.server_info, actor.surface
             inspection = self._inspections.get(actor.name)
             if inspection is None or not inspection.current(tools, info, surface):
-                # Scanning and hashing a 2,500-tool server takes ~170 ms: not on the loop.
-                inspection = await anyio.to_thread.run_sync(inspect, actor.config, tools, info, surface)
+                # Scanning and hashing a 2,500-tool server takes a second: not on the loop. Only
+                # what changed since the last inspection is scanned again (a restart changes nothing).
+                inspection = await anyio.to_thread.run_sync(
+                    inspect, actor.config, tools, info, surface, inspection
+                )
                 self._inspections[actor.name] = inspection
         return self.gate.review(actor.config, inspection)
 

@@ -76,6 +76,8 @@ class Inspection:
     info: ServerInfo | None
     surface: Surface
     subjects: tuple[Subject, ...]
+    scanned: bool = True
+    """The verifier read the texts (``verify`` was not off): the findings say what it found."""
 
     def current(self, tools: tuple[ToolInfo, ...], info: ServerInfo | None, surface: Surface) -> bool:
         return (
@@ -91,29 +93,57 @@ class Scanner(Protocol):
     def scan_tool(self, name: str, description: str, input_schema: dict[str, Any]) -> list[Finding]: ...
 
 
-def _server_subject(info: ServerInfo | None, scanner: Scanner | None) -> Subject | None:
+Scan = Callable[[Scanner], Iterable[Finding]]
+"""Reads one subject's texts with the verifier."""
+
+
+class _Subjects:
+    """Makes subjects; the findings of a subject whose texts hash as in the previous inspection are
+    taken from it rather than scanned again (a restart or a ``list_changed`` repeats most texts)."""
+
+    def __init__(self, scanner: Scanner | None, previous: Inspection | None) -> None:
+        self._scanner = scanner
+        self._found: dict[tuple[str, str], tuple[Finding, ...]] = {}
+        if previous is not None and previous.scanned == (scanner is not None):
+            self._found = {(s.name, s.hash): s.findings for s in previous.subjects}
+
+    def make(self, name: str, text: str, scanned: str, scan: Scan) -> Subject:
+        """``scanned``: everything ``scan`` reads (so its hash decides whether to scan again)."""
+        hashed = digest(scanned)
+        findings = self._found.get((name, hashed))
+        if findings is None:
+            findings = tuple(scan(self._scanner)) if self._scanner is not None else ()
+        return Subject(name, text, hashed, findings)
+
+
+def _server_subject(info: ServerInfo | None, subjects: _Subjects) -> Subject | None:
     if info is None or not (info.instructions or info.title):
         return None
     texts = {"instructions": info.instructions or "", "title": info.title or ""}
     text = json.dumps(texts, sort_keys=True, ensure_ascii=False)
-    findings: list[Finding] = []
-    if scanner is not None:
-        for where, value in texts.items():
-            findings.extend(scanner.scan_text(SERVER_SUBJECT, where, value))
-    return Subject(SERVER_SUBJECT, text, digest(text), tuple(findings))
+    return subjects.make(SERVER_SUBJECT, text, text, _each_text(SERVER_SUBJECT, texts))
 
 
-def _tool_subject(tool: ToolInfo, scanner: Scanner | None) -> Subject:
+def _each_text(subject: str, texts: dict[str, str]) -> Scan:
+    """Scans each of ``texts`` (where -> text) on its own."""
+    return lambda scanner: [
+        finding for where, value in texts.items() for finding in scanner.scan_text(subject, where, value)
+    ]
+
+
+def _tool_subject(tool: ToolInfo, subjects: _Subjects) -> Subject:
     pinned = definition(tool)
     extra = {"title": tool.title, "annotations": tool.annotations}
-    findings: list[Finding] = []
-    if scanner is not None:
-        findings.extend(scanner.scan_tool(tool.name, tool.description, tool.input_schema))
+    everything = pinned + json.dumps(extra, sort_keys=True, ensure_ascii=False)
+
+    def scan(scanner: Scanner) -> list[Finding]:
+        findings = scanner.scan_tool(tool.name, tool.description, tool.input_schema)
         if tool.title:
             findings.extend(scanner.scan_text(tool.name, "title", tool.title))
         findings.extend(_scan_annotations(tool, scanner))
-    everything = pinned + json.dumps(extra, sort_keys=True, ensure_ascii=False)
-    return Subject(tool.name, pinned, digest(everything), tuple(findings))
+        return findings
+
+    return subjects.make(tool.name, pinned, everything, scan)
 
 
 def _scan_annotations(tool: ToolInfo, scanner: Scanner) -> list[Finding]:
@@ -124,7 +154,7 @@ def _scan_annotations(tool: ToolInfo, scanner: Scanner) -> list[Finding]:
     return findings
 
 
-def _surface_subjects(surface: Surface, scanner: Scanner | None) -> list[Subject]:
+def _surface_subjects(surface: Surface, subjects: _Subjects) -> list[Subject]:
     """Prompts, resources and templates: their names, titles and descriptions reach models too.
 
     Named ``prompt:NAME`` / ``resource:URI`` so they never meet a tool's name; findings only, no pins.
@@ -143,31 +173,37 @@ def _surface_subjects(surface: Surface, scanner: Scanner | None) -> list[Subject
         texts.append((f"{SURFACE_PREFIXES[1]}{resource.uri}", said(resource)))
     for template in surface.templates:
         texts.append((f"{SURFACE_PREFIXES[1]}{template.uri_template}", said(template)))
-    subjects = []
+    made = []
     for name, described in texts:
         text = json.dumps(described, sort_keys=True, ensure_ascii=False)
-        findings: list[Finding] = []
-        if scanner is not None:
-            for where, value in described.items():
-                findings.extend(scanner.scan_text(name, where, value))
-        subjects.append(Subject(name, text, digest(text), tuple(findings)))
-    return subjects
+        made.append(subjects.make(name, text, text, _each_text(name, described)))
+    return made
 
 
 def inspect(
-    config: ServerConfig, tools: tuple[ToolInfo, ...], info: ServerInfo | None, surface: Surface | None = None
+    config: ServerConfig,
+    tools: tuple[ToolInfo, ...],
+    info: ServerInfo | None,
+    surface: Surface | None = None,
+    previous: Inspection | None = None,
 ) -> Inspection:
-    """Scan and hash everything the server says to models. Pure; run it off the event loop."""
+    """Scan and hash everything the server says to models. Pure; run it off the event loop.
+
+    ``previous``: the server's last inspection, whose findings on texts that did not change are kept.
+    """
     # Imported here, by the first inspection (in a worker thread), not by the daemon before its
     # servers start: the verifier's lexicon compiles its regular expressions on import (~50 ms).
     from mcpd.trust import verify  # noqa: PLC0415
 
     scanner: Scanner | None = verify if config.verify != "off" else None
+    subjects = _Subjects(scanner, previous)
     surface = surface or Surface()
-    server = _server_subject(info, scanner)
-    subjects = [_tool_subject(tool, scanner) for tool in tools]
-    extra = _surface_subjects(surface, scanner)
-    return Inspection(tools, info, surface, (*([server] if server else []), *subjects, *extra))
+    server = _server_subject(info, subjects)
+    made = [_tool_subject(tool, subjects) for tool in tools]
+    extra = _surface_subjects(surface, subjects)
+    return Inspection(
+        tools, info, surface, (*([server] if server else []), *made, *extra), scanner is not None
+    )
 
 
 @dataclass
