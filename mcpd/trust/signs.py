@@ -294,9 +294,17 @@ def possible(hits: Hits, hidden: bool) -> bool:
     return hidden or any(intent.hit(hits) for intent in RARE.values())
 
 
-def found(hits: Hits, sentence: str) -> Signs:
-    """The signs in one sentence (``hits``: what ``rules.triggered`` found in the whole text)."""
-    rare = frozenset(name for name, intent in RARE.items() if intent.first(hits, [sentence]))
+def rare_in(hits: Hits, sentence: str) -> frozenset[str]:
+    """The rare signs in one sentence: an attack has one unless it was hidden (``Signs.attack``),
+    so a sentence with none needs its other signs only if one of its neighbours has one."""
+    return frozenset(name for name, intent in RARE.items() if intent.first(hits, [sentence]))
+
+
+def found(hits: Hits, sentence: str, rare: frozenset[str] | None = None) -> Signs:
+    """The signs in one sentence (``hits``: what ``rules.triggered`` found in the whole text;
+    ``rare``: its ``rare_in``, if known)."""
+    if rare is None:
+        rare = rare_in(hits, sentence)
     hiding = (
         frozenset(p.pattern for p in HIDE.active(hits) if p.pattern not in _DESCRIBING and p.search(sentence))
         if "hide" in rare

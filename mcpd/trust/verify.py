@@ -412,9 +412,16 @@ def _signs_together(folded: str, hits: rules.Hits, sentences: list[str], hidden:
     share (one of the rare kind flagged "retries quietly and does not notify you"): the model is
     asked only when that sign would decide, so most texts never pay for it."""
     alike: bool | None = None
-    each = [signs.found(hits, sentence) for sentence in sentences]
+    rare = [signs.rare_in(hits, sentence) for sentence in sentences]
+    each: dict[int, signs.Signs] = {}
     for start in range(max(1, len(sentences) - signs.SPAN + 1)):
-        found = signs.together(each[start : start + signs.SPAN])
+        span = range(start, min(start + signs.SPAN, len(sentences)))
+        if not hidden and not any(rare[i] for i in span):
+            continue  # no attack without a rare sign: the other signs are not sought
+        for i in span:
+            if i not in each:
+                each[i] = signs.found(hits, sentences[i], rare[i])
+        found = signs.together([each[i] for i in span])
         if not (found.hidden_attack if hidden else found.attack):
             one_more = found._replace(common=found.common | {"like known attacks"})
             decides = one_more.hidden_attack if hidden else one_more.attack
