@@ -38,6 +38,7 @@ from mcpd.model.requests import (
     ServerRequest,
 )
 from mcpd.model.tools import ToolResult
+from mcpd.supervisor.server_asks import MAX_SERVER_REQUESTS
 from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.testing.remote import free_port, running_http_fixture
@@ -125,6 +126,31 @@ async def test_host_answers_what_the_server_asks_through_the_bridge(
     assert sampled == "sampled (host-llm): host says hi"
     assert elicited == 'elicited: accept {"answer": "yes to ok?"}'
     assert roots == "roots: file:///home/user/project"
+
+
+@pytest.mark.parametrize("server", ["fx", "remote"])
+async def test_a_flood_of_server_requests_reaches_the_host_bounded(
+    daemon: DaemonProcess, server: str
+) -> None:
+    """A server that asks the host many things at once: MAX_SERVER_REQUESTS of them wait on the
+    host, the rest are refused at once (-32012), on stdio and on HTTP alike. This host never
+    answers, so however the requests arrive, a bound that let more through would show here."""
+    waiting = 0
+
+    async def sampling(
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        nonlocal waiting
+        waiting += 1
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    asked = MAX_SERVER_REQUESTS + 6
+    arguments = {"kind": "sampling", "count": asked, "wait": 3.0}
+    async with host(daemon.socket, sampling_callback=sampling) as session:
+        outcomes = json.loads(await host_call(session, f"{server}__ask_many", arguments))
+    assert outcomes == {"no answer": MAX_SERVER_REQUESTS, "refused -32012": asked - MAX_SERVER_REQUESTS}
+    assert waiting == MAX_SERVER_REQUESTS
 
 
 async def test_host_without_the_capability_gets_the_server_a_clear_error(daemon: DaemonProcess) -> None:

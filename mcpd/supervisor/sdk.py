@@ -35,6 +35,7 @@ from mcp.shared.exceptions import MCPError
 
 import mcpd
 from mcpd.config.model import ServerConfig
+from mcpd.model import mcp
 from mcpd.model.requests import ELICITATION, ROOTS, SAMPLING, ServerReply
 from mcpd.model.resources import (
     Completion,
@@ -51,6 +52,7 @@ from mcpd.model.resources import (
 )
 from mcpd.model.servers import ServerInfo
 from mcpd.model.tools import ToolInfo, ToolResult
+from mcpd.supervisor.server_asks import MAX_SERVER_REQUESTS, TOO_MANY_ASKS
 from mcpd.supervisor.session import (
     Ask,
     ConnectionLost,
@@ -469,20 +471,34 @@ def _server_request_callbacks(ask: Ask) -> dict[str, Any]:
     can answer is decided per request, by whoever ``ask`` finds (see ``mcpd.front.server_requests``).
     """
 
+    answering = 0
+
+    async def relay(
+        method: str, params: dict[str, Any], parse: Callable[[dict[str, Any]], Answer]
+    ) -> Answer | mcp_types.ErrorData:
+        # The SDK runs each of the server's requests in a task of its own; as on stdio
+        # (``server_asks``), at most MAX_SERVER_REQUESTS wait on hosts, the rest are refused at once.
+        nonlocal answering
+        if answering >= MAX_SERVER_REQUESTS:
+            return mcp_types.ErrorData(code=mcp.TOO_MANY_REQUESTS, message=TOO_MANY_ASKS)
+        answering += 1
+        try:
+            return _answer(method, await ask(method, params), parse)
+        finally:
+            answering -= 1
+
     async def sampling(
         context: ClientRequestContext, params: mcp_types.CreateMessageRequestParams
     ) -> mcp_types.CreateMessageResult | mcp_types.CreateMessageResultWithTools | mcp_types.ErrorData:
-        return _answer(SAMPLING, await ask(SAMPLING, _dump(params)), _SAMPLING_RESULT.validate_python)
+        return await relay(SAMPLING, _dump(params), _SAMPLING_RESULT.validate_python)
 
     async def elicitation(
         context: ClientRequestContext, params: mcp_types.ElicitRequestParams
     ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
-        return _answer(
-            ELICITATION, await ask(ELICITATION, _dump(params)), mcp_types.ElicitResult.model_validate
-        )
+        return await relay(ELICITATION, _dump(params), mcp_types.ElicitResult.model_validate)
 
     async def roots(context: ClientRequestContext) -> mcp_types.ListRootsResult | mcp_types.ErrorData:
-        return _answer(ROOTS, await ask(ROOTS, {}), mcp_types.ListRootsResult.model_validate)
+        return await relay(ROOTS, {}, mcp_types.ListRootsResult.model_validate)
 
     return {
         "sampling_callback": sampling,

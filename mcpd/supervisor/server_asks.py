@@ -28,6 +28,7 @@ log = structlog.get_logger("mcpd.supervisor")
 
 MAX_SERVER_REQUESTS = 16
 """Requests from one server answered at once."""
+TOO_MANY_ASKS = "mcpd: too many requests from this server at once"
 
 
 class _SamplingParams(msgspec.Struct, frozen=True, rename="camel"):
@@ -88,7 +89,7 @@ class ServerAsks:
         elif method not in _SHAPES or self._ask is None:
             self._error(request_id, mcp.METHOD_NOT_FOUND, f"Method not found: {method}")
         elif len(self._answering) >= MAX_SERVER_REQUESTS:
-            self._error(request_id, mcp.TOO_MANY_REQUESTS, "mcpd: too many requests from this server at once")
+            self._error(request_id, mcp.TOO_MANY_REQUESTS, TOO_MANY_ASKS)
         else:
             scope = anyio.CancelScope()
             self._answering[request_id] = scope

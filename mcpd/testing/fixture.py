@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import warnings
+from collections import Counter
 from typing import Any
 
 import anyio
@@ -226,6 +227,20 @@ def _add_asking_tools(server: MCPServer) -> None:
     )
     async def ask(kind: str, ctx: Context, text: str = "hello") -> str:
         return await _ask(ctx.session, kind, text, ctx.request_id)
+
+    @server.tool(
+        description="Ask the client (`kind`) `count` times at once, each for at most `wait` seconds; "
+        "return how they ended, counted."
+    )
+    async def ask_many(kind: str, count: int, ctx: Context, wait: float = 5.0) -> str:
+        async def one(i: int) -> str:
+            try:
+                return await asyncio.wait_for(_ask(ctx.session, kind, f"question {i}", ctx.request_id), wait)
+            except TimeoutError:
+                return "no answer"
+
+        outcomes = Counter(answer.split(":")[0] for answer in await asyncio.gather(*map(one, range(count))))
+        return json.dumps(dict(sorted(outcomes.items())))
 
     @server.tool(description="Return at once; then ask the client (`kind`) and write what came to stderr.")
     async def ask_later(kind: str, ctx: Context, text: str = "hello") -> str:
