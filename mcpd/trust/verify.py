@@ -269,7 +269,7 @@ _RESERVED = re.compile(r"(?:^|[@./])(?:example\.(?:com|org|net)|[\w-]+\.(?:test|
 _IDENTIFIER = re.compile(r"[\w-]+")
 
 
-def _destination(destinations: list[re.Pattern[str]], sentence: str) -> bool:
+def _destination(destinations: list[re.Pattern[str]], sentence: str) -> re.Match[str] | None:
     """A place data could go, other than an example address ("e.g. 'user@example.com'") or a
     field named in backticks (`webhook`)."""
     for pattern in destinations:
@@ -284,8 +284,13 @@ def _destination(destinations: list[re.Pattern[str]], sentence: str) -> bool:
                 and _IDENTIFIER.fullmatch(match.group())
             )
             if not (example or field):
-                return True
-    return False
+                return match
+    return None
+
+
+# What follows a destination from here on says why, not what: "pass the `id` to `feedback` to
+# rate the results" sends an id, not the results.
+_PURPOSE = re.compile(r"\b(?:in order to|so as to|so that|to)\s")
 
 
 def _exfiltration(hits: rules.Hits, sentences: list[str], folded: str) -> str | None:
@@ -295,8 +300,12 @@ def _exfiltration(hits: rules.Hits, sentences: list[str], folded: str) -> str | 
         objects = rules.DATA.active(hits) + rules.QUANTITY.active(hits)
         for sentence in sentences:
             transfer = _affirmed(transfers, sentence, orders=True)
-            if transfer and _destination(destinations, sentence) and rules.search(objects, [sentence]):
-                return _excerpt(sentence, transfer.start(), transfer.end() + 60)
+            destination = _destination(destinations, sentence) if transfer else None
+            if transfer and destination:
+                purpose = _PURPOSE.search(sentence, max(transfer.end(), destination.end()))
+                sent = sentence[: purpose.start()] if purpose else sentence
+                if rules.search(objects, [sent]):
+                    return _excerpt(sentence, transfer.start(), transfer.end() + 60)
     return _first(rules.EXFIL_DIRECT, hits, sentences) or _first(rules.IMAGE_EXFIL, hits, [folded])
 
 
