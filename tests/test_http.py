@@ -7,6 +7,7 @@ Host, no session, an ended session, a batch, an oversized body.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -303,6 +304,51 @@ async def test_delete_ends_a_session(front: Front) -> None:
     async with sdk_host(front) as host:
         await host.tool_names()
     await front.daemon.wait_for("http.session_ended", after=mark, why="deleted by the host")
+
+
+async def sse_events(response: httpx2.Response, count: int) -> list[tuple[str, dict[str, Any]]]:
+    """The next ``count`` events of an event stream: (id, message)."""
+    events: list[tuple[str, dict[str, Any]]] = []
+    event_id = ""
+    with anyio.fail_after(30):
+        async for line in response.aiter_lines():
+            if line.startswith("id: "):
+                event_id = line[4:]
+            elif line.startswith("data: "):
+                events.append((event_id, json.loads(line[6:])))
+                if len(events) == count:
+                    break
+    return events
+
+
+async def test_a_get_stream_resumes_from_its_last_event(front: Front) -> None:
+    """GET events carry ids; a GET with ``Last-Event-ID`` first gets again the kept events after
+    that one (an id older than all of them: every kept event), then what is new."""
+    async with front.client() as http:
+        session = await raw_session(http, front.url)
+        headers = {**JSON_AND_SSE, "Mcp-Session-Id": session}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await http.post(front.url, json=initialized, headers=headers)).status_code == 202
+
+        async def connect(request_id: int, server: str) -> None:
+            params = {"name": "mcpd_connect_server", "arguments": {"server": server}}
+            call = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+            assert (await http.post(front.url, json=call, headers=headers)).status_code == 200
+
+        async def get(last_event_id: str | None, count: int) -> list[tuple[str, dict[str, Any]]]:
+            resume = {"Last-Event-ID": last_event_id} if last_event_id else {}
+            async with http.stream("GET", front.url, headers={**headers, **resume}) as response:
+                assert response.status_code == 200
+                return await sse_events(response, count)
+
+        await connect(2, "tools")
+        ((first_id, first),) = await get(None, 1)
+        await connect(3, "other")
+        epoch = first_id.split("-")[0]
+        replayed, (second_id, second) = await get(f"{epoch}-0", 2)
+        assert replayed == (first_id, first)
+        assert second["method"] == "notifications/tools/list_changed" and second_id != first_id
+        assert await get(first_id, 1) == [(second_id, second)]
 
 
 async def test_protocol_errors(front: Front) -> None:

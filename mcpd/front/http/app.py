@@ -18,7 +18,9 @@ not checked when remote use is allowed); an Origin, when there is one, naming lo
 ``GET /mcp``
     The session's event stream: what the daemon sends unasked (``list_changed``, log
     messages, a server's requests to the host during a call, whose answers come back as
-    POSTs). One per session (409 for a second); no resumption (events carry no ids).
+    POSTs). One per session (409 for a second). Its events carry ids: a GET with
+    ``Last-Event-ID`` first gets again the events after that one that the session still keeps
+    (``EventLog``), so a stream that broke loses nothing.
 ``DELETE /mcp``
     Ends the session and cancels its calls.
 
@@ -46,7 +48,14 @@ from starlette.routing import Route, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcpd.config.model import is_loopback
-from mcpd.front.http.sessions import DuplicateRequest, HttpSession, HttpSessions, Outbox, SessionRefused
+from mcpd.front.http.sessions import (
+    DuplicateRequest,
+    EventLog,
+    HttpSession,
+    HttpSessions,
+    Outbox,
+    SessionRefused,
+)
 from mcpd.model import mcp
 
 log = structlog.get_logger("mcpd.front")
@@ -54,6 +63,7 @@ log = structlog.get_logger("mcpd.front")
 MCP_PATH = "/mcp"
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = "mcp-protocol-version"
+LAST_EVENT_HEADER = "last-event-id"
 PING_INTERVAL = 30.0
 """Seconds between comments on a quiet event stream, so proxies keep it and a dead peer shows."""
 
@@ -140,9 +150,10 @@ def _accepts(headers: Headers) -> tuple[bool, bool]:
     return json, anything or _SSE in kinds or "text/*" in kinds
 
 
-def _event(data: bytes) -> bytes:
+def _event(data: bytes, event_id: str | None = None) -> bytes:
     # msgspec's JSON holds no raw newline, so one `data:` line carries the whole message.
-    return b"event: message\ndata: " + data + b"\n\n"
+    head = b"id: " + event_id.encode() + b"\n" if event_id else b""
+    return head + b"event: message\ndata: " + data + b"\n\n"
 
 
 async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
@@ -179,9 +190,12 @@ async def _stream(
     *,
     timeout: float,
     unanswered: bytes = b"",
+    event_log: EventLog | None = None,
+    replay: list[tuple[str, bytes]] | None = None,
 ) -> None:
     """Send ``outbox`` as an event stream until it ends, the host hangs up or stops reading;
-    ``unanswered`` is the last event when the stream closes without its answer."""
+    ``unanswered`` is the last event when the stream closes without its answer. With
+    ``event_log`` (the GET stream) events carry ids, and ``replay`` goes first."""
     headers = [
         (b"content-type", _SSE.encode()),
         (b"cache-control", b"no-cache"),
@@ -192,15 +206,24 @@ async def _stream(
     async with anyio.create_task_group() as tg:
         tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
         done = False
+        if replay:
+            await sender({"type": "http.response.body", "body": _events(replay), "more_body": True})
         while not (done or sender.stalled):
             chunk = _PING
             with anyio.move_on_after(PING_INTERVAL):
                 items, done = await outbox.take()
                 if done and outbox.answer is None and unanswered:
                     items.append(unanswered)
-                chunk = b"".join(_event(item) for item in items)
+                if event_log is not None:
+                    chunk = _events(event_log.stamp(items))
+                else:
+                    chunk = b"".join(_event(item) for item in items)
             await sender({"type": "http.response.body", "body": chunk, "more_body": not done})
         tg.cancel_scope.cancel()
+
+
+def _events(stamped: list[tuple[str, bytes]]) -> bytes:
+    return b"".join(_event(item, event_id) for event_id, item in stamped)
 
 
 async def _read_body(request: Request, limit: int) -> bytes | None:
@@ -381,8 +404,17 @@ class Endpoint:
                 why = (409, "the session has a GET stream already")
             else:
                 session.streaming = True
+                last = request.headers.get(LAST_EVENT_HEADER)
                 try:
-                    await _stream(session.events, session, receive, send, timeout=self._limits.io_timeout)
+                    await _stream(
+                        session.events,
+                        session,
+                        receive,
+                        send,
+                        timeout=self._limits.io_timeout,
+                        event_log=session.event_log,
+                        replay=session.event_log.since(last) if last else None,
+                    )
                 finally:
                     session.streaming = False
                     session.last_seen = time.monotonic()

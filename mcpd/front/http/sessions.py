@@ -123,6 +123,39 @@ class Outbox:
         return items, self._closed
 
 
+class EventLog:
+    """The ids of a session's GET-stream events, and the last ``EVENTS_KEPT`` events sent, so a
+    host whose stream broke gets again what it missed (``Last-Event-ID``): events taken for a
+    stream that then broke would be lost otherwise. Ids are ``EPOCH-N``: a new daemon has a new
+    epoch, and an id of another epoch names nothing here."""
+
+    def __init__(self) -> None:
+        self._epoch = secrets.token_hex(4)
+        self._next = 1
+        self._sent: deque[tuple[int, bytes]] = deque(maxlen=EVENTS_KEPT)
+
+    def stamp(self, items: list[bytes]) -> list[tuple[str, bytes]]:
+        """Give ``items`` their ids, and keep them for a stream that breaks before they arrive."""
+        numbered = list(zip(range(self._next, self._next + len(items)), items, strict=True))
+        self._next += len(items)
+        self._sent.extend(numbered)
+        return self._named(numbered)
+
+    def since(self, last_event_id: str) -> list[tuple[str, bytes]]:
+        """The kept events after ``last_event_id`` (all kept ones if it is older than they are;
+        none if it is not an id of this daemon's)."""
+        epoch, _, number = last_event_id.partition("-")
+        if epoch != self._epoch or not number.isdigit():
+            return []
+        last = int(number)
+        if self._sent and last < self._sent[0][0] - 1:
+            log.warning("http.events_lost", lost=self._sent[0][0] - 1 - last)
+        return self._named([(n, item) for n, item in self._sent if n > last])
+
+    def _named(self, numbered: list[tuple[int, bytes]]) -> list[tuple[str, bytes]]:
+        return [(f"{self._epoch}-{number}", item) for number, item in numbered]
+
+
 class DuplicateRequest(McpdError):
     """A request id already in progress in this session."""
 
@@ -138,6 +171,8 @@ class HttpSession:
         self.label = f"http-{number}"
         self._host: HostSession | None = None
         self.events = Outbox(EVENTS_KEPT, self.label)
+        self.event_log = EventLog()
+        """Ids and the recent past of ``events``, for a GET stream that resumes."""
         self.streaming = False
         """A GET stream is attached."""
         self.active = 0
