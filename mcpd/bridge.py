@@ -28,7 +28,7 @@ import msgspec
 
 from mcpd.client.autostart import ensure_daemon
 from mcpd.client.channel import Channel, open_channel
-from mcpd.errors import McpdError
+from mcpd.errors import DECODE_FAILURES, McpdError
 from mcpd.model import mcp
 from mcpd.readsize import READ_SIZE
 
@@ -75,7 +75,7 @@ def _log(event: str, **fields: object) -> None:
 def _route_of(line: bytes) -> mcp.Route | None:
     try:
         return _route.decode(line)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except DECODE_FAILURES:
         return None  # the daemon answers what it cannot parse
 
 
@@ -221,7 +221,7 @@ class Relay:
             if _SESSION_MARK in data[:80]:
                 try:
                     self.state = bytes(_session.decode(data).params)
-                except (msgspec.DecodeError, msgspec.ValidationError):
+                except DECODE_FAILURES:
                     pass
                 else:
                     continue  # private to the relay: the host never sees it

@@ -29,6 +29,14 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import msgspec
+
+DECODE_FAILURES = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
+"""What decoding untrusted bytes with msgspec may raise: a ``DecodeError`` (a ``ValidationError``
+is one), invalid UTF-8 in a string inside a field left undecoded until now (``Raw``), or nesting
+deeper than Python's recursion limit. Every decode of what a server, a host or a client sent
+catches all three: missing one let a single line end a server's session."""
+
 
 class McpdError(Exception):
     """Base class; ``code`` identifies the class on the wire, ``data`` is extra detail."""

@@ -353,7 +353,8 @@ async def test_a_get_stream_resumes_from_its_last_event(front: Front) -> None:
 
 async def test_protocol_errors(front: Front) -> None:
     """No session id: 400; an unknown one: 404; an unsupported MCP-Protocol-Version: 400; a batch: 400;
-    a body over the frame limit: 413; a notification: 202 with no body; a wrong Content-Type: 415."""
+    a body over the frame limit: 413; a notification: 202 with no body; a wrong Content-Type: 415;
+    a body that cannot be decoded (invalid UTF-8 in a string, nested too deep): an error answer."""
     ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
     async with front.client() as http:
         session = await raw_session(http, front.url)
@@ -371,6 +372,17 @@ async def test_protocol_errors(front: Front) -> None:
         note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         accepted = await http.post(front.url, json=note, headers=ours)
         assert accepted.status_code == 202 and accepted.content == b""
+        # Invalid UTF-8 inside a string, nesting past the recursion limit: refused, nothing else.
+        json_body = {**ours, "Content-Type": "application/json"}
+        for body in (
+            b'{"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": {"name": "caf\xe9"}}',
+            b'{"jsonrpc": "2.0", "id": 12, "method": "ping", "params": {"x": '
+            + b"[" * 3000
+            + b"]" * 3000
+            + b"}}",
+        ):
+            refused = await http.post(front.url, content=body, headers=json_body)
+            assert refused.status_code in (200, 400) and "error" in refused.json(), refused.text
         answered = await http.post(
             front.url, json=ping, headers={**ours, "MCP-Protocol-Version": "2025-06-18"}
         )

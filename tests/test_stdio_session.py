@@ -194,3 +194,91 @@ async def test_answers_are_read_as_leniently_as_the_sdk_read_them(tmp_path: Path
     assert info.title is None and info.instructions is None
     assert tools[0].description == "" and tools[0].annotations == {"readOnlyHint": True}
     assert surface.resources[0].size == 1024 and surface.resources[0].mime_type is None
+
+
+RAW = """
+import json, sys
+answers = json.load(open(sys.argv[1]))
+sent = {}
+for line in sys.stdin:
+    message = json.loads(line)
+    method = message.get("method")
+    if "id" not in message or method not in answers:
+        continue
+    turn = sent.get(method, 0)
+    sent[method] = turn + 1
+    token = str(message.get("params", {}).get("_meta", {}).get("progressToken"))
+    lines = answers[method][min(turn, len(answers[method]) - 1)]
+    text = "".join(lines).replace("{id}", json.dumps(message["id"])).replace("{token}", json.dumps(token))
+    sys.stdout.buffer.write(text.encode("latin-1"))  # one write: what follows a bad line comes with it
+    sys.stdout.flush()
+"""
+
+
+def reply(result: str) -> str:
+    return '{"jsonrpc": "2.0", "id": {id}, "result": ' + result + "}\n"
+
+
+DEEP = "[" * 3000 + "]" * 3000
+"""Nested deeper than Python's recursion limit."""
+
+
+def log_message(data: str) -> str:
+    return (
+        '{"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": '
+        + data
+        + "}}\n"
+    )
+
+
+async def test_what_a_server_cannot_encode_ends_one_request_not_the_session(tmp_path: Path) -> None:
+    """Invalid UTF-8 inside a string and nesting past the recursion limit, in replies and in
+    notifications: the request it answers fails at once (``Malformed``), a notification is skipped,
+    the reply that follows in the same read still arrives, and the session goes on. A cursor the
+    server repeats ends its list (each tool once), and a declared list the server does not serve
+    (-32601) is empty rather than a failed handshake."""
+    tool = '{"name": "t", "inputSchema": {"type": "object"}}'
+    answers = {
+        "initialize": [
+            reply(
+                '{"protocolVersion": "2025-06-18", "capabilities": {"resources": {}},'
+                ' "serverInfo": {"name": "s", "version": "1"}}'
+            )
+        ],
+        "tools/list": [reply('{"tools": [' + tool + '], "nextCursor": "again"}')],
+        "resources/list": [reply('{"resources": []}')],
+        "resources/templates/list": [
+            '{"jsonrpc": "2.0", "id": {id}, "error": {"code": -32601, "message": "no"}}\n'
+        ],
+        "tools/call": [
+            '{"jsonrpc": "2.0", "method": "notifications/progress",'
+            ' "params": {"progressToken": {token}, "progress": 1, "message": "caf\xe9"}}\n'
+            + reply('{"content": [{"type": "text", "text": "fine"}]}')
+        ],
+        "ping": [log_message('"caf\xe9"') + log_message(DEEP) + reply("{}")],
+        "resources/read": [reply('{"contents": ' + DEEP + "}")],
+        "prompts/get": [
+            reply('{"messages": [{"role": "user", "content": {"type": "text", "text": "caf\xe9"}}]}')
+        ],
+    }
+    (tmp_path / "answers.json").write_text(json.dumps(answers))
+    (tmp_path / "raw.py").write_text(RAW)
+    config = ServerConfig(
+        name="raw", command=sys.executable, args=(str(tmp_path / "raw.py"), str(tmp_path / "answers.json"))
+    )
+    progress: list[float] = []
+    hooks = SessionHooks(lambda: None, lambda: None)
+    async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
+        with anyio.fail_after(10):
+            _info, tools, surface = await handshake(session)
+            assert [t.name for t in tools] == ["t"] and surface.templates == ()
+            result = await session.call_tool(
+                "t", {}, anyio.current_time() + 10, lambda *p: progress.append(p[0])
+            )
+            assert result.content == [{"type": "text", "text": "fine"}] and progress == []
+            await session.ping()
+            with pytest.raises(Malformed):
+                await session.read_resource("x://a")
+            with pytest.raises(Malformed):
+                await session.get_prompt("p", {})
+            await session.ping()

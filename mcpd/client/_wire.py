@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
 
-from mcpd.errors import DaemonNotRunning, InvalidParams, TransportError, error_from_wire
-from mcpd.ipc.codec import DECODE_FAILURES
+from mcpd.errors import DECODE_FAILURES, DaemonNotRunning, InvalidParams, TransportError, error_from_wire
 from mcpd.ipc.framing import frame
 from mcpd.model.logs import LogLines, LogsParams, LogsResult
 from mcpd.model.protocol import (

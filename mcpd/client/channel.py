@@ -16,7 +16,7 @@ import msgspec
 
 from mcpd.client import _wire
 from mcpd.config.paths import likely_socket_path
-from mcpd.errors import PeerRejected, ProtocolError, TransportError
+from mcpd.errors import DECODE_FAILURES, PeerRejected, ProtocolError, TransportError
 from mcpd.ipc.endpoint import peer_uid
 from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer, frame
 from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, HelloResult, Response
@@ -137,6 +137,6 @@ def _hello(
         raise TransportError(f"lost the daemon connection during hello: {exc}") from None
     try:
         response = msgspec.msgpack.decode(received[0], type=Response)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except DECODE_FAILURES as exc:
         raise TransportError(f"the daemon's answer to hello did not decode: {exc}") from None
     return _wire.result_of(response, call), received[1:]

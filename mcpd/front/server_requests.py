@@ -33,6 +33,7 @@ import anyio
 import msgspec
 import structlog
 
+from mcpd.errors import DECODE_FAILURES
 from mcpd.model import mcp
 from mcpd.model.requests import (
     CAPABILITY_OF,
@@ -292,7 +293,7 @@ class HostAnswerer:
         """A JSON-RPC response from the host; one that answers none of our requests is ignored."""
         try:
             response = _host_reply.decode(data)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except DECODE_FAILURES:
             return
         if not isinstance(response.id, str) or not response.id.startswith(_REQUEST_PREFIX):
             return

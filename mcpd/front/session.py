@@ -30,6 +30,7 @@ import structlog
 
 import mcpd
 from mcpd.errors import (
+    DECODE_FAILURES,
     InvalidParams,
     McpdError,
     UnknownPrompt,
@@ -243,7 +244,7 @@ class HostSession:
         except msgspec.ValidationError as exc:
             self._error(None, mcp.INVALID_REQUEST, f"not a JSON-RPC message: {exc}")
             return
-        except msgspec.DecodeError as exc:
+        except DECODE_FAILURES as exc:
             self._error(None, mcp.PARSE_ERROR, f"parse error: {exc}")
             return
         if isinstance(message.method, msgspec.UnsetType):
@@ -321,7 +322,7 @@ class HostSession:
                 with contextlib.suppress(ConnectionError, OSError, RuntimeError):
                     self._send(data)
         elif method == mcp.CANCELLED:
-            with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
+            with contextlib.suppress(*DECODE_FAILURES):
                 cancelled = msgspec.json.decode(params, type=mcp.CancelledParams)
                 if cancelled.request_id is not None:
                     found = self._tasks.cancel(cancelled.request_id)
@@ -339,7 +340,7 @@ class HostSession:
                 raise RpcError(mcp.METHOD_NOT_FOUND, f"method not found: {method}")  # noqa: TRY301
             try:
                 params = msgspec.json.decode(raw, type=handler.params)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            except DECODE_FAILURES as exc:
                 raise RpcError(mcp.INVALID_PARAMS, f"invalid params for {method}: {exc}") from None
             result = await handler.run(self, params)
             self._emit(mcp.Response(request_id, result))

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 import msgspec
 import structlog
 
+from mcpd.errors import DECODE_FAILURES
 from mcpd.front.core import Caller
 from mcpd.front.hosts import Hosts
 from mcpd.ipc.framing import frame
@@ -32,7 +33,7 @@ def _resumed(resume: bytes | None, conn: Connection) -> SessionState:
         return SessionState()
     try:
         return _state.decode(resume)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except DECODE_FAILURES as exc:
         # A state from another mcpd version: the host keeps its session, minus what it had connected.
         log.warning("front.resume_unreadable", conn=conn.id, error=str(exc))
         return SessionState()

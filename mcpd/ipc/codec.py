@@ -22,11 +22,8 @@ from collections.abc import Iterator
 
 import msgspec
 
-from mcpd.errors import InvalidParams, ProtocolError
+from mcpd.errors import DECODE_FAILURES, InvalidParams, ProtocolError
 from mcpd.model.protocol import Message, Request
-
-DECODE_FAILURES = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
-"""What decoding untrusted msgpack may raise (``ValidationError`` is a ``DecodeError``)."""
 
 LARGE_FRAME = 16 * 1024
 """Frames above this are decoded the careful way; below it, a frame's size bounds its cost."""

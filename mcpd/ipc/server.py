@@ -35,6 +35,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 import mcpd
 from mcpd.errors import (
+    DECODE_FAILURES,
     InvalidParams,
     McpdError,
     PeerRejected,
@@ -321,7 +322,7 @@ def _decode_params(raw: msgspec.Raw, params_type: type[P]) -> P:
         if len(raw) == 1 and bytes(raw) == _NIL:
             return params_type()
         return msgspec.msgpack.decode(raw, type=params_type)
-    except codec.DECODE_FAILURES as exc:
+    except DECODE_FAILURES as exc:
         reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise InvalidParams(f"invalid params: {reason}") from None
     except TypeError as exc:  # required fields missing from an empty params object

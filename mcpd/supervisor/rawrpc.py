@@ -14,6 +14,7 @@ import contextlib
 import enum
 import itertools
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -21,12 +22,14 @@ import msgspec
 import structlog
 from msgspec import UNSET
 
+from mcpd.errors import DECODE_FAILURES
 from mcpd.supervisor.session import ConnectionLost, Malformed, NotDelivered, ProgressCallback, RequestFailed
 
 log = structlog.get_logger("mcpd.supervisor")
 
 PREFIX = "mcpd-"
 _PREFIX_BYTES = PREFIX.encode()
+_OUR_ID = re.compile(rb'"id"\s*:\s*"(' + _PREFIX_BYTES + rb'\d+)"')
 
 
 class RpcError(msgspec.Struct, frozen=True):
@@ -131,8 +134,15 @@ class RawRpc:
             return False
         try:
             route = _route.decode(line)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            return False
+        except DECODE_FAILURES:
+            # Not even its id can be read (nested too deep, not UTF-8): if it names one of ours, that
+            # request ends now (as ``Malformed``), not at its deadline.
+            named = _OUR_ID.search(line)
+            waiting = self._waiters.pop(named[1].decode(), None) if named else None
+            if waiting is None:
+                return False
+            _settle(waiting[0], line)
+            return True
         if route.method is None:
             waiting = self._waiters.pop(route.id, None) if isinstance(route.id, str) else None
             if waiting is None:
@@ -146,7 +156,7 @@ class RawRpc:
     def _route_progress(self, line: bytes) -> bool:
         try:
             params = _progress.decode(line).params
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except DECODE_FAILURES:
             return False
         callback = self._progress.get(str(params.progress_token))
         if callback is None:
@@ -239,5 +249,5 @@ class RawRpc:
             raise ConnectionLost
         try:
             return _reply.decode(reply)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except DECODE_FAILURES as exc:
             raise Malformed(f"an invalid answer to {method}: {exc}") from None

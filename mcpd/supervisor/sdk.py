@@ -63,6 +63,7 @@ from mcpd.supervisor.session import (
     Refused,
     SessionHooks,
     every_page,
+    if_served,
     prompt_info,
 )
 from mcpd.supervisor.wakeup import Wakeup
@@ -217,8 +218,9 @@ def _page(cursor: str | None) -> mcp_types.PaginatedRequestParams | None:
 class SdkSession:
     """``session.Session`` over the SDK's ``ClientSession`` (a remote server's)."""
 
-    def __init__(self, session: ClientSession) -> None:
+    def __init__(self, session: ClientSession, server: str) -> None:
         self._session = session
+        self._server = server
 
     async def initialize(self) -> ServerInfo:
         with _translated("initialize"):
@@ -247,7 +249,7 @@ class SdkSession:
             ]
             return tools, page.next_cursor
 
-        return await every_page(fetch, lambda t: t.name)
+        return await every_page(fetch, lambda t: t.name, server=self._server, what="tools/list")
 
     async def _resources(self) -> tuple[ResourceInfo, ...]:
         async def fetch(cursor: str | None) -> tuple[list[ResourceInfo], str | None]:
@@ -266,7 +268,7 @@ class SdkSession:
             ]
             return items, page.next_cursor
 
-        return await every_page(fetch, lambda r: r.uri)
+        return await every_page(fetch, lambda r: r.uri, server=self._server, what="resources/list")
 
     async def _templates(self) -> tuple[ResourceTemplateInfo, ...]:
         async def fetch(cursor: str | None) -> tuple[list[ResourceTemplateInfo], str | None]:
@@ -284,7 +286,9 @@ class SdkSession:
             ]
             return items, page.next_cursor
 
-        return await every_page(fetch, lambda t: t.uri_template)
+        return await every_page(
+            fetch, lambda t: t.uri_template, server=self._server, what="resources/templates/list"
+        )
 
     async def _prompts(self) -> tuple[PromptInfo, ...]:
         async def fetch(cursor: str | None) -> tuple[list[PromptInfo], str | None]:
@@ -292,7 +296,7 @@ class SdkSession:
                 page = await self._session.list_prompts(params=_page(cursor))
             return [prompt_info(p) for p in page.prompts], page.next_cursor
 
-        return await every_page(fetch, lambda p: p.name)
+        return await every_page(fetch, lambda p: p.name, server=self._server, what="prompts/list")
 
     async def list_surface(self) -> Surface:
         capabilities = self._session.server_capabilities
@@ -300,9 +304,9 @@ class SdkSession:
             return Surface()
         resources = capabilities.resources is not None
         return Surface(
-            resources=await self._resources() if resources else (),
-            templates=await self._templates() if resources else (),
-            prompts=await self._prompts() if capabilities.prompts is not None else (),
+            resources=await if_served(self._resources()) if resources else (),
+            templates=await if_served(self._templates()) if resources else (),
+            prompts=await if_served(self._prompts()) if capabilities.prompts is not None else (),
         )
 
     async def ping(self) -> None:
@@ -431,7 +435,7 @@ async def open_http_session(
             **callbacks,
         ) as session,
     ):
-        yield SdkSession(session)
+        yield SdkSession(session, config.name)
 
 
 def is_connection_error(exc: BaseException) -> bool:

@@ -20,6 +20,7 @@ from anyio import CancelScope
 from anyio.abc import TaskGroup
 from msgspec import UNSET
 
+from mcpd.errors import DECODE_FAILURES
 from mcpd.model import mcp
 from mcpd.model.requests import ELICITATION, ROOTS, SAMPLING, ServerReply
 from mcpd.supervisor.session import Ask
@@ -111,7 +112,7 @@ class ServerAsks:
                     # Absent, not null, as the SDK's models passed them on: ``"tools": null`` is no tools.
                     asked = {key: value for key, value in given.items() if value is not None}
                     msgspec.convert(asked, _SHAPES[method][0])
-                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                except DECODE_FAILURES as exc:
                     self._error(request_id, mcp.INVALID_PARAMS, f"mcpd: invalid params for {method}: {exc}")
                     return
                 try:

@@ -13,6 +13,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+import structlog
+
+from mcpd.model.mcp import METHOD_NOT_FOUND
 from mcpd.model.requests import ServerReply
 from mcpd.model.resources import (
     Completion,
@@ -26,8 +29,10 @@ from mcpd.model.resources import (
 from mcpd.model.servers import ServerInfo
 from mcpd.model.tools import ToolInfo, ToolResult
 
+log = structlog.get_logger("mcpd.supervisor")
+
 MAX_PAGES = 100
-"""Pages of one list fetched at most: a server that loops its cursor ends there."""
+"""Pages of one list fetched at most: a server whose list never ends is cut there."""
 
 Item = TypeVar("Item")
 
@@ -140,18 +145,48 @@ async def handshake(session: Session) -> tuple[ServerInfo, tuple[ToolInfo, ...],
 
 
 async def every_page(
-    fetch: Callable[[str | None], Awaitable[tuple[Sequence[Item], str | None]]], key: Callable[[Item], str]
+    fetch: Callable[[str | None], Awaitable[tuple[Sequence[Item], str | None]]],
+    key: Callable[[Item], str],
+    *,
+    server: str,
+    what: str,
 ) -> tuple[Item, ...]:
-    """Every item of a paginated list, sorted by ``key``: ``fetch(cursor)`` gives a page and the next
-    cursor."""
-    items: list[Item] = []
+    """Every item of a paginated list ``what``, sorted by ``key``, each key once (the first listed):
+    ``fetch(cursor)`` gives a page and the next cursor. A cursor the server gave before, or more
+    than ``MAX_PAGES`` pages, ends the list with what came so far; both are logged, as are items
+    listed twice."""
+    found: dict[str, Item] = {}
+    listed = 0
+    cursors: set[str] = set()
     cursor: str | None = None
     for _ in range(MAX_PAGES):
         page, cursor = await fetch(cursor)
-        items.extend(page)
+        listed += len(page)
+        for item in page:
+            found.setdefault(key(item), item)
         if not cursor:
             break
-    return tuple(sorted(items, key=key))
+        if cursor in cursors:
+            log.warning("server.list_cursor_repeated", server=server, list=what, items=len(found))
+            break
+        cursors.add(cursor)
+    else:
+        log.warning("server.list_cut", server=server, list=what, pages=MAX_PAGES, items=len(found))
+    if listed > len(found):
+        log.warning("server.list_duplicates", server=server, list=what, duplicates=listed - len(found))
+    return tuple(sorted(found.values(), key=key))
+
+
+async def if_served(listing: Awaitable[tuple[Item, ...]]) -> tuple[Item, ...]:
+    """A list of the surface the server declared but does not serve: empty. A server with resources
+    but no templates may answer ``resources/templates/list`` "method not found"; that must not fail
+    its handshake, and with it its tools."""
+    try:
+        return await listing
+    except Refused as exc:
+        if exc.code != METHOD_NOT_FOUND:
+            raise
+        return ()
 
 
 class _ArgumentLike(Protocol):

@@ -24,6 +24,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from msgspec import UNSET, UnsetType
 
 import mcpd
+from mcpd.errors import DECODE_FAILURES
 from mcpd.model import mcp
 from mcpd.model.resources import (
     Completion,
@@ -48,6 +49,7 @@ from mcpd.supervisor.session import (
     Refused,
     SessionHooks,
     every_page,
+    if_served,
     prompt_info,
 )
 from mcpd.supervisor.stdio import StdioChild
@@ -259,7 +261,7 @@ class StdioSession:
             raise Refused(reply.error.code, reply.error.message)
         try:
             return decoder.decode(reply.result)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except DECODE_FAILURES as exc:
             raise Malformed(f"an invalid answer to {method}: {exc}") from None
 
     async def initialize(self) -> ServerInfo:
@@ -302,14 +304,14 @@ class StdioSession:
             ]
             return tools, page.next_cursor
 
-        return await every_page(fetch, lambda t: t.name)
+        return await every_page(fetch, lambda t: t.name, server=self._child.server, what="tools/list")
 
     async def list_surface(self) -> Surface:
         resources = self._declared("resources") is not None
         return Surface(
-            resources=await self._resources() if resources else (),
-            templates=await self._templates() if resources else (),
-            prompts=await self._prompts() if self._declared("prompts") is not None else (),
+            resources=await if_served(self._resources()) if resources else (),
+            templates=await if_served(self._templates()) if resources else (),
+            prompts=await if_served(self._prompts()) if self._declared("prompts") is not None else (),
         )
 
     async def _resources(self) -> tuple[ResourceInfo, ...]:
@@ -317,7 +319,7 @@ class StdioSession:
             page = await self._request("resources/list", _page(cursor), _resources)
             return [ResourceInfo(**msgspec.structs.asdict(r)) for r in page.resources], page.next_cursor
 
-        return await every_page(fetch, lambda r: r.uri)
+        return await every_page(fetch, lambda r: r.uri, server=self._child.server, what="resources/list")
 
     async def _templates(self) -> tuple[ResourceTemplateInfo, ...]:
         async def fetch(cursor: str | None) -> tuple[list[ResourceTemplateInfo], str | None]:
@@ -325,14 +327,16 @@ class StdioSession:
             items = [ResourceTemplateInfo(**msgspec.structs.asdict(t)) for t in page.resource_templates]
             return items, page.next_cursor
 
-        return await every_page(fetch, lambda t: t.uri_template)
+        return await every_page(
+            fetch, lambda t: t.uri_template, server=self._child.server, what="resources/templates/list"
+        )
 
     async def _prompts(self) -> tuple[PromptInfo, ...]:
         async def fetch(cursor: str | None) -> tuple[list[PromptInfo], str | None]:
             page = await self._request("prompts/list", _page(cursor), _prompts)
             return [prompt_info(p) for p in page.prompts], page.next_cursor
 
-        return await every_page(fetch, lambda p: p.name)
+        return await every_page(fetch, lambda p: p.name, server=self._child.server, what="prompts/list")
 
     async def ping(self) -> None:
         await self._request("ping", None, _anything)
@@ -349,7 +353,7 @@ class StdioSession:
             return ToolResult(content=[{"type": "text", "text": reply.error.message}], is_error=True)
         try:
             result = _call_result.decode(reply.result)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except DECODE_FAILURES as exc:
             raise Malformed(f"an invalid result: {exc}") from None
         return ToolResult(
             content=result.content,
@@ -402,7 +406,7 @@ class StdioSession:
             async for line in lines:
                 try:
                     message = _message.decode(line)
-                except (msgspec.DecodeError, msgspec.ValidationError):
+                except DECODE_FAILURES:
                     self._garbage(line)
                     continue
                 if isinstance(message.method, UnsetType):
@@ -447,7 +451,7 @@ class StdioSession:
                 request_id = _params(params, _Cancelled).request_id
                 if request_id is not None:
                     self._asks.cancelled(request_id)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except DECODE_FAILURES as exc:
             log.warning("server.bad_notification", server=self._child.server, method=method, error=str(exc))
 
     def _send(self, message: msgspec.Struct) -> None:

@@ -48,6 +48,7 @@ from starlette.routing import Route, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcpd.config.model import is_loopback
+from mcpd.errors import DECODE_FAILURES
 from mcpd.front.http.sessions import (
     DuplicateRequest,
     EventLog,
@@ -261,7 +262,7 @@ def _parse(body: bytes, headers: Headers) -> _Message | Response:
         message = _incoming.decode(body)
     except msgspec.ValidationError:
         return _error(400, mcp.INVALID_REQUEST, "one JSON-RPC message per POST (no batches)")
-    except msgspec.DecodeError as exc:
+    except DECODE_FAILURES as exc:
         return _error(400, mcp.PARSE_ERROR, f"parse error: {exc}")
     if isinstance(message.method, msgspec.UnsetType) or isinstance(message.id, msgspec.UnsetType):
         cancels = _cancelled_id(message.params) if message.method == mcp.CANCELLED else None
@@ -450,14 +451,14 @@ def _ended(request_id: mcp.RequestId) -> mcp.ErrorObject:
 def _cancelled_id(params: msgspec.Raw) -> mcp.RequestId | None:
     try:
         return _cancelled.decode(params).request_id
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except DECODE_FAILURES:
         return None
 
 
 def _progress_token(params: msgspec.Raw) -> mcp.RequestId | None:
     try:
         meta = _meta.decode(params).meta
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except DECODE_FAILURES:
         return None  # the session answers malformed params itself
     return meta.progress_token if meta is not None else None
 

@@ -36,7 +36,7 @@ import msgspec
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from mcpd.errors import McpdError
+from mcpd.errors import DECODE_FAILURES, McpdError
 from mcpd.front.core import Caller
 from mcpd.front.hosts import Hosts
 from mcpd.front.session import HostSession
@@ -225,7 +225,7 @@ class HttpSession:
             return
         try:
             route = _route.decode(data)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except DECODE_FAILURES:
             return  # HostSession only sends what it encoded: nothing else to route
         if isinstance(route.method, msgspec.UnsetType):
             self._answered(route.id if isinstance(route.id, (int, str)) else None, data)
@@ -233,7 +233,7 @@ class HttpSession:
         if route.method == mcp.PROGRESS and self._progress and _PROGRESS_MARK in data:
             try:
                 token = _progress.decode(data).params.progress_token
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except DECODE_FAILURES:
                 token = None
             target = self._progress.get(token) if token is not None else None
             if target is not None:
@@ -319,7 +319,7 @@ class HttpSessions:
             return None
         try:
             state = _state.decode(saved.state)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except DECODE_FAILURES as exc:
             log.warning("http.resume_unreadable", error=str(exc))  # another mcpd version's state
             return None
         try:
