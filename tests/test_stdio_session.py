@@ -236,7 +236,8 @@ async def test_what_a_server_cannot_encode_ends_one_request_not_the_session(tmp_
     notifications: the request it answers fails at once (``Malformed``), a notification is skipped,
     the reply that follows in the same read still arrives, and the session goes on. A cursor the
     server repeats ends its list (each tool once), and a declared list the server does not serve
-    (-32601) is empty rather than a failed handshake."""
+    (-32601) is empty rather than a failed handshake. A batch (2025-03-26) is taken apart: the
+    reply in it answers its request, the notification in it is heard."""
     tool = '{"name": "t", "inputSchema": {"type": "object"}}'
     answers = {
         "initialize": [
@@ -255,7 +256,10 @@ async def test_what_a_server_cannot_encode_ends_one_request_not_the_session(tmp_
             ' "params": {"progressToken": {token}, "progress": 1, "message": "caf\xe9"}}\n'
             + reply('{"content": [{"type": "text", "text": "fine"}]}')
         ],
-        "ping": [log_message('"caf\xe9"') + log_message(DEEP) + reply("{}")],
+        "ping": [
+            log_message('"caf\xe9"') + log_message(DEEP) + reply("{}"),
+            '[{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}, ' + reply("{}")[:-1] + "]\n",
+        ],
         "resources/read": [reply('{"contents": ' + DEEP + "}")],
         "prompts/get": [
             reply('{"messages": [{"role": "user", "content": {"type": "text", "text": "caf\xe9"}}]}')
@@ -267,7 +271,8 @@ async def test_what_a_server_cannot_encode_ends_one_request_not_the_session(tmp_
         name="raw", command=sys.executable, args=(str(tmp_path / "raw.py"), str(tmp_path / "answers.json"))
     )
     progress: list[float] = []
-    hooks = SessionHooks(lambda: None, lambda: None)
+    changed = anyio.Event()
+    hooks = SessionHooks(changed.set, lambda: None)
     async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
         with anyio.fail_after(10):
             _info, tools, surface = await handshake(session)
@@ -281,4 +286,6 @@ async def test_what_a_server_cannot_encode_ends_one_request_not_the_session(tmp_
                 await session.read_resource("x://a")
             with pytest.raises(Malformed):
                 await session.get_prompt("p", {})
+            assert not changed.is_set()
             await session.ping()
+            await changed.wait()

@@ -130,8 +130,8 @@ class RawRpc:
         The id decides, never a substring: a reply whose text mentions
         ``notifications/progress`` is still a reply.
         """
-        if not self._waiters or _PREFIX_BYTES not in line:
-            return False
+        if not self._waiters or _PREFIX_BYTES not in line or line.lstrip()[:1] == b"[":
+            return False  # a batch is the session's to take apart
         try:
             route = _route.decode(line)
         except DECODE_FAILURES:

@@ -229,6 +229,7 @@ _complete = msgspec.json.Decoder(_Complete, strict=False)
 _call_result = msgspec.json.Decoder(_CallResult, strict=False)
 _anything = msgspec.json.Decoder()
 _message = msgspec.json.Decoder(_Message)
+_batch = msgspec.json.Decoder(list[msgspec.Raw])
 _encoder = msgspec.json.Encoder()
 
 
@@ -404,21 +405,40 @@ class StdioSession:
         """Take every line the raw path left, in order, until the child's stdout ends."""
         async with lines:
             async for line in lines:
-                try:
-                    message = _message.decode(line)
-                except DECODE_FAILURES:
-                    self._garbage(line)
-                    continue
-                if isinstance(message.method, UnsetType):
-                    if isinstance(message.result, UnsetType) and isinstance(message.error, UnsetType):
-                        self._garbage(line)  # JSON, but not JSON-RPC (a structured log line)
-                    else:
-                        # A reply nobody waits for: to a request that timed out or was cancelled.
-                        log.debug("server.stray_reply", server=self._child.server, id=message.id)
-                elif isinstance(message.id, UnsetType) or message.id is None:
-                    self._notified(message.method, message.params)
+                if line.lstrip()[:1] == b"[":
+                    self._batch(line)
                 else:
-                    self._asks.received(message.id, message.method, message.params)
+                    self._take(line)
+
+    def _take(self, line: bytes) -> None:
+        try:
+            message = _message.decode(line)
+        except DECODE_FAILURES:
+            self._garbage(line)
+            return
+        if isinstance(message.method, UnsetType):
+            if isinstance(message.result, UnsetType) and isinstance(message.error, UnsetType):
+                self._garbage(line)  # JSON, but not JSON-RPC (a structured log line)
+            else:
+                # A reply nobody waits for: to a request that timed out or was cancelled.
+                log.debug("server.stray_reply", server=self._child.server, id=message.id)
+        elif isinstance(message.id, UnsetType) or message.id is None:
+            self._notified(message.method, message.params)
+        else:
+            self._asks.received(message.id, message.method, message.params)
+
+    def _batch(self, line: bytes) -> None:
+        """A JSON-RPC batch (revision 2025-03-26 allows them): each message as if it had a line of
+        its own, replies to our requests through the raw path."""
+        try:
+            messages = _batch.decode(line)
+        except DECODE_FAILURES:
+            self._garbage(line)
+            return
+        for raw in messages:
+            message = bytes(raw)
+            if not self._rpc.route(message):
+                self._take(message)
 
     def _garbage(self, line: bytes) -> None:
         # Servers that print banners or debug output on stdout break the protocol for that line
