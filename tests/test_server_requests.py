@@ -153,6 +153,46 @@ async def test_a_flood_of_server_requests_reaches_the_host_bounded(
     assert waiting == MAX_SERVER_REQUESTS
 
 
+LISTENER = """
+import json, sys
+heard = open(sys.argv[1], "a")
+for line in sys.stdin:
+    heard.write(line)
+    heard.flush()
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    result = {"tools": []} if message["method"] == "tools/list" else {}
+    if message["method"] == "initialize":
+        result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "listener", "version": "1"}}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+# Deprecated in the newest MCP revision (SEP-2577), still part of those mcpd speaks with servers.
+@pytest.mark.filterwarnings("ignore:The roots capability is deprecated")
+async def test_a_hosts_roots_change_reaches_the_servers(tmp_path: Path) -> None:
+    """mcpd tells servers it supports roots with ``listChanged``: when a host says its roots changed,
+    every live server hears ``notifications/roots/list_changed`` (and may ask again)."""
+    script, heard = tmp_path / "listener.py", tmp_path / "heard.jsonl"
+    script.write_text(LISTENER)
+    heard.touch()
+    config = tmp_path / "config.toml"
+    args = json.dumps([str(script), str(heard)])
+    config.write_text(f"[servers.listener]\ncommand = {json.dumps(sys.executable)}\nargs = {args}\n")
+    async with running_daemon(config) as running:
+        await running.wait_for("server.state", server="listener", new="running", timeout=60)
+        initialize = json.loads(heard.read_text().splitlines()[0])
+        assert initialize["params"]["capabilities"]["roots"] == {"listChanged": True}
+        async with host(running.socket, list_roots_callback=host_roots) as session:
+            await session.send_roots_list_changed()
+            with anyio.fail_after(30):
+                while "notifications/roots/list_changed" not in heard.read_text():
+                    await anyio.sleep(0.05)
+
+
 async def test_host_without_the_capability_gets_the_server_a_clear_error(daemon: DaemonProcess) -> None:
     """A host that declared roots but not sampling: the server's sampling request is refused with
     METHOD_NOT_FOUND and a message naming the missing capability; roots still work."""

@@ -321,6 +321,9 @@ class HostSession:
             for data in held:
                 with contextlib.suppress(ConnectionError, OSError, RuntimeError):
                     self._send(data)
+        elif method == mcp.ROOTS_LIST_CHANGED:
+            # Servers answer with whoever calls; one that kept the roots it was given asks again.
+            self._in_background(self.core.supervisor.roots_changed())
         elif method == mcp.CANCELLED:
             with contextlib.suppress(*DECODE_FAILURES):
                 cancelled = msgspec.json.decode(params, type=mcp.CancelledParams)

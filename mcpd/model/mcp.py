@@ -42,6 +42,7 @@ CANCELLED = "notifications/cancelled"
 MESSAGE = "notifications/message"
 RESOURCES_LIST_CHANGED = "notifications/resources/list_changed"
 PROMPTS_LIST_CHANGED = "notifications/prompts/list_changed"
+ROOTS_LIST_CHANGED = "notifications/roots/list_changed"
 RESOURCE_UPDATED = "notifications/resources/updated"
 RESOURCE_NOT_FOUND = -32002
 

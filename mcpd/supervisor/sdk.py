@@ -374,6 +374,10 @@ class SdkSession:
         with _translated("resources/subscribe"):
             await self._session.send_request(mcp_types.SubscribeRequest(params=params), mcp_types.EmptyResult)
 
+    async def roots_changed(self) -> None:
+        with _translated(mcp.ROOTS_LIST_CHANGED):
+            await self._session.send_roots_list_changed()
+
     async def unsubscribe_resource(self, uri: str) -> None:
         params = mcp_types.UnsubscribeRequestParams(uri=uri)
         with _translated("resources/unsubscribe"):

@@ -130,6 +130,9 @@ class Session(Protocol):
 
     async def unsubscribe_resource(self, uri: str) -> None: ...
 
+    async def roots_changed(self) -> None:
+        """Tell the server the roots may have changed (``notifications/roots/list_changed``)."""
+
     async def complete(
         self, ref: CompletionRef, argument: tuple[str, str], context: dict[str, str] | None
     ) -> Completion:

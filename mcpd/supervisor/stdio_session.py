@@ -382,6 +382,9 @@ class StdioSession:
     async def unsubscribe_resource(self, uri: str) -> None:
         await self._request("resources/unsubscribe", {"uri": uri}, _anything)
 
+    async def roots_changed(self) -> None:
+        self._send(mcp.Notification(mcp.ROOTS_LIST_CHANGED))
+
     async def complete(
         self, ref: CompletionRef, argument: tuple[str, str], context: dict[str, str] | None
     ) -> Completion:

@@ -15,9 +15,23 @@ from mcpd.model.servers import ReloadPlan, ServerEvent, ServerStatus
 from mcpd.model.states import ServerState
 from mcpd.supervisor.actor import Router, ServerActor, refuse_server_requests, stop_bound
 from mcpd.supervisor.gate import StartGate
+from mcpd.supervisor.link import Link
 from mcpd.supervisor.logring import LogRing
+from mcpd.supervisor.session import RequestFailed
 
 log = structlog.get_logger("mcpd.supervisor")
+
+ROOTS_NOTICE_WAIT = 5.0
+"""Seconds a remote server gets to take a roots notice (a stdio one takes it at once)."""
+
+
+async def _tell_roots_changed(server: str, link: Link) -> None:
+    with anyio.move_on_after(ROOTS_NOTICE_WAIT):
+        try:
+            await link.session.roots_changed()
+        except RequestFailed as exc:
+            log.debug("server.roots_notice_failed", server=server, error=str(exc))
+
 
 S = ServerState
 
@@ -78,6 +92,15 @@ class Supervisor:
 
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
+
+    async def roots_changed(self) -> None:
+        """A host's roots changed: every live server hears so (``notifications/roots/list_changed``),
+        and one that kept the roots it asked for asks again. Best effort, each within a few seconds."""
+        async with anyio.create_task_group() as tg:
+            for actor in self.actors():
+                link = actor.link
+                if link is not None and link.usable():
+                    tg.start_soon(_tell_roots_changed, actor.name, link)
 
     # -- changes ----------------------------------------------------------------------------
 
