@@ -333,6 +333,39 @@ async def test_reload_applies_only_the_diff() -> None:
     await wait_gone(drop_pid)
 
 
+async def test_a_reload_hands_what_waits_to_the_changed_server() -> None:
+    """A call waiting for a server that a reload changes goes on with the new run instead of failing
+    because the old one stopped; and the server stays listed while its old run stops (slowly here:
+    it ignores SIGTERM)."""
+    stuck = fixture_server(
+        "svc", "--hang-initialize", "--ignore-sigterm", connect_timeout=60.0, stop_grace=1.0
+    )
+    async with open_supervisor(config(stuck)) as sup:
+        old = sup.actor("svc")
+        await old.wait_state(S.STARTING, timeout=20)
+        answers: list[str] = []
+        listed: list[list[str]] = []
+
+        async def call() -> None:
+            result = await old.call_tool("echo", {"text": "hi"}, timeout=60)
+            answers.append(result.content[0]["text"])
+
+        async def reload() -> None:
+            await sup.apply(config(fixture_server("svc")))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(reload)
+            with anyio.fail_after(30):
+                while not answers:
+                    listed.append(sup.names())
+                    await anyio.sleep(0.05)
+        assert answers == ["hi"]
+        assert sup.actor("svc") is not old and sup.actor("svc").restarts == 1
+    assert listed and all(names == ["svc"] for names in listed)
+
+
 async def test_disabled_server_stays_down_until_started() -> None:
     """enabled = false means disabled: no process until an explicit start."""
     async with open_supervisor(config(fixture_server("off", enabled=False))) as sup:

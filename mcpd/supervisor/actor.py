@@ -114,6 +114,14 @@ def stop_bound(stop_grace: float) -> float:
     return 2 * stop_grace + KILL_WAIT + 3.0
 
 
+class _Replaced(Exception):
+    """This actor was replaced by a reload; requests waiting on it go on with ``by``."""
+
+    def __init__(self, by: ServerActor) -> None:
+        super().__init__(by.name)
+        self.by = by
+
+
 class ServerActor:
     """Supervises one server. ``run()`` is its task; everything else is safe from other tasks."""
 
@@ -136,6 +144,8 @@ class ServerActor:
         self._random = unit_random
         self._state = S.STOPPED if config.enabled else S.DISABLED
         self._changed = anyio.Event()
+        self._replacing = False
+        self._successor: ServerActor | None = None
         self._wake = Wakeup()
         self._want_running = config.enabled
         self._restart_wanted = False
@@ -274,10 +284,10 @@ class ServerActor:
         A tool that ran and failed is a result with ``is_error`` set, not an exception.
         """
 
-        def known() -> None:
-            if tool not in self._tool_names:
+        def known(actor: ServerActor) -> None:
+            if tool not in actor._tool_names:
                 raise UnknownTool(
-                    f"server {self.name!r} has no tool {tool!r}", {"server": self.name, "tool": tool}
+                    f"server {actor.name!r} has no tool {tool!r}", {"server": actor.name, "tool": tool}
                 )
 
         async def send(link: Link, deadline: float, limit: float) -> ToolResult:
@@ -296,29 +306,53 @@ class ServerActor:
     async def on_live(
         self,
         timeout: float | None,
-        known: Callable[[], None],
+        known: Callable[[ServerActor], None],
         send: Callable[[Link, float, float], Awaitable[T]],
     ) -> T:
         """Run ``send`` on a live link within ``timeout`` (default ``call_timeout``), waiting for a
         (re)start; a request the server never received goes again on the next link. ``known`` checks
-        the target against the live lists before each attempt (``surface_requests`` builds on this)."""
+        the target against the live lists before each attempt (``surface_requests`` builds on this).
+        A reload that changes the server hands what waits here over to its successor."""
         limit = timeout if timeout is not None else self.config.call_timeout
-        deadline = anyio.current_time() + limit
+        return await self._on_live(anyio.current_time() + limit, limit, known, send)
+
+    async def _on_live(
+        self,
+        deadline: float,
+        limit: float,
+        known: Callable[[ServerActor], None],
+        send: Callable[[Link, float, float], Awaitable[T]],
+    ) -> T:
         stale: Link | None = None
         while True:
-            link = await self._wait_live(deadline, limit, stale)
-            known()
+            try:
+                link = await self._wait_live(deadline, limit, stale)
+            except _Replaced as replaced:
+                return await replaced.by._on_live(deadline, limit, known, send)
+            known(self)
             try:
                 return await send(link, deadline, limit)
             except NotDelivered:
                 stale = link
+
+    def replacing(self) -> None:
+        """A reload is replacing this server (its config changed): what waits for it to be live
+        waits for the successor instead of failing when this one stops."""
+        self._replacing = True
+
+    def hand_over(self, successor: ServerActor) -> None:
+        """The successor runs: what waits here goes on there."""
+        self._successor = successor
+        self._wake_waiters()
 
     async def _wait_live(self, deadline: float, limit: float, stale: Link | None) -> Link:
         while True:
             link = self._link
             if link is not None and link is not stale and self._state in LIVE_STATES and link.usable():
                 return link
-            if self._state in _DOWN_STATES or not self._want_running:
+            if self._successor is not None:
+                raise _Replaced(self._successor)
+            if (self._state in _DOWN_STATES or not self._want_running) and not self._replacing:
                 why = f": {self.last_error}" if self.last_error else ""
                 raise ServerNotRunning(
                     f"server {self.name!r} is {self._state}{why}",
@@ -575,6 +609,10 @@ class ServerActor:
 
     # -- state --------------------------------------------------------------------------------
 
+    def _wake_waiters(self) -> None:
+        changed, self._changed = self._changed, anyio.Event()
+        changed.set()
+
     def _set_tools(self, tools: tuple[ToolInfo, ...]) -> None:
         self._tools = tools
         self._tool_names = frozenset(t.name for t in tools)
@@ -583,8 +621,7 @@ class ServerActor:
         old = self._state
         self._state = check_transition(old, new)
         self._history.append(StateChange(ts=time.time(), old=old, new=new, reason=reason))
-        changed, self._changed = self._changed, anyio.Event()
-        changed.set()
+        self._wake_waiters()
         if old is S.STARTING:
             self.first_attempt_done.set()
         pid = self._child.pid if self._child is not None else None

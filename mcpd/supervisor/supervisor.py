@@ -131,28 +131,35 @@ class Supervisor:
         """Stop a server (within ``STOP_BOUND``) and forget it, its log too (its followers end)."""
         logs = self.actor(name).logs
         await self._retire(name)
+        del self._actors[name]
         logs.close()
 
     async def _retire(self, name: str) -> None:
-        actor = self.actor(name)
-        await actor.stop()
+        await self.actor(name).stop()
         self._scopes.pop(name).cancel()
-        del self._actors[name]
+
+    async def _replace(self, config: ServerConfig) -> None:
+        """A changed server: the old run stops, then the new one starts under the same name, its
+        restart count one higher and its log carried on. The old one stays listed until then, and
+        what waited for it goes on with the new one."""
+        old = self.actor(config.name)
+        old.replacing()
+        await self._retire(config.name)
+        self.add(config, old.logs).restarts = old.restarts + 1
+        old.hand_over(self._actors[config.name])
 
     async def apply(self, config: Config) -> ReloadPlan:
         """Bring the running set in line with ``config``; untouched servers keep running as they are."""
         plan = plan_reload({n: a.config for n, a in self._actors.items()}, config)
         new = {s.name: s for s in config.servers}
-        # A changed server is restarted, not new: its restart count goes on, one higher.
-        restarts = {name: self._actors[name].restarts + 1 for name in plan.changed}
-        logs = {name: self._actors[name].logs for name in plan.changed}
         async with anyio.create_task_group() as tg:
             for name in plan.removed:
                 tg.start_soon(self.remove, name)
             for name in plan.changed:
-                tg.start_soon(self._retire, name)
-        for name in (*plan.added, *plan.changed):
-            self.add(new[name], logs.get(name)).restarts = restarts.get(name, 0)
+                tg.start_soon(self._replace, new[name])
+        # After the removed ones are gone: a server renamed must not run twice at once (a port, a lock).
+        for name in plan.added:
+            self.add(new[name])
         log.info(
             "config.reloaded",
             source=config.source,

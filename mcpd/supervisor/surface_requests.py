@@ -50,7 +50,7 @@ async def get_prompt(
         what=f"prompts/get {name}",
         data=data,
         timeout=timeout,
-        known=lambda: _known_prompt(actor, name),
+        known=lambda current: _known_prompt(current, name),
         refused=lambda why: InvalidParams(f"{actor.name} refused prompt {name!r}: {why}", data),
     )
 
@@ -70,12 +70,12 @@ async def subscribe_resource(actor: ServerActor, uri: str, timeout: float | None
     ``UnknownResource`` (it refused), ``ServerNotRunning``, ``CallTimeout`` or ``TransportError``.
     """
 
-    def known() -> None:
-        link = actor.link
+    def known(current: ServerActor) -> None:
+        link = current.link
         if link is not None and not link.session.can_subscribe():
             raise Unsupported(
-                f"server {actor.name!r} does not offer resource subscriptions",
-                {"server": actor.name, "uri": uri},
+                f"server {current.name!r} does not offer resource subscriptions",
+                {"server": current.name, "uri": uri},
             )
 
     subscribe = "resources/subscribe"
@@ -99,7 +99,7 @@ async def _on_resource(
     request: Callable[[Session], Awaitable[T]],
     *,
     timeout: float | None,
-    known: Callable[[], None] = lambda: None,
+    known: Callable[[ServerActor], None] = lambda current: None,
 ) -> T:
     """A request about the server's own ``uri``; its refusal is ``UnknownResource``."""
     data = {"server": actor.name, "uri": uri}
@@ -129,11 +129,11 @@ async def complete(
     """
     data = {"server": actor.name, "ref": msgspec.to_builtins(ref)}
 
-    def known() -> None:
+    def known(current: ServerActor) -> None:
         if isinstance(ref, PromptRef):
-            _known_prompt(actor, ref.name)
-        elif all(t.uri_template != ref.uri for t in actor.surface.templates):
-            raise UnknownResource(f"server {actor.name!r} has no resource template {ref.uri!r}", data)
+            _known_prompt(current, ref.name)
+        elif all(t.uri_template != ref.uri for t in current.surface.templates):
+            raise UnknownResource(f"server {current.name!r} has no resource template {ref.uri!r}", data)
 
     return await _request(
         actor,
@@ -153,7 +153,7 @@ async def _request(
     what: str,
     data: dict[str, Any],
     timeout: float | None,
-    known: Callable[[], None],
+    known: Callable[[ServerActor], None],
     refused: Callable[[str], McpdError],
 ) -> T:
     """One request on a live link; the server's refusal becomes ``refused(its message)``."""
