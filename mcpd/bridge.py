@@ -72,6 +72,20 @@ def _log(event: str, **fields: object) -> None:
     sys.stderr.flush()
 
 
+class _Cancelled(msgspec.Struct, frozen=True):
+    params: mcp.CancelledParams = mcp.CancelledParams()
+
+
+_cancelled = msgspec.json.Decoder(_Cancelled)
+
+
+def _cancelled_id(line: bytes) -> mcp.RequestId | None:
+    try:
+        return _cancelled.decode(line).params.request_id
+    except DECODE_FAILURES:
+        return None
+
+
 def _route_of(line: bytes) -> mcp.Route | None:
     try:
         return _route.decode(line)
@@ -195,6 +209,11 @@ class Relay:
         request_id = _request_id(route)
         if request_id is not None and route is not None and isinstance(route.method, str):
             self.inflight[request_id] = (route.method, line if route.method in RESENDABLE else None)
+        elif route is not None and route.method == mcp.CANCELLED:
+            # A cancelled request gets no answer: nothing is left to answer or resend for it.
+            cancelled = _cancelled_id(line)
+            if cancelled is not None:
+                self.inflight.pop(cancelled, None)
         try:
             self.channel.send(line)
         except McpdError:

@@ -495,3 +495,57 @@ async def test_a_host_that_stops_reading_ends_the_bridge_quietly(daemon: DaemonP
         os.close(write_end)
     assert b"Traceback" not in errors
     assert status == 141
+
+
+class RawHost:
+    """A host that writes JSON-RPC lines to a bridge and reads its answers, nothing more."""
+
+    def __init__(self, process: anyio.abc.Process) -> None:
+        assert process.stdin is not None and process.stdout is not None
+        self.stdin, self.stdout = process.stdin, process.stdout
+        self.buffer = b""
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.stdin.send(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+
+    async def until_answer(self, request_id: int) -> list[dict[str, Any]]:
+        """Every message the bridge writes until the answer to ``request_id``, that one included."""
+        seen: list[dict[str, Any]] = []
+        with anyio.fail_after(60):
+            while not any(m.get("id") == request_id and "method" not in m for m in seen):
+                while b"\n" not in self.buffer:
+                    self.buffer += await self.stdout.receive()
+                line, self.buffer = self.buffer.split(b"\n", 1)
+                seen.append(json.loads(line))
+        return seen
+
+
+async def test_a_cancelled_request_is_not_answered_after_a_daemon_restart(tmp_path: Path) -> None:
+    """A request the host cancelled gets no answer (MCP's rule), not even the error the bridge gives
+    the requests a daemon held when it went away."""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("tools"))
+    initialize = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
+    async with running_daemon(config) as first:
+        command = [sys.executable, "-m", "mcpd", "bridge", "--socket", str(first.socket), "--no-autostart"]
+        async with await anyio.open_process(command) as process:
+            host = RawHost(process)
+            await host.send({"id": 1, "method": "initialize", "params": initialize})
+            await host.until_answer(1)
+            await host.send({"method": "notifications/initialized"})
+            sleep = {"name": "tools__sleep", "arguments": {"seconds": 30}}
+            await host.send({"id": 50, "method": "tools/call", "params": sleep})
+            await host.send({"method": "notifications/cancelled", "params": {"requestId": 50}})
+            await host.send({"id": 2, "method": "ping"})
+            before = await host.until_answer(2)
+            first.signal(signal.SIGKILL)
+            await first.wait_exit()
+            async with running_daemon(config, socket=first.socket):
+                await host.send({"id": 3, "method": "ping"})
+                after = await host.until_answer(3)
+            process.terminate()
+    assert not [m for m in before + after if m.get("id") == 50]
