@@ -28,7 +28,7 @@ import msgspec
 
 from mcpd.client.autostart import ensure_daemon
 from mcpd.client.channel import Channel, open_channel
-from mcpd.errors import DECODE_FAILURES, McpdError
+from mcpd.errors import DECODE_FAILURES, DaemonNotRunning, McpdError, TransportError
 from mcpd.model import mcp
 from mcpd.readsize import READ_SIZE
 
@@ -131,6 +131,7 @@ class Relay:
         self.autostart = autostart
         self.state = _encoder.encode(state)
         """What the daemon needs to carry the session on: our options at first, then its latest state."""
+        self._options = state
         self.channel: Channel | None = None
         self.inflight: dict[mcp.RequestId, tuple[str, bytes | None]] = {}
         """Requests the daemon holds: their method, and their line if they may be sent again."""
@@ -293,13 +294,26 @@ class Relay:
         self._delay = FIRST_DELAY
         _log("bridge.daemon_lost", failed=len(answers), resent=len(resend))
 
+    def _fresh_state(self) -> bytes:
+        """A session from our options alone; one the host has initialized, as of unknown capabilities."""
+        if not self.initialized:
+            return _encoder.encode(self._options)
+        return _encoder.encode(msgspec.structs.replace(self._options, initialize=mcp.InitializeParams()))
+
     def _reconnect(self, now: float) -> None:
         try:
             if self.autostart and now - self._gap_since >= AUTOSTART_AFTER and now >= self._autostart_at:
                 self._autostart_at = now + AUTOSTART_RETRY
                 ensure_daemon(self.socket_path, config=self.config, timeout=AUTOSTART_RETRY)
             channel = self._open()
-        except McpdError:
+        except McpdError as exc:
+            fresh = self._fresh_state()
+            if self.state != fresh and not isinstance(exc, DaemonNotRunning | TransportError):
+                # A daemon that refuses to carry the session on (its state too large, or one it
+                # cannot read) still serves a new one: better than retrying the refusal for ever.
+                _log("bridge.resume_refused", error=str(exc))
+                self.state = fresh
+                return
             self._retry_at = time.monotonic() + self._delay
             self._delay = min(MAX_DELAY, self._delay * 2)
             return

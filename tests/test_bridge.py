@@ -549,3 +549,31 @@ async def test_a_cancelled_request_is_not_answered_after_a_daemon_restart(tmp_pa
                 after = await host.until_answer(3)
             process.terminate()
     assert not [m for m in before + after if m.get("id") == 50]
+
+
+async def test_a_host_that_declares_much_still_resumes_and_searches_within_limits(tmp_path: Path) -> None:
+    """What a host declares in ``initialize`` (70 kB of capabilities here) and searches for does not
+    grow its session's state past what a reconnecting bridge may send: after a daemon restart the
+    session carries on. A search query longer than the socket API takes is refused, not ranked."""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("tools"))
+    capabilities = {"experimental": {"pad": "x" * 70_000}, "sampling": {"tools": {}}}
+    initialize = {"protocolVersion": "2025-06-18", "capabilities": capabilities, "clientInfo": {"name": "t"}}
+    search = {"name": "mcpd_search_tools", "arguments": {"query": "echo " * 1000}}
+    async with running_daemon(config) as first:
+        command = [sys.executable, "-m", "mcpd", "bridge", "--socket", str(first.socket), "--no-autostart"]
+        async with await anyio.open_process(command) as process:
+            host = RawHost(process)
+            await host.send({"id": 1, "method": "initialize", "params": initialize})
+            await host.until_answer(1)
+            await host.send({"method": "notifications/initialized"})
+            await host.send({"id": 2, "method": "tools/call", "params": search})
+            (refused,) = [m for m in await host.until_answer(2) if m.get("id") == 2]
+            first.signal(signal.SIGKILL)
+            await first.wait_exit()
+            async with running_daemon(config, socket=first.socket):
+                await host.send({"id": 3, "method": "ping"})
+                (pinged,) = [m for m in await host.until_answer(3) if m.get("id") == 3]
+            process.terminate()
+    assert refused["result"]["isError"] and "invalid search" in refused["result"]["content"][0]["text"]
+    assert pinged == {"jsonrpc": "2.0", "id": 3, "result": {}}

@@ -11,6 +11,8 @@ from mcpd.registry import reserved
 SEARCH = "mcpd_search_tools"
 CONNECT = "mcpd_connect_server"
 CALL = "mcpd_call_tool"
+MAX_LIMIT = 100
+"""Most tools one search returns."""
 
 TOOLS = (
     Tool(
@@ -24,7 +26,7 @@ TOOLS = (
             "type": "object",
             "properties": {
                 "query": {"type": "string", "description": "What you want to do, in plain words."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 10},
                 "budget_tokens": {
                     "type": "integer",
                     "minimum": 50,

@@ -102,6 +102,26 @@ def _request(method: str, params: type[msgspec.Struct]) -> Callable[[Any], Any]:
     return register
 
 
+_NAME_KEPT = 200
+"""Characters of a host's name and version a session's state keeps."""
+
+
+def _resumable(init: mcp.InitializeParams | None) -> mcp.InitializeParams | None:
+    """What of the host's ``initialize`` a new daemon needs: the revision, the host's name, and the
+    capabilities mcpd reads (``HostAnswerer``). A host may declare kilobytes of others; the state
+    goes back in a reconnecting relay's hello, which must stay within its 64 KiB."""
+    if init is None:
+        return None
+    declared = init.capabilities
+    kept: dict[str, Any] = {name: {} for name in ("elicitation", "roots") if name in declared}
+    sampling = declared.get("sampling")
+    if sampling is not None:
+        kept["sampling"] = {"tools": {}} if isinstance(sampling, dict) and "tools" in sampling else {}
+    info = init.client_info
+    client = mcp.Implementation(info.name[:_NAME_KEPT], info.version[:_NAME_KEPT])
+    return mcp.InitializeParams(init.protocol_version[:_NAME_KEPT], kept, client)
+
+
 def _text(text: str, *, error: bool = False, structured: Any = msgspec.UNSET) -> mcp.CallToolResult:
     return mcp.CallToolResult(
         content=[{"type": "text", "text": text}], structured_content=structured, is_error=error
@@ -361,7 +381,7 @@ class HostSession:
 
     def state(self) -> mcp.SessionState:
         return mcp.SessionState(
-            initialize=self.init,
+            initialize=_resumable(self.init),
             connected=sorted(self.connected),
             preconnect=sorted(self.preconnect),
             expose_all=self.expose_all,
@@ -507,7 +527,13 @@ class HostSession:
             if not isinstance(tool, str) or not isinstance(inner, dict):
                 return _text("`tool` must be a string and `arguments` an object", error=True)
             name, arguments = tool, inner
-        params = ToolsCallParams(tool=name, arguments=arguments, query=self.learned_query())
+        try:
+            # Converted, not constructed: the socket API's limits (a name's length) hold here too.
+            params = msgspec.convert(
+                {"tool": name, "arguments": arguments, "query": self.learned_query()}, ToolsCallParams
+            )
+        except msgspec.ValidationError as exc:
+            return _text(f"invalid call: {exc}", error=True)
         relay = self.progress_relay(meta_)
         return _relay(await calls.call_tool(self.core, self.caller, params, relay, self.answers))
 
@@ -519,9 +545,19 @@ class HostSession:
             limit, budget = int(arguments.get("limit") or 10), int(arguments.get("budget_tokens") or 2000)
         except (TypeError, ValueError):
             return _text("`limit` and `budget_tokens` must be integers", error=True)
-        params = ToolsListParams(
-            query=query, limit=max(1, limit), budget_tokens=max(1, budget), include_reserved=False
-        )
+        try:
+            # Converted, not constructed: the socket API's limits (a query's length) hold here too.
+            params = msgspec.convert(
+                {
+                    "query": query,
+                    "limit": min(max(1, limit), meta.MAX_LIMIT),
+                    "budget_tokens": max(1, budget),
+                    "include_reserved": False,
+                },
+                ToolsListParams,
+            )
+        except msgspec.ValidationError as exc:
+            return _text(f"invalid search: {exc}", error=True)
         result = await calls.list_tools(self.core, params)
         self.query, self.query_at = query, time.time()
         self._state_changed()
