@@ -76,8 +76,9 @@ def initialize(version: str) -> dict[str, Any]:
 
 
 async def test_protocol_answers_and_errors(daemon: DaemonProcess) -> None:
-    """Version negotiation, instructions, ping, setLevel; -32601/-32602/-32700/-32600, after which the
-    session carries on; the relay hears the session state (with the host's initialize), the host never."""
+    """Version negotiation, instructions, ping, setLevel; -32601/-32602/-32700/-32600 (bad params,
+    a level MCP does not define, a cursor never given, a batch, an empty object, an id in progress),
+    after which the session carries on; the relay hears the session state, the host never."""
     host = await peer(daemon)
 
     def run() -> None:
@@ -104,6 +105,18 @@ async def test_protocol_answers_and_errors(daemon: DaemonProcess) -> None:
             "mcpd_call_tool",
             "mcpd_request_capability",
         ]
+        # MCP's other -32602s and -32600s: a level it does not define, a cursor mcpd never gave,
+        # a message that is neither a request, a notification nor a response, an id in progress.
+        assert host.request(10, "logging/setLevel", {"level": "loud"})["error"]["code"] == -32602
+        cursor = host.request(11, "tools/list", {"cursor": "made-up"})["error"]
+        assert cursor["code"] == -32602 and "cursor" in cursor["message"]
+        host.send(b"{}")
+        assert host.next_answer()["error"]["code"] == -32600
+        sleep = {"name": "mcpd_call_tool", "arguments": {"tool": "tools__sleep", "arguments": {"seconds": 2}}}
+        host.send(json.dumps({"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": sleep}).encode())
+        again = host.request(12, "ping")
+        assert again["error"]["code"] == -32600 and "in progress" in again["error"]["message"]
+        assert host.next_answer()["id"] == 12  # the first one's answer still comes, once
 
     try:
         await anyio.to_thread.run_sync(run)

@@ -143,6 +143,9 @@ class _Tasks:
         self._all: set[asyncio.Task[None]] = set()
         self._closed = False
 
+    def running(self, key: mcp.RequestId) -> bool:
+        return key in self._by_id
+
     def start(self, key: mcp.RequestId, coro: Coroutine[Any, Any, None]) -> bool:
         """Run ``coro``, or refuse it (False) when ``limit`` run already; a closed session drops it.
 
@@ -268,6 +271,9 @@ class HostSession:
             self._error(None, mcp.PARSE_ERROR, f"parse error: {exc}")
             return
         if isinstance(message.method, msgspec.UnsetType):
+            if isinstance(message.result, msgspec.UnsetType) and isinstance(message.error, msgspec.UnsetType):
+                self._error(None, mcp.INVALID_REQUEST, "neither a request, a notification nor a response")
+                return
             self.answers.reply(data)  # a response to a server's request we passed on
             return
         if isinstance(message.id, msgspec.UnsetType):
@@ -275,6 +281,9 @@ class HostSession:
             return
         if message.id is None:
             self._error(None, mcp.INVALID_REQUEST, "a request id must be a string or a number")
+            return
+        if self._tasks.running(message.id):
+            self._error(message.id, mcp.INVALID_REQUEST, f"request id {message.id!r} is already in progress")
             return
         if not self._tasks.start(message.id, self._answer(message.id, message.method, message.params)):
             limit = self._tasks.limit

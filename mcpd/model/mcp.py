@@ -11,7 +11,7 @@ back on reconnect, and never forwards to the host.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -62,6 +62,8 @@ class Incoming(msgspec.Struct, frozen=True):
     id: RequestId | UnsetType | None = UNSET
     method: str | UnsetType = UNSET
     params: msgspec.Raw = msgspec.Raw(b"{}")
+    result: msgspec.Raw | UnsetType = UNSET
+    error: msgspec.Raw | UnsetType = UNSET
 
 
 class Route(msgspec.Struct, frozen=True):
@@ -145,7 +147,14 @@ class RequestMeta(msgspec.Struct, frozen=True, rename="camel"):
 
 
 class Paginated(msgspec.Struct, frozen=True):
+    """Params of a host's list request. mcpd lists everything on one page and gives no cursor, so
+    a cursor is one it never gave: invalid (-32602, as MCP asks), not silently the first page."""
+
     cursor: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.cursor is not None:
+            raise ValueError("mcpd lists everything on one page and gave no cursor")
 
 
 class Tool(msgspec.Struct, frozen=True, rename="camel"):
@@ -184,7 +193,7 @@ class CancelledParams(msgspec.Struct, frozen=True, rename="camel"):
 
 
 class SetLevelParams(msgspec.Struct, frozen=True):
-    level: str
+    level: Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 
 
 class LogMessageParams(msgspec.Struct, frozen=True):
