@@ -20,7 +20,9 @@ read-only ones (``RESENDABLE``), which are simply sent again. stdin EOF ends the
 from __future__ import annotations
 
 import os
+import select
 import selectors
+import stat
 import sys
 import time
 
@@ -40,6 +42,12 @@ AUTOSTART_RETRY = 10.0
 """Seconds between two attempts to start a daemon that did not come up."""
 FIRST_DELAY, MAX_DELAY = 0.05, 1.0
 """Reconnect backoff: the first retry, doubled up to this."""
+OUT_LIMIT = 32 * 1024 * 1024
+"""Bytes for the host kept while it does not read; beyond, the daemon's answers wait in its socket.
+A host that pauses (a UI busy, a debugger) must not cost its calls: a bridge that blocked on its
+stdout stopped reading the daemon, which then dropped it as a client that does not read."""
+EXIT_FLUSH = 5.0
+"""Seconds the bridge keeps writing what the host has not read yet, once stdin has closed."""
 RESENDABLE = frozenset(
     {
         "initialize",
@@ -140,6 +148,9 @@ class Relay:
         self.initialized = False
         """The host has sent ``initialize``: after a reconnect it is told to list tools again."""
         self._stdin, self._stdout = stdin, stdout
+        self._out = bytearray()
+        """What the host has not taken yet (its stdout is a full pipe)."""
+        self._reading_daemon = False
         self._selector = selectors.DefaultSelector()
         self._gap_since = 0.0
         self._retry_at = 0.0
@@ -152,6 +163,9 @@ class Relay:
         """Relay until the host closes stdin; returns the exit status."""
         if self.autostart:
             ensure_daemon(self.socket_path, config=self.config)
+        if stat.S_ISFIFO(os.fstat(self._stdout).st_mode) or stat.S_ISSOCK(os.fstat(self._stdout).st_mode):
+            # A pipe (as hosts give): writes that never block. Not a terminal's, which a shell shares.
+            os.set_blocking(self._stdout, False)
         self._attach(self._open())
         self._selector.register(self._stdin, selectors.EVENT_READ)
         pending = b""
@@ -161,11 +175,14 @@ class Relay:
                     chunk = os.read(self._stdin, READ_SIZE)
                     if not chunk:
                         self._close()
+                        self._finish_writing()
                         return 0
                     *lines, pending = (pending + chunk).split(b"\n")
                     for line in lines:
                         if line.strip():
                             self._from_host(line)
+                elif key.fd == self._stdout:
+                    self._flush()
                 elif self.channel is not None:
                     self._from_daemon()
             self._tick()
@@ -253,10 +270,43 @@ class Relay:
         self._write(b"".join(out))
 
     def _write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            written = os.write(self._stdout, view)
-            view = view[written:]
+        if data:
+            self._out += data
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write what the host will take now; the rest when its pipe has room (a full one, past
+        ``OUT_LIMIT``, pauses reading the daemon)."""
+        try:
+            while self._out:
+                del self._out[: os.write(self._stdout, self._out)]  # cheap: bytearray moves its start
+        except BlockingIOError:
+            pass
+        self._watch_stdout(bool(self._out))
+        self._read_daemon(len(self._out) < OUT_LIMIT)
+
+    def _watch_stdout(self, full: bool) -> None:
+        registered = self._stdout in self._selector.get_map()
+        if full and not registered:
+            self._selector.register(self._stdout, selectors.EVENT_WRITE)
+        elif not full and registered:
+            self._selector.unregister(self._stdout)
+
+    def _read_daemon(self, wanted: bool) -> None:
+        if self.channel is None or wanted == self._reading_daemon:
+            return
+        if wanted:
+            self._selector.register(self.channel.sock, selectors.EVENT_READ)
+        else:
+            self._selector.unregister(self.channel.sock)
+        self._reading_daemon = wanted
+
+    def _finish_writing(self) -> None:
+        """stdin closed: what the host has not read yet still goes, for ``EXIT_FLUSH`` at most."""
+        deadline = time.monotonic() + EXIT_FLUSH
+        while self._out and time.monotonic() < deadline:
+            select.select([], [self._stdout], [], max(0.0, deadline - time.monotonic()))
+            self._flush()
 
     # -- the daemon connection --------------------------------------------------------------
 
@@ -265,12 +315,12 @@ class Relay:
 
     def _attach(self, channel: Channel) -> None:
         self.channel = channel
-        self._selector.register(channel.sock, selectors.EVENT_READ)
+        self._read_daemon(len(self._out) < OUT_LIMIT)
         self._deliver(channel.backlog)
 
     def _close(self) -> None:
         if self.channel is not None:
-            self._selector.unregister(self.channel.sock)
+            self._read_daemon(False)
             self.channel.close()
             self.channel = None
 

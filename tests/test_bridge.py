@@ -508,11 +508,11 @@ class RawHost:
     async def send(self, message: dict[str, Any]) -> None:
         await self.stdin.send(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
 
-    async def until_answer(self, request_id: int) -> list[dict[str, Any]]:
-        """Every message the bridge writes until the answer to ``request_id``, that one included."""
+    async def until_answer(self, *request_ids: int) -> list[dict[str, Any]]:
+        """Every message the bridge writes until the answers to ``request_ids``, those included."""
         seen: list[dict[str, Any]] = []
         with anyio.fail_after(60):
-            while not any(m.get("id") == request_id and "method" not in m for m in seen):
+            while not set(request_ids) <= {m.get("id") for m in seen if "method" not in m}:
                 while b"\n" not in self.buffer:
                     self.buffer += await self.stdout.receive()
                 line, self.buffer = self.buffer.split(b"\n", 1)
@@ -577,3 +577,33 @@ async def test_a_host_that_declares_much_still_resumes_and_searches_within_limit
             process.terminate()
     assert refused["result"]["isError"] and "invalid search" in refused["result"]["content"][0]["text"]
     assert pinged == {"jsonrpc": "2.0", "id": 3, "result": {}}
+
+
+async def test_a_host_that_pauses_reading_loses_no_call(tmp_path: Path) -> None:
+    """A host that stops reading for longer than the daemon waits on a client that does not read
+    (``client_write_timeout``) while large answers arrive: the bridge keeps them, keeps reading the
+    daemon, and every call is answered once the host reads again."""
+    config = tmp_path / "config.toml"
+    config.write_text("[daemon]\nclient_write_timeout = 1.0\n" + fixture_toml("tools"))
+    initialize = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
+    big = "x" * 600_000
+    async with running_daemon(config) as daemon:
+        command = [sys.executable, "-m", "mcpd", "bridge", "--socket", str(daemon.socket), "--no-autostart"]
+        async with await anyio.open_process(command) as process:
+            host = RawHost(process)
+            await host.send({"id": 1, "method": "initialize", "params": initialize})
+            await host.until_answer(1)
+            await host.send({"method": "notifications/initialized"})
+            for request_id in range(10, 14):
+                echo = {
+                    "name": "mcpd_call_tool",
+                    "arguments": {"tool": "tools__echo", "arguments": {"text": big}},
+                }
+                await host.send({"id": request_id, "method": "tools/call", "params": echo})
+            await anyio.sleep(3)  # not reading: three times client_write_timeout
+            answers = await host.until_answer(*range(10, 14))
+            process.terminate()
+    results = {m["id"]: m for m in answers if "id" in m}
+    assert sorted(results) == [10, 11, 12, 13]
+    assert all(results[i]["result"]["content"][0]["text"] == big for i in range(10, 14))
+    assert not any(event.get("event") == "client.dropped" for event in daemon.events)
