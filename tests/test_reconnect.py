@@ -7,6 +7,7 @@ import anyio
 import pytest
 
 from mcpd.config.model import Config, RestartPolicy, ServerConfig
+from mcpd.errors import CallTimeout
 from mcpd.model.servers import ServerEvent, StateChanged
 from mcpd.model.states import ServerState
 from mcpd.model.tools import ToolResult
@@ -29,6 +30,26 @@ async def test_outage_is_noticed_without_a_call_and_without_waiting_for_a_ping()
             await actor.wait_state(S.RUNNING, timeout=60)
         await actor.wait_state(S.BACKOFF, timeout=60)
         assert actor.last_error
+
+
+async def test_a_server_that_stops_answering_is_noticed_when_a_call_gives_up() -> None:
+    """A remote server whose process hangs (connections still accepted, nothing answered): the
+    cancellation of a call that timed out gets no answer either, and that is taken as trouble at
+    once, not left to the next ping an hour away; nor does the unanswered notification hold the
+    session's later requests for long."""
+    port = free_port()
+    remote = ServerConfig(name="remote", url=f"http://127.0.0.1:{port}/mcp", ping_interval=3600.0)
+    async with (
+        open_supervisor(Config(source="<test>", servers=(remote,))) as sup,
+        running_http_fixture("remote", port, "--freeze-after", "1"),
+    ):
+        actor = sup.actor("remote")
+        await actor.wait_state(S.RUNNING, timeout=60)
+        await actor.call_tool("echo", {"text": "the last answer"}, timeout=30)
+        with pytest.raises(CallTimeout):
+            await actor.call_tool("echo", {"text": "never answered"}, timeout=1)
+        # Noticed now (a ping at once, which times out too), not at the next ping an hour away.
+        await actor.wait_state(S.DEGRADED, S.STARTING, S.BACKOFF, timeout=30)
 
 
 async def test_long_outage_then_back_to_running_and_waiting_call_succeeds() -> None:

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import anyio
 import httpx2
 import mcp_types
+import msgspec
 import pydantic
 from mcp.client.session import ClientRequestContext, ClientSession, LoggingFnT
 from mcp.client.streamable_http import streamable_http_client
@@ -35,6 +36,7 @@ from mcp.shared.exceptions import MCPError
 
 import mcpd
 from mcpd.config.model import ServerConfig
+from mcpd.errors import DECODE_FAILURES
 from mcpd.model import mcp
 from mcpd.model.requests import ELICITATION, ROOTS, SAMPLING, ServerReply
 from mcpd.model.resources import (
@@ -150,12 +152,47 @@ class _WatchedStream(httpx2.AsyncByteStream):
         await self._inner.aclose()
 
 
+NOTICE_WAIT = 2.0
+"""Seconds a remote server gets to accept a notification (a cancellation, initialized)."""
+
+
+class _Probe(msgspec.Struct):
+    id: Any = msgspec.UNSET
+    method: Any = msgspec.UNSET
+
+
+_probe = msgspec.json.Decoder(_Probe)
+
+
+def _notice(request: httpx2.Request) -> bool:
+    """A POST of one JSON-RPC notification (a method, no id)."""
+    if request.method != "POST":
+        return False
+    try:
+        message = _probe.decode(request.content)
+    except (*DECODE_FAILURES, httpx2.RequestNotRead):
+        return False
+    return message.id is msgspec.UNSET and message.method is not msgspec.UNSET
+
+
 class _Watch(httpx2.AsyncBaseTransport):
     def __init__(self, inner: httpx2.AsyncBaseTransport, watch: HttpWatch) -> None:
         self._inner = inner
         self._watch = watch
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if _notice(request):
+            # A notification is answered at once (202). The SDK posts one inline, holding every
+            # later request behind it: a server that stopped answering must not hold them long.
+            # Given up on, it is trouble (the run ends and reconnects); the SDK is told "accepted",
+            # as an error here would end its writer with a traceback.
+            with anyio.move_on_after(NOTICE_WAIT):
+                return await self._send(request)
+            self._watch.report(f"no answer to a notification within {NOTICE_WAIT:g}s")
+            return httpx2.Response(202, request=request)
+        return await self._send(request)
+
+    async def _send(self, request: httpx2.Request) -> httpx2.Response:
         try:
             response = await self._inner.handle_async_request(request)
         except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
