@@ -256,6 +256,26 @@ async def test_changed_definition_is_held_until_approved(tmp_path: Path) -> None
         assert (await client.call_tool("shifty__echo", {"text": "still"})).content[0]["text"] == "still"
 
 
+async def test_pins_that_cannot_be_read_approve_nothing(tmp_path: Path) -> None:
+    """Approvals live in the usage store. A daemon that cannot read it takes nothing as approved (a
+    changed tool must not pass for one of a server seen for the first time): pinned tools wait for
+    ``approve``, the error says why, and the unreadable file is not written over."""
+    config = tmp_path / "c.toml"
+    db = tmp_path / "usage.db"
+    config.write_text(f"[daemon]\nusage_db = {json.dumps(str(db))}\n" + fixture_toml("shifty"))
+    async with running_daemon(config) as daemon, connect(daemon.socket) as client:
+        assert (await client.call_tool("shifty__echo", {"text": "pinned"})).content[0]["text"] == "pinned"
+    broken = b"not an SQLite database " * 100
+    db.write_bytes(broken)
+    async with running_daemon(config) as again, connect(again.socket) as client:
+        await again.wait_for("server.state", server="shifty", new="running")
+        with pytest.raises(NotApproved, match="could not be read from the usage store"):
+            await client.call_tool("shifty__echo", {"text": "x"})
+        assert (await client.approve("shifty", "echo")).approved == ["echo"]
+        assert (await client.call_tool("shifty__echo", {"text": "now"})).content[0]["text"] == "now"
+    assert db.read_bytes() == broken
+
+
 async def test_secrets_never_leak(tmp_path: Path) -> None:
     """Env and header values appear in no log line, no status, no error; a readable config is flagged."""
     secret, header_secret = "s3cr3t-env-value-81734", "Bearer hdr-secret-55120"

@@ -19,7 +19,7 @@ from mcpd.discovery.groups import group_similar
 from mcpd.discovery.index import ToolIndex, ToolText
 from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.text import terms
-from mcpd.errors import McpdError
+from mcpd.errors import McpdError, NotApproved
 from mcpd.store.db import Store
 from mcpd.store.usage import prior_rows
 from mcpd.testing import fixture_toml
@@ -134,16 +134,19 @@ async def test_reserved_tool_is_answered_by_the_daemon(daemon: DaemonProcess) ->
 
 
 async def test_corrupt_database_turns_usage_off_not_the_daemon(tmp_path: Path) -> None:
-    """A database file that is not SQLite: usage is off with a clear reason; calls still work."""
+    """A database file that is not SQLite: usage is off with a clear reason; calls still work (a
+    server that pins its tools waits for approval: its approvals were in that file)."""
     db = tmp_path / "usage.db"
     db.write_bytes(b"this is not a database" * 100)
     path = tmp_path / "config.toml"
-    path.write_text(config_text(db, "alpha"))
+    path.write_text(config_text(db, "alpha") + fixture_toml("beta", pinning="trust"))
     async with running_daemon(path) as daemon:
         disabled = await daemon.wait_for("usage.disabled")
         assert str(db) in disabled["path"]
         async with connect(daemon.socket) as client:
-            assert (await client.call_tool("alpha__echo", {"text": "fine"})).content[0]["text"] == "fine"
+            assert (await client.call_tool("beta__echo", {"text": "fine"})).content[0]["text"] == "fine"
+            with pytest.raises(NotApproved, match="could not be read"):
+                await client.call_tool("alpha__echo", {"text": "held"})
             with pytest.raises(McpdError, match="no usage report"):
                 await client.report()
 

@@ -32,7 +32,6 @@ from mcpd.ipc import endpoint
 from mcpd.ipc.server import Limits, RpcServer
 from mcpd.model.servers import Event, ResourceUpdated, ServerEvent
 from mcpd.model.states import LIVE_STATES
-from mcpd.model.trust import AcceptedFindings, PinRecord
 from mcpd.registry.catalog import Catalog
 from mcpd.store.db import Store, StoreUnavailable
 from mcpd.store.pins import accepted_rows, pin_rows
@@ -180,24 +179,32 @@ async def _open_usage(config: Config) -> tuple[Store, UsagePrior, TrustGate]:
     daemon down) on failure."""
     settings = config.daemon
     prior = UsagePrior()
-    pins: list[PinRecord] = []
-    accepted: list[AcceptedFindings] = []
     if not settings.usage:
         log.warning("usage.off", consequence="tool pins and accepted findings are kept in memory only")
         return Store.disabled("usage recording is off in the config"), prior, TrustGate()
     path = Path(settings.usage_db).expanduser() if settings.usage_db else None  # noqa: ASYNC240 - no I/O
     opener = functools.partial(Store.open, analyse=terms, retention_days=settings.usage_retention_days)
     store = await anyio.to_thread.run_sync(opener, path)
-    if store.enabled:
-        try:
-            tools, term_rows = await store.follow(prior.load)
-            prior.load(tools, term_rows)
-            pins = await store.run(pin_rows)
-            accepted = await store.run(accepted_rows)
-        except (sqlite3.Error, StoreUnavailable) as exc:
-            log.error("usage.load_failed", error=str(exc))
-        else:
-            log.info("usage.loaded", tools=len(tools), terms=len(term_rows), pins=len(pins))
+    if not store.enabled:
+        exists = await anyio.to_thread.run_sync(store.path.exists)
+        if exists:
+            # Approvals may be in there: without them, a changed tool must not pass for a new server's.
+            return store, prior, TrustGate(unreadable=store.reason or "unavailable")
+        log.warning("usage.off", consequence="tool pins and accepted findings are kept in memory only")
+        return store, prior, TrustGate()
+    try:
+        pins = await store.run(pin_rows)
+        accepted = await store.run(accepted_rows)
+    except (sqlite3.Error, StoreUnavailable) as exc:
+        log.error("usage.pins_unreadable", error=str(exc), consequence="pinned tools wait for approval")
+        return store, prior, TrustGate(unreadable=str(exc))
+    try:
+        tools, term_rows = await store.follow(prior.load)
+        prior.load(tools, term_rows)
+    except (sqlite3.Error, StoreUnavailable) as exc:
+        log.error("usage.load_failed", error=str(exc))
+    else:
+        log.info("usage.loaded", tools=len(tools), terms=len(term_rows), pins=len(pins))
     return store, prior, TrustGate(pins, accepted, persist=store.save_trust)
 
 

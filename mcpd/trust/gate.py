@@ -234,7 +234,14 @@ class TrustGate:
         pins: Iterable[PinRecord] = (),
         accepted: Iterable[AcceptedFindings] = (),
         persist: Callable[[PinRecord | AcceptedFindings], None] | None = None,
+        unreadable: str | None = None,
     ) -> None:
+        """``unreadable``: why the stored pins could not be read. Then no server is seen for the
+        first time (each could have changed since it was approved): under ``pinning = "pin"``
+        every tool waits for ``approve``, and nothing is written over what the store may hold."""
+        self._unreadable = unreadable
+        if unreadable is not None:
+            persist = None
         self._pins: dict[tuple[str, str], PinRecord] = {(p.server, p.tool): p for p in pins}
         self._pinned_servers = {server for server, _ in self._pins}
         self._accepted: dict[tuple[str, str], str] = {
@@ -288,7 +295,7 @@ class TrustGate:
                 f"review with `mcpd diff {config.name}`, accept with `mcpd approve {config.name}`"
             )
             log.error("trust.blocked", server=config.name, findings=unique)
-        first_sight = config.name not in self._pinned_servers
+        first_sight = config.name not in self._pinned_servers and self._unreadable is None
         tools = [
             subject
             for subject in inspection.subjects
@@ -320,17 +327,22 @@ class TrustGate:
             )
             self._pins[server, subject.name] = pin
             self._persist(pin)
-            return None if approved else "new tool since the server was approved"
+            return None if approved else self._unapproved()
         if pin.seen_hash != hashed:
             pin = self._pins[server, subject.name] = msgspec.structs.replace(
                 pin, seen_hash=hashed, seen_definition=subject.definition
             )
             self._persist(pin)
         if pin.approved_hash is None:
-            return "new tool since the server was approved"
+            return self._unapproved()
         if pin.approved_hash != hashed:
             return "definition changed since it was approved"
         return None
+
+    def _unapproved(self) -> str:
+        if self._unreadable is not None:
+            return f"the approved definitions could not be read from the usage store ({self._unreadable})"
+        return "new tool since the server was approved"
 
     def denied(self, server: str, tool: str) -> str | None:
         """None if the tool may be listed and called; else why not (the kind of hold, and the way out)."""
