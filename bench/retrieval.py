@@ -34,7 +34,7 @@ row is an untouched check.
 
 The usage replay learns from every other query (its relevant tools recorded as successful
 calls through a ``Recorder``, by default ``UsagePrior.observe`` with the query analysed by
-``mcpd.discovery.text.terms``, as the daemon records a call) and scores the rest.
+``mcpd.discovery.text.learned_terms``, as the daemon records a call) and scores the rest.
 
 ``--json`` prints one object ``{set: {method: {metric: value}}}``; the bootstrap, the
 cross-validation and the usage replay each sit in a key of their own with the same shape
@@ -59,7 +59,7 @@ from lexical_variants import variants
 
 from mcpd.discovery.index import Params, ToolIndex, ToolText, schema_params
 from mcpd.discovery.prior import UsagePrior
-from mcpd.discovery.text import plain_terms, terms
+from mcpd.discovery.text import learned_terms, plain_terms
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "toolret"
 METRICS = ("R@1", "R@5", "R@10", "nDCG@10", "Hit@1", "SR@5")
@@ -336,7 +336,7 @@ def prior_recorder(prior: UsagePrior, now: float) -> Recorder:
     """Record a call as the daemon does: ``UsagePrior.observe`` with the query's analysed terms."""
 
     def record(query: str, server: str, tool: str) -> None:
-        prior.observe(server, tool, True, terms(query), now)
+        prior.observe(server, tool, True, learned_terms(query), now)
 
     return record
 

@@ -108,3 +108,14 @@ def test_stems_of_client_words_cannot_pin_memory() -> None:
         stem(f"word{i}s")
     assert text._cached_stem.cache_info().currsize == text.STEM_CACHE
     assert stem("images") == "imag" and stem("pdfs") == "pdf"
+
+
+def test_usage_learns_a_bounded_number_of_terms_per_query() -> None:
+    """Every term learned is kept for as long as its call: a long query teaches its first
+    LEARNED_TERMS distinct terms, a usual one all of them, in order."""
+    assert text.learned_terms("convert the PDF to markdown, then convert again") == terms(
+        "convert the PDF to markdown then"
+    )
+    long_query = " ".join(f"word{i}" for i in range(2000))
+    learned = text.learned_terms(long_query)
+    assert len(learned) == text.LEARNED_TERMS and learned[:2] == ["word0", "word1"]

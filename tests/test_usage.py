@@ -19,7 +19,7 @@ from mcpd.discovery.groups import group_similar
 from mcpd.discovery.index import ToolIndex, ToolText
 from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.text import terms
-from mcpd.errors import McpdError, NotApproved
+from mcpd.errors import InvalidParams, McpdError, NotApproved
 from mcpd.store.db import Store
 from mcpd.store.usage import prior_rows
 from mcpd.testing import fixture_toml
@@ -99,7 +99,10 @@ async def test_outcomes_and_the_report(daemon: DaemonProcess) -> None:
             await client.call_tool("alpha__sleep", {"seconds": 2}, timeout=0.2)
         report = await client.report()
         recent = await client.report(since_s=3600)
+        # A window longer than the epoch is everything, not an integer SQLite cannot hold.
+        forever = await client.report(since_s=1e300)
     by_tool = {t.tool: t for t in report.tools}
+    assert forever.tools == report.tools and forever.since is None
     assert by_tool["echo"].failures == 0 and by_tool["fail"].failure_rate == 1.0
     assert by_tool["sleep"].failures == 1
     assert by_tool["echo"].p95_ms >= by_tool["echo"].p50_ms > 0
@@ -120,6 +123,8 @@ async def test_reserved_tool_is_answered_by_the_daemon(daemon: DaemonProcess) ->
         ack = await client.call_tool("mcpd_request_capability", {"capability": "convert PDF to Markdown"})
         await client.request_capability("PDF to markdown conversion", context="user sent a paper")
         await client.request_capability("send an SMS message")
+        with pytest.raises(InvalidParams, match="non-empty"):
+            await client.request_capability(" \t ")  # blank once stripped: nothing to record
         after = (await client.call_tool("alpha__pid")).content
         report = await client.report()
         status = {s.name: s for s in await client.status()}

@@ -23,7 +23,7 @@ from mcpd.daemon.notify import Notifier
 from mcpd.daemon.socket_guard import guard_socket
 from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.semantic_setup import semantic_indexes
-from mcpd.discovery.text import terms
+from mcpd.discovery.text import learned_terms
 from mcpd.errors import ConfigError, McpdError
 from mcpd.front import socket as mcp_socket
 from mcpd.front.hosts import Hosts
@@ -183,7 +183,9 @@ async def _open_usage(config: Config) -> tuple[Store, UsagePrior, TrustGate]:
         log.warning("usage.off", consequence="tool pins and accepted findings are kept in memory only")
         return Store.disabled("usage recording is off in the config"), prior, TrustGate()
     path = Path(settings.usage_db).expanduser() if settings.usage_db else None  # noqa: ASYNC240 - no I/O
-    opener = functools.partial(Store.open, analyse=terms, retention_days=settings.usage_retention_days)
+    opener = functools.partial(
+        Store.open, analyse=learned_terms, retention_days=settings.usage_retention_days
+    )
     store = await anyio.to_thread.run_sync(opener, path)
     if not store.enabled:
         exists = await anyio.to_thread.run_sync(store.path.exists)

@@ -251,7 +251,8 @@ async def capability_request(daemon: Daemon, conn: Connection, params: Capabilit
 @methods.method("report", ReportParams)
 async def report(daemon: Daemon, conn: Connection, params: ReportParams) -> ReportResult:
     """Built on the store's thread from rollups: bounded work whatever the store holds, none on the loop."""
-    since = time.time() - params.since_s if params.since_s else None
+    # A window longer than the epoch is everything (and would not fit SQLite's integers).
+    since = time.time() - params.since_s if params.since_s and params.since_s < time.time() else None
     try:
         return await daemon.usage.run(lambda db: _report(db, since, params.top))
     except StoreUnavailable as exc:

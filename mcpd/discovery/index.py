@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mcpd.discovery.prior import UsagePrior
-from mcpd.discovery.text import name_words, query_terms, terms
+from mcpd.discovery.text import learned_terms, name_words, query_terms, terms
 
 if TYPE_CHECKING:
     # Only for the annotation: the semantic extra is imported by whoever switches it on.
@@ -271,7 +271,7 @@ class ToolIndex:
         if prior:
             # The prior learnt each query's words as the daemon records them (``terms``), request
             # words included: "say something back" is all request words, and still leads somewhere.
-            scores, parts = self._with_usage(scores, Counter(set(terms(query))), prior, servers)
+            scores, parts = self._with_usage(scores, Counter(learned_terms(query)), prior, servers)
         if self.semantic is not None:
             scores = self._fused(query, scores, servers, limit)
         if limit is not None and limit < len(scores):

@@ -145,6 +145,18 @@ def query_terms(text: str, keep: Container[str] = frozenset()) -> list[str]:
     return terms(text, stop=_QueryStops(keep))
 
 
+LEARNED_TERMS = 32
+"""Distinct terms of a query that usage learns from: an agent's request is a sentence or two, and
+every term learned is kept (in the store and in memory) for as long as the call it came with."""
+
+
+def learned_terms(query: str) -> list[str]:
+    """The terms usage learns from a query and looks up again: its first ``LEARNED_TERMS`` distinct
+    ``terms()``. A 4,096-character query gave a thousand; a few hundred such calls grew the
+    daemon by hundreds of MB."""
+    return list(dict.fromkeys(terms(query)))[:LEARNED_TERMS]
+
+
 def name_words(name: str) -> list[str]:
     """The lowercase words of a tool's name, as ``query_terms`` compares them with ``keep``."""
     return [word.lower() for word in split_identifier(name)]

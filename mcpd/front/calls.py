@@ -51,7 +51,7 @@ async def call_tool(
     """
     if reserved.is_reserved(params.tool, params.server):
         capability = params.arguments.get("capability")
-        if not isinstance(capability, str) or not capability.strip():
+        if not isinstance(capability, str):
             raise InvalidParams(f"{reserved.NAME} needs a non-empty string `capability`")
         context = params.arguments.get("context")
         return request_capability(core, caller, capability, context if isinstance(context, str) else None)
@@ -129,18 +129,21 @@ class _CallRecorder:
 
 
 def request_capability(core: Core, caller: Caller, capability: str, context: str | None) -> ToolResult:
-    """Record a missing capability and tell the agent to carry on."""
+    """Record a missing capability and tell the agent to carry on; ``InvalidParams`` for a blank one."""
+    capability = capability.strip()
+    if not capability:
+        raise InvalidParams(f"{reserved.NAME} needs a non-empty `capability`")
     core.usage.record_capability(
         CapabilityRecord(
             ts=time.time(),
-            capability=capability.strip(),
+            capability=capability,
             context=context,
             client=caller.client,
             session=caller.session,
         )
     )
-    log.info("capability.requested", capability=capability.strip(), client=caller.client)
-    return ToolResult(content=[{"type": "text", "text": reserved.acknowledgement(capability.strip())}])
+    log.info("capability.requested", capability=capability, client=caller.client)
+    return ToolResult(content=[{"type": "text", "text": reserved.acknowledgement(capability)}])
 
 
 async def list_tools(core: Core, params: ToolsListParams) -> ToolsListResult:
