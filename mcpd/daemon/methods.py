@@ -261,10 +261,8 @@ async def report(daemon: Daemon, conn: Connection, params: ReportParams) -> Repo
 
 def _report(db: sqlite3.Connection, since: float | None, top: int) -> ReportResult:
     requests = usage_report.capability_rows(db, since)
-    groups = group_similar([capability for capability, _ in requests])
-    last: dict[str, float] = {}
-    for capability, ts in requests:
-        last[capability] = ts
+    groups = group_similar((capability, count) for capability, count, _ in requests)
+    last = {capability: ts for capability, _, ts in requests}
     return ReportResult(
         since=since,
         tools=[
@@ -284,8 +282,8 @@ def _report(db: sqlite3.Connection, since: float | None, top: int) -> ReportResu
         capabilities=[
             CapabilityGroup(
                 capability=group.representative,
-                count=len(group.members),
-                examples=sorted(set(group.members), key=group.members.index)[:3],
+                count=group.count,
+                examples=list(group.members)[:3],
                 last_requested=max(last[m] for m in group.members),
             )
             for group in groups[:top]

@@ -324,12 +324,19 @@ def _add_rollups(
         entry.sketch.merge(blob)
 
 
-def capability_rows(conn: sqlite3.Connection, since: float | None) -> list[tuple[str, float]]:
-    """(capability, time) of every request in the window, oldest first."""
+CAPABILITY_TEXTS = 10_000
+"""Distinct wordings a report groups at most: the most asked for (a report is bounded work)."""
+
+
+def capability_rows(conn: sqlite3.Connection, since: float | None) -> list[tuple[str, int, float]]:
+    """(capability, times asked, last asked) of each wording asked for in the window, the most
+    asked first, at most ``CAPABILITY_TEXTS``."""
     return [
-        (str(capability), float(ts))
-        for capability, ts in conn.execute(
-            "SELECT capability, ts FROM capability_requests WHERE ts >= ? ORDER BY ts", (since or 0.0,)
+        (str(capability), int(count), float(last))
+        for capability, count, last in conn.execute(
+            "SELECT capability, COUNT(*), MAX(ts) FROM capability_requests WHERE ts >= ?"
+            " GROUP BY capability ORDER BY COUNT(*) DESC, MIN(ts) LIMIT ?",
+            (since or 0.0, CAPABILITY_TEXTS),
         )
     ]
 
