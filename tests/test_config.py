@@ -167,6 +167,12 @@ def test_values_that_would_break_timers_or_exec_are_refused(
         assert issue.field == field
 
 
+def test_a_retention_longer_than_dates_can_hold_is_refused(tmp_path: Path) -> None:
+    """``usage_retention_days = 1e308`` stopped the usage store's thread; it is a config error."""
+    with pytest.raises(ConfigError, match="usage_retention_days"):
+        load_config(write(tmp_path, "c.toml", "[daemon]\nusage_retention_days = 1e308\n"))
+
+
 def test_trailing_newline_in_a_name_is_refused(tmp_path: Path) -> None:
     """Names are matched whole: a newline at the end is not a valid name."""
     config = load_config(write(tmp_path, "c.json", json.dumps({"mcpServers": {"b\n": {"command": "x"}}})))

@@ -20,7 +20,7 @@ from mcpd.discovery.index import ToolIndex, ToolText
 from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.text import terms
 from mcpd.errors import InvalidParams, McpdError, NotApproved
-from mcpd.store.db import Store
+from mcpd.store.db import Store, StoreUnavailable
 from mcpd.store.usage import prior_rows
 from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
@@ -259,3 +259,18 @@ def test_similar_capability_requests_group_together() -> None:
         ("send an SMS", 2),
         ("book a flight", 1),
     ]
+
+
+async def test_a_failure_on_the_store_thread_turns_usage_off_and_hangs_nobody(tmp_path: Path) -> None:
+    """Something the store's thread did not foresee (here a retention past what dates can hold,
+    which the config refuses, given straight to the store): usage turns off with the reason, and
+    what waits on the thread gets an error instead of waiting for ever."""
+    store = Store.open(tmp_path / "usage.db", retention_days=1e308)
+    try:
+        with anyio.fail_after(10), pytest.raises(StoreUnavailable, match="OverflowError"):
+            await store.flush()
+        assert not store.enabled and "OverflowError" in (store.reason or "")
+        with anyio.fail_after(10), pytest.raises(StoreUnavailable):
+            await store.flush()
+    finally:
+        store.close()

@@ -162,6 +162,10 @@ def is_loopback(host: str) -> bool:
         return False  # a name other than localhost: whatever it resolves to, it is not ours to trust
 
 
+MAX_RETENTION_DAYS = 36_500.0
+"""A century: longer retention is no retention at all, and would not fit SQLite's integers."""
+
+
 class DaemonSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """The ``[daemon]`` table: limits of the socket API, and the HTTP front end."""
 
@@ -201,6 +205,7 @@ class DaemonSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
             raise ValueError("`max_in_flight` must be >= 1")
         if self.usage_retention_days <= 0:
             raise ValueError("`usage_retention_days` must be > 0")
+        _require_within(self, {"usage_retention_days": (0.0, MAX_RETENTION_DAYS)})
         _require_within(self, {"http_max_sessions": (0, 100_000), "http_session_idle": (0.1, 7 * 86400.0)})
         if self.http is not None:
             host, _ = http_address(self.http)

@@ -363,8 +363,16 @@ class Store:
         try:
             while True:
                 batch, stop = self._collect()
-                self._prune_if_due(conn)
-                self._process(conn, batch)
+                try:
+                    self._prune_if_due(conn)
+                    self._process(conn, batch)
+                except Exception as exc:
+                    # A bug here must not end the thread: every job queued behind it would wait for
+                    # ever (the daemon's start among them). The store turns off and says why.
+                    log.exception("usage.thread_failed", path=str(self.path))
+                    failed = f"usage store {self.path} failed: {type(exc).__name__}: {exc}"
+                    self.reason = self.reason or failed
+                    self._refuse_jobs(batch)
                 if stop:
                     return
         finally:
@@ -389,6 +397,16 @@ class Store:
                 batch.append(self._queue.get_nowait())
         stop = None in batch
         return [item for item in batch if item is not None], stop
+
+    def _refuse_jobs(self, batch: list[Any]) -> None:
+        why = StoreUnavailable(self.reason or "usage store failed")
+
+        def refuse() -> Any:
+            raise why
+
+        for item in batch:
+            if isinstance(item, _Job):
+                item.deliver(refuse)
 
     def _prune_if_due(self, conn: sqlite3.Connection) -> None:
         if self._retention_days is None or self.reason is not None or time.monotonic() < self._next_prune:
