@@ -113,6 +113,31 @@ def test_broken_files_raise_config_error_naming_the_file(
     assert str(path) in str(info.value)
 
 
+def test_a_config_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Path) -> None:
+    """A FIFO (reading would wait for a writer) or a device (/dev/zero never ends) is not a config."""
+    fifo = tmp_path / "c.toml"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero")):
+        with pytest.raises(ConfigError, match="not a regular file"):
+            load_config(path)
+
+
+def test_import_writes_through_a_link_and_never_over_a_device(tmp_path: Path) -> None:
+    """The file a link names gets the servers (the link stays a link); a FIFO or a device (``/dev/null``)
+    is refused, not replaced by a file."""
+    real = write(tmp_path, "real.toml", EXISTING)
+    link = tmp_path / "link.toml"
+    link.symlink_to(real)
+    source = write(tmp_path, "mcp.json", json.dumps({"mcpServers": HOST_ENTRIES}))
+    write_import(plan_import(source, link))
+    assert link.is_symlink() and set(HOST_ENTRIES) <= {s.name for s in load_config(real).servers}
+    fifo = tmp_path / "fifo.toml"  # as /dev/null would be, without risking the machine's own
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        write_import(plan_import(source, fifo))
+    assert fifo.is_fifo()
+
+
 def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
     """--config pointing nowhere is an error, not a silent fallback."""
     with pytest.raises(ConfigError, match="cannot read"):

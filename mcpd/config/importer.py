@@ -60,11 +60,24 @@ def plan_import(source: Path, target: Path) -> ImportPlan:
 
 
 def write_import(plan: ImportPlan) -> None:
-    """Append ``plan.text`` to the target, atomically, after checking the result loads cleanly."""
-    target = plan.target
+    """Append ``plan.text`` to the target, atomically, after checking the result loads cleanly.
+
+    Through a symbolic link the file it names changes (the link stays); anything but a regular
+    file (``/dev/null``, a FIFO) is refused, as is a target that cannot be written, naming it.
+    """
+    target = plan.target.resolve()
+    if target.exists() and not target.is_file():
+        raise ConfigError(f"{plan.target}: not a regular file; nothing was imported")
+    try:
+        _append(target, plan.text)
+    except OSError as exc:
+        raise ConfigError(f"{plan.target}: cannot write the config: {exc.strerror or exc}") from None
+
+
+def _append(target: Path, text: str) -> None:
     old = target.read_text(encoding="utf-8") if target.exists() else ""
     separator = "" if not old or old.endswith("\n\n") else ("\n" if old.endswith("\n") else "\n\n")
-    new = old + separator + plan.text
+    new = old + separator + text
     target.parent.mkdir(parents=True, exist_ok=True)
     # Server entries may hold secrets (env, headers): a new file is private to its user.
     mode = target.stat().st_mode & 0o777 if target.exists() else 0o600

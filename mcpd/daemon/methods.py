@@ -102,7 +102,8 @@ class Daemon(Core):
 
     async def _reload(self) -> ReloadResult:
         async with self.reload_lock:
-            config = load_config(self.config_path)
+            # Off the loop: a config file on a slow or network disk must not stall every client.
+            config = await anyio.to_thread.run_sync(load_config, self.config_path)
             if config.issues:
                 # At start a bad entry is skipped; on reload skipping it would stop a running
                 # server over a typo. The whole new config is refused instead.
