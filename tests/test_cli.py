@@ -407,6 +407,29 @@ async def test_a_closed_pipe_ends_quietly(daemon: DaemonProcess, argv: list[str]
     assert (result.returncode, result.stderr) == (141, "")
 
 
+@pytest.mark.parametrize("argv", [["status", "--json"], ["status"], ["tools"]])
+async def test_an_output_that_cannot_be_written_is_one_line_not_a_traceback(
+    daemon: DaemonProcess, argv: list[str]
+) -> None:
+    """stdout refusing what is written (``> /dev/full``, a full disk) or closed (``>&-``): one line
+    on stderr saying so, exit 1, no traceback."""
+    command = [sys.executable, "-m", "mcpd", *argv, "--socket", str(daemon.socket)]
+    full = os.open("/dev/full", os.O_WRONLY)
+    try:
+        into_full = subprocess.run(
+            command, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60, check=False
+        )
+    finally:
+        os.close(full)
+    # stdout closed: the child starts with no file descriptor 1 at all.
+    closed = subprocess.run(
+        ["sh", "-c", '"$@" >&-', "sh", *command], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (into_full.returncode, into_full.stderr.count("\n")) == (1, 1), into_full.stderr
+    assert "No space left" in into_full.stderr
+    assert closed.returncode == 0 and "Traceback" not in closed.stderr, closed.stderr
+
+
 async def test_ctrl_c_during_a_call_is_quiet_and_recorded_as_cancelled(daemon: DaemonProcess) -> None:
     """Ctrl-C while a call runs: exit 130, no traceback, the bar erased; the daemon withdraws the
     call and records it with the outcome `cancelled`."""

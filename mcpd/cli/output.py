@@ -109,23 +109,39 @@ def reported(command: Callable[[], int], *, as_json: bool) -> int:
 
 def exit_with(command: Callable[[], int]) -> NoReturn:
     """Run ``command`` and exit with its status."""
+    if sys.stdout is None:
+        # Started with stdout closed (`>&-`): what would be printed goes nowhere, as asked.
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stdout for the rest of the process
     try:
         status = command()
         sys.stdout.flush()  # inside the try: a reader that went away is noticed here, not at exit
     except BrokenPipeError:
         # `mcpd ... | head`: the reader has all it wanted. Point stdout at /dev/null so that
         # Python's final flush stays quiet too, and end as a process killed by SIGPIPE would.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _quiet_stdout()
         status = EXIT_BROKEN_PIPE
+    except OSError as exc:
+        # stdout refused what was written (`> /dev/full`): said once, on stderr, not as a traceback.
+        _quiet_stdout()
+        print(f"mcpd: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        status = 1
     except KeyboardInterrupt:
         status = EXIT_INTERRUPTED
     sys.exit(status)
 
 
+def _quiet_stdout() -> None:
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def report(error: BaseException, *, as_json: bool) -> int:
     """Say what went wrong exactly once: a JSON document on stdout, or one line on stderr."""
     if as_json:
-        emit_json(error_document(error))
+        try:
+            emit_json(error_document(error))
+        except OSError:
+            # The error is the output itself (`> /dev/full`): the document cannot go there either.
+            print(f"mcpd: {error}", file=sys.stderr)
     elif isinstance(error, UsageError):
         print(f"{error.prog}: {error} (see `{error.prog} --help`)", file=sys.stderr)
     elif not isinstance(error, Interrupted):
