@@ -484,3 +484,22 @@ async def test_disabled_tools_are_hidden_and_refused(daemon: DaemonProcess) -> N
         t["name"] for t in listed["tools"]
     }
     assert refused.returncode == 1 and "disabled in the config" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["status", "a\udcffb"], "not valid UTF-8"),
+        (["tools", "--limit", "9" * 30], "whole number from 1 to"),
+        (["call", "fx", "echo", "--args", '{"text": NaN}'], "NaN is not a JSON number"),
+        (["call", "fx", "echo", "--args", '{"n": ' + "9" * 30 + "}"], "too large for a 64-bit integer"),
+        (["call", "fx", "echo", "--args", "[" * 30_000], "nested too deeply"),
+        (["serve", "--socket", ""], "an empty one"),
+    ],
+)
+def test_input_the_protocol_cannot_carry_is_a_usage_error(argv: list[str], needle: str) -> None:
+    """Bytes that are not UTF-8, numbers past 64 bits (or NaN), JSON nested past the recursion limit,
+    an empty path: exit 2 with the reason, never an internal error (they used to be)."""
+    result = run_cli(*argv, timeout=60)
+    assert result.returncode == 2 and needle in result.stderr, result.stderr
+    assert "internal error" not in result.stderr and "Traceback" not in result.stderr

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from mcpd.cli import bridge
-from mcpd.cli.parsing import Commands
+from mcpd.cli.parsing import Commands, socket_path
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -63,7 +63,7 @@ def register(commands: Commands) -> None:
         "--config", type=Path, help="config file (TOML, or mcpServers JSON); default: user config dir"
     )
     serve.add_argument(
-        "--socket", type=Path, help="socket to listen on (default: $MCPD_SOCKET or the runtime dir)"
+        "--socket", type=socket_path, help="socket to listen on (default: $MCPD_SOCKET or the runtime dir)"
     )
     serve.add_argument(
         "--http",
@@ -90,7 +90,7 @@ def register(commands: Commands) -> None:
     service.add_argument("action", choices=["install", "uninstall", "status"])
     service.add_argument("--dry-run", action="store_true", help="print the files instead of installing")
     service.add_argument("--config", type=Path, help="config for the service (default: the user config)")
-    service.add_argument("--socket", type=Path, help="socket path (default: the runtime dir)")
+    service.add_argument("--socket", type=socket_path, help="socket path (default: the runtime dir)")
     service.add_argument(
         "--socket-activation", action="store_true", help="also install mcpd.socket (systemd)"
     )

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeAlias
 
+import msgspec
+
 from mcpd.cli.output import UsageError
 from mcpd.client import Client
 from mcpd.model.protocol import MAX_CALL_TIMEOUT
@@ -29,13 +31,17 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message, self.prog)
 
 
+MAX_INT = 2**31 - 1
+"""The largest count an option takes: larger ones cannot travel in the protocol's integers anyway."""
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    if not 1 <= value <= MAX_INT:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to {MAX_INT}, got {text!r}")
     return value
 
 
@@ -84,11 +90,27 @@ def age(text: str) -> float:
     return value
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def socket_path(text: str) -> Path:
+    if not text:
+        raise argparse.ArgumentTypeError("expected a path, got an empty one")
+    return Path(text)
+
+
 def json_object(text: str) -> dict[str, Any]:
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
+        value = json.loads(text, parse_constant=_no_constant)
+        # What the socket cannot carry is refused here, not found as an internal error later.
+        msgspec.msgpack.encode(value)
+    except (json.JSONDecodeError, ValueError) as exc:
         raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise argparse.ArgumentTypeError("JSON nested too deeply") from None
+    except OverflowError:
+        raise argparse.ArgumentTypeError("a number too large for a 64-bit integer") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError('expected a JSON object, e.g. \'{"text": "hi"}\'')
     return value
@@ -98,7 +120,7 @@ def client_options() -> Parser:
     """The options of every command that talks to the daemon."""
     common = Parser(add_help=False)
     common.add_argument(
-        "--socket", type=Path, help="daemon socket (default: $MCPD_SOCKET or the runtime dir)"
+        "--socket", type=socket_path, help="daemon socket (default: $MCPD_SOCKET or the runtime dir)"
     )
     common.add_argument("--json", action="store_true", help="print one JSON document (errors too)")
     common.add_argument(
