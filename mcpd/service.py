@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcpd.config.paths import SOCKET_NAME, default_runtime_dir
+from mcpd.errors import ConfigError
 
 UNIT = "mcpd.service"
 SOCKET_UNIT = "mcpd.socket"
@@ -30,6 +31,8 @@ class Paths:
     """None: the daemon finds the user config itself (or runs the embedded default)."""
     socket: str
     log_dir: str
+    specifiers: bool = False
+    """The paths hold systemd specifiers (``%h``, ``%t``) on purpose; else a ``%`` is a ``%``."""
 
     def serve_args(self) -> list[str]:
         config = ["--config", self.config] if self.config else []
@@ -45,7 +48,9 @@ class Paths:
 
 
 GENERIC = {
-    "systemd": Paths(executable="%h/.local/bin/mcpd", config=None, socket="%t/mcpd/mcpd.sock", log_dir=""),
+    "systemd": Paths(
+        executable="%h/.local/bin/mcpd", config=None, socket="%t/mcpd/mcpd.sock", log_dir="", specifiers=True
+    ),
     "launchd": Paths(
         executable="/Users/USER/.local/bin/mcpd",
         config=None,
@@ -60,12 +65,26 @@ def current_paths(config: Path | None = None, socket: Path | None = None) -> Pat
     """The paths of this installation: the mcpd script beside this interpreter, else on PATH."""
     beside = Path(sys.executable).with_name("mcpd")
     executable = str(beside) if beside.exists() else shutil.which("mcpd") or f"{sys.executable} -m mcpd"
+    for given in (config, socket):
+        if given is not None and any(ord(char) < 32 or char == "\x7f" for char in str(given)):
+            # A newline would start a line of its own in the unit file: another directive.
+            raise ConfigError(f"{str(given)!r}: a path with a control character cannot go in a service file")
     return Paths(
         executable=executable,
         config=str(config) if config else None,
         socket=str(socket or default_runtime_dir() / SOCKET_NAME),
         log_dir=str(Path.home() / "Library" / "Logs" / "mcpd"),
     )
+
+
+def _systemd_word(arg: str, specifiers: bool) -> str:
+    """One argument of an ``ExecStart=`` line: ``%`` doubled unless meant as a specifier, and
+    quoted (C-style, as systemd reads it) when it holds a space, a quote or a backslash."""
+    if not specifiers:
+        arg = arg.replace("%", "%%")
+    if any(char.isspace() or char in "\"'\\;" for char in arg):
+        arg = '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return arg
 
 
 def systemd_service(paths: Paths) -> str:
@@ -75,7 +94,7 @@ Description=mcpd: supervised MCP servers shared by every agent
 [Service]
 Type=notify
 NotifyAccess=main
-ExecStart={" ".join(paths.serve_args())}
+ExecStart={" ".join(_systemd_word(arg, paths.specifiers) for arg in paths.serve_args())}
 ExecReload=/bin/kill -HUP $MAINPID
 Restart=on-failure
 RestartSec=2
@@ -98,7 +117,7 @@ def systemd_socket(paths: Paths) -> str:
 Description=mcpd socket: clients can connect while the daemon (re)starts
 
 [Socket]
-ListenStream={paths.socket}
+ListenStream={paths.socket if paths.specifiers else paths.socket.replace("%", "%%")}
 SocketMode=0600
 DirectoryMode=0700
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import plistlib
+import shlex
 import shutil
 import signal
 import socket
@@ -281,3 +282,23 @@ def test_uninstall_says_only_what_it_removed_and_fails_with_systemctl(tmp_path: 
         assert calls[0] == "--user disable --now mcpd.service"
         assert not (units / "mcpd.service").exists()
         (tmp_path / "systemctl.log").unlink()
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="the systemd path")
+def test_a_config_path_is_one_argument_of_the_unit_and_cannot_add_a_line(tmp_path: Path) -> None:
+    """A space, a quote or a ``%`` in the config path: quoted and escaped as systemd reads an
+    ``ExecStart=`` line, so the daemon gets the path whole; a newline would start another
+    directive: refused (exit 2)."""
+    config = tmp_path / 'my "odd" config %h.toml'
+
+    def dry_run(path: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "mcpd", "service", "install", "--dry-run", "--config", path]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+
+    result = dry_run(str(config))
+    (exec_start,) = [line for line in result.stdout.splitlines() if line.startswith("ExecStart=")]
+    words = shlex.split(exec_start.removeprefix("ExecStart="))
+    assert words[words.index("--config") + 1] == str(config).replace("%", "%%")
+    injected = dry_run(f"{tmp_path}/c.toml\nExecStartPre=/bin/touch {tmp_path}/owned")
+    assert injected.returncode == 2 and "control character" in injected.stderr
+    assert "ExecStartPre" not in injected.stdout
