@@ -198,6 +198,18 @@ def test_a_retention_longer_than_dates_can_hold_is_refused(tmp_path: Path) -> No
         load_config(write(tmp_path, "c.toml", "[daemon]\nusage_retention_days = 1e308\n"))
 
 
+def test_text_that_is_not_unicode_is_an_entry_error(tmp_path: Path) -> None:
+    """A lone surrogate passes JSON but no UTF-8 encoder (every status of the server failed later):
+    the entry is refused, naming the field; the others load."""
+    entries = (
+        '{"mcpServers": {"bad": {"command": "x", "description": "d \\ud800"}, "good": {"command": "y"}}}'
+    )
+    config = load_config(write(tmp_path, "mcp.json", entries))
+    assert [s.name for s in config.servers] == ["good"]
+    (issue,) = config.issues
+    assert issue.server == "bad" and "not valid Unicode" in issue.message
+
+
 def test_trailing_newline_in_a_name_is_refused(tmp_path: Path) -> None:
     """Names are matched whole: a newline at the end is not a valid name."""
     config = load_config(write(tmp_path, "c.json", json.dumps({"mcpServers": {"b\n": {"command": "x"}}})))

@@ -105,6 +105,11 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
 
     def __post_init__(self) -> None:
         _require_finite(self)
+        for field, value in msgspec.structs.asdict(self).items():
+            if _not_unicode(value):
+                # A lone surrogate (JSON's "\ud800") passes JSON but no UTF-8 encoder: every later
+                # status or log of this server would fail.
+                raise ValueError(f"`{field}` holds text that is not valid Unicode")
         if (self.command is None) == (self.url is None):
             raise ValueError("exactly one of `command` (stdio) or `url` (streamable HTTP) is required")
         if self.command is not None and not self.command.strip():
@@ -128,6 +133,20 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
                 raise ValueError(f"`env` has an invalid variable name or value: {key!r}")
         if self.cwd is not None and not os.path.isabs(os.path.expanduser(self.cwd)):
             raise ValueError("`cwd` must be an absolute path")
+
+
+def _not_unicode(value: object) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_not_unicode(key) or _not_unicode(item) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return any(map(_not_unicode, value))
+    return False
 
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
