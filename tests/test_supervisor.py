@@ -182,6 +182,19 @@ async def test_missing_command_fails_alone() -> None:
     assert status.restarts == 0
 
 
+async def test_a_spawn_failure_names_what_is_wrong(tmp_path: Path) -> None:
+    """A working directory that does not exist is named as such (exec blamed the command for it),
+    and a command that is a directory says so."""
+    no_cwd = ServerConfig(name="nocwd", command=sys.executable, cwd=str(tmp_path / "not-here"))
+    a_dir = ServerConfig(name="adir", command=str(tmp_path))
+    async with open_supervisor(config(no_cwd, a_dir)) as sup:
+        for name in ("nocwd", "adir"):
+            await sup.actor(name).wait_state(S.FAILED, timeout=10)
+        errors = {name: sup.actor(name).status().last_error or "" for name in ("nocwd", "adir")}
+    assert "working directory" in errors["nocwd"] and "not-here" in errors["nocwd"]
+    assert "Is a directory" in errors["adir"]
+
+
 async def test_garbage_on_stdout_is_skipped() -> None:
     """Non-JSON lines on stdout are dropped and counted; the session still works; stderr lines are
     kept as the server's tail (what ``servers.show`` returns)."""

@@ -98,6 +98,8 @@ def _resolve(config: ServerConfig, env: dict[str, str]) -> str:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
         return found
     path = os.path.join(os.path.expanduser(config.cwd), command) if config.cwd else command
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), command)
     if not os.path.isfile(path):
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
     if not os.access(path, os.X_OK):
@@ -375,6 +377,9 @@ async def _spawn(
     config: ServerConfig, exited: anyio.Event
 ) -> tuple[asyncio.SubprocessTransport, asyncio.subprocess.SubprocessStreamProtocol, StdinPipe]:
     env = child_environment(config.env)
+    if config.cwd and not os.path.isdir(os.path.expanduser(config.cwd)):  # noqa: ASYNC240 - a stat
+        # exec would blame the command for it ("No such file or directory: '/bin/cat'").
+        raise FileNotFoundError(errno.ENOENT, "the working directory (`cwd`) does not exist", config.cwd)
     argv, preexec = _launch(config, env)
     # stdin is a pipe of ours, not asyncio's: see ``StdinPipe`` for why.
     child_end, our_end = os.pipe()
@@ -414,9 +419,8 @@ async def open_stdio_child(
     try:
         transport, protocol, stdin = await _spawn(config, exited)
     except (OSError, ValueError) as exc:
-        reason = (
-            f"{exc.strerror} ({config.command!r})" if isinstance(exc, OSError) and exc.strerror else str(exc)
-        )
+        named = exc.filename if isinstance(exc, OSError) and exc.filename == config.cwd else config.command
+        reason = f"{exc.strerror} ({named!r})" if isinstance(exc, OSError) and exc.strerror else str(exc)
         transient = isinstance(exc, OSError) and exc.errno in _TRANSIENT_SPAWN_ERRORS
         raise SpawnError(reason, transient=transient) from exc
     child = StdioChild(
