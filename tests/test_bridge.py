@@ -584,7 +584,7 @@ async def test_a_host_that_pauses_reading_loses_no_call(tmp_path: Path) -> None:
     (``client_write_timeout``) while large answers arrive: the bridge keeps them, keeps reading the
     daemon, and every call is answered once the host reads again."""
     config = tmp_path / "config.toml"
-    config.write_text("[daemon]\nclient_write_timeout = 1.0\n" + fixture_toml("tools"))
+    config.write_text("[daemon]\nclient_write_timeout = 0.5\n" + fixture_toml("tools"))
     initialize = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
     big = "x" * 600_000
     async with running_daemon(config) as daemon:
@@ -600,7 +600,7 @@ async def test_a_host_that_pauses_reading_loses_no_call(tmp_path: Path) -> None:
                     "arguments": {"tool": "tools__echo", "arguments": {"text": big}},
                 }
                 await host.send({"id": request_id, "method": "tools/call", "params": echo})
-            await anyio.sleep(3)  # not reading: three times client_write_timeout
+            await anyio.sleep(1.5)  # not reading: three times client_write_timeout
             answers = await host.until_answer(*range(10, 14))
             process.terminate()
     results = {m["id"]: m for m in answers if "id" in m}

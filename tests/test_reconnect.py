@@ -38,7 +38,9 @@ async def test_a_server_that_stops_answering_is_noticed_when_a_call_gives_up() -
     once, not left to the next ping an hour away; nor does the unanswered notification hold the
     session's later requests for long."""
     port = free_port()
-    remote = ServerConfig(name="remote", url=f"http://127.0.0.1:{port}/mcp", ping_interval=3600.0)
+    remote = ServerConfig(
+        name="remote", url=f"http://127.0.0.1:{port}/mcp", ping_interval=3600.0, ping_timeout=1.0
+    )
     async with (
         open_supervisor(Config(source="<test>", servers=(remote,))) as sup,
         running_http_fixture("remote", port, "--freeze-after", "1"),

@@ -146,7 +146,7 @@ async def test_a_flood_of_server_requests_reaches_the_host_bounded(
         raise AssertionError("unreachable")
 
     asked = MAX_SERVER_REQUESTS + 6
-    arguments = {"kind": "sampling", "count": asked, "wait": 3.0}
+    arguments = {"kind": "sampling", "count": asked, "wait": 2.0}
     async with host(daemon.socket, sampling_callback=sampling) as session:
         outcomes = json.loads(await host_call(session, f"{server}__ask_many", arguments))
     assert outcomes == {"no answer": MAX_SERVER_REQUESTS, "refused -32012": asked - MAX_SERVER_REQUESTS}
