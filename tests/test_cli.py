@@ -503,3 +503,16 @@ def test_input_the_protocol_cannot_carry_is_a_usage_error(argv: list[str], needl
     result = run_cli(*argv, timeout=60)
     assert result.returncode == 2 and needle in result.stderr, result.stderr
     assert "internal error" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_file_mcpd_cannot_write_is_named_not_an_internal_error(tmp_path: Path) -> None:
+    """``token`` whose file cannot be made, ``service install`` whose unit directory cannot be:
+    exit 2 naming the path (they were internal errors)."""
+    config = tmp_path / "c.toml"
+    config.write_text('[daemon]\nhttp_token_file = "/dev/full/token"\n')
+    token = run_cli("token", "--config", str(config), timeout=60)
+    unwritable = {"XDG_CONFIG_HOME": "/dev/full/config", "HOME": "/dev/full"}
+    install = run_cli("service", "install", env=unwritable, timeout=60)
+    for result in (token, install):
+        assert result.returncode == 2 and "/dev/full" in result.stderr, result.stderr
+        assert "internal error" not in result.stderr and "Traceback" not in result.stderr

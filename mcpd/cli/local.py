@@ -7,10 +7,13 @@ Each imports what it runs only when it runs, so ``mcpd status`` never pays for t
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from mcpd.cli import bridge
 from mcpd.cli.parsing import Commands, socket_path
+from mcpd.errors import ConfigError
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -35,21 +38,33 @@ def cmd_check(args: argparse.Namespace) -> int:
     return status
 
 
+@contextlib.contextmanager
+def _files_named() -> Iterator[None]:
+    """A file the command cannot write (a read-only directory, a full disk) is the user's to fix:
+    said as such, naming it, not as an internal error."""
+    try:
+        yield
+    except OSError as exc:
+        raise ConfigError(f"{exc.filename or 'a file'}: {exc.strerror or exc}") from None
+
+
 def cmd_service(args: argparse.Namespace) -> int:
     from mcpd import service
 
-    if args.action == "install":
-        paths = service.current_paths(args.config.resolve() if args.config else None, args.socket)
-        return service.install(paths, dry_run=args.dry_run, socket_activation=args.socket_activation)
-    if args.action == "uninstall":
-        return service.uninstall()
-    return service.status()
+    with _files_named():
+        if args.action == "install":
+            paths = service.current_paths(args.config.resolve() if args.config else None, args.socket)
+            return service.install(paths, dry_run=args.dry_run, socket_activation=args.socket_activation)
+        if args.action == "uninstall":
+            return service.uninstall()
+        return service.status()
 
 
 def cmd_token(args: argparse.Namespace) -> int:
     from mcpd.front.http.token import configured_token
 
-    path, token = configured_token(args.config)
+    with _files_named():
+        path, token = configured_token(args.config)
     if args.path:
         print(path)
     else:
