@@ -303,6 +303,12 @@ async def test_unknown_method_and_invalid_params(daemon: DaemonProcess) -> None:
             client.request(_wire.Call("servers.start", HelloParams(protocol=1), dict))
         with pytest.raises(InvalidParams):
             client.request(_wire.Call("tools.call", NoParams(), dict))
+        # Arguments no server takes (the SDK's drop them: the call would wait out its deadline).
+        nested: dict[str, object] = {"text": "x"}
+        for _ in range(100):
+            nested = {"inner": nested}
+        with pytest.raises(InvalidParams, match="nested deeper than 64"):
+            client.call_tool("alpha__echo", nested, timeout=30)
         assert [s.name for s in client.status()] == ["alpha", "beta", "off"]
 
 

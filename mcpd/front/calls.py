@@ -55,6 +55,10 @@ async def call_tool(
             raise InvalidParams(f"{reserved.NAME} needs a non-empty string `capability`")
         context = params.arguments.get("context")
         return request_capability(core, caller, capability, context if isinstance(context, str) else None)
+    if _nested_deeper(params.arguments, MAX_ARGUMENT_DEPTH):
+        # Servers choke on it silently (the MCP SDK's drop the request): the call would wait out
+        # its whole deadline for nothing.
+        raise InvalidParams(f"arguments nested deeper than {MAX_ARGUMENT_DEPTH} levels")
     if params.server is None:
         server, tool = core.catalog.resolve(params.tool)
     else:
@@ -79,6 +83,25 @@ async def call_tool(
         core.requests.end(running, token)
     call.done("tool_error" if result.is_error else "ok")
     return result
+
+
+MAX_ARGUMENT_DEPTH = 64
+"""Levels of nesting a tool's arguments may have (real ones have a handful)."""
+
+
+def _nested_deeper(value: object, limit: int) -> bool:
+    """Whether ``value`` nests lists and objects deeper than ``limit`` (walked without recursion)."""
+    level: list[object] = [value]
+    for _ in range(limit):
+        level = [
+            item
+            for container in level
+            if isinstance(container, dict | list)
+            for item in (container.values() if isinstance(container, dict) else container)
+        ]
+        if not level:
+            return False
+    return any(isinstance(item, dict | list) for item in level)
 
 
 @functools.cache
