@@ -15,7 +15,7 @@ import pytest
 
 from mcpd.client.aio import connect
 from mcpd.config.model import ServerConfig
-from mcpd.errors import NotApproved, ServerNotRunning
+from mcpd.errors import NotApproved, ServerNotRunning, UnknownTool
 from mcpd.model.tools import ToolInfo
 from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import running_daemon
@@ -254,6 +254,27 @@ async def test_changed_definition_is_held_until_approved(tmp_path: Path) -> None
     # The approval is durable: a new daemon on the same database trusts the new definition.
     async with running_daemon(config) as again, connect(again.socket) as client:
         assert (await client.call_tool("shifty__echo", {"text": "still"})).content[0]["text"] == "still"
+
+
+async def test_only_offered_tools_wait_for_approval(tmp_path: Path) -> None:
+    """A tool added at run time waits for approval; once the server no longer offers it (a restart),
+    ``diff`` no longer lists it; approving a tool the server never had is an error, not a silent 0."""
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f"[daemon]\nusage_db = {json.dumps(str(tmp_path / 'usage.db'))}\n" + fixture_toml("grows")
+    )
+    async with running_daemon(config) as daemon, connect(daemon.socket) as client:
+        await client.call_tool("grows__add_tool", {"name": "ghost"})
+        await daemon.wait_for("trust.held_back", server="grows")
+        assert [c.tool for c in (await client.trust("grows")).changes] == ["ghost"]
+        mark = len(daemon.events)
+        await client.restart("grows")
+        await daemon.wait_for("server.state", server="grows", new="running", after=mark)
+        with anyio.fail_after(30):
+            while (await client.trust("grows")).changes:
+                await anyio.sleep(0.1)
+        with pytest.raises(UnknownTool, match="no tool 'never_had'"):
+            await client.approve("grows", "never_had")
 
 
 async def test_pins_that_cannot_be_read_approve_nothing(tmp_path: Path) -> None:

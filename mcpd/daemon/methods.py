@@ -21,6 +21,7 @@ from mcpd.errors import (
     CallTimeout,
     ConfigError,
     McpdError,
+    UnknownTool,
 )
 from mcpd.front import calls, surface
 from mcpd.front.core import Caller, Core
@@ -315,8 +316,15 @@ async def prompt_snippet(daemon: Daemon, conn: Connection, params: NoParams) -> 
 async def trust_approve(daemon: Daemon, conn: Connection, params: ApproveParams) -> ApproveResult:
     """Accept what holds a server's tools back (or one tool's): changed definitions, verifier findings."""
     actor = daemon.supervisor.actor(params.server)
+    gate = daemon.catalog.gate
+    known = {tool.name for tool in actor.tools} | gate.pinned(actor.name)
+    if params.tool is not None and params.tool not in known:
+        raise UnknownTool(
+            f"server {actor.name!r} has no tool {params.tool!r} to approve",
+            {"server": actor.name, "tool": params.tool},
+        )
     await daemon.catalog.review(actor)  # findings are accepted for the texts the server shows now
-    definitions, findings = daemon.catalog.gate.approve(actor.config, params.tool)
+    definitions, findings = gate.approve(actor.config, params.tool)
     return ApproveResult(approved=definitions, findings=findings)
 
 
@@ -328,7 +336,9 @@ async def trust_show(daemon: Daemon, conn: Connection, params: ServerParams) -> 
     return TrustResult(
         server=params.name,
         summary=review.summary(),
-        changes=daemon.catalog.gate.changes(params.name),
+        changes=daemon.catalog.gate.changes(
+            params.name, {t.name for t in actor.tools} if actor.tools else None
+        ),
         findings=daemon.catalog.gate.findings(params.name),
     )
 

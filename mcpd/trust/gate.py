@@ -392,10 +392,18 @@ class TrustGate:
             log.info("trust.approved", server=server, tools=sorted(definitions), findings=sorted(findings))
         return sorted(definitions), sorted(findings)
 
-    def changes(self, server: str) -> list[ToolChange]:
+    def pinned(self, server: str) -> set[str]:
+        """The tools of ``server`` ever seen (pinned), offered now or not."""
+        return {tool for pin_server, tool in self._pins if pin_server == server}
+
+    def changes(self, server: str, offered: set[str] | None = None) -> list[ToolChange]:
+        """What waits for approval; with ``offered`` (the tools the server lists now) only those:
+        a tool the server dropped has nothing left to approve."""
         out = []
         for (pin_server, tool), pin in sorted(self._pins.items()):
             if pin_server != server or pin.approved_hash == pin.seen_hash:
+                continue
+            if offered is not None and tool not in offered:
                 continue
             before = (pin.approved_definition or "").splitlines()
             after = pin.seen_definition.splitlines()
