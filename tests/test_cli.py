@@ -495,6 +495,8 @@ async def test_disabled_tools_are_hidden_and_refused(daemon: DaemonProcess) -> N
         (["call", "fx", "echo", "--args", '{"n": ' + "9" * 30 + "}"], "too large for a 64-bit integer"),
         (["call", "fx", "echo", "--args", "[" * 30_000], "nested too deeply"),
         (["serve", "--socket", ""], "an empty one"),
+        (["status", ""], "expected a name"),  # it used to list every server
+        (["approve", "fx", ""], "expected a name"),  # it used to approve nothing and exit 0
     ],
 )
 def test_input_the_protocol_cannot_carry_is_a_usage_error(argv: list[str], needle: str) -> None:

@@ -16,7 +16,7 @@ import sys
 import time
 
 from mcpd.cli.output import EXIT_OK, Style, emit_json
-from mcpd.cli.parsing import Commands, Parser, connected
+from mcpd.cli.parsing import Commands, Parser, connected, nonempty_name
 from mcpd.client import Client
 from mcpd.model.logs import LogEntry
 
@@ -97,7 +97,7 @@ def register(commands: Commands, common: Parser) -> None:
         description="Print the server's latest stderr lines and MCP log messages, oldest first: all "
         "the daemon keeps (at most 1,000 lines and 256 KiB, across restarts) unless -n says how many.",
     )
-    logs.add_argument("server", help="server name")
+    logs.add_argument("server", type=nonempty_name, help="server name")
     logs.add_argument("-f", "--follow", action="store_true", help="then print new lines as they come")
     logs.add_argument(
         "-n", "--lines", type=count, metavar="N", help="only the latest N lines (default: all kept)"

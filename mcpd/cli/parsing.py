@@ -94,6 +94,13 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+def nonempty_name(text: str) -> str:
+    """A server, tool or prompt name: never empty (an empty one used to mean "all of them")."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a name, got an empty one")
+    return text
+
+
 def socket_path(text: str) -> Path:
     if not text:
         raise argparse.ArgumentTypeError("expected a path, got an empty one")

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from mcpd.cli import output
 from mcpd.cli.output import EXIT_ERROR, EXIT_OK, STATE_COLOURS, Style, clip, duration, emit_json
-from mcpd.cli.parsing import Commands, Parser, connected
+from mcpd.cli.parsing import Commands, Parser, connected, nonempty_name
 from mcpd.client import Client
 from mcpd.model.servers import ServerDetail, ServerStatus
 from mcpd.model.states import LIVE_STATES
@@ -165,7 +165,9 @@ def register(commands: Commands, common: Parser) -> None:
     status = commands.add_parser(
         "status", parents=[common], help="every server at a glance, or one server in detail"
     )
-    status.add_argument("server", nargs="?", help="show this server's details, history and stderr")
+    status.add_argument(
+        "server", nargs="?", type=nonempty_name, help="show this server's details, history and stderr"
+    )
     status.set_defaults(run=connected(cmd_status))
     live = frozenset({"running", "degraded"})
     for name, act, success, text in (
@@ -174,7 +176,7 @@ def register(commands: Commands, common: Parser) -> None:
         ("restart", lambda c, n: c.restart(n), live, "restart a server"),
     ):
         sub = commands.add_parser(name, parents=[common], help=text)
-        sub.add_argument("name", metavar="server", help="server name")
+        sub.add_argument("name", metavar="server", type=nonempty_name, help="server name")
         sub.set_defaults(run=connected(_action(act, success)))
     commands.add_parser("reload", parents=[common], help="re-read the config and apply changes").set_defaults(
         run=connected(cmd_reload)

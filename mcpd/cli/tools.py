@@ -11,7 +11,16 @@ from typing import Any
 
 from mcpd.cli import output
 from mcpd.cli.output import EXIT_ERROR, EXIT_OK, clip, emit_json
-from mcpd.cli.parsing import Commands, Parser, connected, fraction, json_object, positive_int, seconds
+from mcpd.cli.parsing import (
+    Commands,
+    Parser,
+    connected,
+    fraction,
+    json_object,
+    nonempty_name,
+    positive_int,
+    seconds,
+)
 from mcpd.cli.progress import ProgressBar
 from mcpd.client import Client
 from mcpd.model.tools import ToolEntry, ToolResult
@@ -169,8 +178,8 @@ def register(commands: Commands, common: Parser) -> None:
     select.set_defaults(run=connected(cmd_select))
 
     call = commands.add_parser("call", parents=[common], help="call a tool and print its result")
-    call.add_argument("server", help="server name")
-    call.add_argument("tool", help="tool name, as the server calls it")
+    call.add_argument("server", type=nonempty_name, help="server name")
+    call.add_argument("tool", type=nonempty_name, help="tool name, as the server calls it")
     call.add_argument("--args", type=json_object, default={}, metavar="JSON", help="arguments, a JSON object")
     call.add_argument("--timeout", type=seconds, help="seconds (default: the server's call_timeout)")
     call.add_argument("--query", help="the user request behind this call (ranking learns from it)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from mcpd.cli.output import EXIT_OK, emit_json
-from mcpd.cli.parsing import Commands, Parser, connected
+from mcpd.cli.parsing import Commands, Parser, connected, nonempty_name
 from mcpd.client import Client
 from mcpd.model.trust import describe
 
@@ -40,11 +40,11 @@ def cmd_diff(args: argparse.Namespace, client: Client) -> int:
 
 def register(commands: Commands, common: Parser) -> None:
     approve = commands.add_parser("approve", parents=[common], help="accept changed or new tools of a server")
-    approve.add_argument("server")
-    approve.add_argument("tool", nargs="?", help="only this tool")
+    approve.add_argument("server", type=nonempty_name)
+    approve.add_argument("tool", nargs="?", type=nonempty_name, help="only this tool")
     approve.set_defaults(run=connected(cmd_approve))
     diff = commands.add_parser(
         "diff", parents=[common], help="what changed in a server's tools since approval"
     )
-    diff.add_argument("server")
+    diff.add_argument("server", type=nonempty_name)
     diff.set_defaults(run=connected(cmd_diff))
