@@ -97,6 +97,11 @@ def test_vscode_servers_key(tmp_path: Path) -> None:
     [
         ("bad.toml", "[servers.a\ncommand='x'", "not valid TOML"),
         ("bad.json", "{not json", "not valid JSON"),
+        (
+            "jsonc.json",
+            '{\n  // mine\n  "mcpServers": {"a": {"command": "x"},}\n}',
+            "comments and trailing commas",
+        ),
         ("list.json", "[]", "expected a JSON object"),
         ("none.json", "{}", "no `mcpServers`"),
         ("top.toml", "[server.a]\ncommand='x'", "unknown top-level key(s) server"),

@@ -113,11 +113,19 @@ def _toml_servers(source: str, document: dict[str, Any]) -> Mapping[str, Any]:
     return servers
 
 
+_JSONC = re.compile(rb'^\s*//|/\*|,\s*[}\]]', re.MULTILINE)
+"""A line comment, a block comment or a trailing comma: what JSONC allows and JSON does not."""
+
+
 def _json_entries(source: str, raw: bytes) -> Mapping[str, Any]:
     try:
         document = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise ConfigError(f"{source}: not valid JSON: {exc or 'nested too deeply'}") from None
+        hint = ""
+        if _JSONC.search(raw):
+            # VS Code and others write JSON with comments: mcpd reads plain JSON only.
+            hint = " (comments and trailing commas, which some hosts allow, are not JSON: remove them)"
+        raise ConfigError(f"{source}: not valid JSON: {exc or 'nested too deeply'}{hint}") from None
     if not isinstance(document, dict):
         raise ConfigError(f"{source}: expected a JSON object with an `mcpServers` key")
     # `mcpServers` is what Claude Desktop, Claude Code and Cursor write; VS Code writes `servers`.
