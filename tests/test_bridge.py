@@ -520,34 +520,42 @@ class RawHost:
         return seen
 
 
+@asynccontextmanager
+async def raw_host(socket: Path, capabilities: dict[str, Any] | None = None) -> AsyncIterator[RawHost]:
+    """A ``RawHost`` on its own ``mcpd bridge`` (no autostart), initialized with ``capabilities``."""
+    command = [sys.executable, "-m", "mcpd", "bridge", "--socket", str(socket), "--no-autostart"]
+    initialize = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": capabilities or {},
+        "clientInfo": {"name": "t"},
+    }
+    async with await anyio.open_process(command) as process:
+        host = RawHost(process)
+        await host.send({"id": 1, "method": "initialize", "params": initialize})
+        await host.until_answer(1)
+        await host.send({"method": "notifications/initialized"})
+        try:
+            yield host
+        finally:
+            process.terminate()
+
+
 async def test_a_cancelled_request_is_not_answered_after_a_daemon_restart(tmp_path: Path) -> None:
     """A request the host cancelled gets no answer (MCP's rule), not even the error the bridge gives
     the requests a daemon held when it went away."""
     config = tmp_path / "config.toml"
     config.write_text(fixture_toml("tools"))
-    initialize = {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    }
-    async with running_daemon(config) as first:
-        command = [sys.executable, "-m", "mcpd", "bridge", "--socket", str(first.socket), "--no-autostart"]
-        async with await anyio.open_process(command) as process:
-            host = RawHost(process)
-            await host.send({"id": 1, "method": "initialize", "params": initialize})
-            await host.until_answer(1)
-            await host.send({"method": "notifications/initialized"})
-            sleep = {"name": "tools__sleep", "arguments": {"seconds": 30}}
-            await host.send({"id": 50, "method": "tools/call", "params": sleep})
-            await host.send({"method": "notifications/cancelled", "params": {"requestId": 50}})
-            await host.send({"id": 2, "method": "ping"})
-            before = await host.until_answer(2)
-            first.signal(signal.SIGKILL)
-            await first.wait_exit()
-            async with running_daemon(config, socket=first.socket):
-                await host.send({"id": 3, "method": "ping"})
-                after = await host.until_answer(3)
-            process.terminate()
+    async with running_daemon(config) as first, raw_host(first.socket) as host:
+        sleep = {"name": "tools__sleep", "arguments": {"seconds": 30}}
+        await host.send({"id": 50, "method": "tools/call", "params": sleep})
+        await host.send({"method": "notifications/cancelled", "params": {"requestId": 50}})
+        await host.send({"id": 2, "method": "ping"})
+        before = await host.until_answer(2)
+        first.signal(signal.SIGKILL)
+        await first.wait_exit()
+        async with running_daemon(config, socket=first.socket):
+            await host.send({"id": 3, "method": "ping"})
+            after = await host.until_answer(3)
     assert not [m for m in before + after if m.get("id") == 50]
 
 
@@ -558,23 +566,15 @@ async def test_a_host_that_declares_much_still_resumes_and_searches_within_limit
     config = tmp_path / "config.toml"
     config.write_text(fixture_toml("tools"))
     capabilities = {"experimental": {"pad": "x" * 70_000}, "sampling": {"tools": {}}}
-    initialize = {"protocolVersion": "2025-06-18", "capabilities": capabilities, "clientInfo": {"name": "t"}}
     search = {"name": "mcpd_search_tools", "arguments": {"query": "echo " * 1000}}
-    async with running_daemon(config) as first:
-        command = [sys.executable, "-m", "mcpd", "bridge", "--socket", str(first.socket), "--no-autostart"]
-        async with await anyio.open_process(command) as process:
-            host = RawHost(process)
-            await host.send({"id": 1, "method": "initialize", "params": initialize})
-            await host.until_answer(1)
-            await host.send({"method": "notifications/initialized"})
-            await host.send({"id": 2, "method": "tools/call", "params": search})
-            (refused,) = [m for m in await host.until_answer(2) if m.get("id") == 2]
-            first.signal(signal.SIGKILL)
-            await first.wait_exit()
-            async with running_daemon(config, socket=first.socket):
-                await host.send({"id": 3, "method": "ping"})
-                (pinged,) = [m for m in await host.until_answer(3) if m.get("id") == 3]
-            process.terminate()
+    async with running_daemon(config) as first, raw_host(first.socket, capabilities) as host:
+        await host.send({"id": 2, "method": "tools/call", "params": search})
+        (refused,) = [m for m in await host.until_answer(2) if m.get("id") == 2]
+        first.signal(signal.SIGKILL)
+        await first.wait_exit()
+        async with running_daemon(config, socket=first.socket):
+            await host.send({"id": 3, "method": "ping"})
+            (pinged,) = [m for m in await host.until_answer(3) if m.get("id") == 3]
     assert refused["result"]["isError"] and "invalid search" in refused["result"]["content"][0]["text"]
     assert pinged == {"jsonrpc": "2.0", "id": 3, "result": {}}
 
@@ -585,24 +585,13 @@ async def test_a_host_that_pauses_reading_loses_no_call(tmp_path: Path) -> None:
     daemon, and every call is answered once the host reads again."""
     config = tmp_path / "config.toml"
     config.write_text("[daemon]\nclient_write_timeout = 0.5\n" + fixture_toml("tools"))
-    initialize = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
     big = "x" * 600_000
-    async with running_daemon(config) as daemon:
-        command = [sys.executable, "-m", "mcpd", "bridge", "--socket", str(daemon.socket), "--no-autostart"]
-        async with await anyio.open_process(command) as process:
-            host = RawHost(process)
-            await host.send({"id": 1, "method": "initialize", "params": initialize})
-            await host.until_answer(1)
-            await host.send({"method": "notifications/initialized"})
-            for request_id in range(10, 14):
-                echo = {
-                    "name": "mcpd_call_tool",
-                    "arguments": {"tool": "tools__echo", "arguments": {"text": big}},
-                }
-                await host.send({"id": request_id, "method": "tools/call", "params": echo})
-            await anyio.sleep(1.5)  # not reading: three times client_write_timeout
-            answers = await host.until_answer(*range(10, 14))
-            process.terminate()
+    echo = {"name": "mcpd_call_tool", "arguments": {"tool": "tools__echo", "arguments": {"text": big}}}
+    async with running_daemon(config) as daemon, raw_host(daemon.socket) as host:
+        for request_id in range(10, 14):
+            await host.send({"id": request_id, "method": "tools/call", "params": echo})
+        await anyio.sleep(1.5)  # not reading: three times client_write_timeout
+        answers = await host.until_answer(*range(10, 14))
     results = {m["id"]: m for m in answers if "id" in m}
     assert sorted(results) == [10, 11, 12, 13]
     assert all(results[i]["result"]["content"][0]["text"] == big for i in range(10, 14))
