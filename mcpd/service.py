@@ -26,7 +26,8 @@ LABEL = "io.mcpd.daemon"
 
 @dataclass(frozen=True)
 class Paths:
-    executable: str
+    executable: tuple[str, ...]
+    """The command that runs mcpd: its script, or the interpreter with ``-m mcpd``."""
     config: str | None
     """None: the daemon finds the user config itself (or runs the embedded default)."""
     socket: str
@@ -37,7 +38,7 @@ class Paths:
     def serve_args(self) -> list[str]:
         config = ["--config", self.config] if self.config else []
         return [
-            *self.executable.split(" "),
+            *self.executable,
             "serve",
             *config,
             "--socket",
@@ -49,10 +50,14 @@ class Paths:
 
 GENERIC = {
     "systemd": Paths(
-        executable="%h/.local/bin/mcpd", config=None, socket="%t/mcpd/mcpd.sock", log_dir="", specifiers=True
+        executable=("%h/.local/bin/mcpd",),
+        config=None,
+        socket="%t/mcpd/mcpd.sock",
+        log_dir="",
+        specifiers=True,
     ),
     "launchd": Paths(
-        executable="/Users/USER/.local/bin/mcpd",
+        executable=("/Users/USER/.local/bin/mcpd",),
         config=None,
         socket="/Users/USER/Library/Caches/TemporaryItems/mcpd/mcpd.sock",
         log_dir="/Users/USER/Library/Logs/mcpd",
@@ -64,7 +69,8 @@ GENERIC = {
 def current_paths(config: Path | None = None, socket: Path | None = None) -> Paths:
     """The paths of this installation: the mcpd script beside this interpreter, else on PATH."""
     beside = Path(sys.executable).with_name("mcpd")
-    executable = str(beside) if beside.exists() else shutil.which("mcpd") or f"{sys.executable} -m mcpd"
+    found = str(beside) if beside.exists() else shutil.which("mcpd")
+    executable = (found,) if found else (sys.executable, "-m", "mcpd")
     for given in (config, socket):
         if given is not None and any(ord(char) < 32 or char == "\x7f" for char in str(given)):
             # A newline would start a line of its own in the unit file: another directive.
@@ -78,10 +84,11 @@ def current_paths(config: Path | None = None, socket: Path | None = None) -> Pat
 
 
 def _systemd_word(arg: str, specifiers: bool) -> str:
-    """One argument of an ``ExecStart=`` line: ``%`` doubled unless meant as a specifier, and
-    quoted (C-style, as systemd reads it) when it holds a space, a quote or a backslash."""
+    """One argument of an ``ExecStart=`` line: ``%`` and ``$`` doubled unless meant as a specifier
+    (systemd expands both), and quoted (C-style, as systemd reads it) when it holds a space, a
+    quote or a backslash."""
     if not specifiers:
-        arg = arg.replace("%", "%%")
+        arg = arg.replace("%", "%%").replace("$", "$$")
     if any(char.isspace() or char in "\"'\\;" for char in arg):
         arg = '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return arg

@@ -489,7 +489,6 @@ async def test_disabled_tools_are_hidden_and_refused(daemon: DaemonProcess) -> N
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["status", "a\udcffb"], "not valid UTF-8"),
         (["tools", "--limit", "9" * 30], "whole number from 1 to"),
         (["call", "fx", "echo", "--args", '{"text": NaN}'], "NaN is not a JSON number"),
         (["call", "fx", "echo", "--args", '{"n": ' + "9" * 30 + "}"], "too large for a 64-bit integer"),
@@ -518,3 +517,12 @@ def test_a_file_mcpd_cannot_write_is_named_not_an_internal_error(tmp_path: Path)
     for result in (token, install):
         assert result.returncode == 2 and "/dev/full" in result.stderr, result.stderr
         assert "internal error" not in result.stderr and "Traceback" not in result.stderr
+
+
+async def test_bytes_that_are_not_utf8_are_a_usage_error_where_they_must_be_text(
+    daemon: DaemonProcess,
+) -> None:
+    """An argument of bytes the locale could not decode, sent to the daemon (a server name here):
+    exit 2 saying so (an internal error before); a file path of such bytes still works elsewhere."""
+    result = mcpd("status", "a\udcffb", socket=daemon.socket)
+    assert result.returncode == 2 and "not valid UTF-8" in result.stderr, result.stderr

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from mcpd.supervisor.rawrpc import MAX_BACKLOG, NotReading, RawRpc, Reply
-from mcpd.supervisor.session import ConnectionLost, NotDelivered
+from mcpd.supervisor.session import ConnectionLost, Malformed, NotDelivered
 
 pytestmark = pytest.mark.anyio
 
@@ -229,3 +229,23 @@ async def test_refused_write_is_not_sent() -> None:
         await rpc.request("tools/call", {}, anyio.current_time() + 60)
     pipe.refuse = False
     assert not rpc.route(reply("mcpd-1", "nobody waits"))
+
+
+async def test_an_unreadable_line_ends_only_the_request_its_head_names() -> None:
+    """A line too deep to read even its id: a reply that names one of ours at its head ends that
+    request at once (Malformed); a notification that only echoes our id deep in its params ends
+    nothing (the real reply still comes)."""
+    pipe = Pipe()
+    rpc = pipe.rpc()
+    results: dict[str, Any] = {}
+    deep = b"[" * 3000 + b"]" * 3000
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_request, rpc, results, "a")
+        tg.start_soon(run_request, rpc, results, "b")
+        first, second = [line["id"] for line in await pipe.wait_lines(2)]
+        echo = b'{"jsonrpc": "2.0", "method": "notifications/message", "params": {"x": ' + deep
+        echo += b', "echo": {"id": "' + first.encode() + b'"}}}\n'
+        assert not rpc.route(echo)
+        assert rpc.route(b'{"jsonrpc": "2.0", "id": "' + second.encode() + b'", "result": ' + deep + b"}\n")
+        assert rpc.route(reply(first, {"ok": True}))
+    assert isinstance(results["a"], Reply) and isinstance(results["b"], Malformed)

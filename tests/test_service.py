@@ -199,7 +199,7 @@ def test_unit_contents_and_systemd_analyze(tmp_path: Path) -> None:
     if analyze is None:
         pytest.skip("systemd-analyze is not installed")
     paths = service.Paths(
-        executable=str(Path(sys.executable).with_name("mcpd")),
+        executable=(str(Path(sys.executable).with_name("mcpd")),),
         config=None,
         socket=str(tmp_path / "mcpd.sock"),
         log_dir="",
@@ -286,10 +286,10 @@ def test_uninstall_says_only_what_it_removed_and_fails_with_systemctl(tmp_path: 
 
 @pytest.mark.skipif(sys.platform == "darwin", reason="the systemd path")
 def test_a_config_path_is_one_argument_of_the_unit_and_cannot_add_a_line(tmp_path: Path) -> None:
-    """A space, a quote or a ``%`` in the config path: quoted and escaped as systemd reads an
+    """A space, a quote, a ``%`` or a ``$`` in the config path: quoted and escaped as systemd reads an
     ``ExecStart=`` line, so the daemon gets the path whole; a newline would start another
     directive: refused (exit 2)."""
-    config = tmp_path / 'my "odd" config %h.toml'
+    config = tmp_path / 'my "odd" config %h $HOME.toml'
 
     def dry_run(path: str) -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, "-m", "mcpd", "service", "install", "--dry-run", "--config", path]
@@ -298,7 +298,7 @@ def test_a_config_path_is_one_argument_of_the_unit_and_cannot_add_a_line(tmp_pat
     result = dry_run(str(config))
     (exec_start,) = [line for line in result.stdout.splitlines() if line.startswith("ExecStart=")]
     words = shlex.split(exec_start.removeprefix("ExecStart="))
-    assert words[words.index("--config") + 1] == str(config).replace("%", "%%")
+    assert words[words.index("--config") + 1] == str(config).replace("%", "%%").replace("$", "$$")
     injected = dry_run(f"{tmp_path}/c.toml\nExecStartPre=/bin/touch {tmp_path}/owned")
     assert injected.returncode == 2 and "control character" in injected.stderr
     assert "ExecStartPre" not in injected.stdout

@@ -33,12 +33,6 @@ def _wants_json(argv: list[str]) -> bool:
 
 def run(argv: list[str]) -> int:
     def parse_and_run() -> int:
-        for word in argv:
-            try:
-                word.encode()
-            except UnicodeEncodeError:
-                # Bytes the locale could not decode (``$'\xff'``): nothing mcpd sends can carry them.
-                raise output.UsageError(f"argument {word!r} is not valid UTF-8", "mcpd") from None
         args = build_parser().parse_args(argv)
         status: int = args.run(args)
         return status

@@ -101,6 +101,11 @@ def reported(command: Callable[[], int], *, as_json: bool) -> int:
         return report(exc, as_json=as_json)
     except KeyboardInterrupt:
         return report(Interrupted("interrupted"), as_json=as_json)
+    except UnicodeEncodeError as exc:
+        # Bytes the locale could not decode (``$'\xff'`` in an argument) reached something that
+        # must send them as text: a usage error. (A file path of such bytes still works.)
+        bad = exc.object[exc.start : exc.end] if isinstance(exc.object, str) else ""
+        return report(UsageError(f"{bad!r} in an argument is not valid UTF-8", "mcpd"), as_json=as_json)
     except (BrokenPipeError, SystemExit):
         raise
     except Exception as exc:

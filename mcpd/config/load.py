@@ -113,7 +113,7 @@ def _toml_servers(source: str, document: dict[str, Any]) -> Mapping[str, Any]:
     return servers
 
 
-_JSONC = re.compile(rb'^\s*//|/\*|,\s*[}\]]', re.MULTILINE)
+_JSONC = re.compile(rb"^\s*//|/\*|,\s*[}\]]", re.MULTILINE)
 """A line comment, a block comment or a trailing comma: what JSONC allows and JSON does not."""
 
 

@@ -174,6 +174,14 @@ def _limits(config: Config) -> Limits:
     )
 
 
+def _may_exist(path: Path) -> bool:
+    """Whether ``path`` is there, or may be (a directory we cannot search hides it: say yes)."""
+    try:
+        return path.exists()
+    except OSError:
+        return True
+
+
 async def _open_usage(config: Config) -> tuple[Store, UsagePrior, TrustGate]:
     """The store, the prior learned from it and the trust gate with its memory; usage off (not the
     daemon down) on failure."""
@@ -188,26 +196,26 @@ async def _open_usage(config: Config) -> tuple[Store, UsagePrior, TrustGate]:
     )
     store = await anyio.to_thread.run_sync(opener, path)
     if not store.enabled:
-        exists = await anyio.to_thread.run_sync(store.path.exists)
-        if exists:
+        if await anyio.to_thread.run_sync(_may_exist, store.path):
             # Approvals may be in there: without them, a changed tool must not pass for a new server's.
             return store, prior, TrustGate(unreadable=store.reason or "unavailable")
         log.warning("usage.off", consequence="tool pins and accepted findings are kept in memory only")
         return store, prior, TrustGate()
+    gate: TrustGate | None = None
     try:
         pins = await store.run(pin_rows)
         accepted = await store.run(accepted_rows)
     except (sqlite3.Error, StoreUnavailable) as exc:
         log.error("usage.pins_unreadable", error=str(exc), consequence="pinned tools wait for approval")
-        return store, prior, TrustGate(unreadable=str(exc))
+        gate = TrustGate(unreadable=str(exc))
     try:
         tools, term_rows = await store.follow(prior.load)
         prior.load(tools, term_rows)
     except (sqlite3.Error, StoreUnavailable) as exc:
         log.error("usage.load_failed", error=str(exc))
     else:
-        log.info("usage.loaded", tools=len(tools), terms=len(term_rows), pins=len(pins))
-    return store, prior, TrustGate(pins, accepted, persist=store.save_trust)
+        log.info("usage.loaded", tools=len(tools), terms=len(term_rows))
+    return store, prior, gate or TrustGate(pins, accepted, persist=store.save_trust)
 
 
 async def _run(

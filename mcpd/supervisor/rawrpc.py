@@ -29,6 +29,9 @@ log = structlog.get_logger("mcpd.supervisor")
 
 PREFIX = "mcpd-"
 _PREFIX_BYTES = PREFIX.encode()
+_HEAD = 160
+"""Bytes of a line where a reply's own id stands (encoders put it first or second): an id deeper in
+the line may be an echo of ours inside a notification's params."""
 _OUR_ID = re.compile(rb'"id"\s*:\s*"(' + _PREFIX_BYTES + rb'\d+)"')
 
 
@@ -135,9 +138,10 @@ class RawRpc:
         try:
             route = _route.decode(line)
         except DECODE_FAILURES:
-            # Not even its id can be read (nested too deep, not UTF-8): if it names one of ours, that
-            # request ends now (as ``Malformed``), not at its deadline.
-            named = _OUR_ID.search(line)
+            # Not even its id can be read (nested too deep, not UTF-8): if its head names one of ours
+            # (a reply: no method), that request ends now (as ``Malformed``), not at its deadline.
+            head = line[:_HEAD]
+            named = _OUR_ID.search(head) if b'"method"' not in head else None
             waiting = self._waiters.pop(named[1].decode(), None) if named else None
             if waiting is None:
                 return False

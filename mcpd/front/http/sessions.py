@@ -48,6 +48,8 @@ log = structlog.get_logger("mcpd.front")
 
 EVENTS_KEPT = 1000
 """Server-initiated messages a session keeps for its GET stream (the oldest go first)."""
+REPLAY_BYTES = 1024 * 1024
+"""Bytes of sent GET-stream events a session keeps to send again (a session lives for hours)."""
 PROGRESS_KEPT = 100
 """Progress notifications kept for one streaming POST whose host does not read them."""
 
@@ -124,7 +126,8 @@ class Outbox:
 
 
 class EventLog:
-    """The ids of a session's GET-stream events, and the last ``EVENTS_KEPT`` events sent, so a
+    """The ids of a session's GET-stream events, and the last events sent (``EVENTS_KEPT``, at most
+    ``REPLAY_BYTES`` of them), so a
     host whose stream broke gets again what it missed (``Last-Event-ID``): events taken for a
     stream that then broke would be lost otherwise. Ids are ``EPOCH-N``: a new daemon has a new
     epoch, and an id of another epoch names nothing here."""
@@ -132,20 +135,24 @@ class EventLog:
     def __init__(self) -> None:
         self._epoch = secrets.token_hex(4)
         self._next = 1
-        self._sent: deque[tuple[int, bytes]] = deque(maxlen=EVENTS_KEPT)
+        self._sent: deque[tuple[int, bytes]] = deque()
+        self._bytes = 0
 
     def stamp(self, items: list[bytes]) -> list[tuple[str, bytes]]:
         """Give ``items`` their ids, and keep them for a stream that breaks before they arrive."""
         numbered = list(zip(range(self._next, self._next + len(items)), items, strict=True))
         self._next += len(items)
         self._sent.extend(numbered)
+        self._bytes += sum(len(item) for item in items)
+        while len(self._sent) > EVENTS_KEPT or (self._bytes > REPLAY_BYTES and len(self._sent) > 1):
+            self._bytes -= len(self._sent.popleft()[1])
         return self._named(numbered)
 
     def since(self, last_event_id: str) -> list[tuple[str, bytes]]:
         """The kept events after ``last_event_id`` (all kept ones if it is older than they are;
         none if it is not an id of this daemon's)."""
         epoch, _, number = last_event_id.partition("-")
-        if epoch != self._epoch or not number.isdigit():
+        if epoch != self._epoch or not (number.isascii() and number.isdigit()):
             return []
         last = int(number)
         if self._sent and last < self._sent[0][0] - 1:
