@@ -270,9 +270,19 @@ class Relay:
         self._write(b"".join(out))
 
     def _write(self, data: bytes) -> None:
-        if data:
-            self._out += data
-            self._flush()
+        if not data:
+            return
+        if not self._out:
+            # The usual case, a host that reads: one write, nothing kept.
+            try:
+                written = os.write(self._stdout, data)
+            except BlockingIOError:
+                written = 0
+            if written == len(data):
+                return
+            data = data[written:]
+        self._out += data
+        self._flush()
 
     def _flush(self) -> None:
         """Write what the host will take now; the rest when its pipe has room (a full one, past
