@@ -156,12 +156,7 @@ NOTICE_WAIT = 2.0
 """Seconds a remote server gets to accept a notification (a cancellation, initialized)."""
 
 
-class _Probe(msgspec.Struct):
-    id: Any = msgspec.UNSET
-    method: Any = msgspec.UNSET
-
-
-_probe = msgspec.json.Decoder(_Probe)
+_route = msgspec.json.Decoder(mcp.Route)
 
 
 def _notice(request: httpx2.Request) -> bool:
@@ -169,7 +164,7 @@ def _notice(request: httpx2.Request) -> bool:
     if request.method != "POST":
         return False
     try:
-        message = _probe.decode(request.content)
+        message = _route.decode(request.content)
     except (*DECODE_FAILURES, httpx2.RequestNotRead):
         return False
     return message.id is msgspec.UNSET and message.method is not msgspec.UNSET
