@@ -15,6 +15,7 @@ import pytest
 
 from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.text import terms
+from mcpd.store import db as db_module
 from mcpd.store.db import MIGRATIONS, Store
 from mcpd.store.sketch import ERROR_BOUND, MIN_MS, Sketch, SketchAggregate, merge_blobs
 from mcpd.store.sql import transaction
@@ -241,7 +242,7 @@ async def test_queries_stored_before_a_new_stemmer_meet_todays_queries(tmp_path:
     old.close()
     store = Store.open(path, analyse=terms)
     prior = UsagePrior()
-    prior.load(*await store.follow(prior.load))
+    prior.load(*await store.follow(prior.load, prior.reload))
     store.close()
     assert "new" not in prior.associations
     assert prior.association(terms("news")) == {("feeds", "top"): pytest.approx(3 / 5)}
@@ -303,7 +304,7 @@ async def test_prior_learns_each_batch_exactly_what_the_store_holds(tmp_path: Pa
     the prior then equals one loaded from the store from scratch."""
     store = Store.open(tmp_path / "usage.db", analyse=terms)
     learned = UsagePrior()
-    learned.load(*await store.follow(learned.load))
+    learned.load(*await store.follow(learned.load, learned.reload))
     rng = random.Random(5)
     for _ in range(300):
         server, tool = rng.choice(TOOLS)
@@ -317,3 +318,28 @@ async def test_prior_learns_each_batch_exactly_what_the_store_holds(tmp_path: Pa
     assert learned.associations == fresh.associations
     assert sum(v.successes + v.failures for v in learned.tools.values()) == 300
     assert learned.association(terms("weather")) and learned.association(terms("pdf"))
+
+
+async def test_the_prior_forgets_calls_the_retention_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Calls older than the retention leave the store at the next prune, and the daemon's prior
+    with them: it equals one loaded from the store afresh, so a query word met only in calls
+    that are gone no longer leads to their tool (the prior used to keep them until a restart)."""
+    monkeypatch.setattr(db_module, "_PRUNE_EVERY", 0.0)  # prune before every batch, not hourly
+    store = Store.open(tmp_path / "usage.db", analyse=terms, retention_days=1)
+    prior = UsagePrior()
+    prior.load(*await store.follow(prior.load, prior.reload))
+    three_days_ago = time.perf_counter() - 3 * DAY
+    store.record_call((three_days_ago, 0.01, "agent", "1", "feeds", "top", "ok", None, "latest headlines"))
+    await store.flush()
+    assert prior.association(terms("headlines")) == {("feeds", "top"): pytest.approx(1 / 3)}
+    store.record_call((time.perf_counter(), 0.01, "agent", "1", "img", "resize", "ok", None, "resize photos"))
+    await store.flush()
+    fresh = UsagePrior()
+    fresh.load(*await store.run(lambda db: prior_rows(db, terms)))
+    store.close()
+    assert prior.association(terms("headlines")) == {}
+    assert ("feeds", "top") not in prior.tools
+    assert prior.tools == fresh.tools and prior.associations == fresh.associations
+    assert prior.association(terms("photos")) == {("img", "resize"): pytest.approx(1 / 3)}

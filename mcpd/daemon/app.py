@@ -209,7 +209,7 @@ async def _open_usage(config: Config) -> tuple[Store, UsagePrior, TrustGate]:
         log.error("usage.pins_unreadable", error=str(exc), consequence="pinned tools wait for approval")
         gate = TrustGate(unreadable=str(exc))
     try:
-        tools, term_rows = await store.follow(prior.load)
+        tools, term_rows = await store.follow(prior.load, prior.reload)
         prior.load(tools, term_rows)
     except (sqlite3.Error, StoreUnavailable) as exc:
         log.error("usage.load_failed", error=str(exc))

@@ -69,6 +69,14 @@ class UsagePrior:
             counts = self.associations.setdefault(term, {})
             counts[server, tool] = counts.get((server, tool), 0) + successes
 
+    def reload(
+        self, tools: Iterable[tuple[str, str, int, int, float]], terms: Iterable[tuple[str, str, str, int]]
+    ) -> None:
+        """Forget everything and ``load`` these totals: what the store holds after a prune."""
+        self.tools.clear()
+        self.associations.clear()
+        self.load(tools, terms)
+
     def tool_factor(self, key: Key) -> float:
         """Relative adjustment of a tool's text score, in [-0.3, +0.2]."""
         stats = self.tools.get(key)

@@ -254,7 +254,7 @@ class Store:
         self._analyse = functools.lru_cache(_QUERY_CACHE)(analyse) if analyse is not None else None
         self._retention_days = retention_days
         self._next_prune = 0.0
-        self._follower: tuple[asyncio.AbstractEventLoop, Learn] | None = None
+        self._follower: tuple[asyncio.AbstractEventLoop, Learn, Learn] | None = None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._urgent = threading.Event()
         """Set when something other than a call is queued: it ends the gathering window."""
@@ -332,13 +332,15 @@ class Store:
         self._put_urgent(_Job(job, deliver))
         return await future
 
-    async def follow(self, learn: Learn) -> tuple[list[ToolTotals], list[TermTotals]]:
+    async def follow(self, learn: Learn, relearn: Learn) -> tuple[list[ToolTotals], list[TermTotals]]:
         """The stored totals for the prior; from then on ``learn`` gets, on this event loop, what
-        each committed batch adds (totals add up, so the order of the two does not matter)."""
+        each committed batch adds (totals add up, so the order of the two does not matter), and
+        ``relearn`` the whole totals anew after calls past the retention were deleted (totals
+        cannot be subtracted: a term's row goes once its last call is gone)."""
         loop = asyncio.get_running_loop()
 
         def start(conn: sqlite3.Connection) -> tuple[list[ToolTotals], list[TermTotals]]:
-            self._follower = (loop, learn)
+            self._follower = (loop, learn, relearn)
             return prior_rows(conn, self._analyse)
 
         return await self.run(start)
@@ -414,11 +416,15 @@ class Store:
         self._next_prune = time.monotonic() + _PRUNE_EVERY
         try:
             removed = prune(conn, self._retention_days)
+            totals = prior_rows(conn, self._analyse) if removed and self._follower is not None else None
         except sqlite3.Error as exc:
             log.error("usage.prune_failed", path=str(self.path), error=str(exc))
-        else:
-            if removed:
-                log.info("usage.pruned", calls=removed, retention_days=self._retention_days)
+            return
+        if removed:
+            log.info("usage.pruned", calls=removed, retention_days=self._retention_days)
+        if totals is not None and self._follower is not None:
+            loop, _, relearn = self._follower
+            _post(loop, relearn, *totals)
 
     def _process(self, conn: sqlite3.Connection, batch: list[Any]) -> None:
         calls = [item for item in batch if type(item) is tuple]
@@ -436,7 +442,8 @@ class Store:
                 log.error("usage.disabled", path=str(self.path), error=str(exc), lost=lost)
             else:
                 if self._follower is not None and calls:
-                    _post(*self._follower, *learned)
+                    loop, learn, _ = self._follower
+                    _post(loop, learn, *learned)
         for item in batch:
             if isinstance(item, _Job):
                 item.deliver(functools.partial(item.job, conn))
