@@ -580,3 +580,30 @@ async def test_list_changed_storm_is_coalesced() -> None:
             await complete.wait()
         elapsed = anyio.current_time() - started
     assert 1 <= refreshes <= 2 + elapsed / TOOLS_REFRESH_GAP
+
+
+async def test_a_reload_counts_a_restart_only_for_a_server_that_ran() -> None:
+    """A changed server that was running restarts (one more in its count); one that was disabled or
+    stopped on purpose never ran, so a reload that changes it is no restart of it."""
+    running, disabled, stopped = (
+        fixture_server("on"),
+        fixture_server("off", enabled=False),
+        fixture_server("st"),
+    )
+    async with open_supervisor(config(running, disabled, stopped)) as sup:
+        await sup.actor("on").wait_state(S.RUNNING, timeout=20)
+        await sup.actor("st").wait_state(S.RUNNING, timeout=20)
+        await sup.actor("st").stop()
+        await sup.apply(
+            config(
+                *(
+                    fixture_server(name, description="changed", enabled=name != "off")
+                    for name in ("on", "st")
+                ),
+                fixture_server("off", enabled=False, description="changed"),
+            )
+        )
+        await sup.actor("on").wait_state(S.RUNNING, timeout=20)
+        await sup.actor("st").wait_state(S.RUNNING, timeout=20)
+        counts = {s.name: s.restarts for s in sup.status()}
+    assert counts == {"on": 1, "off": 0, "st": 0}

@@ -12,7 +12,7 @@ from anyio.abc import TaskGroup
 from mcpd.config.model import MAX_STOP_GRACE, Config, ServerConfig
 from mcpd.errors import UnknownServer
 from mcpd.model.servers import ReloadPlan, ServerEvent, ServerStatus
-from mcpd.model.states import ServerState
+from mcpd.model.states import LIVE_STATES, ServerState
 from mcpd.supervisor.actor import Router, ServerActor, refuse_server_requests, stop_bound
 from mcpd.supervisor.gate import StartGate
 from mcpd.supervisor.link import Link
@@ -140,12 +140,13 @@ class Supervisor:
 
     async def _replace(self, config: ServerConfig) -> None:
         """A changed server: the old run stops, then the new one starts under the same name, its
-        restart count one higher and its log carried on. The old one stays listed until then, and
-        what waited for it goes on with the new one."""
+        restart count one higher if the old one was running (or on its way to) and its log carried
+        on. The old one stays listed until then, and what waited for it goes on with the new one."""
         old = self.actor(config.name)
+        was_running = old.state in (*LIVE_STATES, ServerState.STARTING, ServerState.BACKOFF)
         old.replacing()
         await self._retire(config.name)
-        self.add(config, old.logs).restarts = old.restarts + 1
+        self.add(config, old.logs).restarts = old.restarts + was_running
         old.hand_over(self._actors[config.name])
 
     async def apply(self, config: Config) -> ReloadPlan:
