@@ -584,7 +584,7 @@ async def test_list_changed_storm_is_coalesced() -> None:
 
 async def test_a_reload_counts_a_restart_only_for_a_server_that_ran() -> None:
     """A changed server that was running restarts (one more in its count); one that was disabled or
-    stopped on purpose never ran, so a reload that changes it is no restart of it."""
+    stopped on purpose was not running, so a reload that changes it restarts nothing."""
     running, disabled, stopped = (
         fixture_server("on"),
         fixture_server("off", enabled=False),
@@ -594,15 +594,8 @@ async def test_a_reload_counts_a_restart_only_for_a_server_that_ran() -> None:
         await sup.actor("on").wait_state(S.RUNNING, timeout=20)
         await sup.actor("st").wait_state(S.RUNNING, timeout=20)
         await sup.actor("st").stop()
-        await sup.apply(
-            config(
-                *(
-                    fixture_server(name, description="changed", enabled=name != "off")
-                    for name in ("on", "st")
-                ),
-                fixture_server("off", enabled=False, description="changed"),
-            )
-        )
+        changed = [fixture_server(name, description="changed") for name in ("on", "st")]
+        await sup.apply(config(*changed, fixture_server("off", enabled=False, description="changed")))
         await sup.actor("on").wait_state(S.RUNNING, timeout=20)
         await sup.actor("st").wait_state(S.RUNNING, timeout=20)
         counts = {s.name: s.restarts for s in sup.status()}
