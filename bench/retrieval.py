@@ -279,7 +279,9 @@ GRID: dict[str, Variant] = {
     "name x3 (old)": Params(weights=(0.6, 3.0, 1.0, 0.8), b=(0.5, 0.3, 0.75, 0.75)),
     "name x2": Params(weights=(0.5, 2.0, 1.0, 0.5)),
     "params x0.5": Params(weights=(1.0, 1.0, 1.0, 0.5)),
-    "k1 2.0": Params(k1=2.0),
+    "textbook k1 1.2, b 0.75 (before)": Params(k1=1.2, b=(0.75,) * 4),
+    "b 0.5": Params(b=(0.5,) * 4),
+    "k1 1.2": Params(k1=1.2),
     "RM3 feedback": Params(feedback_docs=3),
     **variants(),
 }
