@@ -14,6 +14,7 @@ import pytest
 
 from mcpd.client.aio import connect
 from mcpd.client.channel import Channel, open_channel
+from mcpd.discovery.render import estimate_tokens
 from mcpd.errors import ProtocolError
 from mcpd.front.session import HELD_LIMIT
 from mcpd.model.mcp import TOO_MANY_REQUESTS, InitializeParams, SessionState
@@ -218,3 +219,39 @@ async def test_a_request_over_the_limit_is_refused_and_the_host_still_heard(tmp_
             await anyio.to_thread.run_sync(run)
         finally:
             host.channel.close()
+
+
+async def test_a_search_answer_keeps_its_budget_whole(daemon: DaemonProcess) -> None:
+    """`budget_tokens` bounds the whole answer: the rendering and the structured content together
+    (the structured part used to list every match with its description, whatever the budget);
+    it names exactly the tools the rendering shows. A budget under the schema's minimum is an error,
+    not an answer saying that nothing matched."""
+    host = await peer(daemon)
+    query = {"query": "echo text sleep fail tool", "limit": 100}
+
+    def search(budget: int) -> dict[str, Any]:
+        arguments = {**query, "budget_tokens": budget}
+        return host.request(budget, "tools/call", {"name": "mcpd_search_tools", "arguments": arguments})[
+            "result"
+        ]
+
+    def run() -> None:
+        host.request(1, "initialize", initialize("2025-06-18"))
+        everything = search(100_000)["structuredContent"]
+        assert everything["omitted"] == 0 and len(everything["tools"]) > 5
+        for budget in (50, 80, 150, 300, 600):
+            answer = search(budget)
+            text, structured = answer["content"][0]["text"], answer["structuredContent"]
+            whole = estimate_tokens(text) + estimate_tokens(json.dumps(structured, separators=(",", ":")))
+            assert whole <= budget, (budget, whole)
+            shown = [t["name"] for t in structured["tools"]]
+            assert all(name in text for name in shown)
+            assert structured["omitted"] == len(everything["tools"]) - len(shown) > 0
+            assert "No tool matches" not in text
+        refused = search(10)
+        assert refused["isError"] and "at least 50" in refused["content"][0]["text"]
+
+    try:
+        await anyio.to_thread.run_sync(run)
+    finally:
+        host.channel.close()

@@ -14,6 +14,9 @@ CALL = "mcpd_call_tool"
 MAX_LIMIT = 100
 """Most tools one search returns."""
 
+MIN_BUDGET = 50
+"""The least answer a search gives: room for a few names and the count of the rest."""
+
 TOOLS = (
     Tool(
         name=SEARCH,
@@ -29,7 +32,7 @@ TOOLS = (
                 "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 10},
                 "budget_tokens": {
                     "type": "integer",
-                    "minimum": 50,
+                    "minimum": MIN_BUDGET,
                     "default": 2000,
                     "description": "Upper bound on the size of the answer, in tokens.",
                 },

@@ -29,6 +29,7 @@ import msgspec
 import structlog
 
 import mcpd
+from mcpd.discovery.render import estimate_tokens, render
 from mcpd.errors import (
     DECODE_FAILURES,
     InvalidParams,
@@ -46,7 +47,7 @@ from mcpd.model.protocol import ToolsCallParams, ToolsListParams
 from mcpd.model.resources import ReadParams
 from mcpd.model.servers import ResourceUpdated, ServerEvent, StateChanged, SurfaceChanged, ToolsChanged
 from mcpd.model.states import LIVE_STATES, ServerState
-from mcpd.model.tools import ToolEntry, ToolResult
+from mcpd.model.tools import Rendered, ToolEntry, ToolResult
 from mcpd.registry.names import qualify_uri
 
 log = structlog.get_logger("mcpd.front")
@@ -126,6 +127,20 @@ def _text(text: str, *, error: bool = False, structured: Any = msgspec.UNSET) ->
     return mcp.CallToolResult(
         content=[{"type": "text", "text": text}], structured_content=structured, is_error=error
     )
+
+
+def _budgeted(tools: list[ToolEntry], rendered: Rendered, budget: int) -> mcp.CallToolResult:
+    """A search's answer within ``budget`` as a whole: the rendering, and as structured content
+    the names of what it shows (a host may give either or both to its model). The rendering
+    makes room for the names when together they would not fit."""
+    while True:
+        shown = {t.name for t in rendered.full} | {t.name for t in rendered.brief} | set(rendered.names)
+        found = [{"name": t.name, "server": t.server, "score": t.score} for t in tools if t.name in shown]
+        structured = {"tools": found, "omitted": len(tools) - len(found)}
+        cost = estimate_tokens(_encoder.encode(structured).decode())
+        if rendered.tokens + cost <= budget or not shown:
+            return _text(rendered.text, structured=structured)
+        rendered = render(tools, max(0, budget - cost))
 
 
 def _relay(result: ToolResult) -> mcp.CallToolResult:
@@ -554,13 +569,15 @@ class HostSession:
             limit, budget = int(arguments.get("limit") or 10), int(arguments.get("budget_tokens") or 2000)
         except (TypeError, ValueError):
             return _text("`limit` and `budget_tokens` must be integers", error=True)
+        if budget < meta.MIN_BUDGET:
+            return _text(f"`budget_tokens` must be at least {meta.MIN_BUDGET}", error=True)
         try:
             # Converted, not constructed: the socket API's limits (a query's length) hold here too.
             params = msgspec.convert(
                 {
                     "query": query,
                     "limit": min(max(1, limit), meta.MAX_LIMIT),
-                    "budget_tokens": max(1, budget),
+                    "budget_tokens": budget,
                     "include_reserved": False,
                 },
                 ToolsListParams,
@@ -570,14 +587,10 @@ class HostSession:
         result = await calls.list_tools(self.core, params)
         self.query, self.query_at = query, time.time()
         self._state_changed()
-        found = [
-            {"name": t.name, "server": t.server, "description": t.description, "score": t.score}
-            for t in result.tools
-        ]
-        text = result.rendered.text if result.rendered is not None else _encoder.encode(found).decode()
-        return _text(
-            text or "No tool matches; consider mcpd_request_capability.", structured={"tools": found}
-        )
+        if not result.tools:
+            return _text("No tool matches; consider mcpd_request_capability.", structured={"tools": []})
+        assert result.rendered is not None  # a budget was given
+        return _budgeted(result.tools, result.rendered, budget)
 
     async def _connect(self, server: str) -> mcp.CallToolResult:
         connected = await calls.connect_server(self.core, self.connected, server)
