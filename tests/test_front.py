@@ -231,9 +231,9 @@ async def test_a_search_answer_keeps_its_budget_whole(daemon: DaemonProcess) -> 
 
     def search(budget: int) -> dict[str, Any]:
         arguments = {**query, "budget_tokens": budget}
-        return host.request(budget, "tools/call", {"name": "mcpd_search_tools", "arguments": arguments})[
-            "result"
-        ]
+        answer = host.request(budget, "tools/call", {"name": "mcpd_search_tools", "arguments": arguments})
+        result: dict[str, Any] = answer["result"]
+        return result
 
     def run() -> None:
         host.request(1, "initialize", initialize("2025-06-18"))
