@@ -46,13 +46,20 @@ def test_cleaning_never_merges_two_tools() -> None:
     assert len(names) == 5
 
 
-def test_server_names_with_the_separator_are_refused(tmp_path: Path) -> None:
-    """`a` + `b__c` and `a__b` + `c` would share a name: a server name holding `__` is refused."""
+def test_server_names_that_could_share_a_qualified_name_are_refused(tmp_path: Path) -> None:
+    """`a` + `b__c` and `a__b` + `c` would share a name, and so would `x` + `_y` and `x_` + `y`
+    (`x___y`): a server name holding `__` or ending with `_` is refused. So is `mcpd`, the name of
+    the daemon's own tools (its tools were rendered and answered as the daemon's)."""
     config = tmp_path / "c.toml"
-    config.write_text('[servers.a__b]\ncommand = "x"\n[servers.a]\ncommand = "x"\n')
+    config.write_text(
+        "".join(f'[servers."{name}"]\ncommand = "x"\n' for name in ("a__b", "a", "x_", "x", "mcpd"))
+    )
     loaded = load_config(config)
-    assert [s.name for s in loaded.servers] == ["a"]
-    assert [(i.server, "__" in i.message) for i in loaded.issues] == [("a__b", True)]
+    assert [s.name for s in loaded.servers] == ["a", "x"]
+    assert [i.server for i in loaded.issues] == ["a__b", "x_", "mcpd"]
+    assert "__" in loaded.issues[0].message and "end with '_'" in loaded.issues[1].message
+    assert "mcpd answers itself" in loaded.issues[2].message
+    assert {qualify("x", "_y"), qualify("x_", "y")} == {"x___y"}  # why `x_` must go
 
 
 @pytest.mark.parametrize(

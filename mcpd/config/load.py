@@ -25,7 +25,7 @@ from mcpd.config import hosts
 from mcpd.config.model import Config, ConfigIssue, DaemonSettings, ServerConfig
 from mcpd.config.paths import default_config_path
 from mcpd.errors import ConfigError
-from mcpd.model.tools import SEPARATOR
+from mcpd.model.tools import OWN_SERVER, SEPARATOR
 
 EMBEDDED_SOURCE = "<embedded default>"
 
@@ -168,11 +168,15 @@ def _server(
         return issue(
             "server names are 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"
         )
-    if SEPARATOR in name:
-        # `a` + tool `b__c` and `a__b` + tool `c` would both be called `a__b__c`.
+    if SEPARATOR in name or name.endswith("_"):
+        # `a` + tool `b__c` and `a__b` + tool `c` would both be called `a__b__c`; `x` + tool `_y`
+        # and `x_` + tool `y` both `x___y`.
         return issue(
-            f"server names may not contain {SEPARATOR!r}: it separates server and tool in tool names"
+            f"server names may not contain {SEPARATOR!r} or end with '_': {SEPARATOR!r} separates"
+            " server and tool in tool names"
         )
+    if name == OWN_SERVER:
+        return issue(f"the server name {name!r} is taken by the tools mcpd answers itself")
     if not isinstance(entry, dict):
         return issue("expected a table/object of server settings")
     if host_base is not None:

@@ -28,10 +28,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from mcpd.model.tools import BriefTool, Rendered, ToolEntry
+from mcpd.model.tools import OWN_SERVER, BriefTool, Rendered, ToolEntry
 
-OWN_SERVER = "mcpd"
-"""The server name of the tools that the daemon answers itself."""
 OWN_SHARE = 0.15
 """The most of a budget that the daemon's own tools take, unless even their names would not fit."""
 

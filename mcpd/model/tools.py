@@ -7,8 +7,11 @@ from typing import Any
 import msgspec
 
 SEPARATOR = "__"
-"""Between server and tool in a qualified name (``server__tool``); server names may not contain it,
-so the first separator in a qualified name always ends the server's name."""
+"""Between server and tool in a qualified name (``server__tool``); server names may not contain it
+nor end with ``_``, so the first separator in a qualified name always ends the server's name."""
+
+OWN_SERVER = "mcpd"
+"""The server name of the tools the daemon answers itself; no configured server may take it."""
 
 
 class ToolInfo(msgspec.Struct, frozen=True, kw_only=True):

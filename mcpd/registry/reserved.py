@@ -13,10 +13,10 @@ the essentials on its own.
 
 from __future__ import annotations
 
-from mcpd.model.tools import ToolEntry
+from mcpd.model.tools import OWN_SERVER, ToolEntry
 
 NAME = "mcpd_request_capability"
-SERVER = "mcpd"
+SERVER = OWN_SERVER
 
 DESCRIPTION = (
     "Request a capability no tool here provides, in their own words; it has no side effects "
