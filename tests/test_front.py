@@ -255,3 +255,41 @@ async def test_a_search_answer_keeps_its_budget_whole(daemon: DaemonProcess) -> 
         await anyio.to_thread.run_sync(run)
     finally:
         host.channel.close()
+
+
+@pytest.mark.parametrize("declared", [{}, {"form": {}}, {"form": {}, "url": {}}])
+async def test_a_url_elicitation_reaches_only_a_host_that_declared_url_mode(
+    daemon: DaemonProcess, declared: dict[str, Any]
+) -> None:
+    """`elicitation: {}` (or `{form: {}}`) is form mode only: a server's URL-mode elicitation is
+    refused for such a host, which would otherwise answer for a page its user never saw; a host
+    that declared `url` is asked."""
+    host = await peer(daemon)
+
+    def run() -> str:
+        init = initialize("2025-11-25") | {"capabilities": {"elicitation": declared}}
+        host.request(1, "initialize", init)
+        ask = {
+            "name": "mcpd_call_tool",
+            "arguments": {"tool": "tools__ask", "arguments": {"kind": "elicitation-url"}},
+        }
+        host.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": ask}).encode())
+        while True:
+            for frame in host.channel.receive():
+                message = json.loads(frame)
+                if message.get("method") == "elicitation/create":
+                    assert message["params"]["mode"] == "url"
+                    reply = {"jsonrpc": "2.0", "id": message["id"], "result": {"action": "accept"}}
+                    host.send(json.dumps(reply).encode())
+                elif message.get("id") == 2:
+                    text: str = message["result"]["content"][0]["text"]
+                    return text
+
+    try:
+        answer = await anyio.to_thread.run_sync(run)
+    finally:
+        host.channel.close()
+    if "url" in declared:
+        assert answer == "elicited by url: accept"
+    else:
+        assert "did not declare the elicitation.url capability" in answer

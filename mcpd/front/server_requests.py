@@ -6,9 +6,11 @@ caller at once, so it must find who made the call. The rule, in order:
 1. Exact: when the request reaches mcpd in the context of the call's own task (streamable
    HTTP servers send it on that call's response stream, and the SDK runs the callback in
    the context of the task that sent the call), that call's caller is asked.
-2. Otherwise (stdio carries no related-request id): among the calls in flight to that
-   server, the most recent one whose caller declared the capability (``sampling``,
-   ``elicitation``, ``roots``). With one call in flight, that is exact too.
+2. Otherwise (stdio carries no related-request id): the caller of the calls in flight to
+   that server, if they all come from one caller (one host session or one client
+   connection). When several callers have calls in flight the request cannot be placed,
+   and none is asked: a guess would show one host's prompt or form to another and hand
+   that one's answer back as the first one's.
 
 Outside any call, or when the caller did not declare the capability, the server gets a
 JSON-RPC error (``NOT_AVAILABLE``) saying why; a caller that does not answer within
@@ -37,6 +39,8 @@ from mcpd.errors import DECODE_FAILURES
 from mcpd.model import mcp
 from mcpd.model.requests import (
     CAPABILITY_OF,
+    ELICITATION,
+    ELICITATION_URL,
     NOT_AVAILABLE,
     SAMPLING,
     SAMPLING_TOOLS,
@@ -141,19 +145,21 @@ class ServerRequests:
                 request,
                 f"no tool call to {request.server} is in flight (a server may only ask during a call)",
             )
-        for call in reversed(candidates):  # the most recent call first
-            if call.answerer is not None and capability in call.answerer.capabilities():
-                return call
-        if len(candidates) == 1:
+        callers = {id(call.answerer) for call in candidates}  # None: one caller that answers nothing
+        if len(callers) > 1:
+            # Asking one of them would hand one caller's question (a prompt, a form, its answer)
+            # to another: none is asked.
             return _refusal(
                 request,
-                f"the caller of the tool ({candidates[0].label}) did not declare the {capability} capability",
+                f"tool calls from {len(callers)} callers are in flight to {request.server}, and its request"
+                " does not say which call it belongs to",
             )
-        return _refusal(
-            request,
-            f"none of the {len(candidates)} callers with a tool call to {request.server} in flight declared "
-            f"the {capability} capability",
-        )
+        call = candidates[-1]
+        if call.answerer is None or capability not in call.answerer.capabilities():
+            return _refusal(
+                request, f"the caller of the tool ({call.label}) did not declare the {capability} capability"
+            )
+        return call
 
     async def route(self, request: ServerRequest) -> ServerReply:
         """Ask the caller that the rule picks (see the module docstring); never raises."""
@@ -164,6 +170,9 @@ class ServerRequests:
             # mcpd announces sampling with tools on behalf of every host; the spec lets only a
             # host that declared it receive such a request.
             capability = SAMPLING_TOOLS
+        elif request.method == ELICITATION and request.params.get("mode") == "url":
+            # Likewise a URL to open: a form-only host would answer for a page nobody saw.
+            capability = ELICITATION_URL
         call = self._pick(request, capability)
         if isinstance(call, ServerReply):
             return call
@@ -277,6 +286,9 @@ class HostAnswerer:
         sampling = declared.get("sampling")
         if isinstance(sampling, dict) and "tools" in sampling:
             names.add(SAMPLING_TOOLS)
+        elicitation = declared.get("elicitation")
+        if isinstance(elicitation, dict) and "url" in elicitation:
+            names.add(ELICITATION_URL)
         return frozenset(names)
 
     async def ask(self, request: ServerRequest) -> ServerReply:

@@ -23,6 +23,9 @@ CAPABILITY_OF = {SAMPLING: "sampling", ELICITATION: "elicitation", ROOTS: "roots
 """The client capability a host must have declared before mcpd passes it each kind of request."""
 SAMPLING_TOOLS = "sampling.tools"
 """What a host must have declared to be passed a sampling request that offers tools."""
+ELICITATION_URL = "elicitation.url"
+"""What a host must have declared to be passed a URL-mode elicitation (``elicitation: {}`` is
+form mode only)."""
 
 SERVER_REQUEST_NOTIFICATION = "server.request"
 
@@ -67,9 +70,14 @@ class ClientCapabilities(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     roots: bool = False
 
     def names(self) -> frozenset[str]:
-        """The capabilities declared; a library's sampling callback gets tool-enabled requests too."""
+        """The capabilities declared; a library's sampling callback gets tool-enabled requests too,
+        and its elicitation callback URL-mode ones."""
         names = {name for name in ("sampling", "elicitation", "roots") if getattr(self, name)}
-        return frozenset(names | {SAMPLING_TOOLS} if self.sampling else names)
+        if self.sampling:
+            names.add(SAMPLING_TOOLS)
+        if self.elicitation:
+            names.add(ELICITATION_URL)
+        return frozenset(names)
 
 
 class ServerAsk(msgspec.Struct, frozen=True, kw_only=True):

@@ -187,7 +187,7 @@ def build_server(args: argparse.Namespace) -> MCPServer:
 
 
 async def _ask(session: Any, kind: str, text: str, related: str | None) -> str:
-    """Ask the client for ``kind`` (sampling, elicitation, roots); what it answered, or its error.
+    """Ask the client for ``kind`` (sampling, elicitation, a URL, roots); what it answered, or its error.
 
     ``related``: the id of the call being handled, so that over streamable HTTP the request
     travels on that call's response stream (as the SDK's own ``Context.elicit`` does).
@@ -209,6 +209,9 @@ async def _ask(session: Any, kind: str, text: str, related: str | None) -> str:
             schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
             elicited = await session.elicit_form(text, schema, related_request_id=related)
             return f"elicited: {elicited.action} {json.dumps(elicited.content, sort_keys=True)}"
+        if kind == "elicitation-url":
+            opened = await session.elicit_url(text, "https://example.com/consent", "e1", related)
+            return f"elicited by url: {opened.action}"
         metadata = ServerMessageMetadata(related_request_id=related)
         listed = await session.send_request(
             types.ListRootsRequest(), types.ListRootsResult, metadata=metadata
@@ -223,7 +226,10 @@ def _add_asking_tools(server: MCPServer) -> None:
     later: set[asyncio.Task[None]] = set()
 
     @server.tool(
-        description="Ask the client (`kind`: sampling, sampling-tools, elicitation, roots); return what came."
+        description=(
+            "Ask the client (`kind`: sampling, sampling-tools, elicitation, elicitation-url, roots);"
+            " return what came."
+        )
     )
     async def ask(kind: str, ctx: Context, text: str = "hello") -> str:
         return await _ask(ctx.session, kind, text, ctx.request_id)
