@@ -10,8 +10,13 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
+import anyio
+import mcp_types as types
 import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcpd.client.aio import connect
 from mcpd.errors import InvalidParams, UnknownPrompt, UnknownResource, UnknownServer
@@ -164,3 +169,37 @@ async def test_a_daemon_of_stdio_servers_never_loads_the_sdk(daemon: DaemonProce
         assert not (await client.call_tool("ev__echo", {"message": "hi"})).is_error
     maps = Path(f"/proc/{daemon.process.pid}/maps").read_text()
     assert "pydantic_core" not in maps
+
+
+async def test_a_host_sees_each_tool_defined_as_the_server_defines_it(
+    daemon: DaemonProcess, npm_bin: Path
+) -> None:
+    """Through `mcpd bridge` a host lists each of server-everything's tools with the definition the
+    server gives a host directly: title, description, input and output schemas, annotations, icons
+    and `_meta` (output schemas, annotations and `_meta` used to be dropped, so hosts could not
+    validate structured results nor see read-only or destructive hints)."""
+    passed = ("title", "description", "inputSchema", "outputSchema", "annotations", "icons", "_meta")
+
+    def definitions(tools: list[types.Tool], prefix: str) -> dict[str, dict[str, Any]]:
+        dumped = (tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in tools)
+        return {
+            tool["name"].removeprefix(prefix): {key: tool[key] for key in passed if key in tool}
+            for tool in dumped
+            if tool["name"].startswith(prefix)
+        }
+
+    direct_params = StdioServerParameters(command=str(npm_bin / "mcp-server-everything"))
+    async with stdio_client(direct_params) as (read, write), ClientSession(read, write) as direct:
+        with anyio.fail_after(60):
+            await direct.initialize()
+            expected = definitions((await direct.list_tools()).tools, "")
+    bridge_params = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcpd", "bridge", "--socket", str(daemon.socket), "--all"]
+    )
+    async with stdio_client(bridge_params) as (read, write), ClientSession(read, write) as host:
+        with anyio.fail_after(60):
+            await host.initialize()
+            seen = definitions((await host.list_tools()).tools, "ev__")
+    # mcpd announces sampling, elicitation and roots for its hosts, so the server offers more tools.
+    assert {name: seen.get(name) for name in expected} == expected
+    assert any("outputSchema" in d for d in seen.values()) and any("annotations" in d for d in seen.values())

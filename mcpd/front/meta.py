@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from msgspec import UNSET
-
 from mcpd.model.mcp import Tool
 from mcpd.model.tools import ToolEntry
 from mcpd.registry import reserved
@@ -74,5 +72,9 @@ def as_tool(entry: ToolEntry) -> Tool:
         name=entry.name,
         input_schema=schema,
         description=entry.description,
-        title=UNSET if entry.title is None else entry.title,
+        title=entry.title,
+        annotations=entry.annotations,
+        output_schema=entry.output_schema,
+        icons=entry.icons,
+        meta=entry.meta,
     )

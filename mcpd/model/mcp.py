@@ -157,11 +157,15 @@ class Paginated(msgspec.Struct, frozen=True):
             raise ValueError("mcpd lists everything on one page and gave no cursor")
 
 
-class Tool(msgspec.Struct, frozen=True, rename="camel"):
+class Tool(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     name: str
     input_schema: dict[str, Any]
     description: str | UnsetType = UNSET
-    title: str | UnsetType = UNSET
+    title: str | None = None
+    annotations: dict[str, Any] | None = None
+    output_schema: dict[str, Any] | None = None
+    icons: list[dict[str, Any]] | None = None
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
 
 
 class ListToolsResult(msgspec.Struct, frozen=True):

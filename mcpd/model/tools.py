@@ -23,6 +23,11 @@ class ToolInfo(msgspec.Struct, frozen=True, kw_only=True):
     title: str | None = None
     annotations: dict[str, Any] | None = None
     """Hints about the tool's behaviour (readOnlyHint, title, ...), as the server sent them."""
+    output_schema: dict[str, Any] | None = None
+    """The JSON Schema of the tool's ``structuredContent``, which hosts validate results against."""
+    icons: list[dict[str, Any]] | None = None
+    meta: dict[str, Any] | None = None
+    """The tool's ``_meta``, as the server sent it (hosts and UI kits keep their keys there)."""
 
 
 class ToolEntry(msgspec.Struct, frozen=True, kw_only=True):
@@ -34,6 +39,11 @@ class ToolEntry(msgspec.Struct, frozen=True, kw_only=True):
     description: str = ""
     input_schema: dict[str, Any] = msgspec.field(default_factory=dict)
     title: str | None = None
+    annotations: dict[str, Any] | None = None
+    output_schema: dict[str, Any] | None = None
+    icons: list[dict[str, Any]] | None = None
+    meta: dict[str, Any] | None = None
+    """``_meta`` of the tool's definition (see ``ToolInfo``)."""
     score: float | None = None
     """Relevance to the query that listed it; None in an unranked listing."""
     score_parts: dict[str, float] | None = None

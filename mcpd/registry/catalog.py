@@ -189,6 +189,10 @@ class Catalog:
                 description=tool.description,
                 input_schema=tool.input_schema,
                 title=tool.title,
+                annotations=tool.annotations,
+                output_schema=tool.output_schema,
+                icons=tool.icons,
+                meta=tool.meta,
             )
             for tool in allowed
         }

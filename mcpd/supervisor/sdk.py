@@ -276,6 +276,9 @@ class SdkSession:
                     input_schema=t.input_schema,
                     title=t.title,
                     annotations=_dump(t.annotations) if t.annotations else None,
+                    output_schema=t.output_schema,
+                    icons=[_dump(icon) for icon in t.icons] if t.icons else None,
+                    meta=t.meta,
                 )
                 for t in page.tools
             ]

@@ -102,6 +102,9 @@ class _Tool(msgspec.Struct, frozen=True, rename="camel"):
     description: str | None = None
     title: str | None = None
     annotations: _Annotations | None = None
+    output_schema: dict[str, Any] | None = None
+    icons: list[dict[str, Any]] | None = None
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
 
 
 class _CallResult(msgspec.Struct, frozen=True, rename="camel"):
@@ -300,6 +303,9 @@ class StdioSession:
                     input_schema=t.input_schema,
                     title=t.title,
                     annotations=msgspec.to_builtins(t.annotations) if t.annotations is not None else None,
+                    output_schema=t.output_schema,
+                    icons=t.icons,
+                    meta=t.meta,
                 )
                 for t in page.tools
             ]

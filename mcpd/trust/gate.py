@@ -3,8 +3,8 @@
 Two checks, per server policy:
 
 - ``verify`` (off | warn | block): everything a server says to models is scanned (its
-  ``instructions`` and title, each tool's name, title, description, annotations and
-  schema). Findings are logged; under ``block`` a server with an unaccepted high finding
+  ``instructions`` and title, each tool's name, title, description, annotations, input and
+  output schemas). Findings are logged; under ``block`` a server with an unaccepted high finding
   is kept out of every registry, the ``<available_mcps>`` block and selection. ``approve``
   accepts exactly the findings of the current texts: a later change is reviewed again.
 - ``pinning`` (pin | trust): a SHA-256 of each tool's name, description and input schema
@@ -90,7 +90,13 @@ class Scanner(Protocol):
 
     def scan_text(self, subject: str, where: str, text: str) -> list[Finding]: ...
 
-    def scan_tool(self, name: str, description: str, input_schema: dict[str, Any]) -> list[Finding]: ...
+    def scan_tool(
+        self,
+        name: str,
+        description: str,
+        input_schema: dict[str, Any],
+        output_schema: dict[str, Any] | None = None,
+    ) -> list[Finding]: ...
 
 
 Scan = Callable[[Scanner], Iterable[Finding]]
@@ -133,11 +139,11 @@ def _each_text(subject: str, texts: dict[str, str]) -> Scan:
 
 def _tool_subject(tool: ToolInfo, subjects: _Subjects) -> Subject:
     pinned = definition(tool)
-    extra = {"title": tool.title, "annotations": tool.annotations}
+    extra = {"title": tool.title, "annotations": tool.annotations, "output_schema": tool.output_schema}
     everything = pinned + json.dumps(extra, sort_keys=True, ensure_ascii=False)
 
     def scan(scanner: Scanner) -> list[Finding]:
-        findings = scanner.scan_tool(tool.name, tool.description, tool.input_schema)
+        findings = scanner.scan_tool(tool.name, tool.description, tool.input_schema, tool.output_schema)
         if tool.title:
             findings.extend(scanner.scan_text(tool.name, "title", tool.title))
         findings.extend(_scan_annotations(tool, scanner))

@@ -568,10 +568,14 @@ def _property_names(schema: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from _property_names(item, f"{path}[{index}]")
 
 
-def scan_tool(name: str, description: str, input_schema: dict[str, Any]) -> list[Finding]:
-    """Every finding in one tool's name, description and input schema (its property names too)."""
-    texts = [("name", name), ("description", description), *_strings(input_schema, "input_schema")]
+def scan_tool(
+    name: str, description: str, input_schema: dict[str, Any], output_schema: dict[str, Any] | None = None
+) -> list[Finding]:
+    """Every finding in one tool's name, description and schemas (their property names too)."""
+    schemas = [("input_schema", input_schema), ("output_schema", output_schema or {})]
+    texts = [("name", name), ("description", description)]
+    texts += [text for path, schema in schemas for text in _strings(schema, path)]
     findings = scan_texts(name, texts)
     # A property called private_key is no sign of anything; one called ignore_all_instructions is.
-    keys = scan_texts(name, _property_names(input_schema, "input_schema"))
+    keys = scan_texts(name, [text for path, schema in schemas for text in _property_names(schema, path)])
     return findings + [f for f in keys if f.severity == HIGH]
