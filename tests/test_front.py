@@ -293,3 +293,38 @@ async def test_a_url_elicitation_reaches_only_a_host_that_declared_url_mode(
         assert answer == "elicited by url: accept"
     else:
         assert "did not declare the elicitation.url capability" in answer
+
+
+async def test_a_servers_json_rpc_error_and_result_meta_reach_the_host_as_sent(daemon: DaemonProcess) -> None:
+    """A server that refuses a call with a JSON-RPC error (code and data: -32042 with the URL
+    elicitations it requires, say) gives the host that error, not a tool error's text it cannot act
+    on; a result's `_meta` arrives with the result. The library caller still reads a tool error."""
+    host = await peer(daemon)
+
+    def call(request_id: int, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return host.request(request_id, "tools/call", {"name": tool, "arguments": arguments})
+
+    def run() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        host.request(1, "initialize", initialize("2025-11-25"))
+        host.request(2, "tools/call", {"name": "mcpd_connect_server", "arguments": {"server": "tools"}})
+        refused = call(3, "tools__refuse", {"code": -32042, "message": "open the consent page"})
+        via_meta_tool = call(
+            4, "mcpd_call_tool", {"tool": "tools__refuse", "arguments": {"code": -32042, "message": "again"}}
+        )
+        meta = call(5, "tools__meta_echo", {"text": "kept"})
+        return refused, via_meta_tool, meta
+
+    try:
+        refused, via_meta_tool, meta = await anyio.to_thread.run_sync(run)
+    finally:
+        host.channel.close()
+    assert refused["error"] == {
+        "code": -32042,
+        "message": "open the consent page",
+        "data": {"why": "open the consent page"},
+    }
+    assert via_meta_tool["error"]["code"] == -32042
+    assert meta["result"]["_meta"] == {"fixture/echo": "kept"}
+    async with connect(daemon.socket) as client:
+        result = await client.call_tool("tools__refuse", {"code": -32042, "message": "for a script"})
+    assert result.is_error and result.content[0]["text"] == "for a script"

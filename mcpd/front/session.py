@@ -80,10 +80,11 @@ _GAVE_UP = (ServerState.FAILED, ServerState.STOPPED, ServerState.DISABLED)
 class RpcError(Exception):
     """Ends a request with a JSON-RPC error response."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str, data: Any = msgspec.UNSET) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.data = data
 
 
 @dataclass(frozen=True)
@@ -144,8 +145,16 @@ def _budgeted(tools: list[ToolEntry], rendered: Rendered, budget: int) -> mcp.Ca
 
 
 def _relay(result: ToolResult) -> mcp.CallToolResult:
+    """The result as the server gave it; its JSON-RPC error as that error (-32042 and its ``data``
+    ask the host for a URL elicitation, which a tool error's text cannot)."""
+    if result.refusal is not None:
+        refusal = result.refusal
+        raise RpcError(refusal.code, refusal.message, msgspec.UNSET if refusal.data is None else refusal.data)
     structured = msgspec.UNSET if result.structured_content is None else result.structured_content
-    return mcp.CallToolResult(content=result.content, structured_content=structured, is_error=result.is_error)
+    meta_ = msgspec.UNSET if result.meta is None else result.meta
+    return mcp.CallToolResult(
+        content=result.content, structured_content=structured, is_error=result.is_error, meta=meta_
+    )
 
 
 class _Tasks:
@@ -342,8 +351,10 @@ class HostSession:
         with contextlib.suppress(ConnectionError, OSError, RuntimeError):
             self._send(_encoder.encode(message))
 
-    def _error(self, request_id: mcp.RequestId | None, code: int, message: str) -> None:
-        self._emit(mcp.ErrorResponse(request_id, mcp.ErrorObject(code, message)))
+    def _error(
+        self, request_id: mcp.RequestId | None, code: int, message: str, data: Any = msgspec.UNSET
+    ) -> None:
+        self._emit(mcp.ErrorResponse(request_id, mcp.ErrorObject(code, message, data)))
 
     def _notify(self, method: str, params: Any = msgspec.UNSET) -> None:
         data = _encoder.encode(mcp.Notification(method, params))
@@ -392,7 +403,7 @@ class HostSession:
             result = await handler.run(self, params)
             self._emit(mcp.Response(request_id, result))
         except RpcError as exc:
-            self._error(request_id, exc.code, exc.message)
+            self._error(request_id, exc.code, exc.message, exc.data)
         except McpdError as exc:
             self._error(request_id, mcp.INTERNAL_ERROR, f"{type(exc).__name__}: {exc.message}")
         except (msgspec.EncodeError, OverflowError, TypeError) as exc:

@@ -182,6 +182,7 @@ class CallToolResult(msgspec.Struct, frozen=True, rename="camel"):
     content: list[dict[str, Any]]
     structured_content: Any = UNSET
     is_error: bool = False
+    meta: dict[str, Any] | UnsetType = msgspec.field(default=UNSET, name="_meta")
 
 
 class ProgressParams(msgspec.Struct, frozen=True, rename="camel"):

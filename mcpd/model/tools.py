@@ -50,12 +50,31 @@ class ToolEntry(msgspec.Struct, frozen=True, kw_only=True):
     """With ``explain``: text relevance, usage factor and query association behind ``score``."""
 
 
+class Refusal(msgspec.Struct, frozen=True):
+    """The JSON-RPC error a server answered a tool call with: it took the call and refused it."""
+
+    code: int
+    message: str
+    data: Any = None
+
+
 class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
     """A ``tools/call`` result; ``is_error`` means the tool ran and reported failure."""
 
     content: list[dict[str, Any]]
     structured_content: Any = None
     is_error: bool = False
+    meta: dict[str, Any] | None = None
+    """The result's ``_meta``, as the server sent it."""
+    refusal: Refusal | None = None
+    """The server's JSON-RPC error, relayed as such to hosts; ``content`` then holds its message
+    (and ``is_error`` is set) for callers that read results alone."""
+
+    @classmethod
+    def refused(cls, code: int, message: str, data: Any = None) -> ToolResult:
+        return cls(
+            content=[{"type": "text", "text": message}], is_error=True, refusal=Refusal(code, message, data)
+        )
 
 
 class BriefTool(msgspec.Struct, frozen=True):

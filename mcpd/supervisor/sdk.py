@@ -230,7 +230,7 @@ def _translated(what: str) -> Iterator[None]:
             yield
         except MCPError as exc:
             if exc.code != CONNECTION_CLOSED:
-                raise Refused(exc.code, exc.error.message) from None
+                raise Refused(exc.code, exc.error.message, exc.error.data) from None
             if mark.refused:
                 raise NotDelivered from None
             raise ConnectionLost(describe_mcp_error(exc)) from None
@@ -366,7 +366,7 @@ class SdkSession:
                     tool, arguments, progress_callback=relay if on_progress is not None else None
                 )
         except Refused as exc:
-            return ToolResult(content=[{"type": "text", "text": exc.message}], is_error=True)
+            return ToolResult.refused(exc.code, exc.message, exc.data)
         if not isinstance(result, mcp_types.CallToolResult):
             raise TypeError(f"unsupported result type {type(result).__name__}")
         return ToolResult(
@@ -375,6 +375,7 @@ class SdkSession:
             ],
             structured_content=result.structured_content,
             is_error=result.is_error,
+            meta=result.meta,
         )
 
     async def read_resource(self, uri: str) -> ReadResult:

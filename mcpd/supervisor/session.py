@@ -44,10 +44,11 @@ class RequestFailed(Exception):
 class Refused(RequestFailed):
     """The server answered with a JSON-RPC error."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(f"MCP error {code}: {message}")
         self.code = code
         self.message = message
+        self.data = data
 
 
 class NotDelivered(RequestFailed):

@@ -113,6 +113,7 @@ class _CallResult(msgspec.Struct, frozen=True, rename="camel"):
     content: list[dict[str, Any]] = msgspec.field(default_factory=list)
     structured_content: Any = None
     is_error: bool | None = False
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
 
 
 class _Tools(msgspec.Struct, frozen=True, rename="camel"):
@@ -357,7 +358,7 @@ class StdioSession:
         )
         if reply.error is not None:
             # A JSON-RPC error response: the server handled the request and refused it.
-            return ToolResult(content=[{"type": "text", "text": reply.error.message}], is_error=True)
+            return ToolResult.refused(reply.error.code, reply.error.message, reply.error.data)
         try:
             result = _call_result.decode(reply.result)
         except DECODE_FAILURES as exc:
@@ -366,6 +367,7 @@ class StdioSession:
             content=result.content,
             structured_content=result.structured_content,
             is_error=bool(result.is_error),
+            meta=result.meta,
         )
 
     def can_subscribe(self) -> bool:

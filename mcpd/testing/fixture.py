@@ -114,6 +114,18 @@ def build_server(args: argparse.Namespace) -> MCPServer:
         await behaviour.on_call()
         raise ValueError(message)
 
+    @server.tool(description="Refuse the call with a JSON-RPC error: `code`, `message`, and `data` {why}.")
+    async def refuse(code: int, message: str = "refused") -> str:
+        await behaviour.on_call()
+        raise MCPError(code, message, data={"why": message})
+
+    @server.tool(description='Return `text` in a result whose `_meta` holds `{"fixture/echo": text}`.')
+    async def meta_echo(text: str) -> types.CallToolResult:
+        await behaviour.on_call()
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], _meta={"fixture/echo": text}
+        )
+
     @server.tool(description="Sleep for the given number of seconds, then return.")
     async def sleep(seconds: float) -> str:
         await behaviour.on_call()
