@@ -328,3 +328,38 @@ async def test_a_servers_json_rpc_error_and_result_meta_reach_the_host_as_sent(d
     async with connect(daemon.socket) as client:
         result = await client.call_tool("tools__refuse", {"code": -32042, "message": "for a script"})
     assert result.is_error and result.content[0]["text"] == "for a script"
+
+
+async def test_server_log_messages_reach_a_host_at_the_level_it_set(daemon: DaemonProcess) -> None:
+    """A host that set a level with `logging/setLevel` is sent the MCP log messages of the servers it
+    sees at or above it, named by server (they never reached hosts: setLevel was accepted and did
+    nothing); a host that set none is sent none."""
+    host, quiet = await peer(daemon), await peer(daemon)
+
+    def run() -> None:
+        for each in (host, quiet):
+            each.request(1, "initialize", initialize("2025-06-18"))
+            each.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+            each.request(2, "tools/call", {"name": "mcpd_connect_server", "arguments": {"server": "tools"}})
+        host.request(3, "logging/setLevel", {"level": "warning"})
+        for request_id, level in ((4, "info"), (5, "error")):
+            arguments = {"text": f"at {level}", "level": level, "logger": "db"}
+            host.request(request_id, "tools/call", {"name": "tools__log", "arguments": arguments})
+        quiet.request(
+            3, "tools/call", {"name": "tools__log", "arguments": {"text": "unheard", "level": "error"}}
+        )
+        host.request(6, "ping")  # the log messages were sent before this answer
+        quiet.request(4, "ping")
+
+    try:
+        await anyio.to_thread.run_sync(run)
+    finally:
+        host.channel.close()
+        quiet.channel.close()
+    messages = [m["params"] for m in host.seen if m["method"] == "notifications/message"]
+    assert messages == [
+        {"level": "error", "data": "at error", "logger": "tools/db"},
+        {"level": "error", "data": "unheard", "logger": "tools"},  # the server's, whoever called
+    ]
+    assert not [m for m in quiet.seen if m["method"] == "notifications/message"]
+    assert host.states()[-1]["log_level"] == "warning"

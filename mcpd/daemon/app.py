@@ -284,6 +284,7 @@ async def _serve_with(
         supervisor.add_listener(catalog.on_event)
         supervisor.add_listener(_everyone(rpc.broadcast))
         supervisor.add_listener(hosts.on_event)
+        supervisor.add_log_listener(hosts.on_log)
         supervisor.add_listener(daemon.subscriptions.on_event)
         if notifier.enabled:
             supervisor.add_listener(lambda event: notifier.status(summary(supervisor)))

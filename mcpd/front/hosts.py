@@ -28,6 +28,11 @@ class Hosts:
         for session in list(self.sessions):
             session.on_event(event)
 
+    def on_log(self, server: str, level: str, logger: str | None, text: str) -> None:
+        """A supervisor log listener: each session passes on what its host asked for."""
+        for session in list(self.sessions):
+            session.on_log(server, level, logger, text)
+
     @contextlib.asynccontextmanager
     async def open_session(
         self,

@@ -115,10 +115,11 @@ def _resumable(init: mcp.InitializeParams | None) -> mcp.InitializeParams | None
     if init is None:
         return None
     declared = init.capabilities
-    kept: dict[str, Any] = {name: {} for name in ("elicitation", "roots") if name in declared}
-    sampling = declared.get("sampling")
-    if sampling is not None:
-        kept["sampling"] = {"tools": {}} if isinstance(sampling, dict) and "tools" in sampling else {}
+    kept: dict[str, Any] = {}
+    for name, extension in (("sampling", "tools"), ("elicitation", "url"), ("roots", None)):
+        value = declared.get(name)
+        if value is not None:
+            kept[name] = {extension: {}} if isinstance(value, dict) and extension in value else {}
     info = init.client_info
     client = mcp.Implementation(info.name[:_NAME_KEPT], info.version[:_NAME_KEPT])
     return mcp.InitializeParams(init.protocol_version[:_NAME_KEPT], kept, client)
@@ -237,6 +238,7 @@ class HostSession:
         self.expose_all = state.expose_all
         self.query = state.query
         self.query_at = state.query_at
+        self.log_level = state.log_level
         self.initialized = state.initialize is not None
         """The host sent ``notifications/initialized`` (or this session resumes one that had)."""
         self._on_state = on_state
@@ -345,6 +347,16 @@ class HostSession:
         if isinstance(event, ToolsChanged) or (event.old in LIVE_STATES) != (event.new in LIVE_STATES):
             self._list_changed()
 
+    def on_log(self, server: str, level: str, logger: str | None, text: str) -> None:
+        """A server's MCP log message: passed on at or above the level the host set, if it set one,
+        for the servers it sees; the logger names the server (``server`` or ``server/logger``)."""
+        if self.log_level is None or not (self.expose_all or server in self.connected):
+            return
+        if level in mcp.LOG_LEVELS and mcp.LOG_LEVELS.index(level) < mcp.LOG_LEVELS.index(self.log_level):
+            return
+        named = f"{server}/{logger}" if logger else server
+        self._advise(mcp.MESSAGE, mcp.LogMessageParams(level=level, data=text, logger=named))
+
     # -- messages ------------------------------------------------------------------------------
 
     def _emit(self, message: msgspec.Struct) -> None:
@@ -423,6 +435,7 @@ class HostSession:
             query=self.query,
             query_at=self.query_at,
             subscribed=[qualify_uri(*key) for key in self.core.subscriptions.holds(self)],
+            log_level=self.log_level,
         )
 
     def _state_changed(self) -> None:
@@ -719,6 +732,8 @@ async def _ping(session: HostSession, params: mcp.Empty) -> mcp.Empty:
 
 @_request("logging/setLevel", mcp.SetLevelParams)
 async def _set_level(session: HostSession, params: mcp.SetLevelParams) -> mcp.Empty:
+    session.log_level = params.level
+    session._state_changed()
     return _EMPTY_RESULT
 
 

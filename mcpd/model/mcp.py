@@ -11,7 +11,7 @@ back on reconnect, and never forwards to the host.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -197,8 +197,13 @@ class CancelledParams(msgspec.Struct, frozen=True, rename="camel"):
     reason: str | None = None
 
 
+LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+LOG_LEVELS: tuple[str, ...] = get_args(LogLevel)
+"""MCP's log levels, least severe first (RFC 5424's, as the spec takes them)."""
+
+
 class SetLevelParams(msgspec.Struct, frozen=True):
-    level: Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+    level: LogLevel
 
 
 class LogMessageParams(msgspec.Struct, frozen=True):
@@ -327,6 +332,8 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     """... and when it was made (Unix time)."""
     subscribed: list[str] = msgspec.field(default_factory=list)
     """Qualified URIs of the resources the host subscribed to."""
+    log_level: LogLevel | None = None
+    """The level the host set with ``logging/setLevel`` (None: it never did, so no log messages)."""
 
 
 class SavedSession(msgspec.Struct, frozen=True):

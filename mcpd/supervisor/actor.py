@@ -122,6 +122,10 @@ class _Replaced(Exception):
         self.by = by
 
 
+LogListener = Callable[[str, str, "str | None", str], None]
+"""Told each MCP log message a server sends: (server, level, logger, text)."""
+
+
 class ServerActor:
     """Supervises one server. ``run()`` is its task; everything else is safe from other tasks."""
 
@@ -134,9 +138,11 @@ class ServerActor:
         unit_random: Callable[[], float] = random.random,
         router: Router = refuse_server_requests,
         logs: LogRing | None = None,
+        on_log: LogListener | None = None,
     ) -> None:
         self.config = config
         self._router = router
+        self._on_log = on_log
         self.logs = logs or LogRing()
         """Its stderr lines and MCP log messages, across its runs (pass the old actor's on a change)."""
         self._start_gate = start_gate or StartGate()
@@ -568,6 +574,8 @@ class ServerActor:
 
     def _log_message(self, level: str, logger: str | None, text: str) -> None:
         self.logs.add("mcp", text, level=level, logger=logger)
+        if self._on_log is not None:
+            self._on_log(self.name, level, logger, text)
 
     # -- watchers.Hooks -----------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from mcpd.config.model import MAX_STOP_GRACE, Config, ServerConfig
 from mcpd.errors import UnknownServer
 from mcpd.model.servers import ReloadPlan, ServerEvent, ServerStatus
 from mcpd.model.states import LIVE_STATES, ServerState
-from mcpd.supervisor.actor import Router, ServerActor, refuse_server_requests, stop_bound
+from mcpd.supervisor.actor import LogListener, Router, ServerActor, refuse_server_requests, stop_bound
 from mcpd.supervisor.gate import StartGate
 from mcpd.supervisor.link import Link
 from mcpd.supervisor.logring import LogRing
@@ -70,6 +70,7 @@ class Supervisor:
         self._actors: dict[str, ServerActor] = {}
         self._scopes: dict[str, anyio.CancelScope] = {}
         self._listeners = list(listeners or [])
+        self._log_listeners: list[LogListener] = []
         self._start_gate = start_gate or StartGate()
 
     # -- queries ----------------------------------------------------------------------------
@@ -104,6 +105,17 @@ class Supervisor:
 
     # -- changes ----------------------------------------------------------------------------
 
+    def add_log_listener(self, listener: LogListener) -> None:
+        """Tell ``listener`` each MCP log message of every server (apart from events: they can flood)."""
+        self._log_listeners.append(listener)
+
+    def _emit_log(self, server: str, level: str, logger: str | None, text: str) -> None:
+        for listener in self._log_listeners:
+            try:
+                listener(server, level, logger, text)
+            except Exception:
+                log.exception("supervisor.log_listener_failed")
+
     def _emit(self, event: ServerEvent) -> None:
         for listener in list(self._listeners):
             try:
@@ -115,7 +127,14 @@ class Supervisor:
     def add(self, config: ServerConfig, logs: LogRing | None = None) -> ServerActor:
         """Start supervising ``config`` (it starts at once unless disabled); ``logs`` carries on a
         log from before (a changed config is the same server)."""
-        actor = ServerActor(config, self._emit, start_gate=self._start_gate, router=self._router, logs=logs)
+        actor = ServerActor(
+            config,
+            self._emit,
+            start_gate=self._start_gate,
+            router=self._router,
+            logs=logs,
+            on_log=self._emit_log,
+        )
         scope = anyio.CancelScope()
         self._actors[config.name] = actor
         self._scopes[config.name] = scope
