@@ -269,6 +269,9 @@ async def test_a_url_elicitation_reaches_only_a_host_that_declared_url_mode(
     def run() -> str:
         init = initialize("2025-11-25") | {"capabilities": {"elicitation": declared}}
         host.request(1, "initialize", init)
+        # What a new daemon resumes the session with keeps the mode too.
+        kept = host.states()[-1]["initialize"]["capabilities"]["elicitation"]
+        assert kept == ({"url": {}} if "url" in declared else {})
         ask = {
             "name": "mcpd_call_tool",
             "arguments": {"tool": "tools__ask", "arguments": {"kind": "elicitation-url"}},
