@@ -366,3 +366,25 @@ async def test_server_log_messages_reach_a_host_at_the_level_it_set(daemon: Daem
     ]
     assert not [m for m in quiet.seen if m["method"] == "notifications/message"]
     assert host.states()[-1]["log_level"] == "warning"
+
+
+async def test_a_hosts_request_meta_reaches_the_server(daemon: DaemonProcess) -> None:
+    """A host's `_meta` (tracing, vendor keys) reaches the server with the call, beside the progress
+    token mcpd puts there in place of the host's own (it used to be dropped)."""
+    host = await peer(daemon)
+
+    def run() -> dict[str, Any]:
+        host.request(1, "initialize", initialize("2025-06-18"))
+        meta = {"vendor.example/trace": "abc", "progressToken": "host-token"}
+        params = {"name": "mcpd_call_tool", "arguments": {"tool": "tools__request_meta"}, "_meta": meta}
+        seen: dict[str, Any] = json.loads(
+            host.request(2, "tools/call", params)["result"]["content"][0]["text"]
+        )
+        return seen
+
+    try:
+        seen = await anyio.to_thread.run_sync(run)
+    finally:
+        host.channel.close()
+    assert seen["vendor.example/trace"] == "abc"
+    assert seen.get("progressToken") != "host-token"  # mcpd gives the server its own token

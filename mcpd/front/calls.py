@@ -72,7 +72,7 @@ async def call_tool(
     call = _CallRecorder(core, caller, server, tool, params.query)
     running, token = core.requests.begin(server, answerer, caller.client, caller.session)
     try:
-        result = await actor.call_tool(tool, params.arguments, params.timeout, on_progress)
+        result = await actor.call_tool(tool, params.arguments, params.timeout, on_progress, params.meta)
     except McpdError as exc:
         call.done(_OUTCOMES.get(type(exc), "error"), type(exc).__name__)
         raise

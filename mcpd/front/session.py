@@ -546,9 +546,9 @@ class HostSession:
         return self.query if time.time() - self.query_at <= LEARNING_WINDOW else None
 
     def progress_relay(
-        self, meta_: mcp.RequestMeta | None
+        self, meta_: dict[str, Any] | None
     ) -> Callable[[float, float | None, str | None], None] | None:
-        token = meta_.progress_token if meta_ is not None else None
+        token = mcp.progress_token(meta_)
         if token is None:
             return None
 
@@ -564,7 +564,7 @@ class HostSession:
         return relay
 
     async def call(
-        self, name: str, arguments: dict[str, Any], meta_: mcp.RequestMeta | None
+        self, name: str, arguments: dict[str, Any], meta_: dict[str, Any] | None
     ) -> mcp.CallToolResult:
         if name == meta.SEARCH:
             return await self._search(arguments)
@@ -577,8 +577,16 @@ class HostSession:
             name, arguments = tool, inner
         try:
             # Converted, not constructed: the socket API's limits (a name's length) hold here too.
+            # The host's own progress token stays here: the server is given mcpd's.
+            forwarded = {key: value for key, value in (meta_ or {}).items() if key != "progressToken"}
             params = msgspec.convert(
-                {"tool": name, "arguments": arguments, "query": self.learned_query()}, ToolsCallParams
+                {
+                    "tool": name,
+                    "arguments": arguments,
+                    "query": self.learned_query(),
+                    "meta": forwarded or None,
+                },
+                ToolsCallParams,
             )
         except msgspec.ValidationError as exc:
             return _text(f"invalid call: {exc}", error=True)

@@ -175,7 +175,14 @@ class ListToolsResult(msgspec.Struct, frozen=True):
 class CallToolParams(msgspec.Struct, frozen=True):
     name: str
     arguments: dict[str, Any] | None = None
-    meta: RequestMeta | None = msgspec.field(default=None, name="_meta")
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
+    """The host's ``_meta``: its progress token, and whatever else it sends the server."""
+
+
+def progress_token(meta: dict[str, Any] | None) -> RequestId | None:
+    """The ``progressToken`` of a request's ``_meta``, if it has one of a valid type."""
+    token = meta.get("progressToken") if meta else None
+    return token if isinstance(token, str | int) and not isinstance(token, bool) else None
 
 
 class CallToolResult(msgspec.Struct, frozen=True, rename="camel"):

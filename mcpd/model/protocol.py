@@ -141,6 +141,9 @@ class ToolsCallParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     """The user's request that led to this call, if the client knows it: ranking learns from it."""
     progress: bool = False
     """Relay the server's progress for this call as ``progress`` notifications."""
+    meta: dict[str, Any] | None = None
+    """``_meta`` for the server's ``tools/call`` (a host's tracing or vendor keys); mcpd sets the
+    progress token in it itself."""
 
 
 class CapabilityParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -279,6 +279,7 @@ class ServerActor:
         arguments: dict[str, Any],
         timeout: float | None = None,
         on_progress: ProgressCallback | None = None,
+        meta: dict[str, Any] | None = None,
     ) -> ToolResult:
         """Call ``tool``; waits for a (re)starting server, all within ``timeout`` seconds.
 
@@ -305,6 +306,7 @@ class ServerActor:
                 deadline=deadline,
                 limit=limit,
                 on_progress=on_progress,
+                meta=meta,
             )
 
         return await self.on_live(timeout, known, send)

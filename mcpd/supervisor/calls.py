@@ -43,13 +43,14 @@ async def send_call(
     deadline: float,
     limit: float,
     on_progress: ProgressCallback | None,
+    meta: dict[str, Any] | None = None,
 ) -> ToolResult:
     """Call ``tool`` over ``link`` until ``deadline`` (event-loop time, ``limit`` seconds after the start).
 
     Raises ``NotDelivered`` or an ``McpdError`` (see the module docstring).
     """
     try:
-        return await link.session.call_tool(tool, arguments, deadline, on_progress)
+        return await link.session.call_tool(tool, arguments, deadline, on_progress, meta)
     except NotDelivered:
         link.refused.set()
         raise

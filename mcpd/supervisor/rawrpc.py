@@ -220,7 +220,8 @@ class RawRpc:
         request_id = f"{PREFIX}{next(self._ids)}"
         if on_progress is not None:
             # Our request id doubles as the progress token: unique, and ours.
-            params = {**(params or {}), "_meta": {"progressToken": request_id}}
+            params = params or {}
+            params = {**params, "_meta": {**params.get("_meta", {}), "progressToken": request_id}}
         # Encoded before anything is registered, so arguments JSON cannot carry fail cleanly here.
         line = _encoder.encode(_Request(request_id, method, UNSET if params is None else params)) + b"\n"
         loop = asyncio.get_running_loop()

@@ -23,7 +23,7 @@ import contextvars
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import httpx2
@@ -349,7 +349,12 @@ class SdkSession:
             await self._session.send_ping()
 
     async def call_tool(
-        self, tool: str, arguments: dict[str, Any], deadline: float, on_progress: ProgressCallback | None
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        deadline: float,
+        on_progress: ProgressCallback | None,
+        meta: dict[str, Any] | None = None,
     ) -> ToolResult:
         """``tools/call`` through the SDK; a JSON-RPC error answer is a tool error, as on the stdio path.
 
@@ -363,7 +368,10 @@ class SdkSession:
         try:
             with anyio.fail_after(max(0.0, deadline - anyio.current_time())), _translated("tools/call"):
                 result = await self._session.call_tool(
-                    tool, arguments, progress_callback=relay if on_progress is not None else None
+                    tool,
+                    arguments,
+                    progress_callback=relay if on_progress is not None else None,
+                    meta=cast("mcp_types.RequestParamsMeta", meta) if meta else None,
                 )
         except Refused as exc:
             return ToolResult.refused(exc.code, exc.message, exc.data)

@@ -114,9 +114,15 @@ class Session(Protocol):
     async def ping(self) -> None: ...
 
     async def call_tool(
-        self, tool: str, arguments: dict[str, Any], deadline: float, on_progress: ProgressCallback | None
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        deadline: float,
+        on_progress: ProgressCallback | None,
+        meta: dict[str, Any] | None = None,
     ) -> ToolResult:
-        """``tools/call`` until ``deadline`` (event-loop time); a JSON-RPC error answer is a tool error."""
+        """``tools/call`` until ``deadline`` (event-loop time), with ``meta`` as its ``_meta``; a
+        JSON-RPC error answer is a tool error that keeps the error (``ToolResult.refusal``)."""
         ...
 
     def can_subscribe(self) -> bool:

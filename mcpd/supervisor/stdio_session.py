@@ -350,12 +350,18 @@ class StdioSession:
         await self._request("ping", None, _anything)
 
     async def call_tool(
-        self, tool: str, arguments: dict[str, Any], deadline: float, on_progress: ProgressCallback | None
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        deadline: float,
+        on_progress: ProgressCallback | None,
+        meta: dict[str, Any] | None = None,
     ) -> ToolResult:
         """The per-call hot path: one encode, one decode; content blocks relayed as they came."""
-        reply = await self._rpc.request(
-            "tools/call", {"name": tool, "arguments": arguments}, deadline, on_progress
-        )
+        params = {"name": tool, "arguments": arguments}
+        if meta:
+            params["_meta"] = meta
+        reply = await self._rpc.request("tools/call", params, deadline, on_progress)
         if reply.error is not None:
             # A JSON-RPC error response: the server handled the request and refused it.
             return ToolResult.refused(reply.error.code, reply.error.message, reply.error.data)

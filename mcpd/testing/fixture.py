@@ -126,6 +126,11 @@ def build_server(args: argparse.Namespace) -> MCPServer:
             content=[types.TextContent(type="text", text=text)], _meta={"fixture/echo": text}
         )
 
+    @server.tool(description="Return the `_meta` the call came with, as JSON (keys sorted).")
+    async def request_meta(ctx: Context) -> str:
+        await behaviour.on_call()
+        return json.dumps(dict(ctx.request_context.meta or {}), sort_keys=True)
+
     @server.tool(description="Sleep for the given number of seconds, then return.")
     async def sleep(seconds: float) -> str:
         await behaviour.on_call()
