@@ -25,8 +25,11 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
+
+from stop_words import get_stop_words
 
 from mcpd.model.tools import OWN_SERVER, BriefTool, Rendered, ToolEntry
 
@@ -44,6 +47,15 @@ _PIECE = re.compile(
     r"| ?(?:_|[^\s\w])+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 _NOT_LETTER = re.compile(r"[^A-Za-z]")
+_WORD_PAIRS = frozenset(
+    pair
+    for pair, count in Counter(
+        word[i : i + 2] for word in get_stop_words("en") for i in range(len(word) - 1)
+    ).items()
+    if count >= 2 and pair.isalpha()
+)
+"""Letter pairs of English words: those found at least twice in a list of common words (~300)."""
+_RARE_SYMBOL = re.compile(r"[^\s\w\"'{}\[\]():,.;!?/*#=+<>|`~-]")
 _MARGIN = 1.1
 
 
@@ -53,18 +65,29 @@ def _piece_tokens(piece: str) -> float:
         return 1.0
     if not core.isascii():
         ascii_chars = sum(1 for ch in core if ch < "\x80")
-        return 1.1 * (len(core) - ascii_chars) + ascii_chars / 3 + 0.5
+        # Outside the Basic Multilingual Plane (emoji, mathematical letters, rare CJK) a
+        # character is 4 bytes, which byte-level vocabularies seldom merge: 2-4 tokens each,
+        # up to one token per byte, the most a byte-level vocabulary can take.
+        astral = sum(1 for ch in core if ch > "\uffff")
+        return 1.1 * (len(core) - ascii_chars - astral) + 4.0 * astral + ascii_chars / 3 + 0.5
     if core.isdigit():
         return 1.0
     letters = _NOT_LETTER.sub("", core)
     if not letters:
-        return 1 + (len(core) - 1) / 2.5
+        # Punctuation that schemas and prose use merges into few tokens ('":{"', '."); any other
+        # (control characters, rarer symbols) costs about one token each.
+        rare = len(_RARE_SYMBOL.findall(core))
+        return 1 + (len(core) - rare - 1) / 2.5 + rare
     lead = 0.3 if len(core) > len(letters) else 0.0  # a quote or dash glued to the word
     inner_capitals = sum(1 for ch in letters[1:] if ch.isupper())
     if inner_capitals >= 2:  # ENUM_VALUES, HTTPResponse: the vocabulary has few such merges
         return max(1, math.ceil(len(letters) / 2)) + lead
     capitalised = 0.25 if letters[0].isupper() else 0.0
-    return 1 + max(0, len(letters) - 6) / 3 + 0.5 * inner_capitals + capitalised + lead
+    # Letter pairs English words seldom have mark an identifier or a code ("xkqzpvmt"), which
+    # the vocabulary splits into pieces of two or three letters.
+    lower = letters.lower()
+    unusual = sum(1 for i in range(len(lower) - 1) if lower[i : i + 2] not in _WORD_PAIRS)
+    return 1 + max(0, len(letters) - 6) / 3 + 0.5 * inner_capitals + capitalised + lead + 0.7 * unusual
 
 
 def estimate_tokens(text: str) -> int:
