@@ -17,8 +17,10 @@ from mcpd.client.aio import connect
 from mcpd.config.model import ServerConfig
 from mcpd.errors import NotApproved, ServerNotRunning, UnknownTool
 from mcpd.model.tools import ToolInfo
+from mcpd.model.trust import HIGH
 from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import running_daemon
+from mcpd.trust import gate
 from mcpd.trust.gate import inspect
 from mcpd.trust.verify import scan_tool
 
@@ -342,3 +344,15 @@ async def test_prompt_texts_are_verified_too(tmp_path: Path) -> None:
         await daemon.wait_for("trust.blocked", server="sly")
     assert "prompt:summary" in (status["sly"].blocked or "")
     assert "sly" not in tools and "good" in tools and "sly" not in prompts
+
+
+def test_a_server_saying_more_than_the_budget_is_held_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verifier reads up to ``SERVER_BUDGET`` characters of one server per inspection (its time
+    grows with the text, in the thread the server's start waits for); what comes after is not read
+    but held back as high (TP013), so a payload past the budget does not get through."""
+    monkeypatch.setattr(gate, "SERVER_BUDGET", 400)
+    config = ServerConfig(name="s", command="x")
+    tools = tuple(ToolInfo(name=f"t{i}", description="Adds two numbers and returns it.") for i in range(8))
+    subjects = inspect(config, tools, None).subjects
+    assert not subjects[0].findings
+    assert [(f.rule, f.severity) for f in subjects[-1].findings] == [("TP013", HIGH)]

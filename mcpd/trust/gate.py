@@ -103,12 +103,31 @@ Scan = Callable[[Scanner], Iterable[Finding]]
 """Reads one subject's texts with the verifier."""
 
 
+SERVER_BUDGET = 16_000_000
+"""Characters of one server's texts the verifier reads per inspection: six times 2,500 tools of
+2 KB (~2 s). Reading costs time in proportion to the text, in a worker thread the server's start and
+approval wait for, and a server may list any number of tools; what a server says past the budget
+is not read but held back (TP013), so no text gets through unread."""
+
+
+def _unread(subject: str) -> Finding:
+    return Finding(
+        rule="TP013",
+        severity=HIGH,
+        message=f"not read: the server's texts passed the verifier's budget of {SERVER_BUDGET:,} characters",
+        tool=subject,
+        where="everything",
+        excerpt="",
+    )
+
+
 class _Subjects:
     """Makes subjects; the findings of a subject whose texts hash as in the previous inspection are
     taken from it rather than scanned again (a restart or a ``list_changed`` repeats most texts)."""
 
     def __init__(self, scanner: Scanner | None, previous: Inspection | None) -> None:
         self._scanner = scanner
+        self._budget = SERVER_BUDGET
         self._found: dict[tuple[str, str], tuple[Finding, ...]] = {}
         if previous is not None and previous.scanned == (scanner is not None):
             self._found = {(s.name, s.hash): s.findings for s in previous.subjects}
@@ -117,9 +136,10 @@ class _Subjects:
         """``scanned``: everything ``scan`` reads (so its hash decides whether to scan again)."""
         hashed = digest(scanned)
         findings = self._found.get((name, hashed))
-        if findings is None:
-            findings = tuple(scan(self._scanner)) if self._scanner is not None else ()
-        return Subject(name, text, hashed, findings)
+        if findings is None and self._scanner is not None:
+            self._budget -= len(scanned)
+            findings = tuple(scan(self._scanner)) if self._budget >= 0 else (_unread(name),)
+        return Subject(name, text, hashed, findings or ())
 
 
 def _server_subject(info: ServerInfo | None, subjects: _Subjects) -> Subject | None:

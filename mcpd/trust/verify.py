@@ -60,6 +60,8 @@ one already suspect (a medium finding) again with misspelt key words corrected:
                   One of the common kinds is a text that reads like known attacks: a linear model
                   over character n-grams (``learned``), learnt from the poisoning corpus and its
                   probes against 2,196 honest texts of 47 published MCP servers
+    TP013 high    a text too long to read (over ``MAX_TEXT`` characters): its first part is read,
+                  the rest would be unread, so the length alone holds the tool back
 
 Text hidden in base64, hex, URL-encoding, HTML entities, \\u escapes, tag characters or ROT13 is
 decoded and read too: what is found there is reported as high, with ``where`` naming the
@@ -104,11 +106,12 @@ def _excerpt(text: str, start: int, end: int, context: int = 40) -> str:
     return " ".join(visible.split())[:200]
 
 
-def _first(intent: rules.Intent, hits: rules.Hits, sentences: Iterable[str]) -> str | None:
-    match = intent.first(hits, sentences)
-    if match is None or _quoted_example(match):
-        return None
-    return _excerpt(match.string, match.start(), match.end())
+def _first(intent: rules.Intent, sentences: Iterable[rules.Sentence]) -> str | None:
+    for sentence in sentences:
+        match = intent.first(sentence.hits, [sentence.text])
+        if match:
+            return None if _quoted_example(match) else _excerpt(match.string, match.start(), match.end())
+    return None
 
 
 _EXAMPLES = r"(?:such as|like|e\.g\.|for example|phrases?|patterns?|strings?)"
@@ -156,30 +159,29 @@ def _guard(match: re.Match[str]) -> bool:
 
 def _first_meant(
     intent: rules.Intent,
-    hits: rules.Hits,
-    sentences: list[str],
+    sentences: list[rules.Sentence],
     said_otherwise: Callable[[re.Match[str]], bool],
 ) -> str | None:
     """The first match in any sentence that is neither quoted as an example nor
     ``said_otherwise`` (a guard, a command named in a rule about it)."""
     for sentence in sentences:
-        for pattern in intent.active(hits):
-            for match in pattern.finditer(sentence):
+        for pattern in intent.active(sentence.hits):
+            for match in pattern.finditer(sentence.text):
                 if not (_quoted_example(match) or said_otherwise(match)):
-                    return _excerpt(sentence, match.start(), match.end())
+                    return _excerpt(sentence.text, match.start(), match.end())
     return None
 
 
-def _secret(hits: rules.Hits, sentences: list[str], linked: list[str]) -> _Hit | None:
+def _secret(sentences: list[rules.Sentence], linked: list[rules.Sentence]) -> _Hit | None:
     mentioned = None
-    private = rules.PRIVATE_FILE.active(hits)
-    for sentence in sentences + linked if private else ():
-        match = rules.search(private, [sentence])
+    for said in sentences + linked:
+        sentence = said.text
+        match = rules.search(rules.PRIVATE_FILE.active(said.hits), [sentence])
         if match and rules.READ_VERB.search(sentence) and rules.MOVE_VERB.search(sentence):
             excerpt = _excerpt(sentence, match.start(), match.end())
             return _Hit("TP004", HIGH, "reads a private file and passes it on", excerpt)
-    credentials = rules.CREDENTIAL.active(hits)
-    for sentence in sentences if credentials else ():
+    for said in sentences:
+        sentence, credentials = said.text, rules.CREDENTIAL.active(said.hits)
         match = rules.search(credentials, [sentence])
         if match:
             excerpt = _excerpt(sentence, match.start(), match.end())
@@ -188,15 +190,16 @@ def _secret(hits: rules.Hits, sentences: list[str], linked: list[str]) -> _Hit |
             if _described_taking(credentials, sentence):
                 return _Hit("TP004", HIGH, "reads secrets or credential files and passes them on", excerpt)
             mentioned = mentioned or excerpt
-    for window in linked if credentials else ():
+    for said in linked:
         # Across sentences a file must be both read and passed on ("Read it. Put it in `x`."):
         # "Read it back with get_token" after naming the keychain only says where it is.
-        match = rules.search(credentials, [window])
+        window = said.text
+        match = rules.search(rules.CREDENTIAL.active(said.hits), [window])
         moved = rules.MOVE_VERB.search(window) or rules.SINK.search(window)
         if match and moved and rules.READ_VERB.search(window):
             excerpt = _excerpt(window, match.start(), match.end())
             return _Hit("TP004", HIGH, "reads a credential file and passes it on", excerpt)
-    taken = _first(rules.SECRET_TAKEN, hits, sentences)
+    taken = _first(rules.SECRET_TAKEN, sentences)
     if taken:
         return _Hit("TP004", HIGH, "reads or sends secrets or credential files", taken)
     if mentioned:
@@ -293,30 +296,29 @@ def _destination(destinations: list[re.Pattern[str]], sentence: str) -> re.Match
 _PURPOSE = re.compile(r"\b(?:in order to|so as to|so that|to)\s")
 
 
-def _exfiltration(hits: rules.Hits, sentences: list[str], folded: str) -> str | None:
-    transfers = rules.TRANSFER.active(hits)
-    destinations = rules.DESTINATION.active(hits) if transfers else []
-    if destinations:
-        objects = rules.DATA.active(hits) + rules.QUANTITY.active(hits)
-        for sentence in sentences:
-            transfer = _affirmed(transfers, sentence, orders=True)
-            destination = _destination(destinations, sentence) if transfer else None
-            if transfer and destination:
-                purpose = _PURPOSE.search(sentence, max(transfer.end(), destination.end()))
-                sent = sentence[: purpose.start()] if purpose else sentence
-                if rules.search(objects, [sent]):
-                    return _excerpt(sentence, transfer.start(), transfer.end() + 60)
-    return _first(rules.EXFIL_DIRECT, hits, sentences) or _first(rules.IMAGE_EXFIL, hits, [folded])
+def _exfiltration(sentences: list[rules.Sentence], whole: rules.Sentence) -> str | None:
+    for said in sentences:
+        sentence, hits = said
+        transfer = _affirmed(rules.TRANSFER.active(hits), sentence, orders=True)
+        destination = _destination(rules.DESTINATION.active(hits), sentence) if transfer else None
+        if transfer and destination:
+            purpose = _PURPOSE.search(sentence, max(transfer.end(), destination.end()))
+            sent = sentence[: purpose.start()] if purpose else sentence
+            if rules.search(rules.DATA.active(hits) + rules.QUANTITY.active(hits), [sent]):
+                return _excerpt(sentence, transfer.start(), transfer.end() + 60)
+    return _first(rules.EXFIL_DIRECT, sentences) or _first(rules.IMAGE_EXFIL, [whole])
 
 
-def _steering(hits: rules.Hits, sentences: list[str]) -> _Hit | None:
-    shadow = _first(rules.SHADOWING, hits, sentences)
+def _steering(sentences: list[rules.Sentence], every: list[rules.Sentence]) -> _Hit | None:
+    """Steering in ``sentences`` (those that trigger a pattern); the user's whole request may be
+    asked for in any of ``every`` sentence."""
+    shadow = _first(rules.SHADOWING, sentences)
     if shadow:
         return _Hit("TP005", HIGH, "rewrites or disables other tools", shadow)
     # Matches of separate phrases count apart: "use this tool instead of x, and never call x
     # directly" steers twice in one sentence; two patterns matching one phrase steer once.
     steers: list[re.Match[str]] = []
-    for sentence in sentences:
+    for sentence, hits in sentences:
         for match in sorted(
             (m for p in rules.STEERING.active(hits) if (m := p.search(sentence))), key=lambda m: m.start()
         ):
@@ -325,7 +327,7 @@ def _steering(hits: rules.Hits, sentences: list[str]) -> _Hit | None:
     if not steers:
         return None
     excerpt = _excerpt(steers[0].string, steers[0].start(), steers[0].end())
-    if len(steers) > 1 or any(rules.USER_DATA.search(s) for s in sentences):
+    if len(steers) > 1 or any(rules.USER_DATA.search(s.text) for s in every):
         return _Hit("TP005", HIGH, "steers the model away from other tools, repeatedly", excerpt)
     return _Hit("TP005", MEDIUM, "steers the model away from other tools", excerpt)
 
@@ -380,48 +382,52 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     found: list[_Hit] = []
     if not hits:
         return found
-    sentences = [window for sentence in rules.SENTENCES.split(folded) for window in _windows(sentence)]
-    linked = _with_antecedents(sentences)
-    excerpt = _first_meant(rules.OVERRIDE, hits, sentences, _guard)
+    texts = [window for sentence in rules.SENTENCES.split(folded) for window in _windows(sentence)]
+    sentences = rules.sentences(texts)
+    # Only these can match an intent: the others are skipped without a call per intent.
+    triggering = [sentence for sentence in sentences if sentence.hits]
+    linked = [window for window in rules.sentences(_with_antecedents(texts)) if window.hits]
+    whole = rules.Sentence(folded, hits)
+    excerpt = _first_meant(rules.OVERRIDE, triggering, _guard)
     if excerpt:
         found.append(_Hit("TP001", HIGH, "instructions aimed at the model", excerpt))
-    excerpt = _first(rules.CONCEAL, hits, sentences)
+    excerpt = _first(rules.CONCEAL, triggering)
     if excerpt:
         found.append(_Hit("TP002", HIGH, "concealment from the user", excerpt))
     block = rules.INSTRUCTION_BLOCK.first(hits, [folded]) or rules.weak_block(folded)
     if block:
         excerpt = _excerpt(folded, block.start(), block.end())
         found.append(_Hit("TP003", HIGH, "hidden instruction block", excerpt))
-    secret = _secret(hits, sentences, linked)
+    secret = _secret(triggering, linked)
     if secret:
         found.append(secret)
-    steering = _steering(hits, sentences)
+    steering = _steering(triggering, sentences)
     if steering:
         found.append(steering)
-    excerpt = _first(rules.ADDRESSING, hits, [folded])
+    excerpt = _first(rules.ADDRESSING, [whole])
     if excerpt:
         found.append(_Hit("TP008", MEDIUM, "addresses the model directly", excerpt))
-    excerpt = _exfiltration(hits, sentences + linked, folded)
+    excerpt = _exfiltration(triggering + linked, whole)
     if excerpt:
         found.append(_Hit("TP009", HIGH, "sends data to a URL, an address or another tool", excerpt))
-    excerpt = _first_meant(rules.SHELL, hits, sentences, _named_command)
+    excerpt = _first_meant(rules.SHELL, triggering, _named_command)
     if excerpt:
         found.append(_Hit("TP010", HIGH, "destructive or remote-code shell command", excerpt))
     if not _high_already(found) and signs.possible(hits, hidden):
         # The signs catch what no rule above names; a text a rule found needs no second name.
-        together = _signs_together(folded, hits, sentences, hidden)
+        together = _signs_together(folded, sentences, hidden)
         if together:
             found.append(together)
     return found
 
 
-def _signs_together(folded: str, hits: rules.Hits, sentences: list[str], hidden: bool) -> _Hit | None:
+def _signs_together(folded: str, sentences: list[rules.Sentence], hidden: bool) -> _Hit | None:
     """Weak signs that make an attack together (``signs``), within any three sentences in a row.
     A text that reads like known attacks (``learned``) has one more sign of the kind honest tools
     share (one of the rare kind flagged "retries quietly and does not notify you"): the model is
     asked only when that sign would decide, so most texts never pay for it."""
     alike: bool | None = None
-    rare = [signs.rare_in(hits, sentence) for sentence in sentences]
+    rare = [signs.rare_in(hits, sentence) for sentence, hits in sentences]
     each: dict[int, signs.Signs] = {}
     for start in range(max(1, len(sentences) - signs.SPAN + 1)):
         span = range(start, min(start + signs.SPAN, len(sentences)))
@@ -429,7 +435,7 @@ def _signs_together(folded: str, hits: rules.Hits, sentences: list[str], hidden:
             continue  # no attack without a rare sign: the other signs are not sought
         for i in span:
             if i not in each:
-                each[i] = signs.found(hits, sentences[i], rare[i])
+                each[i] = signs.found(sentences[i].hits, sentences[i].text, rare[i])
         found = signs.together([each[i] for i in span])
         if not (found.hidden_attack if hidden else found.attack):
             one_more = found._replace(common=found.common | {"like known attacks"})
@@ -443,7 +449,7 @@ def _signs_together(folded: str, hits: rules.Hits, sentences: list[str], hidden:
                 continue
             found = one_more
         kinds = ", ".join(sorted(found.rare | found.common))
-        window = " ".join(sentences[start : start + signs.SPAN])
+        window = " ".join(sentence.text for sentence in sentences[start : start + signs.SPAN])
         return _Hit("TP012", HIGH, f"signs of an attack together: {kinds}", _excerpt(window, 0, 160, 0))
     return None
 
@@ -504,12 +510,23 @@ def _decoded(tool: str, where: str, layer: Layer, depth: int) -> list[Finding]:
     return found
 
 
+MAX_TEXT = 100_000
+"""Characters of one text the verifier reads: ten times the longest honest text seen (2,196 texts of
+47 published servers, toolret's tools). Reading costs time in proportion to a text's length, and
+a server may send texts of megabytes; a longer text is a finding (TP013) that holds its tool back,
+so nothing hidden past the bound gets through unread."""
+
+
 def scan_text(subject: str, where: str, text: str) -> list[Finding]:
     """Every finding in one text; ``subject`` names its tool, prompt or server."""
     if len(text) < 16 and text.isascii() and " " not in text:
         return []  # a name, a type, an enum value: nothing can hide in it
-    prepared = prepare(text)
     hits: list[_Hit] = []
+    if len(text) > MAX_TEXT:
+        message = f"text too long to read ({len(text):,} characters; the verifier reads {MAX_TEXT:,})"
+        hits.append(_Hit("TP013", HIGH, message, _excerpt(text, MAX_TEXT, MAX_TEXT)))
+        text = text[:MAX_TEXT]  # what it finds in the part it reads is reported too
+    prepared = prepare(text)
     if prepared.hidden:
         offset, char = prepared.hidden
         hits.append(
