@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
+import structlog
 
 from mcpd.config.model import ServerConfig
 from mcpd.model.requests import ServerReply
@@ -289,3 +290,47 @@ async def test_what_a_server_cannot_encode_ends_one_request_not_the_session(tmp_
             assert not changed.is_set()
             await session.ping()
             await changed.wait()
+
+
+async def test_an_invalid_item_leaves_the_rest_of_its_list(tmp_path: Path) -> None:
+    """A tool whose `inputSchema` is `true` or missing, a resource without a uri, a prompt named 7:
+    each is left out (and logged), the valid ones listed; one bad item used to fail the whole
+    handshake, and the server went round degraded and backoff for ever."""
+    good = {"name": "ok", "inputSchema": {"type": "object"}}
+    answers = {
+        "initialize": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"resources": {}, "prompts": {}, "tools": {}},
+            "serverInfo": {"name": "s", "version": "1"},
+        },
+        "tools/list": {"tools": [{"name": "bad", "inputSchema": True}, good, {"name": "no-schema"}]},
+        "resources/list": {"resources": [{"name": "no uri"}, {"uri": "x://a", "name": "a"}]},
+        "resources/templates/list": {"resourceTemplates": [{"name": "t"}]},
+        "prompts/list": {"prompts": [{"name": 7}, {"name": "p"}]},
+    }
+    (tmp_path / "answers.json").write_text(json.dumps(answers))
+    (tmp_path / "canned.py").write_text(CANNED)
+    config = ServerConfig(
+        name="canned",
+        command=sys.executable,
+        args=(str(tmp_path / "canned.py"), str(tmp_path / "answers.json")),
+    )
+    hooks = SessionHooks(lambda: None, lambda: None)
+    with structlog.testing.capture_logs() as logs:
+        async with (
+            open_stdio_child(config) as (child, lines),
+            open_stdio_session(child, lines, hooks) as session,
+        ):
+            with anyio.fail_after(30):
+                _, tools, surface = await handshake(session)
+    assert [t.name for t in tools] == ["ok"]
+    assert [r.uri for r in surface.resources] == ["x://a"] and surface.templates == ()
+    assert [p.name for p in surface.prompts] == ["p"]
+    invalid = [(e["list"], e["item"]) for e in logs if e["event"] == "server.list_item_invalid"]
+    assert invalid == [
+        ("tools/list", 0),
+        ("tools/list", 2),
+        ("resources/list", 0),
+        ("resources/templates/list", 0),
+        ("prompts/list", 0),
+    ]

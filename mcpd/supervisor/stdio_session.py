@@ -117,7 +117,8 @@ class _CallResult(msgspec.Struct, frozen=True, rename="camel"):
 
 
 class _Tools(msgspec.Struct, frozen=True, rename="camel"):
-    tools: list[_Tool]
+    tools: list[msgspec.Raw]
+    """Each read apart (``_valid``): one invalid tool must not take the others with it."""
     next_cursor: str | None = None
 
 
@@ -131,7 +132,7 @@ class _Resource(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
 
 class _Resources(msgspec.Struct, frozen=True, rename="camel"):
-    resources: list[_Resource]
+    resources: list[msgspec.Raw]
     next_cursor: str | None = None
 
 
@@ -144,7 +145,7 @@ class _Template(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
 
 class _Templates(msgspec.Struct, frozen=True, rename="camel"):
-    resource_templates: list[_Template]
+    resource_templates: list[msgspec.Raw]
     next_cursor: str | None = None
 
 
@@ -162,7 +163,7 @@ class _Prompt(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class _Prompts(msgspec.Struct, frozen=True, rename="camel"):
-    prompts: list[_Prompt]
+    prompts: list[msgspec.Raw]
     next_cursor: str | None = None
 
 
@@ -224,9 +225,13 @@ class _Cancelled(msgspec.Struct, frozen=True, rename="camel"):
 # Not strict: a number sent as a string or a float ("size": 1024.0) is taken, as pydantic's SDK took it.
 _initialize = msgspec.json.Decoder(_Initialize, strict=False)
 _tools = msgspec.json.Decoder(_Tools, strict=False)
+_tool = msgspec.json.Decoder(_Tool, strict=False)
 _resources = msgspec.json.Decoder(_Resources, strict=False)
+_resource = msgspec.json.Decoder(_Resource, strict=False)
 _templates = msgspec.json.Decoder(_Templates, strict=False)
+_template = msgspec.json.Decoder(_Template, strict=False)
 _prompts = msgspec.json.Decoder(_Prompts, strict=False)
+_prompt = msgspec.json.Decoder(_Prompt, strict=False)
 _read = msgspec.json.Decoder(_Read, strict=False)
 _get_prompt = msgspec.json.Decoder(_GetPrompt, strict=False)
 _complete = msgspec.json.Decoder(_Complete, strict=False)
@@ -239,6 +244,18 @@ _encoder = msgspec.json.Encoder()
 
 def _params(raw: msgspec.Raw, shape: type[T]) -> T:
     return msgspec.json.decode(raw, type=shape)
+
+
+def _valid(items: list[msgspec.Raw], decoder: msgspec.json.Decoder[T], server: str, what: str) -> list[T]:
+    """The items of a list page that are what MCP says they are; the others are left out and logged
+    (a tool whose ``inputSchema`` is ``true`` used to fail the whole list, and the server with it)."""
+    valid = []
+    for index, item in enumerate(items):
+        try:
+            valid.append(decoder.decode(item))
+        except DECODE_FAILURES as exc:
+            log.warning("server.list_item_invalid", server=server, list=what, item=index, error=str(exc))
+    return valid
 
 
 def _page(cursor: str | None) -> dict[str, Any] | None:
@@ -308,7 +325,7 @@ class StdioSession:
                     icons=t.icons,
                     meta=t.meta,
                 )
-                for t in page.tools
+                for t in _valid(page.tools, _tool, self._child.server, "tools/list")
             ]
             return tools, page.next_cursor
 
@@ -325,14 +342,16 @@ class StdioSession:
     async def _resources(self) -> tuple[ResourceInfo, ...]:
         async def fetch(cursor: str | None) -> tuple[list[ResourceInfo], str | None]:
             page = await self._request("resources/list", _page(cursor), _resources)
-            return [ResourceInfo(**msgspec.structs.asdict(r)) for r in page.resources], page.next_cursor
+            valid = _valid(page.resources, _resource, self._child.server, "resources/list")
+            return [ResourceInfo(**msgspec.structs.asdict(r)) for r in valid], page.next_cursor
 
         return await every_page(fetch, lambda r: r.uri, server=self._child.server, what="resources/list")
 
     async def _templates(self) -> tuple[ResourceTemplateInfo, ...]:
         async def fetch(cursor: str | None) -> tuple[list[ResourceTemplateInfo], str | None]:
             page = await self._request("resources/templates/list", _page(cursor), _templates)
-            items = [ResourceTemplateInfo(**msgspec.structs.asdict(t)) for t in page.resource_templates]
+            valid = _valid(page.resource_templates, _template, self._child.server, "resources/templates/list")
+            items = [ResourceTemplateInfo(**msgspec.structs.asdict(t)) for t in valid]
             return items, page.next_cursor
 
         return await every_page(
@@ -342,7 +361,8 @@ class StdioSession:
     async def _prompts(self) -> tuple[PromptInfo, ...]:
         async def fetch(cursor: str | None) -> tuple[list[PromptInfo], str | None]:
             page = await self._request("prompts/list", _page(cursor), _prompts)
-            return [prompt_info(p) for p in page.prompts], page.next_cursor
+            valid = _valid(page.prompts, _prompt, self._child.server, "prompts/list")
+            return [prompt_info(p) for p in valid], page.next_cursor
 
         return await every_page(fetch, lambda p: p.name, server=self._child.server, what="prompts/list")
 
