@@ -228,6 +228,9 @@ async def test_explain_shows_the_parts_of_each_score(daemon: DaemonProcess) -> N
     document = json.loads(mcpd("tools", "parrot words", "--explain", "--json", "--socket", sock).stdout)
     echo = next(t for t in document["tools"] if t["name"] == "fx__echo")
     assert echo["score_parts"]["association"] > 0
+    parts = echo["score_parts"]  # the parts rebuild the score
+    rebuilt = (parts["text"] + parts["association_lift"] * parts["association"]) * (1 + parts["usage_factor"])
+    assert rebuilt == pytest.approx(echo["score"], abs=1e-3)  # each part rounded to 4 places
 
 
 async def test_stop_start_restart_reload(daemon: DaemonProcess) -> None:

@@ -91,7 +91,7 @@ class Hit:
     tool: str
     score: float
     parts: dict[str, float] | None = None
-    """How the score was made, when usage took part: text, usage_factor, association."""
+    """How the score was made, when usage took part: text, usage_factor, association, association_lift."""
 
 
 @dataclass
@@ -318,8 +318,14 @@ class ToolIndex:
         for doc_id, association in candidates.items():
             text = scores.get(doc_id, 0.0)
             factor = prior.tool_factor(self._docs[doc_id].key)
-            final[doc_id] = text * (1 + factor) + lift * association * (1 + factor)
-            parts[doc_id] = {"text": text, "usage_factor": factor, "association": association}
+            final[doc_id] = (text + lift * association) * (1 + factor)
+            # Enough to rebuild the score: (text + association_lift x association) x (1 + usage_factor).
+            parts[doc_id] = {
+                "text": text,
+                "usage_factor": factor,
+                "association": association,
+                "association_lift": lift,
+            }
         return final, parts
 
 

@@ -47,7 +47,7 @@ class ToolEntry(msgspec.Struct, frozen=True, kw_only=True):
     score: float | None = None
     """Relevance to the query that listed it; None in an unranked listing."""
     score_parts: dict[str, float] | None = None
-    """With ``explain``: text relevance, usage factor and query association behind ``score``."""
+    """With ``explain``: the parts behind ``score`` (text, usage_factor, association, association_lift)."""
 
 
 class Refusal(msgspec.Struct, frozen=True):
