@@ -131,10 +131,10 @@ async def sdk_host(front: Front, **callbacks: Any) -> AsyncIterator[Host]:
         yield hosts[0]
 
 
-def initialize_body(request_id: int = 1) -> dict[str, Any]:
+def initialize_body(request_id: int = 1, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
     params = {
         "protocolVersion": "2025-06-18",
-        "capabilities": {},
+        "capabilities": capabilities or {},
         "clientInfo": {"name": "raw", "version": "1"},
     }
     return {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": params}
@@ -143,9 +143,9 @@ def initialize_body(request_id: int = 1) -> dict[str, Any]:
 JSON_AND_SSE = {"Accept": "application/json, text/event-stream"}
 
 
-async def raw_session(http: httpx2.AsyncClient, url: str) -> str:
+async def raw_session(http: httpx2.AsyncClient, url: str, capabilities: dict[str, Any] | None = None) -> str:
     """Initialize over raw HTTP; the session id."""
-    response = await http.post(url, json=initialize_body(), headers=JSON_AND_SSE)
+    response = await http.post(url, json=initialize_body(capabilities=capabilities), headers=JSON_AND_SSE)
     assert response.status_code == 200, response.text
     assert response.json()["result"]["serverInfo"]["name"] == "mcpd"
     return response.headers["mcp-session-id"]
@@ -182,7 +182,7 @@ async def test_sdk_host_lists_searches_connects_and_calls(front: Front) -> None:
 
 async def test_server_requests_reach_the_http_host(front: Front) -> None:
     """Sampling and elicitation asked by a server during a call reach the HTTP host that made it (on
-    its GET stream), and its answers (POSTed back) reach the server."""
+    the call's own event stream), and its answers (POSTed back) reach the server."""
 
     async def sample(
         context: ClientRequestContext, params: types.CreateMessageRequestParams
@@ -304,6 +304,35 @@ async def test_delete_ends_a_session(front: Front) -> None:
     async with sdk_host(front) as host:
         await host.tool_names()
     await front.daemon.wait_for("http.session_ended", after=mark, why="deleted by the host")
+
+
+async def test_a_server_asks_on_the_calls_own_stream_with_no_get_stream(front: Front) -> None:
+    """A host that never opens a GET stream (MCP makes it optional) is asked on the stream that
+    answers its call: the POST's answer becomes an event stream holding the server's elicitation,
+    then, once the host has POSTed its reply, the call's result (it waited 300 s for a GET)."""
+    async with front.client() as http:
+        session = await raw_session(http, front.url, {"elicitation": {}})
+        headers = {**JSON_AND_SSE, "Mcp-Session-Id": session}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await http.post(front.url, json=initialized, headers=headers)).status_code == 202
+        ask = {"tool": "tools__ask", "arguments": {"kind": "elicitation"}}
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+        call["params"] = {"name": "mcpd_call_tool", "arguments": ask}
+        messages: list[dict[str, Any]] = []
+        async with http.stream("POST", front.url, json=call, headers=headers) as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            with anyio.fail_after(30):
+                async for line in response.aiter_lines():
+                    if not line.startswith("data: "):
+                        continue
+                    messages.append(json.loads(line[6:]))
+                    if messages[-1].get("method") == "elicitation/create":
+                        result = {"action": "accept", "content": {"answer": "y"}}
+                        reply = {"jsonrpc": "2.0", "id": messages[-1]["id"], "result": result}
+                        assert (await http.post(front.url, json=reply, headers=headers)).status_code == 202
+    question, answer = messages
+    assert question["method"] == "elicitation/create" and answer["id"] == 7
+    assert answer["result"]["content"][0]["text"] == 'elicited: accept {"answer": "y"}'
 
 
 async def sse_events(response: httpx2.Response, count: int) -> list[tuple[str, dict[str, Any]]]:

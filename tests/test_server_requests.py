@@ -337,7 +337,7 @@ class Silent:
     def capabilities(self) -> frozenset[str]:
         return frozenset({"sampling"})
 
-    async def ask(self, request: ServerRequest) -> ServerReply:
+    async def ask(self, request: ServerRequest, origin: object) -> ServerReply:
         await anyio.sleep_forever()
         raise AssertionError
 

@@ -67,8 +67,9 @@ class Answerer(Protocol):
         """The client capabilities it declared (``sampling``, ``elicitation``, ``roots``)."""
         ...
 
-    async def ask(self, request: ServerRequest) -> ServerReply:
-        """Pass ``request`` on and wait for the answer (the router bounds the wait)."""
+    async def ask(self, request: ServerRequest, origin: mcp.RequestId | None) -> ServerReply:
+        """Pass ``request`` on and wait for the answer (the router bounds the wait); ``origin`` is
+        the caller's own id of the request whose tool call this is, if it has one."""
         ...
 
 
@@ -81,13 +82,14 @@ class Notifiable(Protocol):
 class _Call:
     """One tool call in flight: to which server, for whom, and the requests it is answering."""
 
-    __slots__ = ("answerer", "asking", "client", "server", "session")
+    __slots__ = ("answerer", "asking", "client", "origin", "server", "session")
 
     def __init__(self, server: str, answerer: Answerer | None, client: str | None, session: str) -> None:
         self.server = server
         self.answerer = answerer
         self.client = client
         self.session = session
+        self.origin = HOST_REQUEST.get()
         self.asking: set[anyio.CancelScope] = set()
 
     @property
@@ -97,6 +99,12 @@ class _Call:
 
 
 _current: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("mcpd_server_call", default=None)
+
+HOST_REQUEST: contextvars.ContextVar[mcp.RequestId | None] = contextvars.ContextVar(
+    "mcpd_host_request", default=None
+)
+"""The host's id of the request a host session is handling in this task: a tool call begun here
+is that request's, and what its server asks goes with that request's answer (HTTP)."""
 
 
 def _refusal(request: ServerRequest, why: str) -> ServerReply:
@@ -182,7 +190,7 @@ class ServerRequests:
             call.asking.add(scope)
             try:
                 with anyio.fail_after(self.timeout):
-                    reply = await call.answerer.ask(request)
+                    reply = await call.answerer.ask(request, call.origin)
             except TimeoutError:
                 why = f"{call.label} did not answer within {self.timeout:g}s"
             else:
@@ -241,7 +249,7 @@ class ClientAnswerer:
     def capabilities(self) -> frozenset[str]:
         return self.declared.names()
 
-    async def ask(self, request: ServerRequest) -> ServerReply:
+    async def ask(self, request: ServerRequest, origin: mcp.RequestId | None) -> ServerReply:
         request_id, answered = self._pending.open()
         try:
             ask = ServerAsk(
@@ -276,6 +284,7 @@ class HostAnswerer:
         self._send = send
         self._init = init
         self._pending = _Pending()
+        self._origins: dict[str, mcp.RequestId] = {}
 
     def capabilities(self) -> frozenset[str]:
         init = self._init()
@@ -291,15 +300,22 @@ class HostAnswerer:
             names.add(ELICITATION_URL)
         return frozenset(names)
 
-    async def ask(self, request: ServerRequest) -> ServerReply:
+    async def ask(self, request: ServerRequest, origin: mcp.RequestId | None) -> ServerReply:
         request_id, answered = self._pending.open()
         wire_id = f"{_REQUEST_PREFIX}{request_id}"
+        if origin is not None:
+            self._origins[wire_id] = origin
         try:
             self._send(mcp.Request(wire_id, request.method, request.params))
             return await answered
         finally:
+            self._origins.pop(wire_id, None)
             if self._pending.close(request_id):  # given up: the host may stop asking its user
                 self._send(mcp.Notification(mcp.CANCELLED, mcp.CancelledParams(wire_id, "no longer needed")))
+
+    def origin_of(self, wire_id: object) -> mcp.RequestId | None:
+        """The host's request on whose behalf mcpd sent request ``wire_id`` to the host (if any)."""
+        return self._origins.get(wire_id) if isinstance(wire_id, str) else None
 
     def reply(self, data: bytes) -> None:
         """A JSON-RPC response from the host; one that answers none of our requests is ignored."""

@@ -41,7 +41,7 @@ from mcpd.errors import (
 )
 from mcpd.front import calls, host_surface, meta, surface
 from mcpd.front.core import Caller, Core
-from mcpd.front.server_requests import HostAnswerer
+from mcpd.front.server_requests import HOST_REQUEST, HostAnswerer
 from mcpd.model import mcp
 from mcpd.model.protocol import ToolsCallParams, ToolsListParams
 from mcpd.model.resources import ReadParams
@@ -404,6 +404,7 @@ class HostSession:
                     )
 
     async def _answer(self, request_id: mcp.RequestId, method: str, raw: msgspec.Raw) -> None:
+        asked_for = HOST_REQUEST.set(request_id)
         try:
             handler = _REQUESTS.get(method)
             if handler is None:
@@ -423,6 +424,8 @@ class HostSession:
         except Exception as exc:
             log.exception("front.internal_error", method=method, session=self.caller.session)
             self._error(request_id, mcp.INTERNAL_ERROR, f"internal error in {method}: {exc}")
+        finally:
+            HOST_REQUEST.reset(asked_for)
 
     # -- session state -------------------------------------------------------------------------
 

@@ -193,10 +193,12 @@ async def _stream(
     unanswered: bytes = b"",
     event_log: EventLog | None = None,
     replay: list[tuple[str, bytes]] | None = None,
+    first: list[bytes] | None = None,
 ) -> None:
     """Send ``outbox`` as an event stream until it ends, the host hangs up or stops reading;
     ``unanswered`` is the last event when the stream closes without its answer. With
-    ``event_log`` (the GET stream) events carry ids, and ``replay`` goes first."""
+    ``event_log`` (the GET stream) events carry ids, and ``replay`` goes first; ``first``: what
+    was taken from ``outbox`` already, and the end of the stream if the answer is among it."""
     headers = [
         (b"content-type", _SSE.encode()),
         (b"cache-control", b"no-cache"),
@@ -206,9 +208,12 @@ async def _stream(
     await sender({"type": "http.response.start", "status": 200, "headers": headers})
     async with anyio.create_task_group() as tg:
         tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
-        done = False
+        done = bool(first) and outbox.answer is not None
         if replay:
             await sender({"type": "http.response.body", "body": _events(replay), "more_body": True})
+        if first:
+            body = b"".join(_event(item) for item in first)
+            await sender({"type": "http.response.body", "body": body, "more_body": not done})
         while not (done or sender.stalled):
             chunk = _PING
             with anyio.move_on_after(PING_INTERVAL):
@@ -253,6 +258,8 @@ class _Message:
     progress_token: mcp.RequestId | None
     stream: bool
     """Answer with an event stream (progress, then the answer) rather than JSON."""
+    may_stream: bool = False
+    """The host takes an event stream: the answer becomes one if the server asks it something first."""
     cancels: mcp.RequestId | None = None
     """The request a ``notifications/cancelled`` withdraws."""
 
@@ -273,7 +280,7 @@ def _parse(body: bytes, headers: Headers) -> _Message | Response:
     token = _progress_token(message.params) if takes_stream else None
     stream = takes_stream and (token is not None or not takes_json)
     initialize = message.method == "initialize"
-    return _Message(body, message.id, initialize, token if stream else None, stream)
+    return _Message(body, message.id, initialize, token if stream else None, stream, takes_stream)
 
 
 class Endpoint:
@@ -367,7 +374,7 @@ class Endpoint:
         """Hand the request to the session and send its answer: JSON, or a stream with its progress."""
         scope, receive = request.scope, request.receive
         try:
-            outbox = session.expect(request_id, message.progress_token)
+            outbox = session.expect(request_id, message.progress_token, may_stream=message.may_stream)
         except DuplicateRequest as exc:
             await _error(409, mcp.INVALID_REQUEST, exc.message, request_id, session.id)(scope, receive, send)
             return
@@ -378,9 +385,14 @@ class Endpoint:
                 timeout = self._limits.io_timeout
                 await _stream(outbox, session, receive, send, timeout=timeout, unanswered=ended)
                 return
-            done = False
-            while not done:
-                _, done = await outbox.take()
+            items, done = await outbox.take()
+            if items and not (done and len(items) == 1):
+                # The server asked the host something for this request (sampling, a form): the
+                # answer becomes an event stream that carries the question first.
+                ended = _encoder.encode(mcp.ErrorResponse(request_id, _ended(request_id)))
+                timeout = self._limits.io_timeout
+                await _stream(outbox, session, receive, send, timeout=timeout, unanswered=ended, first=items)
+                return
             if outbox.answer is None:
                 error = _ended(request_id)
                 reply = _error(404, error.code, error.message, request_id, session.id)

@@ -80,7 +80,9 @@ class Outbox:
     is never dropped. One per request: it waits on a plain asyncio event, made only if it must wait
     (an anyio one costs a backend lookup each)."""
 
-    def __init__(self, limit: int, owner: str) -> None:
+    def __init__(self, limit: int, owner: str, *, may_stream: bool = False) -> None:
+        self.may_stream = may_stream
+        """Its POST may be answered with an event stream (so it can carry requests to the host)."""
         self._items: deque[bytes] = deque(maxlen=limit)
         self._final: bytes | None = None
         self._closed = False
@@ -207,11 +209,14 @@ class HttpSession:
     def idle_for(self, now: float) -> float:
         return 0.0 if self.active or self.streaming else now - self.last_seen
 
-    def expect(self, request_id: mcp.RequestId, progress_token: mcp.RequestId | None) -> Outbox:
-        """Where the answer to ``request_id`` will go (and its progress, if it streams)."""
+    def expect(
+        self, request_id: mcp.RequestId, progress_token: mcp.RequestId | None, *, may_stream: bool = False
+    ) -> Outbox:
+        """Where the answer to ``request_id`` will go (and its progress, if it streams; and what its
+        server asks the host, if the host takes a stream for it: ``may_stream``)."""
         if request_id in self._pending:
             raise DuplicateRequest(f"request id {request_id!r} is already in progress in this session")
-        outbox = Outbox(PROGRESS_KEPT, self.label)
+        outbox = Outbox(PROGRESS_KEPT, self.label, may_stream=may_stream or progress_token is not None)
         self._pending[request_id] = outbox
         if progress_token is not None:
             self._progress[progress_token] = outbox
@@ -236,6 +241,14 @@ class HttpSession:
             return  # HostSession only sends what it encoded: nothing else to route
         if isinstance(route.method, msgspec.UnsetType):
             self._answered(route.id if isinstance(route.id, (int, str)) else None, data)
+            return
+        origin = self._host.answers.origin_of(route.id) if self._host is not None else None
+        target = self._pending.get(origin) if origin is not None else None
+        if target is not None and target.may_stream:
+            # A request to the host made for one of its requests goes with that request's answer
+            # (MCP's Streamable HTTP: "SHOULD relate to the originating client request"): a host
+            # need not open a GET stream to be asked.
+            target.push(data)
             return
         if route.method == mcp.PROGRESS and self._progress and _PROGRESS_MARK in data:
             try:
