@@ -18,7 +18,8 @@
     ├── NotApproved               1012  the tool is held back by the trust gate
     ├── UnknownResource           1014  no server of that name, or the server has no such resource
     ├── UnknownPrompt             1015
-    └── Unsupported               1016  the server did not declare the capability (resources.subscribe)
+    ├── Unsupported               1016  the server did not declare the capability (resources.subscribe)
+    └── TooManyRequests           1017  the connection's requests all run and as many wait: send it later
 
 Lower-layer errors (a server session's ``RequestFailed``, the SDK's ``MCPError`` of a remote
 server, ``OSError``, anyio's stream errors) are converted once, where they cross into mcpd, to the
@@ -115,6 +116,13 @@ class Unsupported(McpdError):
     code = 1016
 
 
+class TooManyRequests(McpdError):
+    """``max_in_flight`` requests of the connection run and as many wait for a slot: this one was
+    not started (the client may send it again once some are answered)."""
+
+    code = 1017
+
+
 ERRORS_BY_CODE: dict[int, type[McpdError]] = {
     cls.code: cls
     for cls in (
@@ -134,6 +142,7 @@ ERRORS_BY_CODE: dict[int, type[McpdError]] = {
         UnknownResource,
         UnknownPrompt,
         Unsupported,
+        TooManyRequests,
         PeerRejected,
     )
 }

@@ -26,6 +26,7 @@ from mcpd.errors import (
     PeerRejected,
     ProtocolError,
     ServerNotRunning,
+    TooManyRequests,
     TransportError,
     UnknownMethod,
     UnknownServer,
@@ -178,6 +179,41 @@ async def test_a_request_cancelled_before_it_started_frees_its_slot(tmp_path: Pa
             assert read_response(sock)[1:3] == [3, {"ok": True}]
             sock.sendall(frame(Request(4, "status", msgspec.Raw(encoder.encode(NoParams())))))
             assert read_response(sock)[1] == 4
+
+
+async def test_a_full_connection_still_reads_its_cancels_and_refuses_the_excess(tmp_path: Path) -> None:
+    """With ``max_in_flight = 1``, one call runs, the next waits for the slot and a third is refused
+    at once (``TooManyRequests``); the ``cancel``s read after them are still answered (the waiting
+    call is dropped, the running one stopped) and so is a request after them. A call that waits
+    starts once the slot frees."""
+
+    def request(request_id: int, method: str, params: msgspec.Struct) -> bytes:
+        return frame(Request(request_id, method, msgspec.Raw(encoder.encode(params))))
+
+    def sleep(request_id: int, seconds: float) -> bytes:
+        return request(
+            request_id, "tools.call", ToolsCallParams(tool="fx__sleep", arguments={"seconds": seconds})
+        )
+
+    config = tmp_path / "config.toml"
+    config.write_text("[daemon]\nmax_in_flight = 1\n\n" + fixture_toml("fx"))
+    async with running_daemon(config) as running:
+        await running.wait_for("server.state", server="fx", new="running", timeout=120)
+        with contextlib.closing(raw_socket(running)) as sock:
+            sock.sendall(hello_frame())
+            assert read_response(sock)[1] == 1
+            cancels = request(5, "cancel", CancelParams(id=3)) + request(6, "cancel", CancelParams(id=2))
+            sock.sendall(
+                sleep(2, 60) + sleep(3, 60) + sleep(4, 60) + cancels + request(7, "status", NoParams())
+            )
+            answers = {answer[1]: answer for answer in (read_response(sock) for _ in range(4))}
+            assert set(answers) == {4, 5, 6, 7}
+            refused = answers[4][3]
+            assert isinstance(refused, dict) and refused["code"] == TooManyRequests.code
+            assert answers[5][2] == answers[6][2] == {"ok": True}
+            assert answers[7][3] is None
+            sock.sendall(sleep(8, 0.2) + request(9, "status", NoParams()))
+            assert [read_response(sock)[1] for _ in range(2)] == [8, 9]
 
 
 async def test_many_clients_at_once(daemon: DaemonProcess) -> None:

@@ -13,7 +13,7 @@ import gc
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -424,9 +424,13 @@ def test_a_client_connection_is_forgotten_when_it_goes() -> None:
 
 async def test_a_reply_needs_no_free_slot(tmp_path: Path) -> None:
     """With ``max_in_flight = 1`` the tool call holds the connection's only slot while its server
-    asks: the ``server.reply`` that answers must still get through (it needs no slot)."""
+    asks, and a request sent before the answer waits for that slot: the ``server.reply`` behind it
+    must still get through (it needs no slot), and the waiting request runs once the call ends."""
+    waiting: list[Awaitable[object]] = []
 
     async def sample(ask: ServerAsk) -> dict[str, Any]:
+        waiting.append(asyncio.ensure_future(client.status()))
+        await asyncio.sleep(0)  # its frame is sent before this answer
         return {"role": "assistant", "content": {"type": "text", "text": "one slot"}, "model": "m"}
 
     config = tmp_path / "config.toml"
@@ -434,6 +438,7 @@ async def test_a_reply_needs_no_free_slot(tmp_path: Path) -> None:
     async with running_daemon(config) as running:
         await running.wait_for("server.state", server="fx", new="running", timeout=120)
         async with connect(running.socket, on_sampling=sample) as client:
-            with anyio.fail_after(60):  # a guard against the deadlock, not a bound
+            with anyio.fail_after(10):  # a guard against the deadlock: both take milliseconds
                 sampled = await client.call_tool("fx__ask", {"kind": "sampling"})
+                await waiting[0]
     assert text(sampled) == "sampled (m): one slot"

@@ -193,7 +193,7 @@ class DaemonSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     client_write_timeout: float = 10.0
     """A client that leaves its answers unread this long is disconnected."""
     max_in_flight: int = 256
-    """Concurrent requests per connection before the daemon stops reading from it."""
+    """Concurrent requests per connection; as many more wait, and past those one is refused."""
     usage: bool = True
     """Record tool calls and capability requests (ranking learns from them; ``mcpd report``)."""
     usage_db: str | None = None

@@ -1,4 +1,10 @@
-"""A connection's running requests: each in its own task, at most ``limit`` at once, cancellable by id.
+"""A connection's requests: each in its own task, at most ``limit`` at once, as many more waiting
+their turn, cancellable by id.
+
+The connection's reader never waits here: it must go on reading while every slot is taken, for
+the frames that free a slot or that the running requests wait for (``cancel``, ``server.reply``).
+A request that finds every slot taken waits in a queue, and is started as a slot frees; one that
+finds the queue full too is refused (``full``): what one client has running or queued stays bounded.
 
 A request's task takes itself off the books as its last step (``finished``) instead of
 through done callbacks: asyncio runs those in the next event-loop iteration, which cost
@@ -10,6 +16,8 @@ cancelled before its first step never runs its coroutine, and so never its ``fin
 from __future__ import annotations
 
 import asyncio
+import contextvars
+from collections import deque
 from collections.abc import Coroutine
 from typing import Any
 
@@ -17,23 +25,32 @@ import anyio
 
 
 class InFlight:
-    """``await room()``, then ``start(id, coro)``; the coroutine calls ``finished()`` as it ends."""
+    """``start(id, coro)`` unless ``full()``; the coroutine calls ``finished()`` as it ends."""
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
         self._running: dict[asyncio.Task[None], int] = {}
         self._by_id: dict[int, asyncio.Task[None]] = {}
-        """The latest request with each id: what ``cancel`` stops (ids are the client's to pick)."""
-        self._room = asyncio.Event()
+        """The latest running request with each id: what ``cancel`` stops (ids are the client's to pick)."""
+        self._waiting: deque[tuple[int, Coroutine[Any, Any, None], contextvars.Context]] = deque()
+        """Requests read while every slot was taken, oldest first, unstarted, each with the reader's
+        context as it was read (not that of the request whose end starts it)."""
 
-    async def room(self) -> None:
-        """Wait while ``limit`` requests run."""
-        while len(self._running) >= self._limit:
-            await self._room.wait()
+    def full(self) -> bool:
+        """True while ``limit`` requests run and ``limit`` more wait: the next one is to be refused."""
+        return len(self._waiting) >= self._limit
 
     def start(self, request_id: int, coro: Coroutine[Any, Any, None]) -> None:
-        """Run ``coro``, which must call ``finished()`` in its ``finally``."""
-        task = asyncio.get_running_loop().create_task(coro)
+        """Run ``coro`` now, or once a slot frees; it must call ``finished()`` in its ``finally``."""
+        if len(self._running) < self._limit:
+            self._run(request_id, coro)
+        else:
+            self._waiting.append((request_id, coro, contextvars.copy_context()))
+
+    def _run(
+        self, request_id: int, coro: Coroutine[Any, Any, None], context: contextvars.Context | None = None
+    ) -> None:
+        task = asyncio.get_running_loop().create_task(coro, context=context)
         self._running[task] = request_id
         self._by_id[request_id] = task
 
@@ -49,12 +66,21 @@ class InFlight:
             return  # ended already (a cancelled request that ran its finally)
         if self._by_id.get(request_id) is task:
             del self._by_id[request_id]
-        if len(self._running) == self._limit - 1:
-            self._room.set()
-            self._room = asyncio.Event()
+        if self._waiting:
+            self._run(*self._waiting.popleft())
 
     def cancel(self, request_id: int) -> bool:
-        """Cancel a running request (the client gave up on it); False if it is not running."""
+        """Cancel a request (the client gave up on it); False if it is neither running nor waiting.
+
+        A waiting request with that id is the later one (it was read after every running one):
+        it is dropped unstarted.
+        """
+        for index in range(len(self._waiting) - 1, -1, -1):
+            if self._waiting[index][0] == request_id:
+                coro = self._waiting[index][1]
+                del self._waiting[index]
+                coro.close()
+                return True
         task = self._by_id.get(request_id)
         if task is None:
             return False
@@ -63,7 +89,11 @@ class InFlight:
         return True
 
     async def aclose(self) -> None:
-        """Cancel whatever still runs and wait for it (shielded, so it happens even when cancelled)."""
+        """Drop the waiting requests, cancel the running ones and wait for them (shielded, so it
+        happens even when cancelled)."""
+        # First, or a running request's end would start a waiting one.
+        while self._waiting:
+            self._waiting.popleft()[1].close()
         if not self._running:
             return
         with anyio.CancelScope(shield=True):

@@ -40,6 +40,7 @@ from mcpd.errors import (
     McpdError,
     PeerRejected,
     ProtocolError,
+    TooManyRequests,
     TransportError,
     UnknownMethod,
 )
@@ -107,7 +108,8 @@ class Limits:
     write_timeout: float = 10.0
     """A client whose socket stays full this long is dropped."""
     max_in_flight: int = 256
-    """Requests one connection may have running; past that the daemon stops reading from it."""
+    """Requests one connection may have running; as many more wait for a slot, and past those a
+    request is refused (``TooManyRequests``)."""
     notification_backlog: int = 4096
     """Undelivered notifications one subscriber may have queued before it is dropped."""
     advisory_backlog: int = 1024 * 1024
@@ -350,6 +352,12 @@ class RpcServer(Generic[Ctx]):
         self._accepting = anyio.CancelScope()
         self._replacement: socket.socket | None = None
         """A listener handed to ``listen``, taken up by ``serve``."""
+        limit = self.limits.max_in_flight
+        self._too_many = TooManyRequests(
+            f"{limit} requests of this connection are running and {limit} more wait (max_in_flight); "
+            "send it again once some are answered",
+            {"limit": limit},
+        )
         self._large_turn = asyncio.Lock()
         """Held while large params are decoded, and for one loop turn after: one at a time, daemon-wide."""
         # Answered by the reader, in the arrival's turn: no task of its own, and the frames after it
@@ -458,42 +466,6 @@ class RpcServer(Generic[Ctx]):
         requests = InFlight(self.limits.max_in_flight)
         try:
             await self._serve_requests(conn, requests)
-        finally:
-            await requests.aclose()  # the client is gone, or the connection ends: nobody to answer
-
-    async def _serve_requests(self, conn: Connection, requests: InFlight) -> None:
-        try:
-            frames = conn.stream.frames(self.limits.max_frame)
-            async for data in frames:
-                message = await self._request(conn, data)
-                if message is None:
-                    continue
-                if message.method == "cancel":
-                    await conn.send(self._cancel(message, requests, conn.id))
-                    continue
-                if message.method == "hello" and self.upgrades and await self._upgrade(conn, message, frames):
-                    return
-                # Nothing of a frame is kept while the client is silent (``del``): a client idle
-                # after a large request would hold megabytes until its next one.
-                params: msgspec.Struct | None = None
-                if len(data) > codec.LARGE_FRAME:
-                    self._reclaimer.note(len(data))
-                    # The decoded params are all the request needs: the frame goes once they are out.
-                    large, message = message, Request(message.id, message.method)
-                    del data
-                    try:
-                        params = await self._large_params(large)
-                    except McpdError as exc:
-                        await conn.send(error_response(message.id, exc))
-                        continue
-                    finally:
-                        del large
-                if self._inline(message.method):
-                    await conn.send(await self._dispatch(conn, message, params))
-                else:
-                    await requests.room()
-                    requests.start(message.id, self._answer(conn, message, requests, params))
-                del params
         except FrameTooLarge as exc:
             log.warning("client.bad_frame", conn=conn.id, client=conn.client, error=exc.message)
             with contextlib.suppress(*_DISCONNECTS):
@@ -502,6 +474,44 @@ class RpcServer(Generic[Ctx]):
             log.info("client.truncated", conn=conn.id, client=conn.client, error=exc.message)
         except _DISCONNECTS:
             pass
+        finally:
+            await requests.aclose()  # the client is gone, or the connection ends: nobody to answer
+
+    async def _serve_requests(self, conn: Connection, requests: InFlight) -> None:
+        frames = conn.stream.frames(self.limits.max_frame)
+        async for data in frames:
+            message = await self._request(conn, data)
+            if message is None:
+                continue
+            if message.method == "cancel":
+                await conn.send(self._cancel(message, requests, conn.id))
+                continue
+            if message.method == "hello" and self.upgrades and await self._upgrade(conn, message, frames):
+                return
+            # Nothing of a frame is kept while the client is silent (``del``): a client idle
+            # after a large request would hold megabytes until its next one.
+            params: msgspec.Struct | None = None
+            if len(data) > codec.LARGE_FRAME:
+                self._reclaimer.note(len(data))
+                # The decoded params are all the request needs: the frame goes once they are out.
+                large, message = message, Request(message.id, message.method)
+                del data
+                try:
+                    params = await self._large_params(large)
+                except McpdError as exc:
+                    await conn.send(error_response(message.id, exc))
+                    continue
+                finally:
+                    del large
+            if self._inline(message.method):
+                await conn.send(await self._dispatch(conn, message, params))
+            elif requests.full():
+                # Refused, not waited for: the reader must go on reading the frames the
+                # running requests may be waiting for (``server.reply``), and ``cancel``.
+                await conn.send(error_response(message.id, self._too_many))
+            else:
+                requests.start(message.id, self._answer(conn, message, requests, params))
+            del params
 
     async def _request(self, conn: Connection, data: bytes) -> Request | None:
         """The request in a frame; None when the frame held none (the client has been told)."""
