@@ -178,6 +178,37 @@ async def test_params_limits_name_the_limit(daemon: DaemonProcess) -> None:
     assert error_code(too_big) == InvalidParams.code and "over its limit of 65536" in str(too_big[3])
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time ``pid`` has used so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def duplicate_keys(method: str, count: int) -> bytes:
+    """A request whose params are ``protocol: 1`` and ``count`` duplicate ``mode: nil`` keys: a valid
+    hello to a decoder, which builds it key by key, and megabytes on the wire."""
+    params = b"\xdf" + (count + 1).to_bytes(4, "big") + b"\xa8protocol\x01" + b"\xa4mode\xc0" * count
+    return frame(b"\x94\x00\x02" + msgspec.msgpack.encode(method) + params)
+
+
+@pytest.mark.anyio
+async def test_a_huge_hello_is_refused_by_size_before_it_is_decoded(daemon: DaemonProcess) -> None:
+    """Params of 15 MB cost the daemon no more as a ``hello`` than as a ``status``: both are refused
+    by their size, undecoded, and the connection goes on. (A hello decoded before its size was
+    checked held up the event loop, and so every client, for 60-70 ms a frame.)"""
+    pid = daemon.process.pid
+    cost: dict[str, float] = {}
+    for method in ("status", "hello"):
+        sent = duplicate_keys(method, 2_500_000) * 5 + request(9, "status")
+        before = cpu_seconds(pid)
+        *refused, status = await anyio.to_thread.run_sync(exchange, daemon.socket, sent, 6)
+        cost[method] = cpu_seconds(pid) - before
+        for answer in refused:
+            assert error_code(answer) == InvalidParams.code and "over its limit" in str(answer[3])
+        assert status[1] == 9 and status[3] is None
+    assert cost["hello"] < 1.5 * cost["status"] + 0.03, cost
+
+
 # -- the socket and its directory ------------------------------------------------------------------
 
 

@@ -559,10 +559,14 @@ class RpcServer(Generic[Ctx]):
         """Params of a large frame: size limit, then a sliced walk, then one decode at a time."""
         method = self._method(request.method)
         _check_size(request.method, request.params, method.max_bytes)
-        for _ in codec.walk(request.params):
+        return await self._decode_large(request.params, method.params)
+
+    async def _decode_large(self, raw: msgspec.Raw, params_type: type[P]) -> P:
+        """Large params whose size was checked: a sliced walk, then one decode at a time."""
+        for _ in codec.walk(raw):
             await asyncio.sleep(0)
         async with self._large_turn:
-            params = _decode_params(request.params, method.params)
+            params = _decode_params(raw, params_type)
             await asyncio.sleep(0)
         return params
 
@@ -615,15 +619,23 @@ class RpcServer(Generic[Ctx]):
         Returns False for an ordinary hello (answered the usual way), True once the
         upgraded connection has been served to its end or the upgrade was refused.
         """
+        # Bounded like any method's params, before anything decodes them: a hello is read before
+        # its mode is known, and megabytes of it decoded at once would hold up every client. Above
+        # the plain hello's limit (``resume`` carries a session's state), but over this one it is
+        # no upgrade: refused by size the usual way.
+        raw = request.params
+        if len(raw) > UPGRADE_MAX_PARAMS:
+            return False
         try:
-            params = _decode_params(request.params, HelloParams)
+            if len(raw) > codec.LARGE_FRAME:
+                params = await self._decode_large(raw, HelloParams)
+            else:
+                params = _decode_params(raw, HelloParams)
         except InvalidParams:
             return False
         if params.mode is None:
             return False
         try:
-            # Above the plain hello's limit: ``resume`` carries a session's state.
-            _check_size("hello", request.params, UPGRADE_MAX_PARAMS)
             upgrade = self.upgrades.get(params.mode)
             if upgrade is None:
                 raise ProtocolError(f"unknown connection mode {params.mode!r}", {"mode": params.mode})
