@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
+import socket
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
+from anyio.streams.memory import MemoryObjectReceiveStream
 
+from mcpd.client import _wire
 from mcpd.client.aio import connect
 from mcpd.errors import TransportError
 from mcpd.model.protocol import Progress
-from mcpd.model.servers import StateChanged
+from mcpd.model.servers import Event, ServerStatus, StateChanged
 from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import running_daemon
 
@@ -50,7 +55,6 @@ async def test_a_reconnecting_client_outlives_the_daemon(tmp_path: Path) -> None
                 await plain.status()
         async with running_daemon(config, socket=first.socket):
             statuses = await client.status()
-            restored = await client.session_tools()
             await client.restart("tools")
             seen: list[str] = []
             with anyio.fail_after(60):
@@ -59,7 +63,110 @@ async def test_a_reconnecting_client_outlives_the_daemon(tmp_path: Path) -> None
                         seen.append(event.new)
                         if event.new == "running":
                             break
+            restored = await client.session_tools()
+            while not restored.servers:  # still starting when the client came back: connected again soon
+                await anyio.sleep(0.05)
+                restored = await client.session_tools()
     assert held and "may or may not have run" in str(held[0])
     assert [s.name for s in statuses] == ["tools"]
     assert restored.servers == ["tools"]
-    assert seen[0] == "starting" and seen[-1] == "running"
+    assert seen[-1] == "running"
+
+
+async def wait_for_state(events: MemoryObjectReceiveStream[Event], server: str, state: str) -> None:
+    """Read ``events`` until ``server`` reaches ``state``."""
+    with anyio.fail_after(30):
+        async for event in events:
+            if isinstance(event, StateChanged) and event.server == server and event.new == state:
+                return
+
+
+async def test_a_client_that_only_reads_events_reconnects(tmp_path: Path) -> None:
+    """A reconnecting client that makes no request after the daemon died still connects to the next
+    one and subscribes again: the events of the new daemon reach its stream."""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("tools"))
+    async with (
+        running_daemon(config) as first,
+        connect(first.socket, reconnect=True, name="reader") as client,
+    ):
+        events = await client.subscribe()
+        first.signal(signal.SIGKILL)
+        await first.wait_exit()
+        async with running_daemon(config, socket=first.socket) as second:
+            await second.wait_for("client.connected", client="reader")
+            async with connect(second.socket) as other:
+                await other.restart("tools")
+            await wait_for_state(events, "tools", "running")
+
+
+async def test_a_refused_restore_spares_the_rest_of_the_session(tmp_path: Path) -> None:
+    """The next daemon refuses part of the session (a connected server that is now disabled): the
+    rest of it (the subscription after it) is restored all the same, and an unrelated read succeeds."""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("tools") + fixture_toml("other"))
+    async with (
+        running_daemon(config) as first,
+        connect(first.socket, reconnect=True, name="restorer") as client,
+    ):
+        await client.connect_server("tools")
+        events = await client.subscribe()
+        first.signal(signal.SIGKILL)
+        await first.wait_exit()
+        config.write_text(fixture_toml("tools", enabled=False) + fixture_toml("other"))
+        async with running_daemon(config, socket=first.socket) as second:
+            statuses = await client.status()  # returns once the session was restored
+            async with connect(second.socket) as other:
+                await other.restart("other")
+            await wait_for_state(events, "other", "running")
+    assert [s.name for s in statuses] == ["other", "tools"]
+
+
+async def test_each_request_waits_for_the_reconnect_within_its_own_deadline(tmp_path: Path) -> None:
+    """What listens next accepts but does not answer hello: a request with a short deadline fails
+    with TransportError (never a builtin TimeoutError) and leaves the one beside it, with a longer
+    deadline, waiting until a daemon answers."""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("tools"))
+    answered: list[ServerStatus] = []
+    done = anyio.Event()
+    async with running_daemon(config) as first, connect(first.socket, reconnect=True) as client:
+
+        async def patient() -> None:
+            answered.extend(await client.status())  # its own 30 s
+            done.set()
+
+        first.signal(signal.SIGKILL)
+        await first.wait_exit()
+        first.socket.unlink(missing_ok=True)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as mute:
+            mute.bind(str(first.socket))
+            mute.listen(8)  # connections wait in its backlog: never accepted, never answered
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(patient)
+                with pytest.raises(TransportError):
+                    await client.request(msgspec.structs.replace(_wire.status(), timeout=1.0))
+                mute.settimeout(5)
+                mute.accept()[0].close()  # the client's hello goes unanswered: it tries anew
+                mute.close()
+                first.socket.unlink()
+                async with running_daemon(config, socket=first.socket):
+                    with anyio.fail_after(30):
+                        await done.wait()
+    assert [s.name for s in answered] == ["tools"]
+
+
+async def test_closing_a_reconnecting_client_stops_its_reconnect(tmp_path: Path) -> None:
+    """A client closed while its daemon is gone leaves no task of its behind (one that went on to
+    connect to the next daemon, say hello and hold a connection for nobody)."""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("tools"))
+    async with running_daemon(config) as daemon:
+        async with connect(daemon.socket, reconnect=True) as client:
+            await client.subscribe()
+            daemon.signal(signal.SIGKILL)
+            await daemon.wait_exit()
+            with anyio.move_on_after(0.3):
+                await client.status()  # gives up: the reconnect it waited for is underway
+        left = [t for t in asyncio.all_tasks() if "AsyncClient" in repr(t.get_coro())]
+    assert left == []

@@ -3,11 +3,12 @@
 ``async with connect() as mcpd:`` opens the socket, says hello and runs a reader task
 that routes each response to its waiting request and each event to ``subscribe()``'s stream.
 
-With ``connect(reconnect=True)`` the client outlives the daemon: when the connection drops it
-connects again (50 ms, doubling to 1 s, within each request's own deadline), says hello,
-restores its session (subscription, connected servers) and carries on. A request that only
-reads is sent again; one the daemon may have been running (a tool call) fails with
-``TransportError``: only the caller can know whether to run it again.
+With ``connect(reconnect=True)`` the client outlives the daemon: when the connection drops a
+task of its own connects again (50 ms, doubling to 1 s, for as long as the client is open), says
+hello, restores its session (subscription, connected servers) and carries on, whether or not a
+request waits. A request waits for that within its own deadline; one that only reads is then
+sent again, one the daemon may have been running (a tool call) fails with ``TransportError``:
+only the caller can know whether to run it again.
 """
 
 from __future__ import annotations
@@ -66,7 +67,10 @@ class AsyncClient(Api):
         self._path = path
         self._reconnect = reconnect
         self._reader: asyncio.Task[None] | None = None
-        self._reviving: asyncio.Task[None] | None = None
+        self._keeper: asyncio.Task[None] | None = None
+        """Connects again whenever the connection drops (``reconnect=True`` only)."""
+        self._revived: asyncio.Future[None] | None = None
+        """Done once the keeper has connected again after the latest drop."""
         self._restore: list[_wire.Call[Any]] = []
         self._ids = itertools.count(1)
         self._waiters: dict[int, asyncio.Future[Response | None]] = {}
@@ -83,9 +87,7 @@ class AsyncClient(Api):
         deadline = anyio.current_time() + call.timeout
         while True:
             if self._closed is not None:
-                if not self._reconnect:
-                    raise self._closed
-                await self._revive(deadline)
+                await self._wait_connected(deadline)
             try:
                 result = await self._request_once(call)
             except TransportError:
@@ -99,6 +101,9 @@ class AsyncClient(Api):
             return result
 
     async def _request_once(self, call: _wire.Call[T]) -> T:
+        if self._reader is None or self._reader.done():
+            # Nothing would ever answer: the connection is gone (the keeper's next try may revive it).
+            raise self._closed or TransportError("the client is not connected")
         request_id = next(self._ids)
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[Response | None] = loop.create_future()
@@ -150,6 +155,8 @@ class AsyncClient(Api):
             reason = exc
         finally:
             self._closed = reason
+            if self._reconnect and (self._revived is None or self._revived.done()):
+                self._revived = asyncio.get_running_loop().create_future()
             for waiter in self._waiters.values():
                 _settle(waiter, None)
             if self._event_send is not None and not self._reconnect:
@@ -172,7 +179,6 @@ class AsyncClient(Api):
 
     def _start(self, stream: FrameStream) -> None:
         self._stream = stream
-        self._closed = None
         # A plain task rather than a task group around the caller's block, so that errors from
         # that block reach the caller as themselves, not wrapped in an ExceptionGroup.
         self._reader = asyncio.get_running_loop().create_task(self._read())
@@ -191,53 +197,96 @@ class AsyncClient(Api):
     async def _stop(self) -> None:
         for task in self._answering:
             task.cancel()
-        if self._reader is not None:
-            self._reader.cancel()
-            with anyio.CancelScope(shield=True):
-                await asyncio.gather(self._reader, return_exceptions=True)
+        # The keeper first: it would otherwise go on to connect to the next daemon for nobody.
+        owned: list[asyncio.Task[None] | None] = [self._keeper, self._reader]
+        for running in owned:
+            if running is not None:
+                running.cancel()
+                with anyio.CancelScope(shield=True):
+                    await asyncio.wait([running])
         self._stream.close()
         if self._event_send is not None:
             self._event_send.close()
 
-    async def _revive(self, deadline: float) -> None:
-        """Wait (within ``deadline``) for one reconnect shared by every request that needs it."""
-        if self._reviving is None:
-            task = asyncio.get_running_loop().create_task(self._reconnect_until(deadline))
-            task.add_done_callback(self._revived)
-            self._reviving = task
-        with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
-            await asyncio.shield(self._reviving)
+    async def _wait_connected(self, deadline: float) -> None:
+        """Wait (until ``deadline`` at most) while the keeper connects again; else raise the loss."""
+        while (closed := self._closed) is not None:
+            keeper, revived = self._keeper, self._revived
+            remaining = deadline - anyio.current_time()
+            if keeper is None or keeper.done() or revived is None or revived.done() or remaining <= 0:
+                raise closed
+            # asyncio.wait, not a cancel scope: running out of time is the loss itself, never a
+            # TimeoutError, and one caller's deadline leaves the keeper and other callers alone.
+            await asyncio.wait([revived, keeper], timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
 
-    def _revived(self, task: asyncio.Task[None]) -> None:
-        self._reviving = None
-        if not task.cancelled():
-            task.exception()  # seen by whoever awaited it; never "never retrieved"
+    async def _keep_connected(self) -> None:
+        """Connect again each time the connection drops, until the client closes or the daemon
+        there refuses it for good (then its requests raise why and its event stream ends)."""
+        while True:
+            assert self._reader is not None
+            await asyncio.wait([self._reader])
+            try:
+                refused = await self._reconnect_once()
+            except McpdError as exc:
+                self._closed = exc
+                if self._event_send is not None:
+                    self._event_send.close()
+                return
+            assert self._revived is not None
+            _settle(self._revived, None)
+            with contextlib.suppress(TransportError, CallTimeout):  # dropped again: reconnect
+                await self._restore_later(refused)
 
-    async def _reconnect_until(self, deadline: float) -> None:
+    async def _restore_later(self, refused: list[_wire.Call[Any]]) -> None:
+        """Send again, for a while, the restore calls the daemon refused (a server still starting)."""
+        delay = _RETRY_FIRST
+        give_up = anyio.current_time() + _wire.DEFAULT_TIMEOUT
+        while refused and anyio.current_time() + delay < give_up:
+            await anyio.sleep(delay)
+            delay = min(delay * 2, _RETRY_CAP)
+            # Only what is still part of the session: the caller may have withdrawn some meanwhile.
+            refused = [call for call in refused if call in self._restore and not await self._restored(call)]
+
+    async def _restored(self, call: _wire.Call[Any]) -> bool:
+        """Restore one part of the session; False if the daemon refused it (the others go on)."""
+        try:
+            await self._request_once(call)
+        except (TransportError, CallTimeout):
+            raise
+        except McpdError:
+            return False
+        return True
+
+    async def _reconnect_once(self) -> list[_wire.Call[Any]]:
+        """Connect to the next daemon (retrying while none listens), say hello and restore the
+        session; returns the restore calls the daemon refused, to send again later."""
         delay = _RETRY_FIRST
         while True:
+            await anyio.sleep(delay)
+            delay = min(delay * 2, _RETRY_CAP)
             try:
-                with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
+                with anyio.fail_after(_wire.DEFAULT_TIMEOUT):
                     stream = await FrameStream.connect(str(self._path))
             except (OSError, TimeoutError):
-                if anyio.current_time() + delay >= deadline:
-                    raise self._closed or TransportError("the daemon connection dropped") from None
-                await anyio.sleep(delay)
-                delay = min(delay * 2, _RETRY_CAP)
+                continue  # nothing listens (yet)
+            try:
+                check_server(stream.socket, self._path)  # the next daemon is checked like the first
+            except McpdError:
+                stream.close()
+                raise
+            self._stream.close()
+            self._start(stream)
+            try:
+                self.hello_result = await self._request_once(_wire.hello(self.name))
+                refused = [call for call in list(self._restore) if not await self._restored(call)]
+            except (TransportError, CallTimeout):
+                # Gone again, or listening but not answering: drop this connection and try anew.
+                stream.close()
+                assert self._reader is not None
+                await asyncio.wait([self._reader])
                 continue
-            break
-        try:
-            check_server(stream.socket, self._path)  # the next daemon is checked like the first
-        except McpdError:
-            stream.close()
-            raise
-        if self._reader is not None:
-            await asyncio.gather(self._reader, return_exceptions=True)  # it has seen the old stream end
-        self._stream.close()
-        self._start(stream)
-        self.hello_result = await self._request_once(_wire.hello(self.name))
-        for call in self._restore:
-            await self._request_once(call)
+            self._closed = None
+            return refused
 
     def _deliver(self, response: Response) -> None:
         if response.id is None:  # the daemon could not tell which request failed: fail them all
@@ -251,7 +300,8 @@ class AsyncClient(Api):
     def _push(self, event: Event) -> None:
         if self._event_send is None:
             return
-        with contextlib.suppress(anyio.WouldBlock):
+        # Full: the consumer is behind, the event is dropped. Closed: nobody reads any more.
+        with contextlib.suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._event_send.send_nowait(event)
 
     def _push_logs(self, lines: LogLines) -> None:
@@ -350,11 +400,13 @@ async def connect(
         capabilities = answers.capabilities()
         if capabilities.names():
             await client.request(_wire.declare_capabilities(capabilities))
+        if reconnect:
+            client._keeper = asyncio.get_running_loop().create_task(client._keep_connected())
         yield client
     finally:
         await client._stop()
 
 
-def _settle(future: asyncio.Future[Response | None], value: Response | None) -> None:
+def _settle(future: asyncio.Future[T], value: T) -> None:
     if not future.done():
         future.set_result(value)
