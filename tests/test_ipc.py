@@ -39,6 +39,7 @@ from mcpd.model.protocol import (
     CancelParams,
     HelloParams,
     NoParams,
+    Progress,
     Request,
     ToolsCallParams,
 )
@@ -283,6 +284,32 @@ async def test_the_blocking_client_follows_events_and_progress(daemon: DaemonPro
         result, event = await anyio.to_thread.run_sync(use_blocking_client)
     assert result.content[0]["text"] == "done 3 steps" and updates == [1, 2, 3]
     assert event.calls.get("alpha", 0) >= 1
+
+
+class CallbackBug(Exception):
+    """What a caller's buggy progress callback raises."""
+
+
+async def test_a_failing_progress_callback_ends_only_its_own_call(daemon: DaemonProcess) -> None:
+    """An exception from a caller's on_progress reaches that caller; the call beside it on the
+    same connection, and the ones after, are answered as usual (the reader lives on)."""
+
+    def buggy(update: Progress) -> None:
+        raise CallbackBug(update.progress)
+
+    async with connect(daemon.socket) as client:
+        async with anyio.create_task_group() as tg:
+            beside: list[ToolResult] = []
+
+            async def slow_call() -> None:
+                beside.append(await client.call_tool("beta__sleep", {"seconds": 0.5}))
+
+            tg.start_soon(slow_call)
+            with pytest.raises(CallbackBug):
+                await client.call_tool("alpha__progress", {"steps": 20}, on_progress=buggy)
+        later = await client.call_tool("alpha__echo", {"text": "still here"})
+    assert not beside[0].is_error
+    assert later.content[0]["text"] == "still here"
 
 
 async def test_call_waits_for_a_restarting_server(daemon: DaemonProcess) -> None:

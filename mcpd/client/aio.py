@@ -105,6 +105,7 @@ class AsyncClient(Api):
             # Nothing would ever answer: the connection is gone (the keeper's next try may revive it).
             raise self._closed or TransportError("the client is not connected")
         request_id = next(self._ids)
+        data = call.request(request_id)
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[Response | None] = loop.create_future()
         self._waiters[request_id] = waiter
@@ -113,12 +114,13 @@ class AsyncClient(Api):
         # A loop timer, not a cancel scope, bounds the wait: it is far cheaper per request.
         timer = loop.call_later(call.timeout, _settle, waiter, None)
         try:
-            await self._stream.send(call.request(request_id))
+            await self._stream.send(data)
             response = await waiter
         except (ConnectionError, OSError) as exc:
             raise TransportError(f"lost the daemon connection: {exc}") from None
-        except asyncio.CancelledError:
-            # The caller gave up: withdraw the request so the daemon (and the server) stop too.
+        except BaseException:
+            # The caller gave up, or its progress callback failed: withdraw the request so the
+            # daemon (and the server) stop too.
             if self._closed is None:
                 with contextlib.suppress(ConnectionError, OSError, RuntimeError):
                     self._stream.send_nowait(_wire.cancel(request_id))
@@ -175,7 +177,14 @@ class AsyncClient(Api):
             update = _wire.decode_progress(message.params)
             handler = self._progress.get(update.request)
             if handler is not None:
-                handler(update)
+                try:
+                    handler(update)
+                except Exception as exc:  # the caller's own bug: raised to that caller
+                    # It ends that one request, never the reader every other request shares.
+                    del self._progress[update.request]
+                    waiter = self._waiters.get(update.request)
+                    if waiter is not None and not waiter.done():
+                        waiter.set_exception(exc)
 
     def _start(self, stream: FrameStream) -> None:
         self._stream = stream
