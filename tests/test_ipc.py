@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -23,6 +24,7 @@ from mcpd.errors import (
     CallTimeout,
     DaemonNotRunning,
     InvalidParams,
+    McpdError,
     PeerRejected,
     ProtocolError,
     ServerNotRunning,
@@ -526,6 +528,35 @@ async def test_second_daemon_is_refused_and_first_keeps_running(daemon: DaemonPr
     assert result.returncode == 4
     assert "already serving" in result.stderr and "Traceback" not in result.stderr
     await assert_healthy(daemon)
+
+
+async def test_threads_sharing_a_blocking_client_see_the_daemon_die_as_mcpd_errors(tmp_path: Path) -> None:
+    """Threads share one blocking client: one call runs, the others wait their turn; kill -9 of the
+    daemon ends every one of them with an mcpd error (never the socket's own OSError)."""
+    config = tmp_path / "c.toml"
+    config.write_text(fixture_toml("solo"))
+    async with running_daemon(config) as daemon:
+        client = Client(daemon.socket).connect()
+        running = threading.Event()
+        outcomes: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                client.call_tool("solo__progress", {"steps": 3000}, on_progress=lambda _: running.set())
+            except BaseException as exc:  # what each thread got is the point
+                outcomes.append(exc)
+
+        threads = [threading.Thread(target=call) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        with anyio.fail_after(30):
+            await anyio.to_thread.run_sync(running.wait)
+        daemon.signal(signal.SIGKILL)
+        await daemon.wait_exit()
+        for thread in threads:
+            await anyio.to_thread.run_sync(thread.join, 30)
+        client.close()
+    assert len(outcomes) == 6 and all(isinstance(exc, McpdError) for exc in outcomes), outcomes
 
 
 async def test_stale_socket_of_a_killed_daemon_is_replaced(tmp_path: Path) -> None:

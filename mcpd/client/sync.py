@@ -101,11 +101,12 @@ class Client(Api):
 
     def request(self, call: _wire.Call[T]) -> T:
         """Send one call and wait for its answer; progress for it goes to ``call.on_progress``."""
-        sock = self._socket()
         with self._lock:
+            # The socket is taken under the lock: another thread's request may have closed it.
+            sock = self._socket()
             request_id = next(self._ids)
-            sock.settimeout(call.timeout)
             try:
+                sock.settimeout(call.timeout)
                 sock.sendall(call.request(request_id))
                 response = self._receive(sock, request_id, call)
             except TimeoutError:
