@@ -559,6 +559,28 @@ async def test_threads_sharing_a_blocking_client_see_the_daemon_die_as_mcpd_erro
     assert len(outcomes) == 6 and all(isinstance(exc, McpdError) for exc in outcomes), outcomes
 
 
+async def test_connect_timeout_bounds_the_hello(daemon: DaemonProcess) -> None:
+    """A daemon that accepts but does not answer (stopped): both clients' connect(timeout=1) give
+    up with CallTimeout after about that second, not the 30 s of any other answer."""
+
+    def blocking_connect() -> None:
+        Client(daemon.socket).connect(timeout=1)
+
+    daemon.signal(signal.SIGSTOP)
+    try:
+        started = anyio.current_time()
+        with pytest.raises(CallTimeout):
+            await anyio.to_thread.run_sync(blocking_connect)
+        with pytest.raises(CallTimeout):
+            async with connect(daemon.socket, timeout=1):
+                pass
+        took = anyio.current_time() - started
+    finally:
+        daemon.signal(signal.SIGCONT)
+    assert took < 10
+    await assert_healthy(daemon)
+
+
 async def test_stale_socket_of_a_killed_daemon_is_replaced(tmp_path: Path) -> None:
     """After kill -9 the socket file stays behind; the next daemon takes the path over."""
     config = tmp_path / "c.toml"

@@ -96,8 +96,8 @@ class Call(msgspec.Struct, Generic[T], frozen=True):
         return frame(payload)
 
 
-def hello(client: str) -> Call[HelloResult]:
-    return Call("hello", HelloParams(protocol=PROTOCOL_VERSION, client=client), HelloResult)
+def hello(client: str, timeout: float = DEFAULT_TIMEOUT) -> Call[HelloResult]:
+    return Call("hello", HelloParams(protocol=PROTOCOL_VERSION, client=client), HelloResult, timeout)
 
 
 def status() -> Call[StatusResult]:

@@ -388,7 +388,8 @@ async def connect(
     on_elicitation: AskHandler | None = None,
     roots: Sequence[str | Mapping[str, str]] | None = None,
 ) -> AsyncIterator[AsyncClient]:
-    """Connect to the daemon and say hello; raises ``DaemonNotRunning`` when nothing listens.
+    """Connect to the daemon and say hello, each within ``timeout``; raises ``DaemonNotRunning`` when
+    nothing listens, ``CallTimeout`` when the daemon does not answer.
 
     ``reconnect``: outlive the daemon (see the module docstring). ``on_sampling`` and
     ``on_elicitation`` answer a server's ``sampling/createMessage`` and ``elicitation/create``
@@ -405,7 +406,7 @@ async def connect(
     client._start(stream)
     try:
         check_server(stream.socket, path)
-        client.hello_result = await client._request_once(_wire.hello(name))
+        client.hello_result = await client._request_once(_wire.hello(name, timeout))
         capabilities = answers.capabilities()
         if capabilities.names():
             await client.request(_wire.declare_capabilities(capabilities))

@@ -76,7 +76,7 @@ class Client(Api):
         self._sock = sock
         try:
             check_server(sock, self.path)
-            self.hello_result = self.request(_wire.hello(self.name))
+            self.hello_result = self.request(_wire.hello(self.name, timeout))
             capabilities = self.answers.capabilities()
             if capabilities.names():
                 self.request(_wire.declare_capabilities(capabilities))
