@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -312,6 +313,29 @@ async def test_a_failing_progress_callback_ends_only_its_own_call(daemon: Daemon
         later = await client.call_tool("alpha__echo", {"text": "still here"})
     assert not beside[0].is_error
     assert later.content[0]["text"] == "still here"
+
+
+async def test_a_blocking_client_connected_again_starts_clean(daemon: DaemonProcess) -> None:
+    """A call left in the middle of large progress updates (its callback raised) leaves part of the
+    next one read; connect() again after close() begins afresh, without that half frame."""
+
+    def buggy_when_behind(update: Progress) -> None:
+        if update.progress == 1:
+            time.sleep(0.3)  # the updates pile up meanwhile: the next read ends inside one
+            return
+        raise CallbackBug(update.progress)
+
+    def use_blocking_client() -> list[str]:
+        with Client(daemon.socket) as client:
+            arguments = {"steps": 20, "pause": 0, "pad": 40_000}  # each 40 KB, a read 64 KiB
+            with pytest.raises(CallbackBug):
+                client.call_tool("alpha__progress", arguments, on_progress=buggy_when_behind)
+            client.close()
+            client.connect(timeout=5)
+            return [s.name for s in client.status()]
+
+    with anyio.fail_after(30):
+        assert await anyio.to_thread.run_sync(use_blocking_client) == ["alpha", "beta", "off"]
 
 
 async def test_call_waits_for_a_restarting_server(daemon: DaemonProcess) -> None:

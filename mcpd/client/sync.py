@@ -66,6 +66,7 @@ class Client(Api):
         self._lock = threading.Lock()
 
     def connect(self, timeout: float = _wire.DEFAULT_TIMEOUT) -> Self:
+        self.close()  # connected already: that connection ends
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(timeout)
         try:
@@ -89,6 +90,9 @@ class Client(Api):
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+        # What was read of that connection (half a frame perhaps) would garble the next one's.
+        self._frames = FrameBuffer(MAX_CLIENT_FRAME)
+        self._pending.clear()
 
     def __enter__(self) -> Self:
         return self.connect()
