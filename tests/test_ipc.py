@@ -338,6 +338,22 @@ async def test_a_blocking_client_connected_again_starts_clean(daemon: DaemonProc
         assert await anyio.to_thread.run_sync(use_blocking_client) == ["alpha", "beta", "off"]
 
 
+async def test_arguments_too_deep_to_encode_are_refused_before_sending(daemon: DaemonProcess) -> None:
+    """Arguments nested past what the encoder can recurse into: both clients raise InvalidParams
+    (not a RecursionError) and their connection goes on."""
+    deep: object = "x"
+    for _ in range(5000):
+        deep = [deep]
+    async with connect(daemon.socket) as client:
+        with pytest.raises(InvalidParams):
+            await client.call_tool("alpha__echo", {"text": "a", "deep": deep})
+        assert len(await client.status()) == 3
+    with Client(daemon.socket) as blocking:
+        with pytest.raises(InvalidParams):
+            blocking.call_tool("alpha__echo", {"text": "a", "deep": deep})
+        assert len(blocking.status()) == 3
+
+
 async def test_call_waits_for_a_restarting_server(daemon: DaemonProcess) -> None:
     """A call that arrives while the server restarts waits for it, then runs."""
     async with connect(daemon.socket) as client:

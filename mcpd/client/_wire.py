@@ -92,8 +92,12 @@ class Call(msgspec.Struct, Generic[T], frozen=True):
     """Undoes part of the session: the ``restore`` calls it matches are not sent again."""
 
     def request(self, request_id: int) -> bytes:
-        payload = encoder.encode(Request(request_id, self.method, msgspec.Raw(encoder.encode(self.params))))
-        return frame(payload)
+        try:
+            params = encoder.encode(self.params)
+        except RecursionError:
+            # The daemon refuses far less deep anyway; here it is refused before anything is sent.
+            raise InvalidParams(f"the arguments of {self.method} are nested too deeply to encode") from None
+        return frame(encoder.encode(Request(request_id, self.method, msgspec.Raw(params))))
 
 
 def hello(client: str, timeout: float = DEFAULT_TIMEOUT) -> Call[HelloResult]:
