@@ -354,6 +354,37 @@ async def test_arguments_too_deep_to_encode_are_refused_before_sending(daemon: D
         assert len(blocking.status()) == 3
 
 
+async def test_events_that_arrive_during_a_request_are_kept_for_the_blocking_iterator(
+    daemon: DaemonProcess,
+) -> None:
+    """A blocking client subscribed to events makes a call, meanwhile a server restarts: the state
+    changes that arrived while it waited for its answer come out of events() afterwards, in order."""
+
+    def use_blocking_client() -> list[tuple[str, str]]:
+        with Client(daemon.socket) as client, Client(daemon.socket) as other:
+            client.request(_wire.subscribe())
+
+            def restart_beta(update: Progress) -> None:
+                if update.progress == 1:
+                    other.restart("beta")  # its events arrive while the call below still runs
+
+            client.call_tool("alpha__progress", {"steps": 3, "pause": 0.5}, on_progress=restart_beta)
+            other.restart("alpha")  # the end mark
+            seen: list[tuple[str, str]] = []
+            for event in client.events(everything=False):
+                if isinstance(event, StateChanged):
+                    seen.append((event.server, event.new))
+                    if seen[-1] == ("alpha", "running"):
+                        return seen
+        raise AssertionError("unreachable")
+
+    with anyio.fail_after(60):
+        seen = await anyio.to_thread.run_sync(use_blocking_client)
+    beta = [state for server, state in seen if server == "beta"]
+    assert beta[-2:] == ["starting", "running"], seen
+    assert seen.index(("beta", "running")) < seen.index(("alpha", "starting"))
+
+
 async def test_call_waits_for_a_restarting_server(daemon: DaemonProcess) -> None:
     """A call that arrives while the server restarts waits for it, then runs."""
     async with connect(daemon.socket) as client:

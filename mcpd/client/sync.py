@@ -38,6 +38,9 @@ from mcpd.readsize import READ_SIZE
 T = TypeVar("T")
 R = TypeVar("R")
 
+KEPT = 1024
+"""Events and log lines kept at most while requests wait (the async client's default backlog)."""
+
 
 class Client(Api):
     """``with Client() as mcpd: mcpd.status()``. Raises the daemon's errors as mcpd exceptions.
@@ -62,6 +65,8 @@ class Client(Api):
         self._sock: socket.socket | None = None
         self._frames = FrameBuffer(MAX_CLIENT_FRAME)
         self._pending: deque[bytes] = deque()
+        self._kept: deque[Notification] = deque()
+        """Events and log lines that arrived while a request waited: ``events()``, ``follow_logs()``'s."""
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -93,6 +98,7 @@ class Client(Api):
         # What was read of that connection (half a frame perhaps) would garble the next one's.
         self._frames = FrameBuffer(MAX_CLIENT_FRAME)
         self._pending.clear()
+        self._kept.clear()
 
     def __enter__(self) -> Self:
         return self.connect()
@@ -129,7 +135,7 @@ class Client(Api):
         sock = self._socket()
         while True:
             sock.settimeout(None)  # a request made between two events set its own
-            message = self._next_message(sock)
+            message = self._next_kept(sock)
             if isinstance(message, Notification) and message.method == EVENT_NOTIFICATION:
                 yield _wire.decode_event(message.params)
 
@@ -141,7 +147,7 @@ class Client(Api):
         sock.settimeout(None)
         try:
             while True:
-                message = self._next_message(sock)
+                message = self._next_kept(sock)
                 if isinstance(message, Notification) and message.method == LOGS_NOTIFICATION:
                     lines = _wire.decode_log_lines(message.params)
                     if lines.server == server:
@@ -164,6 +170,13 @@ class Client(Api):
             message = self._next_message(sock)
             if isinstance(message, Response) and message.id in (request_id, None):
                 return message
+            if isinstance(message, Notification) and message.method in (
+                EVENT_NOTIFICATION,
+                LOGS_NOTIFICATION,
+            ):
+                if len(self._kept) < KEPT:  # beyond, the reader is far behind: dropped, as in AsyncClient
+                    self._kept.append(message)
+                continue
             if isinstance(message, Notification) and message.method == SERVER_REQUEST_NOTIFICATION:
                 # Answered at once; the daemon's acknowledgement is skipped like any other id's.
                 reply = answer_sync(self.answers, _wire.decode_ask(message.params))
@@ -177,6 +190,10 @@ class Client(Api):
                 update = _wire.decode_progress(message.params)
                 if update.request == request_id:
                     call.on_progress(update)
+
+    def _next_kept(self, sock: socket.socket) -> Message:
+        """The next message for ``events()`` or ``follow_logs()``: first those a request set aside."""
+        return self._kept.popleft() if self._kept else self._next_message(sock)
 
     def _next_message(self, sock: socket.socket) -> Message:
         while not self._pending:
