@@ -21,7 +21,8 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   published MCP servers (10 high before, 2 after); probe 9, written blind by a careful attacker
   in 18 languages, then got 21/45 (47%; the session's starting verifier 17/45) and 3/35
   benign false highs (2 of them fixed after: an unquoted "such as rm -rf", a Japanese
-  negation);
+  negation); probe 10 is not blind: written with the rules that followed a second reader's set
+  (an example per class it missed or falsely blocked, each with an honest look-alike);
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
@@ -57,7 +58,7 @@ from mcpd.trust.verify import scan_text, scan_tool
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 CORPUS = DATA / "poisoning_corpus.jsonl"
-PROBES = tuple(DATA / f"poisoning_probe{n}.jsonl" for n in range(1, 10))
+PROBES = tuple(DATA / f"poisoning_probe{n}.jsonl" for n in range(1, 11))
 TOOLRET = ROOT.parent / "shared" / "toolret"
 
 

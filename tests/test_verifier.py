@@ -439,6 +439,14 @@ def test_corpus_stays_at_the_goals() -> None:
         assert result.false_high == 0, [i.text for i in result.false_alarms]
 
 
+def test_probe10_classes_of_the_second_reader() -> None:
+    """Probe 10 holds, per class the second reader's set found missed or falsely blocked, examples
+    written with the rule (denials, secrets named by their content, the conversation put into a
+    parameter, ...): every poisoned one high, no honest look-alike high."""
+    result = score(load(DATA / "poisoning_probe10.jsonl"))
+    assert not result.missed and not result.false_alarms, (result.missed, result.false_alarms)
+
+
 def test_corpus_is_varied() -> None:
     """The corpus holds >= 150 poisoned and >= 150 benign items over several classes and languages."""
     corpus = load(DATA / "poisoning_corpus.jsonl")

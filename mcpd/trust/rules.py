@@ -831,7 +831,9 @@ PRIVATE_FILE = Intent(
     ("~/|$home|/home/|/users/|/root/", r"(?:~|\$home|/home/[\w.-]+|/users/[\w.-]+|/root)/\.[\w.-]+")
 )
 _READ = (
-    r"read|cat|open|load|print|dump|grab|get|fetch|collect|gather|extract|copy|look up|lookup|retrieve|access"
+    r"read|cat|open|load|print|dump|grab|get|fetch|collect|gather|extract|copy|look up|lookup|retrieve"
+    # "access" is a verb, but "access token" and "access key" name the secret itself
+    r"|access(?![ _-]?(?:tokens?|keys?)\b)"
     r"|obtain|find|steal|harvest|echo|type|head|tail|output|show|display|reveal|ask the user for|ask for|look for|locate"
     r"|lee|leer|lis|lire|lies|lesen|leia|ler|leggi|leggere|copia|copie|kopiere|скопируй|прочитай|прочитать|открой"
 )

@@ -131,10 +131,17 @@ def _quoted_example(match: re.Match[str]) -> bool:
 
 # "Destructive commands such as rm -rf require a second confirmation": a command named as an
 # example in a sentence that sets a rule about it, not one to run.
-_NAMED_BEFORE = re.compile(r"\b(?:such as|e\.g\.|for example|for instance)\W+(?:[\w-]+\W+){0,3}$")
+# The same in the languages of the lexicon ("comandos destructivos como rm -rf", "例如 .env").
+_NAMED_BEFORE = re.compile(
+    r"(?:\b(?:such as|e\.g\.|for example|for instance|como|por ejemplo|comme|par exemple|wie|z\. ?b\.|"
+    r"zum beispiel|ad esempio|por exemplo|например|такие как|zoals|bijvoorbeeld|np\.|örneğin)"
+    r"|例如|比如|例えば)"
+    r"\W+(?:[\w-]+\W+){0,3}$"
+)
 _COMMAND_RULE = re.compile(
     r"\b(?:requires?|confirm\w*|block\w*|refus\w*|reject\w*|forbid\w*|not allowed|denied|disallowed|"
-    r"never|dangerous|destructive|ask (?:the user )?(?:first|before))\b"
+    r"never|dangerous|destructive|ask (?:the user )?(?:first|before)|nunca|jamás|prohibid\w*|destructiv\w*|"
+    r"jamais|interdit\w*|niemals|verboten|mai|vietat\w*|никогда|запрещ\w*|nooit|asla|nigdy)\b|禁止|不要|绝不|しない|禁止"
 )
 
 
@@ -185,7 +192,7 @@ def _secret(sentences: list[rules.Sentence], linked: list[rules.Sentence]) -> _H
         match = rules.search(credentials, [sentence])
         if match:
             excerpt = _excerpt(sentence, match.start(), match.end())
-            if rules.CREDENTIAL_VERB.search(sentence) or rules.MOVED.search(sentence):
+            if _credential_taken(sentence, match):
                 return _Hit("TP004", HIGH, "reads or sends secrets or credential files", excerpt)
             if _described_taking(credentials, sentence):
                 return _Hit("TP004", HIGH, "reads secrets or credential files and passes them on", excerpt)
@@ -205,6 +212,18 @@ def _secret(sentences: list[rules.Sentence], linked: list[rules.Sentence]) -> _H
     if mentioned:
         return _Hit("TP004", MEDIUM, "mentions a credential file or store", mentioned)
     return None
+
+
+def _credential_taken(sentence: str, credential: re.Match[str]) -> bool:
+    """A verb that reads or sends, said of a credential: not one denied ("private keys are never
+    read", "is not returned"), nor a credential named as an example of what a tool handles with
+    nowhere for it to go ("include hidden files such as .env")."""
+    if rules.MOVED.search(sentence):
+        return True
+    example = _NAMED_BEFORE.search(sentence, max(0, credential.start() - 40), credential.start())
+    if example and not rules.SINK.search(sentence):
+        return False
+    return _affirmed([rules.CREDENTIAL_VERB], sentence) is not None
 
 
 def _described_taking(credentials: list[re.Pattern[str]], sentence: str) -> bool:
