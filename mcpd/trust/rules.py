@@ -771,7 +771,7 @@ SHELL = Intent(
 CREDENTIAL = Intent(
     (
         "ssh|aws|gcp|azure|kube|docker|gnupg|gcloud|password|electrum|bitcoin|ethereum|solana|vault|config",
-        r"\.ssh/(?!config\b|known_hosts\b)[\w.*-]+(?<!\.pub)|\.ssh\b(?!/)|\.aws/(?:credentials|config|sso/cache)"
+        r"\.ssh/(?!config\b|known_hosts\b)[\w.*-]+(?<!\.pub)|\.ssh\b(?!/)|\.aws[/\\](?:credentials|config|sso[/\\]cache)"
         r"|\.(?:gcp|azure|kube|docker|gnupg|gcloud|password-store|electrum|bitcoin|ethereum|solana|vault-token)\b(?:/[\w.*-]+)*"
         r"|\.config/(?:gcloud|gh|solana|rclone|hub|op|doctl|heroku)\b(?:/[\w.*-]+)*",
     ),
@@ -786,8 +786,8 @@ CREDENTIAL = Intent(
         r"\bid_(?:rsa|dsa|ecdsa|ed25519)\b(?!\.pub)|[\w*-]+\.(?:pem|key|p12|pfx|jks|keystore|ppk|kdbx)\b",
     ),
     (
-        "~/|$home|/home/|/users/|/root/",
-        r"(?:~|\$home|/home/[\w.-]+|/users/[\w.-]+|/root)/[\w./-]*(?:credential|secret|token|passw|private|wallet|keystore|id\.json)[\w./-]*",
+        "~/|$home|/home/|/users/|/root/|%userprofile%",
+        r"(?:~|\$home|/home/[\w.-]+|/users/[\w.-]+|/root|%userprofile%)[/\\][\w./\\-]*(?:credential|secret|token|passw|private|wallet|keystore|id\.json)[\w./\\-]*",
     ),
     ("etc", r"/etc/(?:shadow|gshadow|sudoers|master\.passwd|passwd)\b"),
     # A resource URI naming secrets: "internal://credentials", "company://confidential".
@@ -804,6 +804,11 @@ CREDENTIAL = Intent(
         r"\b(?:seed|recovery|mnemonic|secret) phrase\b|\bprivate[ _-]?keys?\b|\bsaved (?:passwords|logins)\b|\bbrowser (?:cookies|passwords)\b",
     ),
     ("$", r"\$\{?[a-z0-9_]*(?:key|token|secret|password|passwd|pwd|credentials?)\b"),
+    # An environment variable named for a secret, by its value: "the value of the GITHUB_TOKEN variable".
+    (
+        "value|values",
+        r"\bvalues? of (?:the |your |its )?(?:[a-z0-9]+_)+(?:key|token|secret|password|passwd|pat|credentials?)\b",
+    ),
     (
         "secret|secrets|credential|credentials|token|tokens|password|passwords|passwd",
         r"[\w./-]*\b(?:secrets?|credentials?|tokens?|passwords?|passwd)[\w-]*\.(?:ya?ml|json|toml|ini|txt|conf|cfg|xml|properties|csv)\b",
@@ -881,6 +886,11 @@ SECRET_TAKEN = Intent(
         _SECRET_TRIGGER,
         rf"\b(?:the )?(?:agent|assistant|model|ai|llm|you)\b(?:\W+\w+){{0,3}}?\W+{inflected(_READ)}\b(?:[^\w']+[\w']+){{0,5}}?(?:[^\w']+|(?<=\w)')(?:{_SECRET})\b.*\b{inflected(_MOVE)}\b",
     ),
+)
+
+# What a secret holds, not where it is: "the contents of .env", "what they contain".
+SECRET_CONTENT = re.compile(
+    r"\b(?:contents?|values?|text|body|what (?:\S+ ){1,2}(?:contains?|says?|holds?)|what(?:'s| is) in (?:it|them))\b"
 )
 
 # -- TP009: exfiltration ---------------------------------------------------------------------------
@@ -998,6 +1008,43 @@ USER_DATA = re.compile(
     r"\b(?:passing|pass|include|including|with|send|sending|attach|attaching)\b (?:it )?(?:the |all (?:of )?the |every )?"
     r"(?:(?:user's|full|entire|whole|complete) )+(?:request|conversation|prompt|messages?|history|input|question|chat|context|transcript)s?\b"
 )
+# The model's own conversation or instructions, said so that no mailbox or channel of the user is
+# meant: "every message exchanged so far", "the user's previous messages", "your system prompt".
+_SESSION = r"conversation|chat|session|dialog(?:ue)?|exchange|messages?|history|transcript"
+# What names a thing and is not it: "the conversation ID", "message count".
+ITSELF = re.compile(r"\W*(?:ids?|identifiers?|names?|titles?|counts?|lengths?|urls?|links?|metadata)\b")
+_NOT_ITSELF = f"(?!{ITSELF.pattern})"
+OWN_CONVERSATION = Intent(
+    (
+        "far|now|date|exchanged",
+        rf"\b(?:{_SESSION})\b(?:\W+\w+){{0,4}}?\W+(?:so far|until now|up to now|to date|exchanged)\b",
+    ),
+    (
+        "user's|your",
+        rf"\b(?:the user's|your)\W+(?:(?:previous|prior|earlier|last|entire|full|whole|complete|own)\W+)(?:\w+\W+)?(?:messages|conversation|chat|history|transcript|prompts){_NOT_ITSELF}"
+        rf"|\byour (?:(?:entire|full|whole|complete|original|hidden)\W+)?(?:system prompt|system message|instructions){_NOT_ITSELF}",
+    ),
+    (
+        "this|current|ongoing",
+        rf"\b(?:this|the current|the ongoing) (?:conversation|chat session|chat){_NOT_ITSELF}",
+    ),
+    (
+        "entire|full|whole|complete|verbatim",
+        rf"\b(?:entire|full|whole|complete|verbatim) (?:\w+ )?(?:conversation|chat|dialog(?:ue)?|transcript)s?\b{_NOT_ITSELF}",
+    ),
+)
+# A parameter of the tool as where something goes: "in `context`", "in the `ack` argument", "set
+# this to" (said in a parameter's own description), "call this ... with"; not where something
+# comes from ("the channel given by the `channel` parameter").
+PARAMETER = re.compile(
+    r"\b(?:in|into|as|to|inside)\s+(?:the\s+)?`[\w.-]+`|`[\w.-]+`(?:\s+(?:parameter|argument|field|param))?\s+(?:should|must|shall|has to|needs to)\b"
+    r"|\b(?:in|into|as|to|inside)\s+(?:the |this |its |a )?(?:[`'\"]?[\w.-]+[`'\"]?\s+)?(?:parameter|argument|field|param)\b"
+    r"|\bthis (?:query|parameter|argument|field|value|input)\b"
+    r"|\b(?:set|fill|populate) (?:this|it) (?:to|with)\b|\bcall (?:this|it)\b"
+)
+# A denial near what would go: "the conversation is never sent", "not its content".
+DENIED_NEAR = re.compile(r"\b(?:not|never|no|nor|without|don't|doesn't|isn't|aren't|won't)\b")
+
 EXFIL_DIRECT = Intent(
     (
         "tool|function",
@@ -1021,6 +1068,16 @@ EXFIL_DIRECT = Intent(
         r"\bcall this (?:one|tool|function) with (?:every|all|each|the) (?:\w+ )?(?:arguments?|parameters?|inputs?|data)\b",
     ),
     ("exfiltrate", r"\bexfiltrate\b"),
+    # A placeholder in a URL or a host name, for the model to fill with the conversation or a secret:
+    # "?d={{conversation_history}}", "?ctx={entire conversation, url-encoded}", "<value of x_token>.dnslog.cn".
+    (
+        "://",
+        r"https?://[^\s{<]*[{<]{1,2}[^{}<>]{0,60}?(?<![a-z])(?:conversation|chat|history|messages?|transcript|system[ _]?prompt|memory|secrets?|credentials?|passwords?)(?![a-z])[^{}<>]{0,60}[}>]",
+    ),
+    (
+        "{|<",
+        r"[{<]{1,2}[^{}<>]{0,60}?(?<![a-z])(?:conversation|chat|history|messages?|secrets?|tokens?|keys?|passwords?|credentials?)(?![a-z])[^{}<>]{0,60}[}>]{1,2}\.(?:[\w-]+\.)+[a-z]{2,}\b",
+    ),
     # The whole conversation put into a call or an argument: "call x with `notes` set to the entire conversation so far".
     (
         "conversation|chat|history|transcript",

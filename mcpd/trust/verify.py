@@ -196,6 +196,8 @@ def _secret(sentences: list[rules.Sentence], linked: list[rules.Sentence]) -> _H
                 return _Hit("TP004", HIGH, "reads or sends secrets or credential files", excerpt)
             if _described_taking(credentials, sentence):
                 return _Hit("TP004", HIGH, "reads secrets or credential files and passes them on", excerpt)
+            if rules.SECRET_CONTENT.search(sentence) and _into_parameter(sentence, match):
+                return _Hit("TP004", HIGH, "puts what a credential file holds into a parameter", excerpt)
             mentioned = mentioned or excerpt
     for said in linked:
         # Across sentences a file must be both read and passed on ("Read it. Put it in `x`."):
@@ -236,6 +238,13 @@ def _described_taking(credentials: list[re.Pattern[str]], sentence: str) -> bool
         for pattern in credentials
         for m in pattern.finditer(sentence)
     )
+
+
+def _into_parameter(sentence: str, what: re.Match[str]) -> bool:
+    """``what`` goes into a parameter of the tool, whatever the verb ("are supplied in `context`",
+    "quoted in the `ack` argument", "set this to"), and no denial is near it ("is never sent")."""
+    near = sentence[max(0, what.start() - 40) : what.end() + 30]
+    return bool(rules.PARAMETER.search(sentence)) and not rules.DENIED_NEAR.search(near)
 
 
 _URL_PUNCTUATION = ("/", ".", "?", "&", "=")
@@ -315,6 +324,18 @@ def _destination(destinations: list[re.Pattern[str]], sentence: str) -> re.Match
 _PURPOSE = re.compile(r"\b(?:in order to|so as to|so that|to)\s")
 
 
+def _data_in(sent: str, hits: rules.Hits) -> bool:
+    """Data named in what is sent, or a quantity ("every", "all"); not a name of the data ("the
+    conversation ID") nor data excluded ("not its content")."""
+    if rules.search(rules.QUANTITY.active(hits), [sent]):
+        return True
+    return any(
+        not (rules.ITSELF.match(sent, m.end()) or rules.NEGATED_OBJECT.search(sent, 0, m.start()))
+        for pattern in rules.DATA.active(hits)
+        for m in pattern.finditer(sent)
+    )
+
+
 def _exfiltration(sentences: list[rules.Sentence], whole: rules.Sentence) -> str | None:
     for said in sentences:
         sentence, hits = said
@@ -323,8 +344,14 @@ def _exfiltration(sentences: list[rules.Sentence], whole: rules.Sentence) -> str
         if transfer and destination:
             purpose = _PURPOSE.search(sentence, max(transfer.end(), destination.end()))
             sent = sentence[: purpose.start()] if purpose else sentence
-            if rules.search(rules.DATA.active(hits) + rules.QUANTITY.active(hits), [sent]):
+            if _data_in(sent, hits):
                 return _excerpt(sentence, transfer.start(), transfer.end() + 60)
+    for said in sentences:
+        # The model's own conversation needs no verb to be sent: any wording that puts it into a
+        # parameter sends it to the server ("`content` should contain every message so far").
+        conversation = rules.OWN_CONVERSATION.first(said.hits, [said.text])
+        if conversation and _into_parameter(said.text, conversation):
+            return _excerpt(said.text, conversation.start(), conversation.end())
     return _first(rules.EXFIL_DIRECT, sentences) or _first(rules.IMAGE_EXFIL, [whole])
 
 
