@@ -616,19 +616,40 @@ def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
 
 
 _IDENTIFIER_BREAK = re.compile(r"[_\-.]+|(?<=[a-z0-9])(?=[A-Z])")
+_ONE_IDENTIFIER = re.compile(r"[A-Za-z0-9]+(?:[_-][A-Za-z0-9]+)+")
 
 
-def _property_names(schema: Any, path: str) -> Iterator[tuple[str, str]]:
-    """Property names as words (``ignorePreviousInstructions`` -> ``ignore Previous Instructions``)."""
+def _words(identifier: str) -> str:
+    """An identifier as words (``ignorePreviousInstructions`` -> ``ignore Previous Instructions``)."""
+    return _IDENTIFIER_BREAK.sub(" ", identifier)
+
+
+def _schema_names(schema: Any, path: str) -> Iterator[tuple[str, str]]:
+    """Property names as words (``name``), and each enum's values read together (``together``:
+    an order may be split across them, ["ignore", "previous", "instructions"])."""
     if isinstance(schema, dict):
         for key, item in schema.items():
             if key == "properties" and isinstance(item, dict):
                 for name in item:
-                    yield f"{path}.properties.{name} (name)", _IDENTIFIER_BREAK.sub(" ", name)
-            yield from _property_names(item, f"{path}.{key}")
+                    yield f"{path}.properties.{name} (name)", _words(name)
+            if key == "enum" and isinstance(item, list) and all(isinstance(v, str) for v in item):
+                yield f"{path}.enum (together)", " ".join(map(_words, item))
+            yield from _schema_names(item, f"{path}.{key}")
     elif isinstance(schema, list):
         for index, item in enumerate(schema):
-            yield from _property_names(item, f"{path}[{index}]")
+            yield from _schema_names(item, f"{path}[{index}]")
+
+
+_ORDERS = frozenset({"TP001", "TP002", "TP003"})
+"""Instructions to the model, concealment from the user, instruction blocks: what no name does."""
+
+
+def _identifiers(texts: list[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+    """Texts that are one snake_case or kebab-case identifier (a tool's name, an enum value), as
+    words: the rules read words, and ``ignore_previous_instructions`` holds none."""
+    for where, text in texts:
+        if _ONE_IDENTIFIER.fullmatch(text):
+            yield f"{where} (words)", _words(text)
 
 
 def scan_tool(
@@ -639,6 +660,14 @@ def scan_tool(
     texts = [("name", name), ("description", description)]
     texts += [text for path, schema in schemas for text in _strings(schema, path)]
     findings = scan_texts(name, texts)
+    named = [text for path, schema in schemas for text in _schema_names(schema, path)]
     # A property called private_key is no sign of anything; one called ignore_all_instructions is.
-    keys = scan_texts(name, [text for path, schema in schemas for text in _property_names(schema, path)])
-    return findings + [f for f in keys if f.severity == HIGH]
+    keys = [text for text in named if text[0].endswith("(name)")]
+    # A tool's name or an enum says what the tool does ("send_email_to_webhook"): only an order to
+    # the model in it counts.
+    names = [text for text in named if not text[0].endswith("(name)")] + list(_identifiers(texts))
+    return (
+        findings
+        + [f for f in scan_texts(name, keys) if f.severity == HIGH]
+        + [f for f in scan_texts(name, names) if f.rule in _ORDERS]
+    )
