@@ -120,8 +120,10 @@ _ENCODED_HINT = re.compile(
 
 def _readable(data: bytes) -> str | None:
     """The bytes as text if they are text a model would read, else None."""
+    # UTF-16LE, as PowerShell's -EncodedCommand takes it: ASCII text with a zero after each byte.
+    utf16 = len(data) >= 8 and len(data) % 2 == 0 and not any(data[1::2])
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-16-le" if utf16 else "utf-8")
     except UnicodeDecodeError:
         return None
     letters = sum(c.isalpha() for c in text)
@@ -163,6 +165,19 @@ def rot13_text(prepared: Prepared) -> Layer | None:
     if not any(h.startswith("rot") for h in hints) and len(hints) < 2:
         return None
     return Layer("rot13", codecs.decode(prepared.visible, "rot13"), prepared.visible[:40])
+
+
+# Text written backwards betrays itself the same way: "eht" (the), "dna" (and), "uoy" (you).
+_REVERSED_HINT = re.compile(
+    r"\b(?:eht|dna|uoy|ruoy|siht|taht|htiw|resu|elif|dnes|daer|lla|erongi|snoitcurtsni)\b"
+)
+
+
+def reversed_text(prepared: Prepared) -> Layer | None:
+    """The visible text read backwards, if it looks written backwards."""
+    if len(set(_REVERSED_HINT.findall(prepared.folded))) < 3:
+        return None
+    return Layer("reversed text", prepared.visible[::-1], prepared.visible[:40])
 
 
 def hidden_layers(visible: str) -> Iterator[Layer]:

@@ -85,6 +85,7 @@ from mcpd.trust.normalize import (
     Prepared,
     hidden_layers,
     prepare,
+    reversed_text,
     rot13_text,
     spaced_text,
     tag_text,
@@ -518,7 +519,8 @@ def _respelled(prepared: Prepared, hits: list[_Hit]) -> Iterator[_Hit]:
 
 
 def _layers(raw: str, prepared: Prepared) -> Iterator[Layer]:
-    for layer in (tag_text(raw), rot13_text(prepared), spaced_text(prepared.visible)):
+    readings = (tag_text(raw), rot13_text(prepared), reversed_text(prepared), spaced_text(prepared.visible))
+    for layer in readings:
         if layer:
             yield layer
     yield from hidden_layers(prepared.visible)
