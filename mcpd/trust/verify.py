@@ -47,7 +47,9 @@ one already suspect (a medium finding) again with misspelt key words corrected:
     TP009 high    exfiltration: send/forward/post/upload/include data to a URL, an address, a
                   file share, another tool, a parameter or the next outbound request; a link or an
                   image URL that carries the conversation or secrets; the whole conversation put
-                  into a call or an argument
+                  into a call or an argument; the model's own conversation or system prompt ("every
+                  message so far", "your system prompt") put into a parameter, whatever the verb; a
+                  URL or host name with a placeholder for them ("?d={{history}}", "<token>.x.cn")
     TP010 high    destructive or remote-code shell commands (rm -rf, curl ... | sh, chmod -R 777 ~)
     TP011 medium  a word mixing Latin letters with look-alikes from another script
     TP012 high    signs of an attack together (``signs``), within three sentences: two of the
@@ -63,10 +65,11 @@ one already suspect (a medium finding) again with misspelt key words corrected:
     TP013 high    a text too long to read (over ``MAX_TEXT`` characters): its first part is read,
                   the rest would be unread, so the length alone holds the tool back
 
-Text hidden in base64, hex, URL-encoding, HTML entities, \\u escapes, tag characters or ROT13 is
-decoded and read too: what is found there is reported as high, with ``where`` naming the
-encoding, e.g. ``description (decoded base64)``. Mere words such as "password", "token",
-"IMPORTANT:" or "send email" raise nothing: honest tools use them all the time.
+Text hidden in base64 (of UTF-8 or UTF-16LE), hex, URL-encoding, HTML entities, \\u escapes, tag
+characters, ROT13 or written backwards is decoded and read too: what is found there is reported
+as high, with ``where`` naming the encoding, e.g. ``description (decoded base64)``. Mere words
+such as "password", "token", "IMPORTANT:" or "send email" raise nothing: honest tools use them
+all the time.
 
 High findings are what a ``block`` policy blocks on; medium ones are reported.
 """
