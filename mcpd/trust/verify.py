@@ -649,6 +649,11 @@ _ORDERS = frozenset({"TP001", "TP002", "TP003"})
 """Instructions to the model, concealment from the user, instruction blocks: what no name does."""
 
 
+def _may_order(text: str) -> bool:
+    hits = rules.triggered(text.lower())
+    return any(intent.hit(hits) for intent in (rules.OVERRIDE, rules.CONCEAL, rules.INSTRUCTION_BLOCK))
+
+
 def _identifiers(texts: list[tuple[str, str]]) -> Iterator[tuple[str, str]]:
     """Texts that are one snake_case or kebab-case identifier (a tool's name, an enum value), as
     words: the rules read words, and ``ignore_previous_instructions`` holds none."""
@@ -671,6 +676,8 @@ def scan_tool(
     # A tool's name or an enum says what the tool does ("send_email_to_webhook"): only an order to
     # the model in it counts.
     names = [text for text in named if not text[0].endswith("(name)")] + list(_identifiers(texts))
+    # Most names hold no trigger of an order: a lookup spares them a whole scan.
+    names = [(where, text) for where, text in names if _may_order(text)]
     return (
         findings
         + [f for f in scan_texts(name, keys) if f.severity == HIGH]
