@@ -794,3 +794,26 @@ def test_a_large_frame_fed_in_pieces_comes_out_whole() -> None:
         fed += len(piece)
         assert buffer.pending == fed - sum(4 + len(f) for f in out)
     assert [bytes(f) for f in out] == [b"a", big, b"b"]
+
+
+async def test_closing_a_blocking_client_ends_the_thread_that_follows_its_events(
+    daemon: DaemonProcess,
+) -> None:
+    """A thread blocked in `events()` (or `follow_logs()`) ends with TransportError when another
+    thread closes the client (a close alone left its read blocked for good)."""
+    client = Client(daemon.socket).connect()
+    outcomes: list[BaseException] = []
+
+    def follow() -> None:
+        try:
+            for _ in client.events():
+                pass
+        except BaseException as exc:  # what the thread got is the point
+            outcomes.append(exc)
+
+    thread = threading.Thread(target=follow)
+    thread.start()
+    await anyio.sleep(1.0)  # subscribed, in its blocking read (a close before that ends it too)
+    client.close()
+    await anyio.to_thread.run_sync(thread.join, 10)
+    assert not thread.is_alive() and len(outcomes) == 1 and isinstance(outcomes[0], TransportError), outcomes

@@ -92,7 +92,12 @@ class Client(Api):
         return self
 
     def close(self) -> None:
+        """Close the connection; a thread blocked in ``events()`` or ``follow_logs()`` then ends with
+        ``TransportError``."""
         if self._sock is not None:
+            # Shut down first: a close alone leaves another thread's recv() blocked for good.
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
             self._sock.close()
             self._sock = None
         # What was read of that connection (half a frame perhaps) would garble the next one's.
@@ -134,7 +139,6 @@ class Client(Api):
             self.request(_wire.subscribe())
         sock = self._socket()
         while True:
-            sock.settimeout(None)  # a request made between two events set its own
             message = self._next_kept(sock)
             if isinstance(message, Notification) and message.method == EVENT_NOTIFICATION:
                 yield _wire.decode_event(message.params)
@@ -144,7 +148,6 @@ class Client(Api):
         it comes (blocking). Ends when the server leaves the config; leaving the loop stops the follow."""
         self.request(_wire.logs_follow(server, limit))
         sock = self._socket()
-        sock.settimeout(None)
         try:
             while True:
                 message = self._next_kept(sock)
@@ -193,7 +196,13 @@ class Client(Api):
 
     def _next_kept(self, sock: socket.socket) -> Message:
         """The next message for ``events()`` or ``follow_logs()``: first those a request set aside."""
-        return self._kept.popleft() if self._kept else self._next_message(sock)
+        if self._kept:
+            return self._kept.popleft()
+        try:
+            sock.settimeout(None)  # a request made between two messages set its own
+            return self._next_message(sock)
+        except OSError as exc:  # the daemon went, or another thread closed the client
+            raise TransportError(f"lost the daemon connection: {exc}") from None
 
     def _next_message(self, sock: socket.socket) -> Message:
         while not self._pending:
