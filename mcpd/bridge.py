@@ -46,6 +46,11 @@ OUT_LIMIT = 32 * 1024 * 1024
 """Bytes for the host kept while it does not read; beyond, the daemon's answers wait in its socket.
 A host that pauses (a UI busy, a debugger) must not cost its calls: a bridge that blocked on its
 stdout stopped reading the daemon, which then dropped it as a client that does not read."""
+ADVISORY_LIMIT = 1024 * 1024
+"""Bytes kept for a host that does not read past which log messages and progress are dropped, not
+kept: a chatty server at ``logging/setLevel debug`` would otherwise fill ``OUT_LIMIT`` in seconds
+and the daemon would drop the bridge, failing the host's calls (as the daemon does on its side)."""
+ADVISORY = frozenset({mcp.MESSAGE, mcp.PROGRESS})
 EXIT_FLUSH = 5.0
 """Seconds the bridge keeps writing what the host has not read yet, once stdin has closed."""
 RESENDABLE = frozenset(
@@ -150,6 +155,7 @@ class Relay:
         self._stdin, self._stdout = stdin, stdout
         self._out = bytearray()
         """What the host has not taken yet (its stdout is a full pipe)."""
+        self._dropped_advisory = False
         self._reading_daemon = False
         self._selector = selectors.DefaultSelector()
         self._gap_since = 0.0
@@ -262,9 +268,15 @@ class Relay:
                     pass
                 else:
                     continue  # private to the relay: the host never sees it
-            answered = _response_id(_route_of(data))
+            route = _route_of(data)
+            answered = _response_id(route)
             if answered is not None:
                 self.inflight.pop(answered, None)
+            elif len(self._out) > ADVISORY_LIMIT and route is not None and route.method in ADVISORY:
+                if not self._dropped_advisory:  # said once: a flood would flood the log too
+                    _log("bridge.advisory_dropped", behind=len(self._out))
+                    self._dropped_advisory = True
+                continue
             out.append(data)
             out.append(b"\n")
         self._write(b"".join(out))

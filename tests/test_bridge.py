@@ -596,3 +596,53 @@ async def test_a_host_that_pauses_reading_loses_no_call(tmp_path: Path) -> None:
     assert sorted(results) == [10, 11, 12, 13]
     assert all(results[i]["result"]["content"][0]["text"] == big for i in range(10, 14))
     assert not any(event.get("event") == "client.dropped" for event in daemon.events)
+
+
+LOG_FLOOD = """
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    method, result = message.get("method"), {}
+    if method == "initialize":
+        result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"logging": {}}}
+        result["serverInfo"] = {"name": "lf", "version": "1"}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "flood", "inputSchema": {"type": "object"}}]}
+    elif method == "tools/call":
+        count = message["params"]["arguments"]["messages"]
+        line = '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"%s"}}\\n'
+        sys.stdout.write(line % ("m" * 1000) * count)
+        result = {"content": [{"type": "text", "text": "flooded"}]}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+async def test_a_paused_host_at_debug_level_loses_log_messages_not_calls(tmp_path: Path) -> None:
+    """A host that set `logging/setLevel debug` and paused reading while a server floods 40 MB of log
+    messages: the bridge keeps its answers and drops log messages past 1 MiB held, so it goes on
+    reading the daemon, which never drops it, and the host's running call is answered (the log
+    messages filled the bridge's 32 MB; with a longer flood the daemon dropped the bridge as not
+    reading, and the call failed)."""
+    script = tmp_path / "flood.py"
+    script.write_text(LOG_FLOOD)
+    config = tmp_path / "config.toml"
+    flooder = f"[servers.lf]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(script))}]\n"
+    config.write_text("[daemon]\nclient_write_timeout = 0.5\n" + fixture_toml("tools") + flooder)
+    sleep = {"name": "mcpd_call_tool", "arguments": {"tool": "tools__sleep", "arguments": {"seconds": 2}}}
+    async with running_daemon(config) as daemon, raw_host(daemon.socket) as host:
+        await daemon.wait_for("server.state", server="lf", new="running")
+        connect_lf = {"name": "mcpd_connect_server", "arguments": {"server": "lf"}}
+        await host.send({"id": 2, "method": "tools/call", "params": connect_lf})
+        await host.send({"id": 3, "method": "logging/setLevel", "params": {"level": "debug"}})
+        await host.until_answer(2, 3)
+        await host.send({"id": 10, "method": "tools/call", "params": sleep})
+        async with connect(daemon.socket) as client:  # while the host reads nothing
+            await client.call_tool("lf__flood", {"messages": 40_000})
+        answers = await host.until_answer(10)
+    assert answers[-1]["result"]["content"][0]["text"] == "slept 2.0"
+    # About 1 MiB of them, not the 32 MB (~29,000) the bridge kept for a host that does not read.
+    assert 0 < sum(m.get("method") == "notifications/message" for m in answers) < 4_000
+    assert not any(event.get("event") == "client.dropped" for event in daemon.events)
