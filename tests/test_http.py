@@ -29,7 +29,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcpd.config.load import load_config
 from mcpd.errors import ConfigError
-from mcpd.front.http.sessions import saved_sessions
+from mcpd.front.http.sessions import EVENTS_KEPT, Outbox, saved_sessions
 from mcpd.model.mcp import SavedSession
 from mcpd.store.db import Store
 from mcpd.testing import fixture_toml, run_cli
@@ -584,3 +584,22 @@ async def test_url_options_connect_and_expose_all(front: Front) -> None:
         assert await host.call("tools__echo", {"text": "preconnected"}) == "preconnected"
     async with sdk_host(replace(front, url=front.url + "?all=1")) as host:
         await host.listing({"tools__echo", "other__echo"})
+
+
+async def test_what_matters_outlives_a_flood_of_log_messages_in_an_outbox() -> None:
+    """A host that does not read its GET stream while a server logs at its level: log messages and
+    progress stop at half the outbox, so a `list_changed` or a server's question queued before (or
+    among) them is still there when the host reads (1,000 log messages pushed it out)."""
+    outbox = Outbox(EVENTS_KEPT, "http-test")
+    outbox.push(b"list_changed")
+    for n in range(3 * EVENTS_KEPT):
+        outbox.push(b"log %d" % n, advisory=True)
+        if n == EVENTS_KEPT:
+            outbox.push(b"question")
+    items, done = await outbox.take()
+    assert not done and items[0] == b"list_changed" and b"question" in items
+    assert sum(item.startswith(b"log") for item in items) == EVENTS_KEPT // 2
+    for n in range(2 * EVENTS_KEPT):  # what matters is bounded too: the oldest goes
+        outbox.push(b"event %d" % n)
+    items, _ = await outbox.take()
+    assert len(items) == EVENTS_KEPT and items[-1] == b"event %d" % (2 * EVENTS_KEPT - 1)

@@ -194,11 +194,12 @@ async def _stream(
     event_log: EventLog | None = None,
     replay: list[tuple[str, bytes]] | None = None,
     first: list[bytes] | None = None,
+    first_ends: bool = False,
 ) -> None:
     """Send ``outbox`` as an event stream until it ends, the host hangs up or stops reading;
     ``unanswered`` is the last event when the stream closes without its answer. With
     ``event_log`` (the GET stream) events carry ids, and ``replay`` goes first; ``first``: what
-    was taken from ``outbox`` already, and the end of the stream if the answer is among it."""
+    was taken from ``outbox`` already, the answer among it if ``first_ends``."""
     headers = [
         (b"content-type", _SSE.encode()),
         (b"cache-control", b"no-cache"),
@@ -208,7 +209,7 @@ async def _stream(
     await sender({"type": "http.response.start", "status": 200, "headers": headers})
     async with anyio.create_task_group() as tg:
         tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
-        done = bool(first) and outbox.answer is not None
+        done = first_ends  # as taken: an answer that came since is the next take's
         if replay:
             await sender({"type": "http.response.body", "body": _events(replay), "more_body": True})
         if first:
@@ -391,7 +392,16 @@ class Endpoint:
                 # answer becomes an event stream that carries the question first.
                 ended = _encoder.encode(mcp.ErrorResponse(request_id, _ended(request_id)))
                 timeout = self._limits.io_timeout
-                await _stream(outbox, session, receive, send, timeout=timeout, unanswered=ended, first=items)
+                await _stream(
+                    outbox,
+                    session,
+                    receive,
+                    send,
+                    timeout=timeout,
+                    unanswered=ended,
+                    first=items,
+                    first_ends=done,
+                )
                 return
             if outbox.answer is None:
                 error = _ended(request_id)

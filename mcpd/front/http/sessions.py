@@ -66,6 +66,8 @@ _state = msgspec.json.Decoder(mcp.SessionState)
 # is never parsed a second time just to find where it goes.
 _RESPONSE_HEAD = re.compile(rb'\{"id":(-?\d+|"(?:[^"\\]|\\.)*"),"(?:result|error)":')
 _PROGRESS_MARK = mcp.PROGRESS.encode()
+_ADVISORY = frozenset({mcp.PROGRESS, mcp.MESSAGE})
+"""What a host can do without: dropped first when it does not read (see ``Outbox``)."""
 REQUEST_CANCELLED = -32800
 """The error that ends the POST of a request its host cancelled (as the SDK's server answers it)."""
 _encoder = msgspec.json.Encoder()
@@ -78,23 +80,36 @@ class SessionRefused(McpdError):
 class Outbox:
     """Messages for one stream, in order, for a single reader; the last one (a request's answer)
     is never dropped. One per request: it waits on a plain asyncio event, made only if it must wait
-    (an anyio one costs a backend lookup each)."""
+    (an anyio one costs a backend lookup each).
+
+    Bounded for a host that does not read: advisory messages (progress, log messages) stop at half
+    the limit, the new ones dropped, so a chatty server cannot push out what matters (a
+    ``list_changed``, a server's question); past the limit the oldest message goes."""
 
     def __init__(self, limit: int, owner: str, *, may_stream: bool = False) -> None:
         self.may_stream = may_stream
         """Its POST may be answered with an event stream (so it can carry requests to the host)."""
-        self._items: deque[bytes] = deque(maxlen=limit)
+        self._items: deque[tuple[bool, bytes]] = deque()
+        self._limit = limit
+        self._advisory = 0
+        """Advisory messages among ``_items``."""
         self._final: bytes | None = None
         self._closed = False
         self._wake: asyncio.Event | None = None
         self._owner = owner
         self._dropping = False
 
-    def push(self, data: bytes) -> None:
-        if len(self._items) == self._items.maxlen and not self._dropping:
+    def push(self, data: bytes, *, advisory: bool = False) -> None:
+        full = self._advisory >= self._limit // 2 if advisory else len(self._items) >= self._limit
+        if full and not self._dropping:
             self._dropping = True  # said once: a host that does not read would otherwise flood the log
-            log.warning("http.messages_dropped", session=self._owner, kept=self._items.maxlen)
-        self._items.append(data)
+            log.warning("http.messages_dropped", session=self._owner, kept=len(self._items))
+        if full and advisory:
+            return
+        if full:
+            self._advisory -= self._items.popleft()[0]
+        self._items.append((advisory, data))
+        self._advisory += advisory
         self._wakeup()
 
     @property
@@ -119,8 +134,9 @@ class Outbox:
         while not (self._items or self._final is not None or self._closed):
             self._wake = asyncio.Event()
             await self._wake.wait()
-        items = list(self._items)
+        items = [data for _, data in self._items]
         self._items.clear()
+        self._advisory = 0
         if self._final is not None:
             items.append(self._final)
             return items, True
@@ -257,9 +273,9 @@ class HttpSession:
                 token = None
             target = self._progress.get(token) if token is not None else None
             if target is not None:
-                target.push(data)
+                target.push(data, advisory=True)
                 return
-        self.events.push(data)
+        self.events.push(data, advisory=route.method in _ADVISORY)
 
     def _answered(self, request_id: mcp.RequestId | None, data: bytes) -> None:
         outbox = self._pending.pop(request_id, None) if request_id is not None else None
