@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import stat
 import time
 from collections.abc import AsyncIterator
@@ -523,6 +524,37 @@ async def listed(http: httpx2.AsyncClient, url: str, session_id: str, request_id
     ).status_code
 
 
+def race_delete(front: Front, sessions: list[str]) -> None:
+    """For each session, a `logging/setLevel` (which saves the session's state) and a DELETE whose
+    last bytes arrive together, on two raw connections."""
+    address = urlsplit(front.url)
+    set_level = json.dumps(
+        {"jsonrpc": "2.0", "id": 5, "method": "logging/setLevel", "params": {"level": "info"}}
+    )
+    for session in sessions:
+        head = (
+            f"Host: {address.netloc}\r\nAuthorization: Bearer {front.token}\r\nMcp-Session-Id: {session}\r\n"
+            "Connection: close\r\n"
+        )
+        post = (
+            f"POST {address.path} HTTP/1.1\r\n{head}Content-Type: application/json\r\n"
+            f"Accept: application/json, text/event-stream\r\n"
+            f"Content-Length: {len(set_level)}\r\n\r\n{set_level}"
+        ).encode()
+        delete = f"DELETE {address.path} HTTP/1.1\r\n{head}\r\n".encode()
+        with (
+            socket.create_connection((address.hostname, address.port)) as one,
+            socket.create_connection((address.hostname, address.port)) as other,
+        ):
+            one.sendall(post[:-5])
+            other.sendall(delete[:-2])
+            time.sleep(0.05)
+            one.sendall(post[-5:])
+            other.sendall(delete[-2:])
+            one.recv(4096)
+            other.recv(4096)
+
+
 async def test_a_session_outlives_a_daemon_restart(tmp_path: Path) -> None:
     """The daemon restarted under an SDK host: the host's next call on the same session works, with
     the server it had connected, and it never initializes again (the SDK's client would not: a 404
@@ -537,6 +569,9 @@ async def test_a_session_outlives_a_daemon_restart(tmp_path: Path) -> None:
             assert await host.call("tools__echo", {"text": "before"}) == "before"
             kept, deleted = await raw_session(http, url), await raw_session(http, url)
             assert (await http.delete(url, headers={"Mcp-Session-Id": deleted})).status_code == 200
+            # Deleted while a request that changes its state runs: it must not save the session back.
+            raced = [await raw_session(http, url) for _ in range(8)]
+            await anyio.to_thread.run_sync(race_delete, front, raced)
             first.signal(signal.SIGTERM)
             assert await first.wait_exit() == 0
             async with running_daemon(config) as second:
@@ -554,6 +589,7 @@ async def test_a_session_outlives_a_daemon_restart(tmp_path: Path) -> None:
                     tg.start_soon(list_kept, 3)
                 assert statuses == [200, 200]
                 assert await listed(http, url, deleted) == 404
+                assert [await listed(http, url, session) for session in raced] == [404] * len(raced)
                 # Every session of the second daemon is one of the first's, resumed.
                 names = [e["event"] for e in second.events if e["event"].startswith("http.session")]
                 assert names.count("http.session") == names.count("http.session_resumed") == 2

@@ -196,6 +196,8 @@ class HttpSession:
         self.label = f"http-{number}"
         self._host: HostSession | None = None
         self.events = Outbox(EVENTS_KEPT, self.label)
+        self.forgotten = False
+        """Ended for good (deleted, idle too long): its state is never saved again."""
         self.event_log = EventLog()
         """Ids and the recent past of ``events``, for a GET stream that resumes."""
         self.streaming = False
@@ -395,11 +397,13 @@ class HttpSessions:
             session.end()
 
     def _save(self, session: HttpSession, state: mcp.SessionState | None) -> None:
-        if state is not None:
+        # A request still running when its host deleted the session must not write it back.
+        if state is not None and not session.forgotten:
             self._store.save_session(mcp.SavedSession(session.key, _encoder.encode(state), time.time()))
 
     def end(self, session: HttpSession, why: str) -> None:
         """End ``session`` for good: its host deleted it, or it was idle too long."""
+        session.forgotten = True
         self._close(session, why)
         self._store.save_session(mcp.SavedSession(session.key, None, time.time()))
 
