@@ -639,3 +639,58 @@ async def test_what_matters_outlives_a_flood_of_log_messages_in_an_outbox() -> N
         outbox.push(b"event %d" % n)
     items, _ = await outbox.take()
     assert len(items) == EVENTS_KEPT and items[-1] == b"event %d" % (2 * EVENTS_KEPT - 1)
+
+
+def raw_outcome(sock: socket.socket, wait: float) -> tuple[bool, int]:
+    """After ``wait`` seconds of not reading: whether the daemon ended the connection, and the bytes
+    it had sent."""
+    time.sleep(wait)
+    sock.settimeout(10)
+    received = 0
+    try:
+        while chunk := sock.recv(1 << 20):
+            received += len(chunk)
+    except TimeoutError:
+        return False, received
+    except ConnectionResetError:
+        pass
+    return True, received
+
+
+async def test_connections_that_send_no_request_or_read_no_answer_are_cut_off(tmp_path: Path) -> None:
+    """Before any token is read: a connection that sends nothing, or half a request line, is closed
+    after `client_write_timeout` (a thousand of them took every slot for good, no token needed),
+    and one that leaves a large answer unread is aborted (it held the answer in memory for good)."""
+    async with http_daemon(tmp_path, client_write_timeout=0.5) as front:
+        address = urlsplit(front.url)
+        async with front.client() as http:
+            session = await raw_session(http, front.url)
+        echo = {"tool": "other__echo", "arguments": {"text": "x" * 6_000_000}}
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+        body = json.dumps({**call, "params": {"name": "mcpd_call_tool", "arguments": echo}})
+        request = (
+            f"POST {address.path} HTTP/1.1\r\nHost: {address.netloc}\r\n"
+            f"Authorization: Bearer {front.token}\r\nMcp-Session-Id: {session}\r\n"
+            "Content-Type: application/json\r\nAccept: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n{body}"
+        ).encode()
+
+        def attempt(sent: bytes) -> tuple[bool, int]:
+            with socket.socket() as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.connect((address.hostname, address.port))
+                sock.sendall(sent)
+                return raw_outcome(sock, 2.0)
+
+        outcomes: dict[str, tuple[bool, int]] = {}
+
+        async def run(name: str, sent: bytes) -> None:
+            outcomes[name] = await anyio.to_thread.run_sync(attempt, sent)
+
+        async with anyio.create_task_group() as tg:
+            for name, sent in (("silent", b""), ("half", b"POST /mc"), ("unread", request)):
+                tg.start_soon(run, name, sent)
+    silent, half, unread = outcomes["silent"], outcomes["half"], outcomes["unread"]
+    assert silent == (True, 0) and half == (True, 0)
+    ended, received = unread
+    assert ended and received < 12_000_000  # the answer (twice the text) was not all sent

@@ -24,6 +24,7 @@ from anyio.abc import TaskStatus
 from mcpd.config.model import DaemonSettings, http_address, is_loopback
 from mcpd.front.hosts import Hosts
 from mcpd.front.http.app import MCP_PATH, HttpLimits, build_app
+from mcpd.front.http.protocol import limited_protocol
 from mcpd.front.http.sessions import HttpSessions, saved_sessions
 from mcpd.front.http.token import load_token, token_path
 
@@ -95,7 +96,7 @@ class HttpFront:
                     lifespan="off",
                     log_config=None,
                     access_log=False,
-                    http="h11",
+                    http=limited_protocol(limits.io_timeout),
                     ws="none",
                     proxy_headers=False,
                     server_header=False,
