@@ -351,6 +351,8 @@ async def test_server_log_messages_reach_a_host_at_the_level_it_set(daemon: Daem
         quiet.request(
             3, "tools/call", {"name": "tools__log", "arguments": {"text": "unheard", "level": "error"}}
         )
+        long_line = {"text": "y" * 20_000, "level": "error"}
+        quiet.request(5, "tools/call", {"name": "tools__log", "arguments": long_line})
         host.request(6, "ping")  # the log messages were sent before this answer
         quiet.request(4, "ping")
 
@@ -360,10 +362,12 @@ async def test_server_log_messages_reach_a_host_at_the_level_it_set(daemon: Daem
         host.channel.close()
         quiet.channel.close()
     messages = [m["params"] for m in host.seen if m["method"] == "notifications/message"]
-    assert messages == [
+    assert messages[:2] == [
         {"level": "error", "data": "at error", "logger": "tools/db"},
         {"level": "error", "data": "unheard", "logger": "tools"},  # the server's, whoever called
     ]
+    (long_one,) = messages[2:]  # cut as the log keeps it: each session holds its own copy
+    assert long_one["data"].startswith("y" * 8192) and long_one["data"].endswith("characters cut]")
     assert not [m for m in quiet.seen if m["method"] == "notifications/message"]
     assert host.states()[-1]["log_level"] == "warning"
 

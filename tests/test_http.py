@@ -30,7 +30,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcpd.config.load import load_config
 from mcpd.errors import ConfigError
-from mcpd.front.http.sessions import EVENTS_KEPT, Outbox, saved_sessions
+from mcpd.front.http.sessions import EVENTS_KEPT, OUTBOX_BYTES, Outbox, saved_sessions
 from mcpd.model.mcp import SavedSession
 from mcpd.store.db import Store
 from mcpd.testing import fixture_toml, run_cli
@@ -639,6 +639,15 @@ async def test_what_matters_outlives_a_flood_of_log_messages_in_an_outbox() -> N
         outbox.push(b"event %d" % n)
     items, _ = await outbox.take()
     assert len(items) == EVENTS_KEPT and items[-1] == b"event %d" % (2 * EVENTS_KEPT - 1)
+    # And in bytes: a few large log messages cannot hold megabytes per session (each has its own).
+    megabyte = b"m" * (1024 * 1024)
+    outbox.push(b"list_changed")
+    for _ in range(10):
+        outbox.push(megabyte, advisory=True)
+    for _ in range(3):
+        outbox.push(megabyte * 2)
+    items, _ = await outbox.take()
+    assert sum(map(len, items)) <= OUTBOX_BYTES and items[-1] == megabyte * 2
 
 
 def raw_outcome(sock: socket.socket, wait: float) -> tuple[bool, int]:

@@ -51,7 +51,7 @@ from mcpd.supervisor import watchers
 from mcpd.supervisor.calls import send_call
 from mcpd.supervisor.gate import StartGate
 from mcpd.supervisor.link import Link
-from mcpd.supervisor.logring import LogRing
+from mcpd.supervisor.logring import LogRing, clip_line
 from mcpd.supervisor.policy import Decision, Ending, GiveUp, Retry, decide
 from mcpd.supervisor.sdkload import SDK, sdk
 from mcpd.supervisor.session import (
@@ -577,7 +577,8 @@ class ServerActor:
     def _log_message(self, level: str, logger: str | None, text: str) -> None:
         self.logs.add("mcp", text, level=level, logger=logger)
         if self._on_log is not None:
-            self._on_log(self.name, level, logger, text)
+            # Cut as the log keeps it: each host session holds its own copy until its host reads.
+            self._on_log(self.name, level, logger, clip_line(text))
 
     # -- watchers.Hooks -----------------------------------------------------------------------
 

@@ -50,6 +50,8 @@ EVENTS_KEPT = 1000
 """Server-initiated messages a session keeps for its GET stream (the oldest go first)."""
 REPLAY_BYTES = 1024 * 1024
 """Bytes of sent GET-stream events a session keeps to send again (a session lives for hours)."""
+OUTBOX_BYTES = 4 * 1024 * 1024
+"""Bytes one outbox keeps for a host that does not read, whatever the count."""
 PROGRESS_KEPT = 100
 """Progress notifications kept for one streaming POST whose host does not read them."""
 
@@ -82,9 +84,10 @@ class Outbox:
     is never dropped. One per request: it waits on a plain asyncio event, made only if it must wait
     (an anyio one costs a backend lookup each).
 
-    Bounded for a host that does not read: advisory messages (progress, log messages) stop at half
-    the limit, the new ones dropped, so a chatty server cannot push out what matters (a
-    ``list_changed``, a server's question); past the limit the oldest message goes."""
+    Bounded for a host that does not read, in count and in bytes (``OUTBOX_BYTES``): advisory
+    messages (progress, log messages) stop at half of either, the new ones dropped, so a chatty
+    server cannot push out what matters (a ``list_changed``, a server's question); past the bound
+    the oldest messages go."""
 
     def __init__(self, limit: int, owner: str, *, may_stream: bool = False) -> None:
         self.may_stream = may_stream
@@ -92,7 +95,10 @@ class Outbox:
         self._items: deque[tuple[bool, bytes]] = deque()
         self._limit = limit
         self._advisory = 0
-        """Advisory messages among ``_items``."""
+        """Advisory messages among ``_items``..."""
+        self._advisory_bytes = 0
+        """... their bytes, and those of all ``_items``."""
+        self._bytes = 0
         self._final: bytes | None = None
         self._closed = False
         self._wake: asyncio.Event | None = None
@@ -100,16 +106,24 @@ class Outbox:
         self._dropping = False
 
     def push(self, data: bytes, *, advisory: bool = False) -> None:
-        full = self._advisory >= self._limit // 2 if advisory else len(self._items) >= self._limit
+        if advisory:
+            full = self._advisory >= self._limit // 2 or self._advisory_bytes + len(data) > OUTBOX_BYTES // 2
+        else:
+            full = len(self._items) >= self._limit or self._bytes + len(data) > OUTBOX_BYTES
         if full and not self._dropping:
             self._dropping = True  # said once: a host that does not read would otherwise flood the log
             log.warning("http.messages_dropped", session=self._owner, kept=len(self._items))
         if full and advisory:
             return
-        if full:
-            self._advisory -= self._items.popleft()[0]
+        while self._items and (len(self._items) >= self._limit or self._bytes + len(data) > OUTBOX_BYTES):
+            was_advisory, dropped = self._items.popleft()
+            self._advisory -= was_advisory
+            self._advisory_bytes -= len(dropped) if was_advisory else 0
+            self._bytes -= len(dropped)
         self._items.append((advisory, data))
         self._advisory += advisory
+        self._advisory_bytes += len(data) if advisory else 0
+        self._bytes += len(data)
         self._wakeup()
 
     @property
@@ -136,7 +150,7 @@ class Outbox:
             await self._wake.wait()
         items = [data for _, data in self._items]
         self._items.clear()
-        self._advisory = 0
+        self._advisory = self._advisory_bytes = self._bytes = 0
         if self._final is not None:
             items.append(self._final)
             return items, True
