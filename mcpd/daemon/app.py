@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import resource
 import signal
 import socket
 import sqlite3
@@ -127,6 +128,15 @@ def _open_http(config: Config) -> HttpFront | None:
     return HttpFront.open(config.daemon)
 
 
+def _raise_open_files() -> None:
+    """Open files up to the hard limit, as servers do: the soft one is often 1,024, which a thousand
+    HTTP connections, the socket's clients and every server's pipes would share."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 async def serve(config_path: Path | None, socket_path: Path | None = None, http: str | None = None) -> int:
     """Run the daemon in the foreground until SIGTERM or SIGINT; returns the exit status."""
     try:
@@ -139,6 +149,7 @@ async def serve(config_path: Path | None, socket_path: Path | None = None, http:
         return EXIT_CONFIG
     _report_issues(config.issues)
     _warn_if_exposed(config, config_path)
+    _raise_open_files()
     path = socket_path or default_socket_path()
     with contextlib.ExitStack() as stack:
         try:

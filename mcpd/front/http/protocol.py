@@ -1,4 +1,7 @@
-"""uvicorn's HTTP/1.1 protocol with the two limits it lacks, both checked before any token is.
+"""uvicorn's HTTP/1.1 protocol with the limits it lacks, all checked before any token is.
+
+- At most ``max_connections`` are open: uvicorn's own limit answers 503 to requests beyond it,
+  but keeps every connection that has sent none, each an open file of the daemon's.
 
 - A connection must send a whole request head within ``timeout`` of opening, and of each
   answer's end: uvicorn waits for ever on a connection that sends nothing, or a byte now
@@ -21,8 +24,8 @@ CHECKS = 4
 """Looks at the pending output per ``timeout``."""
 
 
-def limited_protocol(timeout: float) -> type[H11Protocol]:
-    """The protocol class for uvicorn's ``http`` setting, with ``timeout`` for both limits."""
+def limited_protocol(timeout: float, max_connections: int) -> type[H11Protocol]:
+    """The protocol class for uvicorn's ``http`` setting."""
 
     class Limited(H11Protocol):
         _head_due: asyncio.TimerHandle | None = None
@@ -30,6 +33,9 @@ def limited_protocol(timeout: float) -> type[H11Protocol]:
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
+            if len(self.connections) > max_connections:
+                transport.abort()
+                return
             self._await_head()
             self._stuck_since: float | None = None
             self._pending_before = 0

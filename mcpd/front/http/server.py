@@ -96,7 +96,7 @@ class HttpFront:
                     lifespan="off",
                     log_config=None,
                     access_log=False,
-                    http=limited_protocol(limits.io_timeout),
+                    http=limited_protocol(limits.io_timeout, MAX_CONNECTIONS),
                     ws="none",
                     proxy_headers=False,
                     server_header=False,
