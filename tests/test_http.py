@@ -397,8 +397,11 @@ async def test_protocol_errors(front: Front) -> None:
         assert (await http.post(front.url, json=[ping, ping], headers=ours)).status_code == 400
         huge = {"jsonrpc": "2.0", "id": 10, "method": "ping", "params": {"pad": "x" * 200_000}}
         assert (await http.post(front.url, json=huge, headers=ours)).status_code == 413
-        text = await http.post(front.url, content=b"{}", headers={**ours, "Content-Type": "text/plain"})
-        assert text.status_code == 415
+        for wrong in ("text/plain", "application/jsonx"):
+            text = await http.post(front.url, content=b"{}", headers={**ours, "Content-Type": wrong})
+            assert text.status_code == 415, wrong
+        charset = {**ours, "Content-Type": "application/json; charset=utf-8"}
+        assert (await http.post(front.url, json=ping, headers=charset)).status_code == 200
         note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         accepted = await http.post(front.url, json=note, headers=ours)
         assert accepted.status_code == 202 and accepted.content == b""

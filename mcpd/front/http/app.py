@@ -326,7 +326,7 @@ class Endpoint:
     async def _read(self, request: Request) -> _Message | Response:
         """The POST's message, or the error to answer with."""
         headers = request.headers
-        if not headers.get("content-type", "").lower().startswith(_JSON):
+        if headers.get("content-type", "").partition(";")[0].strip().lower() != _JSON:
             return _error(415, mcp.INVALID_REQUEST, "Content-Type must be application/json")
         if not any(_accepts(headers)):
             return _error(406, mcp.INVALID_REQUEST, "Accept must allow application/json")
