@@ -14,6 +14,9 @@ import structlog
 
 from mcpd.config.model import ServerConfig
 from mcpd.model.requests import ServerReply
+from mcpd.model.resources import Surface
+from mcpd.model.servers import ServerInfo
+from mcpd.model.tools import ToolInfo
 from mcpd.supervisor.server_asks import MAX_SERVER_REQUESTS
 from mcpd.supervisor.session import Malformed, SessionHooks, handshake
 from mcpd.supervisor.stdio import open_stdio_child
@@ -160,6 +163,23 @@ for line in sys.stdin:
 """
 
 
+async def canned_handshake(
+    tmp_path: Path, answers: dict[str, Any]
+) -> tuple[ServerInfo, tuple[ToolInfo, ...], Surface]:
+    """The handshake with a server that gives ``answers`` (method -> result) as they are."""
+    (tmp_path / "answers.json").write_text(json.dumps(answers))
+    (tmp_path / "canned.py").write_text(CANNED)
+    config = ServerConfig(
+        name="canned",
+        command=sys.executable,
+        args=(str(tmp_path / "canned.py"), str(tmp_path / "answers.json")),
+    )
+    hooks = SessionHooks(lambda: None, lambda: None)
+    async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
+        with anyio.fail_after(30):
+            return await handshake(session)
+
+
 async def test_answers_are_read_as_leniently_as_the_sdk_read_them(tmp_path: Path) -> None:
     """Nulls where a string may be absent, a size sent as a float: a server the SDK's models took is
     taken. Tool annotations keep the hints MCP defines, as the SDK's model did, and nothing else: a
@@ -181,17 +201,7 @@ async def test_answers_are_read_as_leniently_as_the_sdk_read_them(tmp_path: Path
         "resources/list": {"resources": [{"uri": "x://a", "name": "a", "size": 1024.0, "mimeType": None}]},
         "resources/templates/list": {"resourceTemplates": []},
     }
-    (tmp_path / "answers.json").write_text(json.dumps(answers))
-    (tmp_path / "canned.py").write_text(CANNED)
-    config = ServerConfig(
-        name="canned",
-        command=sys.executable,
-        args=(str(tmp_path / "canned.py"), str(tmp_path / "answers.json")),
-    )
-    hooks = SessionHooks(lambda: None, lambda: None)
-    async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
-        with anyio.fail_after(30):
-            info, tools, surface = await handshake(session)
+    info, tools, surface = await canned_handshake(tmp_path, answers)
     assert info.title is None and info.instructions is None
     assert tools[0].description == "" and tools[0].annotations == {"readOnlyHint": True}
     assert surface.resources[0].size == 1024 and surface.resources[0].mime_type is None
@@ -308,21 +318,8 @@ async def test_an_invalid_item_leaves_the_rest_of_its_list(tmp_path: Path) -> No
         "resources/templates/list": {"resourceTemplates": [{"name": "t"}]},
         "prompts/list": {"prompts": [{"name": 7}, {"name": "p"}]},
     }
-    (tmp_path / "answers.json").write_text(json.dumps(answers))
-    (tmp_path / "canned.py").write_text(CANNED)
-    config = ServerConfig(
-        name="canned",
-        command=sys.executable,
-        args=(str(tmp_path / "canned.py"), str(tmp_path / "answers.json")),
-    )
-    hooks = SessionHooks(lambda: None, lambda: None)
     with structlog.testing.capture_logs() as logs:
-        async with (
-            open_stdio_child(config) as (child, lines),
-            open_stdio_session(child, lines, hooks) as session,
-        ):
-            with anyio.fail_after(30):
-                _, tools, surface = await handshake(session)
+        _, tools, surface = await canned_handshake(tmp_path, answers)
     assert [t.name for t in tools] == ["ok"]
     assert [r.uri for r in surface.resources] == ["x://a"] and surface.templates == ()
     assert [p.name for p in surface.prompts] == ["p"]
