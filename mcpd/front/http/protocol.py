@@ -2,7 +2,6 @@
 
 - At most ``max_connections`` are open: uvicorn's own limit answers 503 to requests beyond it,
   but keeps every connection that has sent none, each an open file of the daemon's.
-
 - A connection must send a whole request head within ``timeout`` of opening, and of each
   answer's end: uvicorn waits for ever on a connection that sends nothing, or a byte now
   and then, and a thousand such connections (no token needed to open them) took every slot.
