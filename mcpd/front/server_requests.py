@@ -224,6 +224,9 @@ class _Pending:
         self._waiting[request_id] = future
         return request_id, future
 
+    def waits(self, request_id: int) -> bool:
+        return request_id in self._waiting
+
     def close(self, request_id: int) -> bool:
         """Forget ``request_id``; True if it was still unanswered."""
         return self._waiting.pop(request_id, None) is not None
@@ -269,6 +272,14 @@ class ClientAnswerer:
 
 _host_reply = msgspec.json.Decoder(mcp.IncomingReply)
 _REQUEST_PREFIX = "mcpd-ask-"
+
+
+def _request_number(wire_id: object) -> int | None:
+    """N of a request id ``mcpd-ask-N`` of ours (None for any other id)."""
+    if not isinstance(wire_id, str) or not wire_id.startswith(_REQUEST_PREFIX):
+        return None
+    number = wire_id[len(_REQUEST_PREFIX) :]
+    return int(number) if number.isascii() and number.isdigit() else None
 
 
 class HostAnswerer:
@@ -317,17 +328,19 @@ class HostAnswerer:
         """The host's request on whose behalf mcpd sent request ``wire_id`` to the host (if any)."""
         return self._origins.get(wire_id) if isinstance(wire_id, str) else None
 
+    def awaits(self, wire_id: object) -> bool:
+        """Whether a request of ours with this id waits for the host's answer."""
+        request_id = _request_number(wire_id)
+        return request_id is not None and self._pending.waits(request_id)
+
     def reply(self, data: bytes) -> None:
         """A JSON-RPC response from the host; one that answers none of our requests is ignored."""
         try:
             response = _host_reply.decode(data)
         except DECODE_FAILURES:
             return
-        if not isinstance(response.id, str) or not response.id.startswith(_REQUEST_PREFIX):
-            return
-        try:
-            request_id = int(response.id[len(_REQUEST_PREFIX) :])
-        except ValueError:
+        request_id = _request_number(response.id)
+        if request_id is None:
             return
         if response.error is not None:
             error = response.error

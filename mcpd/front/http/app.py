@@ -263,6 +263,8 @@ class _Message:
     """The host takes an event stream: the answer becomes one if the server asks it something first."""
     cancels: mcp.RequestId | None = None
     """The request a ``notifications/cancelled`` withdraws."""
+    answers: mcp.RequestId | None = None
+    """The id a response answers."""
 
 
 def _parse(body: bytes, headers: Headers) -> _Message | Response:
@@ -274,7 +276,11 @@ def _parse(body: bytes, headers: Headers) -> _Message | Response:
         return _error(400, mcp.PARSE_ERROR, f"parse error: {exc}")
     if isinstance(message.method, msgspec.UnsetType) or isinstance(message.id, msgspec.UnsetType):
         cancels = _cancelled_id(message.params) if message.method == mcp.CANCELLED else None
-        return _Message(body, None, initialize=False, progress_token=None, stream=False, cancels=cancels)
+        a_response = isinstance(message.method, msgspec.UnsetType)
+        answers = message.id if a_response and isinstance(message.id, int | str) else None
+        return _Message(
+            body, None, initialize=False, progress_token=None, stream=False, cancels=cancels, answers=answers
+        )
     if message.id is None:
         return _error(400, mcp.INVALID_REQUEST, "a request id must be a string or a number")
     takes_json, takes_stream = _accepts(headers)
@@ -358,7 +364,10 @@ class Endpoint:
             return
         session.active += 1
         try:
-            if message.request_id is None:  # a notification, or a response to a request of the daemon's
+            if message.answers is not None and not session.host.answers.awaits(message.answers):
+                why = f"no request of mcpd's waits for an answer with id {message.answers!r}"
+                await _error(400, mcp.INVALID_REQUEST, why, None, session.id)(scope, receive, send)
+            elif message.request_id is None:  # a notification, or a response to a request of the daemon's
                 await session.host.receive(message.body)
                 if message.cancels is not None:
                     session.cancelled(message.cancels)
