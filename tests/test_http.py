@@ -407,7 +407,7 @@ async def test_protocol_errors(front: Front) -> None:
         assert accepted.status_code == 202 and accepted.content == b""
         # A response to no request of mcpd's cannot be accepted: 400, as MCP asks, not a silent 202.
         for stray in ("mcpd-ask-999", 7):
-            answer = {"jsonrpc": "2.0", "id": stray, "result": {}}
+            answer: dict[str, Any] = {"jsonrpc": "2.0", "id": stray, "result": {}}
             refused = await http.post(front.url, json=answer, headers=ours)
             assert refused.status_code == 400 and "waits for an answer" in refused.text, stray
         # Invalid UTF-8 inside a string, nesting past the recursion limit: refused, nothing else.
