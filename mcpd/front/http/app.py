@@ -390,15 +390,10 @@ class Endpoint:
             return
         try:
             await session.host.receive(message.body)
-            if message.stream:
-                ended = _encoder.encode(mcp.ErrorResponse(request_id, _ended(request_id)))
-                timeout = self._limits.io_timeout
-                await _stream(outbox, session, receive, send, timeout=timeout, unanswered=ended)
-                return
-            items, done = await outbox.take()
-            if items and not (done and len(items) == 1):
-                # The server asked the host something for this request (sampling, a form): the
-                # answer becomes an event stream that carries the question first.
+            # A streaming request's answer is a stream anyway; another's becomes one if its server
+            # asks the host something first (sampling, a form): the stream carries the question.
+            items, done = ([], False) if message.stream else await outbox.take()
+            if message.stream or len(items) > (1 if done else 0):
                 ended = _encoder.encode(mcp.ErrorResponse(request_id, _ended(request_id)))
                 timeout = self._limits.io_timeout
                 await _stream(
