@@ -105,17 +105,21 @@ class Outbox:
         self._owner = owner
         self._dropping = False
 
+    def _full(self, size: int) -> bool:
+        """No room for one more message of ``size`` bytes without dropping an older one."""
+        return len(self._items) >= self._limit or self._bytes + size > OUTBOX_BYTES
+
     def push(self, data: bytes, *, advisory: bool = False) -> None:
         if advisory:
             full = self._advisory >= self._limit // 2 or self._advisory_bytes + len(data) > OUTBOX_BYTES // 2
         else:
-            full = len(self._items) >= self._limit or self._bytes + len(data) > OUTBOX_BYTES
+            full = self._full(len(data))
         if full and not self._dropping:
             self._dropping = True  # said once: a host that does not read would otherwise flood the log
             log.warning("http.messages_dropped", session=self._owner, kept=len(self._items))
         if full and advisory:
             return
-        while self._items and (len(self._items) >= self._limit or self._bytes + len(data) > OUTBOX_BYTES):
+        while self._items and self._full(len(data)):
             was_advisory, dropped = self._items.popleft()
             self._advisory -= was_advisory
             self._advisory_bytes -= len(dropped) if was_advisory else 0
