@@ -142,10 +142,6 @@ class InitializeResult(msgspec.Struct, frozen=True, rename="camel"):
     instructions: str | UnsetType = UNSET
 
 
-class RequestMeta(msgspec.Struct, frozen=True, rename="camel"):
-    progress_token: RequestId | None = None
-
-
 class Paginated(msgspec.Struct, frozen=True):
     """Params of a host's list request. mcpd lists everything on one page and gives no cursor, so
     a cursor is one it never gave: invalid (-32602, as MCP asks), not silently the first page."""

@@ -36,6 +36,7 @@ import asyncio
 import hmac
 import time
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -75,7 +76,7 @@ _incoming = msgspec.json.Decoder(mcp.Incoming)
 
 
 class _Meta(msgspec.Struct, frozen=True):
-    meta: mcp.RequestMeta | None = msgspec.field(default=None, name="_meta")
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
 
 
 _meta = msgspec.json.Decoder(_Meta)
@@ -486,7 +487,7 @@ def _progress_token(params: msgspec.Raw) -> mcp.RequestId | None:
         meta = _meta.decode(params).meta
     except DECODE_FAILURES:
         return None  # the session answers malformed params itself
-    return meta.progress_token if meta is not None else None
+    return mcp.progress_token(meta)
 
 
 def build_app(sessions: HttpSessions, token: str, limits: HttpLimits, *, check_host: bool) -> ASGIApp:
