@@ -122,7 +122,7 @@ class _Replaced(Exception):
         self.by = by
 
 
-LogListener = Callable[[str, str, "str | None", str], None]
+LogListener = Callable[[str, str, str | None, str], None]
 """Told each MCP log message a server sends: (server, level, logger, text)."""
 
 
