@@ -379,6 +379,21 @@ async def test_a_reload_hands_what_waits_to_the_changed_server() -> None:
     assert listed and all(names == ["svc"] for names in listed)
 
 
+async def test_a_call_that_reaches_a_server_before_its_first_step_waits_for_it() -> None:
+    """A server wished running whose task has not taken its first step (started again after a stop,
+    or just added by a reload while a request was on its way) is on its way: a call waits for it
+    instead of failing "is stopped"."""
+    async with open_supervisor(config(fixture_server("svc"))) as sup:
+        actor = sup.actor("svc")
+        await actor.wait_state(S.RUNNING, timeout=20)
+        await actor.stop()
+        actor.start()
+        # No await between the start and the call: the actor is still stopped.
+        assert actor.state is S.STOPPED
+        result = await actor.call_tool("echo", {"text": "started again"}, timeout=30)
+        assert result.content[0]["text"] == "started again"
+
+
 async def test_disabled_server_stays_down_until_started() -> None:
     """enabled = false means disabled: no process until an explicit start."""
     async with open_supervisor(config(fixture_server("off", enabled=False))) as sup:

@@ -360,7 +360,9 @@ class ServerActor:
                 return link
             if self._successor is not None:
                 raise _Replaced(self._successor)
-            if (self._state in _DOWN_STATES or not self._want_running) and not self._replacing:
+            # Down and wished running is on its way up: a fresh actor, or one started again,
+            # before its task's first step. Only down and not wished running has nothing to wait for.
+            if self._state in _DOWN_STATES and not self._want_running and not self._replacing:
                 why = f": {self.last_error}" if self.last_error else ""
                 raise ServerNotRunning(
                     f"server {self.name!r} is {self._state}{why}",
