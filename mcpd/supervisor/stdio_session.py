@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import msgspec
@@ -57,6 +57,18 @@ from mcpd.supervisor.stdio import StdioChild
 log = structlog.get_logger("mcpd.supervisor")
 
 T = TypeVar("T")
+Wire = TypeVar("Wire")
+Item = TypeVar("Item")
+
+
+class _Listed(Protocol):
+    """A page of a paginated list."""
+
+    @property
+    def next_cursor(self) -> str | None: ...
+
+
+P = TypeVar("P", bound=_Listed)
 
 _GARBAGE_REPORTED = 10
 """Lines that are not JSON-RPC reported one by one; after that, one report per thousand."""
@@ -258,6 +270,19 @@ def _valid(items: list[msgspec.Raw], decoder: msgspec.json.Decoder[T], server: s
     return valid
 
 
+def _tool_info(t: _Tool) -> ToolInfo:
+    return ToolInfo(
+        name=t.name,
+        description=t.description or "",
+        input_schema=t.input_schema,
+        title=t.title,
+        annotations=msgspec.to_builtins(t.annotations) if t.annotations is not None else None,
+        output_schema=t.output_schema,
+        icons=t.icons,
+        meta=t.meta,
+    )
+
+
 def _page(cursor: str | None) -> dict[str, Any] | None:
     return {"cursor": cursor} if cursor else None
 
@@ -311,25 +336,29 @@ class StdioSession:
         declared = self._capabilities.get(capability)
         return declared if isinstance(declared, dict) else None
 
-    async def list_tools(self) -> tuple[ToolInfo, ...]:
-        async def fetch(cursor: str | None) -> tuple[list[ToolInfo], str | None]:
-            page = await self._request("tools/list", _page(cursor), _tools)
-            tools = [
-                ToolInfo(
-                    name=t.name,
-                    description=t.description or "",
-                    input_schema=t.input_schema,
-                    title=t.title,
-                    annotations=msgspec.to_builtins(t.annotations) if t.annotations is not None else None,
-                    output_schema=t.output_schema,
-                    icons=t.icons,
-                    meta=t.meta,
-                )
-                for t in _valid(page.tools, _tool, self._child.server, "tools/list")
-            ]
-            return tools, page.next_cursor
+    async def _every_page(
+        self,
+        method: str,
+        pages: msgspec.json.Decoder[P],
+        *,
+        items: Callable[[P], list[msgspec.Raw]],
+        item: msgspec.json.Decoder[Wire],
+        made: Callable[[Wire], Item],
+        key: Callable[[Item], str],
+    ) -> tuple[Item, ...]:
+        """Every valid item (``_valid``) of the paginated list ``method`` (``every_page``)."""
+        server = self._child.server
 
-        return await every_page(fetch, lambda t: t.name, server=self._child.server, what="tools/list")
+        async def fetch(cursor: str | None) -> tuple[list[Item], str | None]:
+            page = await self._request(method, _page(cursor), pages)
+            return [made(i) for i in _valid(items(page), item, server, method)], page.next_cursor
+
+        return await every_page(fetch, key, server=server, what=method)
+
+    async def list_tools(self) -> tuple[ToolInfo, ...]:
+        return await self._every_page(
+            "tools/list", _tools, items=lambda p: p.tools, item=_tool, made=_tool_info, key=lambda t: t.name
+        )
 
     async def list_surface(self) -> Surface:
         resources = self._declared("resources") is not None
@@ -340,31 +369,34 @@ class StdioSession:
         )
 
     async def _resources(self) -> tuple[ResourceInfo, ...]:
-        async def fetch(cursor: str | None) -> tuple[list[ResourceInfo], str | None]:
-            page = await self._request("resources/list", _page(cursor), _resources)
-            valid = _valid(page.resources, _resource, self._child.server, "resources/list")
-            return [ResourceInfo(**msgspec.structs.asdict(r)) for r in valid], page.next_cursor
-
-        return await every_page(fetch, lambda r: r.uri, server=self._child.server, what="resources/list")
+        return await self._every_page(
+            "resources/list",
+            _resources,
+            items=lambda p: p.resources,
+            item=_resource,
+            made=lambda r: ResourceInfo(**msgspec.structs.asdict(r)),
+            key=lambda r: r.uri,
+        )
 
     async def _templates(self) -> tuple[ResourceTemplateInfo, ...]:
-        async def fetch(cursor: str | None) -> tuple[list[ResourceTemplateInfo], str | None]:
-            page = await self._request("resources/templates/list", _page(cursor), _templates)
-            valid = _valid(page.resource_templates, _template, self._child.server, "resources/templates/list")
-            items = [ResourceTemplateInfo(**msgspec.structs.asdict(t)) for t in valid]
-            return items, page.next_cursor
-
-        return await every_page(
-            fetch, lambda t: t.uri_template, server=self._child.server, what="resources/templates/list"
+        return await self._every_page(
+            "resources/templates/list",
+            _templates,
+            items=lambda p: p.resource_templates,
+            item=_template,
+            made=lambda t: ResourceTemplateInfo(**msgspec.structs.asdict(t)),
+            key=lambda t: t.uri_template,
         )
 
     async def _prompts(self) -> tuple[PromptInfo, ...]:
-        async def fetch(cursor: str | None) -> tuple[list[PromptInfo], str | None]:
-            page = await self._request("prompts/list", _page(cursor), _prompts)
-            valid = _valid(page.prompts, _prompt, self._child.server, "prompts/list")
-            return [prompt_info(p) for p in valid], page.next_cursor
-
-        return await every_page(fetch, lambda p: p.name, server=self._child.server, what="prompts/list")
+        return await self._every_page(
+            "prompts/list",
+            _prompts,
+            items=lambda p: p.prompts,
+            item=_prompt,
+            made=prompt_info,
+            key=lambda p: p.name,
+        )
 
     async def ping(self) -> None:
         await self._request("ping", None, _anything)
