@@ -44,6 +44,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--freeze-after", type=int, default=0, metavar="K", help="stop answering anything after K calls"
     )
     parser.add_argument(
+        "--close-stdout-after",
+        type=int,
+        default=0,
+        metavar="K",
+        help="on the K-th call, close stdout (answers go nowhere) and keep running",
+    )
+    parser.add_argument(
         "--die-after", type=float, default=None, metavar="S", help="exit(1) S seconds after start"
     )
     parser.add_argument(
@@ -69,16 +76,35 @@ class _Behaviour:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.calls = 0
+        self.stdout = os.fstat(1)
+        """The pipe to the client, known before the SDK serves it from a copy of fd 1."""
 
     async def on_call(self) -> None:
         self.calls += 1
         if self.args.exit_after and self.calls >= self.args.exit_after:
             os._exit(3)
+        if self.calls == self.args.close_stdout_after:
+            _close_stdout(self.stdout)
         if self.args.freeze_after and self.calls > self.args.freeze_after:
             # Blocks the event loop: the process stays alive but answers nothing, not even ping.
             time.sleep(3600)  # noqa: ASYNC251
         if self.args.slow:
             await anyio.sleep(self.args.slow)
+
+
+def _close_stdout(pipe: os.stat_result) -> None:
+    """Put /dev/null in place of every descriptor of ``pipe``: the client reads EOF, while the
+    server's writes still succeed, so it goes on reading stdin and running calls."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for name in os.listdir("/dev/fd"):
+        fd = int(name)
+        try:
+            found = os.fstat(fd)
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+        if fd != devnull and (found.st_dev, found.st_ino) == (pipe.st_dev, pipe.st_ino):
+            os.dup2(devnull, fd, inheritable=fd <= 2)
+    os.close(devnull)
 
 
 def _generic_tool(server: MCPServer, behaviour: _Behaviour, index: int) -> None:
