@@ -48,10 +48,11 @@ async def test_a_relative_command_runs_from_its_cwd(tmp_path: Path) -> None:
         assert child.pid > 0
 
 
-async def test_stdin_pipe_counts_what_the_reader_never_read() -> None:
-    """While a process holds the read end the count is unknown (it may read more); once none
-    does, it is what was written less what the pipe and our buffer still hold, also after the
-    write end is closed. Once the pipe has refused bytes, a write is refused whole."""
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="takes back through /proc")
+async def test_stdin_pipe_takes_back_what_the_reader_never_read() -> None:
+    """Until the write end is closed the count is unknown (a process may read more). Closing it
+    takes back what the pipe and our buffer still hold: the count is what the reader took, and a
+    reader still there reads EOF, not the rest."""
     reader, writer = os.pipe()
     fcntl.fcntl(writer, fcntl.F_SETPIPE_SZ, 4096)  # a small pipe, so that our buffer fills too
     pipe = StdinPipe(writer)
@@ -61,11 +62,27 @@ async def test_stdin_pipe_counts_what_the_reader_never_read() -> None:
         assert pipe.backlog() > 0 and pipe.written == 9000
         taken = len(os.read(reader, 2500))
         assert pipe.read() is None
+        pipe.close()
+        assert pipe.read() == taken and pipe.written == 9000
+        assert os.read(reader, 9000) == b""
     finally:
         os.close(reader)
-    assert pipe.read() == taken
+    with pytest.raises(BrokenPipeError):
+        pipe.write(b"y")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="takes back through /proc")
+async def test_stdin_pipe_counts_after_the_reader_is_gone() -> None:
+    """A reader gone with bytes left in the pipe: they are still taken back at close. Once the
+    pipe has refused bytes, a write is refused whole."""
+    reader, writer = os.pipe()
+    fcntl.fcntl(writer, fcntl.F_SETPIPE_SZ, 4096)
+    pipe = StdinPipe(writer)
+    for _ in range(3):
+        pipe.write(b"x" * 3000)
+    taken = len(os.read(reader, 2500))
+    os.close(reader)
     await pipe.drain()  # the buffer's next write into the pipe finds no reader
-    assert pipe.read() == taken
     with pytest.raises(BrokenPipeError):
         pipe.write(b"y")
     pipe.close()

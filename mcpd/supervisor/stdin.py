@@ -1,13 +1,15 @@
 """A child's stdin, written here rather than through an asyncio pipe transport, so that what the
-child never read can be counted once it is gone.
+child never read can be counted when its input ends.
 
 asyncio's write-pipe transport closes its descriptor as soon as the reading end goes and drops
 what it still buffered; after that nobody can tell which of the requests written were read.
-Holding the write end ourselves we can: the child never read what is still in our buffer plus
-what the pipe still holds (``FIONREAD``, which Linux answers on either end of a pipe, also after
-the reader has gone). Every byte for the child goes through one ``StdinPipe``, so a byte offset
-names one place in the stream, and a request whose last byte lies past ``read()`` never reached
-the child whole: it cannot have acted on it.
+Holding the write end ourselves we can. When the input ends (``end``) we stop writing and take
+back what is still in the pipe, through a read end of our own opened on it through ``/proc``
+(Linux). Each byte of a pipe goes to exactly one reader, so what we took back no process can ever
+read, whether the child is alive, stopped, dead, or a descendant of it still holds its stdin; the
+child read the rest. Every byte for the child goes through one
+``StdinPipe``, so a byte offset names one place in the stream, and a request whose last byte lies
+past ``read()`` never reached the child whole: it cannot have acted on it.
 """
 
 from __future__ import annotations
@@ -15,12 +17,11 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
-import select
-import struct
 import sys
-import termios
 
 _LINUX = sys.platform.startswith("linux")
+_TAKE = 64 * 1024
+"""Bytes taken back per read: a default pipe's whole capacity."""
 
 
 class StdinPipe:
@@ -34,9 +35,15 @@ class StdinPipe:
         self._flushed = asyncio.Event()
         self._flushed.set()
         self._refused = False
-        self._read_at_close: int | None = None
+        self._ended = False
+        self._read_at_end: int | None = None
         self.written = 0
         """Bytes accepted by ``write`` so far, which is also the offset just past the last of them."""
+
+    @property
+    def ended(self) -> bool:
+        """Nothing more is written (``end``)."""
+        return self._ended
 
     def backlog(self) -> int:
         """Bytes accepted but not yet in the pipe (it was full)."""
@@ -48,7 +55,7 @@ class StdinPipe:
         Raises ``BrokenPipeError`` (or another ``OSError``) when the pipe is closed or refused it;
         then no byte of ``data`` reached the child.
         """
-        if self._fd is None or self._refused:
+        if self._fd is None or self._ended or self._refused:
             raise BrokenPipeError("the server's stdin is closed")
         if self._buffer:
             self._buffer += data
@@ -85,30 +92,65 @@ class StdinPipe:
         await self._flushed.wait()
 
     def read(self) -> int | None:
-        """How many of the bytes written the child has read, once nothing can read any more.
+        """How many of the bytes written the child read: known once ``end`` has taken back the
+        rest. None before that, or where it could not be taken back (no ``/proc``, not Linux)."""
+        return self._read_at_end
 
-        None while a process may still read (the child lives, or another one holds its stdin),
-        or where the system cannot tell (not Linux). The count stays known after ``close()`` if
-        the reader had gone before it.
-        """
-        if self._fd is None:
-            return self._read_at_close
-        if not _LINUX:
-            return None
-        poller = select.poll()
-        poller.register(self._fd, select.POLLOUT)
-        # A pipe's write end polls as an error once no process holds the read end.
-        if not any(events & select.POLLERR for _, events in poller.poll(0)):
-            return None
-        in_pipe: int = struct.unpack("i", fcntl.ioctl(self._fd, termios.FIONREAD, b"\0\0\0\0"))[0]
-        return self.written - len(self._buffer) - in_pipe
-
-    def close(self) -> None:
-        """Close the write end, so the child reads EOF; what was still buffered is dropped."""
+    def end(self) -> None:
+        """Write nothing more, and take back what the child has not read: it never will, and
+        ``read()`` counts it. The pipe stays open: the child reads EOF at ``close``."""
+        if self._ended:
+            return
+        self._ended = True
+        self._flushed.set()
         if self._fd is None:
             return
-        self._read_at_close = self.read()
         self._loop.remove_writer(self._fd)
-        os.close(self._fd)
-        self._fd = None
-        self._flushed.set()
+        taker = _open_reader(self._fd)
+        if taker is None:
+            return
+        try:
+            # At most what of ours can be in the pipe: more would be another writer's.
+            most = min(self.written - len(self._buffer), fcntl.fcntl(self._fd, fcntl.F_GETPIPE_SZ))
+            taken = _take_all(taker, most)
+        finally:
+            os.close(taker)
+        if taken is not None:
+            self._read_at_end = self.written - len(self._buffer) - taken
+        self._buffer.clear()
+
+    def close(self) -> None:
+        """``end``, then close the write end, so the child reads EOF."""
+        self.end()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _open_reader(fd: int) -> int | None:
+    """A read end of our own on the pipe whose write end is ``fd``, non-blocking, or None.
+
+    Opened through ``/proc``, which makes a new open file of the pipe: a ``dup`` of the child's end
+    would share its flags, and making ours non-blocking would make the child's so too.
+    """
+    if not _LINUX:
+        return None
+    try:
+        return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+
+
+def _take_all(reader: int, most: int) -> int | None:
+    """Read the pipe empty; the bytes taken, or None when more than ``most`` came (then they are
+    not all ours: the child writes into its own stdin, and nothing is known)."""
+    taken = 0
+    while taken <= most:
+        try:
+            data = os.read(reader, _TAKE)
+        except BlockingIOError:  # empty, and we still hold the write end
+            return taken
+        if not data:  # empty, and nobody holds a write end any more
+            return taken
+        taken += len(data)
+    return None

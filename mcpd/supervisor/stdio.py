@@ -47,8 +47,6 @@ STDERR_LINE_BYTES = 64 * 1024
 
 KILL_WAIT = 2.0
 """Seconds to wait for the group to go after SIGKILL."""
-_FILES_WAIT = 1.0
-"""Seconds to wait, once stdout closed, for the exit that releases stdin too."""
 _GROUP_POLL = 0.02
 _STDERR_TURN = 64
 """stderr lines read between two yields to the event loop."""
@@ -236,6 +234,8 @@ class StdioChild:
     exited: anyio.Event = field(default_factory=anyio.Event)
     stdout_closed: anyio.Event = field(default_factory=anyio.Event)
     """Set at EOF on stdout: from then on no answer can come, whether or not the exit was seen yet."""
+    ended_by_mcpd: bool = False
+    """mcpd began stopping the child before its output ended: mcpd ended the run, not the server."""
     rpc: RawRpc = field(init=False)
 
     def __post_init__(self) -> None:
@@ -246,10 +246,10 @@ class StdioChild:
     def _settle(self) -> None:
         """The connection ended: fail the requests still waiting, telling which the server never read.
 
-        Those it never read whole (see ``StdinPipe``) end as never sent, so their callers may
-        send them to the next process; the others were in flight. The count is known only once
-        nothing can read the pipe any more; until then every waiting request counts as in flight.
+        Those it never read whole (taken back out of its stdin, see ``StdinPipe``) end as never
+        sent, so their callers send them to the next process; the others were in flight.
         """
+        self.stdin.end()
         self.rpc.close(self.stdin.read())
 
     @property
@@ -273,13 +273,11 @@ class StdioChild:
         assert stdout is not None
         try:
             await self._pump_stdout(stdout, sink)
-            if self.stdin.read() is None:
-                # An exiting process lets go of its files in no set order: stdout may close
-                # before stdin. After the exit every one of them is released.
-                with anyio.move_on_after(_FILES_WAIT):
-                    await self.exited.wait()
-        finally:
+            # No answer can come any more, so no request may go out: settled at once, whether the
+            # process exits or not (it may have closed only its stdout). Cancelled, the run is
+            # being stopped, and ``stop`` settles (which tells the callers that mcpd ended it).
             self._settle()
+        finally:
             sink.close()
             self.stdout_closed.set()
 
@@ -347,10 +345,19 @@ class StdioChild:
     async def stop(self, grace: float) -> None:
         """Close stdin, wait ``grace``; SIGTERM the group, wait ``grace``; SIGKILL the group.
 
+        The requests still waiting end first: those the child never read go to the next
+        process, those it read fail.
+
         Shielded and bounded: a cancelled caller still gets a dead child, and never waits
         more than about ``2 * grace + 2`` seconds.
         """
         with anyio.CancelScope(shield=True):
+            self.ended_by_mcpd = not self.stdin.ended
+            # Settled before its stdin closes: what it never read is taken back, so it cannot
+            # read it on its way out, and goes to the next process. Those it read fail now, not
+            # once it is gone: an SDK server answers them with an error as it exits, which
+            # would pass for a failure of the tool.
+            self._settle()
             self.stdin.close()
             if await self._wait_group_gone(grace):
                 return
