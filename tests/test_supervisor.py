@@ -555,6 +555,86 @@ async def test_requests_the_killed_server_never_read_wait_and_run() -> None:
     assert status.pid != first and status.restarts == 1
 
 
+async def test_requests_a_restarted_server_never_read_wait_and_run() -> None:
+    """A restart (mcpd ends the run, not the server) while requests sit unread in the stdin of a
+    stopped (SIGSTOP) process: they wait for the next process and run there; the call it had read
+    fails with TransportError, which says that mcpd stopped it.
+
+    Before, all of them failed ("closed the connection ...: process is running"): they were
+    settled as the run was cancelled, while the process still held its stdin and nothing could
+    tell what it had read."""
+    phoenix = fixture_server("phoenix", stop_grace=0.2)
+    async with open_supervisor(config(phoenix)) as sup:
+        actor = sup.actor("phoenix")
+        await actor.wait_state(S.RUNNING, timeout=60)
+        first = actor.status().pid
+        assert first is not None
+        running = anyio.Event()
+        in_flight: list[TransportError] = []
+        echoed: list[str] = []
+
+        async def long_call() -> None:
+            try:
+                await actor.call_tool("progress", {"steps": 10**6}, 120, lambda *_: running.set())
+            except TransportError as exc:
+                in_flight.append(exc)
+
+        async def echo(text: str) -> None:
+            result = await actor.call_tool("echo", {"text": text}, timeout=120)
+            echoed.append(result.content[0]["text"])
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(long_call)
+            await running.wait()  # a progress notification: the server has read it and runs it
+            os.kill(first, signal.SIGSTOP)
+            while not _stopped(first):
+                pass
+            for index in range(20):
+                tg.start_soon(echo, str(index))
+            await anyio.wait_all_tasks_blocked()  # every request is in the pipe, waiting
+            actor.restart()
+        status = actor.status()
+    assert sorted(echoed, key=int) == [str(index) for index in range(20)]
+    assert len(in_flight) == 1 and "mcpd stopped phoenix during progress" in str(in_flight[0])
+    assert status.pid != first and status.restarts == 1
+
+
+async def test_calls_after_the_server_closed_its_stdout_wait_and_run() -> None:
+    """A server that closes its stdout and keeps running: the call it was running fails, and once
+    mcpd has read the end of its output no request is written to it: a call made then waits for
+    the next process and runs there.
+
+    Before, for a second after the end of its output (while mcpd waited for an exit that did not
+    come) calls were still written to the old process, and failed with TransportError."""
+    mute = fixture_server("mute", "--close-stdout-after", "2", stop_grace=0.2)
+    async with open_supervisor(config(mute)) as sup:
+        actor = sup.actor("mute")
+        await actor.wait_state(S.RUNNING, timeout=60)
+        first = actor.status().pid
+        link = actor.link
+        assert first is not None and link is not None and link.child is not None
+        stdout = link.child.process.stdout
+        assert stdout is not None
+        await actor.call_tool("echo", {"text": "one"}, timeout=60)
+        in_flight: list[TransportError] = []
+
+        async def closing_call() -> None:
+            try:
+                await actor.call_tool("echo", {"text": "two"}, timeout=60)
+            except TransportError as exc:
+                in_flight.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(closing_call)
+            with anyio.fail_after(30):
+                while not stdout.at_eof():  # mcpd has read the end of the output
+                    await anyio.sleep(0.005)
+            after = await actor.call_tool("pid", {}, timeout=60)
+        status = actor.status()
+    assert len(in_flight) == 1 and "mute closed the connection during echo" in str(in_flight[0])
+    assert after.structured_content == {"result": status.pid} and status.pid != first
+
+
 def _stopped(pid: int) -> bool:
     """Whether every thread of ``pid`` is stopped (none can read its stdin any more)."""
     states = []
