@@ -45,3 +45,23 @@ async def test_query_during_a_large_reindex_does_not_wait_for_it() -> None:
             assert sum(t.server == "big" for t in second) == 600
             assert any(t.server == "small" for t in second)
             tg.cancel_scope.cancel()
+
+
+async def test_a_removed_server_leaves_nothing_behind_in_the_catalogue() -> None:
+    """What the catalogue and the trust gate keep per server (inspected texts, verdicts, entries)
+    goes with a server that a reload removed: a daemon whose config keeps naming new servers must
+    not grow for its whole life. A server added again under the name is reviewed afresh."""
+    gone, kept = fixture_server("gone"), fixture_server("kept")
+    async with open_supervisor(Config(source="<test>", servers=(gone, kept))) as supervisor:
+        catalog = Catalog(supervisor)
+        for name in ("gone", "kept"):
+            await supervisor.actor(name).wait_state(ServerState.RUNNING, timeout=60)
+        assert {t.server for t in await catalog.search("echo")} == {"gone", "kept"}
+        await supervisor.apply(Config(source="<test>", servers=(kept,)))
+        catalog.prune()
+        for held in (catalog._entries, catalog._inspections, catalog._inspecting):
+            assert set(held) == {"kept"}
+        assert catalog.gate.cached("gone") is None and catalog.gate.cached("kept") is not None
+        await supervisor.apply(Config(source="<test>", servers=(gone, kept)))
+        await supervisor.actor("gone").wait_state(ServerState.RUNNING, timeout=60)
+        assert {t.server for t in await catalog.search("echo")} == {"gone", "kept"}

@@ -115,6 +115,7 @@ class Daemon(Core):
             with anyio.CancelScope(shield=True):
                 plan = await self.supervisor.apply(config)
             self.config = config
+            self.catalog.prune()
         return ReloadResult(source=config.source, plan=plan)
 
 

@@ -148,6 +148,16 @@ class Catalog:
                 self._inspections[actor.name] = inspection
         return self.gate.review(actor.config, inspection)
 
+    def prune(self) -> None:
+        """Forget what is kept for servers no longer supervised (a reload removed them): their
+        inspected texts, verdicts and entries, which would otherwise stay for the daemon's life."""
+        names = set(self._supervisor.names())
+        for kept in (self._entries, self._inspections, self._inspecting):
+            for name in kept.keys() - names:
+                del kept[name]
+        self.gate.prune(names)
+        self._by_name = None
+
     def current_review(self, actor: ServerActor) -> Review | None:
         """The verdict on what the server says now, if its texts are inspected already (no waiting)."""
         tools, info, surface = actor.tools, actor.server_info, actor.surface

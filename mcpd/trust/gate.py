@@ -292,6 +292,13 @@ class TrustGate:
         found = self._reviews.get(server)
         return found[1] if found else None
 
+    def prune(self, servers: set[str]) -> None:
+        """Forget the verdicts on servers other than ``servers`` (a reload removed them). Their pins
+        stay: a server that comes back under its name is checked against what was approved."""
+        for kept in (self._reviews, self._revisions):
+            for name in kept.keys() - servers:
+                del kept[name]
+
     def revision(self, server: str) -> int:
         """Changes with every new verdict on ``server``: caches keyed on it know to refresh."""
         return self._revisions.get(server, 0)
