@@ -14,7 +14,7 @@ import socket
 import stat
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -444,19 +444,31 @@ async def test_cancellation_reaches_the_daemon(front: Front) -> None:
 
 
 async def test_session_limit_idle_expiry_and_slow_bodies(tmp_path: Path) -> None:
-    """At http_max_sessions a new initialize gets 503; sessions left idle are ended, after which new
-    ones open again; a body not sent within client_write_timeout gets 408."""
-    limits = {"http_max_sessions": 2, "http_session_idle": 1.0, "client_write_timeout": 1.0}
+    """At http_max_sessions a new initialize sets aside the session idle longest, whose host, back,
+    finds it resumed; with every session in use (a GET stream each) a new one gets 503. Sessions
+    left idle are ended; a body not sent within client_write_timeout gets 408."""
+    limits = {"http_max_sessions": 2, "http_session_idle": 5.0, "client_write_timeout": 1.0}
     async with http_daemon(tmp_path, **limits) as front:
         mark = len(front.daemon.events)
         async with front.client() as http:
-            await raw_session(http, front.url)
-            await raw_session(http, front.url)
-            full = await http.post(front.url, json=initialize_body(), headers=JSON_AND_SSE)
-            assert full.status_code == 503 and "http_max_sessions" in full.json()["error"]["message"]
-            first = await front.daemon.wait_for("http.session_ended", after=mark, why="idle")
-            second = await front.daemon.wait_for("http.session_ended", after=mark, why="idle", open=0)
-            assert first != second
+            first = await raw_session(http, front.url)
+            second = await raw_session(http, front.url)
+            third = await raw_session(http, front.url)  # the first one, idle longest, is set aside
+            await front.daemon.wait_for("http.session_ended", after=mark, why="set aside for a new session")
+            assert await listed(http, front.url, first) == 200  # resumed (setting aside the second)
+            assert await listed(http, front.url, third) == 200
+            async with AsyncExitStack() as streams:
+                for session in (first, third):
+                    headers = {**JSON_AND_SSE, "Mcp-Session-Id": session}
+                    stream = await streams.enter_async_context(http.stream("GET", front.url, headers=headers))
+                    assert stream.status_code == 200
+                full = await http.post(front.url, json=initialize_body(), headers=JSON_AND_SSE)
+                assert full.status_code == 503 and "in use" in full.json()["error"]["message"]
+            mark = len(front.daemon.events)
+            one = await front.daemon.wait_for("http.session_ended", after=mark, why="idle")
+            two = await front.daemon.wait_for("http.session_ended", after=mark, why="idle", open=0)
+            assert one != two
+            assert await listed(http, front.url, second) == 404  # idle past the limit: not resumed
             await raw_session(http, front.url)
         async with await anyio.connect_tcp(*address_of(front.url)) as half_sent:
             await half_sent.send(half_request(front))

@@ -9,8 +9,11 @@ until a GET stream opens. Outboxes are bounded: a host that stops reading loses 
 of them (progress is cumulative, ``list_changed`` idempotent), never the daemon's memory.
 
 Sessions are bounded in number, and one with no request in progress and no GET stream for
-``http_session_idle`` seconds is ended. Each lives in a task of the front end's task group,
-inside ``Hosts.open_session``, so its calls are cancelled however it ends.
+``http_session_idle`` seconds is ended. At the bound a new session sets aside the one idle longest
+(saved, resumed if its host comes back), so hosts that left without ending their sessions cannot
+lock the others out; only when every session is in use is a new one refused. Each lives in a
+task of the front end's task group, inside ``Hosts.open_session``, so its calls are cancelled
+however it ends.
 
 Sessions outlive the daemon: each one's state (the host's ``initialize``, its connected servers,
 its last search, its subscriptions) is kept in the usage store under the hash of its id, and a
@@ -53,6 +56,8 @@ REPLAY_BYTES = 1024 * 1024
 OUTBOX_BYTES = 4 * 1024 * 1024
 """Bytes one outbox keeps for a host that does not read, whatever the count."""
 PROGRESS_KEPT = 100
+SET_ASIDE_KEPT = 1024
+"""Sessions set aside at the bound kept here for their hosts' return (each is in the store too)."""
 """Progress notifications kept for one streaming POST whose host does not read them."""
 
 
@@ -392,8 +397,8 @@ class HttpSessions:
         at the limit or once stopping."""
         if self._stopping:
             raise SessionRefused("the daemon is stopping")
-        if len(self._by_id) >= self._max:
-            raise SessionRefused(f"{self._max} HTTP sessions are open (http_max_sessions)")
+        if len(self._by_id) >= self._max and not self._set_aside_idlest():
+            raise SessionRefused(f"{self._max} HTTP sessions are open and in use (http_max_sessions)")
         session = HttpSession(next(self._numbers), session_id)
         self._by_id[session.id] = session
         await self._tasks.start(self._hold, session, state or mcp.SessionState())
@@ -413,6 +418,23 @@ class HttpSessions:
         finally:
             self._by_id.pop(session.id, None)
             session.end()
+
+    def _set_aside_idlest(self) -> bool:
+        """Close the session idle longest (no request running, no GET stream), keeping it to resume
+        when its host comes back; False when every session is in use."""
+        now = time.monotonic()
+        idlest = max(self._by_id.values(), key=lambda s: s.idle_for(now), default=None)
+        if idlest is None or idlest.idle_for(now) <= 0:
+            return False
+        state = idlest.state()
+        if state is not None:
+            saved = mcp.SavedSession(idlest.key, _encoder.encode(state), time.time())
+            self._store.save_session(saved)
+            self._saved[idlest.key] = saved
+            while len(self._saved) > SET_ASIDE_KEPT:
+                del self._saved[next(iter(self._saved))]  # the oldest: dicts keep their order
+        self._close(idlest, "set aside for a new session")
+        return True
 
     def _save(self, session: HttpSession, state: mcp.SessionState | None) -> None:
         # A request still running when its host deleted the session must not write it back.
