@@ -4,6 +4,7 @@ asked, except to show that imported servers start on `mcpd reload`."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -116,3 +117,26 @@ def test_check_marks_a_server_that_never_initialises(tmp_path: Path) -> None:
     checked = {s["server"]: s for s in json.loads(result.stdout)["servers"]}
     assert checked["ok"]["initialized"] is True and checked["ok"]["tools"] > 0
     assert checked["hang"]["initialized"] is False and "initialize" in checked["hang"]["error"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "huge"])
+def test_an_env_file_that_never_ends_is_a_note_not_a_hang(tmp_path: Path, kind: str) -> None:
+    """An `envFile` naming a FIFO (opening it waits for a writer), /dev/zero (never ends) or a file
+    over the size cap is not read: `config check` answers at once, the server loads with a note."""
+    if kind == "fifo":
+        env_file = tmp_path / "fifo.env"
+        os.mkfifo(env_file)
+    elif kind == "device":
+        env_file = Path("/dev/zero")
+    else:
+        env_file = tmp_path / "huge.env"
+        with env_file.open("wb") as sparse:  # sparse: no disk used
+            sparse.truncate(17 * 1024 * 1024)
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"a": {"command": "true", "envFile": str(env_file)}}}))
+    result = run_cli("config", "check", "--config", str(path), "--json", timeout=30)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["servers"] == ["a"]
+    [note] = document["notes"]
+    assert note["field"] == "envFile" and str(env_file) in note["message"]

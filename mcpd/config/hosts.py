@@ -12,7 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mcpd.config.files import read_bounded
 from mcpd.config.model import ServerConfig
+from mcpd.errors import ConfigError
 
 FIELDS = frozenset(ServerConfig.__struct_fields__) - {"name"}
 
@@ -114,9 +116,13 @@ def _read_env_file(result: Entry, value: object, base: Path) -> None:
     path = Path(value).expanduser()
     path = path if path.is_absolute() else base / path
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        result.notes.append(("envFile", f"{path}: cannot read it ({exc}); the server starts without it"))
+        # Bounded like the config itself: a FIFO or /dev/zero named here must not hang the load.
+        text = read_bounded(path, "an env file").decode("utf-8")
+    except ConfigError as exc:
+        result.notes.append(("envFile", f"{exc.message}; the server starts without it"))
+        return
+    except UnicodeDecodeError as exc:
+        result.notes.append(("envFile", f"{path}: not UTF-8 ({exc}); the server starts without it"))
         return
     loaded = parse_env_file(text)
     env = result.fields.get("env")

@@ -9,9 +9,7 @@ honoured or ignored, each ignored one a note in ``Config.notes`` and a debug log
 from __future__ import annotations
 
 import json
-import os
 import re
-import stat
 import sys
 import tomllib
 from collections.abc import Mapping
@@ -22,6 +20,7 @@ import msgspec
 import structlog
 
 from mcpd.config import hosts
+from mcpd.config.files import read_bounded
 from mcpd.config.model import Config, ConfigIssue, DaemonSettings, ServerConfig
 from mcpd.config.paths import default_config_path
 from mcpd.errors import ConfigError
@@ -54,32 +53,12 @@ def load_config(path: Path | None = None) -> Config:
         path = default_config_path()
         if not path.exists():
             return embedded_config()
-    raw = _read(path)
+    raw = read_bounded(path, "config file")
     source = str(path)
     if path.suffix.lower() == ".json":
         return _build(source, _json_entries(source, raw), DaemonSettings(), host_base=path.parent)
     document = _toml_document(source, raw)
     return _build(source, _toml_servers(source, document), _toml_daemon(source, document), host_base=None)
-
-
-MAX_CONFIG_BYTES = 16 * 1024 * 1024
-"""A config file larger than this is refused (no real one comes near)."""
-
-
-def _read(path: Path) -> bytes:
-    """The file's bytes: a regular file only (a FIFO or a device would block or never end), and
-    at most ``MAX_CONFIG_BYTES``."""
-    try:
-        # Non-blocking: opening a FIFO to read waits for a writer.
-        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
-            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-                raise ConfigError(f"{path}: not a regular file")
-            raw = file.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes; not a config file")
-    return raw
 
 
 def _toml_document(source: str, raw: bytes) -> dict[str, Any]:
