@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -140,3 +142,57 @@ def test_an_env_file_that_never_ends_is_a_note_not_a_hang(tmp_path: Path, kind: 
     assert document["servers"] == ["a"]
     [note] = document["notes"]
     assert note["field"] == "envFile" and str(env_file) in note["message"]
+
+
+async def test_a_broken_link_at_the_default_config_is_an_error_not_the_demo(tmp_path: Path) -> None:
+    """A dangling link (or a loop) where the default config should be is the user's config being
+    unreachable: `reload` is refused (exit 2) and the running servers stay, `config check` names
+    the path, instead of both taking it for "no config" and swapping in the embedded demo."""
+    home = {"XDG_CONFIG_HOME": str(tmp_path)}
+    default = tmp_path / "mcpd" / "config.toml"
+    default.parent.mkdir()
+    default.write_text(fixture_toml("mine"))
+    async with running_daemon(None, env=home) as daemon:
+        env = {**home, "MCPD_SOCKET": str(daemon.socket)}
+        await daemon.wait_for("server.state", server="mine", new="running", timeout=60)
+        default.unlink()
+        default.symlink_to(tmp_path / "dotfiles" / "mcpd.toml")
+        reloaded = mcpd("reload", env=env)
+        assert reloaded.returncode == 2 and str(default) in reloaded.stderr, reloaded
+        status = json.loads(mcpd("status", "--json", env=env).stdout)["servers"]
+        assert [s["name"] for s in status] == ["mine"]
+    for target in (tmp_path / "dotfiles" / "mcpd.toml", default):  # dangling, then a loop
+        default.unlink()
+        default.symlink_to(target)
+        checked = mcpd("config", "check", env=home)
+        assert checked.returncode == 2 and str(default) in checked.stderr, checked
+        assert "embedded" not in checked.stdout
+
+
+def test_an_unsearchable_config_folder_is_a_config_error(tmp_path: Path) -> None:
+    """A config folder mcpd may not look into: `config check` and `serve` exit 2 naming the path
+    (systemd's RestartPreventExitStatus=2: restarting cannot fix it), never an internal error."""
+    folder = tmp_path / "mcpd"
+    folder.mkdir()
+    (folder / "config.toml").write_text('[servers.a]\ncommand = "true"\n')
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "XDG_RUNTIME_DIR": str(tmp_path / "run")}
+    drop: list[str] = []
+    if os.geteuid() == 0:  # root ignores modes unless it gives up the capabilities that let it
+        if shutil.which("setpriv") is None:
+            pytest.skip("needs setpriv to run without root's file-permission override")
+        drop = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner", "--"]
+    folder.chmod(0)
+    try:
+        for argv in (["config", "check"], ["serve", "--socket", str(tmp_path / "s.sock")]):
+            result = subprocess.run(
+                [*drop, sys.executable, "-m", "mcpd", *argv],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+                env={**os.environ, **env},
+            )
+            assert result.returncode == 2, result
+            assert str(folder / "config.toml") in result.stderr and "internal error" not in result.stderr
+    finally:
+        folder.chmod(0o700)

@@ -41,3 +41,20 @@ def _why(path: Path, exc: OSError) -> str:
         return f"a symbolic link to {os.readlink(path)}: {reason}"
     except OSError:  # not a link (EINVAL), or not even that could be looked at
         return reason
+
+
+def present(path: Path, what: str) -> bool:
+    """Whether anything is at ``path``; only "no such file" is False.
+
+    ``Path.exists()`` follows links and answers False for a dangling link or a loop, so a user's
+    config reached through a broken dotfiles link would read as "no config at all", and it
+    raises ``PermissionError`` for a folder that cannot be searched. Both are the user's config
+    being unreachable, said here as a ``ConfigError`` naming the path.
+    """
+    try:
+        path.lstat()
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot look for {what}: {exc.strerror or exc}") from None
+    return True

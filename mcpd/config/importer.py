@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from mcpd.config.files import present
 from mcpd.config.load import load_config
 from mcpd.config.model import Config, ConfigIssue, RestartPolicy, ServerConfig
 from mcpd.errors import ConfigError
@@ -97,7 +98,7 @@ def _append(target: Path, text: str) -> None:
 
 
 def _configured_names(target: Path) -> set[str]:
-    if not target.exists():
+    if not present(target, "mcpd's config"):
         return set()
     config = load_config(target)
     return {s.name for s in config.servers} | {i.server for i in config.issues}

@@ -20,7 +20,7 @@ import msgspec
 import structlog
 
 from mcpd.config import hosts
-from mcpd.config.files import read_bounded
+from mcpd.config.files import present, read_bounded
 from mcpd.config.model import Config, ConfigIssue, DaemonSettings, ServerConfig
 from mcpd.config.paths import default_config_path
 from mcpd.errors import ConfigError
@@ -48,10 +48,15 @@ def embedded_config() -> Config:
 
 
 def load_config(path: Path | None = None) -> Config:
-    """Load ``path``, or the default file, or (when there is no default file) the embedded config."""
+    """Load ``path``, or the default file, or (when there is no default file) the embedded config.
+
+    Only a default file that is not there at all means the embedded config: one that is there but
+    cannot be read (a dangling link, a folder without permission) is a ``ConfigError``, never the
+    demo servers in place of the user's.
+    """
     if path is None:
         path = default_config_path()
-        if not path.exists():
+        if not present(path, "the config file"):
             return embedded_config()
     raw = read_bounded(path, "config file")
     source = str(path)
