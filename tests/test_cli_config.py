@@ -196,3 +196,20 @@ def test_an_unsearchable_config_folder_is_a_config_error(tmp_path: Path) -> None
             assert str(folder / "config.toml") in result.stderr and "internal error" not in result.stderr
     finally:
         folder.chmod(0o700)
+
+
+def test_check_reports_bad_entries_and_exits_2(tmp_path: Path) -> None:
+    """`mcpd check` on a config whose new server has a typo names the bad entry (text: an `error:`
+    line; `--json`: `issues`) and exits 2, as `config check` does, while the good entries are still
+    checked; before, the bad one was dropped and an empty check passed with 0."""
+    config = tmp_path / "config.toml"
+    config.write_text('[servers.newserver]\ncommand = "npx"\nenvv = { A = "1" }\n')
+    text = mcpd("check", "--config", str(config))
+    assert text.returncode == 2, text
+    assert "error:" in text.stderr and "'newserver'" in text.stderr and "envv" in text.stderr
+    config.write_text(fixture_toml("ok") + '[servers.newserver]\ncommand = "npx"\nenvv = { A = "1" }\n')
+    as_json = mcpd("check", "--config", str(config), "--json")
+    assert as_json.returncode == 2, as_json.stderr
+    document = json.loads(as_json.stdout)
+    assert [(i["server"], i["field"]) for i in document["issues"]] == [("newserver", "envv")]
+    assert [(s["server"], s["initialized"]) for s in document["servers"]] == [("ok", True)]

@@ -2,7 +2,9 @@
 
 For use before trusting a new server: it needs no daemon, touches no pins, and exits 1
 when any high-severity finding turns up or any server never completed ``initialize`` (its
-tools could not even be listed, so "0 findings" would mean nothing); 2 for an unusable config.
+tools could not even be listed, so "0 findings" would mean nothing); 2 for an unusable config
+or any bad server entry (as ``mcpd config check``): a typo in the new server's entry would
+otherwise leave nothing to check and pass in silence. The good entries are checked all the same.
 """
 
 from __future__ import annotations
@@ -54,8 +56,11 @@ async def run_check(config_path: Path | None, as_json: bool) -> int:
                 )
             )
     if as_json:
-        sys.stdout.write(msgspec.json.encode({"servers": results}).decode() + "\n")
+        document = {"servers": results, "issues": config.issues}
+        sys.stdout.write(msgspec.json.encode(document).decode() + "\n")
     else:
+        for issue in config.issues:
+            print(f"error: {issue}", file=sys.stderr)
         for result in results:
             if result.initialized:
                 print(f"{result.server}: {result.tools} tools, {len(result.findings)} finding(s)")
@@ -63,5 +68,7 @@ async def run_check(config_path: Path | None, as_json: bool) -> int:
                 print(f"{result.server}: NOT CHECKED, never initialised ({result.state}): {result.error}")
             for finding in result.findings:
                 print(f"  {describe(finding)}")
+    if config.issues:
+        return 2  # as `mcpd config check`: the config needs fixing before anything else
     unchecked = any(not r.initialized for r in results)
     return 1 if unchecked or any(f.severity == HIGH for r in results for f in r.findings) else 0
