@@ -213,3 +213,46 @@ def test_check_reports_bad_entries_and_exits_2(tmp_path: Path) -> None:
     document = json.loads(as_json.stdout)
     assert [(i["server"], i["field"]) for i in document["issues"]] == [("newserver", "envv")]
     assert [(s["server"], s["initialized"]) for s in document["servers"]] == [("ok", True)]
+
+
+def test_a_newline_in_the_source_name_cannot_write_toml(tmp_path: Path) -> None:
+    """The `# Imported from PATH` header quotes and escapes the path: a file name holding a newline
+    and `[daemon]` stays inside the comment instead of becoming the user's daemon settings."""
+    source = tmp_path / "x\n[daemon]\nusage = false\n#.json"
+    source.write_text(json.dumps({"mcpServers": {"one": {"command": "true"}}}))
+    target = tmp_path / "config.toml"
+    target.write_text('[servers.z]\ncommand = "true"\n')
+    result = mcpd("import", str(source), "--config", str(target))
+    assert result.returncode == 0, result.stderr
+    text = target.read_text()
+    assert "\n[daemon]" not in text and "\\n[daemon]\\nusage = false\\n#.json" in text
+    checked = json.loads(mcpd("config", "check", "--config", str(target), "--json").stdout)
+    assert checked["ok"] is True and checked["servers"] == ["z", "one"]
+
+
+def test_import_json_is_one_document_also_when_the_write_fails(tmp_path: Path) -> None:
+    """`--json` prints exactly one document: when the write fails (here: no file may grow), that is
+    the error, not a `written: true` result followed by an error."""
+    source = tmp_path / "ok.json"
+    source.write_text(json.dumps({"mcpServers": {"one": {"command": "true"}}}))
+    target = tmp_path / "small.toml"
+    target.write_text('[servers.z]\ncommand = "true"\n')
+    argv = [sys.executable, "-m", "mcpd", "import", str(source), "--config", str(target), "--json"]
+    limited = ["sh", "-c", 'ulimit -f 0 && exec "$@"', "sh", *argv]  # Python ignores SIGXFSZ: EFBIG
+    result = subprocess.run(limited, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2, result
+    [document] = [json.loads(line) for line in result.stdout.splitlines()]
+    assert "error" in document and "written" not in document
+    assert target.read_text() == '[servers.z]\ncommand = "true"\n'
+
+
+def test_dry_run_exits_as_the_import_would(tmp_path: Path) -> None:
+    """An entry that cannot be imported makes the exit status 1 with and without --dry-run."""
+    source = tmp_path / "part.json"
+    entries = {"ok": {"command": "true"}, "bad name": {"command": "true"}}
+    source.write_text(json.dumps({"mcpServers": entries}))
+    target = tmp_path / "c.toml"
+    dry = mcpd("import", str(source), "--config", str(target), "--dry-run")
+    assert dry.returncode == 1 and "[servers.ok]" in dry.stdout and not target.exists()
+    real = mcpd("import", str(source), "--config", str(target))
+    assert real.returncode == 1 and "[servers.ok]" in target.read_text()

@@ -58,7 +58,26 @@ def cmd_import(args: argparse.Namespace) -> int:
     _quiet_logs()
     target: Path = args.config or default_config_path()
     plan = plan_import(args.file, target)
-    refused = plan.existing and not args.skip_existing
+    refused = bool(plan.existing) and not args.skip_existing
+    writes = bool(plan.added) and not refused and not args.dry_run
+    for issue in plan.source.issues:
+        _say(args, f"not imported: {issue}")
+    for note in plan.source.notes:
+        _say(args, f"note: {note}")
+    if refused:
+        names = ", ".join(plan.existing)
+        _say(args, f"{target} already configures {names}; nothing written (--skip-existing imports the rest)")
+    else:
+        for name in plan.existing:
+            _say(args, f"skipped {name}: already in {target}")
+        if not plan.added:
+            _say(args, "no server to import")
+    if args.dry_run and not refused and not args.json:
+        sys.stdout.write(plan.text)
+    created = writes and not target.exists()
+    if writes:
+        # Before any output: `--json` promises one document, and a failed write is that document.
+        write_import(plan)
     if args.json:
         emit_json(
             {
@@ -67,33 +86,15 @@ def cmd_import(args: argparse.Namespace) -> int:
                 "existing": plan.existing,
                 "issues": plan.source.issues,
                 "notes": plan.source.notes,
-                "written": bool(plan.added) and not refused and not args.dry_run,
+                "written": writes,
             }
         )
-    for issue in plan.source.issues:
-        _say(args, f"not imported: {issue}")
-    for note in plan.source.notes:
-        _say(args, f"note: {note}")
-    if refused:
-        names = ", ".join(plan.existing)
-        _say(args, f"{target} already configures {names}; nothing written (--skip-existing imports the rest)")
-        return EXIT_ERROR
-    for name in plan.existing:
-        _say(args, f"skipped {name}: already in {target}")
-    if not plan.added:
-        _say(args, "no server to import")
-        return EXIT_ERROR if plan.source.issues else EXIT_OK
-    if args.dry_run:
-        if not args.json:
-            sys.stdout.write(plan.text)
-        return EXIT_OK
-    created = not target.exists()
-    write_import(plan)
-    if not args.json:
+    elif writes:
         names = ", ".join(s.name for s in plan.added)
         print(f"{'created' if created else 'appended to'} {target}: {names}")
         print("run `mcpd reload` (or restart the daemon) to start them")
-    return EXIT_ERROR if plan.source.issues else EXIT_OK
+    # The same status with and without --dry-run: a dry run is how a script asks what would happen.
+    return EXIT_ERROR if refused or plan.source.issues else EXIT_OK
 
 
 def _say(args: argparse.Namespace, line: str) -> None:

@@ -55,7 +55,7 @@ def plan_import(source: Path, target: Path) -> ImportPlan:
             plan.added.append(server)
     if plan.added:
         stamp = time.strftime("%Y-%m-%d")
-        header = f"# Imported from {source.resolve()} by `mcpd import` on {stamp}.\n"
+        header = f"# Imported from {_comment_text(str(source.resolve()))} by `mcpd import` on {stamp}.\n"
         plan.text = header + "\n".join(server_toml(server) for server in plan.added)
     return plan
 
@@ -134,6 +134,13 @@ def server_toml(server: ServerConfig) -> str:
         lines.append(f"\n[servers.{key(server.name)}.restart]")
         lines += [f"{name} = {toml_value(value)}" for name, value in restart.items()]
     return "\n".join(lines) + "\n"
+
+
+def _comment_text(text: str) -> str:
+    """``text`` quoted and escaped for a ``#`` comment: a file name may hold a newline, and written
+    raw the rest of the name would become TOML of the user's config (``[daemon]``, a server)."""
+    # Bytes of a name that are not UTF-8 (surrogates here) could not be written at all.
+    return string(text).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def key(name: str) -> str:
