@@ -256,3 +256,19 @@ def test_dry_run_exits_as_the_import_would(tmp_path: Path) -> None:
     assert dry.returncode == 1 and "[servers.ok]" in dry.stdout and not target.exists()
     real = mcpd("import", str(source), "--config", str(target))
     assert real.returncode == 1 and "[servers.ok]" in target.read_text()
+
+
+def test_import_names_the_references_the_host_would_have_expanded(tmp_path: Path) -> None:
+    """Importing a `.jsonc` file whose entries hold `${...}` references: the servers are imported
+    as written, and a `note:` line names each field holding one."""
+    source = tmp_path / "mcp.jsonc"
+    source.write_text(
+        '{\n  // VS Code\n  "servers": {"web": {"url": "https://example.com/mcp",'
+        ' "headers": {"Authorization": "Bearer ${env:TOKEN}"}},},\n}\n'
+    )
+    target = tmp_path / "config.toml"
+    result = mcpd("import", str(source), "--config", str(target))
+    assert result.returncode == 0, result.stderr
+    [note] = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    assert "'web'" in note and "headers.Authorization" in note and "${env:TOKEN}" in note
+    assert 'Authorization = "Bearer ${env:TOKEN}"' in target.read_text()

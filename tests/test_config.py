@@ -458,3 +458,83 @@ def test_the_likely_socket_path_on_macos_is_platformdirs_one(
     items.chmod(0o700)
     assert likely_socket_path() == os.path.join(MacOS("mcpd").user_runtime_dir, "mcpd.sock")
     assert likely_socket_path() == str(tmp_path / "Library/Caches/TemporaryItems/mcpd/mcpd.sock")
+
+
+def test_variable_references_a_host_would_expand_are_noted_per_field(tmp_path: Path) -> None:
+    """`${VAR}`, `${env:VAR}`, `${input:id}`, `${workspaceFolder}` are passed as written, each field
+    holding one named in a note with the reference (never the rest of the value: it may be a secret)."""
+    entries = {
+        "gh": {
+            "command": "npx",
+            "args": ["-y", "server-github", "${HOME}/repo"],
+            "env": {"GITHUB_TOKEN": "${GITHUB_TOKEN}", "PLAIN": "x"},
+            "cwd": "/work/${workspaceFolderBasename}",
+        },
+        "web": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer s3cret ${env:TOKEN}"}},
+        "vs": {"command": "x", "env": {"KEY": "${input:api-key}"}},
+        "none": {"command": "x", "args": ["$HOME", "{}"]},
+    }
+    config = load_config(write(tmp_path, "mcp.json", json.dumps({"mcpServers": entries})))
+    assert config.issues == () and config.servers[0].args[2] == "${HOME}/repo"
+    notes = {(n.server, n.field): n.message for n in config.notes}
+    assert set(notes) == {
+        ("gh", "args[2]"),
+        ("gh", "env.GITHUB_TOKEN"),
+        ("gh", "cwd"),
+        ("web", "headers.Authorization"),
+        ("vs", "env.KEY"),
+    }
+    assert "${env:TOKEN}" in notes["web", "headers.Authorization"]
+    assert "s3cret" not in notes["web", "headers.Authorization"]
+
+
+def test_a_key_given_twice_in_a_host_file_is_an_issue_not_a_silent_pick(tmp_path: Path) -> None:
+    """A server name given twice (also once under `mcpServers` and once under `servers`), or a key
+    given twice inside an entry, makes that entry an issue; the other entries load."""
+    text = (
+        '{"mcpServers": {"fs": {"command": "first"}, "fs": {"command": "second"},'
+        ' "envy": {"command": "x", "env": {"A": "1", "A": "2"}}, "ok": {"command": "x"},'
+        ' "both": {"command": "x"}}, "servers": {"both": {"command": "y"}, "vs": {"command": "z"}}}'
+    )
+    config = load_config(write(tmp_path, "dup.json", text))
+    assert [s.name for s in config.servers] == ["ok", "vs"]
+    assert [(i.server, i.field) for i in config.issues] == [("fs", None), ("envy", "env.A"), ("both", None)]
+    with pytest.raises(ConfigError, match="`mcpServers` appears more than once"):
+        load_config(write(tmp_path, "twice.json", '{"mcpServers": {}, "mcpServers": {}}'))
+
+
+def test_a_jsonc_file_is_read_as_json_with_comments(tmp_path: Path) -> None:
+    """`.jsonc` (VS Code): comments and trailing commas are allowed; `//` inside a string is text."""
+    text = """{
+      // my servers
+      "servers": {
+        "web": {"url": "https://example.com/mcp", /* remote */ "headers": {"X": "a /* b */ // c"},},
+      },
+    }"""
+    config = load_config(write(tmp_path, "mcp.jsonc", text))
+    assert config.issues == () and config.servers[0].url == "https://example.com/mcp"
+    assert config.servers[0].headers == {"X": "a /* b */ // c"}
+    with pytest.raises(ConfigError, match="not a JSON file"):
+        plan_import(write(tmp_path, "h.json", '{"mcpServers": {}}'), tmp_path / "mine.jsonc")
+
+
+def test_a_toml_file_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
+    """Notepad starts UTF-8 files with a BOM: the file loads as without it."""
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b'\xef\xbb\xbf[servers.a]\ncommand = "true"\n')
+    assert [s.name for s in load_config(path).servers] == ["a"]
+
+
+def test_an_entry_that_contradicts_itself_is_refused(tmp_path: Path) -> None:
+    """A `type` the entry contradicts (`stdio` with only a `url`, `http` with only a `command`) and a
+    `disabled` that is not true or false are issues naming the key, not silently read one way."""
+    entries = {
+        "a": {"type": "stdio", "url": "https://example.com/mcp"},
+        "b": {"type": "http", "command": "x"},
+        "c": {"command": "x", "disabled": "true"},
+        "d": {"type": "streamable-http", "serverUrl": "https://example.com/mcp"},
+        "e": {"transport": "stdio", "command": "x", "disabled": False},
+    }
+    config = load_config(write(tmp_path, "mcp.json", json.dumps({"mcpServers": entries})))
+    assert [s.name for s in config.servers] == ["d", "e"]
+    assert [(i.server, i.field) for i in config.issues] == [("a", "type"), ("b", "type"), ("c", "disabled")]

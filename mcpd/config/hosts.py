@@ -9,6 +9,8 @@ never a reason to drop the server, as the hosts themselves skip keys they do not
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +68,7 @@ def read_entry(entry: dict[str, Any], base: Path) -> Entry:
     """Map a host entry onto mcpd's fields; relative ``envFile`` paths are read from ``base``."""
     result = Entry()
     env_file = None
+    declared: tuple[str, str | None] | None = None
     for key, value in entry.items():
         if key == "env" and isinstance(value, dict):
             result.fields["env"] = _env(result, value)
@@ -74,24 +77,74 @@ def read_entry(entry: dict[str, Any], base: Path) -> Entry:
         elif key in RENAMED:
             result.fields.setdefault(RENAMED[key], value)
         elif key == "disabled":
-            if value is True:
-                result.fields["enabled"] = False
+            _disabled(result, value)
         elif key in ("type", "transport", "transportType"):
-            transport = _TRANSPORTS.get(str(value))
-            if transport == "sse":
-                result.problem = (
-                    key,
-                    "the SSE transport is not supported; use the server's streamable HTTP URL",
-                )
-            elif transport is None:
-                result.problem = (key, f"unknown transport {value!r}; mcpd speaks stdio and streamable HTTP")
+            declared = (key, _transport(result, key, value))
         elif key == "envFile":
             env_file = value
         else:
             result.notes.append((key, IGNORED.get(key, "not a setting mcpd knows; ignored")))
     if env_file is not None:
         _read_env_file(result, env_file, base)
+    if declared is not None and result.problem is None:
+        _check_transport(result, *declared)
+    for field, found in _references(result.fields):
+        result.notes.append((field, _REFERENCE_NOTE.format(found=", ".join(found))))
     return result
+
+
+def _disabled(result: Entry, value: object) -> None:
+    if not isinstance(value, bool):
+        # Hosts test it for truth, so "false" (a string) would disable: no guess either way.
+        result.problem = ("disabled", f"must be true or false, not {value!r}")
+    elif value:
+        result.fields["enabled"] = False
+
+
+def _transport(result: Entry, key: str, value: object) -> str | None:
+    transport = _TRANSPORTS.get(str(value))
+    if transport == "sse":
+        result.problem = (key, "the SSE transport is not supported; use the server's streamable HTTP URL")
+    elif transport is None:
+        result.problem = (key, f"unknown transport {value!r}; mcpd speaks stdio and streamable HTTP")
+    return transport
+
+
+def _check_transport(result: Entry, key: str, transport: str | None) -> None:
+    """A declared transport the entry contradicts (``stdio`` with only a ``url``): which one was
+    meant cannot be told, so the entry is refused rather than run the other way."""
+    wants, other = ("command", "url") if transport == "stdio" else ("url", "command")
+    if wants not in result.fields and other in result.fields:
+        result.problem = (key, f"says {transport!r}, which needs `{wants}`, but the entry gives `{other}`")
+
+
+_REFERENCE = re.compile(r"\$\{[^{}]{1,200}\}")
+"""``${VAR}``, ``${env:VAR}``, ``${input:id}``, ``${workspaceFolder}``, ``${userHome}``: what Claude
+Code, Cursor and VS Code replace in an entry before they start the server."""
+
+_REFERENCE_NOTE = (
+    "holds {found}, which the host would have replaced (from its environment, workspace or a prompt); "
+    "mcpd passes the text as written: put the value itself here"
+)
+
+
+def _references(fields: dict[str, Any]) -> Iterator[tuple[str, list[str]]]:
+    """(field, the references in it) for each string of the entry that holds any. The references
+    alone are named, never the rest of the value (a header or env value may be a secret)."""
+    for name in ("command", "args", "cwd", "url", "env", "headers"):
+        value = fields.get(name)
+        if isinstance(value, str):
+            items: list[tuple[str, Any]] = [(name, value)]
+        elif isinstance(value, list):
+            items = [(f"{name}[{index}]", item) for index, item in enumerate(value)]
+        elif isinstance(value, dict):
+            items = [(f"{name}.{key}", item) for key, item in value.items()]
+        else:
+            continue
+        for field, item in items:
+            found = _REFERENCE.findall(item) if isinstance(item, str) else []
+            if found:
+                yield field, found
 
 
 def _env(result: Entry, env: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 
 from mcpd.config.files import present
-from mcpd.config.load import load_config
+from mcpd.config.load import is_json, load_config
 from mcpd.config.model import Config, ConfigIssue, RestartPolicy, ServerConfig
 from mcpd.errors import ConfigError
 
@@ -43,7 +43,7 @@ class ImportPlan:
 
 def plan_import(source: Path, target: Path) -> ImportPlan:
     """Read ``source`` (any file mcpd reads) and work out what appending it to ``target`` means."""
-    if target.suffix.lower() == ".json":
+    if is_json(target):
         raise ConfigError(f"{target}: `mcpd import` writes mcpd's TOML config, not a JSON file")
     incoming = load_config(source)
     configured = _configured_names(target)

@@ -21,6 +21,7 @@ import structlog
 
 from mcpd.config import hosts
 from mcpd.config.files import present, read_bounded
+from mcpd.config.jsonc import plain_json
 from mcpd.config.model import Config, ConfigIssue, DaemonSettings, ServerConfig
 from mcpd.config.paths import default_config_path
 from mcpd.errors import ConfigError
@@ -60,15 +61,23 @@ def load_config(path: Path | None = None) -> Config:
             return embedded_config()
     raw = read_bounded(path, "config file")
     source = str(path)
-    if path.suffix.lower() == ".json":
+    if is_json(path):
+        if path.suffix.lower() == ".jsonc":
+            raw = plain_json(raw)
         return _build(source, _json_entries(source, raw), DaemonSettings(), host_base=path.parent)
     document = _toml_document(source, raw)
     return _build(source, _toml_servers(source, document), _toml_daemon(source, document), host_base=None)
 
 
+def is_json(path: Path) -> bool:
+    """A host's file (``.json``; ``.jsonc``, JSON with comments, as VS Code writes), not mcpd's TOML."""
+    return path.suffix.lower() in (".json", ".jsonc")
+
+
 def _toml_document(source: str, raw: bytes) -> dict[str, Any]:
     try:
-        document = tomllib.loads(raw.decode("utf-8"))
+        # utf-8-sig: Windows editors (Notepad) start a UTF-8 file with a byte-order mark.
+        document = tomllib.loads(raw.decode("utf-8-sig"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc or 'nested too deeply'}") from None
     unknown = sorted(set(document) - {"servers", "daemon"})
@@ -101,25 +110,83 @@ _JSONC = re.compile(rb"^\s*//|/\*|,\s*[}\]]", re.MULTILINE)
 """A line comment, a block comment or a trailing comma: what JSONC allows and JSON does not."""
 
 
+class _Repeated(msgspec.Struct, frozen=True):
+    """An entry that cannot be used because the server's name (``key`` None), or ``key`` inside it,
+    is given twice in one JSON object: the host would silently take the last one, and nothing says
+    that was the one meant."""
+
+    key: str | None = None
+
+
+class _Object(dict[str, Any]):
+    """A JSON object that remembers the keys it was given more than once."""
+
+    repeated: list[str]
+
+
+def _object(pairs: list[tuple[str, Any]]) -> _Object:
+    found = _Object(pairs)
+    found.repeated = [] if len(found) == len(pairs) else _twice([key for key, _ in pairs])
+    return found
+
+
+def _twice(keys: list[str]) -> list[str]:
+    seen: set[str] = set()
+    twice = []
+    for key in keys:
+        if key in seen:
+            twice.append(key)
+        seen.add(key)
+    return twice
+
+
+def _first_repeat(value: Any, where: str = "") -> str | None:
+    """The path of the first key given twice anywhere inside ``value``."""
+    if isinstance(value, _Object):
+        if value.repeated:
+            return where + value.repeated[0]
+        inner = (_first_repeat(item, f"{where}{key}.") for key, item in value.items())
+    elif isinstance(value, list):
+        inner = (_first_repeat(item, f"{where}{index}.") for index, item in enumerate(value))
+    else:
+        return None
+    return next((found for found in inner if found is not None), None)
+
+
 def _json_entries(source: str, raw: bytes) -> Mapping[str, Any]:
     try:
-        document = json.loads(raw)
+        document = json.loads(raw, object_pairs_hook=_object)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         hint = ""
         if _JSONC.search(raw):
-            # VS Code and others write JSON with comments: mcpd reads plain JSON only.
-            hint = " (comments and trailing commas, which some hosts allow, are not JSON: remove them)"
+            # VS Code and others write JSON with comments: mcpd reads them from `.jsonc` files only.
+            hint = (
+                " (comments and trailing commas, which some hosts allow, are not JSON: remove them,"
+                " or name the file .jsonc)"
+            )
         raise ConfigError(f"{source}: not valid JSON: {exc or 'nested too deeply'}{hint}") from None
-    if not isinstance(document, dict):
+    if not isinstance(document, _Object):
         raise ConfigError(f"{source}: expected a JSON object with an `mcpServers` key")
     # `mcpServers` is what Claude Desktop, Claude Code and Cursor write; VS Code writes `servers`.
-    for key in ("mcpServers", "servers"):
-        if key in document:
-            servers = document[key]
-            if not isinstance(servers, dict):
-                raise ConfigError(f"{source}: `{key}` must be an object of name -> server")
-            return servers
-    raise ConfigError(f"{source}: no `mcpServers` (or `servers`) object in this file")
+    # A file with both (hand-merged) has servers in both: each is read.
+    keys = [key for key in ("mcpServers", "servers") if key in document]
+    if not keys:
+        raise ConfigError(f"{source}: no `mcpServers` (or `servers`) object in this file")
+    repeated = [key for key in keys if key in document.repeated]
+    if repeated:
+        raise ConfigError(f"{source}: `{repeated[0]}` appears more than once; merge them into one")
+    entries: dict[str, Any] = {}
+    for key in keys:
+        servers = document[key]
+        if not isinstance(servers, _Object):
+            raise ConfigError(f"{source}: `{key}` must be an object of name -> server")
+        for name, entry in servers.items():
+            if name in entries or name in servers.repeated:
+                entries[name] = _Repeated()
+            else:
+                repeat = _first_repeat(entry)
+                entries[name] = entry if repeat is None else _Repeated(repeat)
+    return entries
 
 
 def _build(
@@ -161,6 +228,9 @@ def _server(
         )
     if name == OWN_SERVER:
         return issue(f"the server name {name!r} is taken by the tools mcpd answers itself")
+    if isinstance(entry, _Repeated):
+        where = "this server's name" if entry.key is None else f"`{entry.key}`"
+        return issue(f"{where} is given more than once (a host takes the last one); keep one", entry.key)
     if not isinstance(entry, dict):
         return issue("expected a table/object of server settings")
     if host_base is not None:
