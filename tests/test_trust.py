@@ -18,10 +18,12 @@ from mcpd.config.model import ServerConfig
 from mcpd.errors import NotApproved, ServerNotRunning, UnknownTool
 from mcpd.model.tools import ToolInfo
 from mcpd.model.trust import HIGH
+from mcpd.store.db import Store
+from mcpd.store.pins import pin_rows
 from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import running_daemon
 from mcpd.trust import gate
-from mcpd.trust.gate import inspect
+from mcpd.trust.gate import TrustGate, inspect
 from mcpd.trust.verify import scan_tool
 
 pytestmark = pytest.mark.anyio
@@ -80,6 +82,43 @@ def test_a_new_inspection_scans_only_what_changed() -> None:
     on = inspect(config, (poisoned,), None, previous=off)
     assert not off.scanned and not off.subjects[0].findings
     assert {f.rule for f in on.subjects[0].findings} == {"TP001"}
+
+
+async def test_gates_sharing_a_store_write_what_they_know_and_undo_nothing(tmp_path: Path) -> None:
+    """Two gates, each with a store of its own on one SQLite file, as two daemons have. A sees and
+    approves a changed tool; B, whose pins predate that, sees the change after: the file keeps A's
+    approval with what was seen last, and a gate loaded from it passes the tool. A later approval
+    on B (a person's newer decision, of a third definition) replaces it."""
+    db, config = tmp_path / "usage.db", ServerConfig(name="s", command="x")
+    before, after = (
+        ToolInfo(name="t", description="Adds two numbers."),
+        ToolInfo(name="t", description="Adds."),
+    )
+    stores = [Store.open(db), Store.open(db)]
+    try:
+        first = TrustGate(persist=stores[0].save_trust)
+        first.review(config, inspect(config, (before,), None))
+        await stores[0].flush()
+        a = TrustGate(await stores[0].run(pin_rows), persist=stores[0].save_trust)
+        b = TrustGate(await stores[1].run(pin_rows), persist=stores[1].save_trust)
+        assert a.review(config, inspect(config, (after,), None)).held.keys() == {"t"}
+        assert a.approve(config, "t") == (["t"], [])
+        await stores[0].flush()
+        assert b.review(config, inspect(config, (after,), None)).held  # B's own pins are older
+        await stores[1].flush()
+        (pin,) = await stores[0].run(pin_rows)
+        loaded = TrustGate(await stores[0].run(pin_rows))
+        assert not loaded.review(config, inspect(config, (after,), None)).held
+        assert pin.approved_hash == pin.seen_hash == gate.digest(gate.definition(after))
+        third = ToolInfo(name="t", description="Adds numbers.")
+        b.review(config, inspect(config, (third,), None))
+        assert b.approve(config, "t") == (["t"], [])
+        await stores[1].flush()
+        (pin,) = await stores[1].run(pin_rows)
+        assert pin.approved_hash == pin.seen_hash == gate.digest(gate.definition(third))
+    finally:
+        for store in stores:
+            store.close()
 
 
 def _check(config: Path) -> dict[str, dict[str, object]]:
@@ -256,6 +295,35 @@ async def test_changed_definition_is_held_until_approved(tmp_path: Path) -> None
     # The approval is durable: a new daemon on the same database trusts the new definition.
     async with running_daemon(config) as again, connect(again.socket) as client:
         assert (await client.call_tool("shifty__echo", {"text": "still"})).content[0]["text"] == "still"
+
+
+async def test_an_approval_outlives_a_stale_pin_of_another_daemon_on_the_store(tmp_path: Path) -> None:
+    """Two daemons share one usage store (any two ``mcpd serve --socket ...`` of a user). A changed
+    tool approved on A stays approved after B, whose pins predate the approval, sees the change
+    too and writes what it saw: A restarted on the store serves the tool, and B's own restart does."""
+    db = tmp_path / "usage.db"
+    header = f"[daemon]\nusage_db = {json.dumps(str(db))}\n"
+    config_a, config_b = tmp_path / "a.toml", tmp_path / "b.toml"
+    for config in (config_a, config_b):
+        config.write_text(header + fixture_toml("shifty"))
+    changed = header + fixture_toml("shifty", "--echo-description", "Echo, now in capitals.")
+    async with running_daemon(config_b) as b, connect(b.socket) as client_b:
+        assert (await client_b.call_tool("shifty__echo", {"text": "b"})).content[0]["text"] == "b"
+        async with running_daemon(config_a) as a, connect(a.socket) as client_a:
+            assert (await client_a.call_tool("shifty__echo", {"text": "a"})).content[0]["text"] == "a"
+            config_a.write_text(changed)
+            a.signal(signal.SIGHUP)
+            await a.wait_for("trust.held_back", server="shifty")
+            assert (await client_a.approve("shifty", "echo")).approved == ["echo"]
+            config_b.write_text(changed)
+            b.signal(signal.SIGHUP)
+            await b.wait_for("trust.held_back", server="shifty")
+            # The report runs on B's store thread after all B queued before it: its pin is written.
+            await client_b.report()
+        async with running_daemon(config_a) as again, connect(again.socket) as client:
+            assert (await client.call_tool("shifty__echo", {"text": "x"})).content[0]["text"] == "x"
+    async with running_daemon(config_b) as b, connect(b.socket) as client_b:
+        assert (await client_b.call_tool("shifty__echo", {"text": "y"})).content[0]["text"] == "y"
 
 
 async def test_only_offered_tools_wait_for_approval(tmp_path: Path) -> None:

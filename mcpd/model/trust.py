@@ -28,7 +28,11 @@ class ToolChange(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class PinRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """A tool's pinned definition: what was approved, and what the server shows now."""
+    """A tool's pinned definition: what was approved, and what the server shows now.
+
+    Written to the store it is a sighting: it sets what was seen, and what was approved only for a
+    tool the store holds nothing of yet (first sight). Daemons sharing a store each hold their own
+    copy, possibly older than the store's, so their sightings never write an approval back."""
 
     server: str
     tool: str
@@ -38,6 +42,16 @@ class PinRecord(msgspec.Struct, frozen=True, kw_only=True):
     seen_definition: str
 
 
+class PinApproval(msgspec.Struct, frozen=True, kw_only=True):
+    """A person approved this definition of a tool: written over the approved one, whatever else
+    the store holds for the tool (a ``PinRecord`` written later only says what was seen)."""
+
+    server: str
+    tool: str
+    approved_hash: str
+    approved_definition: str
+
+
 class AcceptedFindings(msgspec.Struct, frozen=True, kw_only=True):
     """A person accepted the findings in one subject's texts, as long as they hash to this."""
 
@@ -45,6 +59,10 @@ class AcceptedFindings(msgspec.Struct, frozen=True, kw_only=True):
     subject: str
     """A tool's name, or "" for the server's own instructions and title."""
     definition_hash: str
+
+
+TrustRecord = PinRecord | PinApproval | AcceptedFindings
+"""What the trust gate writes through to the store."""
 
 
 def describe(finding: Finding) -> str:

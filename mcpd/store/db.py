@@ -30,9 +30,9 @@ from typing import Any, TypeVar
 import structlog
 
 from mcpd.model.mcp import SavedSession
-from mcpd.model.trust import AcceptedFindings, PinRecord
+from mcpd.model.trust import AcceptedFindings, PinApproval, PinRecord, TrustRecord
 from mcpd.model.usage import CapabilityRecord
-from mcpd.store.pins import write_accepted, write_pins
+from mcpd.store.pins import write_accepted, write_approvals, write_pins
 from mcpd.store.sessions import write_sessions
 from mcpd.store.sketch import SketchAggregate, merge_blobs
 from mcpd.store.sql import transaction
@@ -298,7 +298,7 @@ class Store:
         if self.enabled:
             self._put_urgent(record)
 
-    def save_trust(self, record: PinRecord | AcceptedFindings) -> None:
+    def save_trust(self, record: TrustRecord) -> None:
         if self.enabled:
             self._put_urgent(record)
 
@@ -449,12 +449,14 @@ class Store:
                 item.deliver(functools.partial(item.job, conn))
 
 
-Record = CapabilityRecord | PinRecord | AcceptedFindings | SavedSession
+Record = CapabilityRecord | TrustRecord | SavedSession
 
 
 def write_records(conn: sqlite3.Connection, records: list[Record]) -> None:
     """One batch, in a few ``executemany`` statements per kind of record."""
+    # Sightings and approvals set different columns of a pin, so their order within a batch is moot.
     write_pins(conn, [r for r in records if isinstance(r, PinRecord)])
+    write_approvals(conn, [r for r in records if isinstance(r, PinApproval)])
     write_accepted(conn, [r for r in records if isinstance(r, AcceptedFindings)])
     write_capabilities(conn, [r for r in records if isinstance(r, CapabilityRecord)])
     write_sessions(conn, [r for r in records if isinstance(r, SavedSession)])

@@ -5,19 +5,41 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from mcpd.model.trust import AcceptedFindings, PinRecord
+from mcpd.model.trust import AcceptedFindings, PinApproval, PinRecord
+
+# Each write sets only the columns it knows about: two daemons on one store (any two `mcpd serve
+# --socket ...` of a user) keep their own copies of the pins, and a whole row written from one
+# copy would put back an approval the other daemon's person had since replaced.
+_SIGHTING = (
+    "INSERT INTO pins (server, tool, approved_hash, approved_definition, seen_hash, seen_definition)"
+    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (server, tool) DO UPDATE SET"
+    " seen_hash = excluded.seen_hash, seen_definition = excluded.seen_definition"
+)
+_APPROVAL = (
+    "INSERT INTO pins (server, tool, approved_hash, approved_definition, seen_hash, seen_definition)"
+    " VALUES (?1, ?2, ?3, ?4, ?3, ?4) ON CONFLICT (server, tool) DO UPDATE SET"
+    " approved_hash = excluded.approved_hash, approved_definition = excluded.approved_definition"
+)
 
 
 def write_pins(conn: sqlite3.Connection, pins: Sequence[PinRecord]) -> None:
-    """Insert or replace a batch of pins."""
+    """Record what was seen of each tool; what was approved only for a tool new to the store."""
     if pins:
         conn.executemany(
-            "INSERT OR REPLACE INTO pins (server, tool, approved_hash, approved_definition, seen_hash,"
-            " seen_definition) VALUES (?, ?, ?, ?, ?, ?)",
+            _SIGHTING,
             [
                 (p.server, p.tool, p.approved_hash, p.approved_definition, p.seen_hash, p.seen_definition)
                 for p in pins
             ],
+        )
+
+
+def write_approvals(conn: sqlite3.Connection, approvals: Sequence[PinApproval]) -> None:
+    """Record what a person approved; what was seen stays as the latest sighting left it."""
+    if approvals:
+        conn.executemany(
+            _APPROVAL,
+            [(a.server, a.tool, a.approved_hash, a.approved_definition) for a in approvals],
         )
 
 

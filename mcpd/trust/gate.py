@@ -33,7 +33,7 @@ from mcpd.config.model import ServerConfig
 from mcpd.model.resources import PromptInfo, ResourceInfo, ResourceTemplateInfo, Surface
 from mcpd.model.servers import ServerInfo
 from mcpd.model.tools import ToolInfo
-from mcpd.model.trust import HIGH, AcceptedFindings, Finding, PinRecord, ToolChange
+from mcpd.model.trust import HIGH, AcceptedFindings, Finding, PinApproval, PinRecord, ToolChange, TrustRecord
 
 log = structlog.get_logger("mcpd.trust")
 
@@ -259,7 +259,7 @@ class TrustGate:
         self,
         pins: Iterable[PinRecord] = (),
         accepted: Iterable[AcceptedFindings] = (),
-        persist: Callable[[PinRecord | AcceptedFindings], None] | None = None,
+        persist: Callable[[TrustRecord], None] | None = None,
         unreadable: str | None = None,
     ) -> None:
         """``unreadable``: why the stored pins could not be read. Then no server is seen for the
@@ -405,7 +405,14 @@ class TrustGate:
                     pin, approved_hash=pin.seen_hash, approved_definition=pin.seen_definition
                 )
                 self._pins[key] = accepted
-                self._persist(accepted)
+                self._persist(
+                    PinApproval(
+                        server=server,
+                        tool=pin.tool,
+                        approved_hash=pin.seen_hash,
+                        approved_definition=pin.seen_definition,
+                    )
+                )
                 definitions.append(pin.tool)
         findings = []
         cached = self._reviews.pop(server, None)
