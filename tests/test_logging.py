@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import resource
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from mcpd.client.sync import Client
+from mcpd.errors import DaemonNotRunning
 
 PROGRAM = """
 import sys, structlog
@@ -48,3 +61,83 @@ def test_console_keeps_a_readable_traceback() -> None:
     assert "in connect_server" in text
     assert "ValueError: the server went away" in text
     assert "hunter2" not in text
+
+
+# -- a log that cannot be written -------------------------------------------------------------
+
+LOG_LIMIT = 16 * 1024
+
+
+@contextlib.contextmanager
+def serving(tmp_path: Path, stderr: IO[bytes], *, file_limit: int | None = None) -> Iterator[Path]:
+    """``mcpd serve`` on a demo server (no usage store: the file limit is for the log alone) with
+    ``stderr`` as its log; yields its socket once it answers, and checks it stops cleanly."""
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[daemon]\nusage = false\n[servers.demo]\ncommand = "{sys.executable}"\nargs = ["-m", "mcpd.demo"]\n'
+    )
+    # Unix socket paths are limited to ~104 bytes: a short directory of its own.
+    workdir = Path(tempfile.mkdtemp(prefix="mcpd-", dir="/tmp"))
+    socket = workdir / "mcpd.sock"
+
+    def limit_files() -> None:
+        if file_limit is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
+
+    argv = ["serve", "--log-format", "json", "--config", str(config), "--socket", str(socket)]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mcpd", *argv],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        env={**os.environ, "XDG_STATE_HOME": str(workdir / "state")},
+        preexec_fn=limit_files,  # noqa: PLW1509 - only setrlimit, in a child of a test
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, f"mcpd serve exited with {process.returncode}"
+            try:
+                Client(socket).connect().close()
+                break
+            except DaemonNotRunning:
+                assert time.monotonic() < deadline, "the daemon never listened"
+                time.sleep(0.05)
+        yield socket
+        assert process.poll() is None, f"mcpd serve exited with {process.returncode}"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_a_log_on_a_full_disk_costs_no_request(tmp_path: Path) -> None:
+    """Once the log file reaches its size limit (a full disk), every request is still served, the
+    lines that could not be written are counted, and the first line written once the log takes
+    lines again says how many were lost."""
+    log = tmp_path / "mcpd.log"
+    # Appended, so that once truncated the file is written from its start again.
+    with log.open("ab") as stderr, serving(tmp_path, stderr, file_limit=LOG_LIMIT) as socket:
+        served = 0
+        # Each connection logs two lines (connected, disconnected): the log fills, then overflows.
+        while log.stat().st_size < LOG_LIMIT - 512 or served < 200:
+            with Client(socket, name="full-disk") as client:
+                assert [server.name for server in client.status()] == ["demo"]
+            served += 1
+            assert served < 2000, "the log never filled"
+        log.write_bytes(b"")
+        with Client(socket, name="after") as client:
+            client.status()
+        first, *_ = log.read_text().splitlines()
+        notice = json.loads(first)
+        assert notice["event"] == "log.lines_dropped" and notice["level"] == "warning"
+        assert notice["lines"] > 100
+
+
+def test_serve_with_an_unwritable_stderr_keeps_serving(tmp_path: Path) -> None:
+    """``mcpd serve 2>/dev/full`` runs and answers clients instead of exiting at its first log line."""
+    with open("/dev/full", "wb") as full, serving(tmp_path, full) as socket, Client(socket) as client:
+        assert [server.name for server in client.status()] == ["demo"]

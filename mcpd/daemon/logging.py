@@ -4,6 +4,9 @@ A logged exception keeps what a reader needs to explain the failure: on a termin
 usual Python traceback; in JSON (the service's format) an ``exception`` list with each
 exception's type, message and frames (file, line, function). Frame locals are left out of
 both: they could hold a server's environment values or a tool's arguments.
+
+Lines stderr cannot take (a full disk) are dropped and counted, never raised into the code that
+logged them (see ``logsink``).
 """
 
 from __future__ import annotations
@@ -15,35 +18,56 @@ from typing import Literal
 import structlog
 from structlog.tracebacks import ExceptionDictTransformer
 
+from mcpd.daemon.logsink import SinkHandler, SinkLoggerFactory, StderrSink
+
 LogFormat = Literal["auto", "json", "console"]
 
+_STDERR = 2
 
-def configure_logging(level: str = "info", fmt: LogFormat = "auto") -> None:
-    """Configure structlog once for the process; ``auto`` picks JSON unless stderr is a terminal."""
+
+def configure_logging(level: str = "info", fmt: LogFormat = "auto") -> StderrSink:
+    """Configure structlog once for the process; ``auto`` picks JSON unless stderr is a terminal.
+    Returns the sink, which counts the lines it had to drop."""
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
-    renderers: list[structlog.typing.Processor] = (
-        [
-            structlog.processors.ExceptionRenderer(
-                ExceptionDictTransformer(show_locals=False, use_rich=False)
-            ),
-            structlog.processors.JSONRenderer(),
-        ]
-        if use_json
-        # The plain Python traceback: rich's (the default when installed) prints frame locals.
-        else [structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)]
-    )
+    processors: list[structlog.typing.Processor] = [
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        *(
+            [
+                structlog.processors.ExceptionRenderer(
+                    ExceptionDictTransformer(show_locals=False, use_rich=False)
+                ),
+                structlog.processors.JSONRenderer(),
+            ]
+            if use_json
+            # The plain Python traceback: rich's (the default when installed) prints frame locals.
+            else [
+                structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)
+            ]
+        ),
+    ]
+
+    def dropped_notice(count: int) -> str:
+        # Rendered by the same processors, so a JSON log stays JSON lines.
+        event: object = {
+            "event": "log.lines_dropped",
+            "lines": count,
+            "reason": "the log could not be written",
+        }
+        for processor in processors:
+            event = processor(None, "warning", event)  # type: ignore[arg-type]
+        return str(event)
+
+    sink = StderrSink(_STDERR, dropped_notice)
     structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            *renderers,
-        ],
+        processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=SinkLoggerFactory(sink),
         cache_logger_on_first_use=True,
     )
     # The SDK logs through stdlib logging (e.g. a server's unparseable output); keep it on stderr,
     # quiet below warnings, so it cannot interleave with stdout of a front end.
-    logging.basicConfig(
-        stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    handler = SinkHandler(sink)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(handlers=[handler], level=logging.WARNING)
+    return sink
