@@ -433,6 +433,69 @@ async def test_an_output_that_cannot_be_written_is_one_line_not_a_traceback(
     assert closed.returncode == 0 and "Traceback" not in closed.stderr, closed.stderr
 
 
+DAEMONLESS_OUTPUT = [
+    ["completion", "bash"],  # larger than stdout's buffer: refused inside the command, not at exit
+    ["service", "install", "--dry-run"],
+    ["--help"],
+    ["config", "check"],  # the embedded default config: no file needed
+]
+
+
+def run_into(argv: list[str], stdout: int, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``mcpd ARGV`` with ``stdout`` as its output and a private home (service files, configs)."""
+    home = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    return subprocess.run(
+        [sys.executable, "-m", "mcpd", *argv],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        check=False,
+        env=os.environ | home,
+    )
+
+
+@pytest.mark.parametrize("argv", DAEMONLESS_OUTPUT)
+def test_every_command_says_its_output_could_not_be_written(argv: list[str], tmp_path: Path) -> None:
+    """Whichever command it is, and wherever the write fails (a flush at the end, a write in the
+    middle, inside a command that names the files it writes): stdout on a full disk is the one line
+    `mcpd: cannot write the output: ...`, exit 1; never an internal error, never a config error."""
+    full = os.open("/dev/full", os.O_WRONLY)
+    try:
+        result = run_into(argv, full, tmp_path)
+    finally:
+        os.close(full)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == "mcpd: cannot write the output: No space left on device\n"
+
+
+@pytest.mark.parametrize("argv", DAEMONLESS_OUTPUT)
+def test_every_command_ends_quietly_on_a_closed_pipe(argv: list[str], tmp_path: Path) -> None:
+    """`mcpd ... | head` for commands that write without a daemon too: 141 and nothing on stderr."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = run_into(argv, write_end, tmp_path)
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (141, "")
+
+
+def test_an_unwritable_stderr_keeps_the_exit_status(tmp_path: Path) -> None:
+    """With stderr on a full disk, the error that cannot be said still decides the exit status
+    (3: no daemon), and nothing else goes wrong on its way out."""
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "mcpd", "status", "--socket", str(tmp_path / "none.sock")],
+            stdout=subprocess.PIPE,
+            stderr=full,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert (result.returncode, result.stdout) == (3, "")
+
+
 async def test_ctrl_c_during_a_call_is_quiet_and_recorded_as_cancelled(daemon: DaemonProcess) -> None:
     """Ctrl-C while a call runs: exit 130, no traceback, the bar erased; the daemon withdraws the
     call and records it with the outcome `cancelled`."""

@@ -16,6 +16,8 @@ from typing import IO, Any, NoReturn
 
 import msgspec
 
+from mcpd.cli import streams
+from mcpd.cli.streams import OutputFailed
 from mcpd.errors import ConfigError, DaemonNotRunning, InvalidParams, McpdError
 
 EXIT_OK = 0
@@ -94,7 +96,7 @@ def emit_json(value: object) -> None:
 
 def reported(command: Callable[[], int], *, as_json: bool) -> int:
     """Run ``command``: what goes wrong is said once (``report``) and becomes the exit status, never
-    a traceback. A closed stdout is left to ``exit_with``."""
+    a traceback. Output that cannot be written is left to ``exit_with``."""
     try:
         return command()
     except (McpdError, UsageError) as exc:
@@ -106,37 +108,37 @@ def reported(command: Callable[[], int], *, as_json: bool) -> int:
         # must send them as text: a usage error. (A file path of such bytes still works.)
         bad = exc.object[exc.start : exc.end] if isinstance(exc.object, str) else ""
         return report(UsageError(f"{bad!r} in an argument is not valid UTF-8", "mcpd"), as_json=as_json)
-    except (BrokenPipeError, SystemExit):
+    except (OutputFailed, SystemExit):
         raise
     except Exception as exc:
         return report(InternalError.of(exc), as_json=as_json)
 
 
 def exit_with(command: Callable[[], int]) -> NoReturn:
-    """Run ``command`` and exit with its status."""
-    if sys.stdout is None:
-        # Started with stdout closed (`>&-`): what would be printed goes nowhere, as asked.
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stdout for the rest of the process
+    """Run ``command`` and exit with its status; stdout that cannot be written ends it as the
+    README says: 141 and silence for a reader gone, one line on stderr and 1 for the rest."""
+    streams.guard_standard_streams()
     try:
-        status = command()
+        try:
+            status = command()
+        except SystemExit as exc:
+            # argparse's --help and usage errors: their output is flushed below like any other.
+            status = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
         sys.stdout.flush()  # inside the try: a reader that went away is noticed here, not at exit
-    except BrokenPipeError:
-        # `mcpd ... | head`: the reader has all it wanted. Point stdout at /dev/null so that
-        # Python's final flush stays quiet too, and end as a process killed by SIGPIPE would.
-        _quiet_stdout()
-        status = EXIT_BROKEN_PIPE
-    except OSError as exc:
-        # stdout refused what was written (`> /dev/full`): said once, on stderr, not as a traceback.
-        _quiet_stdout()
-        print(f"mcpd: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
-        status = 1
+    except OutputFailed as exc:
+        # What stdout still holds goes to /dev/null, so that Python's final flush stays quiet too.
+        streams.silence(sys.__stdout__)
+        if exc.closed:
+            # `mcpd ... | head`: the reader has all it wanted; end as a process killed by SIGPIPE would.
+            status = EXIT_BROKEN_PIPE
+        else:
+            # stdout refused what was written (`> /dev/full`): said once, on stderr, not as a traceback.
+            print(f"mcpd: cannot write the output: {exc}", file=sys.stderr)
+            status = EXIT_ERROR
     except KeyboardInterrupt:
         status = EXIT_INTERRUPTED
+    sys.stderr.flush()
     sys.exit(status)
-
-
-def _quiet_stdout() -> None:
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def report(error: BaseException, *, as_json: bool) -> int:
@@ -144,8 +146,10 @@ def report(error: BaseException, *, as_json: bool) -> int:
     if as_json:
         try:
             emit_json(error_document(error))
-        except OSError:
-            # The error is the output itself (`> /dev/full`): the document cannot go there either.
+        except OutputFailed:
+            # The error is the output itself (`> /dev/full`): the document cannot go there either,
+            # and what stdout holds of it is dropped, so that the error is said once.
+            streams.silence(sys.__stdout__)
             print(f"mcpd: {error}", file=sys.stderr)
     elif isinstance(error, UsageError):
         print(f"{error.prog}: {error} (see `{error.prog} --help`)", file=sys.stderr)
