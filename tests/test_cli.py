@@ -496,6 +496,47 @@ def test_an_unwritable_stderr_keeps_the_exit_status(tmp_path: Path) -> None:
     assert (result.returncode, result.stdout) == (3, "")
 
 
+TITLE = "\x1b]0;PWNED\x07"
+CLIPBOARD = "\x1b]52;c;cHduZWQ=\x07"
+CLEAR = "\x1b[2J"
+
+
+async def test_escape_sequences_from_a_server_never_reach_the_terminal(tmp_path: Path) -> None:
+    """A server's stderr, its tool's description and its call result carrying escape sequences
+    (window title, clipboard write, clear screen) are shown with the control characters written
+    out, in `logs`, `status SERVER`, `tools` and `call`; `--json` keeps the text as it was."""
+    config = tmp_path / "config.toml"
+    config.write_text(
+        fixture_toml(
+            "ev",
+            "--stderr-text",
+            f"starting {TITLE}{CLEAR}",
+            "--echo-description",
+            f"Echo {CLIPBOARD} the text.",
+            pinning="trust",
+            verify="off",
+        )
+    )
+    async with running_daemon(config) as running:
+        await running.wait_for("server.state", server="ev", new="running", timeout=120)
+        args = json.dumps({"text": f"result {TITLE}"})
+        for argv in (
+            ["logs", "ev"],
+            ["status", "ev"],
+            ["tools"],
+            ["tools", "echo"],
+            ["call", "ev", "echo", "--args", args],
+        ):
+            shown = await anyio.to_thread.run_sync(
+                lambda argv=argv: on_terminal(*argv, socket=running.socket)
+            )
+            assert shown.status == 0, (argv, shown)
+            assert "\x1b]" not in shown.terminal and "\x1b[2J" not in shown.terminal, argv
+            assert "\\x1b]" in shown.terminal, (argv, shown.terminal)
+        logged = json.loads(mcpd("logs", "ev", "--json", socket=running.socket).stdout)
+        assert f"starting {TITLE}{CLEAR}" in [entry["text"] for entry in logged["entries"]]
+
+
 async def test_ctrl_c_during_a_call_is_quiet_and_recorded_as_cancelled(daemon: DaemonProcess) -> None:
     """Ctrl-C while a call runs: exit 130, no traceback, the bar erased; the daemon withdraws the
     call and records it with the outcome `cancelled`."""

@@ -15,7 +15,7 @@ import argparse
 import sys
 import time
 
-from mcpd.cli.output import EXIT_OK, Style, emit_json
+from mcpd.cli.output import EXIT_OK, Style, emit_json, visible
 from mcpd.cli.parsing import Commands, Parser, connected, nonempty_name
 from mcpd.client import Client
 from mcpd.model.logs import LogEntry
@@ -40,8 +40,8 @@ def line(entry: LogEntry, style: Style) -> str:
     """One entry as ``mcpd logs`` prints it."""
     kind = entry.level or entry.source
     colour = "dim" if entry.source == "stderr" else _LEVEL_COLOURS.get(kind)
-    logger = f"[{entry.logger}] " if entry.logger else ""
-    return f"{style(stamp(entry.ts), 'dim')} {style(f'{kind:<7}', colour)} {logger}{entry.text}"
+    logger = f"[{visible(entry.logger)}] " if entry.logger else ""
+    return f"{style(stamp(entry.ts), 'dim')} {style(f'{kind:<7}', colour)} {logger}{visible(entry.text)}"
 
 
 class Printer:

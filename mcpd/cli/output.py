@@ -198,7 +198,10 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Cell]], style: Style |
     """Columns padded to their widest cell; on a terminal the last column is cut to fit the width."""
     style = style or Style(False)
     header_row: list[Cell] = [(h, "bold") for h in headers]
-    cells = [[c if isinstance(c, tuple) else (c, None) for c in row] for row in [header_row, *rows]]
+    cells = [
+        [(visible(c[0]), c[1]) if isinstance(c, tuple) else (visible(c), None) for c in row]
+        for row in [header_row, *rows]
+    ]
     widths = [max(len(row[i][0]) for row in cells) for i in range(len(headers))]
     room = _terminal_width() - sum(w + 2 for w in widths[:-1]) if sys.stdout.isatty() else None
     lines = []
@@ -221,14 +224,32 @@ def _terminal_width() -> int:
     return shutil.get_terminal_size((100, 24)).columns
 
 
+# -- text from servers -------------------------------------------------------------------------
+
+# C0 controls but newline and tab, DEL, and the C1 controls (0x9b is a CSI of its own to some
+# terminals): the bytes that start escape sequences or move the cursor.
+_CONTROLS = {
+    code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if chr(code) not in "\n\t"
+}
+
+
+def visible(text: str) -> str:
+    """Text mcpd does not control (a server's stderr, a tool's description or result, an agent's
+    request) as human output shows it: control characters written out as ``\\xNN``, so that what a
+    server wrote cannot retitle the terminal, write its clipboard (OSC 52) or clear the screen.
+    Every renderer of such text goes through here (``table`` and ``clip`` do); ``--json`` escapes
+    them anyway, and ``--raw`` writes content as it is, on purpose."""
+    return text.replace("\r\n", "\n").translate(_CONTROLS)
+
+
 # -- small formats ----------------------------------------------------------------------------
 
 
 def clip(text: str | None, width: int | None = 80) -> str:
-    """One line, at most ``width`` characters (an ellipsis marks a cut)."""
+    """One line, at most ``width`` characters (an ellipsis marks a cut), control characters visible."""
     if not text:
         return ""
-    line = " ".join(text.split())
+    line = visible(" ".join(text.split()))
     if width is None or len(line) <= width:
         return line
     return line[: width - 1] + "…"

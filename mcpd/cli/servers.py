@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from mcpd.cli import output
-from mcpd.cli.output import EXIT_ERROR, EXIT_OK, STATE_COLOURS, Style, clip, duration, emit_json
+from mcpd.cli.output import EXIT_ERROR, EXIT_OK, STATE_COLOURS, Style, clip, duration, emit_json, visible
 from mcpd.cli.parsing import Commands, Parser, connected, nonempty_name
 from mcpd.client import Client
 from mcpd.model.servers import ServerDetail, ServerStatus
@@ -102,11 +102,10 @@ def show(args: argparse.Namespace, detail: ServerDetail) -> int:
         ("held back", ", ".join(s.held)),
         ("last exit", s.last_exit or ""),
     ]
-    for problem in problems(s, time.time()):
-        facts.append(("problem", style(problem, "red")))
+    facts += [("problem", problem) for problem in problems(s, time.time())]
     for key, value in facts:
         if value:
-            print(f"  {key:>11}: {value}")
+            print(f"  {key:>11}: {style(visible(value), 'red' if key == 'problem' else None)}")
     if detail.history:
         print("\nrecent state changes:")
         for change in detail.history:
@@ -115,7 +114,7 @@ def show(args: argparse.Namespace, detail: ServerDetail) -> int:
     if detail.stderr:
         print(f"\nlast {len(detail.stderr)} stderr line(s):")
         for line in detail.stderr:
-            print(f"  {line}")
+            print(f"  {visible(line)}")
     return EXIT_OK
 
 

@@ -97,7 +97,7 @@ def cmd_prompt(args: argparse.Namespace, client: Client) -> int:
     for message in result.messages:
         text = message.content.get("text") if message.content.get("type") == "text" else None
         shown = text if isinstance(text, str) else f"[{describe_block(message.content)}]"
-        print(f"{message.role}: {shown}")
+        print(f"{message.role}: {output.visible(shown)}")
     return EXIT_OK
 
 

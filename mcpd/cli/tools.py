@@ -38,7 +38,7 @@ def cmd_tools(args: argparse.Namespace, client: Client) -> int:
     if args.json:
         emit_json(result)
     elif result.rendered is not None:
-        sys.stdout.write(result.rendered.text)
+        sys.stdout.write(output.visible(result.rendered.text))
         print(f"\n(~{result.rendered.tokens} of {args.budget} tokens, estimated)", file=sys.stderr)
     elif args.query is None:
         print(
@@ -109,9 +109,9 @@ def print_result(result: ToolResult) -> None:
     """Text as text; any other block as one line saying what it is (type, MIME, size)."""
     for block in result.content:
         text = block.get("text") if block.get("type") == "text" else None
-        print(text if isinstance(text, str) else f"[{describe_block(block)}]")
+        print(output.visible(text) if isinstance(text, str) else f"[{describe_block(block)}]")
     if not result.content and result.structured_content is not None:
-        print(json.dumps(result.structured_content, indent=2, ensure_ascii=False))
+        print(output.visible(json.dumps(result.structured_content, indent=2, ensure_ascii=False)))
 
 
 def describe_block(block: dict[str, Any]) -> str:

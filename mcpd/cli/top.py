@@ -132,7 +132,7 @@ def cmd_top(args: argparse.Namespace, client: Client) -> int:
     if not sys.stdout.isatty():
         print(view.render(time.time(), Style(False)), flush=True)
         for event in events:
-            print(f"{output.clock(time.time())} {view.apply(event, time.time())}", flush=True)
+            print(f"{output.clock(time.time())} {output.visible(view.apply(event, time.time()))}", flush=True)
         return EXIT_OK
     style = Style.of(sys.stdout)
     draw_lock = threading.Lock()

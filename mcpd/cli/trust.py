@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from mcpd.cli.output import EXIT_OK, emit_json
+from mcpd.cli.output import EXIT_OK, emit_json, visible
 from mcpd.cli.parsing import Commands, Parser, connected, nonempty_name
 from mcpd.client import Client
 from mcpd.model.trust import describe
@@ -29,12 +29,12 @@ def cmd_diff(args: argparse.Namespace, client: Client) -> int:
     if args.json:
         emit_json(result)
         return EXIT_OK
-    print(f"{result.server}: {result.summary or 'nothing held back'}")
+    print(visible(f"{result.server}: {result.summary or 'nothing held back'}"))
     for change in result.changes:
-        print(f"\n{change.tool} ({change.reason})")
-        print(change.diff)
+        print(visible(f"\n{change.tool} ({change.reason})"))
+        print(visible(change.diff))
     for finding in result.findings:
-        print(f"  {describe(finding)}")
+        print(f"  {visible(describe(finding))}")
     return EXIT_OK
 
 

@@ -35,7 +35,7 @@ def cmd_report(args: argparse.Namespace, client: Client) -> int:
     for group in report.capabilities:
         others = [e for e in group.examples if e != group.capability]
         also = f"  (also: {'; '.join(others)})" if others else ""
-        print(f"  {group.count:>4} x {group.capability}{also}")
+        print(output.visible(f"  {group.count:>4} x {group.capability}{also}"))
     return EXIT_OK
 
 

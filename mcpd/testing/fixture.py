@@ -60,6 +60,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--stderr-lines", type=int, default=0, metavar="N", help="write N lines to stderr at start"
     )
+    parser.add_argument("--stderr-text", default=None, help="write TEXT as one line to stderr at start")
     parser.add_argument("--ignore-sigterm", action="store_true", help="survive SIGTERM (needs SIGKILL)")
     parser.add_argument(
         "--poisoned", action="store_true", help="add tools whose texts carry injection attempts"
@@ -374,6 +375,8 @@ def _misbehave_at_start(args: argparse.Namespace) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     for line in range(args.stderr_lines):
         print(f"fixture {args.name} stderr line {line}", file=sys.stderr, flush=True)
+    if args.stderr_text is not None:
+        print(args.stderr_text, file=sys.stderr, flush=True)
     if args.garbage_stdout:
         print("this is not JSON-RPC", flush=True)
         print("{not json either", flush=True)
