@@ -108,7 +108,8 @@ def reported(command: Callable[[], int], *, as_json: bool) -> int:
         # must send them as text: a usage error. (A file path of such bytes still works.)
         bad = exc.object[exc.start : exc.end] if isinstance(exc.object, str) else ""
         return report(UsageError(f"{bad!r} in an argument is not valid UTF-8", "mcpd"), as_json=as_json)
-    except (OutputFailed, SystemExit):
+    except (OutputFailed, BrokenPipeError, SystemExit):
+        # BrokenPipeError: the bridge writes its stdout's descriptor itself, past sys.stdout.
         raise
     except Exception as exc:
         return report(InternalError.of(exc), as_json=as_json)
@@ -125,10 +126,10 @@ def exit_with(command: Callable[[], int]) -> NoReturn:
             # argparse's --help and usage errors: their output is flushed below like any other.
             status = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
         sys.stdout.flush()  # inside the try: a reader that went away is noticed here, not at exit
-    except OutputFailed as exc:
+    except (OutputFailed, BrokenPipeError) as exc:
         # What stdout still holds goes to /dev/null, so that Python's final flush stays quiet too.
         streams.silence(sys.__stdout__)
-        if exc.closed:
+        if isinstance(exc, BrokenPipeError) or exc.closed:
             # `mcpd ... | head`: the reader has all it wanted; end as a process killed by SIGPIPE would.
             status = EXIT_BROKEN_PIPE
         else:
