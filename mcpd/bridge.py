@@ -14,7 +14,9 @@ backoff, starting a daemon itself after ``AUTOSTART_AFTER`` unless ``--no-autost
 resumes the session and sends the host ``notifications/tools/list_changed``. A request
 that arrives during the gap waits up to ``GAP_WAIT`` and is then sent (or answered with
 an error); a request the daemon held when it went away is answered with an error, except
-read-only ones (``RESENDABLE``), which are simply sent again. stdin EOF ends the bridge.
+read-only ones (``RESENDABLE``), which are simply sent again. stdin EOF ends the bridge once
+the requests it relayed have their answers (``EOF_WAIT`` at most: ``printf REQUEST | mcpd bridge``
+gets its answer) and the host has read them (``EXIT_FLUSH`` at most).
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ and the daemon would drop the bridge, failing the host's calls (as the daemon do
 ADVISORY = frozenset({mcp.MESSAGE, mcp.PROGRESS})
 EXIT_FLUSH = 5.0
 """Seconds the bridge keeps writing what the host has not read yet, once stdin has closed."""
+EOF_WAIT = GAP_WAIT
+"""Seconds the bridge waits, once stdin has closed, for the answers to requests the host sent;
+then those still unanswered are answered with an error."""
 RESENDABLE = frozenset(
     {
         "initialize",
@@ -175,14 +180,28 @@ class Relay:
         self._attach(self._open())
         self._selector.register(self._stdin, selectors.EVENT_READ)
         pending = b""
+        input_ended: float | None = None
         while True:
-            for key, _ in self._selector.select(self._timeout()):
+            if input_ended is not None and (
+                not self._unanswered() or time.monotonic() >= input_ended + EOF_WAIT
+            ):
+                self._answer_unanswered(
+                    f"no answer within {EOF_WAIT:g}s of the host closing the bridge's stdin"
+                )
+                self._close()
+                self._finish_writing()
+                return 0
+            for key, _ in self._selector.select(self._timeout(input_ended)):
                 if key.fd == self._stdin:
                     chunk = os.read(self._stdin, READ_SIZE)
                     if not chunk:
-                        self._close()
-                        self._finish_writing()
-                        return 0
+                        # No more requests, but those already sent still get their answers: a
+                        # host (or a script) may close its end right after writing its last line.
+                        self._selector.unregister(self._stdin)
+                        if pending.strip():
+                            self._from_host(pending)  # a last line without its newline
+                        input_ended = time.monotonic()
+                        continue
                     *lines, pending = (pending + chunk).split(b"\n")
                     for line in lines:
                         if line.strip():
@@ -193,8 +212,8 @@ class Relay:
                     self._from_daemon()
             self._tick()
 
-    def _timeout(self) -> float | None:
-        due: list[float] = []
+    def _timeout(self, input_ended: float | None) -> float | None:
+        due: list[float] = [] if input_ended is None else [input_ended + EOF_WAIT]
         if self.channel is None:
             due.append(self._retry_at)
         if self.waiting:
@@ -216,6 +235,16 @@ class Relay:
                 message = f"no mcpd daemon came back within {GAP_WAIT:g}s; try again later"
                 answers.append(_error_line(request_id, mcp.DAEMON_UNAVAILABLE, message))
         self._write(b"".join(answers))
+
+    def _unanswered(self) -> bool:
+        """Requests of the host that have no answer yet: held by the daemon, or waiting for one."""
+        return bool(self.inflight) or any(_request_id(route) is not None for _, _, route in self.waiting)
+
+    def _answer_unanswered(self, message: str) -> None:
+        ids = [*self.inflight, *(_request_id(route) for _, _, route in self.waiting)]
+        self.inflight.clear()
+        self.waiting.clear()
+        self._write(b"".join(_error_line(i, mcp.DAEMON_UNAVAILABLE, message) for i in ids if i is not None))
 
     # -- host -> daemon ---------------------------------------------------------------------
 
