@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcpd.config.paths import SOCKET_NAME, default_runtime_dir
+from mcpd.config.paths import default_socket_path
 from mcpd.errors import ConfigError
 
 UNIT = "mcpd.service"
@@ -67,7 +67,9 @@ GENERIC = {
 
 
 def current_paths(config: Path | None = None, socket: Path | None = None) -> Paths:
-    """The paths of this installation: the mcpd script beside this interpreter, else on PATH."""
+    """The paths of this installation: the mcpd script beside this interpreter, else on PATH; the
+    config and the socket as ``serve`` would find them here (``$MCPD_SOCKET`` too), made absolute
+    with ``~`` expanded: the service runs in another directory, and no shell expands its words."""
     beside = Path(sys.executable).with_name("mcpd")
     found = str(beside) if beside.exists() else shutil.which("mcpd")
     executable = (found,) if found else (sys.executable, "-m", "mcpd")
@@ -75,10 +77,15 @@ def current_paths(config: Path | None = None, socket: Path | None = None) -> Pat
         if given is not None and any(ord(char) < 32 or char == "\x7f" for char in str(given)):
             # A newline would start a line of its own in the unit file: another directive.
             raise ConfigError(f"{str(given)!r}: a path with a control character cannot go in a service file")
+    if config is not None:
+        config = config.expanduser().resolve()
+        if not config.is_file():
+            # The service would fail at each start (exit 2), with the reason only in its log.
+            raise ConfigError(f"{config}: no such config file (write it first, or leave out --config)")
     return Paths(
         executable=executable,
         config=str(config) if config else None,
-        socket=str(socket or default_runtime_dir() / SOCKET_NAME),
+        socket=str((socket or default_socket_path()).expanduser().resolve()),
         log_dir=str(Path.home() / "Library" / "Logs" / "mcpd"),
     )
 
@@ -169,15 +176,27 @@ def install(paths: Paths, *, dry_run: bool, socket_activation: bool) -> int:
     files = {directory / UNIT: systemd_service(paths)}
     if socket_activation:
         files[directory / SOCKET_UNIT] = systemd_socket(paths)
+    # A socket unit from an earlier install with --socket-activation would go on starting the
+    # daemon on its own socket, beside the one this install configures.
+    stale = None if socket_activation else directory / SOCKET_UNIT
+    stale = stale if stale is not None and stale.exists() else None
     if dry_run:
         for path, text in files.items():
             print(f"# {path}\n{text}")
+        if stale is not None:
+            print(f"# {stale} would be disabled and removed")
         return 0
+    has_systemctl = shutil.which("systemctl") is not None
+    if stale is not None:
+        if has_systemctl:
+            _run(["systemctl", "--user", "disable", "--now", SOCKET_UNIT])
+        stale.unlink()
+        print(f"removed {stale}")
     directory.mkdir(parents=True, exist_ok=True)
     for path, text in files.items():
         path.write_text(text)
         print(f"wrote {path}")
-    if shutil.which("systemctl") is None:
+    if not has_systemctl:
         print("systemctl not found: enable the unit yourself")
         return 1
     if _run(["systemctl", "--user", "daemon-reload"]) != 0:

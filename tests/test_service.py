@@ -234,6 +234,81 @@ def test_service_install_dry_run_uses_this_installation() -> None:
         assert f"ExecStart={expected} serve --socket /tmp/x/mcpd.sock" in result.stdout
 
 
+def dry_run_in(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`mcpd service install --dry-run ARGS` run from ``cwd``, with ``env`` added."""
+    return subprocess.run(
+        [sys.executable, "-m", "mcpd", "service", "install", "--dry-run", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def directives(result: subprocess.CompletedProcess[str], name: str) -> list[str]:
+    return [
+        line.removeprefix(f"{name}=") for line in result.stdout.splitlines() if line.startswith(f"{name}=")
+    ]
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="the systemd path")
+def test_unit_paths_are_those_serve_would_use_here(tmp_path: Path) -> None:
+    """The unit runs in another directory and no shell expands its words: a relative --config and
+    --socket become absolute (`ListenStream=rel.sock` is no address systemd takes), `~` in
+    `--config=~/x.toml` is the home directory, `$MCPD_SOCKET` is honoured as serve honours it, and a
+    config that does not exist is refused (exit 2) rather than written into a unit that cannot start."""
+    (tmp_path / "rel.toml").write_text("")
+    result = dry_run_in(tmp_path, "--socket", "rel.sock", "--config", "rel.toml", "--socket-activation")
+    (exec_start,) = directives(result, "ExecStart")
+    assert f"--config {tmp_path / 'rel.toml'} --socket {tmp_path / 'rel.sock'} " in exec_start
+    assert directives(result, "ListenStream") == [str(tmp_path / "rel.sock")]
+    from_env = dry_run_in(tmp_path, env={"MCPD_SOCKET": str(tmp_path / "custom.sock")})
+    assert f"--socket {tmp_path / 'custom.sock'} " in directives(from_env, "ExecStart")[0]
+    (tmp_path / "home.toml").write_text("")
+    home = dry_run_in(tmp_path, "--config=~/home.toml", env={"HOME": str(tmp_path)})
+    assert f"--config {tmp_path / 'home.toml'} " in directives(home, "ExecStart")[0]
+    missing = dry_run_in(tmp_path, "--config", "missing.toml")
+    assert missing.returncode == 2 and str(tmp_path / "missing.toml") in missing.stderr
+    assert missing.stdout == ""
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="the systemd path")
+def test_install_without_socket_activation_removes_an_earlier_socket_unit(tmp_path: Path) -> None:
+    """An mcpd.socket from an install with --socket-activation would go on starting a daemon on its
+    own socket: installing without it disables and removes that unit, and says so."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "systemctl.log"
+    stub = bin_dir / "systemctl"
+    stub.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexit 0\n')
+    stub.chmod(0o755)
+    units = tmp_path / "systemd" / "user"
+    units.mkdir(parents=True)
+    (units / "mcpd.socket").write_text("[Socket]\nListenStream=/tmp/old.sock\n")
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    planned = dry_run_in(tmp_path, env=env)
+    assert f"# {units / 'mcpd.socket'} would be disabled and removed" in planned.stdout
+    assert (units / "mcpd.socket").exists() and not log.exists()
+    result = subprocess.run(
+        [sys.executable, "-m", "mcpd", "service", "install"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        env={**os.environ, **env},
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"removed {units / 'mcpd.socket'}" in result.stdout
+    assert not (units / "mcpd.socket").exists() and (units / "mcpd.service").exists()
+    assert log.read_text().splitlines() == [
+        "--user disable --now mcpd.socket",
+        "--user daemon-reload",
+        "--user enable --now mcpd.service",
+    ]
+
+
 # -- uninstall ----------------------------------------------------------------------------------
 
 
@@ -290,6 +365,7 @@ def test_a_config_path_is_one_argument_of_the_unit_and_cannot_add_a_line(tmp_pat
     ``ExecStart=`` line, so the daemon gets the path whole; a newline would start another
     directive: refused (exit 2)."""
     config = tmp_path / 'my "odd" config %h $HOME.toml'
+    config.write_text("")  # a config that does not exist is refused
 
     def dry_run(path: str) -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, "-m", "mcpd", "service", "install", "--dry-run", "--config", path]

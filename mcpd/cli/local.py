@@ -53,7 +53,7 @@ def cmd_service(args: argparse.Namespace) -> int:
 
     with _files_named():
         if args.action == "install":
-            paths = service.current_paths(args.config.resolve() if args.config else None, args.socket)
+            paths = service.current_paths(args.config, args.socket)
             return service.install(paths, dry_run=args.dry_run, socket_activation=args.socket_activation)
         if args.action == "uninstall":
             return service.uninstall()
