@@ -496,6 +496,33 @@ def test_an_unwritable_stderr_keeps_the_exit_status(tmp_path: Path) -> None:
     assert (result.returncode, result.stdout) == (3, "")
 
 
+LONG_SOCKET = "/tmp/" + "s" * 120 + ".sock"
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["logs", "fx", "-n", "18446744073709551616"], "expected a whole number from 0 to 2147483647"),
+        (["tools", "--explain"], "--explain needs a QUERY"),
+        (["tools", "files", "--budget", "100", "--explain"], "--explain and --budget do not go together"),
+        (["status", "--socket", LONG_SOCKET], "choose a shorter socket path"),
+    ],
+)
+def test_what_cannot_work_is_a_usage_error_before_anything_is_sent(argv: list[str], says: str) -> None:
+    """A count past what the protocol carries, `--explain` where nothing is ranked or it would not be
+    shown, a socket path too long for any daemon to listen on: exit 2 naming the problem, with no
+    daemon needed (nothing is sent), never an internal error nor advice to start a daemon."""
+    result = mcpd(*argv, env={"MCPD_SOCKET": "/nonexistent/mcpd.sock"})
+    assert result.returncode == 2 and says in result.stderr, result.stderr
+    assert "mcpd serve" not in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_an_invalid_command_lists_only_the_commands_people_use() -> None:
+    """The hidden command the completion scripts call is not among the choices offered."""
+    result = mcpd("statu")
+    assert result.returncode == 2 and "'status'" in result.stderr and "__servers" not in result.stderr
+
+
 TITLE = "\x1b]0;PWNED\x07"
 CLIPBOARD = "\x1b]52;c;cHduZWQ=\x07"
 CLEAR = "\x1b[2J"

@@ -335,12 +335,17 @@ async def test_the_blocking_client_follows_until_the_loop_is_left(setup: Setup) 
 @pytest.mark.anyio
 async def test_a_changed_server_keeps_its_log_and_a_removed_one_ends_it(setup: Setup) -> None:
     """A config change restarts a server but keeps its log; a server removed from the config takes
-    its log with it: a follower's stream ends, and `logs` then knows no such server."""
+    its log with it: a follower's stream ends (`mcpd logs -f --json` with exit 0, JSON lines only
+    and nothing on stderr), and `logs` then knows no such server."""
+    command = [sys.executable, "-m", "mcpd", "logs", "gone", "-f", "-n", "1", "--json"]
+    follower = await anyio.open_process([*command, "--socket", str(setup.daemon.socket)])
+    assert follower.stdout is not None and follower.stderr is not None
     async with connect(setup.daemon.socket) as client:
         before = await client.logs("chatty")
         async with client.follow_logs("gone") as entries:
             with anyio.fail_after(30):
                 first = await entries.receive()
+                followed = await follower.stdout.receive()  # the backlog: it follows now
             setup.config.write_text(config_text(chatty="changed", gone=False))
             plan = (await client.reload()).plan
             with anyio.fail_after(30):
@@ -352,6 +357,11 @@ async def test_a_changed_server_keeps_its_log_and_a_removed_one_ends_it(setup: S
             await client.logs("gone")
         after = await client.logs("chatty")
     assert after[: len(before)] == before
+    with anyio.fail_after(30):
+        followed += await _rest(follower.stdout)
+        assert (await follower.wait(), await _rest(follower.stderr)) == (0, b"")
+    lines = followed.splitlines()
+    assert lines and all("text" in json.loads(line) for line in lines), followed
 
 
 @pytest.mark.anyio

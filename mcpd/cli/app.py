@@ -32,6 +32,9 @@ def _wants_json(argv: list[str]) -> bool:
 
 
 def run(argv: list[str]) -> int:
+    if argv[:1] == [completion.SERVERS_COMMAND]:
+        return output.reported(completion.print_servers, as_json=False)
+
     def parse_and_run() -> int:
         args = build_parser().parse_args(argv)
         status: int = args.run(args)

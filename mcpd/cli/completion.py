@@ -15,7 +15,8 @@ from mcpd.errors import McpdError
 
 SHELLS = ("bash", "zsh", "fish")
 SERVERS_COMMAND = "__servers"
-"""Hidden (no help): prints the daemon's server names for the completion scripts."""
+"""Hidden: prints the daemon's server names for the completion scripts. Not in the parser, so that
+no list of commands (``--help``, an invalid choice's) shows it; ``app.run`` dispatches it."""
 
 
 def register(commands: Commands, parser: argparse.ArgumentParser) -> None:
@@ -34,11 +35,9 @@ def register(commands: Commands, parser: argparse.ArgumentParser) -> None:
     )
     completion.add_argument("shell", choices=SHELLS)
     completion.set_defaults(run=run)
-    # No help: hidden from `mcpd --help` and from the completions themselves.
-    commands.add_parser(SERVERS_COMMAND).set_defaults(run=_print_servers)
 
 
-def _print_servers(args: argparse.Namespace) -> int:
+def print_servers() -> int:
     """The configured server names, one a line; nothing at all when no daemon answers."""
     try:
         with Client(name="mcpd-cli/complete") as client:

@@ -16,7 +16,7 @@ import sys
 import time
 
 from mcpd.cli.output import EXIT_OK, Style, emit_json, visible
-from mcpd.cli.parsing import Commands, Parser, connected, nonempty_name
+from mcpd.cli.parsing import Commands, Parser, connected, count, nonempty_name
 from mcpd.client import Client
 from mcpd.model.logs import LogEntry
 
@@ -75,18 +75,9 @@ def cmd_logs(args: argparse.Namespace, client: Client) -> int:
         else:
             show(entry)
         sys.stdout.flush()
-    print(f"mcpd: {args.server} was removed from the config; no more lines will come", file=sys.stderr)
+    if not args.json:  # with --json, stderr stays empty: the stream's end (exit 0) says it
+        print(f"mcpd: {args.server} was removed from the config; no more lines will come", file=sys.stderr)
     return EXIT_OK
-
-
-def count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
-    return value
 
 
 def register(commands: Commands, common: Parser) -> None:

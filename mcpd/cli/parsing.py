@@ -35,14 +35,23 @@ MAX_INT = 2**31 - 1
 """The largest count an option takes: larger ones cannot travel in the protocol's integers anyway."""
 
 
-def positive_int(text: str) -> int:
+def _whole(text: str, low: int) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if not 1 <= value <= MAX_INT:
-        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to {MAX_INT}, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a whole number >= {low}, got {text!r}") from None
+    if not low <= value <= MAX_INT:
+        raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {MAX_INT}, got {text!r}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return _whole(text, 1)
+
+
+def count(text: str) -> int:
+    """A number of items, 0 included."""
+    return _whole(text, 0)
 
 
 def bounded_int(high: int) -> Callable[[str], int]:

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from mcpd.cli import output
-from mcpd.cli.output import EXIT_ERROR, EXIT_OK, clip, emit_json
+from mcpd.cli.output import EXIT_ERROR, EXIT_OK, UsageError, clip, emit_json
 from mcpd.cli.parsing import (
     Commands,
     Parser,
@@ -24,6 +24,18 @@ from mcpd.cli.parsing import (
 from mcpd.cli.progress import ProgressBar
 from mcpd.client import Client
 from mcpd.model.tools import ToolEntry, ToolResult
+
+
+def run_tools(args: argparse.Namespace) -> int:
+    # --explain shows the parts of a ranking's scores: without a query nothing is ranked, and the
+    # budgeted rendering has no place for them. Said before anything is sent, as for other bad values.
+    if args.explain and args.query is None:
+        raise UsageError(
+            "--explain needs a QUERY: it shows the parts of each ranked tool's score", "mcpd tools"
+        )
+    if args.explain and args.budget is not None and not args.json:
+        raise UsageError("--explain and --budget do not go together (--json shows both)", "mcpd tools")
+    return connected(cmd_tools)(args)
 
 
 def cmd_tools(args: argparse.Namespace, client: Client) -> int:
@@ -168,7 +180,7 @@ def register(commands: Commands, common: Parser) -> None:
         "--budget", type=positive_int, metavar="TOKENS", help="render for a model's context within TOKENS"
     )
     tools.add_argument("--explain", action="store_true", help="show the parts of each score")
-    tools.set_defaults(run=connected(cmd_tools))
+    tools.set_defaults(run=run_tools)
 
     select = commands.add_parser(
         "select", parents=[common], help="servers relevant to a query (compatible mode)"

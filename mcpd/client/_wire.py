@@ -7,7 +7,14 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
 
-from mcpd.errors import DECODE_FAILURES, DaemonNotRunning, InvalidParams, TransportError, error_from_wire
+from mcpd.errors import (
+    DECODE_FAILURES,
+    ConfigError,
+    DaemonNotRunning,
+    InvalidParams,
+    TransportError,
+    error_from_wire,
+)
 from mcpd.ipc.framing import frame
 from mcpd.model.logs import LogLines, LogsParams, LogsResult
 from mcpd.model.protocol import (
@@ -412,7 +419,13 @@ def resolve_socket(path: str | Path | None) -> Path:
     return Path(path) if path is not None else default_socket_path()
 
 
-def not_running(path: str | Path, exc: OSError) -> DaemonNotRunning:
+def unreachable(path: str | Path, exc: OSError) -> DaemonNotRunning | ConfigError:
+    """Why connecting to ``path`` failed: no daemon there, or a path no daemon could listen on."""
+    if exc.errno is None:
+        # Python refused the address before any system call: longer than a Unix socket takes.
+        # Starting a daemon would not help; a shorter path would.
+        message = f"{path}: {exc}; choose a shorter socket path (--socket, or $MCPD_SOCKET)"
+        return ConfigError(message, {"socket": str(path)})
     reason = "no such socket" if isinstance(exc, FileNotFoundError) else (exc.strerror or str(exc))
     return DaemonNotRunning(
         f"no mcpd daemon is listening on {path} ({reason}); start one with `mcpd serve`",

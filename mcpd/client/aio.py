@@ -400,7 +400,7 @@ async def connect(
         with anyio.fail_after(timeout):
             stream = await FrameStream.connect(str(path))
     except OSError as exc:
-        raise _wire.not_running(path, exc) from None
+        raise _wire.unreachable(path, exc) from None
     answers: Answers[AskHandler] = Answers(on_sampling, on_elicitation, roots)
     client = AsyncClient(stream, name, path=path, reconnect=reconnect, answers=answers)
     client._start(stream)

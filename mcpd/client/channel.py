@@ -110,7 +110,7 @@ def _connect(path: str | Path, timeout: float) -> socket.socket:
         sock.connect(str(path))
     except OSError as exc:
         sock.close()
-        raise _wire.not_running(path, exc) from None
+        raise _wire.unreachable(path, exc) from None
     uid = peer_uid(sock)
     if uid is not None and uid != os.getuid():
         sock.close()

@@ -78,7 +78,7 @@ class Client(Api):
             sock.connect(str(self.path))
         except OSError as exc:
             sock.close()
-            raise _wire.not_running(self.path, exc) from None
+            raise _wire.unreachable(self.path, exc) from None
         self._sock = sock
         try:
             check_server(sock, self.path)
