@@ -38,6 +38,26 @@ async def test_a_file_that_cannot_be_run_is_a_spawn_error(tmp_path: Path) -> Non
             pass
 
 
+@pytest.mark.parametrize("on_path", [False, True])
+async def test_a_script_whose_interpreter_is_gone_is_a_spawn_error(tmp_path: Path, on_path: bool) -> None:
+    """A script whose `#!` names an interpreter that no longer exists (a deleted venv): ENOENT at
+    spawn, naming the interpreter, so the server ends `failed` instead of restarting for ever;
+    whether the script is named by its path or found on PATH."""
+    script = tmp_path / "server"
+    script.write_text("#!/old/venv/bin/python -u\nprint('never')\n")
+    script.chmod(0o755)
+    config = (
+        ServerConfig(name="x", command="server", env={"PATH": str(tmp_path)})
+        if on_path
+        else ServerConfig(name="x", command=str(script))
+    )
+    with pytest.raises(
+        SpawnError, match="No such file or directory: its #! interpreter /old/venv/bin/python"
+    ):
+        async with open_stdio_child(config):
+            pass
+
+
 async def test_a_relative_command_runs_from_its_cwd(tmp_path: Path) -> None:
     """``./server`` with ``cwd`` is looked up in that directory, as exec with that cwd does."""
     script = tmp_path / "server"

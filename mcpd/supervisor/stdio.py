@@ -90,19 +90,47 @@ def _resolve(config: ServerConfig, env: dict[str, str]) -> str:
     (``OSError``) rather than becoming setpriv's exit status."""
     assert config.command is not None
     command = config.command
+    cwd = os.path.expanduser(config.cwd) if config.cwd else None
     if os.sep not in command:
         found = shutil.which(command, path=env.get("PATH", os.defpath))
         if found is None:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
+        _check_interpreter(found, command, cwd)
         return found
-    path = os.path.join(os.path.expanduser(config.cwd), command) if config.cwd else command
+    path = os.path.join(cwd, command) if cwd else command
     if os.path.isdir(path):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), command)
     if not os.path.isfile(path):
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
     if not os.access(path, os.X_OK):
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), command)
+    _check_interpreter(path, command, cwd)
     return os.path.abspath(path)
+
+
+def _check_interpreter(path: str, command: str, cwd: str | None) -> None:
+    """A script's ``#!`` interpreter must be there too (an old venv's python, once the venv is gone):
+    exec refuses the script with ENOENT, which setpriv turns into exit status 127, retried for ever.
+    Read from the script's first line, nothing run."""
+    try:
+        with open(path, "rb") as script:
+            head = script.read(256)
+    except OSError:
+        return  # executable yet unreadable: exec decides
+    if not head.startswith(b"#!"):
+        return
+    words = head[2:].split(b"\n", 1)[0].split()
+    if not words:
+        return
+    interpreter = os.fsdecode(words[0])
+    # A relative interpreter is found from the process's working directory, as the kernel does.
+    located = os.path.join(cwd, interpreter) if cwd else interpreter
+    if not os.path.isfile(located):
+        reason = f"{os.strerror(errno.ENOENT)}: its #! interpreter {interpreter}"
+        raise FileNotFoundError(errno.ENOENT, reason, command)
+    if not os.access(located, os.X_OK):
+        reason = f"{os.strerror(errno.EACCES)}: its #! interpreter {interpreter}"
+        raise PermissionError(errno.EACCES, reason, command)
 
 
 def _die_with_parent() -> Callable[[], None]:
