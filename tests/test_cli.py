@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import pty
@@ -555,7 +556,7 @@ async def test_escape_sequences_from_a_server_never_reach_the_terminal(tmp_path:
             ["call", "ev", "echo", "--args", args],
         ):
             shown = await anyio.to_thread.run_sync(
-                lambda argv=argv: on_terminal(*argv, socket=running.socket)
+                functools.partial(on_terminal, *argv, socket=running.socket)
             )
             assert shown.status == 0, (argv, shown)
             assert "\x1b]" not in shown.terminal and "\x1b[2J" not in shown.terminal, argv
