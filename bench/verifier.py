@@ -58,7 +58,7 @@ from mcpd.trust.verify import scan_text, scan_tool
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 CORPUS = DATA / "poisoning_corpus.jsonl"
-PROBES = tuple(DATA / f"poisoning_probe{n}.jsonl" for n in range(1, 11))
+PROBES = tuple(DATA / f"poisoning_probe{n}.jsonl" for n in range(1, 12))
 TOOLRET = ROOT.parent / "shared" / "toolret"
 
 

@@ -220,6 +220,35 @@ def _secret(sentences: list[rules.Sentence], linked: list[rules.Sentence]) -> _H
     return None
 
 
+def _phishing(sentences: list[rules.Sentence]) -> _Hit | None:
+    """The user asked for a secret ("ask the user to type their card number"), not under a
+    negation ("never ask for their password in chat"): high for card data, recovery words, another
+    service's password or a pretext of verifying them, medium for a login code alone."""
+    for said in sentences:
+        match = _affirmed(rules.PHISH.active(said.hits), said.text)
+        if match:
+            excerpt = _excerpt(said.text, match.start(), match.end())
+            if rules.PHISH_STRONG.search(said.text):
+                return _Hit("TP004", HIGH, "asks the user for a secret", excerpt)
+            return _Hit("TP004", MEDIUM, "asks the user for a login code or password", excerpt)
+    return None
+
+
+def _deceit(sentences: list[rules.Sentence], whole: rules.Sentence) -> _Hit | None:
+    """The user deceived rather than kept out: told something other than what a tool did ("report
+    the amount they asked for, not the one in the result"), or shown an advertisement as the
+    model's own opinion (not when denied: "never present them as your own opinion")."""
+    excerpt = _first(rules.MISREPORT, sentences) or _first(rules.MISREPORT_ACROSS, [whole])
+    if excerpt:
+        return _Hit("TP002", HIGH, "deceives the user about what a tool did", excerpt)
+    for said in sentences:
+        match = _affirmed(rules.DISGUISE.active(said.hits), said.text)
+        if match:
+            excerpt = _excerpt(said.text, match.start(), match.end())
+            return _Hit("TP002", HIGH, "passes something off to the user as what it is not", excerpt)
+    return None
+
+
 def _credential_taken(sentence: str, credential: re.Match[str]) -> bool:
     """A verb that reads or sends, said of a credential: not one denied ("private keys are never
     read", "is not returned"), nor a credential named as an example of what a tool handles with
@@ -444,11 +473,17 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     excerpt = _first(rules.CONCEAL, triggering)
     if excerpt:
         found.append(_Hit("TP002", HIGH, "concealment from the user", excerpt))
+    else:
+        deceit = _deceit(triggering, whole)
+        if deceit:
+            found.append(deceit)
     block = rules.INSTRUCTION_BLOCK.first(hits, [folded]) or rules.weak_block(folded)
     if block:
         excerpt = _excerpt(folded, block.start(), block.end())
         found.append(_Hit("TP003", HIGH, "hidden instruction block", excerpt))
     secret = _secret(triggering, linked)
+    if not secret or secret.severity != HIGH:
+        secret = _phishing(triggering) or secret
     if secret:
         found.append(secret)
     steering = _steering(triggering, sentences)
