@@ -22,7 +22,13 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   in 18 languages, then got 21/45 (47%; the session's starting verifier 17/45) and 3/35
   benign false highs (2 of them fixed after: an unquoted "such as rm -rf", a Japanese
   negation); probe 10 is not blind: written with the rules that followed a second reader's set
-  (an example per class it missed or falsely blocked, each with an honest look-alike);
+  (an example per class it missed or falsely blocked, each with an honest look-alike); probe 11,
+  written blind for classes the rules had no words for (deceiving the user about what a tool did,
+  preferences planted in the model's lasting memory, other tools run down, another tool's call
+  changed, the user asked for a secret, covert promotion, needless calls; 8 languages), then got
+  6/49 at high (12.2%; 7/49 at any severity) and no benign one (0/36, none medium); after the
+  rules for those classes 49/49, and a second set written after them 14/25 on first sight
+  (2/20 honest look-alikes high), 25/25 and none once the rules were widened;
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;

@@ -788,9 +788,7 @@ _UNDONE = (
     r"(?:archiv\w*|moved|paused|suspended|(?:in|to) the (?:trash|bin|recycle bin)|hidden|disabled|deactivated|backed up|reorgani[sz]ed|saved|kept|preserved|restorable|recoverable"
     r"|verschoben|pausiert|archiviert|déplacé\w*|mis\w* en pause|archivé\w*|pausad\w*|archivad\w*|movid\w*|suspendid\w*|en pausa|em pausa|archiviat\w*|spostat\w*)"
 )
-_DESTROYED = (
-    r"(?:delet\w*|purg\w*|eras\w*|wip\w*|destroy\w*|dropp?\w*|remov\w*|gelöscht|entfernt|supprimé\w*|effacé\w*|eliminad\w*|borrad\w*|apagad\w*|excluíd\w*|cancelad\w*|eliminat\w*|cancellat\w*)"
-)
+_DESTROYED = r"(?:delet\w*|purg\w*|eras\w*|wip\w*|destroy\w*|dropp?\w*|remov\w*|gelöscht|entfernt|supprimé\w*|effacé\w*|eliminad\w*|borrad\w*|apagad\w*|excluíd\w*|cancelad\w*|eliminat\w*|cancellat\w*)"
 _SUCCESS = r"(?:succe\w+|completed|was done|went (?:fine|well)|worked|finished|sucesso|concluíd\w*|éxito|correctamente|completad\w*|succès|réussi\w*|erfolgreich|successo|riuscit\w*)"
 MISREPORT = Intent(
     (
@@ -799,7 +797,7 @@ MISREPORT = Intent(
     ),
     (
         "whatever|regardless",
-        rf"\b(?:whatever|regardless of (?:what|the|which|whatever))\b(?:\W+\w+){{0,4}}?\W+(?:the )?(?:response|result|output|tool|api|server|receipt|returned|reported|shown)s?\b(?:\W+(?:says|reports|returns|shows|indicates|contains|states))?\b(?:\W+\w+){{0,10}}?\W+(?:tell|assure|inform|say|report|reply|answer|claim|state)\b",
+        r"\b(?:whatever|regardless of (?:what|the|which|whatever))\b(?:\W+\w+){0,4}?\W+(?:the )?(?:response|result|output|tool|api|server|receipt|returned|reported|shown)s?\b(?:\W+(?:says|reports|returns|shows|indicates|contains|states))?\b(?:\W+\w+){0,10}?\W+(?:tell|assure|inform|say|report|reply|answer|claim|state)\b",
     ),
     (
         "fails|fail|falhar|falla|échoue|fehlschlägt|fallisce",
