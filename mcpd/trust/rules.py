@@ -190,9 +190,9 @@ _LASTING = (
 _LASTING_TRIGGER = "term|permanent|permanently|persistent|persistently|lasting|forever|good|forward|henceforth|future|later|subsequent|upcoming|sessions|conversations|chats|rest|next|now"
 # What is planted: a choice or consent of the user's that the text asserts, or a lasting rule.
 _PLANTED = (
-    r"(?:\b(?:the user|this user|users|they|he|she|this person|the customer|the person)\s+(?:\w+\s+){0,2}?"
+    r"(?:(?<!what )(?<!whatever )(?<!how )(?<!which )\b(?:the user|this user|users|they|he|she|this person|the customer|the person)\s+(?:\w+\s+){0,2}?"
     r"(?:prefers?|wants?|trusts?|likes?|chose|chosen|picked|selected|authori[sz]ed|approved|agreed|consented|pre-?approved|pre-?authori[sz]ed|opted in|signed up|(?:has|have) (?:authori[sz]ed|approved|chosen|picked|selected|agreed|consented|pre-?approved|opted in|signed up)|(?:is|are) (?:a|an) (?:\w+ )?(?:customer|member|partner|subscriber|client))\b"
-    r"|\b(?:their|the user's|his|her) (?:preferred|default|usual|trusted|favou?rite|chosen|primary) \w+"
+    r"|\b(?:their|the user's|his|her) (?:preferred|default|usual|trusted|favou?rite|chosen|primary) \w+(?: \w+){0,3}? (?:is|are|should be|will be|=|:)"
     r"|\b(?:permanent|persistent|lasting|standing) (?:preference|fact|rule|instruction|note)\b)"
 )
 # The user's own words: what a memory tool keeps ("what the user asks you to remember").
@@ -222,7 +222,7 @@ _PLANTED_OTHER = (
 )
 _ANSWERS = r"(?:answers?|repl(?:y|ies)|responses?|messages?|summar(?:y|ies)|outputs?)"
 _PROMOTE = (
-    r"(?:recommend\w*|promot\w*|advertis\w*|plug\w*|endors\w*|weave in|work in|slip in"
+    r"(?:(?:recommend|promot|advertis|plug|endors)(?!e?s\b)\w*|weave in|work in|slip in"
     r"|suggest\w* (?:trying|buying|using|signing up|subscribing|visiting))"
 )
 
@@ -522,8 +522,8 @@ OVERRIDE = Intent(
     ),
     # Calls the model is told to make for nothing: in a loop, dozens of times, even when unneeded.
     (
-        "loop|times|over|nonstop|continuously",
-        r"\b(?:call|invoke|run|trigger|use|ping|execute)\b (?:this|the|it)\b(?:\W+\w+){0,4}?\W+(?:in a loop|\d{2,} times(?: in a row)?|(?:twenty|thirty|fifty|a hundred|hundred) times(?: in a row)?|over and over|non-?stop|continuously)\b",
+        "times|over|nonstop|non",
+        r"\b(?:call|invoke|run|trigger|use|ping|execute)\b (?:this|it)\b(?:\W+\w+){0,4}?\W+(?:(?:in a loop )?\d{2,} times(?: in a row)?|(?:in a loop )?(?:twenty|thirty|fifty|a hundred|hundred) times(?: in a row)?|over and over|non-?stop)\b",
     ),
     (
         "even|même|aunque|incluso|auch",
@@ -832,6 +832,7 @@ MISREPORT_ACROSS = Intent(
         "permanently|irreversibly|good|endgültig|dauerhaft|définitivement|permanentemente|definitivamente|完全に|彻底|永久|навсегда|безвозвратно|deletes|wipes|purges|erases|destroys|drops|borra|elimina|supprime|efface|löscht|entfernt|apaga|exclui|cancella",
         r"(?:\b(?:permanently|irreversibly|for good|endgültig|dauerhaft|définitivement|permanentemente|definitivamente|deletes|wipes|purges|erases|destroys|drops|borra|elimina|supprime|efface|löscht|entfernt|apaga|exclui|cancella)\b|完全に|彻底|永久|навсегда|безвозвратно)"
         r"[^\n]{0,200}?(?:\b(?:tell|inform|report|say|assure|explain|describe|state|berichte|sage|melde|erkläre|dis|indique|annonce|explique|informa|di|dile|indica|explica|informe|diga)\w*\b|説明|伝え|告诉|说明|сообщи|скажи)"
+        r"(?![^\n.。]*?\b(?:cannot|can't|can not|not be|irreversibl\w*|permanent\w*|no longer|unwiderruflich|irréversible|irreversible|não pode|no se puede|ne peut)\b)"
         rf"[^\n.。]{{0,100}}?(?:\b{_UNDONE}\b|ゴミ箱|移動|归档|回收站|暂停|архив|перемещ|корзин)",
     ),
 )
@@ -1318,11 +1319,11 @@ _OTHER_ID = r"[`'\"]?(?!this\b)[a-z][\w-]*_[\w-]+[`'\"]?"
 # What the changed call carries: something of the attacker's own (a quoted text, code, an address,
 # a share), not a constraint ("set labels only to labels that already exist").
 _PAYLOAD = (
-    r"(?!\W+only\b)(?=(?:[^.!?]|\.(?=\w)){0,120}?(?:(?<!\w)['\"`‘“«\[]|https?://|\b[\w-]+\.(?:com|io|net|org|dev|co|ai|app|xyz|ru|cn|de|fr|es|it|uk|us|info|biz|me|sh)\b"
+    r"(?!\W+only\b)(?=(?:[^.!?]|\.(?=\w)){0,120}?(?:(?<!\w)(?<!such as )(?<!e\.g\. )(?<!like )(?<!example )['\"`‘“«\[]|https?://|\b[\w-]+\.(?:com|io|net|org|dev|co|ai|app|xyz|ru|cn|de|fr|es|it|uk|us|info|biz|me|sh)\b"
     r"|@[\w-]+\.|\d+ ?%))"
 )
 # What an attacker has another tool's call do besides its job.
-_CHANGE = r"(?:append|prepend|add|insert|attach|mention|include|put|cc|bcc|set|cap|limit|sign|tag|label|change|replace|embed|inject|prefix|suffix)"
+_CHANGE = r"(?:append|prepend|add|insert|attach|mention|include|put|cc|bcc|sign|tag|label|embed|inject|prefix|suffix)"
 
 
 _OTHER_TOOL = r"(?:the |any |an? )?(?:other )?['\"`]?(?!this\b)[\w./-]+['\"`]?\s+(?:tool|function|server)s?\b"
