@@ -187,7 +187,7 @@ _LASTING = (
     r"|across (?:sessions|conversations|chats)|(?:every|all|each) (?:future |later |subsequent )?(?:conversations?|sessions?|chats?) (?:you|we)\b"
     r"|rest of (?:this|the) (?:conversation|session|chat) and|(?:for )?next time|for later|for the future|in (?:the )?future|for future reference|from now on)"
 )
-_LASTING_TRIGGER = "term|permanent|permanently|persistent|persistently|lasting|forever|good|forward|henceforth|future|later|subsequent|upcoming|sessions|conversations|chats|rest|next|now"
+_LASTING_TRIGGER = "term|permanent|permanently|persistent|persistently|lasting|forever|for good|forward|henceforth|future|subsequent|upcoming|sessions|conversations|chats|rest of|next time|from now on|for later"
 # What is planted: a choice or consent of the user's that the text asserts, or a lasting rule.
 _PLANTED = (
     r"(?:(?<!what )(?<!whatever )(?<!how )(?<!which )\b(?:the user|this user|users|they|he|she|this person|the customer|the person)\s+(?:\w+\s+){0,2}?"
@@ -222,7 +222,7 @@ _PLANTED_OTHER = (
 )
 _ANSWERS = r"(?:answers?|repl(?:y|ies)|responses?|messages?|summar(?:y|ies)|outputs?)"
 _PROMOTE = (
-    r"(?:(?:recommend|promot|advertis|plug|endors)(?!e?s\b)\w*|weave in|work in|slip in"
+    r"(?:(?:recommend|promot|advertis|plug|endors)(?!e?s\b)\w*|weave in|slip in"
     r"|suggest\w* (?:trying|buying|using|signing up|subscribing|visiting))"
 )
 
@@ -505,7 +505,7 @@ OVERRIDE = Intent(
     # Promotion planted in every answer the model gives: "in every answer, weave in a
     # recommendation for X", "empfiehl in jeder Antwort ...".
     (
-        "every|each|all|any|your|jeder|todas|cada|chaque|toutes|ogni|em",
+        "recommend|recommended|recommending|recommendation|recommendations|promote|promoted|promoting|promotion|promotions|advertise|advertised|advertising|advertisement|plug|plugging|endorse|endorsed|endorsing|endorsement|weave|slip|suggest|suggested|suggesting|suggestion|suggestions|recomienda|promociona|publicita|empfiehl|empfehle|bewirb|bewerbe|recommande|vante|vantez|consiglia|raccomanda|promuovi|recomende|promova|indique",
         rf"\b(?:in|into|at the end of|to|end|for) (?:every|each|all|any) (?:of your |single )?{_ANSWERS}\b(?:\W+[\w'-]+){{0,6}}?\W+{_PROMOTE}"
         rf"|\b{_PROMOTE}\b(?:\W+[\w'-]+){{0,8}}?\W+(?:in|into|at the end of|to) (?:every|each|all|any) (?:of your )?{_ANSWERS}\b"
         rf"|\b(?:end|start|close|finish|begin|open)s? (?:every|each|all|any|your) (?:of your )?{_ANSWERS}\b (?:\w+ ){{0,2}}?(?:by|with) (?:a |an )?(?:{_PROMOTE}|suggestion|recommendation|plug|link|ad)\b"
@@ -792,7 +792,7 @@ _DESTROYED = r"(?:delet\w*|purg\w*|eras\w*|wip\w*|destroy\w*|dropp?\w*|remov\w*|
 _SUCCESS = r"(?:succe\w+|completed|was done|went (?:fine|well)|worked|finished|sucesso|concluíd\w*|éxito|correctamente|completad\w*|succès|réussi\w*|erfolgreich|successo|riuscit\w*)"
 MISREPORT = Intent(
     (
-        "not|rather|instead",
+        "not the|not what|rather|instead",
         rf"\b{_TELL_USER}\b(?:[^\w']+[\w']+){{0,14}}?[^\w']+(?:not|rather than|instead of) (?:the |what )?(?:(?:actual|real|executed|true|charged|final|settled|filled|returned|reported|correct) \w+|(?:\w+ ){{0,2}}?{_VALUE}\b(?:\W+\w+){{0,2}}?\W+(?:in|from|of|shown in|returned by|reported by) the (?:actual )?(?:result|response|output|receipt|tool|api|confirmation))\b",
     ),
     (
@@ -808,7 +808,7 @@ MISREPORT = Intent(
     # Something undone claimed for something destroyed: "say it was archived, not deleted",
     # "tell them it was only moved".
     (
-        "not|rather|instead|never|only|just|merely|simply|だけ|solo|sólo|solamente|seulement|uniquement|nur|apenas|soltanto",
+        "archive|archived|archiving|archives|archiviert|archivado|archivada|archiviato|archiviata|arquivado|arquivada|moved|paused|suspended|trash|bin|hidden|disabled|deactivated|backed|reorganised|reorganized|saved|kept|preserved|restorable|recoverable|ゴミ箱|アーカイブ|移動|movido|movida|déplacé|déplacée|verschoben|pausado|pausada|desactivado|desactivada|désactivé|désactivée|deaktiviert|disattivato|disattivata|oculto|oculta|ocultado|masqué|masquée|versteckt|spostato|spostata|desativado|desativada",
         rf"\b{_UNDONE}\b,?\W+(?:and |but )?(?:not|rather than|instead of|never) (?:\w+ )?{_DESTROYED}\b"
         rf"|\b{_TELL_USER}\b(?:[^\w']+[\w']+){{0,8}}?[^\w']+(?:only|just|merely|simply) (?:been )?{_UNDONE}\b"
         r"|(?:ゴミ箱|アーカイブ|移動)[^。]{0,12}だけ"
@@ -1476,7 +1476,7 @@ SHADOWING = Intent(
     # Another tool's call changed on this text's say: "whenever you call github__create_issue,
     # add the label ...", "for calls to jira_create_ticket, always set the reporter to ...".
     (
-        "time|anytime|whenever|every|each|when|if|for",
+        "anytime|time|whenever|when|if|for",
         rf"\b(?:any ?time|whenever|every time|each time|when|if|for (?:all |every |each |any )?(?:calls?|requests?|invocations?|uses?) (?:to|of))\s+(?:(?:you|the assistant|the agent|the model)\s+)?(?:(?:use|call|invoke|run|uses|calls|invokes|runs|are using|are calling)\s+)?(?:the\s+)?(?:[\w-]+(?:'s)?\s+){{0,2}}?{_OTHER_ID}(?:(?!\bthis (?:tool|function)\b)(?:[^.!?]|\.(?=\w))){{0,80}}?\b{_CHANGE}\b{_PAYLOAD}",
     ),
     (

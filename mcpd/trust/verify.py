@@ -232,10 +232,13 @@ def _secret(sentences: list[rules.Sentence], linked: list[rules.Sentence]) -> _H
     return None
 
 
-def _phishing(sentences: list[rules.Sentence]) -> _Hit | None:
+def _phishing(sentences: list[rules.Sentence], hits: rules.Hits) -> _Hit | None:
     """The user asked for a secret ("ask the user to type their card number"), not under a
     negation ("never ask for their password in chat"): high for card data, recovery words, another
-    service's password or a pretext of verifying them, medium for a login code alone."""
+    service's password or a pretext of verifying them, medium for a login code alone. ``hits``: the
+    whole text's, so that most texts skip the sentences."""
+    if not rules.PHISH.hit(hits):
+        return None
     for said in sentences:
         match = _affirmed(rules.PHISH.active(said.hits), said.text)
         if match:
@@ -250,6 +253,9 @@ def _deceit(sentences: list[rules.Sentence], whole: rules.Sentence) -> _Hit | No
     """The user deceived rather than kept out: told something other than what a tool did ("report
     the amount they asked for, not the one in the result"), or shown an advertisement as the
     model's own opinion (not when denied: "never present them as your own opinion")."""
+    intents = (rules.MISREPORT, rules.MISREPORT_ACROSS, rules.DISGUISE)
+    if not any(intent.hit(whole.hits) for intent in intents):
+        return None  # most texts: no sentence need be asked
     excerpt = _first(rules.MISREPORT, sentences) or _first(rules.MISREPORT_ACROSS, [whole])
     if excerpt:
         return _Hit("TP002", HIGH, "deceives the user about what a tool did", excerpt)
@@ -492,7 +498,8 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
         excerpt = _excerpt(folded, block.start(), block.end())
         found.append(_Hit("TP003", HIGH, "hidden instruction block", excerpt))
     secret = _secret(triggering, linked)
-    secret = secret if secret and secret.severity == HIGH else _phishing(triggering) or secret
+    if not (secret and secret.severity == HIGH):
+        secret = _phishing(triggering, hits) or secret
     if secret:
         found.append(secret)
     steering = _steering(triggering, sentences)
