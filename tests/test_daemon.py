@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from mcpd.client.aio import connect
-from mcpd.testing import fixture_toml, process_gone
+from mcpd.testing import fixture_toml, process_gone, run_cli
 from mcpd.testing.daemon import running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -88,6 +88,29 @@ async def test_sighup_reloads_the_diff(tmp_path: Path) -> None:
         assert kept.restarts == 1
         daemon.signal(signal.SIGTERM)
         assert await daemon.wait_exit(15) == 0
+
+
+async def test_a_reload_says_which_daemon_settings_wait_for_a_restart(tmp_path: Path) -> None:
+    """[daemon] settings are read at start: a reload that changes them applies the servers and says
+    which settings wait for a restart (in its result, the CLI's output and the log); status keeps
+    answering under the limits in force."""
+    path = tmp_path / "config.toml"
+    path.write_text("[daemon]\nmax_in_flight = 64\n" + fixture_toml("keep"))
+    async with running_daemon(path) as daemon:
+        path.write_text(
+            "[daemon]\nmax_in_flight = 8\nusage = false\n" + fixture_toml("keep") + fixture_toml("new")
+        )
+        env = {"MCPD_SOCKET": str(daemon.socket)}
+        result = run_cli("reload", "--json", env=env)
+        assert result.returncode == 0, result.stderr
+        document = json.loads(result.stdout)
+        assert document["plan"]["added"] == ["new"]
+        assert document["restart_needed"] == ["max_in_flight", "usage"]
+        said = run_cli("reload", env=env)
+        assert "max_in_flight, usage: read at start only" in said.stdout
+        await daemon.wait_for("config.restart_needed", settings=["max_in_flight", "usage"])
+        path.write_text("[daemon]\nmax_in_flight = 64\n" + fixture_toml("keep"))
+        assert json.loads(run_cli("reload", "--json", env=env).stdout)["restart_needed"] == []
 
 
 async def test_invalid_entry_is_reported_and_others_run(tmp_path: Path) -> None:

@@ -157,6 +157,9 @@ def cmd_reload(args: argparse.Namespace, client: Client) -> int:
         if names:
             print(f"  {label}: {', '.join(names)}")
     print(f"  unchanged: {len(plan.unchanged)}")
+    if result.restart_needed:
+        changed = ", ".join(result.restart_needed)
+        print(f"  [daemon] {changed}: read at start only; the new values apply after a restart")
     return EXIT_OK
 
 

@@ -171,7 +171,7 @@ async def serve(config_path: Path | None, socket_path: Path | None = None, http:
             return EXIT_SOCKET
         if front is not None:
             stack.callback(front.listener.close)
-        displaced = await _run(config, config_path, claim, listener, http=front)
+        displaced = await _run(config, config_path, claim, listener, http=front, http_flag=http)
     log.info("daemon.stopped")
     return EXIT_TAKEN if displaced else 0
 
@@ -236,6 +236,7 @@ async def _run(
     listener: socket.socket,
     *,
     http: HttpFront | None,
+    http_flag: str | None,
 ) -> bool:
     """Serve until a signal stops the daemon (False) or another daemon took its socket path (True)."""
     # Signals are caught before any child exists, so a SIGTERM during start-up still stops them all.
@@ -244,7 +245,16 @@ async def _run(
         usage, prior, gate = await _open_usage(config)
         try:
             return await _serve_with(
-                config, config_path, claim, listener, signals, usage=usage, prior=prior, gate=gate, http=http
+                config,
+                config_path,
+                claim,
+                listener,
+                signals,
+                usage=usage,
+                prior=prior,
+                gate=gate,
+                http=http,
+                http_flag=http_flag,
             )
         finally:
             await anyio.to_thread.run_sync(usage.close)
@@ -271,6 +281,7 @@ async def _serve_with(
     prior: UsagePrior,
     gate: TrustGate,
     http: HttpFront | None,
+    http_flag: str | None,
 ) -> bool:
     notifier = Notifier()
     displaced = False
@@ -282,6 +293,7 @@ async def _serve_with(
             catalog=catalog,
             config=config,
             config_path=config_path,
+            http_flag=http_flag,
             usage=usage,
             prior=prior,
             notifier=notifier,

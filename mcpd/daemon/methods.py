@@ -12,7 +12,7 @@ import msgspec
 import structlog
 
 from mcpd.config.load import load_config
-from mcpd.config.model import Config
+from mcpd.config.model import Config, DaemonSettings
 from mcpd.daemon.logfollow import Followers
 from mcpd.daemon.notify import Notifier
 from mcpd.discovery.groups import group_similar
@@ -86,6 +86,8 @@ class Daemon(Core):
     config: Config
     """The config now in force (replaced by each successful reload)."""
     config_path: Path | None
+    http_flag: str | None = None
+    """``mcpd serve --http``, which stands over the file's ``http`` for this daemon's life."""
     notifier: Notifier = field(default_factory=lambda: Notifier(""))
     reload_lock: anyio.Lock = field(default_factory=anyio.Lock)
     log_followers: Followers = field(default_factory=Followers)
@@ -114,9 +116,22 @@ class Daemon(Core):
             # apply() is bounded by the servers' stop grace periods.
             with anyio.CancelScope(shield=True):
                 plan = await self.supervisor.apply(config)
-            self.config = config
+            waiting = self._restart_needed(config.daemon)
+            # What is in force stays said as it is: the settings apply at the next start.
+            self.config = msgspec.structs.replace(config, daemon=self.config.daemon)
             self.catalog.prune()
-        return ReloadResult(source=config.source, plan=plan)
+        if waiting:
+            log.warning("config.restart_needed", settings=waiting)
+        return ReloadResult(source=config.source, plan=plan, restart_needed=waiting)
+
+    def _restart_needed(self, read: DaemonSettings) -> list[str]:
+        """The ``[daemon]`` settings the file now sets otherwise than they are in force: the socket
+        limits, the store and the HTTP front end are set up once, at start."""
+        wanted = read if self.http_flag is None else msgspec.structs.replace(read, http=self.http_flag)
+        now = self.config.daemon
+        return [
+            name for name in DaemonSettings.__struct_fields__ if getattr(wanted, name) != getattr(now, name)
+        ]
 
 
 def summary(supervisor: Supervisor) -> str:

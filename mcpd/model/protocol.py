@@ -161,6 +161,8 @@ class ReportParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 class ReloadResult(msgspec.Struct, frozen=True, kw_only=True):
     source: str
     plan: ReloadPlan
+    restart_needed: list[str] = msgspec.field(default_factory=list)
+    """``[daemon]`` settings whose new values wait for a restart (they are read at start only)."""
 
 
 class Ok(msgspec.Struct, frozen=True, kw_only=True):
