@@ -17,7 +17,8 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import anyio
@@ -30,7 +31,15 @@ from mcp.shared.exceptions import MCPError
 
 from mcpd.config.load import load_config
 from mcpd.errors import ConfigError
-from mcpd.front.http.sessions import EVENTS_KEPT, OUTBOX_BYTES, Outbox, saved_sessions
+from mcpd.front.hosts import Hosts
+from mcpd.front.http.sessions import (
+    EVENTS_KEPT,
+    OUTBOX_BYTES,
+    SET_ASIDE_AFTER,
+    HttpSessions,
+    Outbox,
+    saved_sessions,
+)
 from mcpd.model.mcp import SavedSession
 from mcpd.store.db import Store
 from mcpd.testing import fixture_toml, run_cli
@@ -445,35 +454,73 @@ async def test_cancellation_reaches_the_daemon(front: Front) -> None:
 
 async def test_session_limit_idle_expiry_and_slow_bodies(tmp_path: Path) -> None:
     """At http_max_sessions a new initialize sets aside the session idle longest, whose host, back,
-    finds it resumed; with every session in use (a GET stream each) a new one gets 503. Sessions
-    left idle are ended; a body not sent within client_write_timeout gets 408."""
+    finds it resumed; a session just opened or resumed is not set aside (503, and it stays kept),
+    nor is one in use (a GET stream each). Sessions left idle are ended; a body not sent within
+    client_write_timeout gets 408."""
     limits = {"http_max_sessions": 2, "http_session_idle": 5.0, "client_write_timeout": 1.0}
     async with http_daemon(tmp_path, **limits) as front:
         mark = len(front.daemon.events)
         async with front.client() as http:
             first = await raw_session(http, front.url)
             second = await raw_session(http, front.url)
+            await anyio.sleep(SET_ASIDE_AFTER + 0.1)
             third = await raw_session(http, front.url)  # the first one, idle longest, is set aside
             await front.daemon.wait_for("http.session_ended", after=mark, why="set aside for a new session")
-            assert await listed(http, front.url, first) == 200  # resumed (setting aside the second)
-            assert await listed(http, front.url, third) == 200
+            assert await listed(http, front.url, first) == 200  # resumed, setting aside the second
+            # The first was just resumed and the third just opened: the second's host waits.
+            assert await listed(http, front.url, second) == 503
+            await anyio.sleep(SET_ASIDE_AFTER + 0.1)
+            assert await listed(http, front.url, second) == 200  # kept, and resumed now
+            assert await listed(http, front.url, first) == 200
             async with AsyncExitStack() as streams:
-                for session in (first, third):
+                for session in (first, second):
                     headers = {**JSON_AND_SSE, "Mcp-Session-Id": session}
                     stream = await streams.enter_async_context(http.stream("GET", front.url, headers=headers))
                     assert stream.status_code == 200
+                await anyio.sleep(SET_ASIDE_AFTER + 0.1)
                 full = await http.post(front.url, json=initialize_body(), headers=JSON_AND_SSE)
                 assert full.status_code == 503 and "in use" in full.json()["error"]["message"]
             mark = len(front.daemon.events)
             one = await front.daemon.wait_for("http.session_ended", after=mark, why="idle")
             two = await front.daemon.wait_for("http.session_ended", after=mark, why="idle", open=0)
             assert one != two
-            assert await listed(http, front.url, second) == 404  # idle past the limit: not resumed
+            assert await listed(http, front.url, third) == 404  # idle past the limit: not resumed
             await raw_session(http, front.url)
         async with await anyio.connect_tcp(*address_of(front.url)) as half_sent:
             await half_sent.send(half_request(front))
             with anyio.fail_after(60):
                 assert (await half_sent.receive()).startswith(b"HTTP/1.1 408 ")
+
+
+class _SlowlyEndingHosts:
+    """Host sessions that take a while to end, as a busy daemon's do while their calls are cancelled."""
+
+    def __init__(self) -> None:
+        self.core = SimpleNamespace(usage=Store.disabled("not kept in this test"))
+
+    @asynccontextmanager
+    async def open_session(self, send: Any, caller: Any, state: Any, *, on_state: Any) -> AsyncIterator[Any]:
+        try:
+            yield SimpleNamespace(state=lambda: state)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(0.5)
+
+
+async def test_a_session_set_aside_and_resumed_at_once_stays_open() -> None:
+    """A session set aside whose host comes back while the old session is still ending: the resumed
+    one stays open (the old one's end took the new one, of the same id, with it: the host got 404)."""
+    async with anyio.create_task_group() as tg:
+        sessions = HttpSessions(cast(Hosts, _SlowlyEndingHosts()), tg, max_sessions=1, idle=60)
+        first = await sessions.open()
+        first.last_seen -= SET_ASIDE_AFTER + 1
+        second = await sessions.open()  # sets the first aside
+        second.last_seen -= SET_ASIDE_AFTER + 1
+        resumed = await sessions.find(first.id)  # sets the second aside
+        assert resumed is not None and resumed is not first
+        await anyio.sleep(1.0)  # the old first session has ended by now
+        assert await sessions.find(first.id) is resumed
+        sessions.end_all("test over")
 
 
 async def test_daemon_stops_cleanly_with_a_session_open(tmp_path: Path) -> None:

@@ -211,7 +211,8 @@ class DaemonSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     http_token_file: str | None = None
     """The bearer token's file; default ``http.token`` in the user state directory."""
     http_max_sessions: int = 256
-    """HTTP sessions at once; an ``initialize`` beyond it is refused (503) until one ends."""
+    """HTTP sessions at once; an ``initialize`` beyond sets aside the one idle longest (resumed when
+    its host returns), and is refused (503) only while every session is in use."""
     http_session_idle: float = 3600.0
     """Seconds after which a session with no request in progress and no GET stream is ended."""
 

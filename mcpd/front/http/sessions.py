@@ -56,9 +56,12 @@ REPLAY_BYTES = 1024 * 1024
 OUTBOX_BYTES = 4 * 1024 * 1024
 """Bytes one outbox keeps for a host that does not read, whatever the count."""
 PROGRESS_KEPT = 100
-SET_ASIDE_KEPT = 1024
-"""Sessions set aside at the bound kept here for their hosts' return (each is in the store too)."""
 """Progress notifications kept for one streaming POST whose host does not read them."""
+SET_ASIDE_KEPT = 1024
+"""Sessions set aside at the bound kept for their hosts' return (the oldest beyond are forgotten)."""
+SET_ASIDE_AFTER = 1.0
+"""Seconds a session must have been idle to be set aside: one just opened or resumed (its host is
+at work) is not, so two hosts cannot keep setting each other aside."""
 
 
 class _Progress(msgspec.Struct, frozen=True):
@@ -416,15 +419,16 @@ class HttpSessions:
                 task_status.started()
                 await session.ended.wait()
         finally:
-            self._by_id.pop(session.id, None)
+            self._forget(session)
             session.end()
 
     def _set_aside_idlest(self) -> bool:
         """Close the session idle longest (no request running, no GET stream), keeping it to resume
         when its host comes back; False when every session is in use."""
         now = time.monotonic()
-        idlest = max(self._by_id.values(), key=lambda s: s.idle_for(now), default=None)
-        if idlest is None or idlest.idle_for(now) <= 0:
+        opened = [s for s in self._by_id.values() if s.started.is_set()]
+        idlest = max(opened, key=lambda s: s.idle_for(now), default=None)
+        if idlest is None or idlest.idle_for(now) < SET_ASIDE_AFTER:
             return False
         state = idlest.state()
         if state is not None:
@@ -448,9 +452,18 @@ class HttpSessions:
         self._store.save_session(mcp.SavedSession(session.key, None, time.time()))
 
     def _close(self, session: HttpSession, why: str) -> None:
-        if self._by_id.pop(session.id, None) is not None:
+        if self._forget(session):
             log.info("http.session_ended", session=session.label, why=why, open=len(self._by_id))
         session.end()
+
+    def _forget(self, session: HttpSession) -> bool:
+        """Drop ``session`` from the open ones; False if it was not there. By identity: a session
+        set aside and resumed at once is a new one under the same id, which its predecessor's
+        ending must not drop."""
+        if self._by_id.get(session.id) is not session:
+            return False
+        del self._by_id[session.id]
+        return True
 
     def end_all(self, why: str) -> None:
         """End every session here, and open no more (the daemon is stopping): each is kept, as of
