@@ -501,6 +501,9 @@ def test_a_key_given_twice_in_a_host_file_is_an_issue_not_a_silent_pick(tmp_path
     assert [(i.server, i.field) for i in config.issues] == [("fs", None), ("envy", "env.A"), ("both", None)]
     with pytest.raises(ConfigError, match="`mcpServers` appears more than once"):
         load_config(write(tmp_path, "twice.json", '{"mcpServers": {}, "mcpServers": {}}'))
+    # The search for repeated keys goes as deep as the JSON parser does, without recursion.
+    deep = '{"mcpServers": {"a": {"command": "x", "x": ' + "[" * 900 + "]" * 900 + "}}}"
+    assert [s.name for s in load_config(write(tmp_path, "deep.json", deep)).servers] == ["a"]
 
 
 def test_a_jsonc_file_is_read_as_json_with_comments(tmp_path: Path) -> None:

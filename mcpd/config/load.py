@@ -140,17 +140,19 @@ def _twice(keys: list[str]) -> list[str]:
     return twice
 
 
-def _first_repeat(value: Any, where: str = "") -> str | None:
-    """The path of the first key given twice anywhere inside ``value``."""
-    if isinstance(value, _Object):
-        if value.repeated:
-            return where + value.repeated[0]
-        inner = (_first_repeat(item, f"{where}{key}.") for key, item in value.items())
-    elif isinstance(value, list):
-        inner = (_first_repeat(item, f"{where}{index}.") for index, item in enumerate(value))
-    else:
-        return None
-    return next((found for found in inner if found is not None), None)
+def _first_repeat(value: Any) -> str | None:
+    """The path of a key given twice anywhere inside ``value`` (walked without recursion: a file
+    nested as deep as the JSON parser goes must not exhaust Python's stack here)."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, _Object):
+            if item.repeated:
+                return where + item.repeated[0]
+            stack.extend((inner, f"{where}{key}.") for key, inner in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((inner, f"{where}{index}.") for index, inner in reversed(list(enumerate(item))))
+    return None
 
 
 def _json_entries(source: str, raw: bytes) -> Mapping[str, Any]:
