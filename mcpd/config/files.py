@@ -22,7 +22,10 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 def read_bounded(path: Path, what: str) -> bytes:
     """``path``'s bytes, or a ``ConfigError`` naming ``path`` and ``what`` it was meant to be."""
     try:
-        # Non-blocking: opening a FIFO to read waits for a writer.
+        # Looked at before it is opened: opening a device can act (rewind a tape, reset a port).
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise ConfigError(f"{path}: not a regular file; not read as {what}")
+        # Non-blocking: if a FIFO took the file's place since, opening it must not wait for a writer.
         with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
             if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
                 raise ConfigError(f"{path}: not a regular file; not read as {what}")
