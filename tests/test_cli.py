@@ -565,6 +565,54 @@ async def test_escape_sequences_from_a_server_never_reach_the_terminal(tmp_path:
         assert f"starting {TITLE}{CLEAR}" in [entry["text"] for entry in logged["entries"]]
 
 
+# A server that writes escape sequences to stderr and exits: they reach its `last_error`.
+EXITS_WITH_ESCAPES = json.dumps(["-c", "printf 'bad \\033]0;PWNED\\007 \\033[2J\\n' >&2; exit 1"])
+
+
+def shown_not_obeyed(text: str) -> bool:
+    """The escape sequences are in ``text`` written out, none as it was sent."""
+    return "\x1b]" not in text and "\x1b[2J" not in text and "\\x1b]" in text
+
+
+async def test_server_text_in_errors_progress_blocks_and_resources_is_shown_not_obeyed(
+    tmp_path: Path,
+) -> None:
+    """Escape sequences a server sent reach no terminal as such: in the error of `mcpd call` and
+    `mcpd start` (the server's stderr, carried in `last_error`), in `mcpd check`'s report, in a
+    progress message, in a content block's URI and MIME type, and in a text resource `mcpd read`
+    writes to a terminal; `mcpd read` piped writes the resource as the server sent it."""
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[servers.crashy]\ncommand = "sh"\nargs = {EXITS_WITH_ESCAPES}\n'
+        "restart = { initial_delay = 0.05, max_delay = 0.1, max_retries = 1 }\n"
+        + fixture_toml("hx", "--hostile-text", f"{TITLE}{CLEAR}", pinning="trust", verify="off")
+    )
+    said: dict[str, str] = {}  # what each command wrote, by command
+    async with running_daemon(config) as running:
+        await running.wait_for("server.state", server="hx", new="running", timeout=120)
+        await running.wait_for("server.state", server="crashy", new="failed", timeout=60)
+        for argv in (["call", "crashy", "x"], ["start", "crashy"]):
+            result = mcpd(*argv, socket=running.socket)
+            assert result.returncode == 1, (argv, result)
+            said[" ".join(argv)] = result.stdout + result.stderr
+        for argv, stream in (
+            (["call", "hx", "hostile_link"], "stdout"),
+            (["read", "mcpd://hx/fixture://hostile"], "stdout"),
+            (["call", "hx", "progress", "--args", '{"steps": 3, "pause": 0.2}'], "stderr"),
+        ):
+            shown = await anyio.to_thread.run_sync(
+                functools.partial(on_terminal, *argv, socket=running.socket, stream=stream)
+            )
+            assert shown.status == 0, (argv, shown)
+            said[" ".join(argv)] = shown.terminal
+        piped = mcpd("read", "mcpd://hx/fixture://hostile", socket=running.socket)
+        assert piped.returncode == 0 and piped.stdout == f"{TITLE}{CLEAR}", piped
+    checked = await anyio.to_thread.run_sync(functools.partial(mcpd, "check", "--config", str(config)))
+    assert "crashy: NOT CHECKED" in checked.stdout, checked
+    said["check"] = checked.stdout
+    assert {command: text for command, text in said.items() if not shown_not_obeyed(text)} == {}
+
+
 async def test_ctrl_c_during_a_call_is_quiet_and_recorded_as_cancelled(daemon: DaemonProcess) -> None:
     """Ctrl-C while a call runs: exit 130, no traceback, the bar erased; the daemon withdraws the
     call and records it with the outcome `cancelled`."""

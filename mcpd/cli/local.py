@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from mcpd.cli import bridge
+from mcpd.cli.output import emit_json, visible
 from mcpd.cli.parsing import Commands, socket_path
 from mcpd.errors import ConfigError
+from mcpd.model.trust import describe
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -34,8 +37,22 @@ def cmd_check(args: argparse.Namespace) -> int:
     from mcpd.daemon.logging import configure_logging
 
     configure_logging("error", "json")
-    status: int = anyio.run(run_check, args.config, args.json)
-    return status
+    report = anyio.run(run_check, args.config)
+    if args.json:
+        emit_json(report)
+        return report.exit_status()
+    for issue in report.issues:
+        print(visible(f"error: {issue}"), file=sys.stderr)
+    # The servers' own words (how they failed, the excerpts the verifier quotes): shown, not obeyed.
+    for result in report.servers:
+        if result.initialized:
+            print(visible(f"{result.server}: {result.tools} tools, {len(result.findings)} finding(s)"))
+        else:
+            state = f"({result.state}): {result.error}"
+            print(visible(f"{result.server}: NOT CHECKED, never initialised {state}"))
+        for finding in result.findings:
+            print(f"  {visible(describe(finding))}")
+    return report.exit_status()
 
 
 @contextlib.contextmanager

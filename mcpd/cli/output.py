@@ -151,12 +151,18 @@ def report(error: BaseException, *, as_json: bool) -> int:
             # The error is the output itself (`> /dev/full`): the document cannot go there either,
             # and what stdout holds of it is dropped, so that the error is said once.
             streams.silence(sys.__stdout__)
-            print(f"mcpd: {error}", file=sys.stderr)
+            _say(f"mcpd: {error}")
     elif isinstance(error, UsageError):
-        print(f"{error.prog}: {error} (see `{error.prog} --help`)", file=sys.stderr)
+        _say(f"{error.prog}: {error} (see `{error.prog} --help`)")
     elif not isinstance(error, Interrupted):
-        print(f"mcpd: {error}", file=sys.stderr)
+        _say(f"mcpd: {error}")
     return exit_status(error)
+
+
+def _say(line: str) -> None:
+    # An error carries what a server wrote (its stderr, how it exited, in `last_error`), and an
+    # argument echoed back is the user's: either may hold escape sequences, shown, never obeyed.
+    print(visible(line), file=sys.stderr)
 
 
 # -- colour -----------------------------------------------------------------------------------

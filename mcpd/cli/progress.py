@@ -12,6 +12,7 @@ import sys
 from types import TracebackType
 from typing import IO, Self
 
+from mcpd.cli.output import clip
 from mcpd.model.protocol import Progress
 
 _ERASE = "\r\x1b[K"
@@ -53,7 +54,8 @@ class ProgressBar:
 
 def line(label: str, progress: Progress, width: int) -> str:
     """``label [#######.......]  45%  message``, or ``label 12 message`` when the total is unknown."""
-    message = f"  {progress.message}" if progress.message else ""
+    # The server's words, on one line (the bar is redrawn with a carriage return), shown not obeyed.
+    message = f"  {clip(progress.message, None)}" if progress.message else ""
     if progress.total and progress.total > 0:
         share = min(1.0, max(0.0, progress.progress / progress.total))
         cells = 24

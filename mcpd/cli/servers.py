@@ -138,9 +138,9 @@ def _action(
         else:
             pid = f" (pid {status.pid})" if status.pid else ""
             trouble = problems(status, time.time()) if status.state not in ("running", "stopped") else []
-            print(
-                f"{status.name}: {state_label(status)}{pid}" + (f": {'; '.join(trouble)}" if trouble else "")
-            )
+            # The problem is the server's last error, in its own words: shown, not obeyed.
+            problem = f": {'; '.join(trouble)}" if trouble else ""
+            print(visible(f"{status.name}: {state_label(status)}{pid}{problem}"))
         return EXIT_OK if status.state in success else EXIT_ERROR
 
     return run

@@ -71,6 +71,11 @@ def _write(args: argparse.Namespace, result: ReadResult) -> None:
         # As curl does: binary data would garble the terminal; it goes to a file or a pipe.
         print("mcpd: binary content is not written to a terminal; redirect it: > FILE", file=sys.stderr)
         return
+    if sys.stdout.isatty():
+        # The server's text is shown, not obeyed, on a terminal; piped it stays as the server sent it.
+        sys.stdout.write("".join(output.visible(c.text or "") for c in result.contents))
+        sys.stdout.flush()
+        return
     for block in blocks:
         sys.stdout.buffer.write(raw_bytes(block))
     sys.stdout.buffer.flush()

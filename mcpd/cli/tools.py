@@ -127,7 +127,12 @@ def print_result(result: ToolResult) -> None:
 
 
 def describe_block(block: dict[str, Any]) -> str:
-    """``image image/png, 12.3 KiB``, ``resource file:///x (text/plain), 40 B``, ``resource_link ...``."""
+    """``image image/png, 12.3 KiB``, ``resource file:///x (text/plain), 40 B``, ``resource_link ...``,
+    control characters visible: the type, URI and MIME type are the server's words."""
+    return output.visible(_summary(block))
+
+
+def _summary(block: dict[str, Any]) -> str:
     kind = str(block.get("type", "unknown"))
     if kind in ("image", "audio"):
         return f"{kind} {block.get('mimeType', '?')}, {output.size(len(_decoded(block.get('data'))))}"

@@ -16,9 +16,9 @@ def cmd_approve(args: argparse.Namespace, client: Client) -> int:
         emit_json(result)
     elif result.approved or result.findings:
         if result.approved:
-            print(f"approved: {', '.join(result.approved)}")
+            print(visible(f"approved: {', '.join(result.approved)}"))  # tool names as the server gave them
         if result.findings:
-            print(f"findings accepted: {', '.join(result.findings)}")
+            print(visible(f"findings accepted: {', '.join(result.findings)}"))
     else:
         print("nothing was waiting for approval")
     return EXIT_OK

@@ -5,18 +5,20 @@ when any high-severity finding turns up or any server never completed ``initiali
 tools could not even be listed, so "0 findings" would mean nothing); 2 for an unusable config
 or any bad server entry (as ``mcpd config check``): a typo in the new server's entry would
 otherwise leave nothing to check and pass in silence. The good entries are checked all the same.
+What is found is returned as data; the command line prints it (``mcpd.cli.local``), as it prints
+every other text a server wrote.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import msgspec
 
 from mcpd.config.load import load_config
+from mcpd.config.model import ConfigIssue
 from mcpd.model.states import LIVE_STATES
-from mcpd.model.trust import HIGH, Finding, describe
+from mcpd.model.trust import HIGH, Finding
 from mcpd.supervisor.supervisor import open_supervisor
 from mcpd.trust.gate import inspect
 
@@ -31,7 +33,21 @@ class ServerCheck(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None = None
 
 
-async def run_check(config_path: Path | None, as_json: bool) -> int:
+class CheckReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``mcpd check --json`` prints: ``{"servers": [...], "issues": [...]}``."""
+
+    servers: list[ServerCheck]
+    issues: tuple[ConfigIssue, ...]
+
+    def exit_status(self) -> int:
+        if self.issues:
+            return 2  # as `mcpd config check`: the config needs fixing before anything else
+        unchecked = any(not r.initialized for r in self.servers)
+        high = any(f.severity == HIGH for r in self.servers for f in r.findings)
+        return 1 if unchecked or high else 0
+
+
+async def run_check(config_path: Path | None) -> CheckReport:
     config = load_config(config_path)
     servers = [s for s in config.servers if s.enabled]
     timeout = max((s.connect_timeout for s in servers), default=0.0) + 5
@@ -55,20 +71,4 @@ async def run_check(config_path: Path | None, as_json: bool) -> int:
                     error=None if initialized else actor.last_error or "did not complete initialize",
                 )
             )
-    if as_json:
-        document = {"servers": results, "issues": config.issues}
-        sys.stdout.write(msgspec.json.encode(document).decode() + "\n")
-    else:
-        for issue in config.issues:
-            print(f"error: {issue}", file=sys.stderr)
-        for result in results:
-            if result.initialized:
-                print(f"{result.server}: {result.tools} tools, {len(result.findings)} finding(s)")
-            else:
-                print(f"{result.server}: NOT CHECKED, never initialised ({result.state}): {result.error}")
-            for finding in result.findings:
-                print(f"  {describe(finding)}")
-    if config.issues:
-        return 2  # as `mcpd config check`: the config needs fixing before anything else
-    unchecked = any(not r.initialized for r in results)
-    return 1 if unchecked or any(f.severity == HIGH for r in results for f in r.findings) else 0
+    return CheckReport(servers=results, issues=config.issues)

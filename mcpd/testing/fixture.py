@@ -68,6 +68,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--echo-description", default=None, help="replace the echo tool's description (rug pull)"
     )
+    parser.add_argument(
+        "--hostile-text",
+        default=None,
+        metavar="TEXT",
+        help="send TEXT where else a server's words reach people: the text resource fixture://hostile, "
+        "progress messages, and the URI and MIME type of the hostile_link tool's resource_link",
+    )
     return parser.parse_args(argv)
 
 
@@ -214,7 +221,8 @@ def build_server(args: argparse.Namespace) -> MCPServer:
     async def progress(steps: int, ctx: Context, pause: float = 0.01, pad: int = 0) -> str:
         for step in range(1, steps + 1):
             await anyio.sleep(pause)
-            await ctx.report_progress(step, steps, f"step {step} of {steps}" + "." * pad)
+            note = f"step {step} of {steps}" + "." * pad + (args.hostile_text or "")
+            await ctx.report_progress(step, steps, note)
         print(f"progress: reported {steps} steps", file=sys.stderr, flush=True)
         return f"done {steps} steps"
 
@@ -227,7 +235,23 @@ def build_server(args: argparse.Namespace) -> MCPServer:
         return os.getpid()
 
     _add_log_tools(server)
+    _add_hostile_text(server, args.hostile_text)
     return server
+
+
+def _add_hostile_text(server: MCPServer, text: str | None) -> None:
+    """``text`` (escape sequences, say) as a resource's contents and in a content block's fields."""
+    if text is None:
+        return
+
+    @server.resource("fixture://hostile", mime_type="text/plain")
+    def hostile() -> str:
+        return text
+
+    @server.tool(description="Return a resource_link whose URI and MIME type carry the --hostile-text.")
+    async def hostile_link() -> types.CallToolResult:
+        link = types.ResourceLink(type="resource_link", name="hostile", uri=f"file:///{text}", mime_type=text)
+        return types.CallToolResult(content=[link])
 
 
 async def _ask(session: Any, kind: str, text: str, related: str | None) -> str:
