@@ -35,6 +35,14 @@ class Paths:
     specifiers: bool = False
     """The paths hold systemd specifiers (``%h``, ``%t``) on purpose; else a ``%`` is a ``%``."""
 
+    def __post_init__(self) -> None:
+        # Checked here, on the values the files are written with, whatever they came from (an
+        # option, $MCPD_SOCKET, $HOME, the interpreter's path): a newline would start a line of
+        # its own in the unit file, another directive.
+        for value in (*self.executable, self.config or "", self.socket, self.log_dir):
+            if any(ord(char) < 32 or char == "\x7f" for char in value):
+                raise ConfigError(f"{value!r}: a path with a control character cannot go in a service file")
+
     def serve_args(self) -> list[str]:
         config = ["--config", self.config] if self.config else []
         return [
@@ -73,21 +81,17 @@ def current_paths(config: Path | None = None, socket: Path | None = None) -> Pat
     beside = Path(sys.executable).with_name("mcpd")
     found = str(beside) if beside.exists() else shutil.which("mcpd")
     executable = (found,) if found else (sys.executable, "-m", "mcpd")
-    for given in (config, socket):
-        if given is not None and any(ord(char) < 32 or char == "\x7f" for char in str(given)):
-            # A newline would start a line of its own in the unit file: another directive.
-            raise ConfigError(f"{str(given)!r}: a path with a control character cannot go in a service file")
-    if config is not None:
-        config = config.expanduser().resolve()
-        if not config.is_file():
-            # The service would fail at each start (exit 2), with the reason only in its log.
-            raise ConfigError(f"{config}: no such config file (write it first, or leave out --config)")
-    return Paths(
+    config = config.expanduser().resolve() if config is not None else None
+    paths = Paths(
         executable=executable,
         config=str(config) if config else None,
         socket=str((socket or default_socket_path()).expanduser().resolve()),
         log_dir=str(Path.home() / "Library" / "Logs" / "mcpd"),
     )
+    if config is not None and not config.is_file():
+        # The service would fail at each start (exit 2), with the reason only in its log.
+        raise ConfigError(f"{config}: no such config file (write it first, or leave out --config)")
+    return paths
 
 
 def _systemd_word(arg: str, specifiers: bool) -> str:

@@ -275,6 +275,16 @@ def test_unit_paths_are_those_serve_would_use_here(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(sys.platform == "darwin", reason="the systemd path")
+def test_a_socket_from_the_environment_cannot_add_a_line_either(tmp_path: Path) -> None:
+    """The default socket comes from `$MCPD_SOCKET`, which no option check sees: a newline in it
+    is refused (exit 2) as one in `--socket` is, and no `ExecStartPre=` line is written."""
+    injected = f"{tmp_path}/x.sock\nExecStartPre=/bin/touch {tmp_path}/owned"
+    result = dry_run_in(tmp_path, "--socket-activation", env={"MCPD_SOCKET": injected})
+    assert result.returncode == 2 and "control character" in result.stderr, result
+    assert "ExecStartPre" not in result.stdout and result.stdout == ""
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="the systemd path")
 def test_install_without_socket_activation_removes_an_earlier_socket_unit(tmp_path: Path) -> None:
     """An mcpd.socket from an install with --socket-activation would go on starting a daemon on its
     own socket: installing without it disables and removes that unit, and says so."""
