@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -56,6 +57,21 @@ async def test_a_script_whose_interpreter_is_gone_is_a_spawn_error(tmp_path: Pat
     ):
         async with open_stdio_child(config):
             pass
+
+
+async def test_a_crlf_script_is_a_spawn_error_naming_the_carriage_return(tmp_path: Path) -> None:
+    """A script saved with CRLF line ends: the kernel takes `\\r` as part of the interpreter's name
+    (`/bin/sh\\r`, not there), so exec would fail and the server restart for ever; refused at spawn,
+    the name shown with its `\\r`. Leading spaces and a tab before the argument are read as exec does."""
+    script = tmp_path / "server"
+    script.write_bytes(b"#!/bin/sh\r\necho hi\r\n")
+    script.chmod(0o755)
+    with pytest.raises(SpawnError, match=re.escape("its #! interpreter '/bin/sh\\r'")):
+        async with open_stdio_child(ServerConfig(name="x", command=str(script))):
+            pass
+    script.write_bytes(b"#! \t/bin/sh\t-e\nexec cat\n")
+    async with open_stdio_child(ServerConfig(name="x", command=str(script), stop_grace=1.0)) as (child, _):
+        assert child.pid > 0
 
 
 async def test_a_relative_command_runs_from_its_cwd(tmp_path: Path) -> None:

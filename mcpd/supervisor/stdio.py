@@ -119,17 +119,21 @@ def _check_interpreter(path: str, command: str, cwd: str | None) -> None:
         return  # executable yet unreadable: exec decides
     if not head.startswith(b"#!"):
         return
-    words = head[2:].split(b"\n", 1)[0].split()
-    if not words:
+    # As the kernel reads it: spaces and tabs skipped, the name ends at the next space or tab.
+    # Only those: a CRLF script's ``\r`` is part of the name, and exec fails on it.
+    line = head[2:].split(b"\n", 1)[0].lstrip(b" \t")
+    interpreter = os.fsdecode(line.replace(b"\t", b" ").split(b" ", 1)[0])
+    if not interpreter:
         return
-    interpreter = os.fsdecode(words[0])
     # A relative interpreter is found from the process's working directory, as the kernel does.
     located = os.path.join(cwd, interpreter) if cwd else interpreter
+    # A name with a control character (that ``\r``) is shown as repr shows it, not as a blank.
+    named = interpreter if interpreter.isprintable() else repr(interpreter)
     if not os.path.isfile(located):
-        reason = f"{os.strerror(errno.ENOENT)}: its #! interpreter {interpreter}"
+        reason = f"{os.strerror(errno.ENOENT)}: its #! interpreter {named}"
         raise FileNotFoundError(errno.ENOENT, reason, command)
     if not os.access(located, os.X_OK):
-        reason = f"{os.strerror(errno.EACCES)}: its #! interpreter {interpreter}"
+        reason = f"{os.strerror(errno.EACCES)}: its #! interpreter {named}"
         raise PermissionError(errno.EACCES, reason, command)
 
 
