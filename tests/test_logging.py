@@ -141,3 +141,29 @@ def test_serve_with_an_unwritable_stderr_keeps_serving(tmp_path: Path) -> None:
     """``mcpd serve 2>/dev/full`` runs and answers clients instead of exiting at its first log line."""
     with open("/dev/full", "wb") as full, serving(tmp_path, full) as socket, Client(socket) as client:
         assert [server.name for server in client.status()] == ["demo"]
+
+
+TORN = """
+import resource, sys, structlog
+from mcpd.daemon.logging import configure_logging
+configure_logging("info", "json")
+log = structlog.get_logger("mcpd.test")
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), hard))
+log.info("too.long", padding="x" * 4 * int(sys.argv[1]))  # written in part, then EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+log.info("after.the.gap")
+"""
+
+
+def test_a_line_cut_short_by_a_full_log_is_not_glued_to_the_next(tmp_path: Path) -> None:
+    """A line the file took only part of (the size limit reached mid-line) is dropped and counted,
+    and the notice written once the log takes lines again starts a line of its own: every line
+    after the fragment is whole JSON."""
+    log = tmp_path / "mcpd.log"
+    with log.open("ab") as stderr:
+        subprocess.run([sys.executable, "-c", TORN, "200"], stderr=stderr, timeout=60, check=True)
+    fragment, notice, after, end = log.read_bytes().split(b"\n")
+    assert len(fragment) == 200 and fragment.startswith(b"{") and end == b""
+    assert json.loads(notice)["event"] == "log.lines_dropped" and json.loads(notice)["lines"] == 1
+    assert json.loads(after)["event"] == "after.the.gap"

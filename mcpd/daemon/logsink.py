@@ -4,6 +4,8 @@ A daemon's stderr is often a file (launchd's ``StandardErrorPath``, the ``mcpd.l
 auto-started daemon), and a file can fill its disk or its size limit. A log line that cannot be
 written must never cost a client its request, nor stop the daemon: the line is dropped and counted,
 and the first line written after that says how many were lost, so the gap in the log is explained.
+A line cut short by the failure (part of it written) stays a line of its own: what comes next
+starts on a new one.
 
 Lines go to the file descriptor with ``os.write``, not through ``sys.stderr``: a buffered stream
 keeps what it could not write and sends it, out of order, when it next flushes, and keeps raising
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -32,6 +35,9 @@ class StderrSink:
         self._lock = threading.Lock()
         self.dropped = 0
         """Lines lost since the last one written."""
+        self._fragment_end: int | None = None
+        """The log ends in part of a line (written, then the write failed): the file's size then
+        (0 for a pipe or a terminal), so that the next line starts a line of its own."""
 
     def write_line(self, line: str) -> None:
         with self._lock:
@@ -46,14 +52,33 @@ class StderrSink:
                 self.dropped += 1
 
     def _write(self, line: str) -> bool:
-        data = (line + "\n").encode("utf-8", "backslashreplace")
+        # After a torn line, a newline first: glued to the fragment, this line would be corrupt too.
+        data = (b"\n" if self._fragment_left() else b"") + (line + "\n").encode("utf-8", "backslashreplace")
+        end = b""
         try:
             while data:
-                data = data[os.write(self._fd, data) :]
+                written = os.write(self._fd, data)
+                if written:
+                    end = data[written - 1 : written]  # the last byte the log holds
+                data = data[written:]
         except OSError:
             # ENOSPC, EFBIG past RLIMIT_FSIZE (Python ignores SIGXFSZ), EIO, a closed pipe (EPIPE).
+            if end:  # part of it went out: the log now ends there
+                self._fragment_end = None if end == b"\n" else self._size()
             return False
+        self._fragment_end = None
         return True
+
+    def _size(self) -> int:
+        try:
+            info = os.fstat(self._fd)
+        except OSError:
+            return 0
+        return info.st_size if stat.S_ISREG(info.st_mode) else 0
+
+    def _fragment_left(self) -> bool:
+        """The log still ends in a torn line; a file emptied since (rotated by truncation) does not."""
+        return self._fragment_end is not None and self._size() >= self._fragment_end
 
 
 class SinkLogger:
