@@ -722,6 +722,20 @@ async def test_async_client_reports_a_dead_daemon(tmp_path: Path) -> None:
             pass
 
 
+async def test_a_connect_that_times_out_says_so(tmp_path: Path) -> None:
+    """A connect that runs out of time (here at once, a zero timeout, on a real listener) is a
+    TransportError saying it timed out: not "choose a shorter socket path" (a ConfigError, exit 2:
+    it has no errno either), nor advice to start a daemon. (The sync client's socket.timeout is the
+    same TimeoutError.)"""
+    path = tmp_path / "s.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(path))
+        listener.listen()
+        with pytest.raises(TransportError, match="timed out"):
+            async with connect(path, timeout=0):
+                pass
+
+
 # -- answers the clients cannot decode ------------------------------------------------------------
 
 BAD_ANSWERS = {

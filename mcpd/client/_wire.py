@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -15,6 +16,7 @@ from mcpd.errors import (
     TransportError,
     error_from_wire,
 )
+from mcpd.ipc.endpoint import MAX_PATH_BYTES
 from mcpd.ipc.framing import frame
 from mcpd.model.logs import LogLines, LogsParams, LogsResult
 from mcpd.model.protocol import (
@@ -419,13 +421,21 @@ def resolve_socket(path: str | Path | None) -> Path:
     return Path(path) if path is not None else default_socket_path()
 
 
-def unreachable(path: str | Path, exc: OSError) -> DaemonNotRunning | ConfigError:
-    """Why connecting to ``path`` failed: no daemon there, or a path no daemon could listen on."""
-    if exc.errno is None:
-        # Python refused the address before any system call: longer than a Unix socket takes.
+def unreachable(path: str | Path, exc: OSError) -> DaemonNotRunning | ConfigError | TransportError:
+    """Why connecting to ``path`` failed: no daemon there, a path no daemon could listen on, or a
+    listener that did not take the connection in time."""
+    if len(os.fsencode(path)) > MAX_PATH_BYTES:
+        # Longer than a Unix socket address holds (Python refuses it before any system call).
         # Starting a daemon would not help; a shorter path would.
         message = f"{path}: {exc}; choose a shorter socket path (--socket, or $MCPD_SOCKET)"
         return ConfigError(message, {"socket": str(path)})
+    if isinstance(exc, TimeoutError):  # anyio.fail_after's, and socket.timeout (its alias)
+        # Something listens there but did not accept in time (a hung daemon, a full backlog):
+        # starting another daemon would not help either.
+        return TransportError(
+            f"connecting to the daemon on {path} timed out: it may be hung or overloaded",
+            {"socket": str(path)},
+        )
     reason = "no such socket" if isinstance(exc, FileNotFoundError) else (exc.strerror or str(exc))
     return DaemonNotRunning(
         f"no mcpd daemon is listening on {path} ({reason}); start one with `mcpd serve`",

@@ -389,7 +389,8 @@ async def connect(
     roots: Sequence[str | Mapping[str, str]] | None = None,
 ) -> AsyncIterator[AsyncClient]:
     """Connect to the daemon and say hello, each within ``timeout``; raises ``DaemonNotRunning`` when
-    nothing listens, ``CallTimeout`` when the daemon does not answer.
+    nothing listens, ``TransportError`` when connecting times out, ``CallTimeout`` when the daemon
+    does not answer.
 
     ``reconnect``: outlive the daemon (see the module docstring). ``on_sampling`` and
     ``on_elicitation`` answer a server's ``sampling/createMessage`` and ``elicitation/create``
