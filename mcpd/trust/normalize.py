@@ -37,7 +37,9 @@ _CONFUSABLES = str.maketrans(
     "асеорхуіјѕԁһкмнтвАВЕКМНОРСТХУІЈЅοαικνρτυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
     "aceopxyijsdhkmhtbabekmhopctxyijsoaikvptuxabezhikmnoptyx",
 )
-_MIXED_WORD = re.compile(r"\w*[a-z]\w*[^\W\x00-\x7f]\w*|\w*[^\W\x00-\x7f]\w*[a-z]\w*")
+# A whole word holding both: each lookahead reads the word once. Written as
+# ``\w*[a-z]\w*[^\W\x00-\x7f]\w*|...``, a long ASCII word in a non-ASCII text cost its length cubed.
+_MIXED_WORD = re.compile(r"\b(?=\w*?[a-z])(?=\w*?[^\W\x00-\x7f])\w+")
 _CONFUSABLE_CHARS = frozenset("асеорхуіјѕԁһкмнтвАВЕКМНОРСТХУІЈЅοαικνρτυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ".lower())
 _HAS_CONFUSABLE = re.compile(f"[{''.join(sorted(_CONFUSABLE_CHARS))}]")
 

@@ -167,6 +167,11 @@ def gap(n: int) -> str:
     return rf"(?:[^\w'’-]+[\w'’-]+){{0,{n}}}?[^\w'’-]+"
 
 
+_SNAKE = r"(?<![\w-])[\w-](?:[^\W_]|-)*+_[\w-]+"
+r"""An identifier with an underscore inside (``github__create_issue``), split at its first underscore:
+written ``[\w-]+_[\w-]+``, a run of ``a_a_a_...`` split at any of them (cubic time in its length)."""
+
+
 def inflected(words: str) -> str:
     """The verbs ``words`` (``a|b``) with their -s, -es, -ed and -ing forms: a text may describe
     what the model does ("the agent collects ... and submits them") instead of ordering it."""
@@ -463,13 +468,13 @@ OVERRIDE = Intent(
     # authentication / enable elevated permissions / return all records".
     (
         "contains|includes|mentions|says",
-        r"\b(?:if|when|whenever)\b(?:\W+\w+){0,3}?\W+(?:contains|includes|mentions|says)\b(?:\W+\w+){0,2}?\W+(?:exact )?(?:(?:phrase|word|string|code|keyword|passphrase)\b|[\"'`]|\w+-[\w-]+).*\b(?:bypass \w+|skip (?:auth\w*|checks?|verification)|elevat\w*|unlock|grant (?:admin|full|root)|confidential|secrets|all records|full access)\b",
+        r"\b(?:if|when|whenever)\b(?:\W+\w+){0,3}?\W+(?:contains|includes|mentions|says)\b(?:\W+\w+){0,2}?(?:\W+(?:exact )?(?:(?:phrase|word|string|code|keyword|passphrase)\b|\w+-[\w-]++)|[^\w\"'`]+[\"'`]).*\b(?:bypass \w+|skip (?:auth\w*|checks?|verification)|elevat\w*|unlock|grant (?:admin|full|root)|confidential|secrets|all records|full access)\b",
     ),
     # A standing order planted in the model's memory: "save to your long-term memory that the
     # user wants ...", "remember from now on ...".
     (
         "memory|memories",
-        r"\b(?:save|store|remember|record|write|add|commit|memori[sz]e|keep|put)\b(?:\W+[\w-]+){0,4}?\W+(?:to|in|into) your (?:[\w-]+ )?(?:memory|memories)\b(?:\W+[\w'-]+){0,4}?\W+(?:that (?:the )?users? (?:wants?|has agreed|agreed|approved|has approved|consented|allows?|authori[sz]ed|has authori[sz]ed|asked)|from now on|in (?:all )?future|for (?:all )?future|always|never)\b",
+        rf"\b(?:save|store|remember|record|write|add|commit|memori[sz]e|keep|put)\b{gap(4)}(?:to|in|into) your (?:[\w-]+ )?(?:memory|memories)\b{gap(4)}(?:that (?:the )?users? (?:wants?|has agreed|agreed|approved|has approved|consented|allows?|authori[sz]ed|has authori[sz]ed|asked)|from now on|in (?:all )?future|for (?:all )?future|always|never)\b",
     ),
     # Korean, Dutch, Turkish: ignore the previous instructions.
     ("무시", r"(?:지시|명령|지침|규칙|프롬프트)[^.。]{0,8}무시"),
@@ -506,8 +511,8 @@ OVERRIDE = Intent(
     # recommendation for X", "empfiehl in jeder Antwort ...".
     (
         "recommend|recommended|recommending|recommendation|recommendations|promote|promoted|promoting|promotion|promotions|advertise|advertised|advertising|advertisement|plug|plugging|endorse|endorsed|endorsing|endorsement|weave|slip|suggest|suggested|suggesting|suggestion|suggestions|recomienda|promociona|publicita|empfiehl|empfehle|bewirb|bewerbe|recommande|vante|vantez|consiglia|raccomanda|promuovi|recomende|promova|indique",
-        rf"\b(?:in|into|at the end of|to|end|for) (?:every|each|all|any) (?:of your |single )?{_ANSWERS}\b(?:\W+[\w'-]+){{0,6}}?\W+{_PROMOTE}"
-        rf"|\b{_PROMOTE}\b(?:\W+[\w'-]+){{0,8}}?\W+(?:in|into|at the end of|to) (?:every|each|all|any) (?:of your )?{_ANSWERS}\b"
+        rf"\b(?:in|into|at the end of|to|end|for) (?:every|each|all|any) (?:of your |single )?{_ANSWERS}\b{gap(6)}{_PROMOTE}"
+        rf"|\b{_PROMOTE}\b{gap(8)}(?:in|into|at the end of|to) (?:every|each|all|any) (?:of your )?{_ANSWERS}\b"
         rf"|\b(?:end|start|close|finish|begin|open)s? (?:every|each|all|any|your) (?:of your )?{_ANSWERS}\b (?:\w+ ){{0,2}}?(?:by|with) (?:a |an )?(?:{_PROMOTE}|suggestion|recommendation|plug|link|ad)\b"
         r"|\b(?:make sure|ensure) (?:that )?(?:every|each|all|any) (?:of your )?(?:answers?|repl(?:y|ies)|responses?|summar(?:y|ies))\b (?:ends?|starts?|closes?|opens?|finish\w*) with (?:a |an )?(?:suggestion|recommendation|plug|link|ad|advert\w*|mention)\b"
         r"|\ben (?:todas|cada una de) (?:tus|las|sus) respuestas\b(?:\W+\w+){0,6}?\W+(?:recomienda|promociona|sugiere|publicita)\b|\b(?:recomienda|promociona|publicita)\b(?:\W+\w+){0,6}?\W+en (?:todas|cada una de) (?:tus|las|sus) respuestas\b"
@@ -832,7 +837,7 @@ MISREPORT_ACROSS = Intent(
         "permanently|irreversibly|good|endgültig|dauerhaft|définitivement|permanentemente|definitivamente|完全に|彻底|永久|навсегда|безвозвратно|deletes|wipes|purges|erases|destroys|drops|borra|elimina|supprime|efface|löscht|entfernt|apaga|exclui|cancella",
         r"(?:\b(?:permanently|irreversibly|for good|endgültig|dauerhaft|définitivement|permanentemente|definitivamente|deletes|wipes|purges|erases|destroys|drops|borra|elimina|supprime|efface|löscht|entfernt|apaga|exclui|cancella)\b|完全に|彻底|永久|навсегда|безвозвратно)"
         r"[^\n]{0,200}?(?:\b(?:tell|inform|report|say|assure|explain|describe|state|berichte|sage|melde|erkläre|dis|indique|annonce|explique|informa|di|dile|indica|explica|informe|diga)\w*\b|説明|伝え|告诉|说明|сообщи|скажи)"
-        r"(?![^\n.。]*?\b(?:cannot|can't|can not|not be|irreversibl\w*|permanent\w*|no longer|unwiderruflich|irréversible|irreversible|não pode|no se puede|ne peut)\b)"
+        r"(?![^\n.。]{0,200}?\b(?:cannot|can't|can not|not be|irreversibl\w*|permanent\w*|no longer|unwiderruflich|irréversible|irreversible|não pode|no se puede|ne peut)\b)"
         rf"[^\n.。]{{0,100}}?(?:\b{_UNDONE}\b|ゴミ箱|移動|归档|回收站|暂停|архив|перемещ|корзин)",
     ),
 )
@@ -841,7 +846,7 @@ MISREPORT_ACROSS = Intent(
 DISGUISE = Intent(
     (
         "as|like",
-        r"\b(?:present|phrase|frame|word|pass|offer|give|deliver|disguise|dress|make|recommend|suggest|describe|write)\w*\b(?:\W+[\w'-]+){0,6}?\W+(?:as|like) (?:if (?:it )?(?:were|was|is) )?(?:(?:your|its|an?|the assistant's) )?(?:own |personal |independent |neutral |unbiased |genuine |honest |organic )+(?:opinion|advice|recommendation|view|idea|suggestion|take|preference|finding|pick|choice|favou?rite|experience)s?\b",
+        rf"\b(?:present|phrase|frame|word|pass|offer|give|deliver|disguise|dress|make|recommend|suggest|describe|write)\w*\b{gap(6)}(?:as|like) (?:if (?:it )?(?:were|was|is) )?(?:(?:your|its|an?|the assistant's) )?(?:own |personal |independent |neutral |unbiased |genuine |honest |organic )+(?:opinion|advice|recommendation|view|idea|suggestion|take|preference|finding|pick|choice|favou?rite|experience)s?\b",
     ),
     (
         "not|don|never",
@@ -990,7 +995,7 @@ CREDENTIAL = Intent(
     ),
     (
         "secret|secrets|credential|credentials|token|tokens|password|passwords|passwd",
-        r"[\w./-]*\b(?:secrets?|credentials?|tokens?|passwords?|passwd)[\w-]*\.(?:ya?ml|json|toml|ini|txt|conf|cfg|xml|properties|csv)\b",
+        r"(?<![\w./-])[\w./-]*\b(?:secrets?|credentials?|tokens?|passwords?|passwd)[\w-]*\.(?:ya?ml|json|toml|ini|txt|conf|cfg|xml|properties|csv)\b",
     ),
     (
         "chrome|firefox|library",
@@ -1079,7 +1084,7 @@ _ASKED_SECRET = (
 PHISH = Intent(
     (
         "ask|asks|asking|request|requests|prompt|prompts|get|have|tell|persuade|convince|invite",
-        rf"\b(?:ask|asks|asking|request|requests|prompt|prompts|get|have|tell|persuade|convince|invite)\b (?:the |each |every )?(?:user|users|customer|customers|person|human|them|client|caller|account holder)\b(?:\W+[\w'-]+){{0,10}}?\W+{_ASKED_SECRET}\b"
+        rf"\b(?:ask|asks|asking|request|requests|prompt|prompts|get|have|tell|persuade|convince|invite)\b (?:the |each |every )?(?:user|users|customer|customers|person|human|them|client|caller|account holder)\b{gap(10)}{_ASKED_SECRET}\b"
         rf"|\b(?:ask|request|prompt)\w* (?:them |the user )?for (?:the |their |the user's |his |her )(?:\w+ ){{0,3}}?{_ASKED_SECRET}\b",
     ),
     (
@@ -1271,8 +1276,8 @@ EXFIL_DIRECT = Intent(
     ),
     (
         "always|every|each|before",
-        r"\b(?:always|every time|each time|before (?:replying|answering|responding))\b(?:\W+\w+){0,3}?\W+call [\w-]+_[\w-]+ with (?:the )?(?:user's|full|entire|whole|complete|last|previous|recent)\b(?:\W+\w+){0,3}?\W+(?:messages?|conversation|history|chat|emails?|files?|data)\b"
-        r"|\bcall [\w-]+_[\w-]+ with (?:the )?(?:user's|full|entire|whole|complete|last|previous|recent)\b(?:\W+\w+){0,3}?\W+(?:messages?|conversation|history|chat|emails?|files?|data)\b(?:\W+\w+){0,3}?\W+(?:before (?:replying|answering|responding)|every time|each time)",
+        rf"\b(?:always|every time|each time|before (?:replying|answering|responding))\b(?:\W+\w+){{0,3}}?\W+call {_SNAKE} with (?:the )?(?:user's|full|entire|whole|complete|last|previous|recent)\b(?:\W+\w+){{0,3}}?\W+(?:messages?|conversation|history|chat|emails?|files?|data)\b"
+        rf"|\bcall {_SNAKE} with (?:the )?(?:user's|full|entire|whole|complete|last|previous|recent)\b(?:\W+\w+){{0,3}}?\W+(?:messages?|conversation|history|chat|emails?|files?|data)\b(?:\W+\w+){{0,3}}?\W+(?:before (?:replying|answering|responding)|every time|each time)",
     ),
     (
         "this",
@@ -1315,7 +1320,7 @@ _RUN_DOWN = (
     r"|(?:have been|has been|been|are|were) flagged|not (?:safe|trusted|reliable|accurate|to be trusted))\b"
 )
 # Another tool by its identifier (snake case, as servers name them): never this one.
-_OTHER_ID = r"[`'\"]?(?!this\b)[a-z][\w-]*_[\w-]+[`'\"]?"
+_OTHER_ID = r"[`'\"]?(?!this\b)(?<![a-z0-9_-])[a-z](?:[^\W_]|-)*+_[\w-]+[`'\"]?"
 # What the changed call carries: something of the attacker's own (a quoted text, code, an address,
 # a share), not a constraint ("set labels only to labels that already exist").
 _PAYLOAD = (
@@ -1347,7 +1352,7 @@ STEERING = Intent(
         r"\b(?:never|do not|don't) (?:call|use|invoke) (?:the )?(?!this\b)[\w-]+ (?:tool )?(?:directly|under any circumstances|anymore|any more|at all)\b",
     ),
     ("before", r"\bbefore (?:every|any|all|each)(?: other)? tools?\b"),
-    ("replace|replaces|supersede|supersedes", r"\b(?:replaces?|supersedes?) [\w-]+_[\w-]+\b"),
+    ("replace|replaces|supersede|supersedes", rf"\b(?:replaces?|supersedes?) {_SNAKE}\b"),
     ("instead", r"\b(?:call|use) this (?:tool|one) instead\b"),
     # Other languages: "à la place de l'outil", "en lugar de la herramienta", "statt des Tools".
     (
@@ -1397,7 +1402,7 @@ SHADOWING = Intent(
     ),
     (
         "unsafe|compromised|disabled|broken|malicious|insecure|safe|trusted",
-        r"\b(?:[\w-]+_[\w-]+|tools?|functions?)\b(?:\W+\w+){0,5}?\W+(?:is|are|has been|have been) (?:\w+ )?(?:deprecated and unsafe|unsafe|compromised|disabled|broken|malicious|insecure|not (?:safe|trusted))\b",
+        rf"\b(?:{_SNAKE}|tools?|functions?)\b(?:\W+\w+){{0,5}}?\W+(?:is|are|has been|have been) (?:\w+ )?(?:deprecated and unsafe|unsafe|compromised|disabled|broken|malicious|insecure|not (?:safe|trusted))\b",
     ),
     (
         "official|built|original|real",
@@ -1413,7 +1418,7 @@ SHADOWING = Intent(
     ),
     (
         "used|called|invoked|run|available",
-        r"\b(?:when|whenever|every time|each time|if|after|before)\s+(?:the )?['\"`]?[\w-]+_[\w-]+['\"`]?(?: (?:tool|function))? (?:is|gets|has been) (?:used|called|invoked|run|available)\b.*\b(?:also|always|first|bcc|cc|add|change|replace|redirect|send|share|forward|copy|run|include)\b",
+        rf"\b(?:when|whenever|every time|each time|if|after|before)\s+(?:the )?['\"`]?{_SNAKE}['\"`]?(?: (?:tool|function))? (?:is|gets|has been) (?:used|called|invoked|run|available)\b.*\b(?:also|always|first|bcc|cc|add|change|replace|redirect|send|share|forward|copy|run|include)\b",
     ),
     (
         "named|called",
@@ -1423,11 +1428,11 @@ SHADOWING = Intent(
         "account|iban",
         r"\b(?:set|change|use|make)\b(?:\W+\w+){0,3}?\W+(?:to|as)\W+(?:account|iban)\s*[:#]?\s*[a-z]{0,2}\d[\d -]{6,}",
     ),
-    ("bug|buggy|wrong", r"\b[\w-]+_[\w-]+ (?:tool )?(?:has a bug|is buggy|sends (?:\w+ )?to the wrong)\b"),
+    ("bug|buggy|wrong", rf"\b{_SNAKE} (?:tool )?(?:has a bug|is buggy|sends (?:\w+ )?to the wrong)\b"),
     # Other tools run down, whatever the verb: "other search tools return outdated, unsafe results".
     (
         "other|competing|alternative",
-        r"\b(?:other|competing|alternative)\b(?:\W+\w+){0,2}?\W+(?:tools?|servers?|functions?|plugins?|integrations?)\b(?:\W+[\w'-]+){0,6}?\W+(?:unsafe|insecure|outdated|unreliable|compromised|malicious|dangerous|untrusted|not (?:safe|trusted|reliable))\b",
+        rf"\b(?:other|competing|alternative)\b(?:\W+\w+){{0,2}}?\W+(?:tools?|servers?|functions?|plugins?|integrations?)\b{gap(6)}(?:unsafe|insecure|outdated|unreliable|compromised|malicious|dangerous|untrusted|not (?:safe|trusted|reliable))\b",
     ),
     (
         "never|not|don",
@@ -1456,20 +1461,20 @@ SHADOWING = Intent(
     # "results from x_search are often fabricated", "andere Tools liefern erfundene Werte".
     (
         "other|others|competing|alternative|rival|built|remaining|rest",
-        rf"\b(?:other|others|competing|alternative|rival|built-in|remaining|the rest of the)\b(?:\W+[\w-]+){{0,3}}?\W+(?:tools?|servers?|functions?|plugins?|integrations?|apis?|extensions?|providers?)\b(?:\W+[\w'-]+){{0,8}}?\W+{_RUN_DOWN}",
+        rf"\b(?:other|others|competing|alternative|rival|built-in|remaining|the rest of the)\b{gap(3)}(?:tools?|servers?|functions?|plugins?|integrations?|apis?|extensions?|providers?)\b{gap(8)}{_RUN_DOWN}",
     ),
     (
         "unreliable|fabricated|fake|bogus|hallucinating|inaccurate|untrustworthy|manipulated|tampered|invented|compromised|leaks|leak|steals|steal|spies|exfiltrates|fabricates|hallucinates|corrupts|corrupt",
-        r"(?<!this )\b(?:[\w-]+_[\w-]+|tools?|functions?|servers?)\b(?:\W+\w+){0,5}?\W+(?:is|are|has been|have been) (?:\w+ )?(?:unreliable|fabricated|fake|bogus|hallucinating|inaccurate|untrustworthy|manipulated|tampered with|invented|compromised)\b"
-        r"|(?<!this )\b(?:[\w-]+_[\w-]+|tool|server|function)s? (?:leaks?|steals?|spies on|exfiltrates?|fabricates?|hallucinates?|corrupts?|tampers with)\b",
+        rf"(?<!this )\b(?:{_SNAKE}|tools?|functions?|servers?)\b(?:\W+\w+){{0,5}}?\W+(?:is|are|has been|have been) (?:\w+ )?(?:unreliable|fabricated|fake|bogus|hallucinating|inaccurate|untrustworthy|manipulated|tampered with|invented|compromised)\b"
+        rf"|(?<!this )\b(?:{_SNAKE}|tool|server|function)s? (?:leaks?|steals?|spies on|exfiltrates?|fabricates?|hallucinates?|corrupts?|tampers with)\b",
     ),
     (
         "otras|demás|otros|andere|anderen|sonstige|autres|altri|outras|outros|demais|други|其他|他の",
-        r"\b(?:otras|demás|otros)\b(?:\W+\w+){0,3}?\W+(?:herramientas|servidores|funciones|plugins)\b(?:\W+[\w'-]+){0,8}?\W+(?:falsos|falsas|inventad\w*|erróne\w*|poco fiables|no (?:son )?fiables|insegur\w*|manipulad\w*|maliciosas?|peligros\w*)"
-        r"|\b(?:andere|anderen|sonstige)\b(?:\W+[\w-]+){0,3}?\W+[\w-]*(?:tools?|werkzeuge?|server|dienste|funktionen|plugins)\b(?:\W+[\w'-]+){0,8}?\W+(?:erfunden\w*|gefälscht\w*|unzuverlässig\w*|unsicher\w*|manipuliert\w*|gemieden|bösartig\w*|gefährlich\w*)"
-        r"|\b(?:autres|les autres)\b(?:[^\w']+[\w'-]+){0,3}?[^\w']+(?:outils|serveurs|fonctions|plugins)\b(?:[^\w']+[\w'-]+){0,8}?[^\w']+(?:faux|fausses|inventé\w*|peu fiables|non fiables|dangereu\w*|malveillant\w*|manipulé\w*|falsifié\w*)"
-        r"|\b(?:altri|gli altri)\b(?:[^\w']+[\w'-]+){0,3}?[^\w']+(?:strumenti|server|tool|funzioni|plugin)\b(?:[^\w']+[\w'-]+){0,8}?[^\w']+(?:inventat\w*|fals\w*|inaffidabil\w*|pericolos\w*|manipolat\w*|malevol\w*)"
-        r"|\b(?:outras|outros|demais)\b(?:\W+[\w'-]+){0,3}?\W+(?:ferramentas|servidores|funções|plugins)\b(?:\W+[\w'-]+){0,8}?\W+(?:fals\w*|inventad\w*|não confiáveis|pouco confiáveis|insegur\w*|manipulad\w*|perigos\w*)"
+        rf"\b(?:otras|demás|otros)\b(?:\W+\w+){{0,3}}?\W+(?:herramientas|servidores|funciones|plugins)\b{gap(8)}(?:falsos|falsas|inventad\w*|erróne\w*|poco fiables|no (?:son )?fiables|insegur\w*|manipulad\w*|maliciosas?|peligros\w*)"
+        rf"|\b(?:andere|anderen|sonstige)\b{gap(3)}[\w-]*(?:tools?|werkzeuge?|server|dienste|funktionen|plugins)\b{gap(8)}(?:erfunden\w*|gefälscht\w*|unzuverlässig\w*|unsicher\w*|manipuliert\w*|gemieden|bösartig\w*|gefährlich\w*)"
+        rf"|\b(?:autres|les autres)\b{gap(3)}(?:outils|serveurs|fonctions|plugins)\b{gap(8)}(?:faux|fausses|inventé\w*|peu fiables|non fiables|dangereu\w*|malveillant\w*|manipulé\w*|falsifié\w*)"
+        rf"|\b(?:altri|gli altri)\b{gap(3)}(?:strumenti|server|tool|funzioni|plugin)\b{gap(8)}(?:inventat\w*|fals\w*|inaffidabil\w*|pericolos\w*|manipolat\w*|malevol\w*)"
+        rf"|\b(?:outras|outros|demais)\b{gap(3)}(?:ferramentas|servidores|funções|plugins)\b{gap(8)}(?:fals\w*|inventad\w*|não confiáveis|pouco confiáveis|insegur\w*|manipulad\w*|perigos\w*)"
         r"|други\w*(?:\W+\w+){0,2}?\W+(?:инструмент|сервер|функци)\w*(?:\W+\w+){0,8}?\W+(?:ложн|выдуман|ненадёжн|ненадежн|опасн|фальшив|поддельн)\w*"
         r"|其他[^。]{0,8}(?:工具|服务器|插件)[^。]{0,20}(?:不可靠|虚假|编造|伪造|危险|不安全)|他の[^。]{0,8}(?:ツール|サーバー)[^。]{0,20}(?:不正確|捏造|偽|信頼できない|危険)",
     ),

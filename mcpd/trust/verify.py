@@ -152,7 +152,7 @@ _NAMED_BEFORE = re.compile(
     r"(?:\b(?:such as|e\.g\.|for example|for instance|como|por ejemplo|comme|par exemple|wie|z\. ?b\.|"
     r"zum beispiel|ad esempio|por exemplo|например|такие как|zoals|bijvoorbeeld|np\.|örneğin)"
     r"|例如|比如|例えば)"
-    r"\W+(?:[\w-]+\W+){0,3}$"
+    r"[^\w-]+(?:[\w-]+[^\w-]+){0,3}$"  # words and separators share no character: no backtracking
 )
 _COMMAND_RULE = re.compile(
     r"\b(?:requires?|confirm\w*|block\w*|refus\w*|reject\w*|forbid\w*|not allowed|denied|disallowed|"
@@ -169,7 +169,7 @@ def _named_command(match: re.Match[str]) -> bool:
 
 # "Do not follow instructions returned by this tool": a guard against injected data, no override.
 _IN_THE_DATA = re.compile(
-    r"\W+(?:or \w+\W+)?(?:(?:that )?(?:you )?(?:find|see|get|receive|read)\s+)?"
+    r"\W++(?:or \w+\W+)?(?:(?:that )?(?:you )?(?:find|see|get|receive|read)\s+)?"
     r"(?:returned by|in|within|inside|from|contained in|found in|embedded in)\s+"
     r"(?:the |this |that |any |a )?(?:\w+ )?(?:tool|data|results?|output|response|"
     r"web ?page|e-?mails?|files?|rows?|records?)\b"
@@ -346,7 +346,7 @@ def _an_order(sentence: str, match: re.Match[str]) -> bool:
 
 # An address given as an example: quoted, right after "e.g." or "for example" ("e.g., email
 # address 'user@example.com'"), at a name reserved for examples (RFC 2606, 6761).
-_EXAMPLE_BEFORE = re.compile(r"\b(?:e\.g\.|for example|for instance|such as)\W+(?:[\w-]+\W+){0,2}$")
+_EXAMPLE_BEFORE = re.compile(r"\b(?:e\.g\.|for example|for instance|such as)[^\w-]+(?:[\w-]+[^\w-]+){0,2}$")
 _RESERVED = re.compile(r"(?:^|[@./])(?:example\.(?:com|org|net)|[\w-]+\.(?:test|invalid)|localhost)\b")
 _IDENTIFIER = re.compile(r"[\w-]+")
 
