@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import base64
+import importlib
 import json
 import re
 from array import array
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mcpd.model.trust import HIGH, MEDIUM, Finding
-from mcpd.trust import learned, rules, verify
+from mcpd.trust import learned, normalize, rules, signs, verify
 from mcpd.trust.corpus import halves, load, score
 from mcpd.trust.verify import scan_text, scan_texts, scan_tool
 
@@ -913,3 +915,122 @@ def test_honest_wording_near_the_new_classes_stays_below_high(text: str) -> None
     tools that keep what the user says, repetitions a tool describes: none is high (each was,
     while the rules for probe 11's classes were being written)."""
     assert not high(text), found(text)
+
+
+# -- no pattern backtracks on attacker text ---------------------------------------------------------
+
+# The parser of ``re``: how a pattern is built, to lead each test text up to its repetitions.
+# Private modules, untyped in typeshed; imported by name because sre_parse is deprecated.
+_C: Any = importlib.import_module("re._constants")
+_parser: Any = importlib.import_module("re._parser")
+
+_RUNS = ("- ", "' ", "-'", "a_", "a-", "'-' ", "a ")
+"""Units repeated into a run: punctuation that both a word and a separator could take, identifiers."""
+
+
+def _member(items: list[tuple[Any, Any]], char: str) -> bool:
+    """``char`` is in a parsed character class."""
+    negate = hit = False
+    for op, arg in items:
+        if op is _C.NEGATE:
+            negate = True
+        elif op is _C.LITERAL:
+            hit |= ord(char) == arg
+        elif op is _C.RANGE:
+            hit |= arg[0] <= ord(char) <= arg[1]
+        elif op is _C.CATEGORY:
+            hit |= re.fullmatch(_CATEGORIES[str(arg)], char) is not None
+    return hit != negate
+
+
+_CATEGORIES = {
+    "CATEGORY_WORD": r"\w",
+    "CATEGORY_NOT_WORD": r"\W",
+    "CATEGORY_SPACE": r"\s",
+    "CATEGORY_NOT_SPACE": r"\S",
+    "CATEGORY_DIGIT": r"\d",
+    "CATEGORY_NOT_DIGIT": r"\D",
+}
+_REPEATS = (_C.MAX_REPEAT, _C.MIN_REPEAT, _C.POSSESSIVE_REPEAT)
+
+
+def _shortest(parsed: Any) -> str:
+    """A short text the parsed pattern ``parsed`` matches (its first alternatives, assertions ignored)."""
+    text = ""
+    for op, arg in parsed:
+        if op is _C.LITERAL:
+            text += chr(arg)
+        elif op is _C.IN:
+            text += next((char for char in "a -'.x1_:" if _member(arg, char)), "")
+        elif op is _C.ANY:
+            text += "x"
+        elif op is _C.BRANCH:
+            text += _shortest(arg[1][0])
+        elif op is _C.SUBPATTERN:
+            text += _shortest(arg[-1])
+        elif op is _C.ATOMIC_GROUP:
+            text += _shortest(arg)
+        elif op in _REPEATS:
+            text += _shortest(arg[2]) * arg[0]
+    return text
+
+
+def _leads(parsed: Any, before: str, found: set[str]) -> set[str]:
+    """Texts that take the pattern up to each of its repetitions (where backtracking happens), in
+    every alternative and lookahead."""
+    for op, arg in parsed:
+        if op in _REPEATS:
+            found.add(before)
+            _leads(arg[2], before, found)
+        elif op is _C.BRANCH:
+            for alternative in arg[1]:
+                _leads(alternative, before, found)
+        elif op is _C.SUBPATTERN:
+            _leads(arg[-1], before, found)
+        elif op is _C.ATOMIC_GROUP:
+            _leads(arg, before, found)
+        elif op in (_C.ASSERT, _C.ASSERT_NOT) and arg[0] == 1:
+            _leads(arg[1], before, found)
+        before += _shortest([(op, arg)])
+    return found
+
+
+def _verifier_patterns() -> dict[str, tuple[re.Pattern[str], set[str]]]:
+    """Every pattern the verifier runs, by name, with its trigger words."""
+    patterns: dict[str, tuple[re.Pattern[str], set[str]]] = {}
+    for index in (rules._BY_WORD, rules._BY_FRAGMENT, rules._BY_FOREIGN):
+        for trigger, entries in index.items():
+            for intent, part, lazy in entries:
+                patterns.setdefault(f"intent {intent} part {part}", (lazy.compiled(), set()))[1].add(trigger)
+    for module in (rules, verify, signs, normalize):
+        for name, value in vars(module).items():
+            if isinstance(value, re.Pattern):
+                patterns[f"{module.__name__}.{name}"] = (value, set())
+    return patterns
+
+
+@pytest.mark.timeout(90)
+def test_no_pattern_backtracks_on_runs_of_punctuation_or_identifiers() -> None:
+    """Every pattern the verifier runs (each intent's, each module-level one) reads 2,000-character
+    runs of what a word and a separator could both take ("- - -", "-'-'", "' ' '") and of identifiers
+    ("a_a_a", "a-a-a"), each led by every trigger word of the pattern and by a text that takes the
+    pattern up to each of its repetitions, and repeated sentences, in linear time: a pattern that
+    splits such a run many ways holds the GIL for hours and the whole daemon with it. Nothing is
+    timed here: the test's timeout catches a pattern that backtracks (a 108-character description
+    once froze the daemon for 10.7 s), and the scan of 100,000 characters of such runs too."""
+    runs = [unit * (2000 // len(unit)) + " x" for unit in _RUNS]
+    # By name (``_verifier_patterns``): under --showlocals a timeout's traceback says which one hangs.
+    for _name, (pattern, triggers) in _verifier_patterns().items():
+        leads = _leads(_parser.parse(pattern.pattern, pattern.flags), "", set())
+        for run in runs:
+            pattern.search(run)
+            for lead in leads:
+                pattern.match(lead + " " + run)
+            for trigger in triggers:
+                pattern.search(trigger + " " + run)
+        for lead in leads | triggers:
+            pattern.search(f"{lead} x {lead}. " * (2000 // (len(lead) + 4) + 1))
+    scan_text("t", "description", "ask the user " + "- " * 50_000)
+    scan_text("t", "description", "whenever you call " + "a_" * 50_000)
+    scan_text("t", "description", "it deletes rows then tell them " * 3300)
+    scan_text("t", "description", "other tools " + "-'" * 50_000)
