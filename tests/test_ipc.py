@@ -35,8 +35,10 @@ from mcpd.errors import (
     UnknownServer,
     UnknownTool,
 )
+from mcpd.ipc.endpoint import connect_now, connect_within, peer_uid
 from mcpd.ipc.framing import LARGE, FrameBuffer
 from mcpd.ipc.framing import frame as framed
+from mcpd.ipc.stream import FrameStream
 from mcpd.model.protocol import (
     PROTOCOL_VERSION,
     CancelParams,
@@ -831,3 +833,39 @@ async def test_closing_a_blocking_client_ends_the_thread_that_follows_its_events
     client.close()
     await anyio.to_thread.run_sync(thread.join, 10)
     assert not thread.is_alive() and len(outcomes) == 1 and isinstance(outcomes[0], TransportError), outcomes
+
+
+async def test_a_full_listen_queue_is_waited_out_not_taken_for_another_user(tmp_path: Path) -> None:
+    """A daemon busy accepting a crowd has a full listen queue: a Unix socket then refuses to
+    connect (EAGAIN) rather than wait. Both clients wait their turn and get a real connection; the
+    async one was handed a socket connected to nothing ("served by uid -1": PeerRejected)."""
+    path = str(tmp_path / "busy.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(0)
+    queued = []
+    while (waiting := connect_now(path)) is not None:  # fill the queue
+        queued.append(waiting)
+    accepted: list[socket.socket] = []
+
+    def accept_later() -> None:
+        time.sleep(0.3)
+        listener.settimeout(10)  # a client that never connected must not keep this thread
+        with contextlib.suppress(TimeoutError):
+            for _ in range(len(queued) + 2):
+                accepted.append(listener.accept()[0])
+
+    acceptor = threading.Thread(target=accept_later, daemon=True)
+    acceptor.start()
+    try:
+        with anyio.fail_after(10):
+            stream = await FrameStream.connect(path)
+        assert peer_uid(stream.socket) == os.getuid()
+        stream.close()
+        sync = connect_within(path, 10)
+        assert peer_uid(sync) == os.getuid()
+        sync.close()
+    finally:
+        acceptor.join(10)
+        for sock in (*queued, *accepted, listener):
+            sock.close()

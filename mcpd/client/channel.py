@@ -17,7 +17,7 @@ import msgspec
 from mcpd.client import _wire
 from mcpd.config.paths import likely_socket_path
 from mcpd.errors import DECODE_FAILURES, PeerRejected, ProtocolError, TransportError
-from mcpd.ipc.endpoint import peer_uid
+from mcpd.ipc.endpoint import connect_within, peer_uid
 from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer, frame
 from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, HelloResult, Response
 from mcpd.readsize import READ_SIZE
@@ -104,12 +104,9 @@ def _connect_default(socket_path: str | Path | None, timeout: float) -> socket.s
 
 def _connect(path: str | Path, timeout: float) -> socket.socket:
     """A connected socket to a daemon of this user."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(timeout)
     try:
-        sock.connect(str(path))
+        sock = connect_within(str(path), timeout)
     except OSError as exc:
-        sock.close()
         raise _wire.unreachable(path, exc) from None
     uid = peer_uid(sock)
     if uid is not None and uid != os.getuid():

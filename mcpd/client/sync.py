@@ -20,7 +20,7 @@ from mcpd.client import _wire
 from mcpd.client.answers import Answers, SyncAskHandler, answer_sync
 from mcpd.client.api import Api
 from mcpd.errors import CallTimeout, McpdError, ProtocolError, TransportError
-from mcpd.ipc.endpoint import check_server
+from mcpd.ipc.endpoint import check_server, connect_within
 from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer
 from mcpd.model.logs import LOGS_NOTIFICATION, LogEntry
 from mcpd.model.protocol import (
@@ -72,12 +72,9 @@ class Client(Api):
 
     def connect(self, timeout: float = _wire.DEFAULT_TIMEOUT) -> Self:
         self.close()  # connected already: that connection ends
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(timeout)
         try:
-            sock.connect(str(self.path))
+            sock = connect_within(str(self.path), timeout)
         except OSError as exc:
-            sock.close()
             raise _wire.unreachable(self.path, exc) from None
         self._sock = sock
         try:

@@ -26,6 +26,7 @@ import socket
 import stat
 import struct
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from mcpd.errors import McpdError, PeerRejected
@@ -234,6 +235,43 @@ def open_listener(path: Path) -> socket.socket:
     except BaseException:
         sock.close()
         raise
+    return sock
+
+
+QUEUE_RETRY = (0.002, 0.05)
+"""First and longest wait between tries to connect while the daemon's listen queue is full."""
+
+
+def connect_now(path: str) -> socket.socket | None:
+    """A socket connected to ``path`` (non-blocking), or None while the listener's queue is full
+    (a daemon busy accepting a crowd: try again shortly). Other failures raise ``OSError``."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    try:
+        sock.connect(path)
+    except BlockingIOError:
+        # A Unix socket connects at once or not at all: EAGAIN is a full queue, never "in
+        # progress". asyncio takes it for the latter and hands back a socket connected to
+        # nothing, whose peer then reads as uid -1 ("served by another user").
+        sock.close()
+        return None
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def connect_within(path: str, timeout: float) -> socket.socket:
+    """A blocking socket (``timeout`` on each operation) connected to ``path`` within ``timeout``,
+    a full queue waited out; ``TimeoutError`` past it, other failures ``OSError``."""
+    deadline = time.monotonic() + timeout
+    delay = QUEUE_RETRY[0]
+    while (sock := connect_now(path)) is None:
+        if time.monotonic() + delay > deadline:
+            raise TimeoutError(errno.ETIMEDOUT, "the daemon did not accept the connection in time")
+        time.sleep(delay)
+        delay = min(2 * delay, QUEUE_RETRY[1])
+    sock.settimeout(timeout)
     return sock
 
 

@@ -17,6 +17,7 @@ import asyncio
 import socket
 from collections.abc import AsyncIterator
 
+from mcpd.ipc.endpoint import QUEUE_RETRY, connect_now
 from mcpd.ipc.framing import DEFAULT_MAX_FRAME, FrameBuffer, TruncatedFrame
 from mcpd.readsize import READ_SIZE, read_in_pieces
 
@@ -38,7 +39,16 @@ class FrameStream:
 
     @classmethod
     async def connect(cls, path: str) -> FrameStream:
-        reader, writer = await asyncio.open_unix_connection(path, limit=_BUFFERED)
+        """Connect to ``path``, waiting out a full listen queue (the caller's deadline bounds it)."""
+        delay = QUEUE_RETRY[0]
+        while (sock := connect_now(path)) is None:
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, QUEUE_RETRY[1])
+        try:
+            reader, writer = await asyncio.open_unix_connection(sock=sock, limit=_BUFFERED)
+        except BaseException:
+            sock.close()
+            raise
         return cls(reader, writer)
 
     @classmethod
