@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -16,7 +17,7 @@ from mcpd.errors import (
     TransportError,
     error_from_wire,
 )
-from mcpd.ipc.endpoint import MAX_PATH_BYTES
+from mcpd.ipc.endpoint import MAX_PATH_BYTES, check_server, connect_within
 from mcpd.ipc.framing import frame
 from mcpd.model.logs import LogLines, LogsParams, LogsResult
 from mcpd.model.protocol import (
@@ -419,6 +420,20 @@ def resolve_socket(path: str | Path | None) -> Path:
     from mcpd.config.paths import default_socket_path  # noqa: PLC0415
 
     return Path(path) if path is not None else default_socket_path()
+
+
+def connect_blocking(path: str | Path, timeout: float) -> socket.socket:
+    """A blocking socket connected to the daemon of this user at ``path`` (the sync clients')."""
+    try:
+        sock = connect_within(str(path), timeout)
+    except OSError as exc:
+        raise unreachable(path, exc) from None
+    try:
+        check_server(sock, path)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def unreachable(path: str | Path, exc: OSError) -> DaemonNotRunning | ConfigError | TransportError:

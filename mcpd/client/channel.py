@@ -8,7 +8,6 @@ mode, as bytes, in both directions. No event loop and no threads, so a relay suc
 
 from __future__ import annotations
 
-import os
 import socket
 from typing import TYPE_CHECKING
 
@@ -16,8 +15,7 @@ import msgspec
 
 from mcpd.client import _wire
 from mcpd.config.paths import likely_socket_path
-from mcpd.errors import DECODE_FAILURES, PeerRejected, ProtocolError, TransportError
-from mcpd.ipc.endpoint import connect_within, peer_uid
+from mcpd.errors import DECODE_FAILURES, ProtocolError, TransportError
 from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer, frame
 from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, HelloResult, Response
 from mcpd.readsize import READ_SIZE
@@ -99,22 +97,7 @@ def _connect_default(socket_path: str | Path | None, timeout: float) -> socket.s
     path, found by ``likely_socket_path()`` without platformdirs where it can be."""
     if socket_path is None:
         socket_path = likely_socket_path() or _wire.resolve_socket(None)
-    return _connect(socket_path, timeout)
-
-
-def _connect(path: str | Path, timeout: float) -> socket.socket:
-    """A connected socket to a daemon of this user."""
-    try:
-        sock = connect_within(str(path), timeout)
-    except OSError as exc:
-        raise _wire.unreachable(path, exc) from None
-    uid = peer_uid(sock)
-    if uid is not None and uid != os.getuid():
-        sock.close()
-        raise PeerRejected(
-            f"the socket {path} is served by uid {uid}, not by this user", {"socket": str(path)}
-        )
-    return sock
+    return _wire.connect_blocking(socket_path, timeout)
 
 
 def _hello(

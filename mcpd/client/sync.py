@@ -20,7 +20,6 @@ from mcpd.client import _wire
 from mcpd.client.answers import Answers, SyncAskHandler, answer_sync
 from mcpd.client.api import Api
 from mcpd.errors import CallTimeout, McpdError, ProtocolError, TransportError
-from mcpd.ipc.endpoint import check_server, connect_within
 from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer
 from mcpd.model.logs import LOGS_NOTIFICATION, LogEntry
 from mcpd.model.protocol import (
@@ -72,13 +71,8 @@ class Client(Api):
 
     def connect(self, timeout: float = _wire.DEFAULT_TIMEOUT) -> Self:
         self.close()  # connected already: that connection ends
+        self._sock = _wire.connect_blocking(self.path, timeout)
         try:
-            sock = connect_within(str(self.path), timeout)
-        except OSError as exc:
-            raise _wire.unreachable(self.path, exc) from None
-        self._sock = sock
-        try:
-            check_server(sock, self.path)
             self.hello_result = self.request(_wire.hello(self.name, timeout))
             capabilities = self.answers.capabilities()
             if capabilities.names():
