@@ -97,11 +97,7 @@ def test_vscode_servers_key(tmp_path: Path) -> None:
     [
         ("bad.toml", "[servers.a\ncommand='x'", "not valid TOML"),
         ("bad.json", "{not json", "not valid JSON"),
-        (
-            "jsonc.json",
-            '{\n  // mine\n  "mcpServers": {"a": {"command": "x"},}\n}',
-            "comments and trailing commas",
-        ),
+        ("unclosed.json", '{"mcpServers": {} /* mine', "not valid JSON"),
         ("list.json", "[]", "expected a JSON object"),
         ("none.json", "{}", "no `mcpServers`"),
         ("top.toml", "[server.a]\ncommand='x'", "unknown top-level key(s) server"),
@@ -506,15 +502,17 @@ def test_a_key_given_twice_in_a_host_file_is_an_issue_not_a_silent_pick(tmp_path
     assert [s.name for s in load_config(write(tmp_path, "deep.json", deep)).servers] == ["a"]
 
 
-def test_a_jsonc_file_is_read_as_json_with_comments(tmp_path: Path) -> None:
-    """`.jsonc` (VS Code): comments and trailing commas are allowed; `//` inside a string is text."""
+@pytest.mark.parametrize("name", ["mcp.jsonc", "mcp.json"])
+def test_host_json_is_read_as_json_with_comments(tmp_path: Path, name: str) -> None:
+    """VS Code's `mcp.json` is JSON with comments under a `.json` name: comments and trailing commas
+    are allowed in both suffixes; `//` inside a string is text."""
     text = """{
       // my servers
       "servers": {
         "web": {"url": "https://example.com/mcp", /* remote */ "headers": {"X": "a /* b */ // c"},},
       },
     }"""
-    config = load_config(write(tmp_path, "mcp.jsonc", text))
+    config = load_config(write(tmp_path, name, text))
     assert config.issues == () and config.servers[0].url == "https://example.com/mcp"
     assert config.servers[0].headers == {"X": "a /* b */ // c"}
     with pytest.raises(ConfigError, match="not a JSON file"):

@@ -62,15 +62,17 @@ def load_config(path: Path | None = None) -> Config:
     raw = read_bounded(path, "config file")
     source = str(path)
     if is_json(path):
-        if path.suffix.lower() == ".jsonc":
-            raw = plain_json(raw)
+        # VS Code's and Cursor's `mcp.json` are JSON with comments under a `.json` name; comments
+        # and trailing commas are never valid JSON, so reading every host file this way refuses
+        # nothing that plain JSON would take.
+        raw = plain_json(raw)
         return _build(source, _json_entries(source, raw), DaemonSettings(), host_base=path.parent)
     document = _toml_document(source, raw)
     return _build(source, _toml_servers(source, document), _toml_daemon(source, document), host_base=None)
 
 
 def is_json(path: Path) -> bool:
-    """A host's file (``.json``; ``.jsonc``, JSON with comments, as VS Code writes), not mcpd's TOML."""
+    """A host's file (``.json`` or ``.jsonc``, both read as JSON with comments), not mcpd's TOML."""
     return path.suffix.lower() in (".json", ".jsonc")
 
 
@@ -104,10 +106,6 @@ def _toml_servers(source: str, document: dict[str, Any]) -> Mapping[str, Any]:
     if not isinstance(servers, dict):
         raise ConfigError(f"{source}: `servers` must be a table of [servers.NAME] sections")
     return servers
-
-
-_JSONC = re.compile(rb"^\s*//|/\*|,\s*[}\]]", re.MULTILINE)
-"""A line comment, a block comment or a trailing comma: what JSONC allows and JSON does not."""
 
 
 class _Repeated(msgspec.Struct, frozen=True):
@@ -159,14 +157,7 @@ def _json_entries(source: str, raw: bytes) -> Mapping[str, Any]:
     try:
         document = json.loads(raw, object_pairs_hook=_object)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        hint = ""
-        if _JSONC.search(raw):
-            # VS Code and others write JSON with comments: mcpd reads them from `.jsonc` files only.
-            hint = (
-                " (comments and trailing commas, which some hosts allow, are not JSON: remove them,"
-                " or name the file .jsonc)"
-            )
-        raise ConfigError(f"{source}: not valid JSON: {exc or 'nested too deeply'}{hint}") from None
+        raise ConfigError(f"{source}: not valid JSON: {exc or 'nested too deeply'}") from None
     if not isinstance(document, _Object):
         raise ConfigError(f"{source}: expected a JSON object with an `mcpServers` key")
     # `mcpServers` is what Claude Desktop, Claude Code and Cursor write; VS Code writes `servers`.
