@@ -9,7 +9,9 @@ Run ``python bench/ipc.py``. Prints, side by side:
     SDK ``ClientSession`` to another copy of the fixture.
 
 p50/p99 latency with one client; throughput with 1, 8 and 32 concurrent clients;
-the daemon's own CPU time per proxied call; the wall time of ``mcpd status``; and what mcpd's
+the daemon's own CPU time per proxied call, next to the proxy floor: a minimal asyncio proxy
+(callbacks only, no checks, no records) relaying the same framed requests to a copy of the
+fixture as JSON-RPC lines, so what is mcpd's own shows; the wall time of ``mcpd status``; and what mcpd's
 stdio session (``mcpd.supervisor.stdio_session``) saves over the SDK's, in-process, per call.
 Asserts nothing about time: the figures are for people.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import math
 import os
@@ -39,7 +42,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcpd.client.aio import AsyncClient, connect
 from mcpd.daemon.logging import configure_logging
-from mcpd.ipc.framing import frame
+from mcpd.ipc.framing import DEFAULT_MAX_FRAME, FrameBuffer, frame
 from mcpd.ipc.stream import FrameStream
 from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, Request, Response
 from mcpd.supervisor.session import SessionHooks, handshake
@@ -144,6 +147,79 @@ class RawClient:
         raise ConnectionError("closed")
 
 
+# -- the proxy floor: frames in, JSON-RPC lines to the fixture, frames back -------------------------
+
+
+async def serve_proxy(path: str) -> None:
+    """Relay each framed request's params as a ``tools/call`` to the fixture, with nothing else."""
+    loop = asyncio.get_running_loop()
+    command, *args = fixture_command("fx", "--tools", "1")
+    child = await asyncio.create_subprocess_exec(
+        command, *args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    assert child.stdin is not None
+    assert child.stdout is not None
+    running: set[asyncio.Task[None]] = set()
+    replies: dict[int, asyncio.Future[msgspec.Raw]] = {}
+    ids = itertools.count(1)
+    reply_decoder = msgspec.json.Decoder(_Reply)
+
+    def send(method: str, params: object, request_id: int | None = None) -> None:
+        message = {"jsonrpc": "2.0", "method": method, "params": params}
+        if request_id is not None:
+            message["id"] = request_id
+        child.stdin.write(msgspec.json.encode(message) + b"\n")  # type: ignore[union-attr]
+
+    init = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "floor", "version": "0"},
+    }
+    send("initialize", init, 0)
+    await child.stdout.readline()
+    send("notifications/initialized", {})
+    stdout = child.stdout
+
+    async def route() -> None:
+        while line := await stdout.readline():
+            reply = reply_decoder.decode(line)
+            waiter = replies.pop(reply.id, None)
+            if waiter is not None:
+                waiter.set_result(reply.result)
+
+    class Connection(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            assert isinstance(transport, asyncio.Transport)
+            self.transport = transport
+            self.frames = FrameBuffer(DEFAULT_MAX_FRAME)
+
+        def data_received(self, data: bytes) -> None:
+            for item in self.frames.feed(data, 1 << 30):
+                task = loop.create_task(self.answer(request_decoder.decode(item)))
+                running.add(task)
+                task.add_done_callback(running.discard)
+
+        async def answer(self, request: Request) -> None:
+            request_id = next(ids)
+            waiter = replies[request_id] = loop.create_future()
+            send("tools/call", msgspec.msgpack.decode(request.params), request_id)
+            result = msgspec.json.decode(await waiter)
+            self.transport.write(
+                frame(encoder.encode(Response(request.id, msgspec.Raw(encoder.encode(result)))))
+            )
+
+    routing = loop.create_task(route())
+    server = await loop.create_unix_server(Connection, path)
+    async with server:
+        await server.serve_forever()
+    routing.cancel()
+
+
+class _Reply(msgspec.Struct):
+    id: int
+    result: msgspec.Raw = msgspec.Raw(b"null")
+
+
 async def raw_clients(path: Path, count: int, hello: bool) -> list[RawClient]:
     out = []
     for _ in range(count):
@@ -184,22 +260,29 @@ def row(label: str, p50: float, p99: float) -> None:
 
 async def main(count: int, seconds: float) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="mcpd-bench-", dir="/tmp"))
-    echo_path = workdir / "echo.sock"
-    # The floor runs in its own process, as mcpd does, so both pay the same cross-process hops.
-    echo_process = await anyio.open_process([sys.executable, __file__, "--serve-echo", str(echo_path)])
+    echo_path, proxy_path = workdir / "echo.sock", workdir / "proxy.sock"
+    # The floors run in processes of their own, as mcpd does, so all pay the same cross-process hops.
+    floors = [
+        await anyio.open_process([sys.executable, __file__, flag, str(path)])
+        for flag, path in (("--serve-echo", echo_path), ("--serve-proxy", proxy_path))
+    ]
     try:
         with anyio.fail_after(20):
-            while not echo_path.exists():
+            while not (echo_path.exists() and proxy_path.exists()):
                 await anyio.sleep(0.02)
-        await measure(workdir, echo_path, echo_process.pid, count, seconds)
+        await measure(workdir, (echo_path, floors[0].pid), (proxy_path, floors[1].pid), count, seconds)
     finally:
-        echo_process.terminate()
-        with anyio.move_on_after(5):
-            await echo_process.wait()
+        for process in floors:
+            process.terminate()
+            with anyio.move_on_after(5):
+                await process.wait()
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-async def measure(workdir: Path, echo_path: Path, echo_pid: int, count: int, seconds: float) -> None:
+async def measure(
+    workdir: Path, echo: tuple[Path, int], proxy: tuple[Path, int], count: int, seconds: float
+) -> None:
+    (echo_path, echo_pid), (proxy_path, proxy_pid) = echo, proxy
     command, *args = fixture_command("fx", "--tools", "1")
     config = workdir / "config.toml"
     config.write_text(f"[servers.fx]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n")
@@ -215,6 +298,8 @@ async def measure(workdir: Path, echo_path: Path, echo_pid: int, count: int, sec
         await direct.list_tools()
         echo_clients = await raw_clients(echo_path, 32, hello=False)
         raw_mcpd = await raw_clients(daemon.socket, 32, hello=True)
+        proxy_clients = await raw_clients(proxy_path, 8, hello=False)
+        call_params = encoder.encode({"name": "tool_0", "arguments": {"text": "x"}})
         mcpd_clients = [
             await exits.enter_async_context(connect(daemon.socket, name=f"bench{i}")) for i in range(32)
         ]
@@ -237,6 +322,9 @@ async def measure(workdir: Path, echo_path: Path, echo_pid: int, count: int, sec
 
         async def direct_call() -> object:
             return await direct.call_tool("tool_0", {"text": "x"})
+
+        def proxy_op(i: int) -> Op:
+            return lambda: proxy_clients[i].call("tools.call", call_params)
 
         def direct_op(i: int) -> Op:
             return direct_call
@@ -269,6 +357,7 @@ async def measure(workdir: Path, echo_path: Path, echo_pid: int, count: int, sec
         echo_cpu = await cpu_per_request(echo_pid, [echo_op(i) for i in range(8)], 5000)
         status_cpu = await cpu_per_request(daemon.process.pid, [status_op(i) for i in range(8)], 5000)
         cpu_per_call = await cpu_per_request(daemon.process.pid, [call_op(i) for i in range(8)], 2000)
+        proxy_cpu = await cpu_per_request(proxy_pid, [proxy_op(i) for i in range(8)], 2000)
 
         status_times = []
         for _ in range(15):
@@ -297,8 +386,9 @@ async def measure(workdir: Path, echo_path: Path, echo_pid: int, count: int, sec
         ratio = results["(c) tools.call via mcpd"][8] / results["(c) tools.call direct SDK session"][8]
         print(f"  tools.call 8-caller throughput: {ratio:.2f}x direct  (target >= 0.9x)")
         print(
-            f"  daemon CPU per proxied call: {cpu_per_call:.0f} us  (target <= 150 us); for scale, per "
-            f"request: echo floor {echo_cpu:.0f} us, mcpd status {status_cpu:.0f} us"
+            f"  daemon CPU per proxied call: {cpu_per_call:.0f} us  (target <= 150 us); for scale: the proxy "
+            f"floor {proxy_cpu:.0f} us per call, echo floor {echo_cpu:.0f} us and mcpd status "
+            f"{status_cpu:.0f} us per request"
         )
         print(
             f"  small requests/s, 8 clients: {results['(b) mcpd status'][8]:,.0f} status, "
@@ -308,7 +398,7 @@ async def measure(workdir: Path, echo_path: Path, echo_pid: int, count: int, sec
             f"  `mcpd status` wall time: median {statistics.median(status_times) * 1000:.0f} ms "
             f"(bare python start {statistics.median(bare_python) * 1000:.0f} ms)  (target < 150 ms)"
         )
-        for client in [*echo_clients, *raw_mcpd]:
+        for client in [*echo_clients, *raw_mcpd, *proxy_clients]:
             client.stream.close()
     await call_path_benefit(max(500, count // 2))
 
@@ -362,9 +452,14 @@ if __name__ == "__main__":
     parser.add_argument("--requests", type=int, default=2000, help="sequential requests per latency row")
     parser.add_argument("--seconds", type=float, default=2.0, help="duration of each throughput cell")
     parser.add_argument("--serve-echo", metavar="SOCKET", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-proxy", metavar="SOCKET", help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.serve_echo:
         anyio.run(serve_echo, options.serve_echo)
+        sys.exit(0)
+    if options.serve_proxy:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve_proxy(options.serve_proxy))
         sys.exit(0)
     configure_logging("warning")
     anyio.run(main, options.requests, options.seconds)
