@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import anyio
 
@@ -27,8 +27,17 @@ async def running_http_fixture(name: str, port: int, *flags: str) -> AsyncIterat
     On exit the server is terminated (killed if it does not go), so the same port can serve
     the next one: a remote server's outage and return.
     """
+    command = fixture_command(name, "--transport", "http", "--port", str(port), *flags)
+    async with running_http_server(command, port) as url:
+        yield url
+
+
+@contextlib.asynccontextmanager
+async def running_http_server(command: Sequence[str], port: int) -> AsyncIterator[str]:
+    """Run ``command``, a server that listens on ``port``, as ``running_http_fixture`` runs the fixture
+    (``python -m mcpd.testing.fullserver --transport http --port P``, say)."""
     process = await anyio.open_process(
-        [*fixture_command(name, "--transport", "http", "--port", str(port), *flags)],
+        [*command],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -1,0 +1,291 @@
+"""An MCP server that fills every optional field MCP defines, for tests of what a relay keeps.
+
+Run ``python -m mcpd.testing.fullserver [--transport stdio|http --port P]``. It speaks raw JSON-RPC
+(no SDK, so nothing is dropped or added on its side): its tools, resources, templates and prompts
+carry ``icons``, ``annotations``, ``_meta``, ``execution``, argument titles and a field of a later
+revision (``x-later``); its answers and notifications carry ``_meta``; some requests fail with its
+own JSON-RPC errors (code, message and ``data``). Over HTTP it answers each POST with JSON and has
+no event stream, so it sends no notifications there.
+
+What a test can ask of it, besides the lists:
+
+- tools ``progress`` (two progress notifications, integer and float, with ``_meta``), ``log`` (log
+  messages whose data is an object, a number and a 10,000-character string), ``touch`` (a
+  ``resources/updated`` with ``_meta``), ``wait`` (answers after ``seconds``) and ``cancellations``
+  (the ``notifications/cancelled`` params it received so far, as JSON);
+- ``resources/read`` of ``full://fail`` fails with -32603 and ``data``; ``prompts/get`` of ``broken``
+  fails with -32603, of ``greet`` without argument ``name`` with -32602; completing argument ``fail``
+  fails with -32050 (not -32000: the SDK takes that code for its own "connection closed").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+ICONS = [
+    {"src": "https://example.com/icon.png", "mimeType": "image/png", "sizes": ["16x16"], "theme": "light"}
+]
+ANNOTATIONS = {"audience": ["user"], "priority": 0.5, "lastModified": "2025-01-01T00:00:00Z"}
+META = {"example.com/key": "value", "nested": {"n": [1, 2]}}
+LATER = {"x-later": {"kept": True}}
+"""A field no revision defines yet: a relay that passes what it does not model keeps it."""
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "name": name,
+        "title": f"The {name} tool",
+        "description": f"Runs {name}.",
+        "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}},
+        "annotations": {"title": f"{name} hints", "readOnlyHint": True, "x-custom": "dropped"},
+        "icons": ICONS,
+        "execution": {"taskSupport": "forbidden"},
+        "_meta": META,
+        **LATER,
+    }
+    for name in ("progress", "log", "touch", "wait", "cancellations")
+] + [{"name": "plain", "inputSchema": {"type": "object"}}]
+"""``plain`` has no description, title, annotations or anything optional."""
+
+RESOURCES = [
+    {
+        "uri": f"full://r/{i}",
+        "name": f"r{i}",
+        "title": f"Resource {i}",
+        "description": "a resource",
+        "mimeType": "text/plain",
+        "size": 5,
+        "annotations": ANNOTATIONS,
+        "icons": ICONS,
+        "_meta": META,
+        **LATER,
+    }
+    for i in range(2)
+] + [{"uri": "full://fail", "name": "fail"}]
+TEMPLATES = [
+    {
+        "uriTemplate": "full://t/{id}",
+        "name": "t",
+        "title": "Template",
+        "description": "a template",
+        "mimeType": "text/plain",
+        "annotations": ANNOTATIONS,
+        "icons": ICONS,
+        "_meta": META,
+        **LATER,
+    }
+]
+PROMPTS = [
+    {
+        "name": "greet",
+        "title": "Greet",
+        "description": "says hello",
+        "icons": ICONS,
+        "_meta": META,
+        "arguments": [
+            {"name": "name", "title": "Name", "description": "whom to greet", "required": True, **LATER}
+        ],
+        **LATER,
+    },
+    {"name": "broken", "description": "always fails"},
+    {"name": "bare"},
+]
+"""``bare`` and ``broken`` list no ``arguments`` at all."""
+
+
+class RpcError(Exception):
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+
+
+class FullServer:
+    def __init__(self, send: Any) -> None:
+        self._send = send
+        """Writes one message to the client, or None where the transport cannot (HTTP)."""
+        self.cancellations: list[Any] = []
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        if self._send is not None:
+            self._send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def handle(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        """The response to one message (None for a notification)."""
+        method, params = message.get("method"), message.get("params") or {}
+        if "id" not in message:
+            if method == "notifications/cancelled":
+                self.cancellations.append(params)
+            return None
+        try:
+            response: dict[str, Any] = {"result": self._result(str(method), params)}
+        except RpcError as exc:
+            error: dict[str, Any] = {"code": exc.code, "message": exc.message}
+            if exc.data is not None:
+                error["data"] = exc.data
+            response = {"error": error}
+        return {"jsonrpc": "2.0", "id": message["id"], **response}
+
+    def _result(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method == "initialize":
+            capabilities = {
+                "tools": {},
+                "resources": {"subscribe": True},
+                "prompts": {},
+                "completions": {},
+                "logging": {},
+            }
+            return {
+                "protocolVersion": params.get("protocolVersion", "2025-11-25"),
+                "capabilities": capabilities,
+                "serverInfo": {"name": "full", "version": "1.0"},
+            }
+        if method in ("ping", "resources/subscribe", "resources/unsubscribe", "logging/setLevel"):
+            return {}
+        lists = {
+            "tools/list": ("tools", TOOLS),
+            "resources/list": ("resources", RESOURCES),
+            "resources/templates/list": ("resourceTemplates", TEMPLATES),
+            "prompts/list": ("prompts", PROMPTS),
+        }
+        if method in lists:
+            key, items = lists[method]
+            return {key: items, "_meta": META}
+        if method == "resources/read":
+            return self._read(str(params.get("uri")))
+        if method == "prompts/get":
+            return self._prompt(str(params.get("name")), params.get("arguments") or {})
+        if method == "completion/complete":
+            if params["argument"]["name"] == "fail":
+                raise RpcError(-32050, "no completions today", {"why": "closed"})
+            return {"completion": {"values": ["v1", "v2"], "total": 2, "hasMore": False}, "_meta": META}
+        if method == "tools/call":
+            return self._call(params)
+        raise RpcError(-32601, f"method not found: {method}", {"method": method})
+
+    def _read(self, uri: str) -> dict[str, Any]:
+        if uri == "full://fail":
+            raise RpcError(-32603, "disk on fire", {"retryAfter": 5})
+        if not uri.startswith(("full://r/", "full://t/")):
+            raise RpcError(-32002, "Resource not found", {"uri": uri})
+        contents = [
+            {"uri": uri, "mimeType": "text/plain", "text": "hello", "_meta": META, **LATER},
+            {"uri": f"{uri}#blob", "blob": "AAEC"},
+        ]
+        return {"contents": contents, "_meta": META}
+
+    def _prompt(self, name: str, arguments: dict[str, str]) -> dict[str, Any]:
+        if name == "broken":
+            raise RpcError(-32603, "prompt backend down", {"retryAfter": 5})
+        if name == "greet" and "name" not in arguments:
+            raise RpcError(-32602, "missing argument name", {"missing": ["name"]})
+        text = f"Hello {arguments.get('name', 'you')}"
+        return {
+            "description": "a greeting",
+            "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+            "_meta": META,
+        }
+
+    def _call(self, params: dict[str, Any]) -> dict[str, Any]:
+        name, arguments = params.get("name"), params.get("arguments") or {}
+        token = (params.get("_meta") or {}).get("progressToken")
+        if name == "progress" and token is not None:
+            self.notify(
+                "notifications/progress", {"progressToken": token, "progress": 1, "total": 4, "_meta": META}
+            )
+            self.notify(
+                "notifications/progress", {"progressToken": token, "progress": 2.5, "message": "more"}
+            )
+        elif name == "log":
+            self.notify(
+                "notifications/message",
+                {"level": "warning", "logger": "lg", "data": {"k": [1, 2]}, "_meta": META},
+            )
+            self.notify("notifications/message", {"level": "info", "data": 42})
+            self.notify("notifications/message", {"level": "error", "data": "y" * 10_000})
+        elif name == "touch":
+            self.notify("notifications/resources/updated", {"uri": "full://r/0", "_meta": META})
+        elif name == "wait":
+            time.sleep(float(arguments.get("seconds", 1)))
+        elif name == "cancellations":
+            return {"content": [{"type": "text", "text": json.dumps(self.cancellations)}]}
+        return {"content": [{"type": "text", "text": f"{name} done"}], "_meta": META}
+
+
+def serve_stdio() -> None:
+    lock = threading.Lock()
+
+    def send(message: dict[str, Any]) -> None:
+        with lock:
+            sys.stdout.write(json.dumps(message) + "\n")
+            sys.stdout.flush()
+
+    server = FullServer(send)
+
+    def work(message: dict[str, Any]) -> None:
+        response = server.handle(message)
+        if response is not None:
+            send(response)
+
+    for line in sys.stdin:
+        message = json.loads(line)
+        if "method" not in message:
+            continue  # a reply: this server asks nothing
+        if "id" in message:
+            threading.Thread(target=work, args=(message,), daemon=True).start()
+        else:
+            server.handle(message)
+
+
+def serve_http(port: int) -> None:
+    server = FullServer(None)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            response = server.handle(json.loads(body))
+            if response is None:
+                self.send_response(202)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            data = json.dumps(response).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            self.send_response(405)  # no event stream: the client does without one
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def do_DELETE(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m mcpd.testing.fullserver", description=__doc__)
+    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.transport == "stdio":
+        serve_stdio()
+    else:
+        serve_http(args.port)
+
+
+if __name__ == "__main__":
+    main()
