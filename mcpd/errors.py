@@ -23,7 +23,9 @@
 
 Lower-layer errors (a server session's ``RequestFailed``, the SDK's ``MCPError`` of a remote
 server, ``OSError``, anyio's stream errors) are converted once, where they cross into mcpd, to the
-most specific class here.
+most specific class here. A server's own JSON-RPC error to a request mcpd relayed (a read, a prompt,
+a completion) keeps its code, message and data in the error's ``data`` (``SERVER_ERROR``): hosts are
+answered with that error itself.
 """
 
 from __future__ import annotations
@@ -146,6 +148,30 @@ ERRORS_BY_CODE: dict[int, type[McpdError]] = {
         PeerRejected,
     )
 }
+
+
+SERVER_ERROR = "server_error"
+"""The key of an error's ``data`` that holds the JSON-RPC error the server answered with
+(``ServerRefusal``): the server refused the request, in its own words."""
+
+
+class ServerRefusal(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A server's JSON-RPC error, as it sent it."""
+
+    code: int
+    message: str
+    data: Any = None
+
+
+def server_refusal(exc: McpdError) -> ServerRefusal | None:
+    """The server's own error behind ``exc``, if a server refused (see ``SERVER_ERROR``)."""
+    found = exc.data.get(SERVER_ERROR)
+    if found is None:
+        return None
+    try:
+        return msgspec.convert(found, ServerRefusal)
+    except msgspec.ValidationError:
+        return None
 
 
 def error_from_wire(code: int, message: str, data: dict[str, Any] | None) -> McpdError:

@@ -149,7 +149,7 @@ async def test_progress_reaches_the_caller_that_asked() -> None:
         assert rpc.route(progress(token, 1, "half"))
         assert not rpc.route(progress("mcpd-12345", 1))  # someone else's token
         assert rpc.route(reply(line["id"], "done"))
-    assert seen == [(1, 2, "half")]
+    assert seen == [(1, 2, "half", None)]
     assert not rpc.route(progress(token, 2))  # the call is over: nobody listens
 
 

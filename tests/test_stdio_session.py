@@ -13,6 +13,7 @@ import pytest
 import structlog
 
 from mcpd.config.model import ServerConfig
+from mcpd.model.logs import LogMessage
 from mcpd.model.requests import ServerReply
 from mcpd.model.resources import Surface
 from mcpd.model.servers import ServerInfo
@@ -94,7 +95,7 @@ async def test_the_servers_own_requests_are_answered_bounded_and_cancellable(tmp
     config, received = scripted(tmp_path, "2025-06-18")
     release = anyio.Event()
     cancelled: list[bool] = []
-    logged: list[tuple[str, str | None, str]] = []
+    logged: list[LogMessage] = []
 
     async def ask(method: str, params: dict[str, Any]) -> ServerReply:
         try:
@@ -104,7 +105,7 @@ async def test_the_servers_own_requests_are_answered_bounded_and_cancellable(tmp
             raise
         return ServerReply(result={"not": "roots"})
 
-    hooks = SessionHooks(lambda: None, lambda: None, ask=ask, log=lambda *entry: logged.append(entry))
+    hooks = SessionHooks(lambda: None, lambda: None, ask=ask, log=logged.append)
     async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
         with anyio.fail_after(30):
             await handshake(session)
@@ -126,7 +127,7 @@ async def test_the_servers_own_requests_are_answered_bounded_and_cancellable(tmp
     assert 0 not in got
     assert {got[i]["error"]["code"] for i in range(1, MAX_SERVER_REQUESTS)} == {-32603}
     assert "not a valid result" in got[1]["error"]["message"]
-    assert logged == [("info", None, '{"k": 1}')]
+    assert logged == [LogMessage(level="info", data={"k": 1})]
 
 
 async def test_a_protocol_revision_mcpd_does_not_speak_fails_the_handshake(tmp_path: Path) -> None:

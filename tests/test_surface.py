@@ -75,8 +75,9 @@ async def test_lists_are_qualified_per_server_and_never_collide(daemon: DaemonPr
     assert f"mcpd://ev/{TEXT_TEMPLATE}" in {t.uri_template for t in templates}
     names = {p.name: p for p in prompts}
     assert {"ev__args-prompt", "ev2__args-prompt", "ev__simple-prompt"} <= names.keys()
-    assert [a.name for a in names["ev__args-prompt"].prompt.arguments] == ["city", "state"]
-    assert names["ev__args-prompt"].prompt.arguments[0].required
+    arguments = names["ev__args-prompt"].prompt.arguments or ()
+    assert [a.name for a in arguments] == ["city", "state"]
+    assert arguments[0].required
 
 
 async def test_read_text_blob_and_template_round_trip(daemon: DaemonProcess) -> None:

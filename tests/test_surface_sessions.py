@@ -27,7 +27,6 @@ from mcpd.client.aio import AsyncClient, connect
 from mcpd.errors import UnknownPrompt, UnknownResource, Unsupported
 from mcpd.front.subscriptions import covers
 from mcpd.model.mcp import (
-    RESOURCE_NOT_FOUND,
     RESOURCE_UPDATED,
     SESSION_NOTIFICATION,
     InitializeParams,
@@ -169,7 +168,11 @@ async def test_bridge_host_reads_subscribes_and_completes(daemon: DaemonProcess)
         assert completed.completion.values == ["Engineering"]
         with pytest.raises(MCPError) as missing:
             await host.session.read_resource("mcpd://ev/demo://no/such/thing")
-        assert missing.value.code == RESOURCE_NOT_FOUND
+        # server-everything's own error, as it sent it (mcpd's would be -32002 with its own words)
+        assert (missing.value.code, missing.value.error.message) == (
+            -32602,
+            "MCP error -32602: Resource demo://no/such/thing not found",  # its SDK's words
+        )
         await host.session.send_request(
             types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)), types.EmptyResult
         )

@@ -88,7 +88,7 @@ def cmd_prompts(args: argparse.Namespace, client: Client) -> int:
         return EXIT_OK
     rows: list[list[output.Cell]] = []
     for entry in prompts:
-        arguments = " ".join(a.name + ("" if a.required else "?") for a in entry.prompt.arguments)
+        arguments = " ".join(a.name + ("" if a.required else "?") for a in entry.prompt.arguments or ())
         rows.append([entry.name, arguments, clip(entry.prompt.description or "", 50)])
     print(output.table(["PROMPT", "ARGUMENTS", "DESCRIPTION"], rows))
     return EXIT_OK

@@ -6,6 +6,7 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 import msgspec
@@ -251,12 +252,9 @@ async def tools_call(daemon: Daemon, conn: Connection, params: ToolsCallParams) 
 
 
 def _progress_relay(conn: Connection, request_id: int) -> ProgressCallback:
-    def relay(progress: float, total: float | None, message: str | None) -> None:
-        conn.notify(
-            PROGRESS_NOTIFICATION,
-            Progress(request=request_id, progress=progress, total=total, message=message),
-            advisory=True,
-        )
+    def relay(progress: float, total: float | None, message: str | None, meta: dict[str, Any] | None) -> None:
+        update = Progress(request=request_id, progress=progress, total=total, message=message, meta=meta)
+        conn.notify(PROGRESS_NOTIFICATION, update, advisory=True)
 
     return relay
 
@@ -394,10 +392,9 @@ async def resources_subscribe(daemon: Daemon, conn: Connection, params: ReadPara
     ``resources.unsubscribe`` or the end of the connection."""
     hub = daemon.subscriptions
 
-    def deliver(server: str, uri: str) -> None:
-        conn.notify(
-            EVENT_NOTIFICATION, ResourceUpdated(server=server, uri=qualify_uri(server, uri)), advisory=True
-        )
+    def deliver(server: str, uri: str, meta: dict[str, Any] | None) -> None:
+        updated = ResourceUpdated(server=server, uri=qualify_uri(server, uri), meta=meta)
+        conn.notify(EVENT_NOTIFICATION, updated, advisory=True)
 
     if hub.register(conn, deliver):
         conn.tasks.spawn(_drop_at_close(daemon, conn))

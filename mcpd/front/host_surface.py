@@ -1,67 +1,96 @@
-"""Resources, templates, prompts and completions in MCP's own shapes, for host sessions.
+"""Resources, templates and prompts and completions in MCP's own shapes, for host sessions.
 
 The lists are those of ``mcpd.front.surface`` (qualified names, trust applied) for the
-servers a session sees; reads, gets and completions go through the same routing.
+servers a session sees; reads, gets and completions go through the same routing. What mcpd
+models of an item is written over the item as its server sent it (``mcp.with_extra``): fields mcpd
+does not use (``icons``, ``annotations``, ``_meta``, those of later revisions) reach hosts unchanged,
+as do the ``_meta`` of results.
 """
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
 from mcpd.front import surface
 from mcpd.front.core import Core
 from mcpd.model import mcp
-from mcpd.model.resources import CompleteParams, PromptGetParams, ReadParams, SurfaceListParams
+from mcpd.model.resources import (
+    CompleteParams,
+    PromptArgument,
+    PromptGetParams,
+    ReadParams,
+    SurfaceListParams,
+)
 
 _U = msgspec.UNSET
 T = TypeVar("T")
+
+Resource = mcp.Resource | dict[str, Any]
+Template = mcp.ResourceTemplate | dict[str, Any]
+Prompt = mcp.Prompt | dict[str, Any]
 
 
 def _opt(value: T | None) -> T | msgspec.UnsetType:
     return _U if value is None else value
 
 
-async def resources(core: Core, servers: list[str] | None) -> list[mcp.Resource]:
+async def resources(core: Core, servers: list[str] | None) -> list[Resource]:
     return [
-        mcp.Resource(
-            uri=entry.uri,
-            name=r.name,
-            title=_opt(r.title),
-            description=_opt(r.description),
-            mime_type=_opt(r.mime_type),
-            size=_opt(r.size),
+        mcp.with_extra(
+            mcp.Resource(
+                uri=entry.uri,
+                name=r.name,
+                title=_opt(r.title),
+                description=_opt(r.description),
+                mime_type=_opt(r.mime_type),
+                size=_opt(r.size),
+            ),
+            r.extra,
         )
         for entry in await surface.resources(core, SurfaceListParams(servers=servers))
         for r in (entry.resource,)
     ]
 
 
-async def templates(core: Core, servers: list[str] | None) -> list[mcp.ResourceTemplate]:
+async def templates(core: Core, servers: list[str] | None) -> list[Template]:
     return [
-        mcp.ResourceTemplate(
-            uri_template=entry.uri_template,
-            name=t.name,
-            title=_opt(t.title),
-            description=_opt(t.description),
-            mime_type=_opt(t.mime_type),
+        mcp.with_extra(
+            mcp.ResourceTemplate(
+                uri_template=entry.uri_template,
+                name=t.name,
+                title=_opt(t.title),
+                description=_opt(t.description),
+                mime_type=_opt(t.mime_type),
+            ),
+            t.extra,
         )
         for entry in await surface.templates(core, SurfaceListParams(servers=servers))
         for t in (entry.template,)
     ]
 
 
-async def prompts(core: Core, servers: list[str] | None) -> list[mcp.Prompt]:
+def _argument(a: PromptArgument) -> mcp.PromptArgument | dict[str, Any]:
+    argument = mcp.PromptArgument(
+        name=a.name,
+        title=_opt(a.title),
+        description=_opt(a.description),
+        required=True if a.required else _U,
+    )
+    return mcp.with_extra(argument, a.extra)
+
+
+async def prompts(core: Core, servers: list[str] | None) -> list[Prompt]:
     return [
-        mcp.Prompt(
-            name=entry.name,
-            title=_opt(p.title),
-            description=_opt(p.description),
-            arguments=[
-                mcp.PromptArgument(name=a.name, description=_opt(a.description), required=a.required)
-                for a in p.arguments
-            ],
+        mcp.with_extra(
+            mcp.Prompt(
+                name=entry.name,
+                title=_opt(p.title),
+                description=_opt(p.description),
+                arguments=_U if p.arguments is None else [_argument(a) for a in p.arguments],
+            ),
+            p.extra,
         )
         for entry in await surface.prompts(core, SurfaceListParams(servers=servers))
         for p in (entry.prompt,)
@@ -72,9 +101,15 @@ async def read(core: Core, uri: str) -> mcp.ReadResourceResult:
     result = await surface.read(core, ReadParams(uri=uri))
     return mcp.ReadResourceResult(
         contents=[
-            mcp.ResourceContents(uri=c.uri, mime_type=_opt(c.mime_type), text=_opt(c.text), blob=_opt(c.blob))
+            mcp.with_extra(
+                mcp.ResourceContents(
+                    uri=c.uri, mime_type=_opt(c.mime_type), text=_opt(c.text), blob=_opt(c.blob)
+                ),
+                c.extra,
+            )
             for c in result.contents
-        ]
+        ],
+        meta=_opt(result.meta),
     )
 
 
@@ -84,6 +119,7 @@ async def get_prompt(core: Core, params: mcp.GetPromptParams) -> mcp.GetPromptRe
     return mcp.GetPromptResult(
         description=_opt(result.description),
         messages=[mcp.PromptMessage(role=m.role, content=m.content) for m in result.messages],
+        meta=_opt(result.meta),
     )
 
 
@@ -94,5 +130,6 @@ async def complete(core: Core, params: mcp.CompleteRequestParams) -> mcp.Complet
     return mcp.CompleteResult(
         completion=mcp.CompletionValues(
             values=found.values, total=_opt(found.total), has_more=_opt(found.has_more)
-        )
+        ),
+        meta=_opt(result.meta),
     )

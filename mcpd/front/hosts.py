@@ -9,6 +9,7 @@ import anyio
 
 from mcpd.front.core import Caller, Core
 from mcpd.front.session import COLD_START_WAIT, HostSession, always_room
+from mcpd.model.logs import LogMessage
 from mcpd.model.mcp import SessionState
 from mcpd.model.servers import ServerEvent
 
@@ -28,10 +29,10 @@ class Hosts:
         for session in list(self.sessions):
             session.on_event(event)
 
-    def on_log(self, server: str, level: str, logger: str | None, text: str) -> None:
+    def on_log(self, server: str, message: LogMessage) -> None:
         """A supervisor log listener: each session passes on what its host asked for."""
         for session in list(self.sessions):
-            session.on_log(server, level, logger, text)
+            session.on_log(server, message)
 
     @contextlib.asynccontextmanager
     async def open_session(

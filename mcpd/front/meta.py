@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from mcpd.model.mcp import Tool
+from typing import Any
+
+from msgspec import UNSET
+
+from mcpd.model.mcp import Tool, with_extra
 from mcpd.model.tools import ToolEntry
 from mcpd.registry import reserved
 
@@ -65,16 +69,19 @@ TOOLS = (
 )
 
 
-def as_tool(entry: ToolEntry) -> Tool:
-    """A catalogue entry as a host lists it (hosts insist on an object schema)."""
+def as_tool(entry: ToolEntry) -> Tool | dict[str, Any]:
+    """A catalogue entry as a host lists it (hosts insist on an object schema): the server's
+    definition, with no description where it gave none (the catalogue ranks it by ``""``) and the
+    fields mcpd does not model (``execution``, ...) as it sent them."""
     schema = entry.input_schema if entry.input_schema.get("type") == "object" else {"type": "object"}
-    return Tool(
+    tool = Tool(
         name=entry.name,
         input_schema=schema,
-        description=entry.description,
+        description=entry.description or UNSET,
         title=entry.title,
         annotations=entry.annotations,
         output_schema=entry.output_schema,
         icons=entry.icons,
         meta=entry.meta,
     )
+    return with_extra(tool, entry.extra)

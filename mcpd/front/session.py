@@ -38,17 +38,20 @@ from mcpd.errors import (
     UnknownResource,
     UnknownServer,
     Unsupported,
+    server_refusal,
 )
 from mcpd.front import calls, host_surface, meta, surface
 from mcpd.front.core import Caller, Core
 from mcpd.front.server_requests import HOST_REQUEST, HostAnswerer
 from mcpd.model import mcp
+from mcpd.model.logs import LogMessage
 from mcpd.model.protocol import ToolsCallParams, ToolsListParams
 from mcpd.model.resources import ReadParams
 from mcpd.model.servers import ResourceUpdated, ServerEvent, StateChanged, SurfaceChanged, ToolsChanged
 from mcpd.model.states import LIVE_STATES, ServerState
 from mcpd.model.tools import Rendered, ToolEntry, ToolResult
 from mcpd.registry.names import qualify_uri
+from mcpd.supervisor.session import CancelReason, ProgressCallback
 
 log = structlog.get_logger("mcpd.front")
 
@@ -191,11 +194,12 @@ class _Tasks:
         if self._by_id.get(key) is task:
             del self._by_id[key]
 
-    def cancel(self, key: mcp.RequestId) -> bool:
+    def cancel(self, key: mcp.RequestId, reason: str | None = None) -> bool:
+        """Cancel a running request; the host's ``reason`` goes with it to the server."""
         task = self._by_id.get(key)
         if task is None:
             return False
-        task.cancel()
+        task.cancel(CancelReason(reason) if reason else None)
         return True
 
     async def aclose(self) -> None:
@@ -347,15 +351,20 @@ class HostSession:
         if isinstance(event, ToolsChanged) or (event.old in LIVE_STATES) != (event.new in LIVE_STATES):
             self._list_changed()
 
-    def on_log(self, server: str, level: str, logger: str | None, text: str) -> None:
+    def on_log(self, server: str, message: LogMessage) -> None:
         """A server's MCP log message: passed on at or above the level the host set, if it set one,
-        for the servers it sees; the logger names the server (``server`` or ``server/logger``)."""
+        for the servers it sees; the logger names the server (``server`` or ``server/logger``), and
+        its data and ``_meta`` are the server's."""
         if self.log_level is None or not (self.expose_all or server in self.connected):
             return
+        level, logger = message.level, message.logger
         if level in mcp.LOG_LEVELS and mcp.LOG_LEVELS.index(level) < mcp.LOG_LEVELS.index(self.log_level):
             return
         named = f"{server}/{logger}" if logger else server
-        self._advise(mcp.MESSAGE, mcp.LogMessageParams(level=level, data=text, logger=named))
+        meta_ = msgspec.UNSET if message.meta is None else message.meta
+        self._advise(
+            mcp.MESSAGE, mcp.LogMessageParams(level=level, data=message.data, logger=named, meta=meta_)
+        )
 
     # -- messages ------------------------------------------------------------------------------
 
@@ -395,7 +404,7 @@ class HostSession:
             with contextlib.suppress(*DECODE_FAILURES):
                 cancelled = msgspec.json.decode(params, type=mcp.CancelledParams)
                 if cancelled.request_id is not None:
-                    found = self._tasks.cancel(cancelled.request_id)
+                    found = self._tasks.cancel(cancelled.request_id, cancelled.reason)
                     log.info(
                         "request.cancelled",
                         session=self.caller.session,
@@ -537,7 +546,7 @@ class HostSession:
         names = sorted(n for n in self.connected if n in self.core.supervisor.names())
         return await self.core.catalog.tools(names) if names else []
 
-    async def tools(self) -> list[mcp.Tool]:
+    async def tools(self) -> list[mcp.Tool | dict[str, Any]]:
         """The host's tool list: the meta tools, then those of connected servers (or of all)."""
         self._listed = await self._entries()
         return [*meta.TOOLS, *(meta.as_tool(entry) for entry in self._listed)]
@@ -548,19 +557,20 @@ class HostSession:
             return None
         return self.query if time.time() - self.query_at <= LEARNING_WINDOW else None
 
-    def progress_relay(
-        self, meta_: dict[str, Any] | None
-    ) -> Callable[[float, float | None, str | None], None] | None:
+    def progress_relay(self, meta_: dict[str, Any] | None) -> ProgressCallback | None:
         token = mcp.progress_token(meta_)
         if token is None:
             return None
 
-        def relay(progress: float, total: float | None, message: str | None) -> None:
+        def relay(
+            progress: float, total: float | None, message: str | None, sent: dict[str, Any] | None
+        ) -> None:
             params = mcp.ProgressParams(
                 progress_token=token,
                 progress=progress,
                 total=msgspec.UNSET if total is None else total,
                 message=msgspec.UNSET if message is None else message,
+                meta=msgspec.UNSET if sent is None else sent,
             )
             self._advise(mcp.PROGRESS, params)
 
@@ -678,8 +688,11 @@ class HostSession:
         await surface.unsubscribe(self.core, self, ReadParams(uri=uri))
         self._state_changed()
 
-    def _resource_updated(self, server: str, uri: str) -> None:
-        self._advise(mcp.RESOURCE_UPDATED, mcp.UriParams(uri=qualify_uri(server, uri)))
+    def _resource_updated(self, server: str, uri: str, meta_: dict[str, Any] | None) -> None:
+        params = mcp.ResourceUpdatedParams(
+            uri=qualify_uri(server, uri), meta=msgspec.UNSET if meta_ is None else meta_
+        )
+        self._advise(mcp.RESOURCE_UPDATED, params)
 
     async def _subscribe_again(self, uri: str) -> None:
         """A resumed session's subscription, taken again in this daemon (servers may still be starting)."""
@@ -689,7 +702,7 @@ class HostSession:
             log.warning("front.resubscribe_failed", uri=uri, error=exc.message, session=self.caller.session)
 
 
-L = TypeVar("L", bound=msgspec.Struct)
+L = TypeVar("L")
 Lister = Callable[[Core, list[str] | None], Awaitable[list[L]]]
 _SURFACE: dict[str, Lister[Any]] = {
     "resources": host_surface.resources,
@@ -704,14 +717,18 @@ _SURFACE_NOTIFICATIONS = (
 
 @contextlib.contextmanager
 def _rpc_errors() -> Iterator[None]:
-    """The JSON-RPC errors MCP names: no such resource -32002; a bad prompt, server or arguments
-    -32602; a capability the server lacks -32601. Other ``McpdError`` are internal errors."""
+    """A server's own JSON-RPC error as it sent it (code, message, data); mcpd's own refusals as the
+    errors MCP names: no such resource -32002; a bad prompt, server or arguments -32602; a capability
+    the server lacks -32601. Other ``McpdError`` are internal errors."""
     try:
         yield
-    except UnknownResource as exc:
-        raise RpcError(mcp.RESOURCE_NOT_FOUND, exc.message) from None
-    except (UnknownPrompt, UnknownServer, InvalidParams) as exc:
-        raise RpcError(mcp.INVALID_PARAMS, exc.message) from None
+    except (UnknownResource, UnknownPrompt, UnknownServer, InvalidParams) as exc:
+        refusal = server_refusal(exc)
+        if refusal is not None:
+            data = msgspec.UNSET if refusal.data is None else refusal.data
+            raise RpcError(refusal.code, refusal.message, data) from None
+        code = mcp.RESOURCE_NOT_FOUND if isinstance(exc, UnknownResource) else mcp.INVALID_PARAMS
+        raise RpcError(code, exc.message) from None
     except Unsupported as exc:
         raise RpcError(mcp.METHOD_NOT_FOUND, exc.message) from None
 

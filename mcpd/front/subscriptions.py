@@ -26,7 +26,8 @@ from mcpd.supervisor.supervisor import Supervisor
 
 log = structlog.get_logger("mcpd.front")
 
-Deliver = Callable[[str, str], None]
+Deliver = Callable[[str, str, dict[str, Any] | None], None]
+"""Hears an update: (server, the server's own URI, the notification's ``_meta``)."""
 """Tells one subscriber that (server, the server's own URI) changed; must not block."""
 Key = tuple[str, str]
 
@@ -123,7 +124,7 @@ class Subscriptions:
             for owner in owners:
                 deliver = self._deliver.get(owner)
                 if deliver is not None:
-                    deliver(event.server, event.uri)
+                    deliver(event.server, event.uri, event.meta)
         elif isinstance(event, StateChanged) and (event.old, event.new) == (
             ServerState.STARTING,
             ServerState.RUNNING,

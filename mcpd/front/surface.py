@@ -113,7 +113,7 @@ async def read(core: Core, params: ReadParams) -> ReadResult:
     actor = await _allowed_actor(core, server)
     result = await surface_requests.read_resource(actor, uri, params.timeout)
     contents = [msgspec.structs.replace(c, uri=qualify_uri(server, c.uri)) for c in result.contents]
-    return ReadResult(contents=contents)
+    return msgspec.structs.replace(result, contents=contents)
 
 
 async def subscribe(core: Core, owner: Hashable, params: ReadParams) -> None:
@@ -142,9 +142,7 @@ async def complete(core: Core, params: CompleteParams) -> CompleteResult:
     await _check_allowed(core, actor)
     context = params.context.arguments if params.context is not None else None
     argument = (params.argument.name, params.argument.value)
-    return CompleteResult(
-        completion=await surface_requests.complete(actor, own, argument, context, params.timeout)
-    )
+    return await surface_requests.complete(actor, own, argument, context, params.timeout)
 
 
 async def get_prompt(core: Core, params: PromptGetParams) -> PromptResult:

@@ -7,7 +7,8 @@ notifications whose params are a ``LogLines``.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import json
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -18,6 +19,21 @@ LOGS_NOTIFICATION = "logs"
 
 LogSource = Literal["stderr", "mcp"]
 """``stderr``: a line the process wrote to stderr; ``mcp``: a ``notifications/message`` it sent."""
+
+
+class LogMessage(msgspec.Struct, frozen=True, kw_only=True):
+    """A server's ``notifications/message``, as it sent it: hosts are given ``data`` (any JSON value)
+    and ``_meta`` unchanged; the log keeps ``text()``."""
+
+    level: str
+    data: Any = None
+    logger: str | None = None
+    meta: dict[str, Any] | None = None
+
+    def text(self) -> str:
+        """``data`` as a log line: a string as it is, anything else as its JSON."""
+        data = self.data
+        return data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
 
 
 class LogEntry(msgspec.Struct, frozen=True, kw_only=True):

@@ -11,7 +11,7 @@ back on reconnect, and never forwards to the host.
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -47,6 +47,17 @@ RESOURCE_UPDATED = "notifications/resources/updated"
 RESOURCE_NOT_FOUND = -32002
 
 RequestId = int | str
+
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+def with_extra(item: S, extra: dict[str, Any] | None) -> S | dict[str, Any]:
+    """``item`` with the fields mcpd does not model (``extra``, wire names) beside its own: the item as
+    the server sent it, mcpd's fields (a qualified name or URI) written over it. The struct itself
+    when there are none, which is most items and costs nothing."""
+    if not extra:
+        return item
+    return {**extra, **msgspec.to_builtins(item)}
 
 
 # -- envelopes ---------------------------------------------------------------------------------
@@ -165,7 +176,8 @@ class Tool(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
 
 
 class ListToolsResult(msgspec.Struct, frozen=True):
-    tools: list[Tool]
+    tools: list[Tool | dict[str, Any]]
+    """Each a ``Tool``, or a dict where the server's tool has fields mcpd does not model (``with_extra``)."""
 
 
 class CallToolParams(msgspec.Struct, frozen=True):
@@ -190,9 +202,10 @@ class CallToolResult(msgspec.Struct, frozen=True, rename="camel"):
 
 class ProgressParams(msgspec.Struct, frozen=True, rename="camel"):
     progress_token: RequestId
-    progress: float
-    total: float | UnsetType = UNSET
+    progress: int | float
+    total: int | float | UnsetType = UNSET
     message: str | UnsetType = UNSET
+    meta: dict[str, Any] | UnsetType = msgspec.field(default=UNSET, name="_meta")
 
 
 class CancelledParams(msgspec.Struct, frozen=True, rename="camel"):
@@ -212,7 +225,9 @@ class SetLevelParams(msgspec.Struct, frozen=True):
 class LogMessageParams(msgspec.Struct, frozen=True):
     level: str
     data: Any
+    """Any JSON value, as the server sent it."""
     logger: str | UnsetType = UNSET
+    meta: dict[str, Any] | UnsetType = msgspec.field(default=UNSET, name="_meta")
 
 
 class Empty(msgspec.Struct, frozen=True):
@@ -239,29 +254,34 @@ class ResourceTemplate(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
     mime_type: str | UnsetType = UNSET
 
 
+# The items of lists and reads are each the struct, or a dict where the server's item has fields
+# mcpd does not model (``with_extra``).
+
+
 class ListResourcesResult(msgspec.Struct, frozen=True):
-    resources: list[Resource]
+    resources: list[Resource | dict[str, Any]]
 
 
 class ListResourceTemplatesResult(msgspec.Struct, frozen=True, rename="camel"):
-    resource_templates: list[ResourceTemplate]
+    resource_templates: list[ResourceTemplate | dict[str, Any]]
 
 
 class PromptArgument(msgspec.Struct, frozen=True, kw_only=True):
     name: str
+    title: str | UnsetType = UNSET
     description: str | UnsetType = UNSET
-    required: bool = False
+    required: bool | UnsetType = UNSET
 
 
 class Prompt(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     title: str | UnsetType = UNSET
     description: str | UnsetType = UNSET
-    arguments: list[PromptArgument] = msgspec.field(default_factory=list)
+    arguments: list[PromptArgument | dict[str, Any]] | UnsetType = UNSET
 
 
 class ListPromptsResult(msgspec.Struct, frozen=True):
-    prompts: list[Prompt]
+    prompts: list[Prompt | dict[str, Any]]
 
 
 class UriParams(msgspec.Struct, frozen=True):
@@ -269,6 +289,11 @@ class UriParams(msgspec.Struct, frozen=True):
     ``notifications/resources/updated``."""
 
     uri: str
+
+
+class ResourceUpdatedParams(msgspec.Struct, frozen=True):
+    uri: str
+    meta: dict[str, Any] | UnsetType = msgspec.field(default=UNSET, name="_meta")
 
 
 class ResourceContents(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -279,7 +304,8 @@ class ResourceContents(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
 
 
 class ReadResourceResult(msgspec.Struct, frozen=True):
-    contents: list[ResourceContents]
+    contents: list[ResourceContents | dict[str, Any]]
+    meta: dict[str, Any] | UnsetType = msgspec.field(default=UNSET, name="_meta")
 
 
 class GetPromptParams(msgspec.Struct, frozen=True):
@@ -295,6 +321,7 @@ class PromptMessage(msgspec.Struct, frozen=True):
 class GetPromptResult(msgspec.Struct, frozen=True, kw_only=True):
     description: str | UnsetType = UNSET
     messages: list[PromptMessage]
+    meta: dict[str, Any] | UnsetType = msgspec.field(default=UNSET, name="_meta")
 
 
 class CompleteRequestParams(msgspec.Struct, frozen=True):
@@ -311,6 +338,7 @@ class CompletionValues(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
 
 class CompleteResult(msgspec.Struct, frozen=True):
     completion: CompletionValues
+    meta: dict[str, Any] | UnsetType = msgspec.field(default=UNSET, name="_meta")
 
 
 # -- the session state the relay keeps ------------------------------------------------------------

@@ -218,9 +218,11 @@ class Progress(msgspec.Struct, frozen=True, kw_only=True):
     """Params of a ``progress`` notification: how far request ``request`` has come."""
 
     request: int
-    progress: float
-    total: float | None = None
+    progress: int | float
+    total: int | float | None = None
     message: str | None = None
+    meta: dict[str, Any] | None = None
+    """The server's ``_meta`` of the notification."""
 
 
 PROGRESS_NOTIFICATION = "progress"

@@ -11,6 +11,11 @@ from mcpd.model.protocol import MAX_CALL_TIMEOUT, Name
 
 Timeout = Annotated[float, msgspec.Meta(gt=0, le=MAX_CALL_TIMEOUT)]
 
+Extra = dict[str, Any] | None
+"""The fields of an item that mcpd does not model (``icons``, ``annotations``, ``_meta``, fields of
+later protocol revisions), by their wire names and as the server sent them: hosts get them back
+beside the modelled ones. None when there are none."""
+
 
 class ResourceInfo(msgspec.Struct, frozen=True, kw_only=True):
     """One resource as its server lists it (``uri`` is the server's own)."""
@@ -21,6 +26,7 @@ class ResourceInfo(msgspec.Struct, frozen=True, kw_only=True):
     description: str | None = None
     mime_type: str | None = None
     size: int | None = None
+    extra: Extra = None
 
 
 class ResourceTemplateInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -31,12 +37,15 @@ class ResourceTemplateInfo(msgspec.Struct, frozen=True, kw_only=True):
     title: str | None = None
     description: str | None = None
     mime_type: str | None = None
+    extra: Extra = None
 
 
 class PromptArgument(msgspec.Struct, frozen=True, kw_only=True):
     name: str
+    title: str | None = None
     description: str | None = None
     required: bool = False
+    extra: Extra = None
 
 
 class PromptInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -45,7 +54,9 @@ class PromptInfo(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     title: str | None = None
     description: str | None = None
-    arguments: tuple[PromptArgument, ...] = ()
+    arguments: tuple[PromptArgument, ...] | None = None
+    """None: the server listed none (it left the field out)."""
+    extra: Extra = None
 
 
 class Surface(msgspec.Struct, frozen=True, kw_only=True):
@@ -63,10 +74,13 @@ class ResourceContents(msgspec.Struct, frozen=True, kw_only=True):
     mime_type: str | None = None
     text: str | None = None
     blob: str | None = None
+    extra: Extra = None
 
 
 class ReadResult(msgspec.Struct, frozen=True, kw_only=True):
     contents: list[ResourceContents]
+    meta: dict[str, Any] | None = None
+    """The result's ``_meta``, as the server sent it."""
 
 
 class PromptMessage(msgspec.Struct, frozen=True, kw_only=True):
@@ -78,6 +92,8 @@ class PromptMessage(msgspec.Struct, frozen=True, kw_only=True):
 class PromptResult(msgspec.Struct, frozen=True, kw_only=True):
     description: str | None = None
     messages: list[PromptMessage]
+    meta: dict[str, Any] | None = None
+    """The result's ``_meta``, as the server sent it."""
 
 
 # -- socket methods ---------------------------------------------------------------------------
@@ -184,3 +200,5 @@ class Completion(msgspec.Struct, frozen=True, kw_only=True):
 
 class CompleteResult(msgspec.Struct, frozen=True, kw_only=True):
     completion: Completion
+    meta: dict[str, Any] | None = None
+    """The result's ``_meta``, as the server sent it."""

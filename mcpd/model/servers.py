@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from mcpd.model.states import ServerState
@@ -108,6 +110,8 @@ class ResourceUpdated(msgspec.Struct, frozen=True, kw_only=True, tag="resource")
 
     server: str
     uri: str
+    meta: dict[str, Any] | None = None
+    """The notification's ``_meta``, as the server sent it."""
 
 
 class CallActivity(msgspec.Struct, frozen=True, kw_only=True, tag="calls"):

@@ -28,6 +28,10 @@ class ToolInfo(msgspec.Struct, frozen=True, kw_only=True):
     icons: list[dict[str, Any]] | None = None
     meta: dict[str, Any] | None = None
     """The tool's ``_meta``, as the server sent it (hosts and UI kits keep their keys there)."""
+    extra: dict[str, Any] | None = None
+    """The fields mcpd does not model (``execution``, fields of later protocol revisions), by their
+    wire names, as the server sent them. Like ``_meta`` and ``icons`` they are read by the verifier
+    (``trust.gate``), not pinned."""
 
 
 class ToolEntry(msgspec.Struct, frozen=True, kw_only=True):
@@ -44,6 +48,8 @@ class ToolEntry(msgspec.Struct, frozen=True, kw_only=True):
     icons: list[dict[str, Any]] | None = None
     meta: dict[str, Any] | None = None
     """``_meta`` of the tool's definition (see ``ToolInfo``)."""
+    extra: dict[str, Any] | None = None
+    """The definition's fields mcpd does not model (see ``ToolInfo``)."""
     score: float | None = None
     """Relevance to the query that listed it; None in an unranked listing."""
     score_parts: dict[str, float] | None = None

@@ -203,6 +203,7 @@ class Catalog:
                 output_schema=tool.output_schema,
                 icons=tool.icons,
                 meta=tool.meta,
+                extra=tool.extra,
             )
             for tool in allowed
         }

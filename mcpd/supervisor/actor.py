@@ -31,6 +31,7 @@ from mcpd.errors import (
     ServerNotRunning,
     UnknownTool,
 )
+from mcpd.model.logs import LogMessage
 from mcpd.model.requests import NOT_AVAILABLE, ReplyError, ServerReply, ServerRequest
 from mcpd.model.resources import (
     Surface,
@@ -51,7 +52,7 @@ from mcpd.supervisor import watchers
 from mcpd.supervisor.calls import send_call
 from mcpd.supervisor.gate import StartGate
 from mcpd.supervisor.link import Link
-from mcpd.supervisor.logring import LogRing, clip_line
+from mcpd.supervisor.logring import LogRing
 from mcpd.supervisor.policy import Decision, Ending, GiveUp, Retry, decide
 from mcpd.supervisor.sdkload import SDK, sdk
 from mcpd.supervisor.session import (
@@ -122,8 +123,8 @@ class _Replaced(Exception):
         self.by = by
 
 
-LogListener = Callable[[str, str, str | None, str], None]
-"""Told each MCP log message a server sends: (server, level, logger, text)."""
+LogListener = Callable[[str, LogMessage], None]
+"""Told each MCP log message a server sends: (server, the message as it sent it)."""
 
 
 class ServerActor:
@@ -576,11 +577,12 @@ class ServerActor:
     def _stderr_line(self, text: str) -> None:
         self.logs.add("stderr", text)
 
-    def _log_message(self, level: str, logger: str | None, text: str) -> None:
-        self.logs.add("mcp", text, level=level, logger=logger)
+    def _log_message(self, message: LogMessage) -> None:
+        # The log keeps the data as text, cut (``LogRing``); hosts are given it as it came, within
+        # the size of the line or HTTP body it came in.
+        self.logs.add("mcp", message.text(), level=message.level, logger=message.logger)
         if self._on_log is not None:
-            # Cut as the log keeps it: each host session holds its own copy until its host reads.
-            self._on_log(self.name, level, logger, clip_line(text))
+            self._on_log(self.name, message)
 
     # -- watchers.Hooks -----------------------------------------------------------------------
 
@@ -617,8 +619,8 @@ class ServerActor:
             prompts = old.prompts != surface.prompts
             self._emit(SurfaceChanged(server=self.name, resources=resources, prompts=prompts))
 
-    def _resource_updated(self, uri: str) -> None:
-        self._emit(ResourceUpdated(server=self.name, uri=uri))
+    def _resource_updated(self, uri: str, meta: dict[str, Any] | None) -> None:
+        self._emit(ResourceUpdated(server=self.name, uri=uri, meta=meta))
 
     # -- state --------------------------------------------------------------------------------
 

@@ -23,7 +23,14 @@ import structlog
 from msgspec import UNSET
 
 from mcpd.errors import DECODE_FAILURES
-from mcpd.supervisor.session import ConnectionLost, Malformed, NotDelivered, ProgressCallback, RequestFailed
+from mcpd.supervisor.session import (
+    CancelReason,
+    ConnectionLost,
+    Malformed,
+    NotDelivered,
+    ProgressCallback,
+    RequestFailed,
+)
 
 log = structlog.get_logger("mcpd.supervisor")
 
@@ -55,9 +62,10 @@ class _Route(msgspec.Struct, frozen=True):
 
 class _ProgressParams(msgspec.Struct, frozen=True, rename="camel"):
     progress_token: int | str
-    progress: float
-    total: float | None = None
+    progress: int | float
+    total: int | float | None = None
     message: str | None = None
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
 
 
 class _ProgressNotification(msgspec.Struct, frozen=True):
@@ -81,6 +89,17 @@ _route = msgspec.json.Decoder(_Route)
 _progress = msgspec.json.Decoder(_ProgressNotification)
 _reply = msgspec.json.Decoder(Reply)
 _encoder = msgspec.json.Encoder()
+
+
+WITHDRAWN = "cancelled by the caller"
+"""The reason a withdrawn request is given when its caller gave none (or it timed out)."""
+
+
+def _reason(exc: BaseException) -> str:
+    """The reason the caller gave with its cancellation (``CancelReason``), if it gave one."""
+    if isinstance(exc, asyncio.CancelledError) and exc.args and isinstance(exc.args[0], CancelReason):
+        return str(exc.args[0])
+    return WITHDRAWN
 
 
 class NotReading(RequestFailed):
@@ -166,7 +185,7 @@ class RawRpc:
         if callback is None:
             return False
         try:
-            callback(params.progress, params.total, params.message)
+            callback(params.progress, params.total, params.message, params.meta)
         except Exception:
             # This runs in the pipe's read callback: a relay that fails must not cost the replies
             # behind it in the same read.
@@ -186,10 +205,10 @@ class RawRpc:
             _settle(waiter, _End.UNREAD if read is not None and end > read else _End.LOST)
         self._waiters.clear()
 
-    def _withdraw(self, request_id: str, tell: bool) -> None:
-        """Forget a request nobody waits for any more, and tell the server so (``tell``)."""
+    def _withdraw(self, request_id: str, tell: bool, reason: str = WITHDRAWN) -> None:
+        """Forget a request nobody waits for any more, and tell the server so (``tell``), and why."""
         if self._waiters.pop(request_id, None) is not None and tell and not self._closed:
-            cancel = _Cancelled({"requestId": request_id, "reason": "cancelled by the caller"})
+            cancel = _Cancelled({"requestId": request_id, "reason": reason})
             with contextlib.suppress(OSError):
                 self._write(_encoder.encode(cancel) + b"\n")
 
@@ -238,8 +257,8 @@ class RawRpc:
         tell = method != "initialize"
         try:
             reply = await waiter
-        except BaseException:
-            self._withdraw(request_id, tell)
+        except BaseException as exc:
+            self._withdraw(request_id, tell, _reason(exc))
             raise
         finally:
             if timer is not None:

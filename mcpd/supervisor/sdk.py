@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -30,6 +29,7 @@ import httpx2
 import mcp_types
 import msgspec
 import pydantic
+import structlog
 from mcp.client.session import ClientRequestContext, ClientSession, LoggingFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -38,8 +38,10 @@ import mcpd
 from mcpd.config.model import ServerConfig
 from mcpd.errors import DECODE_FAILURES
 from mcpd.model import mcp
+from mcpd.model.logs import LogMessage
 from mcpd.model.requests import ELICITATION, ROOTS, SAMPLING, ServerReply
 from mcpd.model.resources import (
+    CompleteResult,
     Completion,
     CompletionRef,
     PromptInfo,
@@ -47,7 +49,6 @@ from mcpd.model.resources import (
     PromptRef,
     PromptResult,
     ReadResult,
-    ResourceContents,
     ResourceInfo,
     ResourceTemplateInfo,
     Surface,
@@ -64,9 +65,13 @@ from mcpd.supervisor.session import (
     ProgressCallback,
     Refused,
     SessionHooks,
+    contents,
     every_page,
     if_served,
     prompt_info,
+    resource_info,
+    template_info,
+    tool_info,
 )
 from mcpd.supervisor.wakeup import Wakeup
 
@@ -79,6 +84,8 @@ __all__ = [
     "open_http_session",
 ]
 
+log = structlog.get_logger("mcpd.supervisor")
+
 CONNECTION_CLOSED = mcp_types.CONNECTION_CLOSED
 _CLIENT_INFO = mcp_types.Implementation(name="mcpd", version=mcpd.__version__)
 
@@ -87,6 +94,28 @@ def _dump(model: Any) -> dict[str, Any]:
     """A pydantic model of the SDK as the JSON the server sent."""
     dumped: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
     return dumped
+
+
+def _sent(model: Any) -> dict[str, Any]:
+    """A pydantic model of the SDK as the JSON the server sent: the fields it set (the SDK's defaults
+    left out), those of the revisions the SDK knows (it drops the others)."""
+    dumped: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return dumped
+
+
+Item = TypeVar("Item")
+
+
+def _items(models: Any, made: Callable[[Any], Item], server: str, what: str) -> list[Item]:
+    """The items of a list page as the stdio session reads them (``session.split``); one that does
+    not fit is left out and logged, as there."""
+    valid = []
+    for index, model in enumerate(models):
+        try:
+            valid.append(made(_sent(model)))
+        except DECODE_FAILURES as exc:
+            log.warning("server.list_item_invalid", server=server, list=what, item=index, error=str(exc))
+    return valid
 
 
 def describe_mcp_error(exc: MCPError) -> str:
@@ -214,10 +243,7 @@ class _Watch(httpx2.AsyncBaseTransport):
 
 def _logging_callback(on_log: LogCallback) -> LoggingFnT:
     async def on_message(params: mcp_types.LoggingMessageNotificationParams) -> None:
-        data = params.data
-        # MCP allows any JSON value as the message; what is not a string is kept as its JSON.
-        text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
-        on_log(params.level, params.logger, text)
+        on_log(LogMessage(level=params.level, data=params.data, logger=params.logger, meta=params.meta))
 
     return on_message
 
@@ -269,20 +295,7 @@ class SdkSession:
         async def fetch(cursor: str | None) -> tuple[list[ToolInfo], str | None]:
             with _translated("tools/list"):
                 page = await self._session.list_tools(params=_page(cursor))
-            tools = [
-                ToolInfo(
-                    name=t.name,
-                    description=t.description or "",
-                    input_schema=t.input_schema,
-                    title=t.title,
-                    annotations=_dump(t.annotations) if t.annotations else None,
-                    output_schema=t.output_schema,
-                    icons=[_dump(icon) for icon in t.icons] if t.icons else None,
-                    meta=t.meta,
-                )
-                for t in page.tools
-            ]
-            return tools, page.next_cursor
+            return _items(page.tools, tool_info, self._server, "tools/list"), page.next_cursor
 
         return await every_page(fetch, lambda t: t.name, server=self._server, what="tools/list")
 
@@ -290,36 +303,16 @@ class SdkSession:
         async def fetch(cursor: str | None) -> tuple[list[ResourceInfo], str | None]:
             with _translated("resources/list"):
                 page = await self._session.list_resources(params=_page(cursor))
-            items = [
-                ResourceInfo(
-                    uri=str(r.uri),
-                    name=r.name,
-                    title=r.title,
-                    description=r.description,
-                    mime_type=r.mime_type,
-                    size=r.size,
-                )
-                for r in page.resources
-            ]
-            return items, page.next_cursor
+            return _items(page.resources, resource_info, self._server, "resources/list"), page.next_cursor
 
         return await every_page(fetch, lambda r: r.uri, server=self._server, what="resources/list")
 
     async def _templates(self) -> tuple[ResourceTemplateInfo, ...]:
         async def fetch(cursor: str | None) -> tuple[list[ResourceTemplateInfo], str | None]:
-            with _translated("resources/templates/list"):
+            what = "resources/templates/list"
+            with _translated(what):
                 page = await self._session.list_resource_templates(params=_page(cursor))
-            items = [
-                ResourceTemplateInfo(
-                    uri_template=t.uri_template,
-                    name=t.name,
-                    title=t.title,
-                    description=t.description,
-                    mime_type=t.mime_type,
-                )
-                for t in page.resource_templates
-            ]
-            return items, page.next_cursor
+            return _items(page.resource_templates, template_info, self._server, what), page.next_cursor
 
         return await every_page(
             fetch, lambda t: t.uri_template, server=self._server, what="resources/templates/list"
@@ -329,7 +322,7 @@ class SdkSession:
         async def fetch(cursor: str | None) -> tuple[list[PromptInfo], str | None]:
             with _translated("prompts/list"):
                 page = await self._session.list_prompts(params=_page(cursor))
-            return [prompt_info(p) for p in page.prompts], page.next_cursor
+            return _items(page.prompts, prompt_info, self._server, "prompts/list"), page.next_cursor
 
         return await every_page(fetch, lambda p: p.name, server=self._server, what="prompts/list")
 
@@ -362,8 +355,9 @@ class SdkSession:
         """
 
         async def relay(progress: float, total: float | None, message: str | None) -> None:
+            # The SDK passes on neither the notification's ``_meta`` nor an integer as such.
             if on_progress is not None:
-                on_progress(progress, total, message)
+                on_progress(progress, total, message, None)
 
         try:
             with anyio.fail_after(max(0.0, deadline - anyio.current_time())), _translated("tools/call"):
@@ -389,22 +383,17 @@ class SdkSession:
     async def read_resource(self, uri: str) -> ReadResult:
         with _translated("resources/read"):
             result = await self._session.read_resource(uri)
-        contents = [
-            ResourceContents(
-                uri=c.uri,
-                mime_type=c.mime_type,
-                text=c.text if isinstance(c, mcp_types.TextResourceContents) else None,
-                blob=c.blob if isinstance(c, mcp_types.BlobResourceContents) else None,
-            )
-            for c in result.contents
-        ]
-        return ReadResult(contents=contents)
+        try:
+            parts = [contents(_sent(c)) for c in result.contents]
+        except DECODE_FAILURES as exc:
+            raise Malformed(f"an invalid answer to resources/read: {exc}") from None
+        return ReadResult(contents=parts, meta=result.meta)
 
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> PromptResult:
         with _translated("prompts/get"):
             result = await self._session.get_prompt(name, arguments or None)
         messages = [PromptMessage(role=m.role, content=_dump(m.content)) for m in result.messages]
-        return PromptResult(description=result.description, messages=messages)
+        return PromptResult(description=result.description, messages=messages, meta=result.meta)
 
     def can_subscribe(self) -> bool:
         capabilities = self._session.server_capabilities
@@ -431,10 +420,10 @@ class SdkSession:
 
     async def complete(
         self, ref: CompletionRef, argument: tuple[str, str], context: dict[str, str] | None
-    ) -> Completion:
+    ) -> CompleteResult:
         capabilities = self._session.server_capabilities
         if capabilities is None or capabilities.completions is None:
-            return Completion()
+            return CompleteResult(completion=Completion())
         reference = (
             mcp_types.PromptReference(type="ref/prompt", name=ref.name)
             if isinstance(ref, PromptRef)
@@ -444,7 +433,8 @@ class SdkSession:
         with _translated("completion/complete"):
             result = await self._session.complete(reference, {"name": name, "value": value}, context)
         found = result.completion
-        return Completion(values=list(found.values), total=found.total, has_more=found.has_more)
+        completion = Completion(values=list(found.values), total=found.total, has_more=found.has_more)
+        return CompleteResult(completion=completion, meta=result.meta)
 
 
 @contextlib.asynccontextmanager
@@ -467,7 +457,7 @@ async def open_http_session(
         ):
             hooks.surface_changed()
         elif isinstance(message, mcp_types.ResourceUpdatedNotification) and hooks.resource_updated:
-            hooks.resource_updated(str(message.params.uri))
+            hooks.resource_updated(str(message.params.uri), message.params.meta)
 
     callbacks = _server_request_callbacks(hooks.ask) if hooks.ask is not None else {}
     logging = _logging_callback(hooks.log) if hooks.log is not None else None

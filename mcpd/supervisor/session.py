@@ -9,21 +9,27 @@ set, besides ``TimeoutError``: requests keep to the caller's cancel scope (``any
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+import msgspec
 import structlog
 
+from mcpd.model.logs import LogMessage
 from mcpd.model.mcp import METHOD_NOT_FOUND
 from mcpd.model.requests import ServerReply
 from mcpd.model.resources import (
-    Completion,
+    CompleteResult,
     CompletionRef,
     PromptArgument,
     PromptInfo,
     PromptResult,
     ReadResult,
+    ResourceContents,
+    ResourceInfo,
+    ResourceTemplateInfo,
     Surface,
 )
 from mcpd.model.servers import ServerInfo
@@ -64,19 +70,27 @@ class Malformed(RequestFailed):
     """The answer cannot be used: not the shape its method has, or a protocol revision mcpd does not speak."""
 
 
+class CancelReason(str):
+    """Why a caller cancelled its request: cancelling the request's task with one as the message
+    (``task.cancel(CancelReason(...))``) gives it to the server in ``notifications/cancelled`` (stdio
+    servers). A plain message, such as anyio's, is not one."""
+
+    __slots__ = ()
+
+
 def is_lost(exc: BaseException) -> bool:
     """The connection is gone, not just this request."""
     return isinstance(exc, ConnectionLost | NotDelivered)
 
 
-ProgressCallback = Callable[[float, float | None, str | None], None]
-"""(progress, total, message) of a running request."""
+ProgressCallback = Callable[[int | float, int | float | None, str | None, dict[str, Any] | None], None]
+"""(progress, total, message, _meta) of a running request, as the server sent them."""
 
 Ask = Callable[[str, dict[str, Any]], Awaitable[ServerReply]]
 """Answers one request from the server: (method, params as JSON) -> the reply."""
 
-LogCallback = Callable[[str, str | None, str], None]
-"""Hears a server's ``notifications/message``: (level, logger, text)."""
+LogCallback = Callable[[LogMessage], None]
+"""Hears a server's ``notifications/message``."""
 
 
 @dataclass(frozen=True)
@@ -91,8 +105,9 @@ class SessionHooks:
     """Answers the server's requests (sampling, elicitation, roots)."""
     log: LogCallback | None = None
     """Hears the server's log messages (``notifications/message``)."""
-    resource_updated: Callable[[str], None] | None = None
-    """Hears that a subscribed resource changed (``notifications/resources/updated``): its URI."""
+    resource_updated: Callable[[str, dict[str, Any] | None], None] | None = None
+    """Hears that a subscribed resource changed (``notifications/resources/updated``): its URI and
+    the notification's ``_meta``."""
 
 
 class Session(Protocol):
@@ -142,7 +157,7 @@ class Session(Protocol):
 
     async def complete(
         self, ref: CompletionRef, argument: tuple[str, str], context: dict[str, str] | None
-    ) -> Completion:
+    ) -> CompleteResult:
         """``completion/complete`` of ``argument`` (name, value) for ``ref``; empty, nothing sent, when
         the server did not declare ``completions``."""
         ...
@@ -199,32 +214,144 @@ async def if_served(listing: Awaitable[tuple[Item, ...]]) -> tuple[Item, ...]:
         return ()
 
 
-class _ArgumentLike(Protocol):
-    @property
-    def name(self) -> str: ...
-    @property
-    def description(self) -> str | None: ...
-    @property
-    def required(self) -> bool | None: ...
+# -- what servers list, read apart the same way on either session --------------------------------
+#
+# Each item is modelled only as far as mcpd uses it; every other field of it (``icons``,
+# ``annotations``, ``_meta``, fields of later revisions) is kept as the server sent it (``extra``), and
+# hosts get it back. A remote server's items come as the SDK's models, dumped to the JSON the server
+# sent (``sdk``), so both sessions keep the same fields.
 
 
-class _PromptLike(Protocol):
-    @property
-    def name(self) -> str: ...
-    @property
-    def title(self) -> str | None: ...
-    @property
-    def description(self) -> str | None: ...
-    @property
-    def arguments(self) -> Sequence[_ArgumentLike] | None: ...
+class ToolAnnotations(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """The hints MCP defines, and only those, as the SDK's model keeps them: a key a server adds must
+    not change what the verifier read and accepted of the tool (``trust.gate``)."""
+
+    title: str | None = None
+    read_only_hint: bool | None = None
+    destructive_hint: bool | None = None
+    idempotent_hint: bool | None = None
+    open_world_hint: bool | None = None
 
 
-def prompt_info(prompt: _PromptLike) -> PromptInfo:
-    """A listed prompt, from either session's model of it."""
-    arguments = tuple(
-        PromptArgument(name=a.name, description=a.description, required=bool(a.required))
-        for a in prompt.arguments or ()
+class WireTool(msgspec.Struct, frozen=True, rename="camel"):
+    name: str
+    input_schema: dict[str, Any]
+    description: str | None = None
+    title: str | None = None
+    annotations: ToolAnnotations | None = None
+    output_schema: dict[str, Any] | None = None
+    icons: list[dict[str, Any]] | None = None
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
+
+
+class WireResource(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    uri: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+
+
+class WireTemplate(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    uri_template: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+
+
+class WirePrompt(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    title: str | None = None
+    description: str | None = None
+    arguments: list[dict[str, Any]] | None = None
+
+
+class WireArgument(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    title: str | None = None
+    description: str | None = None
+    required: bool | None = None
+
+
+class WireContents(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    uri: str
+    mime_type: str | None = None
+    text: str | None = None
+    blob: str | None = None
+
+
+W = TypeVar("W", bound=msgspec.Struct)
+
+
+@functools.cache
+def _modelled(shape: type[msgspec.Struct]) -> frozenset[str]:
+    return frozenset(field.encode_name for field in msgspec.structs.fields(shape))
+
+
+def split(item: Any, shape: type[W]) -> tuple[W, dict[str, Any] | None]:
+    """``item`` (one JSON object) as ``shape``, leniently as the SDK reads it (``"size": 1024.0``), and
+    its other fields (None: none). Raises ``msgspec.ValidationError`` for an item that is not ``shape``."""
+    modelled = msgspec.convert(item, shape, strict=False)
+    known = _modelled(shape)
+    extra = {key: value for key, value in item.items() if key not in known}
+    return modelled, extra or None
+
+
+def tool_info(item: Any) -> ToolInfo:
+    t, extra = split(item, WireTool)
+    return ToolInfo(
+        name=t.name,
+        description=t.description or "",
+        input_schema=t.input_schema,
+        title=t.title,
+        annotations=msgspec.to_builtins(t.annotations) if t.annotations is not None else None,
+        output_schema=t.output_schema,
+        icons=t.icons,
+        meta=t.meta,
+        extra=extra,
     )
-    return PromptInfo(
-        name=prompt.name, title=prompt.title, description=prompt.description, arguments=arguments
+
+
+def resource_info(item: Any) -> ResourceInfo:
+    r, extra = split(item, WireResource)
+    return ResourceInfo(
+        uri=r.uri,
+        name=r.name,
+        title=r.title,
+        description=r.description,
+        mime_type=r.mime_type,
+        size=r.size,
+        extra=extra,
     )
+
+
+def template_info(item: Any) -> ResourceTemplateInfo:
+    t, extra = split(item, WireTemplate)
+    return ResourceTemplateInfo(
+        uri_template=t.uri_template,
+        name=t.name,
+        title=t.title,
+        description=t.description,
+        mime_type=t.mime_type,
+        extra=extra,
+    )
+
+
+def _argument(item: Any) -> PromptArgument:
+    a, extra = split(item, WireArgument)
+    return PromptArgument(
+        name=a.name, title=a.title, description=a.description, required=bool(a.required), extra=extra
+    )
+
+
+def prompt_info(item: Any) -> PromptInfo:
+    p, extra = split(item, WirePrompt)
+    arguments = tuple(_argument(a) for a in p.arguments) if p.arguments is not None else None
+    return PromptInfo(name=p.name, title=p.title, description=p.description, arguments=arguments, extra=extra)
+
+
+def contents(item: Any) -> ResourceContents:
+    c, extra = split(item, WireContents)
+    return ResourceContents(uri=c.uri, mime_type=c.mime_type, text=c.text, blob=c.blob, extra=extra)

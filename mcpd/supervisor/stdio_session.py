@@ -5,14 +5,13 @@ most of the daemon's start-up CPU, and on a laptop's few cores that CPU is taken
 children starting beside it; the SDK session also spent most of a millisecond per message. This
 session sends every request through the child's ``RawRpc`` and reads what else the server writes
 (notifications, its own requests, lines that are not JSON-RPC) in one task, in order. The wire
-shapes are the protocol's own (camelCase); only the fields mcpd uses are modelled, the rest is
-ignored, as the SDK's models ignore what they do not know.
+shapes are the protocol's own (camelCase); only the fields mcpd uses are modelled. The other fields
+of what servers list and answer are kept as they came and given to hosts (``session.split``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol, TypeVar
 
@@ -26,7 +25,9 @@ from msgspec import UNSET, UnsetType
 import mcpd
 from mcpd.errors import DECODE_FAILURES
 from mcpd.model import mcp
+from mcpd.model.logs import LogMessage
 from mcpd.model.resources import (
+    CompleteResult,
     Completion,
     CompletionRef,
     PromptInfo,
@@ -34,7 +35,6 @@ from mcpd.model.resources import (
     PromptRef,
     PromptResult,
     ReadResult,
-    ResourceContents,
     ResourceInfo,
     ResourceTemplateInfo,
     Surface,
@@ -48,16 +48,19 @@ from mcpd.supervisor.session import (
     ProgressCallback,
     Refused,
     SessionHooks,
+    contents,
     every_page,
     if_served,
     prompt_info,
+    resource_info,
+    template_info,
+    tool_info,
 )
 from mcpd.supervisor.stdio import StdioChild
 
 log = structlog.get_logger("mcpd.supervisor")
 
 T = TypeVar("T")
-Wire = TypeVar("Wire")
 Item = TypeVar("Item")
 
 
@@ -97,28 +100,6 @@ class _Initialize(msgspec.Struct, frozen=True, rename="camel"):
     instructions: str | None = None
 
 
-class _Annotations(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
-    """The hints MCP defines, and only those, as the SDK's model kept them: a key a server adds
-    would otherwise change the tool's pinned definition (``trust.gate``)."""
-
-    title: str | None = None
-    read_only_hint: bool | None = None
-    destructive_hint: bool | None = None
-    idempotent_hint: bool | None = None
-    open_world_hint: bool | None = None
-
-
-class _Tool(msgspec.Struct, frozen=True, rename="camel"):
-    name: str
-    input_schema: dict[str, Any]
-    description: str | None = None
-    title: str | None = None
-    annotations: _Annotations | None = None
-    output_schema: dict[str, Any] | None = None
-    icons: list[dict[str, Any]] | None = None
-    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
-
-
 class _CallResult(msgspec.Struct, frozen=True, rename="camel"):
     """A ``tools/call`` result: content blocks are relayed as they came, not re-modelled."""
 
@@ -134,26 +115,9 @@ class _Tools(msgspec.Struct, frozen=True, rename="camel"):
     next_cursor: str | None = None
 
 
-class _Resource(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    uri: str
-    name: str
-    title: str | None = None
-    description: str | None = None
-    mime_type: str | None = None
-    size: int | None = None
-
-
 class _Resources(msgspec.Struct, frozen=True, rename="camel"):
     resources: list[msgspec.Raw]
     next_cursor: str | None = None
-
-
-class _Template(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    uri_template: str
-    name: str
-    title: str | None = None
-    description: str | None = None
-    mime_type: str | None = None
 
 
 class _Templates(msgspec.Struct, frozen=True, rename="camel"):
@@ -161,33 +125,14 @@ class _Templates(msgspec.Struct, frozen=True, rename="camel"):
     next_cursor: str | None = None
 
 
-class _PromptArgument(msgspec.Struct, frozen=True, kw_only=True):
-    name: str
-    description: str | None = None
-    required: bool | None = None
-
-
-class _Prompt(msgspec.Struct, frozen=True, kw_only=True):
-    name: str
-    title: str | None = None
-    description: str | None = None
-    arguments: list[_PromptArgument] | None = None
-
-
 class _Prompts(msgspec.Struct, frozen=True, rename="camel"):
     prompts: list[msgspec.Raw]
     next_cursor: str | None = None
 
 
-class _Contents(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    uri: str
-    mime_type: str | None = None
-    text: str | None = None
-    blob: str | None = None
-
-
 class _Read(msgspec.Struct, frozen=True):
-    contents: list[_Contents]
+    contents: list[dict[str, Any]]
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
 
 
 class _PromptMessage(msgspec.Struct, frozen=True):
@@ -198,6 +143,7 @@ class _PromptMessage(msgspec.Struct, frozen=True):
 class _GetPrompt(msgspec.Struct, frozen=True):
     messages: list[_PromptMessage]
     description: str | None = None
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
 
 
 class _Completion(msgspec.Struct, frozen=True, rename="camel"):
@@ -208,6 +154,7 @@ class _Completion(msgspec.Struct, frozen=True, rename="camel"):
 
 class _Complete(msgspec.Struct, frozen=True):
     completion: _Completion
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
 
 
 class _Message(msgspec.Struct, frozen=True):
@@ -224,10 +171,12 @@ class _LogMessage(msgspec.Struct, frozen=True):
     level: str
     data: Any = None
     logger: str | None = None
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
 
 
-class _Uri(msgspec.Struct, frozen=True):
+class _Updated(msgspec.Struct, frozen=True):
     uri: str
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
 
 
 class _Cancelled(msgspec.Struct, frozen=True, rename="camel"):
@@ -237,13 +186,10 @@ class _Cancelled(msgspec.Struct, frozen=True, rename="camel"):
 # Not strict: a number sent as a string or a float ("size": 1024.0) is taken, as pydantic's SDK took it.
 _initialize = msgspec.json.Decoder(_Initialize, strict=False)
 _tools = msgspec.json.Decoder(_Tools, strict=False)
-_tool = msgspec.json.Decoder(_Tool, strict=False)
 _resources = msgspec.json.Decoder(_Resources, strict=False)
-_resource = msgspec.json.Decoder(_Resource, strict=False)
 _templates = msgspec.json.Decoder(_Templates, strict=False)
-_template = msgspec.json.Decoder(_Template, strict=False)
 _prompts = msgspec.json.Decoder(_Prompts, strict=False)
-_prompt = msgspec.json.Decoder(_Prompt, strict=False)
+_item = msgspec.json.Decoder(dict[str, Any])
 _read = msgspec.json.Decoder(_Read, strict=False)
 _get_prompt = msgspec.json.Decoder(_GetPrompt, strict=False)
 _complete = msgspec.json.Decoder(_Complete, strict=False)
@@ -258,29 +204,16 @@ def _params(raw: msgspec.Raw, shape: type[T]) -> T:
     return msgspec.json.decode(raw, type=shape)
 
 
-def _valid(items: list[msgspec.Raw], decoder: msgspec.json.Decoder[T], server: str, what: str) -> list[T]:
+def _valid(items: list[msgspec.Raw], made: Callable[[Any], T], server: str, what: str) -> list[T]:
     """The items of a list page that are what MCP says they are; the others are left out and logged
     (a tool whose ``inputSchema`` is ``true`` used to fail the whole list, and the server with it)."""
     valid = []
     for index, item in enumerate(items):
         try:
-            valid.append(decoder.decode(item))
+            valid.append(made(_item.decode(item)))
         except DECODE_FAILURES as exc:
             log.warning("server.list_item_invalid", server=server, list=what, item=index, error=str(exc))
     return valid
-
-
-def _tool_info(t: _Tool) -> ToolInfo:
-    return ToolInfo(
-        name=t.name,
-        description=t.description or "",
-        input_schema=t.input_schema,
-        title=t.title,
-        annotations=msgspec.to_builtins(t.annotations) if t.annotations is not None else None,
-        output_schema=t.output_schema,
-        icons=t.icons,
-        meta=t.meta,
-    )
 
 
 def _page(cursor: str | None) -> dict[str, Any] | None:
@@ -305,7 +238,7 @@ class StdioSession:
     ) -> T:
         reply = await self._rpc.request(method, params, anyio.current_effective_deadline())
         if reply.error is not None:
-            raise Refused(reply.error.code, reply.error.message)
+            raise Refused(reply.error.code, reply.error.message, reply.error.data)
         try:
             return decoder.decode(reply.result)
         except DECODE_FAILURES as exc:
@@ -342,8 +275,7 @@ class StdioSession:
         pages: msgspec.json.Decoder[P],
         *,
         items: Callable[[P], list[msgspec.Raw]],
-        item: msgspec.json.Decoder[Wire],
-        made: Callable[[Wire], Item],
+        made: Callable[[Any], Item],
         key: Callable[[Item], str],
     ) -> tuple[Item, ...]:
         """Every valid item (``_valid``) of the paginated list ``method`` (``every_page``)."""
@@ -351,13 +283,13 @@ class StdioSession:
 
         async def fetch(cursor: str | None) -> tuple[list[Item], str | None]:
             page = await self._request(method, _page(cursor), pages)
-            return [made(i) for i in _valid(items(page), item, server, method)], page.next_cursor
+            return _valid(items(page), made, server, method), page.next_cursor
 
         return await every_page(fetch, key, server=server, what=method)
 
     async def list_tools(self) -> tuple[ToolInfo, ...]:
         return await self._every_page(
-            "tools/list", _tools, items=lambda p: p.tools, item=_tool, made=_tool_info, key=lambda t: t.name
+            "tools/list", _tools, items=lambda p: p.tools, made=tool_info, key=lambda t: t.name
         )
 
     async def list_surface(self) -> Surface:
@@ -373,8 +305,7 @@ class StdioSession:
             "resources/list",
             _resources,
             items=lambda p: p.resources,
-            item=_resource,
-            made=lambda r: ResourceInfo(**msgspec.structs.asdict(r)),
+            made=resource_info,
             key=lambda r: r.uri,
         )
 
@@ -383,8 +314,7 @@ class StdioSession:
             "resources/templates/list",
             _templates,
             items=lambda p: p.resource_templates,
-            item=_template,
-            made=lambda t: ResourceTemplateInfo(**msgspec.structs.asdict(t)),
+            made=template_info,
             key=lambda t: t.uri_template,
         )
 
@@ -393,7 +323,6 @@ class StdioSession:
             "prompts/list",
             _prompts,
             items=lambda p: p.prompts,
-            item=_prompt,
             made=prompt_info,
             key=lambda p: p.name,
         )
@@ -434,13 +363,17 @@ class StdioSession:
 
     async def read_resource(self, uri: str) -> ReadResult:
         result = await self._request("resources/read", {"uri": uri}, _read)
-        return ReadResult(contents=[ResourceContents(**msgspec.structs.asdict(c)) for c in result.contents])
+        try:
+            parts = [contents(c) for c in result.contents]
+        except DECODE_FAILURES as exc:
+            raise Malformed(f"an invalid answer to resources/read: {exc}") from None
+        return ReadResult(contents=parts, meta=result.meta)
 
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> PromptResult:
         params: dict[str, Any] = {"name": name, **({"arguments": arguments} if arguments else {})}
         result = await self._request("prompts/get", params, _get_prompt)
         messages = [PromptMessage(role=m.role, content=m.content) for m in result.messages]
-        return PromptResult(description=result.description, messages=messages)
+        return PromptResult(description=result.description, messages=messages, meta=result.meta)
 
     async def subscribe_resource(self, uri: str) -> None:
         await self._request("resources/subscribe", {"uri": uri}, _anything)
@@ -453,9 +386,9 @@ class StdioSession:
 
     async def complete(
         self, ref: CompletionRef, argument: tuple[str, str], context: dict[str, str] | None
-    ) -> Completion:
+    ) -> CompleteResult:
         if self._declared("completions") is None:
-            return Completion()
+            return CompleteResult(completion=Completion())
         reference = (
             {"type": "ref/prompt", "name": ref.name}
             if isinstance(ref, PromptRef)
@@ -465,8 +398,10 @@ class StdioSession:
         params: dict[str, Any] = {"ref": reference, "argument": {"name": name, "value": value}}
         if context is not None:
             params["context"] = {"arguments": context}
-        found = (await self._request("completion/complete", params, _complete)).completion
-        return Completion(values=found.values, total=found.total, has_more=found.has_more)
+        result = await self._request("completion/complete", params, _complete)
+        found = result.completion
+        completion = Completion(values=found.values, total=found.total, has_more=found.has_more)
+        return CompleteResult(completion=completion, meta=result.meta)
 
     # -- what the server sends on its own -------------------------------------------------------
 
@@ -529,13 +464,13 @@ class StdioSession:
             elif method in (mcp.RESOURCES_LIST_CHANGED, mcp.PROMPTS_LIST_CHANGED):
                 hooks.surface_changed()
             elif method == mcp.RESOURCE_UPDATED and hooks.resource_updated is not None:
-                hooks.resource_updated(_params(params, _Uri).uri)
+                updated = _params(params, _Updated)
+                hooks.resource_updated(updated.uri, updated.meta)
             elif method == mcp.MESSAGE and hooks.log is not None:
                 entry = _params(params, _LogMessage)
-                # MCP allows any JSON value as the message; what is not a string is kept as its JSON.
-                data = entry.data
-                text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
-                hooks.log(entry.level, entry.logger, text)
+                hooks.log(
+                    LogMessage(level=entry.level, data=entry.data, logger=entry.logger, meta=entry.meta)
+                )
             elif method == mcp.CANCELLED:
                 request_id = _params(params, _Cancelled).request_id
                 if request_id is not None:

@@ -11,6 +11,7 @@ from anyio.abc import TaskGroup
 
 from mcpd.config.model import MAX_STOP_GRACE, Config, ServerConfig
 from mcpd.errors import UnknownServer
+from mcpd.model.logs import LogMessage
 from mcpd.model.servers import ReloadPlan, ServerEvent, ServerStatus
 from mcpd.model.states import LIVE_STATES, ServerState
 from mcpd.supervisor.actor import LogListener, Router, ServerActor, refuse_server_requests, stop_bound
@@ -109,10 +110,10 @@ class Supervisor:
         """Tell ``listener`` each MCP log message of every server (apart from events: they can flood)."""
         self._log_listeners.append(listener)
 
-    def _emit_log(self, server: str, level: str, logger: str | None, text: str) -> None:
+    def _emit_log(self, server: str, message: LogMessage) -> None:
         for listener in self._log_listeners:
             try:
-                listener(server, level, logger, text)
+                listener(server, message)
             except Exception:
                 log.exception("supervisor.log_listener_failed")
 

@@ -3,7 +3,7 @@
 Each waits for a (re)starting server and keeps to its deadline exactly as a tool call does
 (``ServerActor.on_live``), checks the target against the server's current lists first, and turns
 the server's refusal into the error a caller can act on (``UnknownResource``, ``UnknownPrompt``,
-``InvalidParams``).
+``InvalidParams``), the server's own error kept in its data (``errors.SERVER_ERROR``) for hosts.
 """
 
 from __future__ import annotations
@@ -13,8 +13,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
-from mcpd.errors import InvalidParams, McpdError, UnknownPrompt, UnknownResource, Unsupported
-from mcpd.model.resources import Completion, CompletionRef, PromptRef, PromptResult, ReadResult
+from mcpd.errors import (
+    SERVER_ERROR,
+    InvalidParams,
+    McpdError,
+    ServerRefusal,
+    UnknownPrompt,
+    UnknownResource,
+    Unsupported,
+)
+from mcpd.model.resources import CompleteResult, CompletionRef, PromptRef, PromptResult, ReadResult
 from mcpd.model.states import LIVE_STATES
 from mcpd.supervisor.calls import send_request
 from mcpd.supervisor.link import Link
@@ -51,7 +59,9 @@ async def get_prompt(
         data=data,
         timeout=timeout,
         known=lambda current: _known_prompt(current, name),
-        refused=lambda why: InvalidParams(f"{actor.name} refused prompt {name!r}: {why}", data),
+        refused=lambda why, error: InvalidParams(
+            f"{actor.name} refused prompt {name!r}: {why}", {**data, SERVER_ERROR: error}
+        ),
     )
 
 
@@ -110,7 +120,9 @@ async def _on_resource(
         data=data,
         timeout=timeout,
         known=known,
-        refused=lambda why: UnknownResource(f"{actor.name} refused {method} {uri!r}: {why}", data),
+        refused=lambda why, error: UnknownResource(
+            f"{actor.name} refused {method} {uri!r}: {why}", {**data, SERVER_ERROR: error}
+        ),
     )
 
 
@@ -120,7 +132,7 @@ async def complete(
     argument: tuple[str, str],
     context: dict[str, str] | None = None,
     timeout: float | None = None,
-) -> Completion:
+) -> CompleteResult:
     """``completion/complete`` for the server's own prompt or template ``ref``; empty when the
     server offers no completions.
 
@@ -142,7 +154,9 @@ async def complete(
         data=data,
         timeout=timeout,
         known=known,
-        refused=lambda why: InvalidParams(f"{actor.name} refused to complete: {why}", data),
+        refused=lambda why, error: InvalidParams(
+            f"{actor.name} refused to complete: {why}", {**data, SERVER_ERROR: error}
+        ),
     )
 
 
@@ -154,9 +168,10 @@ async def _request(
     data: dict[str, Any],
     timeout: float | None,
     known: Callable[[ServerActor], None],
-    refused: Callable[[str], McpdError],
+    refused: Callable[[str, dict[str, Any]], McpdError],
 ) -> T:
-    """One request on a live link; the server's refusal becomes ``refused(its message)``."""
+    """One request on a live link; the server's refusal becomes ``refused(its message, its error)``,
+    its error (``ServerRefusal``) as builtins for the error's data."""
 
     async def send(link: Link, deadline: float, limit: float) -> T:
         try:
@@ -164,6 +179,7 @@ async def _request(
                 link, request, server=actor.name, what=what, data=data, deadline=deadline, limit=limit
             )
         except Refused as exc:
-            raise refused(exc.message) from None
+            error = ServerRefusal(exc.code, exc.message, exc.data)
+            raise refused(exc.message, msgspec.to_builtins(error)) from None
 
     return await actor.on_live(timeout, known, send)

@@ -4,8 +4,10 @@ Two checks, per server policy:
 
 - ``verify`` (off | warn | block): everything a server says to models is scanned (its
   ``instructions`` and title, each tool's name, title, description, annotations, input and
-  output schemas). Findings are logged; under ``block`` a server with an unaccepted high finding
-  is kept out of every registry, the ``<available_mcps>`` block and selection. ``approve``
+  output schemas, and the strings of what else of a tool reaches hosts: ``icons``, ``_meta``,
+  ``execution`` and any field mcpd does not model). Findings are logged; under ``block`` a
+  server with an unaccepted high finding is kept out of every registry, the
+  ``<available_mcps>`` block and selection. ``approve``
   accepts exactly the findings of the current texts: a later change is reviewed again.
 - ``pinning`` (pin | trust): a SHA-256 of each tool's name, description and input schema
   is pinned the first time the server is seen. Afterwards a tool whose definition changed,
@@ -157,19 +159,46 @@ def _each_text(subject: str, texts: dict[str, str]) -> Scan:
     ]
 
 
+def _passed(tool: ToolInfo) -> dict[str, Any]:
+    """What else of the tool reaches hosts as the server sent it, only where it sent something (so a
+    tool without any hashes as it always did): not pinned, but read, so it carries no text unchecked."""
+    passed: dict[str, Any] = {"icons": tool.icons, "_meta": tool.meta, **(tool.extra or {})}
+    return {key: value for key, value in passed.items() if value is not None}
+
+
 def _tool_subject(tool: ToolInfo, subjects: _Subjects) -> Subject:
     pinned = definition(tool)
     extra = {"title": tool.title, "annotations": tool.annotations, "output_schema": tool.output_schema}
-    everything = pinned + json.dumps(extra, sort_keys=True, ensure_ascii=False)
+    passed = _passed(tool)
+    if passed:
+        extra["passed"] = passed
+    everything = pinned + json.dumps(extra, sort_keys=True, ensure_ascii=False, default=str)
 
     def scan(scanner: Scanner) -> list[Finding]:
         findings = scanner.scan_tool(tool.name, tool.description, tool.input_schema, tool.output_schema)
         if tool.title:
             findings.extend(scanner.scan_text(tool.name, "title", tool.title))
         findings.extend(_scan_annotations(tool, scanner))
+        for where, text in _strings(passed, ""):
+            findings.extend(scanner.scan_text(tool.name, where, text))
         return findings
 
     return subjects.make(tool.name, pinned, everything, scan)
+
+
+def _strings(value: Any, where: str) -> Iterable[tuple[str, str]]:
+    """Every string in a JSON value, keys too, with its path (``_meta.ui.note``, ``icons[0].src``)."""
+    if isinstance(value, str):
+        yield where, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{where}.{key}" if where else str(key)
+            if isinstance(key, str):
+                yield path, key
+            yield from _strings(item, path)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings(item, f"{where}[{index}]")
 
 
 def _scan_annotations(tool: ToolInfo, scanner: Scanner) -> list[Finding]:
@@ -192,8 +221,10 @@ def _surface_subjects(surface: Surface, subjects: _Subjects) -> list[Subject]:
     texts: list[tuple[str, dict[str, str]]] = []
     for prompt in surface.prompts:
         described = said(prompt)
-        for argument in prompt.arguments:
+        for argument in prompt.arguments or ():
             described[f"arguments.{argument.name}"] = argument.description or ""
+            if argument.title:
+                described[f"arguments.{argument.name}.title"] = argument.title
         texts.append((f"{SURFACE_PREFIXES[0]}{prompt.name}", described))
     for resource in surface.resources:
         texts.append((f"{SURFACE_PREFIXES[1]}{resource.uri}", said(resource)))
