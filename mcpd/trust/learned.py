@@ -2,10 +2,13 @@
 
 The intents of ``rules`` and the signs of ``signs`` are words someone chose; probes written
 later, in voices they had not seen, got past more than half of them. A logistic regression
-over hashed character n-grams (3 to 5, within words) and word pairs of the folded text,
+over hashed character n-grams (2 to 5, within words) and word pairs of the folded text,
 trained on the poisoning corpus and its probes against honest tool texts
 (``bench/verifier_model.py``), finds texts that resemble known attacks in other wording and,
-by the n-grams, in related word forms and languages.
+by the n-grams, in related word forms and languages. The 2-grams were added with probe 11: with
+each probe left out of training in turn, they raised the mean AUC of its poisoned texts against
+its honest look-alikes from 0.918 to 0.937 (and with two other shuffles of the training, 0.931 to
+0.935 and 0.918 to 0.930); word unigrams, class weights, 6 or 24 passes, other decays did not.
 
 It is one sign, not a verdict: alone it flagged short honest blurbs ("Your AI powered Ad
 Assistant!") that read like the corpus, and as one of the kinds honest tools never need it made
@@ -32,6 +35,8 @@ from typing import NamedTuple
 BITS = 18
 """Hash buckets: 2**18."""
 MASK = (1 << BITS) - 1
+NGRAMS = (2, 3, 4, 5)
+"""Lengths of the character n-grams, within a word padded as ``<word>``."""
 _HEADER = struct.Struct("<4sBfff")
 """magic, bits, weight scale, high threshold, sign threshold"""
 MAGIC = b"mcpv"
@@ -42,7 +47,7 @@ def _word_buckets(word: str) -> frozenset[int]:
     # by words that servers choose would grow by 2 KB a word in a daemon that runs for weeks.
     padded = f"<{word}>"
     return frozenset(
-        zlib.crc32(padded[i : i + n].encode()) & MASK for n in (3, 4, 5) for i in range(len(padded) - n + 1)
+        zlib.crc32(padded[i : i + n].encode()) & MASK for n in NGRAMS for i in range(len(padded) - n + 1)
     )
 
 
