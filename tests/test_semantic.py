@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -9,15 +11,19 @@ from pathlib import Path
 import anyio
 import numpy as np
 import pytest
+import structlog
 from model2vec import StaticModel
 from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import Whitespace
 
+from mcpd.client.aio import connect
 from mcpd.config.model import DaemonSettings
 from mcpd.discovery import semantic
 from mcpd.discovery.index import ToolIndex, ToolText
 from mcpd.discovery.semantic_setup import semantic_indexes
+from mcpd.testing import fixture_toml
+from mcpd.testing.daemon import running_daemon
 
 # Word -> direction: synonyms share one, so only meaning (not spelling) links them.
 _MEANINGS = {
@@ -155,3 +161,103 @@ loaded = [m for m in ("mcpd.discovery.semantic", "model2vec", "numpy", "tokenize
 assert not loaded, loaded
 """
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+
+
+def _spoil(cache: Path, kind: str) -> None:
+    if kind == "garbage":
+        cache.write_bytes(b"not a database, " * 2000)
+    elif kind == "directory":
+        cache.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(cache)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("kind", ["garbage", "directory", "fifo"])
+def test_an_unusable_cache_file_is_replaced_by_memory(model: Path, tmp_path: Path, kind: str) -> None:
+    """The cache is disposable: a file that is not one is said once, and ranking works from memory."""
+    cache = tmp_path / "cache.sqlite"
+    _spoil(cache, kind)
+    with structlog.testing.capture_logs() as logs:
+        index, ranking = _index(model, cache)
+    assert [entry["event"] for entry in logs] == ["semantic.cache_unavailable"]
+    assert logs[0]["path"] == str(cache)
+    assert not ranking.cache.on_disk
+    hits = index.search("move the widget", limit=1)
+    assert (hits[0].server, hits[0].tool) == ("browser", "drag_element")
+    ranking.replace_servers({"git": [ToolText("git", "git_log", "Show the commits history")]})
+    assert ranking.embedded == len(TOOLS) + 1
+
+
+@pytest.mark.timeout(30)
+def test_a_cache_locked_while_running_is_left_for_memory(model: Path, tmp_path: Path) -> None:
+    """Another process holding the cache's write lock makes a write fail (after a short wait): the
+    index goes on from memory, said once, instead of the error killing the daemon's indexer."""
+    cache = tmp_path / "cache.sqlite"
+    _, ranking = _index(model, cache)
+    assert ranking.cache.on_disk
+    holder = sqlite3.connect(cache, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with structlog.testing.capture_logs() as logs:
+            ranking.replace_servers({"git": [ToolText("git", "git_log", "Show the commits history")]})
+            ranking.replace_servers({"git": [ToolText("git", "git_log", "Show the history")]})
+    finally:
+        holder.close()
+    assert [entry["event"] for entry in logs] == ["semantic.cache_unavailable"]
+    assert "locked" in logs[0]["error"]
+    assert not ranking.cache.on_disk
+    assert ranking.embedded == len(TOOLS) + 2
+
+
+def test_damaged_model_files_leave_the_ranking_lexical(model: Path, tmp_path: Path) -> None:
+    """A model whose files are damaged (they fail inside tokenizers or safetensors, with their own
+    exception types) is an unavailable model, not an error out of the daemon."""
+
+    async def main() -> None:
+        for damaged in ("tokenizer.json", "model.safetensors"):
+            broken = _build_model(tmp_path / damaged)
+            (broken / damaged).write_bytes(b"\xb1\xff" * 64)
+            settings = DaemonSettings(semantic=True, semantic_model=str(broken))
+            assert await semantic_indexes(settings, tmp_path / "cache.sqlite") is None
+
+    anyio.run(main)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("kind", ["garbage", "locked"])
+def test_a_daemon_serves_with_a_bad_or_busy_cache(model: Path, tmp_path: Path, kind: str) -> None:
+    """`semantic = true` with a garbage cache file, or one another process keeps locked: the daemon
+    comes up, logs the cache unavailable, and keeps ranking by meaning (it used to exit 1)."""
+    cache = tmp_path / "cache" / "mcpd" / "embeddings.sqlite"
+    cache.parent.mkdir(parents=True)
+    holder = None
+    if kind == "garbage":
+        _spoil(cache, kind)
+    else:
+        semantic.VectorCache(cache, "x").close()
+        holder = sqlite3.connect(cache, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f"[daemon]\nsemantic = true\nsemantic_model = {str(model)!r}\n\n"
+        + fixture_toml("browser", "--tools", "1", description="Drag an element")
+    )
+
+    async def main() -> None:
+        env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+        async with running_daemon(config, env=env) as daemon:
+            await daemon.wait_for("semantic.cache_unavailable", path=str(cache))
+            await daemon.wait_for("index.updated")
+            async with connect(daemon.socket, name="semantic-test") as client:
+                hits = await client.search("drag element")
+                assert hits.tools
+                await anyio.sleep(2 * semantic.CACHE_BUSY_TIMEOUT)
+                assert len(await client.status()) == 1
+            assert daemon.process.returncode is None
+
+    try:
+        anyio.run(main)
+    finally:
+        if holder is not None:
+            holder.close()

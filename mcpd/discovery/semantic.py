@@ -7,15 +7,19 @@ transformer pass per query and minutes of CPU per 10k tools.
 
 Each tool's vector is cached on disk (SQLite in the user cache directory) under the hash of
 the model and of the text embedded, so a restart or a server that comes back re-embeds
-nothing. Only this module imports numpy and model2vec, and nothing imports it unless the
+nothing. The file is only a cache: one that cannot be used is set aside for memory (logged
+once), never an error. Only this module imports numpy and model2vec, and nothing imports it unless the
 setting is on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
+import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,12 +28,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import platformdirs
+import structlog
 from model2vec import StaticModel
 
 from mcpd.errors import ConfigError
 
 if TYPE_CHECKING:
     from mcpd.discovery.index import ToolText
+
+log = structlog.get_logger("mcpd.discovery")
 
 DEFAULT_MODEL = "minishlab/potion-base-8M"
 """A model2vec model on the Hugging Face hub, downloaded once into its usual cache."""
@@ -43,6 +50,10 @@ was not looked at."""
 
 SEMANTIC_DEPTH = 100
 """Tools taken from each ranking into the fusion."""
+
+CACHE_BUSY_TIMEOUT = 1.0
+"""Seconds to wait for another process's write lock on the cache before doing without it. Short:
+the front index embeds small changes on the event loop, and a cache is not worth a stalled daemon."""
 
 
 def tool_document(tool: ToolText) -> str:
@@ -61,7 +72,9 @@ class Embedder:
                 self._model = StaticModel.from_pretrained(local, force_download=False)
             else:
                 self._model = StaticModel.from_pretrained(model, force_download=False)
-        except (OSError, ValueError) as exc:
+        except Exception as exc:
+            # Damaged model files fail deep in safetensors or tokenizers, with their own exception
+            # types (or a bare ``Exception``): any of them means "no model", never a dead daemon.
             raise ConfigError(f"cannot load the semantic model {model!r}: {exc}", {"model": model}) from exc
         self.name = model
         # Cache rows are valid only for the exact weights that made them.
@@ -76,40 +89,107 @@ class Embedder:
 
 
 class VectorCache:
-    """Tool vectors on disk by (model fingerprint, text hash); safe to share between threads."""
+    """Tool vectors by (model fingerprint, text hash); safe to share between threads.
+
+    On disk when the file can be used; otherwise (garbage, a directory, a read-only file, another
+    process holding its write lock too long) in memory for the rest of the run, said once as
+    ``semantic.cache_unavailable``: vectors are then only computed again at the next start.
+    """
 
     def __init__(self, path: Path | None, fingerprint: str) -> None:
         if path is None:
             path = Path(platformdirs.user_cache_dir("mcpd")) / "embeddings.sqlite"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
+        self.path = path
+        self.on_disk = True
         self._prefix = fingerprint + ":"
         self._lock = threading.Lock()
+        try:
+            self._db = _open_cache(path)
+        except (OSError, sqlite3.Error) as exc:
+            self._db = self._in_memory(exc)
+
+    def _in_memory(self, exc: Exception) -> sqlite3.Connection:
+        log.warning(
+            "semantic.cache_unavailable",
+            path=str(self.path),
+            error=str(exc) or type(exc).__name__,
+            consequence="tool vectors are kept in memory for this run",
+            fix="nothing needed; it is only a cache, safe to remove",
+        )
+        self.on_disk = False
+        db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        db.execute(_SCHEMA)
+        return db
 
     def key(self, text: str) -> str:
         return self._prefix + hashlib.sha256(text.encode()).hexdigest()
 
     def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
-        found: dict[str, np.ndarray] = {}
         with self._lock:
-            for start in range(0, len(keys), 500):
-                chunk = keys[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                rows = self._db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", chunk)
-                found.update((key, np.frombuffer(blob, dtype=np.float32)) for key, blob in rows)
+            try:
+                return self._get_many(keys)
+            except sqlite3.Error as exc:
+                if not self.on_disk:
+                    raise
+                self._give_up_disk(exc)
+                return {}
+
+    def _get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", chunk)
+            found.update((key, np.frombuffer(blob, dtype=np.float32)) for key, blob in rows)
         return found
 
     def put_many(self, items: Mapping[str, np.ndarray]) -> None:
         with self._lock:
-            self._db.executemany(
-                "INSERT OR REPLACE INTO vectors VALUES (?, ?)",
-                ((key, vector.astype(np.float32).tobytes()) for key, vector in items.items()),
-            )
+            try:
+                self._put_many(items)
+            except sqlite3.Error as exc:
+                if not self.on_disk:
+                    raise
+                self._give_up_disk(exc)
+                self._put_many(items)
+
+    def _put_many(self, items: Mapping[str, np.ndarray]) -> None:
+        self._db.executemany(
+            "INSERT OR REPLACE INTO vectors VALUES (?, ?)",
+            ((key, vector.astype(np.float32).tobytes()) for key, vector in items.items()),
+        )
+
+    def _give_up_disk(self, exc: sqlite3.Error) -> None:
+        """Leave the file (it broke or stayed locked while running) for memory; under the lock."""
+        with contextlib.suppress(sqlite3.Error):
+            self._db.close()
+        self._db = self._in_memory(exc)
 
     def close(self) -> None:
         self._db.close()
+
+
+_SCHEMA = "CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)"
+
+
+def _open_cache(path: Path) -> sqlite3.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        pass
+    else:
+        # Looked at first: opening a device can act, and SQLite says only "disk I/O error" of a FIFO.
+        if not stat.S_ISREG(info.st_mode):
+            raise sqlite3.DatabaseError(f"{path} is not a regular file")
+    db = sqlite3.connect(path, timeout=CACHE_BUSY_TIMEOUT, check_same_thread=False, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(_SCHEMA)
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
 @dataclass
