@@ -3,7 +3,9 @@ serves beside it (``mcpd.daemon.socket_guard``)."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -107,3 +109,56 @@ async def first_to_exit(*daemons: DaemonProcess, timeout: float) -> DaemonProces
                 if daemon.process.returncode is not None:
                     return daemon
             await anyio.sleep(0.05)
+
+
+async def test_a_file_in_place_of_the_directory_is_waited_out(tmp_path: Path, socket_dir: Path) -> None:
+    """The socket directory replaced by a file (ENOTDIR on every look): said once, the daemon serves
+    its connections on, and binds again once the file is gone (it used to die of NotADirectoryError)."""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("fx"))
+    socket = socket_dir / "mcpd.sock"
+    async with running_daemon(config, socket=socket) as daemon, connect(socket, name="old") as old:
+        shutil.rmtree(socket_dir)
+        socket_dir.write_text("not a directory\n")
+        lost = await daemon.wait_for("daemon.socket_lost", timeout=RESTORED_WITHIN)
+        assert "not a directory" in lost["error"]
+        await anyio.sleep(2 * INTERVAL)  # more looks, the same trouble: not said again
+        assert [e["event"] for e in daemon.events].count("daemon.socket_lost") == 1
+        assert len(await old.status()) == 1
+        socket_dir.unlink()
+        await daemon.wait_for("daemon.socket_restored", timeout=RESTORED_WITHIN)
+        assert await daemon_pid(socket) == daemon.process.pid
+    assert daemon.process.returncode == 0
+
+
+async def test_an_unsearchable_directory_is_waited_out(tmp_path: Path, socket_dir: Path) -> None:
+    """The socket directory made unsearchable (chmod 000, EACCES on every look): said once, the daemon
+    serves its connections on and stops cleanly; with the mode back, the path is its own again."""
+    wrapper: list[str] = []
+    if os.geteuid() == 0:  # root ignores modes unless it gives up the capabilities that let it
+        if shutil.which("setpriv") is None:
+            pytest.skip("needs setpriv to run without root's file-permission override")
+        wrapper = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner", "--"]
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("fx"))
+    socket = socket_dir / "mcpd.sock"
+    async with running_daemon(config, socket=socket, wrapper=wrapper) as daemon:
+        async with connect(socket, name="old") as old:
+            socket_dir.chmod(0)
+            try:
+                lost = await daemon.wait_for("daemon.socket_lost", timeout=RESTORED_WITHIN)
+                assert lost["reason"] == "the socket directory cannot be looked into"
+                await anyio.sleep(2 * INTERVAL)
+                assert [e["event"] for e in daemon.events].count("daemon.socket_lost") == 1
+                assert len(await old.status()) == 1
+            finally:
+                socket_dir.chmod(0o700)
+            await daemon.wait_for("daemon.socket_restored", timeout=RESTORED_WITHIN)
+            assert await daemon_pid(socket) == daemon.process.pid
+        socket_dir.chmod(0)  # and a daemon stopped meanwhile stops cleanly
+        try:
+            daemon.signal(signal.SIGTERM)
+            assert await daemon.wait_exit() == 0
+        finally:
+            socket_dir.chmod(0o700)
+    assert not daemon.stderr_text

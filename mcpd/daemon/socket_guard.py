@@ -5,7 +5,9 @@ that empties the runtime directory, or a hand. A daemon that did not notice woul
 nobody, and the next client's autostart would start a second daemon beside it with a second
 copy of every server. Every ``INTERVAL`` the guard looks (two ``lstat`` calls): a missing lock
 is taken again and a missing socket bound again, with the clients already connected left as
-they are; if another daemon took the path meanwhile, this one is the extra and stops.
+they are; if another daemon took the path meanwhile, this one is the extra and stops. A path that
+cannot be looked at or taken again yet (its directory unsearchable, a file in its place) is
+logged once as ``daemon.socket_lost`` and tried again at every look, the daemon serving on.
 """
 
 from __future__ import annotations
@@ -33,9 +35,18 @@ async def guard_socket(
     reported: str | None = None
     while True:
         await anyio.sleep(INTERVAL)
-        # In a worker thread: a socket path on a network filesystem that hangs must not stop the loop.
-        lost = await anyio.to_thread.run_sync(claim.lost)
+        try:
+            # In a worker thread: a socket path on a network filesystem that hangs must not stop the loop.
+            lost = await anyio.to_thread.run_sync(claim.lost)
+        except OSError as exc:
+            # The directory cannot be searched (chmod 000): whether lock and socket are still ours
+            # cannot be told, and nothing can be renewed in there; clients already connected go on.
+            reported = _report(claim, "the socket directory cannot be looked into", exc, reported)
+            continue
         if lost is None:
+            if reported is not None:
+                log.warning("daemon.socket_restored", socket=str(claim.path), reason=reported)
+                reported = None
             continue
         try:
             # On the loop, where children are spawned: binding sets the process umask for an
@@ -47,13 +58,19 @@ async def guard_socket(
             return
         except (McpdError, OSError) as exc:
             # The directory cannot be made again yet (e.g. the runtime directory of a logged-out
-            # user): said once, tried again at every look.
-            error = getattr(exc, "message", None) or str(exc)
-            if error != reported:
-                log.error("daemon.socket_lost", socket=str(claim.path), reason=lost, error=error)
-                reported = error
+            # user, or a file now in its place).
+            reported = _report(claim, lost, exc, reported)
             continue
         reported = None
         if listener is not None:
             listen(listener)
         log.warning("daemon.socket_restored", socket=str(claim.path), reason=lost)
+
+
+def _report(claim: Claim, reason: str, exc: McpdError | OSError, reported: str | None) -> str:
+    """Log ``daemon.socket_lost`` unless the same trouble was the last one logged; returns what is
+    now reported. Said once, tried again at every look."""
+    error = getattr(exc, "message", None) or str(exc)
+    if f"{reason}: {error}" != reported:
+        log.error("daemon.socket_lost", socket=str(claim.path), reason=reason, error=error)
+    return f"{reason}: {error}"

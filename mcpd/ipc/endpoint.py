@@ -134,9 +134,12 @@ def _identity(info: os.stat_result) -> tuple[int, int]:
 
 
 def _file_at(path: Path) -> tuple[int, int] | None:
+    """The file at ``path``, None when nothing can be there; ``OSError`` when it cannot be told
+    (e.g. ``PermissionError``: the directory is not searchable)."""
     try:
         return _identity(os.lstat(path))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
+        # ENOTDIR: the directory was replaced by a file, so neither lock nor socket is there.
         return None
 
 
@@ -176,7 +179,8 @@ class Claim:
         return self._inherited or (self._socket is not None and _file_at(self.path) == self._socket)
 
     def lost(self) -> str | None:
-        """What is gone from the path (None while the lock and our socket are both in place)."""
+        """What is gone from the path (None while the lock and our socket are both in place);
+        ``OSError`` when the path cannot be looked at."""
         if not self._holds_lock():
             return "the lock file was removed or replaced"
         if not self._holds_socket():
@@ -200,9 +204,12 @@ class Claim:
 
     def release(self) -> None:
         """Remove our socket file (if it is still ours) and let go of the lock."""
-        if not self._inherited and self._holds_socket():
+        if not self._inherited:
+            # Also when the path cannot be looked at (a directory made unsearchable): then the
+            # file stays, and the next daemon replaces it as stale.
             with contextlib.suppress(OSError):
-                self.path.unlink()
+                if self._holds_socket():
+                    self.path.unlink()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None

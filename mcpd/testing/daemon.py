@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,12 +89,16 @@ async def running_daemon(
     socket: Path | None = None,
     env: dict[str, str] | None = None,
     wait_ready: bool = True,
+    wrapper: Sequence[str] = (),
 ) -> AsyncIterator[DaemonProcess]:
-    """Run ``mcpd serve`` on ``config``; yields once it logged ``daemon.ready`` (unless told not to wait)."""
+    """Run ``mcpd serve`` on ``config``; yields once it logged ``daemon.ready`` (unless told not to wait).
+
+    ``wrapper``: a command that execs the daemon (e.g. ``setpriv`` dropping root's file-permission
+    override, so that modes apply to it)."""
     # Unix socket paths are limited to ~104 bytes, so the socket lives in a short /tmp directory.
     workdir = Path(tempfile.mkdtemp(prefix="mcpd-", dir="/tmp"))
     socket = socket or workdir / "mcpd.sock"
-    argv = [sys.executable, "-m", "mcpd", "serve", "--log-format", "json", "--socket", str(socket)]
+    argv = [*wrapper, sys.executable, "-m", "mcpd", "serve", "--log-format", "json", "--socket", str(socket)]
     if config is not None:
         argv += ["--config", str(config)]
     # The usage store goes to the temporary directory too, never the user's own state dir.
