@@ -568,6 +568,23 @@ async def test_token_file_is_private_and_checked(tmp_path: Path) -> None:
     assert linked.returncode != 0 and "symlink" in linked.stderr
 
 
+@pytest.mark.timeout(60)
+async def test_a_fifo_or_directory_at_the_token_file_is_refused_at_once(tmp_path: Path) -> None:
+    """A FIFO (or a directory) in place of the token file: `mcpd token` and `mcpd serve --http` refuse
+    it as not a plain file, at once; they used to wait for a writer for ever, the daemon with its
+    socket already bound, so `mcpd status` hung too."""
+    config = http_config(tmp_path)
+    token_file = tmp_path / "http.token"
+    for make in (os.mkfifo, os.mkdir):
+        make(token_file, 0o600)
+        refused = run_cli("token", "--config", str(config), timeout=20)
+        assert refused.returncode != 0 and "not a plain file of this user" in refused.stderr
+        assert "internal error" not in refused.stderr
+        served = run_cli("serve", "--config", str(config), "--socket", str(tmp_path / "s.sock"), timeout=20)
+        assert served.returncode != 0 and "not a plain file of this user" in served.stderr
+        (token_file.rmdir if token_file.is_dir() else token_file.unlink)()
+
+
 async def test_remote_addresses_need_an_explicit_opt_in(tmp_path: Path) -> None:
     """A non-loopback `http` address is a config error unless `http_allow_remote = true`; `mcpd serve
     --http` is checked the same way, before anything starts."""

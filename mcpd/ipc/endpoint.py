@@ -98,8 +98,11 @@ def take_lock(path: Path) -> int:
     """
     name = lock_path(path).name
     dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    # Non-blocking: a device or FIFO in its place must not hold the daemon up at the open (it is
+    # refused right after, as not a plain file).
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
     try:
-        fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
+        fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise _unsafe(path.parent / name, "the lock file is a symlink", "remove the link") from None

@@ -83,15 +83,22 @@ def _open_directory(path: Path) -> int:
 
 
 def _read(path: Path, directory: int) -> str:
+    # Looked at before it is opened (opening a device can act), and opened without blocking: a FIFO
+    # would otherwise hang `mcpd token`, and `mcpd serve --http` with its socket already bound.
+    seen = os.stat(path.name, dir_fd=directory, follow_symlinks=False)
+    if stat.S_ISLNK(seen.st_mode):
+        raise _refuse(path, "it is a symlink", "remove the link")
+    if not _plain(seen):
+        raise _refuse(path, "it is not a plain file of this user", "remove it (a new token is made)")
     try:
-        fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
+        fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise _refuse(path, "it is a symlink", "remove the link") from None
         raise
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_nlink != 1:
+        if not _plain(info):
             raise _refuse(path, "it is not a plain file of this user", "remove it (a new token is made)")
         if info.st_mode & 0o077:
             mode = f"{stat.S_IMODE(info.st_mode):o}"
@@ -103,6 +110,10 @@ def _read(path: Path, directory: int) -> str:
     if not token or not token.isprintable() or " " in token:
         raise _refuse(path, "it holds no token", "remove it (a new token is made)")
     return token
+
+
+def _plain(info: os.stat_result) -> bool:
+    return stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() and info.st_nlink == 1
 
 
 def _create(path: Path, directory: int, token: str) -> None:
