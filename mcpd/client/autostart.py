@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 POLL = 0.05
+LOOK_WHILE_LOCKED = 1.0
+"""Seconds between two looks for a daemon while another starter holds the start lock."""
 
 
 def _reachable(path: str | Path | None) -> bool:
@@ -40,19 +43,25 @@ def ensure_daemon(
     """Make sure a daemon listens on the socket; returns True if this call started it.
 
     The started daemon runs in its own session (it outlives the caller) and logs to
-    ``mcpd.log`` beside the socket. Raises ``DaemonNotRunning`` if it does not come up
-    within ``timeout`` seconds, naming that log.
+    ``mcpd.log`` beside the socket. Raises ``DaemonNotRunning`` naming the path at fault if
+    there is none within ``timeout`` seconds (waiting for another starter included), or if
+    the start lock or the log is not a plain file that can be opened.
     """
     if _reachable(socket_path):
         return False
+    deadline = time.monotonic() + timeout
     path = _wire.resolve_socket(socket_path)
-    prepare_directory(path)
+    try:
+        prepare_directory(path)
+    except OSError as exc:
+        raise _cannot_start(path, f"cannot make its directory {path.parent}: {exc.strerror or exc}") from None
     log_path = path.with_name("mcpd.log")
     start_lock = path.with_name(path.name + ".start")
-    lock_fd = os.open(start_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    lock_fd = _open_plain(path, start_lock, os.O_RDWR, "the autostart lock")
+    taken = False
     try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX)
-        if _reachable(path):
+        taken = _take_lock(lock_fd, path, start_lock, deadline)
+        if not taken or _reachable(path):
             return False
         # Imported here: a bridge that finds its daemon running never pays for subprocess.
         import subprocess  # noqa: PLC0415
@@ -60,16 +69,19 @@ def ensure_daemon(
         argv = [sys.executable, "-m", "mcpd", "serve", "--socket", str(path), "--log-format", "json"]
         if config is not None:
             argv += ["--config", str(config)]
-        with open(log_path, "ab") as log:
+        log_fd = _open_plain(path, log_path, os.O_WRONLY | os.O_APPEND, "the daemon's log")
+        try:
+            os.set_blocking(log_fd, True)  # the daemon's stderr: opened non-blocking only to be checked
             process = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
-                stderr=log,
+                stderr=log_fd,
                 start_new_session=True,
                 close_fds=True,
             )
-        deadline = time.monotonic() + timeout
+        finally:
+            os.close(log_fd)
         while time.monotonic() < deadline:
             if _reachable(path):
                 return True
@@ -82,5 +94,66 @@ def ensure_daemon(
         )
     finally:
         with contextlib.suppress(OSError):
-            fcntl.flock(lock_fd, fcntl.LOCK_UN)
+            if taken:
+                os.ftruncate(lock_fd, 0)  # a pid in it names the starter holding it now
+                fcntl.flock(lock_fd, fcntl.LOCK_UN)
         os.close(lock_fd)
+
+
+def _cannot_start(socket: Path, problem: str, path: Path | None = None) -> DaemonNotRunning:
+    data = {"socket": str(socket)} | ({"path": str(path)} if path else {})
+    return DaemonNotRunning(f"cannot start `mcpd serve` on {socket}: {problem}", data)
+
+
+def _open_plain(socket: Path, path: Path, flags: int, what: str) -> int:
+    """``path`` opened (created 0600 if missing), refused with ``DaemonNotRunning`` unless a plain file.
+
+    Looked at before it is opened (opening a device can act), and opened non-blocking and without
+    following a link: a FIFO there would otherwise hold the caller (a CLI, a host's bridge) for ever.
+    """
+    try:
+        info: os.stat_result | None = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise _cannot_start(socket, f"cannot look at {what} {path}: {exc.strerror or exc}", path) from None
+    if info is None or stat.S_ISREG(info.st_mode):
+        try:
+            fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise _cannot_start(socket, f"cannot open {what} {path}: {exc.strerror or exc}", path) from None
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode):
+            return fd
+        os.close(fd)
+    raise _cannot_start(socket, f"{what} {path} is not a plain file; remove it", path)
+
+
+def _take_lock(fd: int, socket: Path, path: Path, deadline: float) -> bool:
+    """Wait for the start lock until ``deadline``; False if a daemon came up meanwhile (another
+    starter's, or one started by hand), ``DaemonNotRunning`` past the deadline."""
+    look_at = time.monotonic() + LOOK_WHILE_LOCKED
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass
+        else:
+            # Who holds it, for the message of a starter that waits on us in vain.
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            return True
+        now = time.monotonic()
+        if now >= deadline:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            raise _cannot_start(
+                socket,
+                f"another process{f' (pid {holder})' if holder.isdigit() else ''} has held the start "
+                f"lock {path} all along and no daemon came up; if that process hangs, stop it",
+                path,
+            )
+        if now >= look_at:
+            if _reachable(socket):
+                return False
+            look_at = time.monotonic() + LOOK_WHILE_LOCKED
+        time.sleep(POLL)

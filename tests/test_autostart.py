@@ -1,0 +1,61 @@
+"""Autostart (``mcpd.client.autostart``) when the files beside the socket are not what it expects: a
+clear ``DaemonNotRunning`` naming the path, at once or within the timeout, never a hang."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from mcpd.client.autostart import ensure_daemon
+from mcpd.errors import DaemonNotRunning
+from mcpd.testing import run_cli
+
+
+@pytest.fixture
+def socket() -> Iterator[Path]:
+    # Unix socket paths are short: a directory of its own under /tmp.
+    top = Path(tempfile.mkdtemp(prefix="mcpd-autostart-", dir="/tmp"))
+    (top / "run").mkdir(mode=0o700)
+    yield top / "run" / "mcpd.sock"
+    shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("make", [os.mkfifo, os.mkdir], ids=["fifo", "directory"])
+def test_a_log_that_is_not_a_plain_file_is_refused(socket: Path, make: Callable[[Path], None]) -> None:
+    """A FIFO at ``mcpd.log`` used to hold the starter for ever (opening it waited for a reader), a
+    directory to end it with an internal error; both are refused before a daemon is started."""
+    log = socket.with_name("mcpd.log")
+    make(log)
+    with pytest.raises(DaemonNotRunning, match="is not a plain file") as refused:
+        ensure_daemon(socket, timeout=10)
+    assert refused.value.data["path"] == str(log)
+    assert not socket.exists()  # nothing was started
+    shown = run_cli("status", "--autostart", "--socket", str(socket), timeout=30)
+    assert shown.returncode != 0 and str(log) in shown.stderr
+    assert "internal error" not in shown.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_start_lock_held_elsewhere_is_waited_on_until_the_timeout(socket: Path) -> None:
+    """Another process holding ``mcpd.sock.start`` (a hung starter) is waited on for ``timeout``
+    seconds, not for ever (the timeout used to start only once the lock was taken)."""
+    lock = socket.with_name("mcpd.sock.start")
+    holder = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        began = time.monotonic()
+        with pytest.raises(DaemonNotRunning, match="held the start lock") as refused:
+            ensure_daemon(socket, timeout=2)
+        assert 2 <= time.monotonic() - began < 10
+        assert refused.value.data["path"] == str(lock)
+    finally:
+        os.close(holder)
+    assert not socket.exists()
