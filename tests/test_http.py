@@ -7,10 +7,12 @@ Host, no session, an ended session, a batch, an oversized body.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import socket
+import sqlite3
 import stat
 import time
 from collections.abc import AsyncIterator
@@ -25,6 +27,7 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
+import structlog
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -694,6 +697,36 @@ async def test_saved_sessions_expire_and_end(tmp_path: Path) -> None:
     assert list(found) == ["fresh"] and found["fresh"].state == state
     assert list(await saved_sessions(store, idle=3600)) == ["fresh"]  # the stale row was deleted
     store.close()
+
+
+def _corrupt_sessions_table(db: Path) -> None:
+    """A usage store whose ``http_sessions`` table's root page is overwritten (the rest intact)."""
+    Store.open(db).close()
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        (root,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'http_sessions'").fetchone()
+        (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with db.open("r+b") as file:
+        file.seek((root - 1) * page_size)
+        file.write(b"\xff" * 200)
+
+
+async def test_a_corrupt_sessions_table_costs_only_resumption(tmp_path: Path) -> None:
+    """A damaged ``http_sessions`` table: no saved sessions (said once), and `serve --http` serves; the
+    sqlite3 error used to escape from the front end's start and end the daemon."""
+    db = tmp_path / "usage.db"
+    _corrupt_sessions_table(db)
+    store = Store.open(db)
+    try:
+        with structlog.testing.capture_logs() as logs:
+            assert await saved_sessions(store, idle=3600) == {}
+    finally:
+        store.close()
+    assert [entry["event"] for entry in logs] == ["http.sessions_unreadable"]
+    async with http_daemon(tmp_path, usage_db=f'"{db}"') as front:
+        await front.daemon.wait_for("http.sessions_unreadable")
+        async with sdk_host(front) as host:
+            assert META_TOOLS[0] in await host.tool_names()
 
 
 async def test_url_options_connect_and_expose_all(front: Front) -> None:

@@ -31,6 +31,7 @@ import hashlib
 import itertools
 import re
 import secrets
+import sqlite3
 import time
 from collections import deque
 
@@ -335,6 +336,15 @@ async def saved_sessions(store: Store, idle: float) -> dict[str, mcp.SavedSessio
     try:
         rows = await store.run(functools.partial(session_rows, since=time.time() - idle))
     except StoreUnavailable:
+        return {}
+    except (sqlite3.Error, TypeError) as exc:
+        # A damaged table (or a row of the wrong type, ``bytes(text)``) costs the resumption of
+        # earlier sessions, never the HTTP front end: this runs before it serves.
+        log.warning(
+            "http.sessions_unreadable",
+            error=str(exc),
+            consequence="host sessions of the previous daemon are not resumed",
+        )
         return {}
     return {row.key: row for row in rows}
 
