@@ -205,7 +205,7 @@ async def test_migration_from_version_3_backfills_rollups(tmp_path: Path) -> Non
     path = tmp_path / "usage.db"
     old_store(path, 3, synthetic_calls(3_000, days=15, seed=3)).close()
     store = Store.open(path)
-    assert store.enabled
+    assert store.writable
 
     def check(db: sqlite3.Connection) -> None:
         assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) >= 4

@@ -20,7 +20,7 @@ from mcpd.model.tools import ToolInfo
 from mcpd.model.trust import HIGH
 from mcpd.store.db import Store
 from mcpd.store.pins import pin_rows
-from mcpd.testing import fixture_toml
+from mcpd.testing import fixture_toml, run_cli
 from mcpd.testing.daemon import running_daemon
 from mcpd.trust import gate
 from mcpd.trust.gate import TrustGate, inspect
@@ -362,9 +362,42 @@ async def test_pins_that_cannot_be_read_approve_nothing(tmp_path: Path) -> None:
         await again.wait_for("server.state", server="shifty", new="running")
         with pytest.raises(NotApproved, match="could not be read from the usage store"):
             await client.call_tool("shifty__echo", {"text": "x"})
-        assert (await client.approve("shifty", "echo")).approved == ["echo"]
+        approval = await client.approve("shifty", "echo")
+        assert approval.approved == ["echo"] and not approval.pending
+        assert "not a database" in (approval.not_saved or "")
         assert (await client.call_tool("shifty__echo", {"text": "now"})).content[0]["text"] == "now"
     assert db.read_bytes() == broken
+
+
+async def test_status_diff_and_approve_say_when_the_store_is_the_cause(tmp_path: Path) -> None:
+    """With pins that cannot be read, `status` shows the store as off and why the tools wait,
+    `diff` names the store instead of "new tool", and `approve` says (exit 1) that what it accepted
+    holds for this run only; a second approve says the tool was approved already."""
+    config = tmp_path / "c.toml"
+    db = tmp_path / "usage.db"
+    config.write_text(f"[daemon]\nusage_db = {json.dumps(str(db))}\n" + fixture_toml("shifty"))
+    db.write_bytes(b"not an SQLite database " * 100)
+    async with running_daemon(config) as daemon, connect(daemon.socket) as client:
+        await daemon.wait_for("server.state", server="shifty", new="running")
+        changes = (await client.trust("shifty")).changes  # reviews the server, if not yet done
+        assert changes and all("usage store could not be read" in c.reason for c in changes)
+        overview = await client.overview()
+        assert overview.store is not None and overview.store.state == "off"
+        shifty = next(s for s in overview.servers if s.name == "shifty")
+        assert "usage store" in (shifty.held_because or "") and "not a database" in (shifty.trust or "")
+        env = {"MCPD_SOCKET": str(daemon.socket)}
+        status = run_cli("status", env=env)
+        assert (
+            "usage store: off: " in status.stdout and "usage store holding their approvals" in status.stdout
+        )
+        assert "mcpd diff shifty" not in status.stdout
+        assert json.loads(run_cli("status", "--json", env=env).stdout)["store"]["state"] == "off"
+        approved = run_cli("approve", "shifty", "echo", env=env)
+        assert approved.returncode == 1 and approved.stdout == "approved: echo\n"
+        assert "not saved (" in approved.stderr and "until the daemon stops" in approved.stderr
+        again = run_cli("approve", "shifty", "echo", "--json", env=env)
+        assert again.returncode == 0 and json.loads(again.stdout)["already_approved"] == ["echo"]
+        assert run_cli("approve", "shifty", "echo", env=env).stdout == "already approved: echo\n"
 
 
 async def test_secrets_never_leak(tmp_path: Path) -> None:

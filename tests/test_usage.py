@@ -5,13 +5,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
+import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 
 from mcpd.client.aio import connect
@@ -20,7 +23,11 @@ from mcpd.discovery.index import ToolIndex, ToolText
 from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.text import terms
 from mcpd.errors import InvalidParams, McpdError, NotApproved
+from mcpd.model.trust import PinApproval
+from mcpd.model.usage import StoreState
+from mcpd.store import db as store_db
 from mcpd.store.db import Store, StoreUnavailable
+from mcpd.store.pins import pin_rows
 from mcpd.store.usage import prior_rows
 from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
@@ -185,12 +192,196 @@ def unwritable(path: Path) -> Iterator[str]:
 
 
 async def test_read_only_database_file(tmp_path: Path) -> None:
-    """A read-only database file is found at start (usage off), not at the first call."""
+    """A read-only database file is found at start, not at the first call, and opened read-only:
+    its pins and report are read, nothing is written, and the reason says so."""
     db = tmp_path / "usage.db"
-    Store.open(db).close()
+    first = Store.open(db)
+    first.save_trust(APPROVAL)
+    await first.flush()
+    first.close()
     with unwritable(db) as refusal:
         store = Store.open(db)
-        assert not store.enabled and refusal in (store.reason or "").replace(" ", "").lower()
+        try:
+            assert store.state.state == "read_only" and not store.writable
+            assert refusal in (store.reason or "").replace(" ", "").lower()
+            assert [p.approved_hash for p in await store.run(pin_rows)] == ["h1"]
+            store.record_call(call())
+            store.save_trust(msgspec.structs.replace(APPROVAL, approved_hash="h2"))
+            await store.flush()
+            assert [p.approved_hash for p in await store.run(pin_rows)] == ["h1"]
+            assert await store.run(calls_stored) == 0 and store.state.dropped == 1
+        finally:
+            store.close()
+
+
+async def test_a_read_only_store_keeps_approvals_in_force(tmp_path: Path) -> None:
+    """A daemon on a read-only store reads its pins: approved tools stay callable (they were all
+    held back), status says read-only, and an approval is said not to be saved."""
+    db = tmp_path / "usage.db"
+    path = tmp_path / "config.toml"
+    path.write_text(config_text(db, "alpha"))
+    async with running_daemon(path) as first, connect(first.socket) as client:
+        await client.call_tool("alpha__echo", {"text": "pinned"})
+    with unwritable(db):
+        async with running_daemon(path) as daemon, connect(daemon.socket) as client:
+            await daemon.wait_for("server.state", server="alpha", new="running")
+            assert (await client.call_tool("alpha__echo", {"text": "ok"})).content[0]["text"] == "ok"
+            store = (await client.overview()).store
+            assert store is not None and store.state == "read_only" and "read-only" in (store.reason or "")
+            assert (await client.report()).tools  # what was recorded before is still read
+            already = await client.approve("alpha", "echo")
+            assert already.approved == [] and already.already_approved == ["echo"]
+
+
+def call(query: str | None = None) -> tuple[object, ...]:
+    return (time.perf_counter(), 0.001, None, None, "s", "t", "ok", None, query)
+
+
+APPROVAL = PinApproval(server="s", tool="t", approved_hash="h1", approved_definition="d1")
+
+
+def calls_stored(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT count(*) FROM calls").fetchone()[0])
+
+
+async def until(check: Callable[[], bool], timeout: float = 20.0) -> None:
+    with anyio.fail_after(timeout):
+        while not check():
+            await anyio.sleep(0.05)
+
+
+def exclusive(db: Path, *, readers_too: bool = False) -> sqlite3.Connection:
+    """Another writer holding ``db``'s lock (SQLite locks per connection, so one of ours will do);
+    ``readers_too``: in exclusive locking mode, which keeps readers out as well (in WAL mode a
+    writer's lock alone does not)."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    if readers_too:
+        conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+    conn.execute("BEGIN EXCLUSIVE")
+    return conn
+
+
+async def test_a_lock_held_by_another_process_is_waited_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer holding the lock past the busy timeout: the store retries with backoff instead of
+    turning off; reads go on meanwhile; the calls and the decision queued are written once it is free."""
+    monkeypatch.setattr(store_db, "_BUSY_WAIT", 0.2)
+    db = tmp_path / "usage.db"
+    store = Store.open(db)
+    try:
+        locker = exclusive(db)
+        store.record_call(call())
+        store.save_trust(APPROVAL)
+        await until(lambda: store.state.state == "retrying")
+        assert "locked" in (store.reason or "")
+        assert await store.run(calls_stored) == 0  # the report reads on (WAL)
+        locker.execute("ROLLBACK")
+        locker.close()
+        await until(lambda: store.state.state == "ok")
+        await store.flush()
+        assert await store.run(calls_stored) == 1
+        assert [p.approved_hash for p in await store.run(pin_rows)] == ["h1"]
+    finally:
+        store.close()
+
+
+FULL_DISK = """
+import asyncio, json, resource, sys, time
+from pathlib import Path
+from mcpd.store.db import Store
+
+async def main() -> None:
+    store = Store.open(Path(sys.argv[1]))
+    _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, hard))
+    for i in range(200):
+        store.record_call((time.perf_counter(), 0.001, None, None, "s", "t", "ok", None, "x" * 4000 + str(i)))
+    for _ in range(200):
+        if store.state.state != "ok":
+            break
+        await asyncio.sleep(0.05)
+    seen = store.state.state
+    resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+    for _ in range(400):
+        if store.state.state == "ok":
+            break
+        await asyncio.sleep(0.05)
+    count = await store.run(lambda db: db.execute("SELECT count(*) FROM calls").fetchone()[0])
+    print(json.dumps({"seen": seen, "after": store.state.state, "count": count}))
+    store.close()
+
+asyncio.run(main())
+"""
+
+
+async def test_a_full_disk_is_waited_out(tmp_path: Path) -> None:
+    """Writes refused for a while (a file-size limit stands for a full disk, in a process of its
+    own): the store retries rather than turning off, and the calls held meanwhile are written."""
+    done = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, str(tmp_path / "usage.db")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    outcome = json.loads(done.stdout.splitlines()[-1])
+    assert outcome == {"seen": "retrying", "after": "ok", "count": 200}
+
+
+async def test_a_store_locked_at_start_hands_over_its_pins_when_free(tmp_path: Path) -> None:
+    """Locked by another process when the daemon starts, for readers too: pinned tools wait (the
+    reason names the store, status says retrying), and once the lock is gone the pins load and the tools are
+    released, the report works, without a restart."""
+    db = tmp_path / "usage.db"
+    path = tmp_path / "config.toml"
+    path.write_text(config_text(db, "alpha"))
+    async with running_daemon(path) as first, connect(first.socket) as client:
+        await client.call_tool("alpha__echo", {"text": "pinned"})
+    locker = exclusive(db, readers_too=True)
+    try:
+        async with running_daemon(path) as daemon, connect(daemon.socket) as client:
+            await daemon.wait_for("usage.retrying")
+            await daemon.wait_for("server.state", server="alpha", new="running")
+            with pytest.raises(NotApproved, match="usage store"):
+                await client.call_tool("alpha__echo", {"text": "held"})
+            overview = await client.overview()
+            assert overview.store is not None and overview.store.state == "retrying"
+            status = next(s for s in overview.servers if s.name == "alpha")
+            assert "usage store" in (status.held_because or "")
+            locker.close()  # the lock of exclusive mode lasts as long as the connection
+            await daemon.wait_for("trust.pins_loaded", timeout=30)
+            assert (await client.call_tool("alpha__echo", {"text": "free"})).content[0]["text"] == "free"
+            assert (await client.report()).tools[0].calls >= 1
+            assert (await client.overview()).store == StoreState(state="ok", path=str(db))
+    finally:
+        locker.close()
+
+
+async def test_a_store_deleted_under_the_daemon_is_made_again(tmp_path: Path) -> None:
+    """The store's directory removed while the daemon runs: noticed and logged, the store is
+    created again at its path with the pins the daemon holds, and later calls land there."""
+    db = tmp_path / "state" / "usage.db"
+    path = tmp_path / "config.toml"
+    path.write_text(config_text(db, "alpha"))
+    async with running_daemon(path) as daemon, connect(daemon.socket) as client:
+        await client.call_tool("alpha__echo", {"text": "before"})
+        await client.report()
+        shutil.rmtree(db.parent)
+        await daemon.wait_for("usage.store_gone", why="deleted")
+        await daemon.wait_for("usage.resaved")
+        await client.call_tool("alpha__echo", {"text": "after"})
+        assert [t.calls for t in (await client.report()).tools] == [1]
+    conn = sqlite3.connect(db)
+    try:
+        pins = conn.execute(
+            "SELECT tool, approved_hash IS NOT NULL FROM pins WHERE server = 'alpha'"
+        ).fetchall()
+        assert ("echo", 1) in pins
+        assert conn.execute("SELECT count(*) FROM calls").fetchone()[0] == 1
+    finally:
+        conn.close()
 
 
 async def test_store_schema_version_and_reopen(tmp_path: Path) -> None:
@@ -208,7 +399,8 @@ async def test_store_schema_version_and_reopen(tmp_path: Path) -> None:
     conn.execute("PRAGMA user_version = 99")
     conn.close()
     newer = Store.open(db)
-    assert not newer.enabled and "newer" in (newer.reason or "")
+    newer.close()
+    assert newer.state.state == "off" and "newer" in (newer.reason or "")
 
 
 # -- the prior and grouping, as logic ------------------------------------------------------------------
@@ -269,7 +461,7 @@ async def test_a_failure_on_the_store_thread_turns_usage_off_and_hangs_nobody(tm
     try:
         with anyio.fail_after(10), pytest.raises(StoreUnavailable, match="OverflowError"):
             await store.flush()
-        assert not store.enabled and "OverflowError" in (store.reason or "")
+        assert store.state.state == "off" and "OverflowError" in (store.reason or "")
         with anyio.fail_after(10), pytest.raises(StoreUnavailable):
             await store.flush()
     finally:

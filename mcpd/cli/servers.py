@@ -20,6 +20,7 @@ from mcpd.cli.parsing import Commands, Parser, connected, nonempty_name
 from mcpd.client import Client
 from mcpd.model.servers import ServerDetail, ServerStatus
 from mcpd.model.states import LIVE_STATES
+from mcpd.model.usage import StoreState
 
 
 def state_label(status: ServerStatus) -> str:
@@ -39,7 +40,11 @@ def problems(status: ServerStatus, now: float) -> list[str]:
     if status.held:
         count = len(status.held)
         waits = f"{count} tools await" if count > 1 else "1 tool awaits"
-        found.append(f"{waits} approval (mcpd diff {status.name})")
+        if status.held_because:
+            # Not their own change: what mends it is the store, not an approval.
+            found.append(f"{waits} approval: {status.held_because}")
+        else:
+            found.append(f"{waits} approval (mcpd diff {status.name})")
     if status.trust and not (status.blocked or status.held):
         found.append(status.trust)
     return found
@@ -74,12 +79,25 @@ def status_table(servers: list[ServerStatus], style: Style) -> str:
 def cmd_status(args: argparse.Namespace, client: Client) -> int:
     if args.server:
         return show(args, client.show(args.server))
-    servers = client.status()
+    result = client.overview()
     if args.json:
-        emit_json({"servers": servers})
+        emit_json(result)
     else:
-        print(status_table(servers, Style.of(sys.stdout)))
+        style = Style.of(sys.stdout)
+        print(status_table(result.servers, style))
+        if result.store is not None:
+            print(store_line(result.store, style))
     return EXIT_OK
+
+
+def store_line(store: StoreState, style: Style) -> str:
+    """The usage store under the table: where tool approvals and usage are kept, and whether they are."""
+    if store.state == "ok":
+        return f"usage store: {style('ok', 'green')}" + (f" ({store.path})" if store.path else "")
+    label = {"read_only": "read-only", "retrying": "retrying", "off": "off"}[store.state]
+    dropped = f"; {store.dropped} records dropped" if store.dropped else ""
+    line = f"usage store: {style(label, 'red' if store.state == 'off' else 'yellow')}"
+    return line + visible(f": {store.reason or 'no reason given'}{dropped}")
 
 
 def show(args: argparse.Namespace, detail: ServerDetail) -> int:

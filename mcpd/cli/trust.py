@@ -3,25 +3,38 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from mcpd.cli.output import EXIT_OK, emit_json, visible
+from mcpd.cli.output import EXIT_ERROR, EXIT_OK, emit_json, visible
 from mcpd.cli.parsing import Commands, Parser, connected, nonempty_name
 from mcpd.client import Client
 from mcpd.model.trust import describe
 
 
 def cmd_approve(args: argparse.Namespace, client: Client) -> int:
+    """Exit 0 when what was accepted is saved (or will be, once a retrying store can be written);
+    1 when it holds for the daemon's run only (the usage store is off or read-only)."""
     result = client.approve(args.server, args.tool)
+    status = EXIT_ERROR if result.not_saved and not result.pending else EXIT_OK
     if args.json:
         emit_json(result)
-    elif result.approved or result.findings:
-        if result.approved:
-            print(visible(f"approved: {', '.join(result.approved)}"))  # tool names as the server gave them
-        if result.findings:
-            print(visible(f"findings accepted: {', '.join(result.findings)}"))
-    else:
-        print("nothing was waiting for approval")
-    return EXIT_OK
+        return status
+    if result.approved:
+        print(visible(f"approved: {', '.join(result.approved)}"))  # tool names as the server gave them
+    if result.findings:
+        print(visible(f"findings accepted: {', '.join(result.findings)}"))
+    if not (result.approved or result.findings):
+        if args.tool is not None and result.already_approved:
+            print(visible(f"already approved: {', '.join(result.already_approved)}"))
+        else:
+            print("nothing was waiting for approval")
+    if result.not_saved:
+        if result.pending:
+            said = f"not saved yet ({result.not_saved}): it is written once the usage store can be"
+        else:
+            said = f"not saved ({result.not_saved}): it holds until the daemon stops"
+        print(visible(f"mcpd approve: {said}"), file=sys.stderr)
+    return status
 
 
 def cmd_diff(args: argparse.Namespace, client: Client) -> int:

@@ -61,6 +61,8 @@ class Api:
     """Every method of the daemon, for ``Client`` and ``AsyncClient`` alike."""
 
     status = Method(_wire.status, lambda result: result.servers)
+    overview = method(_wire.status)
+    """``status`` with the usage store's state beside the servers."""
     show = method(_wire.show)
     start = method(_wire.start)
     stop = method(_wire.stop)

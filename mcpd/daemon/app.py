@@ -33,8 +33,9 @@ from mcpd.ipc import endpoint
 from mcpd.ipc.server import Limits, RpcServer
 from mcpd.model.servers import Event, ResourceUpdated, ServerEvent
 from mcpd.model.states import LIVE_STATES
+from mcpd.model.trust import AcceptedFindings, PinRecord
 from mcpd.registry.catalog import Catalog
-from mcpd.store.db import Store, StoreUnavailable
+from mcpd.store.db import Learn, Store, StoreUnavailable
 from mcpd.store.pins import accepted_rows, pin_rows
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor
 from mcpd.trust.gate import TrustGate
@@ -194,8 +195,8 @@ def _may_exist(path: Path) -> bool:
 
 
 async def _open_usage(config: Config) -> tuple[Store, UsagePrior, TrustGate]:
-    """The store, the prior learned from it and the trust gate with its memory; usage off (not the
-    daemon down) on failure."""
+    """The store, the prior learned from it and the trust gate with its memory; usage off or
+    retrying (not the daemon down) on failure."""
     settings = config.daemon
     prior = UsagePrior()
     if not settings.usage:
@@ -206,27 +207,69 @@ async def _open_usage(config: Config) -> tuple[Store, UsagePrior, TrustGate]:
         Store.open, analyse=learned_terms, retention_days=settings.usage_retention_days
     )
     store = await anyio.to_thread.run_sync(opener, path)
-    if not store.enabled:
-        if await anyio.to_thread.run_sync(_may_exist, store.path):
+    if not store.readable:
+        if store.condition == "retrying" or await anyio.to_thread.run_sync(_may_exist, store.path):
             # Approvals may be in there: without them, a changed tool must not pass for a new server's.
-            return store, prior, TrustGate(unreadable=store.reason or "unavailable")
+            # A store that comes back hands them over then (``keep_store``).
+            return store, prior, TrustGate(persist=store.save_trust, unreadable=store.reason or "unavailable")
         log.warning("usage.off", consequence="tool pins and accepted findings are kept in memory only")
         return store, prior, TrustGate()
-    gate: TrustGate | None = None
+    stored = await _read_pins(store)
+    if isinstance(stored, str):
+        gate = TrustGate(persist=store.save_trust, unreadable=stored)
+    else:
+        gate = TrustGate(*stored, persist=store.save_trust)
+    await _follow(store, prior, prior.load)
+    return store, prior, gate
+
+
+async def _read_pins(store: Store) -> tuple[list[PinRecord], list[AcceptedFindings]] | str:
+    """The stored pins and accepted findings, or why they could not be read."""
     try:
-        pins = await store.run(pin_rows)
-        accepted = await store.run(accepted_rows)
+        return await store.run(pin_rows), await store.run(accepted_rows)
     except (sqlite3.Error, StoreUnavailable) as exc:
         log.error("usage.pins_unreadable", error=str(exc), consequence="pinned tools wait for approval")
-        gate = TrustGate(unreadable=str(exc))
+        return str(exc)
+
+
+async def _follow(store: Store, prior: UsagePrior, take: Learn) -> bool:
+    """Have the prior learn from the store from now on, starting with what it holds (``take``)."""
     try:
         tools, term_rows = await store.follow(prior.load, prior.reload)
-        prior.load(tools, term_rows)
     except (sqlite3.Error, StoreUnavailable) as exc:
         log.error("usage.load_failed", error=str(exc))
-    else:
-        log.info("usage.loaded", tools=len(tools), terms=len(term_rows))
-    return store, prior, gate or TrustGate(pins, accepted, persist=store.save_trust)
+        return False
+    take(tools, term_rows)
+    log.info("usage.loaded", tools=len(tools), terms=len(term_rows))
+    return True
+
+
+async def keep_store(store: Store, gate: TrustGate, prior: UsagePrior) -> None:
+    """Until cancelled: when the store comes back, hand the trust gate the pins it could not read
+    (releasing what was held back for want of them) and the prior what it missed; when its file
+    was deleted or replaced, save again what the gate holds in memory (approvals, pins)."""
+    followed = store.following
+    reopened, events = anyio.create_memory_object_stream[bool](16)
+
+    def tell(recreated: bool) -> None:
+        # A full queue already holds a look to take: the next one reads what is there by then.
+        with contextlib.suppress(anyio.WouldBlock):
+            reopened.send_nowait(recreated)
+
+    store.watch(tell)
+    if gate.unreadable is not None and store.readable:
+        tell(False)  # it came back before the watch began
+    async with reopened, events:
+        async for recreated in events:
+            if gate.unreadable is not None:
+                stored = await _read_pins(store)
+                if isinstance(stored, str):
+                    continue
+                gate.restore(*stored)
+            elif recreated:
+                log.warning("usage.resaved", path=str(store.path), records=gate.resave())
+            if not followed:
+                followed = await _follow(store, prior, prior.reload)
 
 
 async def _run(
@@ -322,6 +365,7 @@ async def _serve_with(
             tg.start_soon(rpc.serve, listener)
             tg.start_soon(guard_socket, claim, rpc.listen, stop_displaced)
             tg.start_soon(catalog.run)
+            tg.start_soon(keep_store, usage, gate, prior)
             tg.start_soon(daemon.subscriptions.run)
             tg.start_soon(daemon.activity.publish, rpc.broadcast)
             tg.start_soon(_announce_ready, supervisor, notifier)

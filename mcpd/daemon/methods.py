@@ -149,7 +149,9 @@ methods: MethodTable[Daemon] = MethodTable()
 
 @methods.method("status", NoParams)
 async def status(daemon: Daemon, conn: Connection, params: NoParams) -> StatusResult:
-    return StatusResult(servers=[_status(daemon, actor) for actor in daemon.supervisor.actors()])
+    return StatusResult(
+        servers=[_status(daemon, actor) for actor in daemon.supervisor.actors()], store=daemon.usage.state
+    )
 
 
 def _status(daemon: Daemon, actor: ServerActor) -> ServerStatus:
@@ -159,7 +161,11 @@ def _status(daemon: Daemon, actor: ServerActor) -> ServerStatus:
     if review is None:
         return status
     return msgspec.structs.replace(
-        status, trust=review.summary(), blocked=review.blocked, held=sorted(review.held)
+        status,
+        trust=review.summary(),
+        blocked=review.blocked,
+        held=sorted(review.held),
+        held_because=review.held_because(),
     )
 
 
@@ -338,8 +344,20 @@ async def trust_approve(daemon: Daemon, conn: Connection, params: ApproveParams)
             {"server": actor.name, "tool": params.tool},
         )
     await daemon.catalog.review(actor)  # findings are accepted for the texts the server shows now
+    already = gate.already_approved(actor.name, params.tool, {tool.name for tool in actor.tools})
     definitions, findings = gate.approve(actor.config, params.tool)
-    return ApproveResult(approved=definitions, findings=findings)
+    store = daemon.usage.state
+    unsaved = (definitions or findings) and store.state != "ok"
+    if unsaved:
+        # The decision holds for this run all the same; the person must know it may not outlive it.
+        log.warning("trust.not_saved", server=actor.name, tools=definitions, reason=store.reason)
+    return ApproveResult(
+        approved=definitions,
+        findings=findings,
+        already_approved=[name for name in already if name not in definitions],
+        not_saved=(store.reason or "the usage store is off") if unsaved else None,
+        pending=bool(unsaved) and store.state == "retrying",
+    )
 
 
 @methods.method("trust.show", ServerParams)

@@ -177,7 +177,7 @@ async def list_tools(core: Core, params: ToolsListParams) -> ToolsListResult:
     if limit == 0:
         tools = []
     elif params.query and params.query.strip():
-        if params.explain and core.usage.enabled:
+        if params.explain and core.usage.readable:
             # A person checking what calls taught the ranking sees every call made before the
             # question, not only those the store has committed (it gathers them for 250 ms).
             await core.usage.flush()

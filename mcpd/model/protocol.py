@@ -20,6 +20,7 @@ import msgspec
 from mcpd.model.servers import ReloadPlan, ServerStatus
 from mcpd.model.tools import Rendered, ToolEntry
 from mcpd.model.trust import Finding, ToolChange
+from mcpd.model.usage import StoreState
 
 PROTOCOL_VERSION = 1
 MAX_CALL_TIMEOUT = 86400.0
@@ -92,6 +93,8 @@ class HelloResult(msgspec.Struct, frozen=True, kw_only=True):
 
 class StatusResult(msgspec.Struct, frozen=True, kw_only=True):
     servers: list[ServerStatus]
+    store: StoreState | None = None
+    """The usage store's state (None from a daemon too old to say)."""
 
 
 class ServerParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -199,6 +202,13 @@ class ApproveResult(msgspec.Struct, frozen=True, kw_only=True):
     """Tools whose changed or new definitions were accepted."""
     findings: list[str] = msgspec.field(default_factory=list)
     """Tools (or "(server instructions)") whose verifier findings were accepted."""
+    already_approved: list[str] = msgspec.field(default_factory=list)
+    """Tools asked about whose current definitions were approved before this call."""
+    not_saved: str | None = None
+    """Why what was accepted is not in the usage store: it holds for this daemon's run only (unless
+    ``pending``). None when it was saved, or nothing was accepted."""
+    pending: bool = False
+    """The store is retrying: what was accepted is kept and written once it can be."""
 
 
 class TrustResult(msgspec.Struct, frozen=True, kw_only=True):

@@ -44,6 +44,9 @@ class ServerStatus(msgspec.Struct, frozen=True, kw_only=True):
     """Why the whole server is kept out of registries and selection (verifier findings), if it is."""
     held: list[str] = msgspec.field(default_factory=list)
     """Tools held back until ``mcpd approve`` (changed or new since approval)."""
+    held_because: str | None = None
+    """Why the held tools wait when it is not their own change: the usage store, where their
+    approvals are kept, could not be read."""
     attempt: int = 0
     """Failed runs in a row (reset by a stable run)."""
     next_retry_at: float | None = None

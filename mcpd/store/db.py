@@ -9,15 +9,24 @@ committed batch teaches to the ranking prior on the event loop (one callback per
 ``follow``). Reads for the report run as jobs on the same thread, after every record queued
 before them; calls older than the retention are pruned there too, once an hour.
 
-A database that cannot be opened, is corrupt, or stops accepting writes turns usage off
-with a logged reason; the daemon goes on serving without it.
+What goes wrong is sorted by whether waiting can mend it (see ``StoreCondition``): a lock
+another process holds, a full disk or a failing write make the store ``retrying`` (opening or
+writing is tried again with backoff; a person's decisions and up to ``_HOLD_CALLS`` calls wait in
+memory, further calls are dropped and counted); a file that may be read but not written is opened
+read-only (pins and the report work, nothing is recorded); only corruption, a newer schema or a
+location that cannot hold a database turn it ``off``. Every ``_LOOK_EVERY``, and before each
+write, the thread checks that the path still names the file it has open: a file deleted or
+replaced under it is opened (or created) again, and the daemon is told, so it can save again what
+it holds in memory. The daemon goes on serving in every case.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import functools
+import math
 import os
 import queue
 import sqlite3
@@ -31,7 +40,7 @@ import structlog
 
 from mcpd.model.mcp import SavedSession
 from mcpd.model.trust import AcceptedFindings, PinApproval, PinRecord, TrustRecord
-from mcpd.model.usage import CapabilityRecord
+from mcpd.model.usage import CapabilityRecord, StoreCondition, StoreState
 from mcpd.store.pins import write_accepted, write_approvals, write_pins
 from mcpd.store.sessions import write_sessions
 from mcpd.store.sketch import SketchAggregate, merge_blobs
@@ -57,6 +66,8 @@ _WINDOW = 0.25
 ``kill -9`` may lose. A transaction costs ~100 us of CPU whatever it holds, plus ~5-10 us a
 call (measured): at 25 ms, batches of a few calls made the store a sixth of a call's CPU."""
 _CLOSE_WAIT = 5.0
+_BUSY_WAIT = 5.0
+"""How long SQLite waits out another process's lock before a statement fails (``retrying``)."""
 _PRUNE_EVERY = 3600.0
 _QUERY_CACHE = 1024
 """Analysed queries kept: an agent tends to call several tools for one query."""
@@ -185,7 +196,7 @@ MIGRATIONS: tuple[str, ...] = (
 
 
 class StoreUnavailable(Exception):
-    """The store is off; ``str()`` says why."""
+    """The store cannot run this now (off, or retrying without a connection); ``str()`` says why."""
 
 
 def default_path() -> Path:
@@ -194,21 +205,30 @@ def default_path() -> Path:
     return default_state_dir() / "usage.db"
 
 
-def _check_version(version: int) -> None:
+def _check_version(version: int, *, read_only: bool = False) -> None:
     if version > len(MIGRATIONS):
         raise sqlite3.DatabaseError(f"schema version {version} is newer than this mcpd knows")
+    if read_only and version < len(MIGRATIONS):
+        # The upgrade is a write; the tables read later may not be there before it.
+        raise sqlite3.DatabaseError(f"schema version {version} needs an upgrade, which needs writing")
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    # Private from the start: queries and capability requests are the user's words.
-    # SQLite gives its -wal and -shm files the main file's permissions.
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
-    conn = sqlite3.connect(path, timeout=5.0, isolation_level=None, check_same_thread=False)
+def _prepare(conn: sqlite3.Connection) -> None:
     # Rollup upserts merge sketches, and migration 4 builds them, in SQL.
     conn.create_function("sketch_merge", 2, merge_blobs, deterministic=True)
     # typeshed's aggregate protocol is int -> int; SQLite passes any value and takes any result.
     conn.create_aggregate("latency_sketch", 1, SketchAggregate)  # type: ignore[arg-type]
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    """Open for reading and writing, migrated; ``_probe`` then tells whether it takes writes."""
+    # Private from the start: queries and capability requests are the user's words.
+    # SQLite gives its -wal and -shm files the main file's permissions.
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    _align_side_files(path)
+    conn = sqlite3.connect(path, timeout=_BUSY_WAIT, isolation_level=None, check_same_thread=False)
+    _prepare(conn)
     try:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -219,13 +239,122 @@ def _connect(path: Path) -> sqlite3.Connection:
             conn.executescript(
                 f"BEGIN IMMEDIATE;\n{MIGRATIONS[number]}\nPRAGMA user_version = {number + 1};\nCOMMIT;"
             )
-        # A write now, so a read-only file is found at start and not at the first call.
-        with transaction(conn):
-            pass
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _probe(conn: sqlite3.Connection) -> None:
+    """A write now, so a read-only or locked file is found at open and not at the first call."""
+    with transaction(conn):
+        pass
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """Open a file this process may read but not write (SQLite's ``mode=ro``): the pins and the
+    report are there to read, so they need not be lost with the writes."""
+    try:
+        return _connect_uri(path, "mode=ro")
+    except sqlite3.Error as exc:
+        wal = path.with_name(path.name + "-wal")
+        if _code(exc) != _SQLITE_READ_ONLY_CODE or (wal.exists() and wal.stat().st_size):
+            raise
+    # A directory that refuses the -shm file: with no -wal either, every commit is in the main
+    # file, which SQLite then reads as it is (``immutable``: no locks, no side files).
+    return _connect_uri(path, "mode=ro&immutable=1")
+
+
+def _connect_uri(path: Path, query: str) -> sqlite3.Connection:
+    uri = f"{path.absolute().as_uri()}?{query}"
+    conn = sqlite3.connect(uri, uri=True, timeout=_BUSY_WAIT, isolation_level=None, check_same_thread=False)
+    _prepare(conn)
+    try:
+        _check_version(conn.execute("PRAGMA user_version").fetchone()[0], read_only=True)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _align_side_files(path: Path) -> None:
+    """Give the -wal and -shm files the main file's mode, as SQLite does when it creates them. A
+    read-only open creates them read-only beside a read-only file; once the file is made writable
+    again, they would keep every write refused ("attempt to write a readonly database")."""
+    with contextlib.suppress(OSError):
+        mode = path.stat().st_mode & 0o777
+        for side in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            found = side.stat()
+            if found.st_uid == os.geteuid() and found.st_mode & 0o777 != mode and mode & 0o200:
+                side.chmod(mode)
+
+
+# SQLite's primary result codes, and the errnos, that say what waiting may mend.
+_SQLITE_TRANSIENT = {5, 6, 10, 13, 14, 15}
+"""BUSY, LOCKED (another process holds the lock past the busy timeout), IOERR, FULL (a full disk,
+a file-size limit), CANTOPEN (out of descriptors, a directory briefly gone), PROTOCOL."""
+_SQLITE_CANTOPEN = 14
+_SQLITE_READ_ONLY_CODE = 8
+_SQLITE_CORRUPT = {11, 26}
+"""CORRUPT, NOTADB."""
+_SQLITE_READ_ONLY = {8, 23}
+"""READONLY, AUTH: the file refuses writes."""
+_ERRNO_TRANSIENT = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EAGAIN, errno.EINTR}
+_ERRNO_TRANSIENT |= {errno.EMFILE, errno.ENFILE, errno.ENOMEM}
+_ERRNO_READ_ONLY = {errno.EACCES, errno.EPERM, errno.EROFS}
+
+_TRANSIENT, _READ_ONLY, _BROKEN = "transient", "read_only", "broken"
+
+
+def _code(exc: BaseException) -> int | None:
+    """SQLite's primary result code of ``exc``, if it carries one."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
+
+
+def _kind(exc: BaseException) -> str:
+    """Whether ``exc`` may pass (a lock, a full disk), means read-only, or will stay (corruption,
+    a newer schema, a path that cannot hold a database)."""
+    if isinstance(exc, sqlite3.Error):
+        code = _code(exc)
+        if code is None:  # raised by mcpd itself: the schema
+            return _BROKEN
+        if code in _SQLITE_TRANSIENT:
+            return _TRANSIENT
+        return _READ_ONLY if code in _SQLITE_READ_ONLY else _BROKEN
+    if isinstance(exc, OSError):
+        if exc.errno in _ERRNO_TRANSIENT:
+            return _TRANSIENT
+        return _READ_ONLY if exc.errno in _ERRNO_READ_ONLY else _BROKEN
+    return _BROKEN
+
+
+_UNKNOWN = (-1, -1)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """Which file ``path`` names now (None: none; ``_UNKNOWN`` when ``stat`` cannot tell, e.g. a
+    directory this process may not search: taken as no change)."""
+    try:
+        found = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError:
+        return _UNKNOWN
+    return found.st_dev, found.st_ino
+
+
+_RETRY_FIRST = 1.0
+_RETRY_MAX = 60.0
+"""Backoff between attempts to open or write a store that is ``retrying``; each attempt that meets
+a lock waits out SQLite's busy timeout (5 s) on the store's thread, so they are spaced."""
+_LOOK_EVERY = 2.0
+"""Seconds between two looks (one ``stat``) at whether the path still names the open file."""
+_HOLD_CALLS = 10_000
+"""Calls kept in memory while the store is retrying; later ones are dropped and counted."""
+_HOLD_RECORDS = 100_000
+"""Trust decisions, sightings and sessions kept while retrying: a person's decision must not be
+dropped, and they are few; the bound only guards against a store that never comes back."""
 
 
 class _Job:
@@ -237,75 +366,108 @@ class _Job:
         self.job, self.deliver = job, deliver
 
 
+Reopened = Callable[[bool], None]
+"""Told on the event loop that the store can be read again after it could not (False), or that the
+file was deleted or replaced under it and opened again (True: what is held in memory must be saved)."""
+
+
 class Store:
-    """Open with ``Store.open(path)``; check ``enabled`` / ``reason``; ``close()`` at the end."""
+    """Open with ``Store.open(path)``; check ``state`` (or ``readable``, ``writable``); ``close()`` it."""
 
     def __init__(
         self,
         path: Path,
-        conn: sqlite3.Connection | None,
-        reason: str | None,
         analyse: Analyse | None = None,
         retention_days: float | None = None,
+        *,
+        reason: str | None = None,
     ) -> None:
         self.path = path
+        self.condition: StoreCondition = "off"
         self.reason = reason
-        self._conn = conn
+        self._conn: sqlite3.Connection | None = None
+        self._file: tuple[int, int] | None = None
+        """The file opened (device, inode): the path naming another means it was deleted or replaced."""
         self._analyse = functools.lru_cache(_QUERY_CACHE)(analyse) if analyse is not None else None
         self._retention_days = retention_days
         self._next_prune = 0.0
+        self._next_look = 0.0
+        self._retry_in = _RETRY_FIRST
+        self._retry_at = math.inf
+        self._dropped = 0
+        self._held_calls: list[PendingCall] = []
+        self._held: list[Record] = []
         self._follower: tuple[asyncio.AbstractEventLoop, Learn, Learn] | None = None
+        self._watcher: tuple[asyncio.AbstractEventLoop, Reopened] | None = None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._urgent = threading.Event()
         """Set when something other than a call is queued: it ends the gathering window."""
         self._thread: threading.Thread | None = None
-        if conn is not None:
-            self._thread = threading.Thread(target=self._run, name="mcpd-usage", daemon=True)
-            self._thread.start()
 
     @classmethod
     def open(
         cls, path: Path | None = None, *, analyse: Analyse | None = None, retention_days: float | None = None
     ) -> Store:
         """``analyse`` turns a query into the terms counted per tool for the prior; calls older
-        than ``retention_days`` are deleted (on the store's thread, at start and hourly)."""
-        path = path or default_path()
-        try:
-            conn = _connect(path)
-        except (sqlite3.Error, OSError) as exc:
-            reason = f"usage store {path} unusable: {exc}"
-            log.error("usage.disabled", path=str(path), error=str(exc))
-            return cls(path, None, reason)
-        log.info("usage.opened", path=str(path))
-        return cls(path, conn, None, analyse, retention_days)
+        than ``retention_days`` are deleted (on the store's thread, at start and hourly).
+
+        Blocks for the first attempt (up to SQLite's 5 s busy timeout): run it off the event loop."""
+        store = cls(path or default_path(), analyse, retention_days)
+        store._open()
+        store._thread = threading.Thread(target=store._run, name="mcpd-usage", daemon=True)
+        store._thread.start()
+        return store
 
     @classmethod
     def disabled(cls, reason: str) -> Store:
-        return cls(Path(), None, reason)
+        return cls(Path(), reason=reason)
 
     @property
-    def enabled(self) -> bool:
-        return self._conn is not None and self.reason is None
+    def readable(self) -> bool:
+        """Jobs (the report, the pins) can run: a connection is open."""
+        return self._conn is not None
+
+    @property
+    def writable(self) -> bool:
+        return self.condition == "ok"
+
+    @property
+    def state(self) -> StoreState:
+        return StoreState(
+            state=self.condition,
+            reason=self.reason,
+            path=str(self.path) if self.path != Path() else None,
+            dropped=self._dropped,
+        )
+
+    @property
+    def following(self) -> bool:
+        """``follow`` has begun: committed batches are handed to the prior."""
+        return self._follower is not None
+
+    def watch(self, reopened: Reopened) -> None:
+        """Have ``reopened`` called on this event loop whenever the store comes back (see ``Reopened``)."""
+        self._watcher = (asyncio.get_running_loop(), reopened)
 
     # -- writing ----------------------------------------------------------------------------
 
     def record_call(self, call: PendingCall) -> None:
         """Queue a call; it is written, analysed and learned from on the store's thread."""
-        if self.enabled:
+        if self._thread is not None:
             self._queue.put(call)
 
     def record_capability(self, record: CapabilityRecord) -> None:
-        if self.enabled:
+        if self._thread is not None:
             self._put_urgent(record)
 
     def save_trust(self, record: TrustRecord) -> None:
-        if self.enabled:
+        if self._thread is not None:
             self._put_urgent(record)
 
     def save_session(self, record: SavedSession) -> None:
         """Keep (or, with no state, forget) a host session; written at once (they change seldom, and
         a daemon killed in the next 250 ms must not lose the change)."""
-        if self.enabled:
+        if self._thread is not None:
             self._put_urgent(record)
 
     def _put_urgent(self, item: Any) -> None:
@@ -316,7 +478,7 @@ class Store:
 
     async def run(self, job: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``job`` on the store's thread after everything queued before it is committed."""
-        if not self.enabled:
+        if self._thread is None or not self.readable:
             raise StoreUnavailable(self.reason or "usage recording is off")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
@@ -357,38 +519,136 @@ class Store:
         self._thread.join(_CLOSE_WAIT)
         self._thread = None
 
+    # -- opening, on the caller's thread at first, then on the store's -----------------------
+
+    def _open(self) -> None:
+        """Open (or create) the file at ``path`` and set the condition by how that went."""
+        self._close_connection()
+        try:
+            conn = _connect(self.path)
+        except (sqlite3.Error, OSError) as exc:
+            self._file = _identity(self.path)
+            kind = _kind(exc)
+            # CANTOPEN on a file that is there: most often its directory refuses the -wal and -shm
+            # files, which a read-only open does without.
+            maybe_read_only = kind == _READ_ONLY or (_code(exc) == _SQLITE_CANTOPEN and kind == _TRANSIENT)
+            if maybe_read_only and self._file is not None and self._open_read_only(exc):
+                return
+            if kind == _TRANSIENT:
+                self._retrying(exc)
+            else:
+                self._turn_off(f"usage store {self.path} unusable: {exc}", exc)
+            return
+        self._conn, self._file = conn, _identity(self.path)
+        try:
+            _probe(conn)
+        except sqlite3.Error as exc:
+            if _kind(exc) == _TRANSIENT:
+                # Readable all the same (a lock held by another writer does not stop reads in WAL mode).
+                self._retrying(exc)
+            elif not (_kind(exc) == _READ_ONLY and self._open_read_only(exc)):
+                self._turn_off(f"usage store {self.path} unusable: {exc}", exc)
+            return
+        self._recovered()
+        log.info("usage.opened", path=str(self.path))
+
+    def _open_read_only(self, refusal: BaseException) -> bool:
+        """Open the file read-only after ``refusal`` of writing; False (nothing changed) if that fails too."""
+        self._close_connection()
+        try:
+            conn = _connect_read_only(self.path)
+        except (sqlite3.Error, OSError) as exc:
+            log.debug("usage.read_only_failed", path=str(self.path), error=str(exc))
+            return False
+        self._conn, self.condition = conn, "read_only"
+        self.reason = (
+            f"usage store {self.path} is read-only ({refusal}): calls are not recorded, approvals not saved"
+        )
+        log.warning(
+            "usage.read_only",
+            path=str(self.path),
+            error=str(refusal),
+            consequence="pins and the report are read; calls are not recorded, approvals not saved",
+        )
+        return True
+
+    def _retrying(self, exc: BaseException) -> None:
+        """A passing problem: try again after the backoff; said once per outage, not per attempt."""
+        if self.condition != "retrying":
+            self._retry_in = _RETRY_FIRST
+            log.warning(
+                "usage.retrying",
+                path=str(self.path),
+                error=str(exc),
+                consequence="calls past the first few thousand are dropped until it can be written again",
+            )
+        else:
+            self._retry_in = min(2 * self._retry_in, _RETRY_MAX)
+        self.condition = "retrying"
+        self.reason = f"usage store {self.path}: {exc} (trying again)"
+        self._retry_at = time.monotonic() + self._retry_in
+
+    def _recovered(self) -> None:
+        if self.condition == "retrying":
+            log.info("usage.recovered", path=str(self.path), dropped=self._dropped)
+        self.condition, self.reason = "ok", None
+        self._retry_in, self._retry_at = _RETRY_FIRST, math.inf
+
+    def _turn_off(self, reason: str, exc: BaseException) -> None:
+        self._close_connection()
+        self.condition, self.reason = "off", reason
+        self._retry_at = math.inf
+        self._dropped += len(self._held_calls)
+        self._held_calls, self._held = [], []
+        log.error("usage.disabled", path=str(self.path), error=str(exc))
+
+    def _close_connection(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+            self._conn = None
+
     # -- the thread -------------------------------------------------------------------------
 
     def _run(self) -> None:
-        conn = self._conn
-        assert conn is not None
         try:
             while True:
                 batch, stop = self._collect()
                 try:
-                    self._prune_if_due(conn)
-                    self._process(conn, batch)
+                    # Before each write too (one stat, at most four a second): what is written to
+                    # a deleted file is lost.
+                    self._look_if_due(now=any(not isinstance(item, _Job) for item in batch))
+                    self._retry_if_due()
+                    self._prune_if_due()
+                    self._process(batch, last=stop)
                 except Exception as exc:
                     # A bug here must not end the thread: every job queued behind it would wait for
                     # ever (the daemon's start among them). The store turns off and says why.
                     log.exception("usage.thread_failed", path=str(self.path))
-                    failed = f"usage store {self.path} failed: {type(exc).__name__}: {exc}"
-                    self.reason = self.reason or failed
+                    self._turn_off(f"usage store {self.path} failed: {type(exc).__name__}: {exc}", exc)
                     self._refuse_jobs(batch)
                 if stop:
                     return
         finally:
-            with contextlib.suppress(sqlite3.Error):
-                conn.close()
+            self._close_connection()
+
+    def _wake_in(self) -> float:
+        """How long the thread may sleep with nothing queued: until the next look or retry."""
+        due = min(self._next_look, self._retry_at)
+        return max(0.05, due - time.monotonic())
 
     def _collect(self) -> tuple[list[Any], bool]:
-        """The next batch: the first item, and what arrives within ``_WINDOW`` after a call.
+        """The next batch: the first item, and what arrives within ``_WINDOW`` after a call
+        (empty when the thread woke to look at the file or to retry).
 
         The thread sleeps through the window instead of waiting on the queue per item: a
         call's put then wakes no one, and one transaction takes a whole window's calls.
         Anything else ends the window (``_urgent``), or runs at once if it comes first.
         """
-        first = self._queue.get()
+        try:
+            first = self._queue.get(timeout=self._wake_in())
+        except queue.Empty:
+            return [], False
         if type(first) is tuple:
             self._urgent.wait(_WINDOW)
         # Cleared after the wait: an urgent item queued since is taken below all the same.
@@ -410,8 +670,46 @@ class Store:
             if isinstance(item, _Job):
                 item.deliver(refuse)
 
-    def _prune_if_due(self, conn: sqlite3.Connection) -> None:
-        if self._retention_days is None or self.reason is not None or time.monotonic() < self._next_prune:
+    def _look_if_due(self, *, now: bool = False) -> None:
+        """A file deleted or replaced under the open connection takes every later write with it
+        (to a file no one will open again): open what the path names now, or create it."""
+        clock = time.monotonic()
+        if clock < self._next_look and not now:
+            return
+        self._next_look = clock + _LOOK_EVERY
+        if self.condition == "retrying" and self._conn is None:
+            return  # the retry opens whatever is there
+        found = _identity(self.path)
+        if found in (self._file, _UNKNOWN):
+            return
+        if self._file is not None:
+            log.warning(
+                "usage.store_gone",
+                path=str(self.path),
+                why="deleted" if found is None else "replaced",
+                consequence="opened again; what the daemon holds (approvals, pins) is saved again",
+            )
+        self._open()
+        if self.readable:
+            self._tell(recreated=True)
+
+    def _retry_if_due(self) -> None:
+        if self.condition != "retrying" or self._conn is not None or time.monotonic() < self._retry_at:
+            return
+        self._open()
+        if self.readable:
+            self._tell(recreated=False)
+
+    def _tell(self, *, recreated: bool) -> None:
+        if self._watcher is not None:
+            loop, reopened = self._watcher
+            _post(loop, reopened, recreated)
+
+    def _prune_if_due(self) -> None:
+        conn = self._conn
+        if self._retention_days is None or conn is None or not self.writable:
+            return
+        if time.monotonic() < self._next_prune:
             return
         self._next_prune = time.monotonic() + _PRUNE_EVERY
         try:
@@ -426,27 +724,70 @@ class Store:
             loop, _, relearn = self._follower
             _post(loop, relearn, *totals)
 
-    def _process(self, conn: sqlite3.Connection, batch: list[Any]) -> None:
+    def _process(self, batch: list[Any], *, last: bool = False) -> None:
         calls = [item for item in batch if type(item) is tuple]
         records = [item for item in batch if type(item) is not tuple and not isinstance(item, _Job)]
-        if (calls or records) and self.reason is None:
-            try:
-                # One clock read per batch turns the calls' perf_counter times into unix times.
-                offset = time.time() - time.perf_counter()
-                with transaction(conn):
-                    write_records(conn, records)
-                    learned = write_calls(conn, [stored(call, offset) for call in calls], self._analyse)
-            except sqlite3.Error as exc:
-                self.reason = f"usage store {self.path} failed: {exc}"
-                lost = len(calls) + len(records)
-                log.error("usage.disabled", path=str(self.path), error=str(exc), lost=lost)
-            else:
-                if self._follower is not None and calls:
-                    loop, learn, _ = self._follower
-                    _post(loop, learn, *learned)
+        retry_due = self.condition == "retrying" and (last or time.monotonic() >= self._retry_at)
+        if self._conn is not None and (self.writable or retry_due):
+            if calls or records or self._held_calls or self._held:
+                self._write(self._conn, calls, records)
+        elif self.condition == "retrying":
+            self._hold(calls, records)
+        else:
+            # Off or read-only: the gate keeps the person's decisions in memory and approve says so.
+            self._dropped += len(calls) + sum(isinstance(r, CapabilityRecord) for r in records)
         for item in batch:
             if isinstance(item, _Job):
-                item.deliver(functools.partial(item.job, conn))
+                if self._conn is None:
+                    self._refuse_jobs([item])
+                else:
+                    item.deliver(functools.partial(self._guarded, item.job, self._conn))
+
+    def _guarded(self, job: Callable[[sqlite3.Connection], T], conn: sqlite3.Connection) -> T:
+        """Run a job; a read that finds the file corrupt (a page of the pins, say) turns the store
+        off, with that reason, rather than writing on into a damaged file."""
+        try:
+            return job(conn)
+        except sqlite3.DatabaseError as exc:
+            if _code(exc) in _SQLITE_CORRUPT:
+                self._turn_off(f"usage store {self.path} is corrupt: {exc}", exc)
+            raise
+
+    def _hold(self, calls: list[PendingCall], records: list[Record]) -> None:
+        """Keep what a retrying store cannot take yet, within bounds; count what is dropped."""
+        self._held_calls.extend(calls)
+        self._held.extend(records)
+        if len(self._held_calls) > _HOLD_CALLS:
+            self._dropped += len(self._held_calls) - _HOLD_CALLS
+            del self._held_calls[:-_HOLD_CALLS]
+        if len(self._held) > _HOLD_RECORDS:
+            self._dropped += len(self._held) - _HOLD_RECORDS
+            del self._held[:-_HOLD_RECORDS]
+
+    def _write(self, conn: sqlite3.Connection, calls: list[PendingCall], records: list[Record]) -> None:
+        calls, records = self._held_calls + calls, self._held + records
+        self._held_calls, self._held = [], []
+        try:
+            # One clock read per batch turns the calls' perf_counter times into unix times.
+            offset = time.time() - time.perf_counter()
+            with transaction(conn):
+                write_records(conn, records)
+                learned = write_calls(conn, [stored(call, offset) for call in calls], self._analyse)
+        except sqlite3.Error as exc:
+            kind = _kind(exc)
+            if kind == _TRANSIENT:
+                self._retrying(exc)
+                self._hold(calls, records)
+            elif kind == _READ_ONLY and self._open_read_only(exc):
+                self._dropped += len(calls)
+            else:
+                self._dropped += len(calls)
+                self._turn_off(f"usage store {self.path} failed: {exc}", exc)
+            return
+        self._recovered()
+        if self._follower is not None and calls:
+            loop, learn, _ = self._follower
+            _post(loop, learn, *learned)
 
 
 Record = CapabilityRecord | TrustRecord | SavedSession

@@ -274,12 +274,21 @@ class Review:
     """tool -> why it is held back (changed or new since approval)"""
     tainted_instructions: bool = False
     """The server's own texts carry an unaccepted high finding: never pass them on to a model."""
+    unreadable: str | None = None
+    """Why the held tools' approvals are not known: the usage store could not be read."""
 
     def summary(self) -> str | None:
         if self.blocked:
             return self.blocked
         if self.held:
-            return f"{len(self.held)} tool(s) held back until approved: {', '.join(sorted(self.held))}"
+            held = f"{len(self.held)} tool(s) held back until approved: {', '.join(sorted(self.held))}"
+            return f"{held} ({self.held_because()})" if self.unreadable else held
+        return None
+
+    def held_because(self) -> str | None:
+        """Why tools wait when it is not their own change (None when it is)."""
+        if self.held and self.unreadable:
+            return f"the usage store holding their approvals could not be read: {self.unreadable}"
         return None
 
 
@@ -295,10 +304,10 @@ class TrustGate:
     ) -> None:
         """``unreadable``: why the stored pins could not be read. Then no server is seen for the
         first time (each could have changed since it was approved): under ``pinning = "pin"``
-        every tool waits for ``approve``, and nothing is written over what the store may hold."""
+        every tool waits for ``approve`` (or ``restore``, once the store can be read), and only a
+        person's decisions are written through (sightings could record a server the store knows
+        nothing of as pinned but unapproved, holding it back after ``restore``)."""
         self._unreadable = unreadable
-        if unreadable is not None:
-            persist = None
         self._pins: dict[tuple[str, str], PinRecord] = {(p.server, p.tool): p for p in pins}
         self._pinned_servers = {server for server, _ in self._pins}
         self._accepted: dict[tuple[str, str], str] = {
@@ -306,7 +315,77 @@ class TrustGate:
         }
         self._persist = persist or (lambda record: None)
         self._reviews: dict[str, tuple[Inspection, Review]] = {}
+        self._configs: dict[str, ServerConfig] = {}
+        """Each reviewed server's config, to review it again when the stored pins arrive late."""
         self._revisions: dict[str, int] = {}
+        self._decided: dict[tuple[str, str], PinApproval] = {}
+        self._decided_findings: dict[tuple[str, str], str] = {}
+        """What a person approved this run: it stands over what a store read later holds."""
+
+    @property
+    def unreadable(self) -> str | None:
+        """Why the stored pins could not be read (None once they were)."""
+        return self._unreadable
+
+    def restore(self, pins: Iterable[PinRecord], accepted: Iterable[AcceptedFindings]) -> None:
+        """The stored pins, read at last (the store was locked or retrying at start): take its
+        approvals, with what a person approved meanwhile on top (written again: the store may not
+        have taken it), and review every server again. Tools held back only for want of the store
+        are released; a server the store never saw is pinned as seen for the first time."""
+        if self._unreadable is None:
+            return
+        self._unreadable = None
+        self._pins = {(p.server, p.tool): p for p in pins}
+        for key, decision in self._decided.items():
+            pin = self._pins.get(key)
+            self._pins[key] = PinRecord(
+                server=decision.server,
+                tool=decision.tool,
+                approved_hash=decision.approved_hash,
+                approved_definition=decision.approved_definition,
+                seen_hash=pin.seen_hash if pin else decision.approved_hash,
+                seen_definition=pin.seen_definition if pin else decision.approved_definition,
+            )
+            self._persist(decision)
+        self._pinned_servers = {server for server, _ in self._pins}
+        self._accepted = {(a.server, a.subject): a.definition_hash for a in accepted}
+        for (server, subject), hashed in self._decided_findings.items():
+            self._accepted[server, subject] = hashed
+            self._persist(AcceptedFindings(server=server, subject=subject, definition_hash=hashed))
+        for server, (inspection, _) in list(self._reviews.items()):
+            config = self._configs.get(server)
+            if config is not None:
+                self._reviews[server] = (inspection, self._review(config, inspection, log_findings=False))
+                self._bump(server)
+        log.info("trust.pins_loaded", pins=len(self._pins), servers=len(self._pinned_servers))
+
+    def records(self) -> list[TrustRecord]:
+        """Everything the gate holds, as records: to save again into a store re-created under the
+        daemon (its file was deleted), where it would otherwise be lost at the next start."""
+        out: list[TrustRecord] = []
+        for pin in self._pins.values():
+            out.append(pin)
+            if pin.approved_hash is not None and pin.approved_definition is not None:
+                out.append(
+                    PinApproval(
+                        server=pin.server,
+                        tool=pin.tool,
+                        approved_hash=pin.approved_hash,
+                        approved_definition=pin.approved_definition,
+                    )
+                )
+        out.extend(
+            AcceptedFindings(server=server, subject=subject, definition_hash=hashed)
+            for (server, subject), hashed in self._accepted.items()
+        )
+        return out
+
+    def resave(self) -> int:
+        """Write ``records()`` through; how many."""
+        records = self.records() if self._unreadable is None else []
+        for record in records:
+            self._persist(record)
+        return len(records)
 
     def review(self, config: ServerConfig, inspection: Inspection) -> Review:
         """The verdict on ``inspection`` (cached while it stays the server's latest)."""
@@ -315,6 +394,7 @@ class TrustGate:
             return cached[1]
         review = self._review(config, inspection, log_findings=cached is None or cached[0] is not inspection)
         self._reviews[config.name] = (inspection, review)
+        self._configs[config.name] = config
         self._bump(config.name)
         return review
 
@@ -326,7 +406,7 @@ class TrustGate:
     def prune(self, servers: set[str]) -> None:
         """Forget the verdicts on servers other than ``servers`` (a reload removed them). Their pins
         stay: a server that comes back under its name is checked against what was approved."""
-        for kept in (self._reviews, self._revisions):
+        for kept in (self._reviews, self._revisions, self._configs):
             for name in kept.keys() - servers:
                 del kept[name]
 
@@ -371,6 +451,8 @@ class TrustGate:
             reason = self._pin(config.name, subject, first_sight=first_sight)
             if reason and config.pinning == "pin":
                 review.held[subject.name] = reason
+        if review.held and self._unreadable is not None:
+            review.unreadable = self._unreadable
         if review.held and log_findings:
             log.warning("trust.held_back", server=config.name, tools=sorted(review.held))
         return review
@@ -390,18 +472,22 @@ class TrustGate:
                 seen_definition=subject.definition,
             )
             self._pins[server, subject.name] = pin
-            self._persist(pin)
+            self._sighted(pin)
             return None if approved else self._unapproved()
         if pin.seen_hash != hashed:
             pin = self._pins[server, subject.name] = msgspec.structs.replace(
                 pin, seen_hash=hashed, seen_definition=subject.definition
             )
-            self._persist(pin)
+            self._sighted(pin)
         if pin.approved_hash is None:
             return self._unapproved()
         if pin.approved_hash != hashed:
             return "definition changed since it was approved"
         return None
+
+    def _sighted(self, pin: PinRecord) -> None:
+        if self._unreadable is None:
+            self._persist(pin)
 
     def _unapproved(self) -> str:
         if self._unreadable is not None:
@@ -436,14 +522,14 @@ class TrustGate:
                     pin, approved_hash=pin.seen_hash, approved_definition=pin.seen_definition
                 )
                 self._pins[key] = accepted
-                self._persist(
-                    PinApproval(
-                        server=server,
-                        tool=pin.tool,
-                        approved_hash=pin.seen_hash,
-                        approved_definition=pin.seen_definition,
-                    )
+                decision = PinApproval(
+                    server=server,
+                    tool=pin.tool,
+                    approved_hash=pin.seen_hash,
+                    approved_definition=pin.seen_definition,
                 )
+                self._decided[key] = decision
+                self._persist(decision)
                 definitions.append(pin.tool)
         findings = []
         cached = self._reviews.pop(server, None)
@@ -452,6 +538,7 @@ class TrustGate:
                 continue
             if self._accepted.get((server, subject.name)) != subject.hash:
                 self._accepted[server, subject.name] = subject.hash
+                self._decided_findings[server, subject.name] = subject.hash
                 self._persist(
                     AcceptedFindings(server=server, subject=subject.name, definition_hash=subject.hash)
                 )
@@ -462,6 +549,18 @@ class TrustGate:
         if definitions or findings:
             log.info("trust.approved", server=server, tools=sorted(definitions), findings=sorted(findings))
         return sorted(definitions), sorted(findings)
+
+    def already_approved(self, server: str, tool: str | None, offered: set[str]) -> list[str]:
+        """Of ``tool`` (or of the ``offered`` tools), those whose current definition is approved
+        already: what ``approve`` would leave as it is."""
+        names = {tool} if tool is not None else offered
+        return sorted(
+            name
+            for name in names
+            if (pin := self._pins.get((server, name))) is not None
+            and pin.approved_hash is not None
+            and pin.approved_hash == pin.seen_hash
+        )
 
     def pinned(self, server: str) -> set[str]:
         """The tools of ``server`` ever seen (pinned), offered now or not."""
@@ -480,6 +579,8 @@ class TrustGate:
             after = pin.seen_definition.splitlines()
             text = "\n".join(difflib.unified_diff(before, after, "approved", "current", lineterm="", n=2))
             reason = "new tool" if pin.approved_hash is None else "definition changed"
+            if pin.approved_hash is None and self._unreadable is not None:
+                reason = f"approval unknown: the usage store could not be read ({self._unreadable})"
             out.append(ToolChange(tool=tool, reason=reason, diff=text))
         return out
 
