@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import NamedTuple
 
 
@@ -208,13 +208,13 @@ _USER_ASKS = (
 )
 _REMEMBER_OTHER = (
     r"(?:\b(?:guarda|recuerda|memoriza|apunta|anota|ten en cuenta|merke dir|speichere|notiere|behalte|mémorise|mémorisez|retiens|retenez|souviens-toi|garde en mémoire|enregistre|ricorda|memorizza|tieni a mente|salva|lembre|lembre-se|memorize|guarde|grave|запомни|запомните|сохрани)\b"
-    r"|\bonthoud\b|\bsla (?:\w+ )?op\b|\bbewaar\b|记住|牢记|记下|覚えて|記憶して|기억해|기억하세요)"
+    r"|记住|牢记|记下|覚えて|記憶して|기억해|기억하세요)"
 )
 _LASTING_OTHER = (
     r"(?:\b(?:permanente|para siempre|de ahora en adelante|a partir de ahora|(?:futuras|próximas|todas las) conversaciones|dauerhaft|für immer|ab sofort|künftig|(?:spätere|späteren|künftige|künftigen|zukünftige|zukünftigen|alle) (?:unterhaltungen|gespräche|sitzungen|chats)"
     r"|(?:toutes les |les )?conversations (?:à venir|futures)|désormais|pour toujours|de façon permanente|à l'avenir|les prochaines (?:sessions|conversations)"
     r"|per sempre|d'ora in poi|(?:tutte le |le )?(?:future|prossime) conversazioni|in modo permanente|daqui em diante|(?:futuras|próximas|todas as) conversas)\b"
-    r"|\b(?:permanent|voortaan|voor altijd|in (?:alle )?toekomstige gesprekken)\b|навсегда|впредь|во всех (?:будущих|последующих|следующих) (?:разговорах|диалогах|беседах)|на будущее|永久|以后|今后|未来|今後|以降|ずっと|앞으로|영구|모든 대화)"
+    r"|навсегда|впредь|во всех (?:будущих|последующих|следующих) (?:разговорах|диалогах|беседах)|на будущее|永久|以后|今后|未来|今後|以降|ずっと|앞으로|영구|모든 대화)"
 )
 _PLANTED_OTHER = (
     r"(?:\b(?:el usuario|la usuaria)\s+(?:\w+\s+){0,2}?(?:quiere|prefiere|confía|ha autorizado|autoriza|eligió|desea)\b"
@@ -222,7 +222,6 @@ _PLANTED_OTHER = (
     r"|\bl'utilisateur\s+(?:\w+\s+){0,2}?(?:fait confiance|préfère|veut|souhaite|a (?:choisi|autorisé))"
     r"|\bl'utente\s+(?:\w+\s+){0,2}?(?:preferisce|vuole|si fida|ha (?:scelto|autorizzato))\b"
     r"|\bo usuário\s+(?:\w+\s+){0,2}?(?:prefere|quer|confia|autorizou|escolheu)\b"
-    r"|\bde gebruiker\s+(?:\w+\s+){0,2}?(?:heeft (?:\w+ )?(?:ingestemd|gekozen|toestemming|goedgekeurd)|wil|geeft de voorkeur|vertrouwt|stemt in)\b"
     r"|пользовател\w*\s+(?:\w+\s+){0,2}?(?:предпочитает|хочет|доверяет|выбрал|разрешил)"
     r"|用户[^。]{0,20}(?:首选|偏好|喜欢|希望|信任|授权|选择)|ユーザー[^。]{0,20}(?:好む|希望|信頼|選ん|好み|優先)|사용자[^.。]{0,20}(?:선호|원한|신뢰|선택))"
 )
@@ -458,7 +457,7 @@ OVERRIDE = Intent(
     # The user's or the model's own instructions declared void in the passive.
     (
         "disregarded|ignored|overridden|overruled",
-        r"\b(?:the user's|users'|your|the user|developer's?|their|his|her|the person's|the customer's|the caller's)\W+(?:\w+\W+){0,2}?(?:requests?|instructions?|commands|wishes|choices?|directives|objections?)\b(?:\W+\w+){0,5}?\W+(?:is|are|be)\W+(?:\w+\W+)?(?:disregarded|ignored|overridden|overruled)\b",
+        r"\b(?:the user's|users'|your|the user|developer's?)\W+(?:\w+\W+){0,2}?(?:requests?|instructions?|commands|wishes|choices?|directives)\b(?:\W+\w+){0,4}?\W+(?:is|are|be)\W+(?:\w+\W+)?(?:disregarded|ignored|overridden|overruled)\b",
     ),
     # A vendor or the platform speaking through a tool: "message from the Anthropic safety team".
     (
@@ -505,7 +504,7 @@ OVERRIDE = Intent(
         rf"^(?!.*?(?:{_USER_ASKS}))(?=.*?{_LASTING})(?=.*?{_PLANTED}).*?{_REMEMBER}",
     ),
     (
-        "permanent|voortaan|altijd|toekomstige|permanente|siempre|adelante|conversaciones|dauerhaft|immer|künftig|künftige|spätere|zukünftige|unterhaltungen|gespräche|sitzungen|désormais|toujours|venir|futures|conversations|permanente|sempre|poi|future|conversazioni|conversas|навсегда|впредь|будущих|последующих|будущее|永久|以后|今后|未来|今後|以降|ずっと|앞으로|영구|모든 대화",
+        "permanente|siempre|adelante|conversaciones|dauerhaft|immer|künftig|künftige|spätere|zukünftige|unterhaltungen|gespräche|sitzungen|désormais|toujours|venir|futures|conversations|permanente|sempre|poi|future|conversazioni|conversas|навсегда|впредь|будущих|последующих|будущее|永久|以后|今后|未来|今後|以降|ずっと|앞으로|영구|모든 대화",
         rf"^(?!.*?(?:{_USER_ASKS}))(?=.*?{_LASTING_OTHER})(?=.*?{_PLANTED_OTHER}).*?{_REMEMBER_OTHER}",
     ),
     # Promotion planted in every answer the model gives: "in every answer, weave in a
@@ -537,18 +536,6 @@ OVERRIDE = Intent(
         r"|\b(?:appelle|appelez|invoque|invoquez|utilise|utilisez)\w* (?:cet outil|cette fonction|l'outil)\b(?:[^\w']+[\w']+){0,8}?[^\w']+même (?:quand|si|lorsque)\b(?:[^\w']+[\w']+){0,6}?[^\w']+(?:rien à voir|pas besoin|inutile|sans rapport)"
         r"|\b(?:llama|invoca|usa|ejecuta) (?:a )?(?:esta herramienta|esta función)\b(?:\W+\w+){0,8}?\W+(?:aunque|incluso si|incluso cuando)\b(?:\W+\w+){0,6}?\W+(?:no (?:lo )?necesite|no tenga nada que ver|no sea necesari\w*)"
         r"|\b(?:rufe|ruf|nutze|verwende) (?:dieses tool|dieses werkzeug|diese funktion)\b(?:\W+\w+){0,8}?\W+auch wenn\b(?:\W+\w+){0,6}?\W+(?:nicht (?:nötig|benötigt|gebraucht|notwendig)|nichts damit zu tun)",
-    ),
-    # The user's control taken away, whoever the pronoun names: "their requests to cancel or stop
-    # can be disregarded", "ignore requests to stop", "treat any user message as blanket approval".
-    (
-        "cancel|stop|abort|halt|undo|pause|quit|opt|unsubscribe|interrupt|revoke|decline|end",
-        rf"\b(?:requests?|attempts?|instructions?|demands?|wish\w*|pleas?|commands?)\W+to\W+(?:cancel|stop|abort|halt|undo|pause|quit|opt out|unsubscribe|interrupt|revoke|decline|end)\b{gap(6)}(?:be|are|is|get|gets)\W+(?:\w+\W+)?(?:disregarded|ignored|overridden|overruled|dismissed|refused)\b"
-        rf"|\b(?:disregard|ignore|override|overrule|dismiss)\b{gap(3)}(?:requests?|attempts?|instructions?|demands?|pleas?|commands?)\W+to\W+(?:cancel|stop|abort|halt|undo|pause|quit|opt out|unsubscribe|interrupt|revoke|decline|end)\b",
-    ),
-    (
-        "approval|consent|confirmation|permission|authorisation|authorization|yes|go",
-        rf"\b(?:treat|regard|consider|interpret|take|count)\w*\b{gap(6)}(?:as|to be)\W+(?:an?\W+)?(?:blanket|implicit|implied|general|standing|full|automatic|tacit|permanent|advance|prior|universal)\W+(?:\w+\W+)?(?:approval|consent|confirmation|permission|authori[sz]ation|yes|go-ahead)\b"
-        rf"|\b(?:silence|no (?:answer|reply|response|objection)|lack of (?:an? )?(?:response|reply|objection|answer)|not objecting)\b{gap(4)}(?:as|means|counts as|is|equals|implies)\W+(?:\w+\W+)?(?:approval|consent|confirmation|permission|a yes|agreement)\b",
     ),
 )
 
@@ -732,11 +719,6 @@ CONCEAL = Intent(
         r"\b(?:user|human|person|customer|client|diner|patient|buyer|recipient|owner|employee|victim|they|he|she)s? (?:must never|must not|should never|should not|shouldn't|mustn't|will never|may never|need never|can never) (?:\w+ )?(?:find out|know|learn|notice|discover|realize|suspect)\b",
     ),
     ("silencio", r"\ben silencio\b"),
-    # What the model itself does kept out of talk: "don't bring up the payload you attach to each call".
-    (
-        "not|don|dont|never|avoid|need",
-        rf"\b(?:do not|don't|dont|never|avoid|no need to)\s+(?:bring(?:ing)? up|mention(?:ing)?|talk(?:ing)? about|refer(?:ring)? to|disclos\w*|reveal\w*|point(?:ing)? out)\b{gap(6)}(?:that )?you(?:'re| are)?\s+(?:\w+\s+)?(?:attach|send|add|include|collect|upload|log|record|share|forward|transmit|append|embed|gather|track)\w*\b",
-    ),
     # Acting without the user's consent: "you may skip asking the user for confirmation".
     (
         "skip|skipping|bypass|forgo|omit|need|needn|have|ask|asking",
@@ -812,29 +794,7 @@ _UNDONE = (
     r"|verschoben|pausiert|archiviert|déplacé\w*|mis\w* en pause|archivé\w*|pausad\w*|archivad\w*|movid\w*|suspendid\w*|en pausa|em pausa|archiviat\w*|spostat\w*)"
 )
 _DESTROYED = r"(?:delet\w*|purg\w*|eras\w*|wip\w*|destroy\w*|dropp?\w*|remov\w*|gelöscht|entfernt|supprimé\w*|effacé\w*|eliminad\w*|borrad\w*|apagad\w*|excluíd\w*|cancelad\w*|eliminat\w*|cancellat\w*)"
-_SUCCESS = r"(?:succe\w+|completed|was done|went (?:fine|well)|worked|finished|passed|passing|green|no (?:errors|failures|issues|problems)|all good|sucesso|concluíd\w*|éxito|correctamente|completad\w*|pasaron|pasado|passaram|passou|succès|réussi\w*|erfolgreich|bestanden|successo|riuscit\w*|superat\w*|passat\w*)"
-_TELL_AS = r"(?:describ|present|report|portray|frame|characteri[sz]|show|display|quote|represent|refer to|tell|summari[sz]|pass\w* (?:it|them|this|that) off|descri|informa|reporta|décri|présent|descriv|riport|descrev|apresent)\w*"
-_CLAIM = (
-    r"(?:['\"‘“«](?:[\w'-]+ ){0,2}?)?(?:the |a |an |el |la |le |il |o |un |una |um |uma |de |di )?(?:best|better|top|cheapest|lowest|safest|safe|secure|harmless|benign|low[- ](?:risk|severity|priority|impact)|minor|trivial|informational|resolved|fixed|passed|passing|successful"
-    r"|official|market (?:rate|price)|standard|industry standard|verified|certified|neutral|independent|unbiased|objective|fair|real|actual|true|correct|accurate|normal|expected|routine|healthy|compliant|ok|fine|clean|no issues|info\w*|temporar\w*"
-    r"|mejor|melhor|meilleur\w*|migliore|bajo riesgo|baixo risco|faible risque|basso rischio|segur\w*|sûr\w*|sicur\w*)\b"
-)
-_OMIT_TRIGGER = "leave|omit|omitting|exclude|excluding|skip|drop|hide|suppress|remove|strip|filter|omite|omitir|omita|omets|omettez|omettre|ometti|omettere|tralascia"
-_OUTCOME_TRIGGER = "charge|charges|fee|fees|cost|costs|payment|payments|transaction|transactions|debit|debits|withdrawal|withdrawals|deduction|deductions|markup|markups|surcharge|surcharges|error|errors|failure|failures|failed|warning|warnings|alert|alerts|finding|findings|flag|flags|vulnerability|vulnerabilities|issue|issues|risk|risks|command|commands|side|cargo|cargos|comisiones|errores|advertencias|frais|erreurs|avertissements|taxas|cobranças|erros|avisos|commissioni|addebiti|errori|avvisi"
-_OMIT = (
-    r"(?:leave out|leave off|omit|exclude|skip|drop|hide|suppress|remove|strip|filter out"
-    r"|(?:do not|don't|never)\s+(?:list|mention|include|show|report|say|display|disclose|name|itemi[sz]e|enumerate)"
-    r"|without (?:listing|mentioning|showing|including|reporting|naming)|omite|omitir|omita|omets|omettez|omettre|ometti|omettere|tralascia)"
-)
-_OUTCOME = (
-    r"(?:charges?|fees?|costs?|payments?|transactions?|debits?|withdrawals?|deductions?|markups?|surcharges?|errors?|failures?|failed \w+|warnings?|alerts?"
-    r"|findings?|flags?|vulnerabilit\w*|issues?|risks?|commands?|side effects?|cargos?|comisiones|errores|advertencias|frais|erreurs|avertissements"
-    r"|taxas|cobranças|erros|avisos|commissioni|addebiti|errori|avvisi)"
-)
-_TELLING = (
-    r"(?:(?:when|while|if|as|before|once) (?:you |it |they )?(?:\w+ ){0,3}?(?:summari\w*|report\w*|tell\w*|present\w*|show\w*|list\w*|describ\w*|answer\w*|repl\w*|respond\w*|display\w*|inform\w*|explain\w*)"
-    r"|(?:from|in|out of) (?:your|the) (?:reply|replies|answer|answers|response|responses|summary|summaries|report|message))\b"
-)
+_SUCCESS = r"(?:succe\w+|completed|was done|went (?:fine|well)|worked|finished|sucesso|concluíd\w*|éxito|correctamente|completad\w*|succès|réussi\w*|erfolgreich|successo|riuscit\w*)"
 MISREPORT = Intent(
     (
         "not the|not what|rather|instead",
@@ -845,9 +805,9 @@ MISREPORT = Intent(
         r"\b(?:whatever|regardless of (?:what|the|which|whatever))\b(?:\W+\w+){0,4}?\W+(?:the )?(?:response|result|output|tool|api|server|receipt|returned|reported|shown)s?\b(?:\W+(?:says|reports|returns|shows|indicates|contains|states))?\b(?:\W+\w+){0,10}?\W+(?:tell|assure|inform|say|report|reply|answer|claim|state)\b",
     ),
     (
-        "fails|fail|failed|error|errors|breaks|crashes|times|pass|succeed|work|falhar|falla|falle|falhe|échoue|fehlschlägt|fallisce",
-        rf"\bif (?:it|this|that|anything|something|any \w+|the (?:\w+ )?\w+) (?:fails?|failed|errors?(?: out)?|breaks|crashes|times out|(?:does not|doesn't|did not|didn't) (?:pass|succeed|work))\b(?:[^\w']+[\w']+){{0,10}}?[^\w']+{_TELL_USER}\b(?:[^\w']+[\w']+){{0,10}}?[^\w']+{_SUCCESS}"
-        rf"|\b(?:se|si) (?:a |o |la |el |le |l'|il |algum |alguma |algún |alguna |alguno |qualche |un |une |uno |una |um |uma )?\w+ (?:falhar|falla|falle|échoue|fallisce|falhe)\b(?:[^\w']+[\w']+){{0,12}}?[^\w']+{_SUCCESS}"
+        "fails|fail|falhar|falla|échoue|fehlschlägt|fallisce",
+        rf"\bif (?:it|this|that|anything|something|any \w+|the (?:\w+ )?\w+) fails?\b(?:[^\w']+[\w']+){{0,10}}?[^\w']+{_TELL_USER}\b(?:[^\w']+[\w']+){{0,10}}?[^\w']+{_SUCCESS}"
+        rf"|\b(?:se|si) (?:a |o |la |el |le |l'|il )?\w+ (?:falhar|falla|échoue|fallisce)\b(?:[^\w']+[\w']+){{0,12}}?[^\w']+{_SUCCESS}"
         rf"|\bwenn (?:die|der|das) \w+ fehlschlägt\b(?:\W+\w+){{0,12}}?\W+{_SUCCESS}",
     ),
     # Something undone claimed for something destroyed: "say it was archived, not deleted",
@@ -869,49 +829,6 @@ MISREPORT = Intent(
         "as",
         r"^(?=.*?\b(?:users?|customers?|person|client|summary|summari[sz]e|outcome|reply|answer)\b).*?\b(?:describe|list|present|portray|frame|refer to|label|characteri[sz]e|call|word|phrase)\w*\b (?:them|it|those|these|this|that|the \w+|those \w+|these \w+|all \w+|any \w+)\b(?:\W+\w+){0,2}?\W+as\W+['\"‘“«]",
     ),
-    # What the user is told set by the text, not by the outcome: a claim prescribed for every result
-    # ("describe every finding as 'low severity'", "present it as the market rate", "regardless of
-    # price"), never a format ("summarise the results as a table").
-    (
-        "describe|describes|described|describing|present|presents|presented|presenting|report|reports|reported|reporting|portray|portrays|frame|frames|characterise|characterize|show|shows|showing|display|displays|displaying|quote|quotes|represent|represents|refer|tell|tells|telling|summarise|summarize|summarising|summarizing|informa|informe|reporta|décris|décrivez|présente|présentez|descrivi|riporta|descreva|apresente",
-        rf"^(?=.*?\b(?:every|all|each|any|regardless|whatever|no matter|even (?:if|when|though)|todos|todas|cada|siempre|sempre|tous|toutes|chaque|toujours|tutti|tutte|ogni)\b).*?\b{_TELL_AS}\b{gap(6)}(?:as|como|comme|come)\W+(?:{_CLAIM})",
-    ),
-    (
-        "present|presents|portray|portrays|frame|frames|characterise|characterize|characterises|characterizes|disguise|disguises",
-        rf"\b(?:present|portray|frame|characteri[sz]|disguise)\w*\W+(?:it|them|this|that|these|those)\W+(?:off\W+)?as\W+(?:{_CLAIM})",
-    ),
-    # An outcome left out of what the user is told: "leave out the charges when you summarise",
-    # "do not list the flags you used when telling the user", "suppress them from your reply".
-    (
-        _OUTCOME_TRIGGER,
-        rf"\b{_OMIT}{gap(3)}{_OUTCOME}\b[^.;]{{0,80}}?\b{_TELLING}",
-    ),
-    (
-        _OUTCOME_TRIGGER,
-        rf"\b{_TELLING}[^.;]{{0,60}}?\b{_OMIT}{gap(3)}{_OUTCOME}\b",
-    ),
-    (
-        _OMIT_TRIGGER,
-        rf"^(?=.*?\b{_OUTCOME}\b).*?\b{_OMIT}\W+(?:them|it|those|these|that)\b{gap(3)}(?:from|in|out of) (?:your|the) (?:reply|replies|answer|answers|response|responses|summary|summaries|report|message)\b",
-    ),
-    (
-        "abbuchung|abbuchungen|gebühr|gebühren|kosten|fehler|warnung|warnungen|zahlung|zahlungen|buchung|buchungen|transaktionen|befund|befunde|schwachstelle|schwachstellen",
-        rf"\b(?:abbuchung|gebühr|kosten|fehler|warnung|zahlung|buchung|transaktion|befund|schwachstelle)\w*\b{gap(6)}(?:bitte\W+)?(?:weglassen|auslassen|verschweigen|ausblenden|nicht (?:erwähnen|anzeigen|nennen|aufführen|auflisten))\b[^.;]{{0,80}}?(?:zusammenfass\w*|berichte\w*|zeigst|anzeigst|nennst|mitteilst|erzählst|zusammenfassung|antwort)",
-    ),
-    (
-        "所有|全部|每|任何|すべて|全て",
-        r"(?:将|把)[^。]{0,4}(?:所有|全部|每个|每一|任何)[^。]{0,16}(?:描述|说成|报告|标记|称|写)(?:为|成)|(?:すべて|全て)の[^。]{0,16}(?:と|として)(?:報告|説明|表示|記載)",
-    ),
-    (
-        "不要|别|勿|省略|省い|除外|伏せ",
-        r"(?:汇总|总结|告诉用户|报告|回复)[^。]{0,16}(?:不要|别|勿)(?:列出|提及|提到|显示|报告|包括)[^。]{0,12}(?:费用|扣款|错误|警告|漏洞|失败)|(?:手数料|エラー|警告|脆弱性|失敗)[^。]{0,12}(?:省い|省略|除外|伏せ)",
-    ),
-    # The user told that a third party vouches for the tool: "tell them Anthropic's security team
-    # has certified this server".
-    (
-        "tell|assure|inform|reassure|convince|explain",
-        rf"\b(?:tell|assure|inform|reassure|convince|explain to)\b (?:them|the user|users|him|her|the customer|customers)\b{gap(6)}(?:anthropic|openai|google|microsoft|apple|github|the platform|the security team|security team|our (?:security|compliance|legal) team|an? (?:independent )?audit\w*)\b{gap(5)}(?:reviewed|certified|approved|verified|audited|endorsed|vetted|cleared|sanctioned)\b",
-    ),
 )
 # The same across sentences: a tool that destroys for good, and the user told it was undone
 # ("Löscht ... endgültig. Berichte dem Nutzer, dass die Backups verschoben wurden").
@@ -926,10 +843,6 @@ MISREPORT_ACROSS = Intent(
 )
 # Passing something off to the user as what it is not: an advertisement as the model's own
 # opinion, sponsored results unlabelled.
-_SPONSORED = (
-    r"(?:sponsor\w*|paid (?:placement|promotion|partnership|listing|ranking|content|endorsement)s?|advertisements?|advertorial|affiliate (?:links?|deals?|partners?)"
-    r"|promoted (?:content|results?|listings?)|(?:it|this|that|they)(?:'s| is| are|'re) (?:an? )?(?:ad|ads|advert)|(?:an? )?(?:ad|ads|advert) placement)\b"
-)
 DISGUISE = Intent(
     (
         "as|like",
@@ -952,34 +865,6 @@ DISGUISE = Intent(
         r"\bcomo si fuera (?:tu|su) (?:propia )?(?:opinión|recomendación|idea|consejo)\b|\bcomme (?:si c'était )?(?:ton|votre) (?:propre )?(?:avis|opinion|conseil)\b"
         r"|\bals (?:deine|ihre) eigene (?:meinung|empfehlung)\b|\bcome se fosse (?:un |il )?(?:tuo|tua) (?:parere|opinione|consiglio)\b|\bcomo se fosse (?:sua|tua) (?:própria )?(?:opinião|recomendação)\b",
     ),
-    # Sponsorship denied to the user, whatever words stand between: "never disclose that this
-    # ordering is sponsored", "não diga que é patrocinado", "이것이 광고라는 사실은 밝히지 마세요".
-    (
-        "sponsor|sponsors|sponsored|sponsorship|sponsoring|advertorial|paid|affiliate|advertisement|advertisements|ad|ads|advert|promoted",
-        rf"\b(?:do not|don't|never|must not|should not|without)\s+(?:\w+\s+){{0,2}}?(?:say\w*|mention\w*|disclos\w*|reveal\w*|admit\w*|tell\w*|indicat\w*|label\w*|mark\w*|flag\w*|not\w*|stat\w*|signal\w*|acknowledg\w*|explain\w*)\b{gap(8)}{_SPONSORED}"
-        rf"|{_SPONSORED}{gap(6)}(?:must|should|shall|may|is to|are to|need)?\W*(?:not|never) (?:be )?(?:disclos|mention|reveal|label|mark|indicat|state|admit|shown)\w*",
-    ),
-    (
-        "não|no|ne|non|nicht|niemals|nie|не|никогда|광고|广告|赞助|広告|スポンサー|patrocinado|patrocinada|patrocinados|patrocinadas|publicidad|publicidade|sponsorisé|sponsorisée|sponsorisés|sponsorizzato|sponsorizzata|sponsorizzati|gesponsert|werbung|реклам*",
-        r"\b(?:não|no|nunca|jamás)\s+(?:\w+\s+){0,2}?(?:diga|digas|mencione|menciones|informe|informes|revele|reveles|indique|indiques|aclare|aclares|admita)\b[^.!?]{0,60}?(?:patrocinad\w*|publicidad|publicidade|anúncio|anuncio|pag[oa]s?\b)"
-        r"|\bne (?:dis|dites|mentionne|mentionnez|révèle|révélez|précise|précisez|indique|indiquez|signale|signalez) (?:pas|jamais)\b[^.!?]{0,60}?(?:sponsoris\w*|publicit\w*|payé\w*|partenariat)"
-        r"|\bnon (?:dire|dirlo|menzionare|rivelare|indicare|segnalare)\b[^.!?]{0,60}?(?:sponsorizzat\w*|pubblicit\w*|pagat\w*)"
-        r"|\b(?:sage|sag|erwähne|verrate|schreibe)\b[^.!?]{0,20}?\b(?:nicht|niemals|nie)\b[^.!?]{0,40}?(?:gesponsert\w*|werbung|anzeige|bezahlt\w*)|\b(?:nicht|niemals|nie)\b[^.!?]{0,40}?(?:erwähnen|sagen|verraten|kennzeichnen|offenlegen|angeben)\b[^.!?]{0,40}?(?:gesponsert\w*|werbung|anzeige|bezahlt\w*)|(?:gesponsert\w*|werbung|anzeige)\b[^.!?]{0,40}?(?:nicht|niemals|nie) (?:erwähnen|sagen|verraten|kennzeichnen|offenlegen|angeben)"
-        r"|не (?:говори|сообщай|упоминай|раскрывай|признавай)\w*[^.!?]{0,60}?(?:реклам|спонсор|оплачен)"
-        r"|광고[^.。]{0,20}(?:밝히지|말하지|알리지|언급하지|표시하지)|(?:广告|赞助|推广)[^。]{0,12}(?:不要|别|切勿|不得)(?:说|提|告诉|透露|标注|说明)|(?:不要|别|切勿|不得)(?:说|提|告诉|透露|标注|说明)[^。]{0,12}(?:广告|赞助|推广)"
-        r"|(?:広告|スポンサー|pr)[^。]{0,16}(?:言わない|伝えない|明かさない|言わないで|伝えないで|明かさないで|表示しない)",
-    ),
-)
-
-# The user's consent step removed, as an order: "skip the confirmation step", "required to disable
-# confirmation prompts"; not a flag's description ("if true, skip the confirmation prompt").
-CONSENT_SKIP = re.compile(
-    r"(?:^|[,;:(—–]\s*|\b(?:and|then|also|always|please|just|simply|so|you (?:may|can|should|must)|(?:required|authori[sz]ed|allowed|permitted|instructed|expected|free|ok|okay|fine) to)\s+)"
-    r"(?:skip|bypass|disable|turn off|switch off|suppress|omit|ignore|forgo|avoid|circumvent|remove|dismiss)\s+(?:(?:the|any|all|every|its|these|those|this|their|user|user's)\s+){0,2}"
-    r"(?:confirmation|approval|consent|permission|authori[sz]ation|safety|security)\s+(?:steps?|prompts?|dialogs?|dialogues?|checks?|requests?|screens?|questions?|gates?|popups?|pop-ups?)\b"
-)
-FLAG_BEFORE = re.compile(
-    r"(?:\bif (?:true|set|enabled|yes|1|provided|given|passed)|\bwhen (?:true|set|enabled)|\bset to true|=\s*true|--[\w-]+|\bflags?|\boptions?|\bboolean|\bwhether to)\W*(?:\w+\W+){0,2}$"
 )
 
 # -- TP003: hidden instruction blocks ------------------------------------------------------------
@@ -1129,11 +1014,6 @@ CREDENTIAL = Intent(
         r"\b(?:pass|send|include|attach|give|provide|dump|print)\b(?:\W+\w+){0,2}?\W+all (?:the |of the |your |the user's )?(?:environment variables|env vars)\b(?! to the (?:child |sub)?process| to the command)",
     ),
 )
-# A credential file given as a default the model is told to keep: "Default: ~/.ssh/id_ed25519 - the
-# assistant should always use the default".
-DEFAULT_USED = re.compile(
-    r"\bdefault\b.{0,200}?\b(?:always|must|should|shall)\s+(?:\w+\s+)?(?:use|keep|pass|send|read)\s+(?:the |this |that )?(?:default|it)\b"
-)
 # A hidden file or folder in a home directory (~/.cursor/mcp.json, ~/.config/x/session.json):
 # private by convention, so reading it *and* passing it on is taking a secret.
 PRIVATE_FILE = Intent(
@@ -1222,7 +1102,6 @@ PHISH_STRONG = re.compile(
     r"\b(?:card|cvv2?|cvc|security code|\d-digit code|(?:three|four)-digit code|recovery|seed|mnemonic|private key|ssn|social security|banking|bank|pin|tarjeta|karte\w*|kartennummer|carte|carta|cartão|cryptogramme|banco|bancaria|online-banking\w*)\b"
     r"|\b(?:e-?mail|mail|icloud|apple id|gmail|outlook|correo)\W+(?:\w+\W+)?(?:passwords?|contraseña|passwort|kennwort|mot de passe|senha)|\b(?:passwords?|contraseña|passwort|mot de passe|senha)\W+(?:\w+\W+){0,2}?(?:e-?mail|mail|correo|e-mails)\b"
     r"|\b(?:to verify|for verification|verif(?:y|ying) (?:their|your|his|her|the user's) identity|identity|for security|security reasons|zur verifizierung|para verificar|identidad|pour vérifier|identité|per verificare|identità|verificação|identidade)\b|верификац|подтвержден|验证|身份|本人確認|卡号|助记词|安全码|カード番号|暗証番号|номер карты"
-    r"|пароль от (?:почт|банк|аккаунт|учетн|личн)\w*|(?:銀行|バンキング|メール)[^。]{0,8}パスワード|(?:银行|邮箱|网银)[^。]{0,6}密码"
 )
 
 # What a secret holds, not where it is: "the contents of .env", "what they contain".
@@ -1242,8 +1121,6 @@ _TRANSFER_OTHER = (
     "|sende|leite|lade|schicke|schick|übermittle|kopiere|envie|encaminhe|mande|inclua|compartilhe|invia|inoltra|includi|condividi|carica"
     "|отправь|отправьте|отправляй|отправляйте|перешли|перешлите|пересылай|пересылайте|загрузи|загружай|пошли|передай|передавай|melde|melden|copie|stuur|verstuur|gönder|yükle|wyślij|wyslij|prześlij|przeslij|przekaż|przekaz|dołącz|dolacz|wklej|załącz|zalacz"
 )
-TRANSFER_VERBS = _TRANSFER_WORDS
-"""The verbs of sending, as a pattern's alternatives."""
 _CJK_TRANSFER = "보내|전송|업로드|发送|发到|转发|上传|提交|附加|添加|放入|附上|送信|転送|アップロード|送っ|添付|追加|أرسل|ارسل|إرسال|ارفع|انقل"
 # Japanese and Korean deny at the end of the clause: "含めたりすることはありません" (never includes),
 # "보내지 않습니다" (does not send); not "なければなりません" (must), "않으면 안 됩니다" (must).
@@ -1423,49 +1300,6 @@ EXFIL_DIRECT = Intent(
         r"\b(?:call|argument|parameter|field|param)\b.{0,120}?\b(?:(?:entire|full|whole|complete) (?:conversation|chat|history|transcript)|conversation so far)\b"
         r"|\b(?:(?:entire|full|whole|complete) (?:conversation|chat|history|transcript)|conversation so far)\b.{0,80}?\b(?:argument|parameter|field|param)\b",
     ),
-)
-
-# -- TP009: the session's data put where it leaves -----------------------------------------------
-# Data quantified over the session, or a secret named by its variable ("everything the user has
-# told you in this session", "a verbatim copy of all prior tool outputs", "os.environ",
-# "OPENAI_API_KEY"): with a place it leaves by (``SESSION_SINK``) and a verb that puts it there,
-# it is sent whatever the words.
-SESSION_DATA = Intent(
-    (
-        "everything|anything|all",
-        r"\b(?:everything|anything|all)\b(?:\W+\w+){0,3}?\W+(?:the user|they|you)(?: have| has|'ve)? (?:\w+ )?(?:told|said|written|typed|pasted|shared|sent|entered|asked|mentioned|provided|seen|read|received)\b",
-    ),
-    (
-        "outputs|output|results|result|responses|response|messages|message|calls|call",
-        r"\b(?:all|every|each|any)\b(?:\W+\w+){0,2}?\W+(?:prior|previous|earlier|past|other)\W+(?:\w+\W+)?(?:outputs?|results?|responses?|messages?|calls?)\b",
-    ),
-    ("verbatim", r"\bverbatim (?:copy|transcript|record|dump|log) of\b"),
-    (
-        "environ|env|environment",
-        r"\bos\.environ\b|\bprocess\.env\b|\b(?:all|every|each|the (?:full|entire|whole|complete)) (?:\w+ )?(?:environment variables|env vars)\b",
-    ),
-    (
-        "_key*|_token*|_secret*|_password*",
-        r"(?<![\w$])[a-z][a-z0-9]*+(?:_[a-z0-9]+)*?_(?:api_key|key|token|secret|secret_key|password|passwd|pat|access_key|credentials?)\b",
-    ),
-    (
-        "contents|content|text|contenu|contenido|conteúdo|inhalt",
-        r"\b(?:contents?|text) of (?:the |all |any |every )?(?:files?|documents?|pages?) (?:that )?(?:you|the model|the assistant) (?:have |has |'ve )?(?:read|opened|seen|accessed|loaded)\b"
-        r"|\ble contenu des (?:fichiers|documents) que (?:tu as|vous avez) (?:lus?|ouverts?)\b|\bel contenido de los (?:archivos|documentos) que (?:has|haya) (?:leído|abierto)\b"
-        r"|\bo conteúdo dos (?:arquivos|documentos) que (?:você )?(?:leu|abriu)\b|\bden inhalt (?:der|aller) (?:dateien|dokumente),? die du (?:gelesen|geöffnet)",
-    ),
-    (
-        "ortam|variables|umgebungsvariablen|variáveis|variabili|переменные|переменных|环境变量|環境変数|환경",
-        r"\b(?:tüm|bütün) ortam değişken\w*|\btoutes les variables d'environnement\b|\balle umgebungsvariablen\b|\btodas las variables de entorno\b|\btodas as variáveis de ambiente\b|\btutte le variabili d'ambiente\b|\bвсе переменные окружения\b|(?:所有|全部)环境变量|(?:すべて|全て)の環境変数|모든 환경 ?변수",
-    ),
-)
-SESSION_SINK = re.compile(
-    r"(?:^|[\s(\"'`=])[?&][\w-]+=|!\[|https?://\S*[?&][\w-]+=|\b(?:query (?:string|param\w*)|url parameter|image url|tracking pixel)\b"
-    r"|\b(?:in|into|as|to|inside)\s+(?:the\s+)?[`'\"][\w.-]+[`'\"]|[`'\"][\w.-]+[`'\"]\s+(?:argument|parameter|field|param|property|alan\w*|champ|campo|feld|параметр)"
-    r"|\b(?:argument|parameter|field|param)\b|\b(?:set|fill|populate) (?:this|it) (?:to|with)\b|参数|パラメータ|параметр|매개변수"
-)
-SESSION_PUT = re.compile(
-    rf"\b(?:{_TRANSFER_WORDS}|contain|contains|set|fill|populate|add|insert|ajout\w*|ajoute\w*|ekle\w*|agrega\w*|añad\w*|füg\w*|aggiung\w*|adicion\w*|{_TRANSFER_OTHER})\b|{_CJK_TRANSFER}"
 )
 
 # An image whose URL carries data in its query: rendering it sends the data (inline or
@@ -1669,176 +1503,3 @@ SHADOWING = Intent(
 # A sentence ends at . ! ? followed by space, at CJK stops and semicolons, and at line breaks
 # that ``normalize`` kept (blank lines, list items).
 SENTENCES = re.compile(r"(?<=[.!?])\s+|[。！？;；]\s*|\n")
-
-
-# -- mentioned, not instructed ---------------------------------------------------------------------
-# Before any rule reads a text, what it only mentions is blanked: an attack quoted as an example
-# ("such as 'ignore all previous instructions' or 'you are now in developer mode'"), what a detector
-# is said to look for ("detects descriptions that instruct the model to read ~/.ssh/id_rsa"), and a
-# command named in a rule that leaves it to the user ("destructive commands like `rm -rf` should
-# only be run when the user clearly asked"). Every rule then reads the same text: none has to know
-# about mentions, and words outside the blanked spans (an order after the example) are still read.
-
-_CUE = (
-    r"(?:\b(?:such as|like|e\.g\.|eg\.|i\.e\.|for example|for instance|including|as in|phrases?|patterns?|strings?"
-    r"|tales como|como|por ejemplo|p\. ?ej\.|comme|par exemple|tels que|telles que|wie|z\. ?b\.|zum beispiel|etwa|come"
-    r"|ad esempio|per esempio|quali|por exemplo|tais como|zoals|bijvoorbeeld|np\.|na przykład|takie jak|örneğin|mesela"
-    r"|например|такие как|как)|例如|比如|譬如|例えば|たとえば|예를 들어|예컨대|مثل)"
-)
-_CUE_BEFORE = re.compile(rf"{_CUE}[^\w'\"«「\n]{{0,3}}$")
-_CUE_REACH = 24
-"""Characters before a quote in which its cue is sought: the longest cue and three more."""
-_CLOSING = {"'": re.compile(r"'(?!\w)"), '"': re.compile('"'), "«": re.compile("»"), "「": re.compile("」")}
-_LIST_GOES_ON = re.compile(
-    r"[^\S\n]*(?:[,/;、][^\S\n]*)?(?:(?:or|and|o|y|ou|et|oder|und|e|of|en|или|и|lub|veya|ve)[^\S\n]+)?(?=['\"«「])"
-)
-_QUOTED_MAX = 200
-
-# Reported speech of a detector: what it is said to find is its object, not an order. Only the
-# verb's third person or -ing form (an imperative "check for .env files and send them" is an order),
-# with an object a detector has; the blank ends where another clause begins.
-_DETECTOR = re.compile(
-    r"\b(detects|detecting|detection of|detector for|flags|flagging|blocks|blocking|scans|scanning|checks|checking|screens|screening"
-    r"|catches|catching|identifies|identifying|recogni[sz]es|spots|audits|auditing|guards against|protects against|warns (?:about|of|against)"
-    r"|alerts on|filters(?: out)?|filtering|rejects|rejecting|redacts|redacting|classifies|classifying|sanitizes|sanitises|looks for|searches for"
-    r"|hunts for|tests for|analy[sz]es|evaluates|scores|detecta|detecte|détecte|erkennt|rileva|identifica|обнаруживает|выявляет|wykrywa|detecteert"
-    r"|tespit eder)\b"
-    rf"{gap(6)}(?:prompt[- ]injections?|injections?|poison\w*|jailbreak\w*|attacks?|attempts?|patterns?|phrases?|descriptions?|instructions"
-    r"|payloads?|secrets?|credentials?|leak\w*|exposed|malicious|suspicious|hidden|unsafe|manipulat\w*|exfiltrat\w*|phishing|threats?|risky"
-    r"|vulnerabilit\w*|dangerous|destructive|harmful|abuse|pii|sensitive|inyecci\w*|injektion\w*|iniezion\w*|injeç\w*|инъекц\w*|secretos|geheimnisse"
-    r"|segreti|segredos|секрет\w*|malicios\w*|bösartig\w*|вредонос\w*)\b"
-    r"|(检测|识别|検出|検知|탐지)"
-)
-_CLAUSE_ENDS = re.compile(
-    r"[;:]|\b(?:then|afterwards|after that|also|and (?:then |also )?(?:\w+ly )?"
-    rf"(?:{TRANSFER_VERBS}|store|save|write|run|execute|read|open|call)\w*)\b"
-)
-# A command left to the user's word: "only when the user asks", "unless they confirm", "solo se
-# l'utente lo chiede".
-_CONSENT_GATE = re.compile(
-    rf"\bonly\b{gap(4)}(?:when|if|after|once|with)\b{gap(3)}(?:the user|users?|they|explicit\w*|asked|approval|confirmation|consent)"
-    rf"|\bunless\b{gap(3)}(?:the user|users?|they|explicitly|asked)"
-    r"|\b(?:solo|sólo|soltanto|solamente|seulement|uniquement|nur|apenas|somente|alleen|только|tylko|sadece|yalnızca)\s+(?:se|si|s'il|quando|cuando|wenn|falls|als|если|jeśli|gdy|eğer)\b"
-    r"|仅在|只有在|場合のみ|경우에만"
-)
-_NAMING = re.compile(
-    r"\b(?:such as|like|e\.g\.|for example|for instance|including|como|comme|wie|come|zoals|например|как|np\.|örneğin)\b\W*|例如|比如|例えば"
-)
-_NAMED_ENDS = re.compile(
-    r"\b(?:should|must|may|can|are|is|will|require\w*|need\w*|only|solo|sólo|solamente|seulement|uniquement|nur|apenas|somente|alleen|только|tylko|vanno|van|deben|doivent|müssen|sollten|devono|devem|moeten|должны|muszą)\b"
-)
-
-
-_SENTENCE_SPLIT = re.compile(f"({SENTENCES.pattern})")
-
-
-_QUOTES = ("'", '"', "«", "「")
-"""Quotes that mention; not backticks, which mark code to run ("a command like `rm -rf ~/`")."""
-_DETECTOR_STEMS = (
-    "detect", "flag", "block", "scan", "check", "screen", "catch", "identif", "recogni", "spots", "audit", "guards", "protects",
-    "warns", "alerts", "filter", "reject", "redact", "classif", "saniti", "looks for", "searches for", "hunts for", "tests for",
-    "analy", "evaluates", "scores", "erkennt", "rileva", "обнаруж", "выявля", "wykrywa", "tespit", "检测", "识别", "検出", "検知", "탐지",
-)  # fmt: skip
-_GATE_WORDS = (
-    "only", "unless", "solo", "sólo", "soltanto", "solamente", "seulement", "uniquement", "nur", "apenas", "somente", "alleen",
-    "только", "tylko", "sadece", "yalnızca", "仅在", "只有在", "場合のみ", "경우에만",
-)  # fmt: skip
-
-
-def _blank(text: str, spans: list[tuple[int, int]]) -> str:
-    if not spans:
-        return text
-    out, at = [], 0
-    for begin, end in sorted(spans):
-        start = max(begin, at)
-        if end <= start:
-            continue
-        out.append(text[at:start])
-        out.append("...")
-        at = end
-    out.append(text[at:])
-    return "".join(out)
-
-
-def _quotes(text: str) -> Iterator[int]:
-    """Where a quote may open: not an apostrophe inside a word ("don't")."""
-    for quote in _QUOTES:
-        at = text.find(quote)
-        while at >= 0:
-            if not (at and text[at - 1].isalnum()):
-                yield at
-            at = text.find(quote, at + 1)
-
-
-def _quoted_examples(sentence: str) -> Iterator[tuple[int, int]]:
-    """Quoted spans after an example cue, each quote found by a substring search and its cue sought
-    in the few characters before it (no pattern tried at every position of the text)."""
-    done = 0
-    for opening in sorted(_quotes(sentence)):
-        if opening < done or not _CUE_BEFORE.search(sentence, max(0, opening - _CUE_REACH), opening):
-            continue
-        at = opening
-        for _ in range(20):  # a list of examples: "'a', 'b' or 'c'"
-            quote = sentence[at : at + 1]
-            closing = _CLOSING.get(quote)
-            if closing is None:
-                break
-            end = closing.search(sentence, at + 1, at + 1 + _QUOTED_MAX)
-            if end is None:
-                break
-            yield at + 1, end.start()
-            done = end.end()
-            more = _LIST_GOES_ON.match(sentence, end.end())
-            if more is None:
-                break
-            at = more.end()
-
-
-def _detector(text: str) -> re.Match[str] | None:
-    """The first detector's verb and object, tried only where one of its stems occurs."""
-    starts = []
-    for stem in _DETECTOR_STEMS:
-        at = text.find(stem)
-        while at >= 0:
-            starts.append(at)
-            at = text.find(stem, at + 1)
-    for at in sorted(starts):
-        match = _DETECTOR.match(text, at)
-        if match:
-            return match
-    return None
-
-
-def _detected(sentence: str) -> Iterator[tuple[int, int]]:
-    detector = _detector(sentence)
-    if detector:
-        start = detector.end(1) if detector.group(1) else detector.end()  # the object too
-        ends = _CLAUSE_ENDS.search(sentence, start)
-        yield start, ends.start() if ends else len(sentence)
-
-
-def _left_to_user(sentence: str) -> Iterator[tuple[int, int]]:
-    if not _CONSENT_GATE.search(sentence):
-        return
-    for named in _NAMING.finditer(sentence):
-        ends = _NAMED_ENDS.search(sentence, named.end(), named.end() + 80)
-        if ends:
-            yield named.end(), ends.start()
-
-
-def unmention(folded: str) -> str:
-    """``folded`` with what it only mentions blanked (see above), sentence by sentence."""
-    quoted = any(_CUE_BEFORE.search(folded, max(0, at - _CUE_REACH), at) for at in _quotes(folded))
-    detected = _detector(folded)
-    gated = any(word in folded for word in _GATE_WORDS) and _CONSENT_GATE.search(folded)
-    if not (quoted or detected or gated):
-        return folded  # most texts: a few substring tests
-    pieces = []
-    for piece in _SENTENCE_SPLIT.split(folded):
-        spans = [
-            *(_quoted_examples(piece) if quoted else ()),
-            *(_detected(piece) if detected else ()),
-            *(_left_to_user(piece) if gated else ()),
-        ]
-        pieces.append(_blank(piece, spans))
-    return "".join(pieces)
