@@ -30,10 +30,11 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   rules for those classes 49/49, and a second set written after them 14/25 on first sight
   (2/20 honest look-alikes high), 25/25 and none once the rules were widened; probe 12, written
   blind (110 texts, 11 languages), then got 33/60 at high (55%) and 4/50 honest look-alikes high
-  (2 medium), and 59/60 with none high or medium after one notion of "mentioned, not instructed"
-  blanked before every rule (quoted examples, a detector's object, commands left to the user),
-  the user misinformed about the outcome, sponsorship denied, one rare sign alone as medium, the
-  session's data put into a query key or a parameter, and the user's control overridden;
+  (2 medium); rules written after it caught 59/60 with none high, but raised 35 high findings
+  on 45 ordinary honest descriptions (3 without them) and caught 1 more of 70 attacks in a probe
+  written blind after them (probe 13: 130 texts, 19 languages, 37/70 at high and 4/60 honest
+  high on first sight, 38/70 with those rules), so they were taken out; their 45 honest texts are
+  kept as ``review`` (benign only);
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
@@ -69,7 +70,7 @@ from mcpd.trust.verify import scan_text, scan_tool
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 CORPUS = DATA / "poisoning_corpus.jsonl"
-PROBES = tuple(DATA / f"poisoning_probe{n}.jsonl" for n in range(1, 13))
+PROBES = (*(DATA / f"poisoning_probe{n}.jsonl" for n in range(1, 14)), DATA / "poisoning_review.jsonl")
 TOOLRET = ROOT.parent / "shared" / "toolret"
 
 
