@@ -722,7 +722,8 @@ async def test_a_corrupt_sessions_table_costs_only_resumption(tmp_path: Path) ->
             assert await saved_sessions(store, idle=3600) == {}
     finally:
         store.close()
-    assert [entry["event"] for entry in logs] == ["http.sessions_unreadable"]
+    # The store itself turns off over a corrupt page (usage.disabled); the front end says what it costs.
+    assert [entry["event"] for entry in logs].count("http.sessions_unreadable") == 1
     async with http_daemon(tmp_path, usage_db=f'"{db}"') as front:
         await front.daemon.wait_for("http.sessions_unreadable")
         async with sdk_host(front) as host:
