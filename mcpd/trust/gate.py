@@ -5,7 +5,8 @@ Two checks, per server policy:
 - ``verify`` (off | warn | block): everything a server says to models is scanned (its
   ``instructions`` and title, each tool's name, title, description, annotations, input and
   output schemas, and the strings of what else of a tool reaches hosts: ``icons``, ``_meta``,
-  ``execution`` and any field mcpd does not model). Findings are logged; under ``block`` a
+  ``execution`` and any field mcpd does not model; prompts', resources' and templates' names,
+  titles, descriptions and the strings of their extra fields). Findings are logged; under ``block`` a
   server with an unaccepted high finding is kept out of every registry, the
   ``<available_mcps>`` block and selection. ``approve``
   accepts exactly the findings of the current texts: a later change is reviewed again.
@@ -210,7 +211,8 @@ def _scan_annotations(tool: ToolInfo, scanner: Scanner) -> list[Finding]:
 
 
 def _surface_subjects(surface: Surface, subjects: _Subjects) -> list[Subject]:
-    """Prompts, resources and templates: their names, titles and descriptions reach models too.
+    """Prompts, resources and templates: their names, titles and descriptions reach models too, and
+    so do the strings of their extra fields (``_meta``, fields mcpd does not model), keys included.
 
     Named ``prompt:NAME`` / ``resource:URI`` so they never meet a tool's name; findings only, no pins.
     """
@@ -218,23 +220,50 @@ def _surface_subjects(surface: Surface, subjects: _Subjects) -> list[Subject]:
     def said(item: PromptInfo | ResourceInfo | ResourceTemplateInfo) -> dict[str, str]:
         return {"name": item.name, "title": item.title or "", "description": item.description or ""}
 
-    texts: list[tuple[str, dict[str, str]]] = []
+    # Extras as (path, fields) pairs, not merged into one dict: a prompt's extra key spelled like an
+    # argument's path must not overwrite (and so hide) what either holds.
+    texts: list[tuple[str, dict[str, str], list[tuple[str, dict[str, Any]]]]] = []
     for prompt in surface.prompts:
         described = said(prompt)
+        passed = [("", prompt.extra)] if prompt.extra else []
         for argument in prompt.arguments or ():
             described[f"arguments.{argument.name}"] = argument.description or ""
             if argument.title:
                 described[f"arguments.{argument.name}.title"] = argument.title
-        texts.append((f"{SURFACE_PREFIXES[0]}{prompt.name}", described))
+            if argument.extra:
+                passed.append((f"arguments.{argument.name}", argument.extra))
+        texts.append((f"{SURFACE_PREFIXES[0]}{prompt.name}", described, passed))
     for resource in surface.resources:
-        texts.append((f"{SURFACE_PREFIXES[1]}{resource.uri}", said(resource)))
+        passed = [("", resource.extra)] if resource.extra else []
+        texts.append((f"{SURFACE_PREFIXES[1]}{resource.uri}", said(resource), passed))
     for template in surface.templates:
-        texts.append((f"{SURFACE_PREFIXES[1]}{template.uri_template}", said(template)))
+        passed = [("", template.extra)] if template.extra else []
+        texts.append((f"{SURFACE_PREFIXES[1]}{template.uri_template}", said(template), passed))
     made = []
-    for name, described in texts:
+    for name, described, passed in texts:
         text = json.dumps(described, sort_keys=True, ensure_ascii=False)
-        made.append(subjects.make(name, text, text, _each_text(name, described)))
+        # Hashed only where there are extras, so an item without any hashes (and stays accepted) as before.
+        scanned = text
+        if passed:
+            scanned += json.dumps({"passed": passed}, sort_keys=True, ensure_ascii=False, default=str)
+        made.append(subjects.make(name, text, scanned, _each_text_and_passed(name, described, passed)))
     return made
+
+
+def _each_text_and_passed(
+    subject: str, texts: dict[str, str], passed: list[tuple[str, dict[str, Any]]]
+) -> Scan:
+    """Scans each of ``texts`` on its own, then every string of ``passed`` (where: its path)."""
+    each = _each_text(subject, texts)
+    return lambda scanner: [
+        *each(scanner),
+        *(
+            finding
+            for path, fields in passed
+            for where, value in _strings(fields, path)
+            for finding in scanner.scan_text(subject, where, value)
+        ),
+    ]
 
 
 def inspect(
