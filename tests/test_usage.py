@@ -384,6 +384,36 @@ async def test_a_store_deleted_under_the_daemon_is_made_again(tmp_path: Path) ->
         conn.close()
 
 
+async def test_a_store_deleted_while_the_disk_is_full_is_told_as_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file deleted, and its first re-creation refused by a passing error (a full disk): the
+    retry that makes it still tells the daemon the file is new, so what it holds is saved again."""
+    monkeypatch.setattr(store_db, "_RETRY_FIRST", 0.2)
+    monkeypatch.setattr(store_db, "_LOOK_EVERY", 0.1)
+    db = tmp_path / "usage.db"
+    store = Store.open(db)
+    try:
+        told: list[bool] = []
+        store.watch(told.append)
+        connect_for_real, refusals = store_db._connect, [1]
+
+        def full_once(path: Path) -> sqlite3.Connection:
+            if refusals:
+                refusals.pop()
+                full = sqlite3.OperationalError("database or disk is full")
+                full.sqlite_errorcode = 13  # SQLITE_FULL
+                raise full
+            return connect_for_real(path)
+
+        monkeypatch.setattr(store_db, "_connect", full_once)
+        db.unlink()
+        await until(lambda: not refusals and store.state.state == "ok" and bool(told))
+        assert told == [True]
+    finally:
+        store.close()
+
+
 async def test_store_schema_version_and_reopen(tmp_path: Path) -> None:
     """The schema is versioned; reopening keeps the data; a newer schema is refused clearly."""
     db = tmp_path / "usage.db"

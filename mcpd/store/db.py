@@ -388,6 +388,9 @@ class Store:
         self._conn: sqlite3.Connection | None = None
         self._file: tuple[int, int] | None = None
         """The file opened (device, inode): the path naming another means it was deleted or replaced."""
+        self._gone_untold = False
+        """The file was deleted or replaced and the daemon not yet told of the one opened since: the
+        first open to succeed says so, even when a passing error (a full disk) made it a retry's."""
         self._analyse = functools.lru_cache(_QUERY_CACHE)(analyse) if analyse is not None else None
         self._retention_days = retention_days
         self._next_prune = 0.0
@@ -689,16 +692,22 @@ class Store:
                 why="deleted" if found is None else "replaced",
                 consequence="opened again; what the daemon holds (approvals, pins) is saved again",
             )
+        self._gone_untold = True
         self._open()
-        if self.readable:
-            self._tell(recreated=True)
+        self._tell_if_readable()
 
     def _retry_if_due(self) -> None:
         if self.condition != "retrying" or self._conn is not None or time.monotonic() < self._retry_at:
             return
         self._open()
+        self._tell_if_readable()
+
+    def _tell_if_readable(self) -> None:
+        """Tell the daemon the store can be read again, and whether its file is a new one (what the
+        daemon holds must then be saved again: the old file took it along)."""
         if self.readable:
-            self._tell(recreated=False)
+            recreated, self._gone_untold = self._gone_untold, False
+            self._tell(recreated=recreated)
 
     def _tell(self, *, recreated: bool) -> None:
         if self._watcher is not None:
