@@ -286,6 +286,38 @@ async def test_a_lock_held_by_another_process_is_waited_out(
         store.close()
 
 
+async def test_a_lock_met_at_open_is_retried_with_nothing_to_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's lock met at open: the store retries it with backoff by itself, not only
+    when a record comes, and comes back once the lock is gone; the thread never spins meanwhile."""
+    monkeypatch.setattr(store_db, "_BUSY_WAIT", 0.1)
+    monkeypatch.setattr(store_db, "_RETRY_FIRST", 0.2)
+    db = tmp_path / "usage.db"
+    Store.open(db).close()  # created and migrated
+    locker = exclusive(db)
+    store = Store.open(db)
+    try:
+        assert store.state.state == "retrying" and store.readable
+        wakes = 0
+        process = store._process
+
+        def counted(batch: list[object], *, last: bool = False) -> None:
+            nonlocal wakes
+            wakes += 1
+            process(batch, last=last)
+
+        monkeypatch.setattr(store, "_process", counted)
+        await anyio.sleep(1.5)
+        assert store.state.state == "retrying"
+        assert wakes < 10  # retries at 0.2, 0.4 and 0.8 s, looks every 2 s; it spun at 20 a second
+        locker.execute("ROLLBACK")
+        await until(lambda: store.state.state == "ok", timeout=10)
+    finally:
+        locker.close()
+        store.close()
+
+
 FULL_DISK = """
 import asyncio, json, resource, sys, time
 from pathlib import Path

@@ -564,6 +564,8 @@ class Store:
             log.debug("usage.read_only_failed", path=str(self.path), error=str(exc))
             return False
         self._conn, self.condition = conn, "read_only"
+        # Nothing retries a read-only store: a retry that was due would wake the thread every 50 ms.
+        self._retry_at = math.inf
         self.reason = (
             f"usage store {self.path} is read-only ({refusal}): calls are not recorded, approvals not saved"
         )
@@ -736,10 +738,17 @@ class Store:
     def _process(self, batch: list[Any], *, last: bool = False) -> None:
         calls = [item for item in batch if type(item) is tuple]
         records = [item for item in batch if type(item) is not tuple and not isinstance(item, _Job)]
-        retry_due = self.condition == "retrying" and (last or time.monotonic() >= self._retry_at)
+        due = self.condition == "retrying" and time.monotonic() >= self._retry_at
+        retry_due = due or (self.condition == "retrying" and last)
         if self._conn is not None and (self.writable or retry_due):
             if calls or records or self._held_calls or self._held:
                 self._write(self._conn, calls, records)
+            elif due:
+                # Nothing to write, yet the retry is due (a lock met at open, say): an empty write
+                # tries the lock, so the store recovers or backs off by itself, rather than waking
+                # every 50 ms and saying "retrying" until some record comes. Not at close: it would
+                # wait out the busy timeout for nothing.
+                self._write(self._conn, [], [])
         elif self.condition == "retrying":
             self._hold(calls, records)
         else:
