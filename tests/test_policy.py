@@ -8,7 +8,15 @@ import pytest
 
 from mcpd.config.model import MAX_STOP_GRACE, DaemonSettings, RestartPolicy, ServerConfig
 from mcpd.supervisor.actor import stop_bound
-from mcpd.supervisor.policy import UNREACHABLE_MAX_DELAY, Ending, GiveUp, Retry, Stop, decide
+from mcpd.supervisor.policy import (
+    RECOVERED_AFTER,
+    UNREACHABLE_MAX_DELAY,
+    Ending,
+    GiveUp,
+    Retry,
+    Stop,
+    decide,
+)
 from mcpd.supervisor.supervisor import STOP_BOUND
 
 POLICY = RestartPolicy(initial_delay=1.0, max_delay=60.0, multiplier=2.0, jitter=0.0, stable_after=30.0)
@@ -115,3 +123,18 @@ def test_no_config_can_make_a_stop_outlast_the_supervisor_bound() -> None:
     """The largest stop_grace allowed still stops within STOP_BOUND: reload and shutdown are bounded."""
     slowest = ServerConfig(name="x", command="x", stop_grace=MAX_STOP_GRACE)
     assert stop_bound(slowest.stop_grace) <= STOP_BOUND
+
+
+def test_a_run_live_for_a_while_after_an_outage_resets_the_count() -> None:
+    """The reconnects of an outage do not weigh on the backoff after the next failure once the
+    server has been live RECOVERED_AFTER seconds since (a stdio server needs stable_after)."""
+    policy = RestartPolicy(initial_delay=1.0, max_delay=60.0, jitter=0.0)
+    after = {"policy": policy, "wanted": True, "unit_random": 0.5}
+    recovered = decide(Ending.CRASHED, "x", attempt=12, ran_for=RECOVERED_AFTER, after_outage=True, **after)
+    assert recovered == Retry(1, 1.0)
+    too_soon = decide(
+        Ending.CRASHED, "x", attempt=12, ran_for=RECOVERED_AFTER - 1, after_outage=True, **after
+    )
+    assert too_soon == Retry(13, 60.0)
+    no_outage = decide(Ending.CRASHED, "x", attempt=12, ran_for=RECOVERED_AFTER, **after)
+    assert no_outage == Retry(13, 60.0)

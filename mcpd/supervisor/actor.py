@@ -169,6 +169,8 @@ class ServerActor:
         self._server_info: ServerInfo | None = None
         self._live_since: float | None = None
         self._attempt = 0
+        self._last_ending: Ending | None = None
+        """How the previous run ended (None before the first, or after a start asked for)."""
         self._next_retry_at: float | None = None
         self._history: deque[StateChange] = deque(maxlen=HISTORY)
         self.first_attempt_done = anyio.Event()
@@ -420,6 +422,7 @@ class ServerActor:
         ran_for = time.monotonic() - self._live_since if self._live_since else 0.0
         self._live_since = None
         self.last_exit = ended.reason
+        after_outage, self._last_ending = self._last_ending is Ending.UNREACHABLE, ended.ending
         return decide(
             ended.ending,
             ended.reason,
@@ -428,6 +431,7 @@ class ServerActor:
             policy=self.config.restart,
             wanted=self._want_running,
             unit_random=self._random(),
+            after_outage=after_outage,
         )
 
     def _give_up(self, decision: Decision) -> None:
@@ -471,11 +475,15 @@ class ServerActor:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._watch_wishes, tg)
-                slot = await self._start_gate.enter()
-                tg.start_soon(slot.expire)
+                # Only children pass the start gate: it shares out this machine's CPU among the
+                # processes starting at once, which a remote handshake does not use.
+                slot = await self._start_gate.enter() if http is None else None
+                if slot is not None:
+                    tg.start_soon(slot.expire)
                 async with self._connect(tg, http) as session:
                     link = await self._handshake(session, http)
-                    slot.release()
+                    if slot is not None:
+                        slot.release()
                     tg.start_soon(watchers.watch_refused, link)
                     tg.start_soon(watchers.watch_health, link, self.config, self)
                     tg.start_soon(watchers.watch_tools, link, self._tools_dirty, self.config, self)
@@ -532,16 +540,22 @@ class ServerActor:
             with anyio.fail_after(timeout):
                 info, tools, surface = await handshake(session)
         except TimeoutError:
-            self._start_gate.timed_out()
+            if http is None:  # a remote server's slowness says nothing of this machine's load
+                self._start_gate.timed_out()
             reason = f"no answer to initialize and its lists within {timeout:g}s"
             raise await self._handshake_failed(reason) from None
         except RequestFailed as exc:
-            # A refused connection, or a gateway's 502-504 (the HTTP layer has said so): not there yet.
             reason = str(exc) or "the connection closed"
+            if http is not None and http.auth_refused:
+                # Not an outage to reconnect to every few seconds: the credentials must change
+                # (or the server's mind); retried with the backoff of a crash, saying why.
+                raise RunEnded(http.reason or reason) from None
+            # A refused connection, or a gateway's 502-504 (the HTTP layer has said so): not there yet.
             if http is not None and (is_lost(exc) or http.reason is not None):
                 raise RunEnded(http.reason or reason, Ending.UNREACHABLE) from None
             raise await self._handshake_failed(reason) from None
-        self._start_gate.succeeded()
+        if http is None:
+            self._start_gate.succeeded()
         self._server_info = info
         self._set_tools(tools)
         self._surface = surface

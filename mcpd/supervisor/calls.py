@@ -26,6 +26,7 @@ from mcpd.supervisor.session import (
     ProgressCallback,
     Refused,
     Session,
+    TransportFailed,
 )
 
 _EXIT_WAIT = 0.5
@@ -89,6 +90,8 @@ async def _error(
         return CallTimeout(f"{server}/{tool} did not answer within {limit:g}s", data)
     if isinstance(exc, msgspec.EncodeError | TypeError) and link.child is not None:
         return InvalidParams(f"arguments for {tool} cannot be sent as JSON: {exc}")
+    if isinstance(exc, TransportFailed):
+        return TransportError(f"{server} failed {tool}: {exc}", data)
     if isinstance(exc, NotReading):
         return TransportError(f"{server}: {exc}", data)
     if isinstance(exc, Malformed | msgspec.DecodeError | msgspec.ValidationError | TypeError):

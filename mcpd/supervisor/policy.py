@@ -29,6 +29,12 @@ costs one connection attempt, not a process, so the server is back within second
 return however long it was away."""
 
 
+RECOVERED_AFTER = 5.0
+"""Seconds a remote server's run must be live, after an outage (runs that ended unreachable), for
+the outage to count as over: the reconnects it took do not make the backoff after the next failure
+longer (a gateway's blip ten seconds after the outage would otherwise wait the outage's delay)."""
+
+
 class Ending(enum.StrEnum):
     """How a run ended, as far as the restart decision cares."""
 
@@ -62,9 +68,14 @@ class Stop(msgspec.Struct, frozen=True):
 Decision = Retry | GiveUp | Stop
 
 
-def next_attempt(attempt: int, ran_for: float, policy: RestartPolicy) -> int:
-    """The count of unstable runs after one that lasted ``ran_for`` seconds: a stable run resets it."""
-    return 1 if ran_for >= policy.stable_after else attempt + 1
+def next_attempt(attempt: int, ran_for: float, policy: RestartPolicy, *, after_outage: bool = False) -> int:
+    """The count of unstable runs after one that lasted ``ran_for`` seconds: a stable run resets it,
+    and so does a run live for ``RECOVERED_AFTER`` after an outage (``after_outage``: the run before
+    it ended unreachable)."""
+    stable = policy.stable_after
+    if after_outage:
+        stable = min(stable, RECOVERED_AFTER)
+    return 1 if ran_for >= stable else attempt + 1
 
 
 def decide(
@@ -76,15 +87,17 @@ def decide(
     policy: RestartPolicy,
     wanted: bool,
     unit_random: float,
+    after_outage: bool = False,
 ) -> Decision:
     """What to do after a run that ended with ``ending`` (``reason`` says how).
 
     ``attempt`` is the count of unstable runs before this one, ``ran_for`` how long this
-    one was live (0 if it never was), ``unit_random`` a number in [0, 1) for the jitter.
+    one was live (0 if it never was), ``unit_random`` a number in [0, 1) for the jitter,
+    ``after_outage`` whether the run before this one ended ``UNREACHABLE``.
     """
     if not wanted:
         return Stop()
-    attempt = next_attempt(attempt, ran_for, policy)
+    attempt = next_attempt(attempt, ran_for, policy, after_outage=after_outage)
     if ending is Ending.UNSPAWNABLE:
         return GiveUp(attempt, f"cannot start: {reason}")
     if ending is Ending.INTERNAL:

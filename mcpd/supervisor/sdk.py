@@ -13,7 +13,12 @@ elicitation request belongs to.
 
 The HTTP client is ours, wrapped in ``_Watch``: it reports at once what the SDK would only log
 or retry quietly (a refused connection, a closed event stream, a session the server no longer
-knows), so that the actor reconnects without waiting for the next ping.
+knows, refused credentials), so that the actor reconnects without waiting for the next ping. It
+also keeps each request of ours to its caller (the same context): the request is closed when the
+caller stops waiting, its JSON answer is read up to ``MAX_ANSWER_BYTES`` only, and what was wrong
+at the HTTP level (a status, a content type, a body that is not the answer) is noted on the
+request's ``CallMark``, which ``_translated`` turns into the session's errors in place of the
+JSON-RPC error the SDK makes up for it.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any, TypeVar, cast
 
 import anyio
@@ -64,7 +70,9 @@ from mcpd.supervisor.session import (
     NotDelivered,
     ProgressCallback,
     Refused,
+    RequestFailed,
     SessionHooks,
+    TransportFailed,
     contents,
     every_page,
     if_served,
@@ -73,6 +81,7 @@ from mcpd.supervisor.session import (
     template_info,
     tool_info,
 )
+from mcpd.supervisor.stdio import MAX_LINE_BYTES
 from mcpd.supervisor.wakeup import Wakeup
 
 __all__ = [
@@ -124,9 +133,39 @@ def describe_mcp_error(exc: MCPError) -> str:
 
 @dataclass(eq=False)
 class CallMark:
-    """What the transport saw of one call: ``refused`` means the request never reached the server."""
+    """What the HTTP layer saw of one request (and the requests it sends on its behalf)."""
 
     refused: bool = False
+    """The request never reached the server (no connection)."""
+    status: int | None = None
+    """The HTTP status of an error answer (400 and up)."""
+    lost_session: bool = False
+    """That status was a 404 to our session id."""
+    refusal: bool = False
+    """That error answer's body is a JSON-RPC error: the server refused in its own words."""
+    failure: str | None = None
+    """What was wrong with a 2xx answer, found by the HTTP layer (too large, not JSON, ...)."""
+    over: bool = False
+    """The caller has its answer or gave up: what is still open of its request is closed."""
+    scopes: set[anyio.CancelScope] = field(default_factory=set)
+    """What reads the request's answer now (at most one at a time)."""
+
+    def end(self) -> None:
+        self.over = True
+        for scope in self.scopes:
+            scope.cancel()
+
+    def http_error(self) -> RequestFailed | None:
+        """The session error of an HTTP-level failure of the request, if there was one."""
+        if self.failure is not None:
+            return Malformed(self.failure)
+        if self.status is None:
+            return None
+        reason = f"HTTP {self.status} {_phrase(self.status)}".rstrip()
+        if self.status in NOT_DELIVERED or self.lost_session:
+            return NotDelivered(reason)
+        # The body was the server's JSON-RPC error: a refusal, as on stdio.
+        return None if self.refusal else TransportFailed(reason)
 
 
 _CALL: contextvars.ContextVar[CallMark | None] = contextvars.ContextVar("mcpd_call", default=None)
@@ -141,6 +180,10 @@ def track_call() -> Iterator[CallMark]:
         yield mark
     finally:
         _CALL.reset(token)
+        # A call that gave up (timed out, cancelled) closes its own HTTP request: a server that
+        # ignores notifications/cancelled would otherwise keep it open (and its pool slot, and an
+        # endless event stream being read) for as long as it likes.
+        mark.end()
 
 
 class HttpWatch:
@@ -151,14 +194,39 @@ class HttpWatch:
         """Something failed or closed: check the server now rather than at the next ping."""
         self.session_lost = anyio.Event()
         """The server answered 404 to our session id: it restarted and forgot us; reconnect."""
+        self.auth_refused = False
+        """The server (or a proxy before it) answered 401 or 403: our credentials were refused."""
         self.reason: str | None = None
         """The latest trouble reported, if any."""
 
-    def report(self, reason: str, *, lost: bool = False) -> None:
+    def report(self, reason: str, *, lost: bool = False, auth: bool = False) -> None:
         self.reason = reason
+        self.auth_refused = self.auth_refused or auth
         self.trouble.set()
         if lost:
             self.session_lost.set()
+
+
+MAX_ANSWER_BYTES = MAX_LINE_BYTES
+"""The largest JSON answer (and event of an event stream) read from a remote server, as a stdio
+server's line: reading stops there and the request fails, naming the limit."""
+ERROR_BODY_BYTES = 64 * 1024
+"""Bytes of an HTTP error answer read to find a JSON-RPC error in it; a longer body is not one."""
+NOT_DELIVERED = frozenset({401, 403, 502, 503})
+"""HTTP statuses that say the request was not run, so it may be sent again on a new connection:
+401/403 (refused at the door) and 502/503 (a gateway found no server behind it, or the server is
+not taking requests); so is a 404 to our session id (the server forgot the session; MCP says to
+start a new one). Any other error status may come after the server ran the request (a 500 from its
+handler, a 504 from a gateway that gave up waiting on it): such a request fails, it is not resent."""
+_LARGE = 1024 * 1024
+"""A body larger than this is checked off the event loop."""
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
 
 
 class _WatchedStream(httpx2.AsyncByteStream):
@@ -181,6 +249,33 @@ class _WatchedStream(httpx2.AsyncByteStream):
         await self._inner.aclose()
 
 
+class _AnswerStream(httpx2.AsyncByteStream):
+    """The event stream that answers one request: it ends when the request's caller is over."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream, mark: CallMark) -> None:
+        self._inner = inner
+        self._mark = mark
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        chunks = self._inner.__aiter__()
+        while not self._mark.over:
+            # The scope covers the wait for a chunk only, never a yield (the reader's own code).
+            with anyio.CancelScope() as scope:
+                self._mark.scopes.add(scope)
+                try:
+                    chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    return
+                finally:
+                    self._mark.scopes.discard(scope)
+            if scope.cancelled_caught:
+                return
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 NOTICE_WAIT = 2.0
 """Seconds a remote server gets to accept a notification (a cancellation, initialized)."""
 
@@ -188,15 +283,73 @@ NOTICE_WAIT = 2.0
 _route = msgspec.json.Decoder(mcp.Route)
 
 
-def _notice(request: httpx2.Request) -> bool:
-    """A POST of one JSON-RPC notification (a method, no id)."""
+class _ErrorBody(msgspec.Struct):
+    error: mcp.ErrorObject
+
+
+class _Answer(msgspec.Struct):
+    id: mcp.RequestId | None = None
+    result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    error: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+_error_body = msgspec.json.Decoder(_ErrorBody)
+_answer_body = msgspec.json.Decoder(_Answer)
+
+
+def _message(request: httpx2.Request) -> mcp.Route | None:
+    """The JSON-RPC message a POST carries (just its id and method), if it is one."""
     if request.method != "POST":
-        return False
+        return None
     try:
-        message = _route.decode(request.content)
+        return _route.decode(request.content)
     except (*DECODE_FAILURES, httpx2.RequestNotRead):
-        return False
-    return message.id is msgspec.UNSET and message.method is not msgspec.UNSET
+        return None
+
+
+def _check_answer(body: bytes, request_id: object) -> str | None:
+    """What is wrong with a JSON answer to the request ``request_id``, if anything."""
+    try:
+        answer = _answer_body.decode(body)
+    except DECODE_FAILURES as exc:
+        return f"an answer that is not a JSON-RPC message: {exc}"
+    if str(answer.id) != str(request_id) and answer.error is msgspec.UNSET:
+        return f"an answer to another request (id {answer.id!r}, not {request_id!r})"
+    return None
+
+
+def _stand_in(request: httpx2.Request) -> httpx2.Response:
+    """What the SDK is given for an answer mcpd read no further: a 202 (no answer will come), which
+    it passes to the request's waiter as an error (if it still waits; the mark says why)."""
+    return httpx2.Response(202, request=request)
+
+
+def _with_body(response: httpx2.Response, body: bytes, request: httpx2.Request) -> httpx2.Response:
+    """``response`` with the (decoded) body mcpd read from it."""
+    dropped = {"content-encoding", "content-length", "transfer-encoding"}
+    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in dropped]
+    extensions = {k: v for k, v in response.extensions.items() if k in ("http_version", "reason_phrase")}
+    return httpx2.Response(
+        response.status_code, headers=headers, content=body, request=request, extensions=extensions
+    )
+
+
+async def _read(response: httpx2.Response, limit: int) -> bytes | None:
+    """The decoded body of ``response``, or None once it passes ``limit`` bytes (reading stops)."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+async def _close(response: httpx2.Response) -> None:
+    # Shielded: a response left half read would keep its connection; closing it is local and quick.
+    with anyio.CancelScope(shield=True), anyio.move_on_after(NOTICE_WAIT):
+        await response.aclose()
 
 
 class _Watch(httpx2.AsyncBaseTransport):
@@ -205,7 +358,8 @@ class _Watch(httpx2.AsyncBaseTransport):
         self._watch = watch
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        if _notice(request):
+        message = _message(request)
+        if message is not None and message.id is msgspec.UNSET and message.method is not msgspec.UNSET:
             # A notification is answered at once (202). The SDK posts one inline, holding every
             # later request behind it: a server that stopped answering must not hold them long.
             # Given up on, it is trouble (the run ends and reconnects); the SDK is told "accepted",
@@ -214,7 +368,69 @@ class _Watch(httpx2.AsyncBaseTransport):
                 return await self._send(request)
             self._watch.report(f"no answer to a notification within {NOTICE_WAIT:g}s")
             return httpx2.Response(202, request=request)
-        return await self._send(request)
+        mark = _CALL.get()
+        request_post = (
+            message is not None and message.id is not msgspec.UNSET and message.method is not msgspec.UNSET
+        )
+        resumed = request.method == "GET" and "last-event-id" in request.headers
+        if mark is None or not (request_post or resumed):
+            return await self._send(request)
+        # A request of ours (or its event stream resumed): it lives only as long as its caller waits.
+        if mark.over:
+            return _stand_in(request)
+        with anyio.CancelScope() as scope:
+            mark.scopes.add(scope)
+            try:
+                response = await self._send(request)
+                return await self._answer(request, response, mark, message.id if message else None)
+            finally:
+                mark.scopes.discard(scope)
+        return _stand_in(request)  # the caller gave up first
+
+    async def _answer(
+        self, request: httpx2.Request, response: httpx2.Response, mark: CallMark, request_id: object
+    ) -> httpx2.Response:
+        """The answer to a request of ours as the SDK is to see it; what is wrong is on ``mark``."""
+        try:
+            answer = await self._read_answer(request, response, mark, request_id)
+        except BaseException:
+            await _close(response)
+            raise
+        if answer is not response:
+            await _close(response)
+        return answer
+
+    async def _read_answer(
+        self, request: httpx2.Request, response: httpx2.Response, mark: CallMark, request_id: object
+    ) -> httpx2.Response:
+        if response.status_code >= 400:
+            body = await _read(response, ERROR_BODY_BYTES)
+            mark.status = response.status_code
+            mark.lost_session = response.status_code == 404 and "mcp-session-id" in request.headers
+            try:
+                mark.refusal = body is not None and bool(_error_body.decode(body))
+            except DECODE_FAILURES:
+                mark.refusal = False
+            return _with_body(response, body if mark.refusal and body else b"", request)
+        if response.status_code == 202 or not 200 <= response.status_code < 300:
+            return response  # accepted (no answer follows), or a redirect: the SDK's own handling
+        kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if kind == "text/event-stream" and isinstance(response.stream, httpx2.AsyncByteStream):
+            response.stream = _AnswerStream(response.stream, mark)
+            return response
+        if kind != "application/json" or request.method != "POST":
+            mark.failure = f"an answer of content type {kind or 'none'!r}, not JSON nor an event stream"
+            return _stand_in(request)
+        body = await _read(response, MAX_ANSWER_BYTES)
+        if body is None:
+            mark.failure = f"an answer larger than {MAX_ANSWER_BYTES // 2**20} MiB (the limit)"
+            return _stand_in(request)
+        # A large body is checked off the event loop: other servers' calls go on meanwhile.
+        if len(body) > _LARGE:
+            mark.failure = await anyio.to_thread.run_sync(_check_answer, body, request_id)
+        else:
+            mark.failure = _check_answer(body, request_id)
+        return _stand_in(request) if mark.failure else _with_body(response, body, request)
 
     async def _send(self, request: httpx2.Request) -> httpx2.Response:
         try:
@@ -229,10 +445,17 @@ class _Watch(httpx2.AsyncBaseTransport):
         except httpx2.TransportError as exc:
             self._watch.report(f"{request.method} failed: {type(exc).__name__}: {exc}")
             raise
-        if response.status_code == 404 and "mcp-session-id" in request.headers:
+        status = response.status_code
+        if status == 404 and "mcp-session-id" in request.headers:
             self._watch.report("the server no longer knows our session (HTTP 404)", lost=True)
-        elif response.status_code in (502, 503, 504):
-            self._watch.report(f"HTTP {response.status_code} from {request.method}")
+        elif status in (401, 403):
+            self._watch.report(
+                f"authentication refused (HTTP {status} {_phrase(status)}): "
+                "check the headers configured for this server",
+                auth=True,
+            )
+        elif status in (502, 503, 504):
+            self._watch.report(f"HTTP {status} {_phrase(status)} from {request.method}")
         elif request.method == "GET" and isinstance(response.stream, httpx2.AsyncByteStream):
             response.stream = _WatchedStream(response.stream, self._watch)
         return response
@@ -255,6 +478,11 @@ def _translated(what: str) -> Iterator[None]:
         try:
             yield
         except MCPError as exc:
+            # What the HTTP layer saw comes first: the SDK turns an HTTP failure into a JSON-RPC
+            # error of its own making, which is not the server's word.
+            failed = mark.http_error()
+            if failed is not None:
+                raise failed from None
             if exc.code != CONNECTION_CLOSED:
                 raise Refused(exc.code, exc.error.message, exc.error.data) from None
             if mark.refused:
@@ -444,7 +672,8 @@ async def open_http_session(
     """A client session to a streamable HTTP server, its HTTP layer reporting to ``watch``."""
     assert config.url is not None
     # No read timeout: the event stream stays open for good, and every request already has
-    # its own deadline (calls, pings, the handshake).
+    # its own deadline (calls, pings, the handshake), at which its HTTP request is closed
+    # (``track_call``).
     timeout = httpx2.Timeout(config.connect_timeout, read=None)
     transport = _Watch(httpx2.AsyncHTTPTransport(), watch)
     headers = dict(config.headers) or None
@@ -463,7 +692,10 @@ async def open_http_session(
     logging = _logging_callback(hooks.log) if hooks.log is not None else None
     async with (
         httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport) as http,
-        streamable_http_client(config.url, http_client=http) as (read, write),
+        streamable_http_client(config.url, http_client=http, max_sse_event_size=MAX_ANSWER_BYTES) as (
+            read,
+            write,
+        ),
         ClientSession(
             read,
             write,

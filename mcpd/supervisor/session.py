@@ -66,6 +66,11 @@ class ConnectionLost(RequestFailed):
     """The connection ended after the server read the request (or may have), before the answer."""
 
 
+class TransportFailed(RequestFailed):
+    """The transport failed the request with a reason of its own (an HTTP error status) after the
+    server may have read it: not resent."""
+
+
 class Malformed(RequestFailed):
     """The answer cannot be used: not the shape its method has, or a protocol revision mcpd does not speak."""
 

@@ -95,11 +95,15 @@ async def watch_refused(link: Link) -> None:
 async def watch_health(link: Link, config: ServerConfig, hooks: Hooks) -> None:
     """Ping every ``ping_interval``, and at once when the HTTP layer reports trouble.
 
-    ``unhealthy_after`` failures in a row end the run (the server is up but useless).
+    ``unhealthy_after`` failures in a row end the run (the server is up but useless). After a failed
+    ping the next waits ``ping_gap`` at least, trouble or not: a burst of trouble reports (a
+    gateway's 502s, each one a report) must not count its failures within milliseconds.
     """
     failures = 0
     while True:
         with anyio.move_on_after(config.ping_interval):
+            if failures:
+                await anyio.sleep(ping_gap(config))
             if link.http is not None:
                 await link.http.trouble.wait()
             else:
@@ -117,6 +121,12 @@ async def watch_health(link: Link, config: ServerConfig, hooks: Hooks) -> None:
             continue
         failures = 0
         hooks.recover("ping answered")
+
+
+def ping_gap(config: ServerConfig) -> float:
+    """Least seconds between a failed ping and the next (``ping_interval`` if that is shorter): as
+    long as a ping may take, and a second at least."""
+    return max(1.0, config.ping_timeout)
 
 
 async def watch_tools(link: Link, dirty: Wakeup, config: ServerConfig, hooks: Hooks) -> None:

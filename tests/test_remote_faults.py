@@ -1,0 +1,216 @@
+"""Remote (streamable HTTP) servers that misbehave at the HTTP level (mcpd.testing.hostile_http): a
+call that gives up closes its own request, answers are capped while read, HTTP failures are typed
+errors, requests the server refused before running them run after the reconnect, a refused
+login says so, a gateway's blip costs seconds, and hung remotes leave the start gate alone."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+import pytest
+
+from mcpd.config.model import Config, RestartPolicy, ServerConfig
+from mcpd.errors import CallTimeout, TransportError
+from mcpd.model.states import ServerState
+from mcpd.supervisor.actor import ServerActor
+from mcpd.supervisor.gate import StartGate
+from mcpd.supervisor.supervisor import open_supervisor
+from mcpd.testing.hostile_http import command, control
+from mcpd.testing.remote import free_port, running_http_server
+
+pytestmark = pytest.mark.anyio
+S = ServerState
+TINY_CAP = RestartPolicy(initial_delay=0.01, max_delay=0.05, jitter=0.0)
+
+
+@asynccontextmanager
+async def hostile(*flags: str, **config: object) -> AsyncIterator[tuple[ServerActor, str]]:
+    """A hostile server and a supervisor of it as ``r`` (running unless the server starts refusing)."""
+    port = free_port()
+    async with running_http_server(command(port, *flags), port) as url:
+        settings: dict[str, object] = {"ping_interval": 3600.0, "restart": TINY_CAP, **config}
+        remote = ServerConfig(name="r", url=url, **settings)  # type: ignore[arg-type]
+        async with open_supervisor(Config(source="<test>", servers=(remote,))) as sup:
+            yield sup.actor("r"), url
+
+
+async def open_connections(url: str, at_most: int, timeout: float = 10.0) -> int:
+    """The server's open connections once they are ``at_most`` (or what they are after ``timeout``)."""
+    with anyio.move_on_after(timeout):
+        while (await control(url))["open"] > at_most + 1:  # + the control request's own
+            await anyio.sleep(0.1)
+    return int((await control(url))["open"]) - 1
+
+
+async def test_calls_that_time_out_close_their_http_requests() -> None:
+    """A server that never answers calls (and ignores notifications/cancelled): each call that times
+    out closes its request, so the pool is not used up and the server is usable the moment it
+    answers again (before: one open connection per timed-out call, 17 -> 115 fds for 100)."""
+    async with hostile() as (actor, url):
+        await actor.wait_state(S.RUNNING, timeout=60)
+        await actor.call_tool("echo", {"text": "warm"}, timeout=30)
+        before = await open_connections(url, at_most=100, timeout=0)
+        await control(url, mode="hang", methods=["tools/call"])
+        for _ in range(20):
+            with pytest.raises(CallTimeout):
+                await actor.call_tool("echo", {"text": "x"}, timeout=0.2)
+        assert await open_connections(url, at_most=before) <= before
+        await control(url, mode="ok")
+        started = time.monotonic()
+        result = await actor.call_tool("echo", {"text": "answered"}, timeout=30)
+        assert result.content[0]["text"] == "answered" and time.monotonic() - started < 5
+        assert actor.state is S.RUNNING
+
+
+async def test_an_endless_event_stream_is_closed_when_its_call_times_out() -> None:
+    """A call answered by an event stream of notifications that never ends: once the call has timed
+    out, mcpd stops reading it and closes it (before: read on, half a core, for good)."""
+    async with hostile() as (actor, url):
+        await actor.wait_state(S.RUNNING, timeout=60)
+        await actor.call_tool("echo", {"text": "warm"}, timeout=30)
+        await control(url, mode="endless_sse", methods=["tools/call"], count=1)
+        with pytest.raises(CallTimeout):
+            await actor.call_tool("echo", {"text": "x"}, timeout=1)
+        await anyio.sleep(0.5)
+        sent = (await control(url))["events"]
+        await anyio.sleep(1.0)
+        assert (await control(url))["events"] == sent
+
+
+async def test_a_json_answer_over_the_limit_fails_its_call_naming_the_limit() -> None:
+    """A 40 MiB JSON answer: reading stops at 32 MiB and the call fails saying so; the server stays
+    usable (before: read whole, the result relayed)."""
+    async with hostile() as (actor, url):
+        await actor.wait_state(S.RUNNING, timeout=60)
+        await control(url, mode="huge_json", methods=["tools/call"], count=1, arg=40 * 2**20)
+        with pytest.raises(TransportError, match="32 MiB"):
+            await actor.call_tool("echo", {"text": "x"}, timeout=60)
+        result = await actor.call_tool("echo", {"text": "after"}, timeout=30)
+        assert result.content[0]["text"] == "after"
+
+
+@pytest.mark.parametrize(
+    ("mode", "words"),
+    [
+        ("status:500", "HTTP 500 Internal Server Error"),
+        ("status:504", "HTTP 504 Gateway Timeout"),
+        ("wrong_ct", "text/html"),
+        ("bad_json", "not a JSON-RPC message"),
+    ],
+)
+async def test_http_failures_of_a_call_are_transport_errors(mode: str, words: str) -> None:
+    """An HTTP failure of a call the server may have run is a ``TransportError`` naming it, not a
+    tool's error result (before: is_error "Server returned an error response"); not resent."""
+    async with hostile() as (actor, url):
+        await actor.wait_state(S.RUNNING, timeout=60)
+        await control(url, mode=mode, methods=["tools/call"], count=1)
+        with pytest.raises(TransportError, match=words):
+            await actor.call_tool("echo", {"text": "x"}, timeout=30)
+        result = await actor.call_tool("echo", {"text": "after"}, timeout=30)
+        assert result.content[0]["text"] == "after" and not result.is_error
+
+
+@pytest.mark.parametrize("status", [401, 403, 502, 503])
+async def test_a_call_refused_before_it_ran_runs_on_the_next_connection(status: int) -> None:
+    """A gateway's 502/503 or a 401/403: the tool never ran, so the call waits for the reconnect and
+    runs there, once (before: an is_error result)."""
+    async with hostile() as (actor, url):
+        await actor.wait_state(S.RUNNING, timeout=60)
+        calls = (await control(url, mode=f"status:{status}", methods=["tools/call"], count=1))["calls"]
+        result = await actor.call_tool("echo", {"text": "ran"}, timeout=30)
+        assert result.content[0]["text"] == "ran" and not result.is_error
+        assert (await control(url))["calls"] == calls + 1
+
+
+async def test_a_forgotten_session_is_renewed_and_the_call_runs() -> None:
+    """The server forgot our session (HTTP 404) with its event stream still open: the call that finds
+    out runs on a new session (MCP: the client must start one), once (before: is_error "Session not
+    found", the call never run)."""
+    async with hostile() as (actor, url):
+        await actor.wait_state(S.RUNNING, timeout=60)
+        for attempt in range(3):
+            calls = (await control(url, forget=True))["calls"]
+            result = await actor.call_tool("echo", {"text": f"run {attempt}"}, timeout=30)
+            assert result.content[0]["text"] == f"run {attempt}" and not result.is_error
+            assert (await control(url))["calls"] == calls + 1
+
+
+@pytest.mark.parametrize("status", [401, 403])
+async def test_a_refused_login_says_so_and_is_retried_with_backoff(status: int) -> None:
+    """Every request refused with 401/403 from the start: last_error names the status and says the
+    credentials were refused (before: "MCP error -32603: Server returned an error response"); once
+    the server accepts them the server runs."""
+    port = free_port()
+    async with running_http_server(command(port), port) as url:
+        await control(url, mode=f"status:{status}")
+        remote = ServerConfig(name="r", url=url, ping_interval=3600.0, restart=TINY_CAP)
+        async with open_supervisor(Config(source="<test>", servers=(remote,))) as sup:
+            actor = sup.actor("r")
+            await actor.wait_state(S.BACKOFF, timeout=60)
+            last_error = actor.status().last_error or ""
+            assert f"HTTP {status}" in last_error and "authentication refused" in last_error
+            await control(url, mode="ok")
+            await actor.wait_state(S.RUNNING, timeout=60)
+
+
+async def test_a_gateway_blip_after_an_outage_costs_seconds_not_the_outage_backoff() -> None:
+    """An outage (attempts pile up), the server back for longer than RECOVERED_AFTER, then a 0.3 s
+    burst of 502s (event stream too): the server runs again within seconds (before: three failed
+    pings counted within milliseconds, a crash, the outage's attempt count, a 16-60 s backoff)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    policy = RestartPolicy(initial_delay=1.0, max_delay=60.0, jitter=0.0)
+    remote = ServerConfig(name="r", url=url, ping_interval=3600.0, restart=policy)
+    async with open_supervisor(Config(source="<test>", servers=(remote,))) as sup:
+        actor = sup.actor("r")
+        await actor.wait_state(S.BACKOFF, timeout=60)
+        with anyio.fail_after(60):
+            while actor.status().attempt < 4:
+                await anyio.sleep(0.1)
+        async with running_http_server(command(port), port):
+            await actor.wait_state(S.RUNNING, timeout=60)
+            await anyio.sleep(6.0)
+            await control(url, mode="status:502", get="502")
+            await anyio.sleep(0.3)
+            await control(url, mode="ok", get="ok")
+            back = time.monotonic()
+            result = await actor.call_tool("echo", {"text": "after the blip"}, timeout=60)
+            assert result.content[0]["text"] == "after the blip"
+            assert time.monotonic() - back < 8
+            assert actor.status().attempt <= 2
+
+
+async def test_failed_pings_are_spaced_however_fast_trouble_is_reported() -> None:
+    """Pings answered 504 (each a trouble report, which wakes the health watcher at once): the three
+    failures that end the run take two ping gaps at least (before: counted within milliseconds)."""
+    async with hostile(ping_timeout=1.0) as (actor, url):
+        await actor.wait_state(S.RUNNING, timeout=60)
+        await control(url, mode="status:504", methods=["ping"], get="502")
+        await actor.wait_state(S.BACKOFF, timeout=60)
+    history = actor.history
+    first = next(change.ts for change in history if change.new is S.DEGRADED)
+    ended = next(change for change in history if change.new is S.BACKOFF)
+    assert "3 pings failed" in ended.reason and ended.ts - first >= 1.9  # 2 gaps of 1 s
+
+
+async def test_hung_remote_handshakes_leave_the_start_gate_alone() -> None:
+    """A remote server whose handshake times out neither holds a place in the start gate nor narrows
+    it: its slowness says nothing about this machine's load (before: each timeout halved the window
+    that local servers share, `restart local` 8-12 s instead of 3 s with six hung remotes)."""
+    port = free_port()
+    gate = StartGate(16)
+    async with running_http_server(command(port, "--hang-connections"), port) as url:
+        remote = ServerConfig(name="r", url=url, connect_timeout=0.3, restart=TINY_CAP)
+        async with open_supervisor(Config(source="<test>", servers=(remote,)), start_gate=gate) as sup:
+            actor = sup.actor("r")
+            timeouts = 0
+            with anyio.fail_after(60):
+                while timeouts < 3:
+                    await actor.wait_state(S.STARTING, timeout=30)
+                    assert gate._in_flight == 0
+                    await actor.wait_state(S.BACKOFF, timeout=30)
+                    timeouts += 1
+            assert gate.window == gate.slots
