@@ -404,9 +404,11 @@ class _Watch(httpx2.AsyncBaseTransport):
         self, request: httpx2.Request, response: httpx2.Response, mark: CallMark, request_id: object
     ) -> httpx2.Response:
         if response.status_code >= 400:
-            body = await _read(response, ERROR_BODY_BYTES)
+            # Noted before the body is read: the run may end meanwhile (a 502 to a ping), and the
+            # request is then known not to have run all the same.
             mark.status = response.status_code
             mark.lost_session = response.status_code == 404 and "mcp-session-id" in request.headers
+            body = await _read(response, ERROR_BODY_BYTES)
             try:
                 mark.refusal = body is not None and bool(_error_body.decode(body))
             except DECODE_FAILURES:
@@ -486,7 +488,7 @@ def _translated(what: str) -> Iterator[None]:
             if exc.code != CONNECTION_CLOSED:
                 raise Refused(exc.code, exc.error.message, exc.error.data) from None
             if mark.refused:
-                raise NotDelivered from None
+                raise NotDelivered("the connection was refused") from None
             raise ConnectionLost(describe_mcp_error(exc)) from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             # The session was closed before the request could be handed to the transport.
