@@ -214,3 +214,18 @@ async def test_hung_remote_handshakes_leave_the_start_gate_alone() -> None:
                     await actor.wait_state(S.BACKOFF, timeout=30)
                     timeouts += 1
             assert gate.window == gate.slots
+
+
+@pytest.mark.parametrize("resume", ["503", "404"])
+async def test_a_call_whose_stream_resume_is_refused_is_not_run_twice(resume: str) -> None:
+    """The call's event stream closes before its answer, and the SDK's resume (a GET with
+    Last-Event-ID) is answered 503 or 404: the server took the call (a 2xx to its POST), so the call
+    fails, it is not sent again (before: run twice on the server)."""
+    async with hostile() as (actor, url):
+        await actor.wait_state(S.RUNNING, timeout=60)
+        await actor.call_tool("echo", {"text": "warm"}, timeout=30)
+        wish = {"mode": "sse_drop", "methods": ["tools/call"], "count": 1, "resume": resume}
+        calls = (await control(url, **wish))["calls"]
+        with pytest.raises(TransportError):
+            await actor.call_tool("echo", {"text": "once"}, timeout=30)
+        assert (await control(url))["calls"] == calls + 1

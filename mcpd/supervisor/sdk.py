@@ -145,6 +145,8 @@ class CallMark:
     """That error answer's body is a JSON-RPC error: the server refused in its own words."""
     failure: str | None = None
     """What was wrong with a 2xx answer, found by the HTTP layer (too large, not JSON, ...)."""
+    delivered: bool = False
+    """The server took the request (a 2xx answer to its POST): nothing later makes it not delivered."""
     over: bool = False
     """The caller has its answer or gave up: what is still open of its request is closed."""
     scopes: set[anyio.CancelScope] = field(default_factory=set)
@@ -162,7 +164,7 @@ class CallMark:
         if self.status is None:
             return None
         reason = f"HTTP {self.status} {_phrase(self.status)}".rstrip()
-        if self.status in NOT_DELIVERED or self.lost_session:
+        if (self.status in NOT_DELIVERED or self.lost_session) and not self.delivered:
             return NotDelivered(reason)
         # The body was the server's JSON-RPC error: a refusal, as on stdio.
         return None if self.refusal else TransportFailed(reason)
@@ -414,6 +416,8 @@ class _Watch(httpx2.AsyncBaseTransport):
             except DECODE_FAILURES:
                 mark.refusal = False
             return _with_body(response, body if mark.refusal and body else b"", request)
+        if request.method == "POST" and 200 <= response.status_code < 300:
+            mark.delivered = True
         if response.status_code == 202 or not 200 <= response.status_code < 300:
             return response  # accepted (no answer follows), or a redirect: the SDK's own handling
         kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()

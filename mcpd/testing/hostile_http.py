@@ -6,7 +6,7 @@ test switches on and off while it runs.
 (``control`` below) and answers it with counters (``posts``, ``calls`` run, ``open``
 connections, ``events`` of endless streams sent).
 Faults apply to POSTs of requests whose method is in ``methods`` (every request if null), the next
-``count`` of them (all if null):
+``count`` of them (all if null), and to the tools in ``tools`` only if that is set:
 
     ok                 answer (the default)
     status:N           HTTP status N, a text body, nothing run
@@ -15,9 +15,13 @@ Faults apply to POSTs of requests whose method is in ``methods`` (every request 
     huge_json          a JSON answer whose text is ``arg`` bytes long
     wrong_ct           the answer as text/html
     bad_json           a 200 JSON answer cut in the middle
+    ran_502            (tools/call) run, then a gateway's 502 (its upstream closed)
+    sse_drop           (tools/call) run, its resumable event stream closed before the answer
 
-``get`` sets what the event stream (GET) does: ``ok`` (open, quiet), or a status ``"502"`` (refused
-and closed). ``forget: true`` forgets every session (the next request with one gets a 404).
+``get`` sets what the event stream (GET) does: ``ok`` (open, quiet), ``prime_close`` (an event with
+an id, then closed: resumable), or a status ``"502"`` (refused and closed). ``resume`` is the status
+that answers a GET resuming a stream (``Last-Event-ID``), ``"503"`` by default.
+``forget: true`` forgets every session (the next request with one gets a 404).
 ``--hang-connections`` accepts connections and never reads them (a hung handshake).
 Loopback only; for tests and benchmarks.
 """
@@ -34,7 +38,15 @@ from typing import Any
 
 import httpx2
 
-STATE: dict[str, Any] = {"mode": "ok", "methods": None, "count": None, "arg": None, "get": "ok"}
+STATE: dict[str, Any] = {
+    "mode": "ok",
+    "methods": None,
+    "count": None,
+    "arg": None,
+    "get": "ok",
+    "resume": "503",
+    "tools": None,
+}
 SESSIONS: set[str] = set()
 STATS = {"posts": 0, "calls": 0, "open": 0, "events": 0}
 TOOLS = [
@@ -81,6 +93,8 @@ def _result(message: dict[str, Any]) -> dict[str, Any]:
 
 def _fault(message: dict[str, Any]) -> str:
     if STATE["mode"] == "ok" or (STATE["methods"] is not None and message["method"] not in STATE["methods"]):
+        return "ok"
+    if STATE["tools"] is not None and (message.get("params") or {}).get("name") not in STATE["tools"]:
         return "ok"
     if STATE["count"] is not None:
         if STATE["count"] <= 0:
@@ -142,6 +156,16 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
         elif method == "DELETE":
             SESSIONS.discard(sid or "")
             writer.write(_answer(200, b""))
+        elif method == "GET" and "last-event-id" in headers:
+            STATS["resumes"] = STATS.get("resumes", 0) + 1
+            code = int(STATE["resume"])
+            writer.write(
+                _answer(
+                    code, _FORGOTTEN if code == 404 else b"unavailable", "text/plain", {"connection": "close"}
+                )
+            )
+            await writer.drain()
+            return
         elif method == "GET":
             await _get(sid, writer)
             return
@@ -161,6 +185,10 @@ async def _get(sid: str | None, writer: asyncio.StreamWriter) -> None:
     """The event stream: open and quiet while ``get`` is ok, then closed; the connection ends."""
     if sid not in SESSIONS:
         writer.write(_answer(404, _FORGOTTEN, extra={"connection": "close"}))
+    elif STATE["get"] == "prime_close":  # a resumable stream (events with ids) that a proxy closes
+        STATS["gets"] = STATS.get("gets", 0) + 1
+        await _event_stream(writer)
+        writer.write(b"id: g1\nevent: message\ndata: \n\n")
     elif STATE["get"] != "ok":
         writer.write(_answer(int(STATE["get"]), b"bad gateway", "text/plain", {"connection": "close"}))
     else:
@@ -170,6 +198,22 @@ async def _get(sid: str | None, writer: asyncio.StreamWriter) -> None:
     await writer.drain()
 
 
+async def _run_call(message: dict[str, Any], fault: str, writer: asyncio.StreamWriter) -> bool | None:
+    """Run a tool; what ``_request`` returns if this fault answered it already, else None."""
+    STATS["calls"] += 1
+    if fault == "ran_502":  # a gateway whose upstream ran the call, then reset: 502
+        writer.write(_answer(502, b"upstream prematurely closed", "text/plain"))
+        return True
+    if fault == "sse_drop":  # the call runs; its event stream (resumable) drops before the answer
+        await _event_stream(writer)
+        writer.write(b"id: 1\nevent: message\ndata: \n\n")
+        await writer.drain()
+        return False
+    if message["params"]["name"] == "sleep":
+        await asyncio.sleep(float((message["params"].get("arguments") or {}).get("s", 1)))
+    return None
+
+
 async def _request(message: dict[str, Any], writer: asyncio.StreamWriter) -> bool:
     """Answer one request as the fault state says; False when the connection is to close."""
     fault = _fault(message)
@@ -177,13 +221,15 @@ async def _request(message: dict[str, Any], writer: asyncio.StreamWriter) -> boo
     if message["method"] == "initialize" and fault == "ok":
         extra["mcp-session-id"] = uuid.uuid4().hex
         SESSIONS.add(extra["mcp-session-id"])
+    STATS["m:" + message["method"]] = STATS.get("m:" + message["method"], 0) + 1
     if fault.startswith("status:"):
+        STATS["refused"] = STATS.get("refused", 0) + 1
         writer.write(_answer(int(fault.partition(":")[2]), b"refused", "text/plain"))
         return True
     if message["method"] == "tools/call":
-        STATS["calls"] += 1
-        if message["params"]["name"] == "sleep":
-            await asyncio.sleep(float((message["params"].get("arguments") or {}).get("s", 1)))
+        ran = await _run_call(message, fault, writer)
+        if ran is not None:
+            return ran
     answer = json.dumps(_result(message)).encode()
     if fault == "ok":
         writer.write(_answer(200, answer, extra=extra))
