@@ -13,11 +13,12 @@ import anyio
 import pytest
 
 from mcpd.config.model import Config, RestartPolicy, ServerConfig
-from mcpd.errors import CallTimeout, TransportError
+from mcpd.errors import CallTimeout, TransportError, UnknownResource
 from mcpd.model.states import ServerState
 from mcpd.supervisor.actor import ServerActor
 from mcpd.supervisor.gate import StartGate
 from mcpd.supervisor.supervisor import open_supervisor
+from mcpd.supervisor.surface_requests import read_resource
 from mcpd.testing.hostile_http import command, control
 from mcpd.testing.remote import free_port, running_http_server
 
@@ -113,16 +114,43 @@ async def test_http_failures_of_a_call_are_transport_errors(mode: str, words: st
         assert result.content[0]["text"] == "after" and not result.is_error
 
 
-@pytest.mark.parametrize("status", [401, 403, 502, 503])
+@pytest.mark.parametrize("status", [401, 403])
 async def test_a_call_refused_before_it_ran_runs_on_the_next_connection(status: int) -> None:
-    """A gateway's 502/503 or a 401/403: the tool never ran, so the call waits for the reconnect and
-    runs there, once (before: an is_error result)."""
+    """A 401/403: the tool never ran, so the call waits for the reconnect and runs there, once
+    (before: an is_error result)."""
     async with hostile() as (actor, url):
         await actor.wait_state(S.RUNNING, timeout=60)
         calls = (await control(url, mode=f"status:{status}", methods=["tools/call"], count=1))["calls"]
         result = await actor.call_tool("echo", {"text": "ran"}, timeout=30)
         assert result.content[0]["text"] == "ran" and not result.is_error
         assert (await control(url))["calls"] == calls + 1
+
+
+@pytest.mark.parametrize("mode", ["status:502", "status:503", "ran_502"])
+async def test_a_gateway_502_to_a_call_fails_it_naming_the_status(mode: str) -> None:
+    """A gateway's 502/503 to a tools/call may come after its upstream ran the call (nginx's
+    "upstream prematurely closed"): the call fails naming the status, it is not sent again
+    (before: ran twice on the server after a 502 of ``ran_502``)."""
+    async with hostile() as (actor, url):
+        await actor.wait_state(S.RUNNING, timeout=60)
+        stats = await control(url, mode=mode, methods=["tools/call"], count=1)
+        status = mode.rpartition(":")[2] if mode.startswith("status:") else "502"
+        with pytest.raises(TransportError, match=f"HTTP {status}"):
+            await actor.call_tool("echo", {"text": "once"}, timeout=30)
+        after = await control(url)
+        assert after["m:tools/call"] == stats.get("m:tools/call", 0) + 1
+        assert after["calls"] == stats["calls"] + (1 if mode == "ran_502" else 0)
+
+
+async def test_a_read_refused_by_a_gateway_is_sent_again() -> None:
+    """A 503 to a request that is safe to repeat (resources/read): sent again, once; the server's
+    own answer (here: no such method) is what the caller gets."""
+    async with hostile() as (actor, url):
+        await actor.wait_state(S.RUNNING, timeout=60)
+        await control(url, mode="status:503", methods=["resources/read"], count=1)
+        with pytest.raises(UnknownResource):
+            await read_resource(actor, "file:///x", timeout=30)
+        assert (await control(url))["m:resources/read"] == 2
 
 
 async def test_a_forgotten_session_is_renewed_and_the_call_runs() -> None:

@@ -157,14 +157,19 @@ class CallMark:
         for scope in self.scopes:
             scope.cancel()
 
-    def http_error(self) -> RequestFailed | None:
-        """The session error of an HTTP-level failure of the request, if there was one."""
+    def http_error(self, what: str) -> RequestFailed | None:
+        """The session error of an HTTP-level failure of the request (``what``: its method), if any."""
         if self.failure is not None:
             return Malformed(self.failure)
         if self.status is None:
             return None
         reason = f"HTTP {self.status} {_phrase(self.status)}".rstrip()
-        if (self.status in NOT_DELIVERED or self.lost_session) and not self.delivered:
+        if self.lost_session and not self.delivered:
+            return NotDelivered(reason)  # the session is gone: a new one is needed
+        if self.status in NOT_DELIVERED and not self.delivered:
+            if self.status in AFTER_RUN_POSSIBLE and what == "tools/call":
+                # A gateway may answer so after its upstream ran the call: at most once for tools.
+                return TransportFailed(f"{reason} (from a gateway: the tool may have run)")
             return NotDelivered(reason)
         # The body was the server's JSON-RPC error: a refusal, as on stdio.
         return None if self.refusal else TransportFailed(reason)
@@ -217,9 +222,14 @@ ERROR_BODY_BYTES = 64 * 1024
 NOT_DELIVERED = frozenset({401, 403, 502, 503})
 """HTTP statuses that say the request was not run, so it may be sent again on a new connection:
 401/403 (refused at the door) and 502/503 (a gateway found no server behind it, or the server is
-not taking requests); so is a 404 to our session id (the server forgot the session; MCP says to
-start a new one). Any other error status may come after the server ran the request (a 500 from its
-handler, a 504 from a gateway that gave up waiting on it): such a request fails, it is not resent."""
+not taking requests) to a request that is safe to repeat (any but tools/call: a gateway may also
+answer 502 after its upstream ran the call and closed, so a tools/call answered 502/503 fails,
+at most once). A 404 to our session id says the server forgot the session (MCP says to start a
+new one): the request runs on the new session. Any other error status may come after the server
+ran the request (a 500 from its handler, a 504 from a gateway that gave up waiting on it): such a
+request fails, it is not resent."""
+AFTER_RUN_POSSIBLE = frozenset({502, 503})
+"""Of ``NOT_DELIVERED``, the statuses a gateway may also send after its upstream ran the request."""
 _LARGE = 1024 * 1024
 """A body larger than this is checked off the event loop."""
 
@@ -486,7 +496,7 @@ def _translated(what: str) -> Iterator[None]:
         except MCPError as exc:
             # What the HTTP layer saw comes first: the SDK turns an HTTP failure into a JSON-RPC
             # error of its own making, which is not the server's word.
-            failed = mark.http_error()
+            failed = mark.http_error(what)
             if failed is not None:
                 raise failed from None
             if exc.code != CONNECTION_CLOSED:
