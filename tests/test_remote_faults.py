@@ -115,15 +115,16 @@ async def test_http_failures_of_a_call_are_transport_errors(mode: str, words: st
 
 
 @pytest.mark.parametrize("status", [401, 403])
-async def test_a_call_refused_before_it_ran_runs_on_the_next_connection(status: int) -> None:
-    """A 401/403: the tool never ran, so the call waits for the reconnect and runs there, once
-    (before: an is_error result)."""
+async def test_a_call_refused_before_it_ran_is_sent_again_once(status: int) -> None:
+    """A 401/403 to one call: the tool never ran, so the call is sent again (once) and runs there, on
+    the same connection (before: an is_error result)."""
     async with hostile() as (actor, url):
         await actor.wait_state(S.RUNNING, timeout=60)
         calls = (await control(url, mode=f"status:{status}", methods=["tools/call"], count=1))["calls"]
         result = await actor.call_tool("echo", {"text": "ran"}, timeout=30)
         assert result.content[0]["text"] == "ran" and not result.is_error
         assert (await control(url))["calls"] == calls + 1
+        assert actor.restarts == 0
 
 
 @pytest.mark.parametrize("mode", ["status:502", "status:503", "ran_502"])
@@ -151,6 +152,32 @@ async def test_a_read_refused_by_a_gateway_is_sent_again() -> None:
         with pytest.raises(UnknownResource):
             await read_resource(actor, "file:///x", timeout=30)
         assert (await control(url))["m:resources/read"] == 2
+
+
+async def test_one_forbidden_tool_fails_alone_without_reconnects() -> None:
+    """A tool the server refuses with 403 every time (MCP's insufficient_scope): the call is sent
+    twice, then fails saying the server refused it; the connection stays up and a call in flight
+    meanwhile is answered (before: a reconnect per refusal, 59 in 8 s, the refused call ended
+    "still starting", the other call failed "closed the connection")."""
+    async with hostile() as (actor, url):
+        await actor.wait_state(S.RUNNING, timeout=60)
+        await actor.call_tool("echo", {"text": "warm"}, timeout=30)
+        before = await control(url, mode="status:403", methods=["tools/call"], tools=["echo"])
+        answered: list[str] = []
+
+        async def innocent() -> None:
+            result = await actor.call_tool("sleep", {"s": 1.5}, timeout=30)
+            answered.append(str(result.content[0]["text"]))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(innocent)
+            with pytest.raises(TransportError, match="refused tools/call: HTTP 403 Forbidden"):
+                await actor.call_tool("echo", {"text": "x"}, timeout=8)
+        after = await control(url)
+        assert answered == ["ok"]
+        assert after["refused"] == before.get("refused", 0) + 2
+        assert after["m:initialize"] == before["m:initialize"] and actor.restarts == 0
+        assert actor.state is S.RUNNING
 
 
 async def test_a_forgotten_session_is_renewed_and_the_call_runs() -> None:

@@ -29,6 +29,7 @@ from mcpd.config.model import ServerConfig
 from mcpd.errors import (
     CallTimeout,
     ServerNotRunning,
+    TransportError,
     UnknownTool,
 )
 from mcpd.model.logs import LogMessage
@@ -61,6 +62,7 @@ from mcpd.supervisor.session import (
     RequestFailed,
     Session,
     SessionHooks,
+    StatusRefused,
     handshake,
     is_lost,
 )
@@ -76,6 +78,8 @@ HISTORY = 32
 """State changes kept per server for ``ServerDetail``."""
 _DOWN_STATES = (S.STOPPED, S.FAILED, S.DISABLED)
 T = TypeVar("T")
+RESEND_GAP = 0.5
+"""Seconds before a request refused by an HTTP status (``StatusRefused``) is sent again, once."""
 
 
 def _first_leaf(exc: BaseException) -> BaseException:
@@ -335,6 +339,7 @@ class ServerActor:
         send: Callable[[Link, float, float], Awaitable[T]],
     ) -> T:
         stale: Link | None = None
+        refused = False
         while True:
             try:
                 link = await self._wait_live(deadline, limit, stale)
@@ -343,6 +348,14 @@ class ServerActor:
             known(self)
             try:
                 return await send(link, deadline, limit)
+            except StatusRefused as exc:
+                # One request refused (a 403 for this tool, a gateway's 503): once more, then say so.
+                data = {"server": self.name, "status": exc.status}
+                if refused:
+                    raise TransportError(f"{self.name} refused {exc.what}: {exc}", data) from None
+                refused = True
+                await anyio.sleep(max(0.0, min(RESEND_GAP, deadline - anyio.current_time())))
+                stale = None
             except NotDelivered:
                 stale = link
 

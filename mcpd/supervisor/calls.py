@@ -4,7 +4,8 @@ A tool call ends with a ``ToolResult`` (a JSON-RPC error answer is a tool error,
 set); another request (``send_request``: resources/read, prompts/get, ...) with its result or
 ``Refused`` (the server's JSON-RPC error answer). Either may end with ``NotDelivered`` when the
 server cannot have seen the request (the caller may send it again once the server is back), or
-one ``McpdError``: ``CallTimeout``, ``InvalidParams`` or ``TransportError``.
+one ``McpdError``: ``CallTimeout``, ``InvalidParams`` or ``TransportError``. ``StatusRefused`` (an HTTP
+status refused this request only) leaves the link usable; any other ``NotDelivered`` ends its run.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from mcpd.supervisor.session import (
     ProgressCallback,
     Refused,
     Session,
+    StatusRefused,
     TransportFailed,
 )
 
@@ -52,8 +54,8 @@ async def send_call(
     """
     try:
         return await link.session.call_tool(tool, arguments, deadline, on_progress, meta)
-    except NotDelivered:
-        link.refused.set()
+    except NotDelivered as exc:
+        _refused(link, exc)
         raise
     except Exception as exc:
         raise await _error(exc, link, server, tool, limit, data={"server": server, "tool": tool}) from None
@@ -76,10 +78,17 @@ async def send_request(
             return await request(link.session)
     except (NotDelivered, Refused) as exc:
         if isinstance(exc, NotDelivered):
-            link.refused.set()
+            _refused(link, exc)
         raise
     except Exception as exc:
         raise await _error(exc, link, server, what, limit, data=data) from None
+
+
+def _refused(link: Link, exc: NotDelivered) -> None:
+    """The connection refuses requests: the run is over. Not so for one request an HTTP status
+    refused (a 403 for this tool only, a gateway's 503): the others go on."""
+    if not isinstance(exc, StatusRefused):
+        link.refused.set()
 
 
 async def _error(

@@ -72,6 +72,7 @@ from mcpd.supervisor.session import (
     Refused,
     RequestFailed,
     SessionHooks,
+    StatusRefused,
     TransportFailed,
     contents,
     every_page,
@@ -170,7 +171,7 @@ class CallMark:
             if self.status in AFTER_RUN_POSSIBLE and what == "tools/call":
                 # A gateway may answer so after its upstream ran the call: at most once for tools.
                 return TransportFailed(f"{reason} (from a gateway: the tool may have run)")
-            return NotDelivered(reason)
+            return StatusRefused(reason, self.status, what)
         # The body was the server's JSON-RPC error: a refusal, as on stdio.
         return None if self.refusal else TransportFailed(reason)
 
@@ -220,8 +221,9 @@ server's line: reading stops there and the request fails, naming the limit."""
 ERROR_BODY_BYTES = 64 * 1024
 """Bytes of an HTTP error answer read to find a JSON-RPC error in it; a longer body is not one."""
 NOT_DELIVERED = frozenset({401, 403, 502, 503})
-"""HTTP statuses that say the request was not run, so it may be sent again on a new connection:
-401/403 (refused at the door) and 502/503 (a gateway found no server behind it, or the server is
+"""HTTP statuses that say the request was not run (``StatusRefused``: sent again once, then it fails
+naming the status; the connection goes on): 401/403 (refused at the door, perhaps for this request
+only: MCP's insufficient_scope) and 502/503 (a gateway found no server behind it, or the server is
 not taking requests) to a request that is safe to repeat (any but tools/call: a gateway may also
 answer 502 after its upstream ran the call and closed, so a tools/call answered 502/503 fails,
 at most once). A 404 to our session id says the server forgot the session (MCP says to start a

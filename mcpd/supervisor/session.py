@@ -62,6 +62,17 @@ class NotDelivered(RequestFailed):
     have acted on it, so the caller may send it again once the server is back."""
 
 
+class StatusRefused(NotDelivered):
+    """An HTTP status refused this one request before the server ran it (401/403, or a gateway's
+    502/503 to a request that is safe to repeat): the connection is fine, so the run goes on; the
+    request is sent again once, then fails naming the status."""
+
+    def __init__(self, reason: str, status: int, what: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.what = what
+
+
 class ConnectionLost(RequestFailed):
     """The connection ended after the server read the request (or may have), before the answer."""
 
