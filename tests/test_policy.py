@@ -130,11 +130,31 @@ def test_a_run_live_for_a_while_after_an_outage_resets_the_count() -> None:
     server has been live RECOVERED_AFTER seconds since (a stdio server needs stable_after)."""
     policy = RestartPolicy(initial_delay=1.0, max_delay=60.0, jitter=0.0)
     after = {"policy": policy, "wanted": True, "unit_random": 0.5}
-    recovered = decide(Ending.CRASHED, "x", attempt=12, ran_for=RECOVERED_AFTER, after_outage=True, **after)
+    gone = Ending.UNREACHABLE
+    recovered = decide(gone, "x", attempt=12, ran_for=RECOVERED_AFTER, after_outage=True, **after)
     assert recovered == Retry(1, 1.0)
-    too_soon = decide(
-        Ending.CRASHED, "x", attempt=12, ran_for=RECOVERED_AFTER - 1, after_outage=True, **after
-    )
-    assert too_soon == Retry(13, 60.0)
-    no_outage = decide(Ending.CRASHED, "x", attempt=12, ran_for=RECOVERED_AFTER, **after)
-    assert no_outage == Retry(13, 60.0)
+    too_soon = decide(gone, "x", attempt=12, ran_for=RECOVERED_AFTER - 1, after_outage=True, **after)
+    assert too_soon == Retry(13, 2.0)
+    no_outage = decide(gone, "x", attempt=12, ran_for=RECOVERED_AFTER, **after)
+    assert no_outage == Retry(13, 2.0)
+
+
+def test_a_crash_loop_behind_a_gateway_backs_off_and_gives_up() -> None:
+    """A backend crash-looping behind a gateway: each reconnect first meets a 502 (unreachable), then
+    the run lives 6 s and crashes. The crash after the outage does not reset the count, so the backoff
+    grows and max_retries is reached (before: the count reset at each crash, 0.5 s delays forever)."""
+    policy = RestartPolicy(initial_delay=1.0, max_delay=60.0, jitter=0.0, max_retries=10)
+    attempt, last, delays = 0, None, []
+    decision: Retry | GiveUp | None = None
+    for _ in range(6):
+        for ending, ran in ((Ending.UNREACHABLE, 0.0), (Ending.CRASHED, 6.0)):
+            decision = decide(
+                ending, "x", attempt=attempt, ran_for=ran, policy=policy, wanted=True,
+                unit_random=0.5, after_outage=last is Ending.UNREACHABLE,
+            )  # fmt: skip
+            assert isinstance(decision, Retry | GiveUp)
+            attempt, last = decision.attempt, ending
+            if isinstance(decision, Retry) and ending is Ending.CRASHED:
+                delays.append(decision.delay)
+    assert delays[:3] == [2.0, 8.0, 32.0]
+    assert isinstance(decision, GiveUp)

@@ -31,8 +31,11 @@ return however long it was away."""
 
 RECOVERED_AFTER = 5.0
 """Seconds a remote server's run must be live, after an outage (runs that ended unreachable), for
-the outage to count as over: the reconnects it took do not make the backoff after the next failure
-longer (a gateway's blip ten seconds after the outage would otherwise wait the outage's delay)."""
+the outage to count as over: the reconnects it took do not make the backoff after the next outage
+longer (a gateway's blip ten seconds after the outage would otherwise wait the outage's delay).
+Only a run that itself ended unreachable counts so: one that crashed (failed pings, a refused
+login) needs ``stable_after``, or a backend crash-looping behind a gateway (a 502 to each reconnect,
+then a crash a few seconds in) would never back off further nor reach ``max_retries``."""
 
 
 class Ending(enum.StrEnum):
@@ -93,11 +96,14 @@ def decide(
 
     ``attempt`` is the count of unstable runs before this one, ``ran_for`` how long this
     one was live (0 if it never was), ``unit_random`` a number in [0, 1) for the jitter,
-    ``after_outage`` whether the run before this one ended ``UNREACHABLE``.
+    ``after_outage`` whether the run before this one ended ``UNREACHABLE`` (``RECOVERED_AFTER``
+    applies if this one did too).
     """
     if not wanted:
         return Stop()
-    attempt = next_attempt(attempt, ran_for, policy, after_outage=after_outage)
+    # The short threshold is for an outage that ended and a new one (a blip), not for a crash.
+    outage_again = after_outage and ending is Ending.UNREACHABLE
+    attempt = next_attempt(attempt, ran_for, policy, after_outage=outage_again)
     if ending is Ending.UNSPAWNABLE:
         return GiveUp(attempt, f"cannot start: {reason}")
     if ending is Ending.INTERNAL:
