@@ -284,3 +284,18 @@ async def test_a_call_whose_stream_resume_is_refused_is_not_run_twice(resume: st
         with pytest.raises(TransportError):
             await actor.call_tool("echo", {"text": "once"}, timeout=30)
         assert (await control(url))["calls"] == calls + 1
+
+
+async def test_the_servers_event_stream_is_resumed_after_a_close() -> None:
+    """The session's own event stream (GET) carries event ids and is closed (by a proxy, say): the
+    SDK resumes it with Last-Event-ID, and that GET reaches the server (before: taken for the
+    finished handshake's request and answered with a stand-in, the stream lost for the run)."""
+    port = free_port()
+    async with running_http_server(command(port), port) as url:
+        await control(url, get="prime_close", resume="200")
+        remote = ServerConfig(name="r", url=url, ping_interval=3600.0, restart=TINY_CAP)
+        async with open_supervisor(Config(source="<test>", servers=(remote,))) as sup:
+            await sup.actor("r").wait_state(S.RUNNING, timeout=60)
+            with anyio.fail_after(20):
+                while (await control(url)).get("resumes", 0) < 1:
+                    await anyio.sleep(0.2)

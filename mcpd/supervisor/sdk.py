@@ -387,6 +387,13 @@ class _Watch(httpx2.AsyncBaseTransport):
             message is not None and message.id is not msgspec.UNSET and message.method is not msgspec.UNSET
         )
         resumed = request.method == "GET" and "last-event-id" in request.headers
+        if mark is not None and request.method == "GET" and not resumed:
+            # The session's own event stream: the SDK starts its task while sending
+            # notifications/initialized, so in the handshake's context. It is no request's: its
+            # reconnects (with Last-Event-ID, in the same task) must not be taken for the finished
+            # handshake's and answered with a stand-in. Set here, this holds for the whole task.
+            _CALL.set(None)
+            mark = None
         if mark is None or not (request_post or resumed):
             return await self._send(request)
         # A request of ours (or its event stream resumed): it lives only as long as its caller waits.
