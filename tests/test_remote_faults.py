@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
+import httpx2
 import pytest
 
 from mcpd.config.model import Config, RestartPolicy, ServerConfig
@@ -299,3 +300,19 @@ async def test_the_servers_event_stream_is_resumed_after_a_close() -> None:
             with anyio.fail_after(20):
                 while (await control(url)).get("resumes", 0) < 1:
                     await anyio.sleep(0.2)
+
+
+async def test_a_hung_request_the_client_closes_leaves_the_open_count() -> None:
+    """The hostile server's own bookkeeping, which the tests above count on: a request hung in
+    ``hang`` mode whose client closes the connection is no longer counted open (before: counted
+    until the server's garbage collector freed its handler)."""
+    port = free_port()
+    async with running_http_server(command(port), port) as url:
+        before = await open_connections(url, at_most=100, timeout=0)
+        await control(url, mode="hang", methods=["initialize"])
+        message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+        headers = {"accept": "application/json, text/event-stream"}
+        async with httpx2.AsyncClient(timeout=0.5) as client:
+            with pytest.raises(httpx2.ReadTimeout):
+                await client.post(url, json=message, headers=headers)
+        assert await open_connections(url, at_most=before, timeout=3) <= before

@@ -176,7 +176,7 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                 writer.write(_answer(404, _FORGOTTEN))
             elif "id" not in message or "method" not in message:  # a notification or a response
                 writer.write(_answer(202, b""))
-            elif not await _request(message, writer):
+            elif not await _request(message, reader, writer):
                 return
         await writer.drain()
 
@@ -198,6 +198,15 @@ async def _get(sid: str | None, writer: asyncio.StreamWriter) -> None:
     await writer.drain()
 
 
+def _session_headers(message: dict[str, Any], fault: str) -> dict[str, str]:
+    """The headers of a new session, for an initialize that is answered."""
+    if message["method"] != "initialize" or fault != "ok":
+        return {}
+    session = uuid.uuid4().hex
+    SESSIONS.add(session)
+    return {"mcp-session-id": session}
+
+
 async def _run_call(message: dict[str, Any], fault: str, writer: asyncio.StreamWriter) -> bool | None:
     """Run a tool; what ``_request`` returns if this fault answered it already, else None."""
     STATS["calls"] += 1
@@ -214,13 +223,12 @@ async def _run_call(message: dict[str, Any], fault: str, writer: asyncio.StreamW
     return None
 
 
-async def _request(message: dict[str, Any], writer: asyncio.StreamWriter) -> bool:
+async def _request(
+    message: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> bool:
     """Answer one request as the fault state says; False when the connection is to close."""
     fault = _fault(message)
-    extra = {}
-    if message["method"] == "initialize" and fault == "ok":
-        extra["mcp-session-id"] = uuid.uuid4().hex
-        SESSIONS.add(extra["mcp-session-id"])
+    extra = _session_headers(message, fault)
     STATS["m:" + message["method"]] = STATS.get("m:" + message["method"], 0) + 1
     if fault.startswith("status:"):
         STATS["refused"] = STATS.get("refused", 0) + 1
@@ -234,7 +242,10 @@ async def _request(message: dict[str, Any], writer: asyncio.StreamWriter) -> boo
     if fault == "ok":
         writer.write(_answer(200, answer, extra=extra))
     elif fault == "hang":
-        await asyncio.Event().wait()
+        # Until the client closes the connection (noticed, so ``open`` drops at once), then close.
+        while await reader.read(65536):
+            pass
+        return False
     elif fault == "endless_sse":
         await _event_stream(writer)
         for n in itertools.count():
