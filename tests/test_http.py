@@ -821,3 +821,36 @@ async def test_connections_that_send_no_request_or_read_no_answer_are_cut_off(tm
     assert silent == (True, 0) and half == (True, 0)
     ended, received = unread
     assert ended and received < 12_000_000  # the answer (twice the text) was not all sent
+
+
+async def test_connections_without_the_token_cannot_lock_hosts_out(tmp_path: Path) -> None:
+    """1,100 idle connections of a process without the token (more than MAX_CONNECTIONS): a host's
+    established connection and a new host both keep being served. They shared one pool, and uvicorn
+    answered 503 even on established connections once it was full."""
+    async with http_daemon(tmp_path) as front, front.client() as http:
+        session = await raw_session(http, front.url)
+        headers = {**JSON_AND_SSE, "Mcp-Session-Id": session}
+        assert await listed(http, front.url, session) == 200
+        address = address_of(front.url)
+
+        def hold(count: int) -> list[socket.socket]:
+            held = []
+            for _ in range(count):
+                sock = socket.socket()
+                sock.connect(address)
+                held.append(sock)
+            return held
+
+        held = await anyio.to_thread.run_sync(hold, 1100)
+        try:
+            await anyio.sleep(1.0)  # the daemon accepts them all
+            listing = {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}
+            response = await http.post(front.url, json=listing, headers=headers)
+            assert response.status_code == 200, response.text
+            async with front.client() as newcomer:
+                await raw_session(newcomer, front.url)
+            log = await front.daemon.wait_for("http.anonymous_connections_dropped")
+            assert log["limit"] == 256
+        finally:
+            for sock in held:
+                sock.close()

@@ -33,7 +33,6 @@ An ``MCP-Protocol-Version`` header naming a revision mcpd does not speak gets 40
 from __future__ import annotations
 
 import asyncio
-import hmac
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +57,7 @@ from mcpd.front.http.sessions import (
     Outbox,
     SessionRefused,
 )
+from mcpd.front.http.token import bearer_matches
 from mcpd.model import mcp
 
 log = structlog.get_logger("mcpd.front")
@@ -109,17 +109,11 @@ class Guard:
         self._token = token.encode()
         self._check_host = check_host
 
-    def _authorized(self, header: str | None) -> bool:
-        scheme, _, credentials = (header or "").partition(" ")
-        # Compared even when the scheme is wrong, so that the time taken says nothing either.
-        matches = hmac.compare_digest(credentials.strip().encode(), self._token)
-        return matches and scheme.lower() == "bearer"
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return  # lifespan is off and websockets are not served
         headers = Headers(scope=scope)
-        if not self._authorized(headers.get("authorization")):
+        if not bearer_matches(headers.get("authorization"), self._token):
             refusal = Response(status_code=401, headers={"WWW-Authenticate": "Bearer"})
         elif self._check_host and not is_loopback(_hostname(headers.get("host")) or ""):
             refusal = Response(status_code=421)

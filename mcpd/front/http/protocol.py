@@ -1,10 +1,15 @@
 """uvicorn's HTTP/1.1 protocol with the limits it lacks, all checked before any token is.
 
-- At most ``max_connections`` are open: uvicorn's own limit answers 503 to requests beyond it,
-  but keeps every connection that has sent none, each an open file of the daemon's.
-- A connection must send a whole request head within ``timeout`` of opening, and of each
-  answer's end: uvicorn waits for ever on a connection that sends nothing, or a byte now
-  and then, and a thousand such connections (no token needed to open them) took every slot.
+- Connections come in two pools. One that has not yet sent a request with the token is
+  *anonymous*: at most ``ANONYMOUS_CONNECTIONS`` of them are open, a new one past that drops the
+  oldest that has sent nothing the loop has not read yet, each must send its request head within
+  ``ANONYMOUS_HEAD_TIMEOUT`` of opening, and it is closed after its one answer (a 401). A
+  connection whose request carried the token is *trusted*, counted against ``max_connections``
+  alone: any local process can open sockets, and a thousand reconnecting idle ones (no token)
+  used to fill the one shared pool, after which uvicorn's own limit answered 503 even on hosts'
+  established connections. uvicorn's ``limit_concurrency`` is therefore not used.
+- A trusted connection must send a whole request head within ``timeout`` of each answer's
+  end: uvicorn waits for ever on a connection that sends nothing, or a byte now and then.
 - A connection whose pending output has not shrunk for ``timeout`` is aborted: asyncio takes a
   whole answer into memory at once, so a host that never reads held each answer (megabytes)
   for as long as it kept the connection, and a close would wait for it to read.
@@ -12,19 +17,66 @@
 
 from __future__ import annotations
 
+import array
 import asyncio
+import fcntl
+import itertools
+import termios
 
 import structlog
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from mcpd.front.http.token import bearer_matches
 
 log = structlog.get_logger("mcpd.front")
 
 CHECKS = 4
 """Looks at the pending output per ``timeout``."""
+ANONYMOUS_CONNECTIONS = 256
+"""Connections open at once that have not sent the token (yet): a new one past it drops the oldest,
+so a process without the token can never keep a host's new connection out for longer than it
+takes to read that connection's first request."""
+ANONYMOUS_HEAD_TIMEOUT = 2.0
+"""Seconds an anonymous connection has to send its request head (a host sends it at once)."""
+SCANNED = 32
+"""Oldest anonymous connections looked at for one to drop (each a system call)."""
+DROPS_LOGGED_EVERY = 60.0
+"""Seconds between warnings about anonymous connections dropped (one per drop would flood the log)."""
 
 
-def limited_protocol(timeout: float, max_connections: int) -> type[H11Protocol]:
-    """The protocol class for uvicorn's ``http`` setting."""
+def _unread(transport: asyncio.BaseTransport) -> bool:
+    """Whether bytes have come on the connection that the loop has not read yet."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    waiting = array.array("i", [0])
+    try:
+        fcntl.ioctl(sock.fileno(), termios.FIONREAD, waiting)
+    except OSError:
+        return False
+    return waiting[0] > 0
+
+
+def limited_protocol(timeout: float, max_connections: int, token: str) -> type[H11Protocol]:
+    """The protocol class for uvicorn's ``http`` setting: ``max_connections`` trusted ones at once."""
+    secret = token.encode()
+    # Shared by every connection of this server; dicts keep their order, so the first is the oldest.
+    anonymous: dict[Limited, None] = {}
+    trusted: set[Limited] = set()
+    drops = {"count": 0, "logged_at": -DROPS_LOGGED_EVERY}
+
+    def dropped(loop: asyncio.AbstractEventLoop) -> None:
+        drops["count"] += 1
+        now = loop.time()
+        if now - drops["logged_at"] >= DROPS_LOGGED_EVERY:
+            log.warning(
+                "http.anonymous_connections_dropped",
+                dropped=drops["count"],
+                limit=ANONYMOUS_CONNECTIONS,
+                why="connections without the token, oldest first",
+            )
+            drops["count"] = 0
+            drops["logged_at"] = now
 
     class Limited(H11Protocol):
         _head_due: asyncio.TimerHandle | None = None
@@ -32,19 +84,62 @@ def limited_protocol(timeout: float, max_connections: int) -> type[H11Protocol]:
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            if len(self.connections) > max_connections:
+            if len(anonymous) >= ANONYMOUS_CONNECTIONS and not self._drop_anonymous():
                 transport.abort()
+                dropped(self.loop)
                 return
+            anonymous[self] = None
             self._await_head()
             self._stuck_since: float | None = None
             self._pending_before = 0
             self._watch = self.loop.call_later(timeout / CHECKS, self._check_output)
 
+        def _drop_anonymous(self) -> bool:
+            """Make room by dropping the oldest anonymous connection that has sent nothing we have
+            not read; False if the oldest few all have (they are read first, this one waits).
+
+            A host's connection is anonymous until the loop reads its request head, and under a
+            flood of connections the loop accepts hundreds before it reads one: a host's request
+            waiting in the kernel must not be what is dropped."""
+            for candidate in list(itertools.islice(anonymous, SCANNED)):
+                del anonymous[candidate]
+                if _unread(candidate.transport):
+                    anonymous[candidate] = None  # kept, now as the newest
+                    continue
+                candidate.transport.abort()
+                dropped(self.loop)
+                return True
+            return False
+
+        def handle_events(self) -> None:
+            cycle = self.cycle
+            super().handle_events()
+            if self in anonymous and self.cycle is not cycle and self.cycle is not None:
+                self._present(dict(self.scope["headers"]).get(b"authorization"))
+
+        def _present(self, authorization: bytes | None) -> None:
+            """A request head came on an anonymous connection: with the token, it becomes trusted."""
+            if authorization is None or not bearer_matches(authorization.decode("latin-1"), secret):
+                return  # Guard answers 401, and the connection closes after it
+            del anonymous[self]
+            if len(trusted) >= max_connections:
+                log.warning("http.connections_full", limit=max_connections)
+                self.transport.abort()
+                return
+            trusted.add(self)
+
         def on_response_complete(self) -> None:
+            if self not in trusted:
+                # One answer per connection without the token: asking again must not keep its slot.
+                self.server_state.total_requests += 1
+                self.transport.close()
+                return
             super().on_response_complete()
             self._await_head()
 
         def connection_lost(self, exc: Exception | None) -> None:
+            anonymous.pop(self, None)
+            trusted.discard(self)
             for timer in (self._head_due, self._watch):
                 if timer is not None:
                     timer.cancel()
@@ -53,7 +148,8 @@ def limited_protocol(timeout: float, max_connections: int) -> type[H11Protocol]:
         def _await_head(self) -> None:
             if self._head_due is not None:
                 self._head_due.cancel()
-            self._head_due = self.loop.call_later(timeout, self._head_overdue)
+            wait = timeout if self in trusted else min(timeout, ANONYMOUS_HEAD_TIMEOUT)
+            self._head_due = self.loop.call_later(wait, self._head_overdue)
 
         def _head_overdue(self) -> None:
             if self.cycle is None or self.cycle.response_complete:  # no request is being served

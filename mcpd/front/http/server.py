@@ -33,7 +33,8 @@ log = structlog.get_logger("mcpd.front")
 SHUTDOWN_GRACE = 5
 """Seconds uvicorn waits for responses in flight once the sessions have ended."""
 MAX_CONNECTIONS = 1000
-"""Open HTTP connections (and requests) at once; beyond it uvicorn answers 503."""
+"""Open HTTP connections at once whose requests carried the token (``limited_protocol``: those
+without it have a pool of their own, and cannot take these)."""
 
 
 class _Server(uvicorn.Server):
@@ -96,12 +97,11 @@ class HttpFront:
                     lifespan="off",
                     log_config=None,
                     access_log=False,
-                    http=limited_protocol(limits.io_timeout, MAX_CONNECTIONS),
+                    http=limited_protocol(limits.io_timeout, MAX_CONNECTIONS, self.token),
                     ws="none",
                     proxy_headers=False,
                     server_header=False,
                     date_header=False,
-                    limit_concurrency=MAX_CONNECTIONS,
                     timeout_graceful_shutdown=SHUTDOWN_GRACE,
                 )
             )

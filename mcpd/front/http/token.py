@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hmac
 import os
 import secrets
 import stat
@@ -30,6 +31,14 @@ _MAX_BYTES = 4096
 
 class TokenUnusable(McpdError):
     """The token file, or its directory, could be read or replaced by someone else; nothing was changed."""
+
+
+def bearer_matches(header: str | None, token: bytes) -> bool:
+    """Whether an ``Authorization`` header value is ``Bearer <token>``, in constant time."""
+    scheme, _, credentials = (header or "").partition(" ")
+    # Compared even when the scheme is wrong, so that the time taken says nothing either.
+    matches = hmac.compare_digest(credentials.strip().encode(), token)
+    return matches and scheme.lower() == "bearer"
 
 
 def token_path(settings: DaemonSettings) -> Path:
