@@ -854,3 +854,46 @@ async def test_connections_without_the_token_cannot_lock_hosts_out(tmp_path: Pat
         finally:
             for sock in held:
                 sock.close()
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the daemon's RSS in /proc")
+async def test_pipelined_requests_are_not_read_ahead_without_bound(tmp_path: Path) -> None:
+    """A host that pipelines 64 MB of pings and reads no answer: the daemon reads a little ahead of
+    the request it serves and the rest waits in the kernel (uvicorn read on whenever the app took a
+    body, and h11 kept it all: the daemon's memory grew by the whole 64 MB)."""
+    async with http_daemon(tmp_path) as front:
+        async with front.client() as http:
+            session = await raw_session(http, front.url)
+        ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+        request = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {front.token}\r\n"
+            f"Mcp-Session-Id: {session}\r\nContent-Type: application/json\r\nAccept: application/json\r\n"
+            f"Content-Length: {len(ping)}\r\n\r\n"
+        ).encode() + ping
+        pipelined = request * (64 * 1024 * 1024 // len(request))
+        pid = front.daemon.process.pid
+        before = rss_bytes(pid)
+
+        def push() -> int:
+            with socket.socket() as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.connect(address_of(front.url))
+                sock.setblocking(False)
+                sent, deadline = 0, time.monotonic() + 6
+                while sent < len(pipelined) and time.monotonic() < deadline:
+                    try:
+                        sent += sock.send(pipelined[sent : sent + (1 << 20)])
+                    except BlockingIOError:
+                        time.sleep(0.05)
+                time.sleep(1)
+                return rss_bytes(pid) - before
+
+        grown = await anyio.to_thread.run_sync(push)
+    assert grown < 24 * 1024 * 1024, grown
