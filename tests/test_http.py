@@ -43,7 +43,7 @@ from mcpd.front.http.sessions import (
     Outbox,
     saved_sessions,
 )
-from mcpd.model.mcp import SavedSession
+from mcpd.model.mcp import SavedSession, SessionState
 from mcpd.store.db import Store
 from mcpd.testing import fixture_toml, run_cli
 from mcpd.testing.daemon import DaemonProcess, running_daemon
@@ -897,3 +897,40 @@ async def test_pipelined_requests_are_not_read_ahead_without_bound(tmp_path: Pat
 
         grown = await anyio.to_thread.run_sync(push)
     assert grown < 24 * 1024 * 1024, grown
+
+
+class _StoredHosts(_SlowlyEndingHosts):
+    """Host sessions that end at once, kept in a real usage store."""
+
+    def __init__(self, store: Store) -> None:
+        self.core = SimpleNamespace(usage=store)
+
+    @asynccontextmanager
+    async def open_session(self, send: Any, caller: Any, state: Any, *, on_state: Any) -> AsyncIterator[Any]:
+        yield SimpleNamespace(state=lambda: state)
+
+
+async def test_a_session_set_aside_past_those_kept_in_memory_resumes_from_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More sessions set aside than SET_ASIDE_KEPT: the oldest, gone from memory, is looked up in the
+    store when its host comes back (it got 404: a host churning sessions made another's vanish).
+    Rows idle too long are pruned while the daemon runs, not only at its start."""
+    monkeypatch.setattr("mcpd.front.http.sessions.SET_ASIDE_KEPT", 1)
+    store = Store.open(tmp_path / "usage.db")
+    try:
+        async with anyio.create_task_group() as tg:
+            sessions = HttpSessions(cast(Hosts, _StoredHosts(store)), tg, max_sessions=1, idle=60)
+            opened = []
+            for _ in range(3):  # each new one sets the one before aside
+                opened.append(await sessions.open(state=SessionState(connected=["tools"])))
+                opened[-1].last_seen -= SET_ASIDE_AFTER + 1
+            resumed = await sessions.find(opened[0].id)
+            assert resumed is not None and resumed.state() == SessionState(connected=["tools"])
+            store.save_session(SavedSession("stale", b"{}", time.time() - 120))
+            await sessions.prune_stored()
+            keys = await store.run(lambda conn: [k for (k,) in conn.execute("SELECT key FROM http_sessions")])
+            assert "stale" not in keys and opened[1].key in keys
+            sessions.end_all("test over")
+    finally:
+        store.close()

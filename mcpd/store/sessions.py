@@ -1,4 +1,5 @@
-"""HTTP host sessions kept across daemon restarts: writes, and the load when the front end starts."""
+"""HTTP host sessions kept across daemon restarts (and set aside): writes, the load when the front
+end starts, the look-up of one set aside, and pruning while the daemon runs."""
 
 from __future__ import annotations
 
@@ -26,3 +27,22 @@ def session_rows(conn: sqlite3.Connection, since: float) -> list[SavedSession]:
         SavedSession(key, bytes(state), saved_at)
         for key, state, saved_at in conn.execute("SELECT key, state, saved_at FROM http_sessions")
     ]
+
+
+def session_row(conn: sqlite3.Connection, key: str, since: float) -> SavedSession | None:
+    """The session saved under ``key`` at or after ``since``, if there is one."""
+    row = conn.execute(
+        "SELECT state, saved_at FROM http_sessions WHERE key = ? AND saved_at >= ?", (key, since)
+    ).fetchone()
+    return None if row is None else SavedSession(key, bytes(row[0]), row[1])
+
+
+def prune_sessions(conn: sqlite3.Connection, since: float, keep: int) -> int:
+    """Delete the sessions saved before ``since``, and all but the ``keep`` saved last; how many went."""
+    deleted = conn.execute("DELETE FROM http_sessions WHERE saved_at < ?", (since,)).rowcount
+    deleted += conn.execute(
+        "DELETE FROM http_sessions WHERE key IN"
+        " (SELECT key FROM http_sessions ORDER BY saved_at DESC LIMIT -1 OFFSET ?)",
+        (keep,),
+    ).rowcount
+    return deleted

@@ -46,7 +46,7 @@ from mcpd.front.hosts import Hosts
 from mcpd.front.session import HostSession
 from mcpd.model import mcp
 from mcpd.store.db import Store, StoreUnavailable
-from mcpd.store.sessions import session_rows
+from mcpd.store.sessions import prune_sessions, session_row, session_rows
 
 log = structlog.get_logger("mcpd.front")
 
@@ -59,7 +59,13 @@ OUTBOX_BYTES = 4 * 1024 * 1024
 PROGRESS_KEPT = 100
 """Progress notifications kept for one streaming POST whose host does not read them."""
 SET_ASIDE_KEPT = 1024
-"""Sessions set aside at the bound kept for their hosts' return (the oldest beyond are forgotten)."""
+"""Sessions set aside at the bound kept in memory for their hosts' return; the oldest beyond are
+looked up in the store when their hosts come back (a host churning sessions made another host's
+idle session vanish: 404, its connected servers lost)."""
+STORED_SESSIONS = 10_000
+"""Rows the store keeps in ``http_sessions`` (the latest saved; those idle too long go anyway)."""
+STORE_WAIT = 5.0
+"""Seconds a request waits for the store to look up a session (503 beyond: it stays kept)."""
 SET_ASIDE_AFTER = 1.0
 """Seconds a session must have been idle to be set aside: one just opened or resumed (its host is
 at work) is not, so two hosts cannot keep setting each other aside."""
@@ -389,6 +395,11 @@ class HttpSessions:
     async def _resume(self, session_id: str) -> HttpSession | None:
         key = session_key(session_id)
         saved = self._saved.pop(key, None)
+        if saved is None:
+            saved = await self._stored(key)
+            # Another request of its host may have resumed it while the store looked.
+            if (session := self._by_id.get(session_id)) is not None:
+                return session
         if saved is None or saved.state is None or time.time() - saved.saved_at > self._idle:
             return None
         try:
@@ -404,6 +415,37 @@ class HttpSessions:
         age = round(time.time() - saved.saved_at, 1)
         log.info("http.session_resumed", session=session.label, saved_s=age)
         return session
+
+    async def _stored(self, key: str) -> mcp.SavedSession | None:
+        """The session saved under ``key`` in the store (set aside, no longer in memory), on the
+        store's thread; ``SessionRefused`` if the store does not answer in time."""
+        lookup = functools.partial(session_row, key=key, since=time.time() - self._idle)
+        try:
+            async with asyncio.timeout(STORE_WAIT):
+                return await self._store.run(lookup)
+        except TimeoutError:
+            raise SessionRefused("the usage store is busy: try again") from None
+        except StoreUnavailable:
+            return None
+        except (sqlite3.Error, TypeError) as exc:
+            log.warning("http.resume_unreadable", error=str(exc))
+            return None
+
+    async def prune_stored(self) -> None:
+        """Delete the store's sessions idle too long, and the oldest beyond ``STORED_SESSIONS``:
+        sessions set aside, or never deleted by their hosts, are not ended here, so nothing else
+        would (a churning host left 12.8k rows after 14k sessions)."""
+        prune = functools.partial(prune_sessions, since=time.time() - self._idle, keep=STORED_SESSIONS)
+        try:
+            async with asyncio.timeout(STORE_WAIT):
+                pruned = await self._store.run(prune)
+        except (TimeoutError, StoreUnavailable):
+            return  # next time
+        except sqlite3.Error as exc:
+            log.warning("http.sessions_unprunable", error=str(exc))
+            return
+        if pruned:
+            log.info("http.sessions_pruned", pruned=pruned)
 
     async def open(self, session_id: str | None = None, state: mcp.SessionState | None = None) -> HttpSession:
         """A session with its HostSession running (new, or resumed with ``state``); ``SessionRefused``
@@ -497,3 +539,4 @@ class HttpSessions:
                 elif idle < interval:
                     # In use: a daemon killed now must still find it fresh.
                     self._save(session, session.state())
+            await self.prune_stored()
