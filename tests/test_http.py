@@ -39,6 +39,7 @@ from mcpd.front.http.sessions import (
     EVENTS_KEPT,
     OUTBOX_BYTES,
     SET_ASIDE_AFTER,
+    STREAM_SET_ASIDE_AFTER,
     HttpSessions,
     Outbox,
     saved_sessions,
@@ -931,6 +932,28 @@ async def test_a_session_set_aside_past_those_kept_in_memory_resumes_from_the_st
             await sessions.prune_stored()
             keys = await store.run(lambda conn: [k for (k,) in conn.execute("SELECT key FROM http_sessions")])
             assert "stale" not in keys and opened[1].key in keys
+            sessions.end_all("test over")
+    finally:
+        store.close()
+
+
+async def test_sessions_holding_only_a_get_stream_are_set_aside_last_and_not_for_ever(tmp_path: Path) -> None:
+    """At the bound, a session whose host holds only a GET stream, with no request for
+    STREAM_SET_ASIDE_AFTER, is set aside for a new host (256 never-read streams refused every new
+    host for good), after any session without a stream; one with a request running never is."""
+    store = Store.open(tmp_path / "usage.db")
+    try:
+        async with anyio.create_task_group() as tg:
+            sessions = HttpSessions(cast(Hosts, _StoredHosts(store)), tg, max_sessions=3, idle=60)
+            streaming, idle, busy = [await sessions.open() for _ in range(3)]
+            streaming.streaming = True
+            streaming.last_seen -= STREAM_SET_ASIDE_AFTER + 1
+            idle.last_seen -= SET_ASIDE_AFTER + 1
+            busy.active, busy.last_seen = 1, busy.last_seen - 1000
+            await sessions.open()  # sets aside the session without a stream first
+            assert idle.ended.is_set() and not streaming.ended.is_set()
+            await sessions.open()
+            assert streaming.ended.is_set() and not busy.ended.is_set()
             sessions.end_all("test over")
     finally:
         store.close()

@@ -70,6 +70,10 @@ SET_ASIDE_AFTER = 1.0
 """Seconds a session must have been idle to be set aside: one just opened or resumed (its host is
 at work) is not, so two hosts cannot keep setting each other aside."""
 
+STREAM_SET_ASIDE_AFTER = 10.0
+"""Seconds after its last request that a session whose host holds only a GET stream may be set aside
+for a new one (``HttpSession.set_aside_rank``)."""
+
 
 class _Progress(msgspec.Struct, frozen=True):
     params: mcp.ProgressParams
@@ -259,6 +263,22 @@ class HttpSession:
 
     def idle_for(self, now: float) -> float:
         return 0.0 if self.active or self.streaming else now - self.last_seen
+
+    def set_aside_rank(self, now: float) -> tuple[bool, float] | None:
+        """How readily the session is set aside for a new one (the greatest first), None if not.
+
+        Never with a request running, nor within ``SET_ASIDE_AFTER`` of its last. A GET stream alone
+        keeps it only for ``STREAM_SET_ASIDE_AFTER`` after its last request, and it goes after every
+        session without one: a stream's pings are taken by the host's kernel whether or not the host
+        reads them, so 256 never-read streams were "in use" for ever and refused every new host. Its
+        stream ends; a host that opens it again resumes the session (it misses the events of the gap).
+        """
+        if self.active or not self.started.is_set():
+            return None
+        quiet = now - self.last_seen
+        if quiet < (STREAM_SET_ASIDE_AFTER if self.streaming else SET_ASIDE_AFTER):
+            return None
+        return (not self.streaming, quiet)
 
     def expect(
         self, request_id: mcp.RequestId, progress_token: mcp.RequestId | None, *, may_stream: bool = False
@@ -475,13 +495,13 @@ class HttpSessions:
             session.end()
 
     def _set_aside_idlest(self) -> bool:
-        """Close the session idle longest (no request running, no GET stream), keeping it to resume
-        when its host comes back; False when every session is in use."""
+        """Close the session idle longest, keeping it to resume when its host comes back; False
+        when every session is in use (``HttpSession.set_aside_rank``)."""
         now = time.monotonic()
-        opened = [s for s in self._by_id.values() if s.started.is_set()]
-        idlest = max(opened, key=lambda s: s.idle_for(now), default=None)
-        if idlest is None or idlest.idle_for(now) < SET_ASIDE_AFTER:
+        ranked = [(rank, s) for s in self._by_id.values() if (rank := s.set_aside_rank(now)) is not None]
+        if not ranked:
             return False
+        idlest = max(ranked, key=lambda ranked: ranked[0])[1]
         state = idlest.state()
         if state is not None:
             saved = mcp.SavedSession(idlest.key, _encoder.encode(state), time.time())
