@@ -233,6 +233,7 @@ async def test_missing_or_wrong_token_gets_401_and_nothing_else(front: Front) ->
     for response in refused:
         assert response.status_code == 401
         assert response.headers["www-authenticate"] == "Bearer"
+        assert response.headers["connection"] == "close"  # one answer per connection without the token
         assert response.content == b""
         assert "mcp-session-id" not in response.headers
     async with front.client() as http:

@@ -114,7 +114,9 @@ class Guard:
             return  # lifespan is off and websockets are not served
         headers = Headers(scope=scope)
         if not bearer_matches(headers.get("authorization"), self._token):
-            refusal = Response(status_code=401, headers={"WWW-Authenticate": "Bearer"})
+            # Said closed: the connection is (``protocol.limited_protocol``), and a client that reused
+            # it would meet the close as an error.
+            refusal = Response(status_code=401, headers={"WWW-Authenticate": "Bearer", "Connection": "close"})
         elif self._check_host and not is_loopback(_hostname(headers.get("host")) or ""):
             refusal = Response(status_code=421)
         elif "origin" in headers and not _local_origin(headers["origin"]):
