@@ -958,3 +958,35 @@ async def test_sessions_holding_only_a_get_stream_are_set_aside_last_and_not_for
             sessions.end_all("test over")
     finally:
         store.close()
+
+
+async def test_a_host_that_stops_reading_mid_answer_is_dropped_quietly(tmp_path: Path) -> None:
+    """Answers a host does not read fill the connection until one cannot be sent within
+    client_write_timeout (http.host_stalled): the connection is dropped, and the log stays JSON with
+    no error (uvicorn logged "ASGI callable returned without completing response" in plain text)."""
+    async with http_daemon(tmp_path, client_write_timeout=0.5) as front:
+        async with front.client() as http:
+            session = await raw_session(http, front.url)
+        listing = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
+        request = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {front.token}\r\n"
+            f"Mcp-Session-Id: {session}\r\nContent-Type: application/json\r\nAccept: application/json\r\n"
+            f"Content-Length: {len(listing)}\r\n\r\n"
+        ).encode() + listing
+        mark = len(front.daemon.events)
+
+        def push() -> None:
+            with socket.socket() as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.connect(address_of(front.url))
+                sock.settimeout(10)
+                with contextlib.suppress(OSError):
+                    sock.sendall(request * 3000)  # answers of megabytes, never read
+                    time.sleep(5)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.to_thread.run_sync, push)
+            await front.daemon.wait_for("http.host_stalled", after=mark)
+            await anyio.sleep(1.0)
+        assert not [line for line in front.daemon.stderr_text if "ASGI" in line]
+        assert not [e for e in front.daemon.events[mark:] if e.get("level") == "error"]

@@ -65,9 +65,24 @@ def configure_logging(level: str = "info", fmt: LogFormat = "auto") -> StderrSin
         logger_factory=SinkLoggerFactory(sink),
         cache_logger_on_first_use=True,
     )
-    # The SDK logs through stdlib logging (e.g. a server's unparseable output); keep it on stderr,
-    # quiet below warnings, so it cannot interleave with stdout of a front end.
+    # The SDK and uvicorn log through stdlib logging (e.g. a server's unparseable output); keep it on
+    # stderr, quiet below warnings, so it cannot interleave with stdout of a front end, and render it
+    # as mcpd's own lines: a plain-text line in a JSON log is one a log reader cannot parse.
     handler = SinkHandler(sink)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[structlog.stdlib.add_logger_name, _library_event],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *processors],
+        )
+    )
     logging.basicConfig(handlers=[handler], level=logging.WARNING)
     return sink
+
+
+def _library_event(
+    logger: object, method: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """A library's log record as an event of mcpd's: ``library.log``, its text as ``message``."""
+    event["message"] = event.pop("event", "")
+    event["event"] = "library.log"
+    return event

@@ -49,6 +49,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcpd.config.model import is_loopback
 from mcpd.errors import DECODE_FAILURES
+from mcpd.front.http.protocol import ABORT
 from mcpd.front.http.sessions import (
     DuplicateRequest,
     EventLog,
@@ -160,14 +161,22 @@ async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> N
     scope.cancel()
 
 
+def _abort(scope: Scope) -> None:
+    """Drop the connection mid-answer (``protocol.ABORT``; nothing without it)."""
+    extension = scope.get("extensions", {}).get(ABORT)
+    if extension is not None:
+        extension["abort"]()
+
+
 class _Sender:
     """``send`` with a deadline per message: a host that does not take a piece of its stream within
-    ``timeout`` is given up on (what is left is not sent; uvicorn closes the connection)."""
+    ``timeout`` is given up on (what is left is not sent; the connection is dropped)."""
 
-    def __init__(self, send: Send, timeout: float, session: HttpSession) -> None:
+    def __init__(self, send: Send, timeout: float, session: HttpSession, scope: Scope) -> None:
         self._send = send
         self._timeout = timeout
         self._session = session
+        self._scope = scope
         self.stalled = False
 
     async def __call__(self, message: Message) -> None:
@@ -178,11 +187,13 @@ class _Sender:
         if waited.cancelled_caught:
             self.stalled = True
             log.warning("http.host_stalled", session=self._session.label, timeout_s=self._timeout)
+            _abort(self._scope)
 
 
 async def _stream(
     outbox: Outbox,
     session: HttpSession,
+    scope: Scope,
     receive: Receive,
     send: Send,
     *,
@@ -202,7 +213,7 @@ async def _stream(
         (b"cache-control", b"no-cache"),
         (SESSION_HEADER.encode(), session.id.encode()),
     ]
-    sender = _Sender(send, timeout, session)
+    sender = _Sender(send, timeout, session, scope)
     await sender({"type": "http.response.start", "status": 200, "headers": headers})
     async with anyio.create_task_group() as tg:
         tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
@@ -396,6 +407,7 @@ class Endpoint:
                 await _stream(
                     outbox,
                     session,
+                    scope,
                     receive,
                     send,
                     timeout=timeout,
@@ -412,8 +424,9 @@ class Endpoint:
             try:
                 async with asyncio.timeout(self._limits.io_timeout):
                     await reply(scope, receive, send)
-            except TimeoutError:  # what is left is not sent; uvicorn closes the connection
+            except TimeoutError:  # what is left is not sent
                 log.warning("http.host_stalled", session=session.label, timeout_s=self._limits.io_timeout)
+                _abort(scope)
         finally:
             session.forget(request_id, message.progress_token, outbox)
 
@@ -433,6 +446,7 @@ class Endpoint:
                     await _stream(
                         session.events,
                         session,
+                        scope,
                         receive,
                         send,
                         timeout=self._limits.io_timeout,

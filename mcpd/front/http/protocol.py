@@ -25,17 +25,21 @@ from __future__ import annotations
 import array
 import asyncio
 import fcntl
+import functools
 import itertools
 import termios
 
 import structlog
 from uvicorn.protocols.http.flow_control import FlowControl
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
 from mcpd.front.http.token import bearer_matches
 
 log = structlog.get_logger("mcpd.front")
 
+ABORT = "mcpd.abort"
+"""The ASGI scope extension whose ``abort`` drops the connection mid-answer (a host that stopped
+reading), quietly: an app that just returned left uvicorn to log an error."""
 CHECKS = 4
 """Looks at the pending output per ``timeout``."""
 ANONYMOUS_CONNECTIONS = 256
@@ -158,6 +162,9 @@ def limited_protocol(timeout: float, max_connections: int, token: str) -> type[H
         def handle_events(self) -> None:
             cycle = self.cycle
             super().handle_events()
+            if self.cycle is not cycle and self.cycle is not None:
+                extensions = self.scope.setdefault("extensions", {})
+                extensions[ABORT] = {"abort": functools.partial(self._abort, self.cycle)}
             if self.holding and not self.input_held():
                 # h11 took requests off what it held: read on (uvicorn pauses again if it must).
                 self.holding = False
@@ -175,6 +182,11 @@ def limited_protocol(timeout: float, max_connections: int, token: str) -> type[H
                 self.transport.abort()
                 return
             trusted.add(self)
+
+        def _abort(self, cycle: RequestResponseCycle) -> None:
+            # Marked gone first: uvicorn would log an app that returns mid-answer as an error.
+            cycle.disconnected = True
+            self.transport.abort()
 
         def on_response_complete(self) -> None:
             if self not in trusted:
