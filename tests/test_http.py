@@ -990,3 +990,29 @@ async def test_a_host_that_stops_reading_mid_answer_is_dropped_quietly(tmp_path:
             await anyio.sleep(1.0)
         assert not [line for line in front.daemon.stderr_text if "ASGI" in line]
         assert not [e for e in front.daemon.events[mark:] if e.get("level") == "error"]
+
+
+async def test_a_malformed_error_reply_to_a_servers_request_answers_it_at_once(front: Front) -> None:
+    """The host answers a server's question with ``"error": "boom"`` (not an error object): the
+    server's request gets an error at once, and the call its answer (it waited its whole 60 s)."""
+    async with front.client() as http:
+        session = await raw_session(http, front.url, {"elicitation": {}})
+        headers = {**JSON_AND_SSE, "Mcp-Session-Id": session}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await http.post(front.url, json=initialized, headers=headers)).status_code == 202
+        ask = {"tool": "tools__ask", "arguments": {"kind": "elicitation"}}
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+        call["params"] = {"name": "mcpd_call_tool", "arguments": ask}
+        messages: list[dict[str, Any]] = []
+        async with http.stream("POST", front.url, json=call, headers=headers) as response:
+            with anyio.fail_after(15):
+                async for line in response.aiter_lines():
+                    if not line.startswith("data: "):
+                        continue
+                    messages.append(json.loads(line[6:]))
+                    if messages[-1].get("method") == "elicitation/create":
+                        reply = {"jsonrpc": "2.0", "id": messages[-1]["id"], "error": "boom"}
+                        await http.post(front.url, json=reply, headers=headers)
+    question, answer = messages
+    assert question["method"] == "elicitation/create" and answer["id"] == 7
+    assert "not a JSON-RPC response" in json.dumps(answer)

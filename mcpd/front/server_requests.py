@@ -271,6 +271,7 @@ class ClientAnswerer:
 
 
 _host_reply = msgspec.json.Decoder(mcp.IncomingReply)
+_route = msgspec.json.Decoder(mcp.Route)
 _REQUEST_PREFIX = "mcpd-ask-"
 
 
@@ -337,7 +338,8 @@ class HostAnswerer:
         """A JSON-RPC response from the host; one that answers none of our requests is ignored."""
         try:
             response = _host_reply.decode(data)
-        except DECODE_FAILURES:
+        except DECODE_FAILURES as exc:
+            self._malformed(data, exc)
             return
         request_id = _request_number(response.id)
         if request_id is None:
@@ -349,3 +351,16 @@ class HostAnswerer:
         else:
             reply = ServerReply(result=response.result if isinstance(response.result, dict) else {})
         self._pending.settle(request_id, reply)
+
+    def _malformed(self, data: bytes, exc: Exception) -> None:
+        """A response to one of our requests that is not JSON-RPC (``"error": "boom"``): its server
+        gets an error now. Dropped, it left the call waiting out its whole timeout (60 s)."""
+        try:
+            request_id = _request_number(_route.decode(data).id)
+        except DECODE_FAILURES:
+            return  # not even an id: nothing to answer
+        if request_id is None:
+            return
+        log.warning("host.reply_malformed", error=str(exc))
+        why = f"the host's answer was not a JSON-RPC response: {exc}"
+        self._pending.settle(request_id, ServerReply(error=ReplyError(mcp.INVALID_REQUEST, why)))
