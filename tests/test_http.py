@@ -1016,3 +1016,24 @@ async def test_a_malformed_error_reply_to_a_servers_request_answers_it_at_once(f
     question, answer = messages
     assert question["method"] == "elicitation/create" and answer["id"] == 7
     assert "not a JSON-RPC response" in json.dumps(answer)
+
+
+async def test_made_up_servers_and_cancels_of_nothing_cost_a_line_at_most(front: Front) -> None:
+    """``?connect=`` naming 200 made-up servers (and one real one) is one log line (the real one is
+    connected); a ``notifications/cancelled`` naming no running
+    request is not logged at info (each was a line: 4,000 names made 4,000, 566 cancels a second
+    1.3 MB in 15 s)."""
+    mark = len(front.daemon.events)
+    query = "&".join(f"connect=nope{n}" for n in range(200))
+    async with sdk_host(replace(front, url=f"{front.url}?{query}&connect=tools")) as host:
+        assert await host.call("tools__echo", {"text": "preconnected"}) == "preconnected"
+        for request_id in range(50):
+            await host.session.send_notification(
+                types.CancelledNotification(params=types.CancelledNotificationParams(request_id=request_id))
+            )
+        await host.tool_names()  # after the cancels, in order
+    unknown = await front.daemon.wait_for("front.preconnect_unknown", after=mark)
+    assert unknown["count"] == 200
+    names = [e["event"] for e in front.daemon.events[mark:]]
+    assert names.count("front.preconnect_unknown") == 1 and "front.preconnect_failed" not in names
+    assert "request.cancelled" not in names

@@ -543,7 +543,8 @@ class RpcServer(Generic[Ctx]):
         except InvalidParams as exc:
             return error_response(request.id, exc)
         found = requests.cancel(params.id)
-        log.info("request.cancelled", conn=conn_id, request=params.id, found=found)
+        # Debug for an id that names nothing running: a client may send any number of them.
+        (log.info if found else log.debug)("request.cancelled", conn=conn_id, request=params.id, found=found)
         return encode_message(Response(request.id, msgspec.Raw(_encoder.encode(Ok(ok=found)))))
 
     def _method(self, name: str) -> _Method[Ctx]:
