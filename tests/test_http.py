@@ -1037,3 +1037,42 @@ async def test_made_up_servers_and_cancels_of_nothing_cost_a_line_at_most(front:
     names = [e["event"] for e in front.daemon.events[mark:]]
     assert names.count("front.preconnect_unknown") == 1 and "front.preconnect_failed" not in names
     assert "request.cancelled" not in names
+
+
+async def test_large_bodies_are_read_a_few_at_a_time(tmp_path: Path) -> None:
+    """Four hosts each sending a body of max_frame_bytes slowly hold the daemon's budget for bodies
+    read at once (4 of the largest): a fifth large body waits until they give up (408 after
+    client_write_timeout), while small requests are served meanwhile (30 hosts sending 16 MB bodies
+    together took the daemon to 571 MB)."""
+    limit = 200_000
+    async with (
+        http_daemon(tmp_path, max_frame_bytes=limit, client_write_timeout=1.5) as front,
+        front.client() as http,
+    ):
+        session = await raw_session(http, front.url)
+        headers = {**JSON_AND_SSE, "Mcp-Session-Id": session}
+        head = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {front.token}\r\n"
+            f"Mcp-Session-Id: {session}\r\nContent-Type: application/json\r\nAccept: application/json\r\n"
+            f"Content-Length: {limit}\r\n\r\n"
+        ).encode()
+        padded = {"jsonrpc": "2.0", "id": 5, "method": "ping", "params": {"_meta": {"pad": "x" * 150_000}}}
+        async with AsyncExitStack() as stack:
+            for _ in range(4):
+                slow = await stack.enter_async_context(await anyio.connect_tcp(*address_of(front.url)))
+                await slow.send(head + b" " * (limit // 2))
+            await anyio.sleep(0.3)
+            waited: list[float] = []
+
+            async def large() -> None:
+                started = time.monotonic()
+                response = await http.post(front.url, json=padded, headers=headers)
+                assert response.status_code == 200, response.text
+                waited.append(time.monotonic() - started)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(large)
+                started = time.monotonic()
+                assert await listed(http, front.url, session, 6) == 200
+                assert time.monotonic() - started < 0.5
+            assert waited[0] > 0.6  # until the slow ones were cut off, 1.2 s after it came

@@ -241,6 +241,42 @@ def _events(stamped: list[tuple[str, bytes]]) -> bytes:
     return b"".join(_event(item, event_id) for event_id, item in stamped)
 
 
+SMALL_BODY = 64 * 1024
+"""Bodies up to this size are read without asking ``BodyBudget`` (most are; each connection has one)."""
+BODY_BUDGET_BODIES = 4
+"""Largest bodies (``max_body``) that may be read at once: others wait their turn."""
+
+
+class BodyBudget:
+    """Bytes of request bodies being read at once, across every connection: 30 hosts sending
+    16 MB bodies together took the daemon to 571 MB. A body beyond ``SMALL_BODY`` reserves its
+    declared size (``max_body`` when chunked) before it is read, and gives it back once read;
+    one that finds no room waits for some, for at most ``timeout`` (503 beyond)."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._used = 0
+        self._freed: asyncio.Event | None = None
+
+    async def take(self, size: int, timeout: float) -> bool:
+        try:
+            async with asyncio.timeout(timeout):
+                while self._used and self._used + size > self._limit:
+                    if self._freed is None:
+                        self._freed = asyncio.Event()
+                    await self._freed.wait()
+        except TimeoutError:
+            return False
+        self._used += size
+        return True
+
+    def give(self, size: int) -> None:
+        self._used -= size
+        if self._freed is not None:
+            self._freed.set()  # every waiter looks again; one that still finds no room waits anew
+            self._freed = None
+
+
 async def _read_body(request: Request, limit: int) -> bytes | None:
     """The whole body, or None beyond ``limit`` bytes (read no further)."""
     declared = request.headers.get("content-length", "")
@@ -304,6 +340,7 @@ class Endpoint:
     def __init__(self, sessions: HttpSessions, limits: HttpLimits) -> None:
         self._sessions = sessions
         self._limits = limits
+        self._budget = BodyBudget(BODY_BUDGET_BODIES * limits.max_body)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
@@ -344,12 +381,20 @@ class Endpoint:
             return _error(415, mcp.INVALID_REQUEST, "Content-Type must be application/json")
         if not any(_accepts(headers)):
             return _error(406, mcp.INVALID_REQUEST, "Accept must allow application/json")
+        declared = headers.get("content-length", "")
+        size = int(declared) if declared.isdigit() else self._limits.max_body
+        reserved = size if SMALL_BODY < size <= self._limits.max_body else 0  # beyond: 413 at once
+        if reserved and not await self._budget.take(reserved, self._limits.io_timeout):
+            return _error(503, mcp.INTERNAL_ERROR, "too many large request bodies at once: try again")
         try:
             # asyncio's own timeout on the per-call path: an anyio cancel scope costs several times more.
             async with asyncio.timeout(self._limits.io_timeout):
                 body = await _read_body(request, self._limits.max_body)
         except TimeoutError:
             return _error(408, mcp.INVALID_REQUEST, f"no whole body within {self._limits.io_timeout:g}s")
+        finally:
+            if reserved:
+                self._budget.give(reserved)
         if body is None:
             return _error(413, mcp.INVALID_REQUEST, f"body over {self._limits.max_body} bytes")
         return _parse(body, headers)
