@@ -92,8 +92,10 @@ class _Holding(H11Protocol):
 
     def input_held(self) -> bool:
         # h11 keeps what it has not parsed in its receive buffer; its public ``trailing_data``
-        # would copy it on every look.
-        return len(self.conn._receive_buffer) > HELD_INPUT
+        # copies it on every look, so the buffer is measured where it is there to measure.
+        buffer = getattr(self.conn, "_receive_buffer", None)
+        held = len(buffer) if buffer is not None else len(self.conn.trailing_data[0])
+        return held > HELD_INPUT
 
 
 def limited_protocol(timeout: float, max_connections: int, token: str) -> type[H11Protocol]:
