@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from mcpd.supervisor.actor import stop_bound
 from mcpd.supervisor.policy import (
     RECOVERED_AFTER,
     UNREACHABLE_MAX_DELAY,
+    Decision,
     Ending,
     GiveUp,
     Retry,
@@ -129,13 +131,12 @@ def test_a_run_live_for_a_while_after_an_outage_resets_the_count() -> None:
     """The reconnects of an outage do not weigh on the backoff after the next failure once the
     server has been live RECOVERED_AFTER seconds since (a stdio server needs stable_after)."""
     policy = RestartPolicy(initial_delay=1.0, max_delay=60.0, jitter=0.0)
-    after = {"policy": policy, "wanted": True, "unit_random": 0.5}
-    gone = Ending.UNREACHABLE
-    recovered = decide(gone, "x", attempt=12, ran_for=RECOVERED_AFTER, after_outage=True, **after)
+    after = functools.partial(decide, Ending.UNREACHABLE, "x", policy=policy, wanted=True, unit_random=0.5)
+    recovered = after(attempt=12, ran_for=RECOVERED_AFTER, after_outage=True)
     assert recovered == Retry(1, 1.0)
-    too_soon = decide(gone, "x", attempt=12, ran_for=RECOVERED_AFTER - 1, after_outage=True, **after)
+    too_soon = after(attempt=12, ran_for=RECOVERED_AFTER - 1, after_outage=True)
     assert too_soon == Retry(13, 2.0)
-    no_outage = decide(gone, "x", attempt=12, ran_for=RECOVERED_AFTER, **after)
+    no_outage = after(attempt=12, ran_for=RECOVERED_AFTER)
     assert no_outage == Retry(13, 2.0)
 
 
@@ -145,7 +146,7 @@ def test_a_crash_loop_behind_a_gateway_backs_off_and_gives_up() -> None:
     grows and max_retries is reached (before: the count reset at each crash, 0.5 s delays forever)."""
     policy = RestartPolicy(initial_delay=1.0, max_delay=60.0, jitter=0.0, max_retries=10)
     attempt, last, delays = 0, None, []
-    decision: Retry | GiveUp | None = None
+    decision: Decision | None = None
     for _ in range(6):
         for ending, ran in ((Ending.UNREACHABLE, 0.0), (Ending.CRASHED, 6.0)):
             decision = decide(

@@ -130,7 +130,7 @@ async def test_a_reply_mentioning_progress_is_still_delivered() -> None:
     pipe = Pipe()
     rpc = pipe.rpc()
     results: dict[str, Any] = {}
-    seen: list[tuple[float, float | None, str | None]] = []
+    seen: list[tuple[float, float | None, str | None, dict[str, Any] | None]] = []
     async with in_flight(pipe, rpc, results, "p", on_progress=lambda *a: seen.append(a)) as (line,):
         assert rpc.route(reply(line["id"], {"content": [{"type": "text", "text": "notifications/progress"}]}))
     assert isinstance(results["p"], Reply)
@@ -142,7 +142,7 @@ async def test_progress_reaches_the_caller_that_asked() -> None:
     pipe = Pipe()
     rpc = pipe.rpc()
     results: dict[str, Any] = {}
-    seen: list[tuple[float, float | None, str | None]] = []
+    seen: list[tuple[float, float | None, str | None, dict[str, Any] | None]] = []
     async with in_flight(pipe, rpc, results, "p", on_progress=lambda *a: seen.append(a)) as (line,):
         token = line["params"]["_meta"]["progressToken"]
         assert token == line["id"]

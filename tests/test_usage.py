@@ -28,7 +28,7 @@ from mcpd.model.usage import StoreState
 from mcpd.store import db as store_db
 from mcpd.store.db import Store, StoreUnavailable
 from mcpd.store.pins import pin_rows
-from mcpd.store.usage import prior_rows
+from mcpd.store.usage import PendingCall, prior_rows
 from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
@@ -233,7 +233,7 @@ async def test_a_read_only_store_keeps_approvals_in_force(tmp_path: Path) -> Non
             assert already.approved == [] and already.already_approved == ["echo"]
 
 
-def call(query: str | None = None) -> tuple[object, ...]:
+def call(query: str | None = None) -> PendingCall:
     return (time.perf_counter(), 0.001, None, None, "s", "t", "ok", None, query)
 
 
