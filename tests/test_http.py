@@ -321,18 +321,24 @@ async def test_delete_ends_a_session(front: Front) -> None:
     await front.daemon.wait_for("http.session_ended", after=mark, why="deleted by the host")
 
 
+async def _asking_session(http: httpx2.AsyncClient, front: Front) -> tuple[dict[str, str], dict[str, Any]]:
+    """An initialized raw session that answers elicitation, and a call whose server will ask it."""
+    session = await raw_session(http, front.url, {"elicitation": {}})
+    headers = {**JSON_AND_SSE, "Mcp-Session-Id": session}
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert (await http.post(front.url, json=initialized, headers=headers)).status_code == 202
+    ask = {"tool": "tools__ask", "arguments": {"kind": "elicitation"}}
+    call: dict[str, Any] = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+    call["params"] = {"name": "mcpd_call_tool", "arguments": ask}
+    return headers, call
+
+
 async def test_a_server_asks_on_the_calls_own_stream_with_no_get_stream(front: Front) -> None:
     """A host that never opens a GET stream (MCP makes it optional) is asked on the stream that
     answers its call: the POST's answer becomes an event stream holding the server's elicitation,
     then, once the host has POSTed its reply, the call's result (it waited 300 s for a GET)."""
     async with front.client() as http:
-        session = await raw_session(http, front.url, {"elicitation": {}})
-        headers = {**JSON_AND_SSE, "Mcp-Session-Id": session}
-        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        assert (await http.post(front.url, json=initialized, headers=headers)).status_code == 202
-        ask = {"tool": "tools__ask", "arguments": {"kind": "elicitation"}}
-        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
-        call["params"] = {"name": "mcpd_call_tool", "arguments": ask}
+        headers, call = await _asking_session(http, front)
         messages: list[dict[str, Any]] = []
         async with http.stream("POST", front.url, json=call, headers=headers) as response:
             assert response.headers["content-type"].startswith("text/event-stream")
@@ -996,13 +1002,7 @@ async def test_a_malformed_error_reply_to_a_servers_request_answers_it_at_once(f
     """The host answers a server's question with ``"error": "boom"`` (not an error object): the
     server's request gets an error at once, and the call its answer (it waited its whole 60 s)."""
     async with front.client() as http:
-        session = await raw_session(http, front.url, {"elicitation": {}})
-        headers = {**JSON_AND_SSE, "Mcp-Session-Id": session}
-        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        assert (await http.post(front.url, json=initialized, headers=headers)).status_code == 202
-        ask = {"tool": "tools__ask", "arguments": {"kind": "elicitation"}}
-        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
-        call["params"] = {"name": "mcpd_call_tool", "arguments": ask}
+        headers, call = await _asking_session(http, front)
         messages: list[dict[str, Any]] = []
         async with http.stream("POST", front.url, json=call, headers=headers) as response:
             with anyio.fail_after(15):
