@@ -90,12 +90,14 @@ class _Holding(H11Protocol):
     holding = False
     """Reading was paused (or kept paused) because ``HELD_INPUT`` bytes are held."""
 
-    def input_held(self) -> bool:
+    def held_bytes(self) -> int:
         # h11 keeps what it has not parsed in its receive buffer; its public ``trailing_data``
         # copies it on every look, so the buffer is measured where it is there to measure.
         buffer = getattr(self.conn, "_receive_buffer", None)
-        held = len(buffer) if buffer is not None else len(self.conn.trailing_data[0])
-        return held > HELD_INPUT
+        return len(buffer) if buffer is not None else len(self.conn.trailing_data[0])
+
+    def input_held(self) -> bool:
+        return self.held_bytes() > HELD_INPUT
 
 
 def limited_protocol(timeout: float, max_connections: int, token: str) -> type[H11Protocol]:
@@ -137,21 +139,28 @@ def limited_protocol(timeout: float, max_connections: int, token: str) -> type[H
             self._watch = self.loop.call_later(timeout / CHECKS, self._check_output)
 
         def _drop_anonymous(self) -> bool:
-            """Make room by dropping the oldest anonymous connection that has sent nothing we have
-            not read; False if the oldest few all have (they are read first, this one waits).
+            """Make room by dropping the oldest anonymous connection that is not just arriving
+            (``_arriving``), or the oldest of all if the oldest few all are; False only when there is
+            none to drop.
 
             A host's connection is anonymous until the loop reads its request head, and under a
             flood of connections the loop accepts hundreds before it reads one: a host's request
-            waiting in the kernel must not be what is dropped."""
-            for candidate in list(itertools.islice(anonymous, SCANNED)):
-                del anonymous[candidate]
-                if _unread(candidate.transport):
-                    anonymous[candidate] = None  # kept, now as the newest
-                    continue
-                candidate.transport.abort()
-                dropped(self.loop)
-                return True
-            return False
+            waiting in the kernel must not be what is dropped. But a connection the loop has read
+            from and that is still anonymous has sent only part of a head, and one that trickles a
+            byte at a time always has some waiting: those are never kept over a newcomer."""
+            scanned = list(itertools.islice(anonymous, SCANNED))
+            if not scanned:
+                return False
+            victim = next((c for c in scanned if not c._arriving()), scanned[0])
+            del anonymous[victim]
+            victim.transport.abort()
+            dropped(self.loop)
+            return True
+
+        def _arriving(self) -> bool:
+            """Nothing read from it yet, and bytes waiting in the kernel: a request being delivered."""
+            cycle: RequestResponseCycle | None = self.cycle  # uvicorn's annotation omits its None
+            return cycle is None and not self.held_bytes() and _unread(self.transport)
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
