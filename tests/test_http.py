@@ -14,6 +14,8 @@ import signal
 import socket
 import sqlite3
 import stat
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -862,6 +864,45 @@ async def test_connections_without_the_token_cannot_lock_hosts_out(tmp_path: Pat
         finally:
             for sock in held:
                 sock.close()
+
+
+_TRICKLE = """
+import socket, sys, time
+host, port, count, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+def opened():
+    sock = socket.create_connection((host, port))
+    sock.setblocking(False)
+    sock.send(b"POST /mcp HTTP/1.1\\r\\nX-a: ")
+    return sock
+held = [opened() for _ in range(count)]
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    for index, sock in enumerate(held):
+        try:
+            sock.send(b"a")
+        except OSError:
+            sock.close()
+            held[index] = opened()
+"""
+
+
+async def test_connections_trickling_a_head_cannot_lock_new_hosts_out(tmp_path: Path) -> None:
+    """300 connections without the token, each sending its request head a byte at a time and
+    reopened when dropped: new hosts still get sessions (a connection with bytes waiting was always
+    kept over a newcomer, so 20-24 of 40 of a host's new connections were closed unanswered)."""
+    async with http_daemon(tmp_path) as front:
+        host, port = address_of(front.url)
+        attacker = await anyio.open_process(
+            [sys.executable, "-c", _TRICKLE, host, str(port), "300", "8"], stdout=subprocess.DEVNULL
+        )
+        try:
+            await anyio.sleep(1.5)  # the pool of connections without the token is full by now
+            for _ in range(10):
+                async with front.client() as newcomer:
+                    await raw_session(newcomer, front.url)
+        finally:
+            attacker.kill()
+            await attacker.wait()
 
 
 def rss_bytes(pid: int) -> int:
