@@ -1,7 +1,9 @@
-"""How many bytes one read asks for, on every socket and pipe mcpd reads."""
+"""How many bytes one read asks for, on every socket and pipe mcpd reads, and how much of a body
+is read at most."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -26,3 +28,15 @@ def read_in_pieces(transport: asyncio.BaseTransport) -> None:
     """
     if isinstance(getattr(transport, "max_size", None), int):
         transport.max_size = READ_SIZE  # type: ignore[attr-defined]
+
+
+async def read_at_most(chunks: AsyncIterable[bytes], limit: int) -> bytes | None:
+    """The chunks joined, or None once they pass ``limit`` bytes (reading stops there)."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in chunks:
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+    return b"".join(parts)

@@ -61,6 +61,7 @@ from mcpd.model.resources import (
 )
 from mcpd.model.servers import ServerInfo
 from mcpd.model.tools import ToolInfo, ToolResult
+from mcpd.readsize import read_at_most
 from mcpd.supervisor.server_asks import MAX_SERVER_REQUESTS, TOO_MANY_ASKS
 from mcpd.supervisor.session import (
     Ask,
@@ -348,18 +349,6 @@ def _with_body(response: httpx2.Response, body: bytes, request: httpx2.Request) 
     )
 
 
-async def _read(response: httpx2.Response, limit: int) -> bytes | None:
-    """The decoded body of ``response``, or None once it passes ``limit`` bytes (reading stops)."""
-    parts: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > limit:
-            return None
-        parts.append(chunk)
-    return b"".join(parts)
-
-
 async def _close(response: httpx2.Response) -> None:
     # Shielded: a response left half read would keep its connection; closing it is local and quick.
     with anyio.CancelScope(shield=True), anyio.move_on_after(NOTICE_WAIT):
@@ -429,7 +418,7 @@ class _Watch(httpx2.AsyncBaseTransport):
             # request is then known not to have run all the same.
             mark.status = response.status_code
             mark.lost_session = response.status_code == 404 and "mcp-session-id" in request.headers
-            body = await _read(response, ERROR_BODY_BYTES)
+            body = await read_at_most(response.aiter_bytes(), ERROR_BODY_BYTES)
             try:
                 mark.refusal = body is not None and bool(_error_body.decode(body))
             except DECODE_FAILURES:
@@ -446,7 +435,7 @@ class _Watch(httpx2.AsyncBaseTransport):
         if kind != "application/json" or request.method != "POST":
             mark.failure = f"an answer of content type {kind or 'none'!r}, not JSON nor an event stream"
             return _stand_in(request)
-        body = await _read(response, MAX_ANSWER_BYTES)
+        body = await read_at_most(response.aiter_bytes(), MAX_ANSWER_BYTES)
         if body is None:
             mark.failure = f"an answer larger than {MAX_ANSWER_BYTES // 2**20} MiB (the limit)"
             return _stand_in(request)

@@ -60,6 +60,7 @@ from mcpd.front.http.sessions import (
 )
 from mcpd.front.http.token import bearer_matches
 from mcpd.model import mcp
+from mcpd.readsize import read_at_most
 
 log = structlog.get_logger("mcpd.front")
 
@@ -282,14 +283,7 @@ async def _read_body(request: Request, limit: int) -> bytes | None:
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return await read_at_most(request.stream(), limit)
 
 
 @dataclass(frozen=True)
