@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -236,7 +237,9 @@ async def test_a_resumed_host_session_subscribes_again(daemon: DaemonProcess) ->
     def run() -> tuple[dict[str, Any], list[dict[str, Any]]]:
         update: dict[str, Any] | None = None
         states: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 60  # a guard against a hang: updates come every five seconds
         while update is None or not any(s["subscribed"] == [uri] for s in states):
+            assert time.monotonic() < deadline, (update, states)
             for frame in host.channel.receive():
                 message = json.loads(frame)
                 if message.get("method") == RESOURCE_UPDATED:
