@@ -352,6 +352,7 @@ async def _serve_with(
         supervisor.add_listener(hosts.on_event)
         supervisor.add_log_listener(hosts.on_log)
         supervisor.add_listener(daemon.subscriptions.on_event)
+        supervisor.add_listener(daemon.log_levels.on_event)
         if notifier.enabled:
             supervisor.add_listener(lambda event: notifier.status(summary(supervisor)))
         async with anyio.create_task_group() as tg:
@@ -367,6 +368,7 @@ async def _serve_with(
             tg.start_soon(catalog.run)
             tg.start_soon(keep_store, usage, gate, prior)
             tg.start_soon(daemon.subscriptions.run)
+            tg.start_soon(daemon.log_levels.run)
             tg.start_soon(daemon.activity.publish, rpc.broadcast)
             tg.start_soon(_announce_ready, supervisor, notifier)
             tg.start_soon(_watchdog, notifier)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from mcpd.discovery.prior import UsagePrior
 from mcpd.front.activity import Activity
+from mcpd.front.loglevels import LogLevels
 from mcpd.front.server_requests import ServerRequests
 from mcpd.front.subscriptions import Subscriptions
 from mcpd.registry.catalog import Catalog
@@ -24,9 +25,12 @@ class Core:
     """Routes servers' requests (sampling, elicitation, roots) to the callers of running calls."""
     subscriptions: Subscriptions = field(init=False)
     """Resource subscriptions of every client, one per URI on each server."""
+    log_levels: LogLevels = field(init=False)
+    """The log level hosts want, asked of every server."""
 
     def __post_init__(self) -> None:
         self.subscriptions = Subscriptions(self.supervisor)
+        self.log_levels = LogLevels(self.supervisor)
 
 
 @dataclass(frozen=True)

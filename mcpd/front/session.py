@@ -291,6 +291,8 @@ class HostSession:
                 self._timers.append(loop.call_later(wait, self._preconnect_overdue, name))
         for uri in self._resubscribe:
             self._in_background(self._subscribe_again(uri))
+        if self.log_level is not None:
+            self.core.log_levels.set(self, self.log_level)
         self._state_changed()
 
     async def receive(self, data: bytes) -> None:
@@ -336,6 +338,7 @@ class HostSession:
             await asyncio.gather(*self._background, return_exceptions=True)
         await self._tasks.aclose()
         self.core.subscriptions.drop(self)  # last: no request of this session can subscribe any more
+        self.core.log_levels.drop(self)
 
     def on_event(self, event: ServerEvent) -> None:
         """A supervisor event: connect a waiting ``preconnect`` server; re-send the tool list on a change."""
@@ -781,6 +784,7 @@ async def _ping(session: HostSession, params: mcp.Empty) -> mcp.Empty:
 @_request("logging/setLevel", mcp.SetLevelParams)
 async def _set_level(session: HostSession, params: mcp.SetLevelParams) -> mcp.Empty:
     session.log_level = params.level
+    session.core.log_levels.set(session, params.level)
     session._state_changed()
     return _EMPTY_RESULT
 

@@ -653,6 +653,17 @@ class SdkSession:
         with _translated(mcp.ROOTS_LIST_CHANGED):
             await self._session.send_roots_list_changed()
 
+    async def set_log_level(self, level: mcp.LogLevel) -> bool:
+        capabilities = self._session.server_capabilities
+        if capabilities is None or capabilities.logging is None:
+            return False
+        # A plain request, as for subscriptions: the SDK's ``set_logging_level`` warns that the 2026
+        # revision drops logging, which the servers that declare it still speak.
+        request = mcp_types.SetLevelRequest(params=mcp_types.SetLevelRequestParams(level=level))
+        with _translated("logging/setLevel"):
+            await self._session.send_request(request, mcp_types.EmptyResult)
+        return True
+
     async def unsubscribe_resource(self, uri: str) -> None:
         params = mcp_types.UnsubscribeRequestParams(uri=uri)
         with _translated("resources/unsubscribe"):

@@ -18,7 +18,7 @@ import msgspec
 import structlog
 
 from mcpd.model.logs import LogMessage
-from mcpd.model.mcp import METHOD_NOT_FOUND
+from mcpd.model.mcp import METHOD_NOT_FOUND, LogLevel
 from mcpd.model.requests import ServerReply
 from mcpd.model.resources import (
     CompleteResult,
@@ -170,6 +170,10 @@ class Session(Protocol):
 
     async def roots_changed(self) -> None:
         """Tell the server the roots may have changed (``notifications/roots/list_changed``)."""
+
+    async def set_log_level(self, level: LogLevel) -> bool:
+        """``logging/setLevel``; False, nothing sent, when the server did not declare ``logging``."""
+        ...
 
     async def complete(
         self, ref: CompletionRef, argument: tuple[str, str], context: dict[str, str] | None

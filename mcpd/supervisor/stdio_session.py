@@ -384,6 +384,12 @@ class StdioSession:
     async def roots_changed(self) -> None:
         self._send(mcp.Notification(mcp.ROOTS_LIST_CHANGED))
 
+    async def set_log_level(self, level: mcp.LogLevel) -> bool:
+        if self._declared("logging") is None:
+            return False
+        await self._request("logging/setLevel", {"level": level}, _anything)
+        return True
+
     async def complete(
         self, ref: CompletionRef, argument: tuple[str, str], context: dict[str, str] | None
     ) -> CompleteResult:

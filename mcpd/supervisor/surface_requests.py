@@ -22,6 +22,7 @@ from mcpd.errors import (
     UnknownResource,
     Unsupported,
 )
+from mcpd.model.mcp import LogLevel
 from mcpd.model.resources import CompleteResult, CompletionRef, PromptRef, PromptResult, ReadResult
 from mcpd.model.states import LIVE_STATES
 from mcpd.supervisor.calls import send_request
@@ -100,6 +101,26 @@ async def unsubscribe_resource(actor: ServerActor, uri: str, timeout: float) -> 
     if actor.link is not None and actor.state in LIVE_STATES:
         unsubscribe = "resources/unsubscribe"
         await _on_resource(actor, uri, unsubscribe, lambda s: s.unsubscribe_resource(uri), timeout=timeout)
+
+
+async def set_log_level(actor: ServerActor, level: LogLevel, timeout: float) -> bool:
+    """``logging/setLevel``, only if the server is live now (a new run is asked when it runs);
+    False when it did not declare ``logging`` or is not live. Raises ``InvalidParams`` (the server
+    refused), ``CallTimeout`` or ``TransportError``."""
+    if actor.link is None or actor.state not in LIVE_STATES:
+        return False
+    data = {"server": actor.name, "level": level}
+    return await _request(
+        actor,
+        lambda s: s.set_log_level(level),
+        what="logging/setLevel",
+        data=data,
+        timeout=timeout,
+        known=lambda current: None,
+        refused=lambda why, error: InvalidParams(
+            f"{actor.name} refused logging/setLevel {level}: {why}", {**data, SERVER_ERROR: error}
+        ),
+    )
 
 
 async def _on_resource(

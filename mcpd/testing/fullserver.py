@@ -11,8 +11,10 @@ What a test can ask of it, besides the lists:
 
 - tools ``progress`` (two progress notifications, integer and float, with ``_meta``), ``log`` (log
   messages whose data is an object, a number and a 10,000-character string), ``touch`` (a
-  ``resources/updated`` with ``_meta``), ``wait`` (answers after ``seconds``) and ``cancellations``
-  (the ``notifications/cancelled`` params it received so far, as JSON);
+  ``resources/updated`` with ``_meta``), ``wait`` (answers after ``seconds``), ``cancellations``
+  (the ``notifications/cancelled`` params it received so far, as JSON) and ``levels`` (the levels
+  ``logging/setLevel`` asked for so far, as JSON); once a level is set, log messages below it are
+  not sent;
 - ``resources/read`` of ``full://fail`` fails with -32603 and ``data``; ``prompts/get`` of ``broken``
   fails with -32603, of ``greet`` without argument ``name`` with -32602; completing argument ``fail``
   fails with -32050 (not -32000: the SDK takes that code for its own "connection closed").
@@ -33,6 +35,7 @@ ICONS = [
 ]
 ANNOTATIONS = {"audience": ["user"], "priority": 0.5, "lastModified": "2025-01-01T00:00:00Z"}
 META = {"example.com/key": "value", "nested": {"n": [1, 2]}}
+LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 LATER = {"x-later": {"kept": True}}
 """A field no revision defines yet: a relay that passes what it does not model keeps it."""
 
@@ -48,7 +51,7 @@ TOOLS: list[dict[str, Any]] = [
         "_meta": META,
         **LATER,
     }
-    for name in ("progress", "log", "touch", "wait", "cancellations")
+    for name in ("progress", "log", "touch", "wait", "cancellations", "levels")
 ] + [{"name": "plain", "inputSchema": {"type": "object"}}]
 """``plain`` has no description, title, annotations or anything optional."""
 
@@ -109,6 +112,7 @@ class FullServer:
         self._send = send
         """Writes one message to the client, or None where the transport cannot (HTTP)."""
         self.cancellations: list[Any] = []
+        self.levels: list[str] = []
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         if self._send is not None:
@@ -144,7 +148,12 @@ class FullServer:
                 "capabilities": capabilities,
                 "serverInfo": {"name": "full", "version": "1.0"},
             }
-        if method in ("ping", "resources/subscribe", "resources/unsubscribe", "logging/setLevel"):
+        if method == "logging/setLevel":
+            if params.get("level") not in LEVELS:
+                raise RpcError(-32602, "unknown level", {"level": params.get("level")})
+            self.levels.append(params["level"])
+            return {}
+        if method in ("ping", "resources/subscribe", "resources/unsubscribe"):
             return {}
         lists = {
             "tools/list": ("tools", TOOLS),
@@ -201,18 +210,23 @@ class FullServer:
                 "notifications/progress", {"progressToken": token, "progress": 2.5, "message": "more"}
             )
         elif name == "log":
-            self.notify(
-                "notifications/message",
+            messages: list[dict[str, Any]] = [
                 {"level": "warning", "logger": "lg", "data": {"k": [1, 2]}, "_meta": META},
-            )
-            self.notify("notifications/message", {"level": "info", "data": 42})
-            self.notify("notifications/message", {"level": "error", "data": "y" * 10_000})
+                {"level": "info", "data": 42},
+                {"level": "error", "data": "y" * 10_000},
+            ]
+            floor = LEVELS.index(self.levels[-1]) if self.levels else 0
+            for message in messages:
+                if LEVELS.index(message["level"]) >= floor:
+                    self.notify("notifications/message", message)
         elif name == "touch":
             self.notify("notifications/resources/updated", {"uri": "full://r/0", "_meta": META})
         elif name == "wait":
             time.sleep(float(arguments.get("seconds", 1)))
         elif name == "cancellations":
             return {"content": [{"type": "text", "text": json.dumps(self.cancellations)}]}
+        elif name == "levels":
+            return {"content": [{"type": "text", "text": json.dumps(self.levels)}]}
         return {"content": [{"type": "text", "text": f"{name} done"}], "_meta": META}
 
 

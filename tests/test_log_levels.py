@@ -1,0 +1,83 @@
+"""Servers are asked (``logging/setLevel``) for the most detailed log level that any host set, and
+asked again when they start a new run; hosts are SDK clients through real bridges, the server is
+``mcpd.testing.fullserver`` (which keeps the levels it was asked for)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from test_bridge import bridge
+
+from mcpd.client.aio import AsyncClient, connect
+from mcpd.testing.daemon import DaemonProcess, running_daemon
+from mcpd.testing.remote import free_port, running_http_server
+
+pytestmark = pytest.mark.anyio
+
+
+async def asked(client: AsyncClient) -> list[str]:
+    result = await client.call_tool("full__levels")
+    return list(json.loads(result.content[0]["text"]))
+
+
+async def until_asked(client: AsyncClient, expected: list[str]) -> None:
+    with anyio.fail_after(30):
+        while (levels := await asked(client)) != expected:
+            assert len(levels) <= len(expected), levels
+            await anyio.sleep(0.05)
+
+
+async def running_pid(daemon: DaemonProcess, client: AsyncClient, after: int = 0) -> int:
+    event = await daemon.wait_for("server.state", server="full", new="running", after=after, timeout=60)
+    pid = event["pid"] or next(s.pid for s in await client.status() if s.name == "full")
+    assert pid is not None
+    return int(pid)
+
+
+# Deprecated in the newest MCP revision (SEP-2577), still part of those mcpd speaks.
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
+async def test_servers_hear_the_most_detailed_level_any_host_wants(tmp_path: Path) -> None:
+    """Two hosts: the server is asked for the more detailed level, not again for a less detailed
+    one while the other host wants more; a new run is asked at once; when the more detailed host
+    leaves, the server is asked for the level of the host that stays."""
+    config = tmp_path / "config.toml"
+    args = json.dumps(["-m", "mcpd.testing.fullserver"])
+    config.write_text(f"[servers.full]\ncommand = {json.dumps(sys.executable)}\nargs = {args}\n")
+    async with running_daemon(config) as daemon, connect(daemon.socket) as client:
+        pid = await running_pid(daemon, client)
+        assert await asked(client) == []  # nobody set a level: the server keeps its own
+        async with bridge(daemon.socket, "--all") as stays:
+            await stays.session.set_logging_level("warning")
+            await until_asked(client, ["warning"])
+            async with bridge(daemon.socket, "--all") as detailed:
+                await detailed.session.set_logging_level("debug")
+                await until_asked(client, ["warning", "debug"])
+                await stays.session.set_logging_level("error")
+                await anyio.sleep(0.5)
+                assert await asked(client) == ["warning", "debug"]  # debug is still wanted
+                mark = len(daemon.events)
+                os.kill(pid, signal.SIGKILL)
+                await running_pid(daemon, client, after=mark)
+                await until_asked(client, ["debug"])  # the new run, asked at once
+            await until_asked(client, ["debug", "error"])  # what the host that stays wants
+
+
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
+async def test_a_remote_server_hears_the_level_too(tmp_path: Path) -> None:
+    """The same over streamable HTTP (the daemon's SDK session)."""
+    port = free_port()
+    command = [sys.executable, "-m", "mcpd.testing.fullserver", "--transport", "http", "--port", str(port)]
+    async with running_http_server(command, port) as url:
+        config = tmp_path / "config.toml"
+        config.write_text(f'[servers.full]\nurl = "{url}"\n')
+        async with running_daemon(config) as daemon, connect(daemon.socket) as client:
+            await daemon.wait_for("server.state", server="full", new="running", timeout=60)
+            async with bridge(daemon.socket, "--all") as host:
+                await host.session.set_logging_level("notice")
+                await until_asked(client, ["notice"])
