@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -38,18 +39,30 @@ class Peer:
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
         self.seen: list[dict[str, Any]] = list(map(json.loads, channel.backlog))
+        self._unread: deque[bytes] = deque()
+        """Frames that came in one read with an answer, after it."""
 
     def send(self, data: bytes) -> None:
         self.channel.send(data)
 
+    def receive(self) -> list[bytes]:
+        """The frames not read yet: those that came after the last answer, else what arrives now."""
+        if self._unread:
+            frames = list(self._unread)
+            self._unread.clear()
+            return frames
+        return self.channel.receive()
+
     def next_answer(self) -> dict[str, Any]:
         """The next response (notifications before it are kept in ``seen``)."""
         while True:
-            for frame in self.channel.receive():
-                message: dict[str, Any] = json.loads(frame)
-                if "method" not in message:
-                    return message
-                self.seen.append(message)
+            if not self._unread:
+                self._unread.extend(self.receive())
+                continue
+            message: dict[str, Any] = json.loads(self._unread.popleft())
+            if "method" not in message:
+                return message
+            self.seen.append(message)
 
     def request(self, request_id: int, method: str, params: Any = None) -> dict[str, Any]:
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
@@ -206,7 +219,7 @@ async def test_a_request_over_the_limit_is_refused_and_the_host_still_heard(tmp_
                 json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}).encode()
             )
             while not any(m.get("method") == "sampling/createMessage" for m in host.seen):
-                host.seen += [json.loads(frame) for frame in host.channel.receive()]
+                host.seen += [json.loads(frame) for frame in host.receive()]
             (ask,) = [m for m in host.seen if m.get("method") == "sampling/createMessage"]
             assert host.request(3, "ping")["error"]["code"] == TOO_MANY_REQUESTS
             sample = {"role": "assistant", "content": {"type": "text", "text": "one slot"}, "model": "m"}
@@ -278,7 +291,7 @@ async def test_a_url_elicitation_reaches_only_a_host_that_declared_url_mode(
         }
         host.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": ask}).encode())
         while True:
-            for frame in host.channel.receive():
+            for frame in host.receive():
                 message = json.loads(frame)
                 if message.get("method") == "elicitation/create":
                     assert message["params"]["mode"] == "url"
