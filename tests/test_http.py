@@ -8,6 +8,7 @@ Host, no session, an ended session, a batch, an oversized body.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -46,7 +47,7 @@ from mcpd.front.http.sessions import (
     Outbox,
     saved_sessions,
 )
-from mcpd.model.mcp import SavedSession, SessionState
+from mcpd.model.mcp import SESSION_ENDED, SavedSession, SessionState
 from mcpd.store.db import Store
 from mcpd.testing import fixture_toml, run_cli
 from mcpd.testing.daemon import DaemonProcess, running_daemon
@@ -538,7 +539,8 @@ async def test_a_session_set_aside_and_resumed_at_once_stays_open() -> None:
 
 async def test_daemon_stops_cleanly_with_a_session_open(tmp_path: Path) -> None:
     """SIGTERM with an SDK session open (its GET stream attached) and a call in flight: the call gets
-    an error instead of hanging, and the daemon exits 0."""
+    an error instead of hanging, one that says it may have run (not -32600, the host's own fault),
+    and the daemon exits 0."""
     async with http_daemon(tmp_path) as front, sdk_host(front) as host:
         outcome: list[MCPError] = []
         started = anyio.Event()
@@ -559,6 +561,7 @@ async def test_daemon_stops_cleanly_with_a_session_open(tmp_path: Path) -> None:
             front.daemon.signal(signal.SIGTERM)
             assert await front.daemon.wait_exit() == 0
         assert "session ended" in outcome[0].error.message
+        assert outcome[0].error.code == SESSION_ENDED
         await front.daemon.wait_for("daemon.stopped")
 
 
@@ -690,6 +693,35 @@ async def test_a_session_outlives_a_daemon_restart(tmp_path: Path) -> None:
                 # Every session of the second daemon is one of the first's, resumed.
                 names = [e["event"] for e in second.events if e["event"].startswith("http.session")]
                 assert names.count("http.session") == names.count("http.session_resumed") == 2
+
+
+async def test_the_event_stream_comes_back_after_a_crash_and_a_service_restart(tmp_path: Path) -> None:
+    """The daemon killed, and started again after the pause a service manager takes (systemd's
+    RestartSec=2): the SDK host opens its event stream again (the ``retry`` the stream told it) and
+    hears what is not an answer to a request; it gave up after its one retry a second later, deaf for
+    the rest of its session."""
+    config = http_config(tmp_path, http=f'"127.0.0.1:{free_port()}"', usage_db=f'"{tmp_path / "usage.db"}"')
+    async with running_daemon(config) as first:
+        url = (await first.wait_for("http.listening"))["url"]
+        printed = await anyio.to_thread.run_sync(lambda: run_cli("token", "--config", str(config)))
+        front = Front(first, url, printed.stdout.strip(), config)
+        async with sdk_host(front) as host:
+            assert "Connected tools" in await host.call("mcpd_connect_server", {"server": "tools"})
+            with anyio.fail_after(30):
+                await host.list_changed.wait()
+            first.signal(signal.SIGKILL)
+            await first.wait_exit()
+            await anyio.sleep(2.5)
+            async with running_daemon(config) as second:
+                await second.wait_for("http.listening")
+                host.list_changed = anyio.Event()
+                with anyio.fail_after(30):
+                    for added in itertools.count():
+                        await host.call("tools__add_tool", {"name": f"late_{added}"})
+                        with anyio.move_on_after(2):
+                            await host.list_changed.wait()
+                        if host.list_changed.is_set():
+                            break
 
 
 async def test_saved_sessions_expire_and_end(tmp_path: Path) -> None:

@@ -34,6 +34,9 @@ DAEMON_UNAVAILABLE = -32011
 """(relay) No daemon came back within the wait for a request sent during the gap."""
 TOO_MANY_REQUESTS = -32012
 """The session already runs ``max_in_flight`` requests: this one was not started."""
+SESSION_ENDED = -32013
+"""(HTTP) The host's session ended (the daemon stopping, the session set aside or idle) while it
+held the request: it may or may not have run."""
 
 SESSION_NOTIFICATION = "notifications/mcpd/session"
 TOOLS_LIST_CHANGED = "notifications/tools/list_changed"

@@ -74,6 +74,12 @@ PING_INTERVAL = 30.0
 _JSON = "application/json"
 _SSE = "text/event-stream"
 _PING = b": ping\n\n"
+RECONNECT_AFTER_MS = 5000
+"""The ``retry`` a GET stream tells hosts: how long to wait before opening it again once it breaks.
+The SDK's host tries again only once or twice, 1 s apart unless told, so a daemon restarted by its
+service (systemd waits 2 s, then ~1.5 s to listen) left it deaf to notifications for the rest of
+the session."""
+_RETRY = b"retry: %d\n\n" % RECONNECT_AFTER_MS
 _incoming = msgspec.json.Decoder(mcp.Incoming)
 
 
@@ -216,6 +222,8 @@ async def _stream(
     ]
     sender = _Sender(send, timeout, session, scope)
     await sender({"type": "http.response.start", "status": 200, "headers": headers})
+    if event_log is not None:
+        await sender({"type": "http.response.body", "body": _RETRY, "more_body": True})
     async with anyio.create_task_group() as tg:
         tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
         done = first_ends  # as taken: an answer that came since is the next take's
@@ -519,8 +527,11 @@ def _options(request: Request) -> mcp.SessionState:
 
 
 def _ended(request_id: mcp.RequestId) -> mcp.ErrorObject:
+    # Not -32600 (a malformed request: the host's own fault); as the bridge says when the daemon
+    # goes away, the request may or may not have run.
     return mcp.ErrorObject(
-        mcp.INVALID_REQUEST, f"the session ended before request {request_id!r} was answered"
+        mcp.SESSION_ENDED,
+        f"the session ended before request {request_id!r} was answered; it may or may not have run",
     )
 
 
