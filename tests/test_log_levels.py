@@ -112,3 +112,32 @@ async def test_a_calls_log_messages_reach_the_host_before_its_answer(tmp_path: P
         finally:
             host.channel.close()
         assert heard == [3] * len(heard)
+
+
+async def test_a_host_that_changes_levels_fast_costs_the_server_few_requests(tmp_path: Path) -> None:
+    """200 level changes sent at once: the server is asked a few times, the last time for the last
+    level."""
+    config = tmp_path / "config.toml"
+    args = json.dumps(["-m", "mcpd.testing.fullserver"])
+    config.write_text(f"[servers.full]\ncommand = {json.dumps(sys.executable)}\nargs = {args}\n")
+    async with running_daemon(config) as daemon, connect(daemon.socket) as client:
+        await daemon.wait_for("server.state", server="full", new="running", timeout=60)
+        host = await peer(daemon)
+
+        def run() -> None:
+            host.request(1, "initialize", initialize("2025-06-18"))
+            levels = [*(["debug", "info"] * 100), "notice"]
+            for request_id, level in enumerate(levels, start=2):
+                message = {"jsonrpc": "2.0", "id": request_id, "method": "logging/setLevel"}
+                host.send(json.dumps({**message, "params": {"level": level}}).encode())
+            for _ in levels:
+                assert "result" in host.next_answer()
+
+        try:
+            await anyio.to_thread.run_sync(run)
+        finally:
+            host.channel.close()
+        with anyio.fail_after(30):
+            while (levels := await asked(client))[-1:] != ["notice"]:
+                await anyio.sleep(0.05)
+        assert len(levels) < 20, levels

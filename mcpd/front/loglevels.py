@@ -33,9 +33,12 @@ class LogLevels:
     def __init__(self, supervisor: Supervisor) -> None:
         self._supervisor = supervisor
         self._levels: dict[Hashable, LogLevel] = {}
-        self._asked: dict[str, LogLevel] = {}
-        """The level each server's current run was asked for."""
-        self._locks: dict[str, anyio.Lock] = {}
+        self._runs: dict[str, int] = {}
+        """How many runs of each server have started (a new run knows no level)."""
+        self._asked: dict[str, tuple[int, LogLevel]] = {}
+        """The run of each server last asked, and the level it was asked for (or refused)."""
+        self._asking: set[str] = set()
+        """Servers being asked now: one request at a time each, however often hosts change levels."""
         self._tg: TaskGroup | None = None
 
     async def run(self) -> None:
@@ -59,12 +62,11 @@ class LogLevels:
             self._ask_all()
 
     def on_event(self, event: ServerEvent) -> None:
-        """Ask a server that starts a new run (which knows no level) for the level hosts want."""
-        if isinstance(event, StateChanged) and (event.old, event.new) == (
-            ServerState.STARTING,
-            ServerState.RUNNING,
-        ):
-            self._asked.pop(event.server, None)
+        """Ask a server that starts a new run (which knows no level) for the level hosts want, and
+        one that runs again after a spell of not answering, if it was not asked meanwhile."""
+        if isinstance(event, StateChanged) and event.new is ServerState.RUNNING:
+            if event.old is ServerState.STARTING:
+                self._runs[event.server] = self._runs.get(event.server, 0) + 1
             self._ask(event.server)
 
     def _ask_all(self) -> None:
@@ -72,25 +74,39 @@ class LogLevels:
             self._ask(name)
 
     def _ask(self, name: str) -> None:
+        if self._due(name) is None or name in self._asking or self._tg is None:
+            return
+        self._asking.add(name)
+        self._tg.start_soon(self._send, name)
+
+    def _due(self, name: str) -> LogLevel | None:
+        """The level ``name``'s current run is still to be asked for (None: nothing to ask)."""
         wanted = self.wanted()
-        if wanted is not None and self._asked.get(name) != wanted and self._tg is not None:
-            self._tg.start_soon(self._send, name)
+        if wanted is None or self._asked.get(name) == (self._runs.get(name, 0), wanted):
+            return None
+        return wanted
 
     async def _send(self, name: str) -> None:
-        # One request at a time per server, each for the level wanted when it is sent: levels
-        # set in quick succession end with the last one, whatever order the tasks run in.
-        async with self._locks.setdefault(name, anyio.Lock()):
-            level = self.wanted()
-            if level is None or self._asked.get(name) == level or name not in self._supervisor.names():
-                return
-            actor = self._supervisor.actor(name)
-            if actor.state is not ServerState.RUNNING:
-                return  # asked when it runs
-            try:
-                sent = await surface_requests.set_log_level(actor, level, ASK_TIMEOUT)
-            except McpdError as exc:
-                log.info("server.log_level_refused", server=name, level=level, error=exc.message)
-                return
-            self._asked[name] = level
-            if sent:
-                log.debug("server.log_level", server=name, level=level)
+        # Each request is for the level wanted when it is sent, and the last one for the level
+        # wanted at the end: a host that changes levels a thousand times costs a few requests, and
+        # a server that does not answer holds one task, not one per change.
+        try:
+            while (level := self._due(name)) is not None:
+                if name not in self._supervisor.names():
+                    return
+                actor = self._supervisor.actor(name)
+                if actor.state is not ServerState.RUNNING:
+                    return  # asked when it runs
+                run = self._runs.get(name, 0)
+                try:
+                    sent = await surface_requests.set_log_level(actor, level, ASK_TIMEOUT)
+                except McpdError as exc:
+                    log.info("server.log_level_refused", server=name, level=level, error=exc.message)
+                    sent = False
+                # Refused too: asked again for another level, not this one. A run that started
+                # meanwhile was not asked: the loop asks it.
+                self._asked[name] = (run, level)
+                if sent:
+                    log.debug("server.log_level", server=name, level=level)
+        finally:
+            self._asking.discard(name)
