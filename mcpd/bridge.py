@@ -14,7 +14,9 @@ backoff, starting a daemon itself after ``AUTOSTART_AFTER`` unless ``--no-autost
 resumes the session and sends the host ``notifications/tools/list_changed``. A request
 that arrives during the gap waits up to ``GAP_WAIT`` and is then sent (or answered with
 an error); a request the daemon held when it went away is answered with an error, except
-read-only ones (``RESENDABLE``), which are simply sent again. stdin EOF ends the bridge once
+read-only ones (``RESENDABLE``), which are simply sent again; a request the daemon made of the
+host (a server's elicitation) and the host had not answered is withdrawn (``notifications/cancelled``):
+only the daemon that asked could take its answer. stdin EOF ends the bridge once
 the requests it relayed have their answers (``EOF_WAIT`` at most: ``printf REQUEST | mcpd bridge``
 gets its answer) and the host has read them (``EXIT_FLUSH`` at most).
 """
@@ -131,6 +133,10 @@ def _error_line(request_id: mcp.RequestId, code: int, message: str) -> bytes:
     return _encoder.encode(mcp.ErrorResponse(request_id, mcp.ErrorObject(code, message))) + b"\n"
 
 
+def _cancel_line(request_id: mcp.RequestId, reason: str) -> bytes:
+    return _encoder.encode(mcp.Notification(mcp.CANCELLED, mcp.CancelledParams(request_id, reason))) + b"\n"
+
+
 class Relay:
     """One host's stdio and one daemon connection, and what waits while there is none."""
 
@@ -153,6 +159,8 @@ class Relay:
         self.channel: Channel | None = None
         self.inflight: dict[mcp.RequestId, tuple[str, bytes | None]] = {}
         """Requests the daemon holds: their method, and their line if they may be sent again."""
+        self.asked: set[mcp.RequestId] = set()
+        """Requests the daemon made of the host that the host has not answered yet."""
         self.waiting: list[tuple[float, bytes, mcp.Route | None]] = []
         """Host messages read while there is no daemon: when, the line, its route."""
         self.initialized = False
@@ -252,6 +260,9 @@ class Relay:
         route = _route_of(line)
         if route is not None and route.method == "initialize":
             self.initialized = True
+        answered = _response_id(route)
+        if answered is not None:
+            self.asked.discard(answered)
         if self.channel is None:
             self.waiting.append((time.monotonic(), line, route))
             return
@@ -301,6 +312,12 @@ class Relay:
             answered = _response_id(route)
             if answered is not None:
                 self.inflight.pop(answered, None)
+            elif (asking := _request_id(route)) is not None:
+                self.asked.add(asking)
+            elif route is not None and route.method == mcp.CANCELLED:
+                withdrawn = _cancelled_id(data)
+                if withdrawn is not None:
+                    self.asked.discard(withdrawn)
             elif len(self._out) > ADVISORY_LIMIT and route is not None and route.method in ADVISORY:
                 if not self._dropped_advisory:  # said once: a flood would flood the log too
                     _log("bridge.advisory_dropped", behind=len(self._out))
@@ -389,11 +406,17 @@ class Relay:
                 answers.append(_error_line(request_id, mcp.DAEMON_RESTARTED, message))
         self.inflight.clear()
         self.waiting = resend + self.waiting
-        self._write(b"".join(answers))
+        # The daemon's questions go with it: the host should stop asking its user, and an answer
+        # would reach only a daemon that never asked it.
+        withdrawn = [
+            _cancel_line(request_id, "the mcpd daemon that asked went away") for request_id in self.asked
+        ]
+        self.asked.clear()
+        self._write(b"".join(answers + withdrawn))
         self._gap_since = now
         self._retry_at = now
         self._delay = FIRST_DELAY
-        _log("bridge.daemon_lost", failed=len(answers), resent=len(resend))
+        _log("bridge.daemon_lost", failed=len(answers), resent=len(resend), withdrawn=len(withdrawn))
 
     def _fresh_state(self) -> bytes:
         """A session from our options alone; one the host has initialized, as of unknown capabilities."""

@@ -527,9 +527,15 @@ class RawHost:
 
     async def until_answer(self, *request_ids: int) -> list[dict[str, Any]]:
         """Every message the bridge writes until the answers to ``request_ids``, those included."""
+        return await self.until(
+            lambda seen: set(request_ids) <= {m.get("id") for m in seen if "method" not in m}
+        )
+
+    async def until(self, done: Callable[[list[dict[str, Any]]], bool]) -> list[dict[str, Any]]:
+        """Every message the bridge writes until those seen are ``done``."""
         seen: list[dict[str, Any]] = []
         with anyio.fail_after(60):
-            while not set(request_ids) <= {m.get("id") for m in seen if "method" not in m}:
+            while not done(seen):
                 while b"\n" not in self.buffer:
                     self.buffer += await self.stdout.receive()
                 line, self.buffer = self.buffer.split(b"\n", 1)
@@ -574,6 +580,51 @@ async def test_a_cancelled_request_is_not_answered_after_a_daemon_restart(tmp_pa
             await host.send({"id": 3, "method": "ping"})
             after = await host.until_answer(3)
     assert not [m for m in before + after if m.get("id") == 50]
+
+
+async def test_a_late_answer_never_settles_the_next_daemons_question(tmp_path: Path) -> None:
+    """An elicitation pending at the host when the daemon is killed is withdrawn from the host, and
+    the host's late answer to it (a host may answer anyway) must not settle the question the next
+    daemon asks: both daemons counted their requests from 1, and an old "accept" became the
+    answer to a new question nobody had seen."""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("fx"))
+
+    async def asked(text: str) -> dict[str, Any]:
+        """The elicitation the host is sent for ``text``."""
+
+        def ask(message: dict[str, Any]) -> bool:
+            return message.get("method") == "elicitation/create" and message["params"]["message"] == text
+
+        seen = await host.until(lambda seen: any(map(ask, seen)))
+        messages.extend(seen)
+        (request,) = filter(ask, seen)
+        return request
+
+    messages: list[dict[str, Any]] = []
+
+    async with running_daemon(config) as first, raw_host(first.socket, {"elicitation": {}}) as host:
+        await first.wait_for("server.state", server="fx", new="running", timeout=60)
+        old = {"name": "fx__ask", "arguments": {"kind": "elicitation", "text": "old question"}}
+        await host.send({"id": 10, "method": "tools/call", "params": old})
+        old_ask = await asked("old question")
+        first.signal(signal.SIGKILL)
+        await first.wait_exit()
+        async with running_daemon(config, socket=first.socket) as second:
+            await second.wait_for("server.state", server="fx", new="running", timeout=60)
+            new = {"name": "fx__ask", "arguments": {"kind": "elicitation", "text": "new question"}}
+            await host.send({"id": 11, "method": "tools/call", "params": new})
+            new_ask = await asked("new question")
+            # The user's answer to the old question comes late, then the one to the new question.
+            accept = {"action": "accept", "content": {"answer": "yes to the old question"}}
+            await host.send({"id": old_ask["id"], "result": accept})
+            await host.send({"id": new_ask["id"], "result": {"action": "decline"}})
+            (answer,) = [m for m in await host.until_answer(11) if m.get("id") == 11]
+    assert answer["result"]["content"][0]["text"] == "elicited: decline null"
+    assert new_ask["id"] != old_ask["id"]
+    # The bridge told the host as soon as the question had nobody to answer to.
+    withdrawn = {"requestId": old_ask["id"], "reason": "the mcpd daemon that asked went away"}
+    assert [m["params"] for m in messages if m.get("method") == "notifications/cancelled"] == [withdrawn]
 
 
 async def test_a_host_that_declares_much_still_resumes_and_searches_within_limits(tmp_path: Path) -> None:

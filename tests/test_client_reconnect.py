@@ -6,6 +6,7 @@ import asyncio
 import signal
 import socket
 from pathlib import Path
+from typing import Any
 
 import anyio
 import msgspec
@@ -16,6 +17,7 @@ from mcpd.client import _wire
 from mcpd.client.aio import connect
 from mcpd.errors import TransportError
 from mcpd.model.protocol import Progress
+from mcpd.model.requests import ServerAsk
 from mcpd.model.servers import Event, ServerStatus, StateChanged
 from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import running_daemon
@@ -170,3 +172,51 @@ async def test_closing_a_reconnecting_client_stops_its_reconnect(tmp_path: Path)
                 await client.status()  # gives up: the reconnect it waited for is underway
         left = [t for t in asyncio.all_tasks() if "AsyncClient" in repr(t.get_coro())]
     assert left == []
+
+
+async def test_a_question_of_a_lost_daemon_is_not_answered_to_the_next(tmp_path: Path) -> None:
+    """An elicitation being answered when the daemon is killed is withdrawn (its callback cancelled):
+    the answering task used to carry on and send its answer on the next connection, where the next
+    daemon, counting its questions from 1 again, took it for the answer to its own question."""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("fx"))
+    old_asked, old_done, release = anyio.Event(), anyio.Event(), anyio.Event()
+    withdrawn: list[str] = []
+
+    async def elicit(ask: ServerAsk) -> dict[str, Any]:
+        if ask.params["message"] == "old question":
+            old_asked.set()
+            try:
+                await release.wait()  # the user takes their time
+            except asyncio.CancelledError:
+                withdrawn.append(ask.params["message"])
+                raise
+            finally:
+                old_done.set()
+            return {"action": "accept", "content": {"answer": "yes to the old question"}}
+        release.set()
+        await old_done.wait()
+        await anyio.sleep(0.2)  # room for an old answer to arrive first, as it did
+        return {"action": "decline"}
+
+    async with (
+        running_daemon(config) as first,
+        connect(first.socket, reconnect=True, on_elicitation=elicit) as client,
+    ):
+        await first.wait_for("server.state", server="fx", new="running", timeout=60)
+        async with anyio.create_task_group() as tg:
+
+            async def old_call() -> None:
+                with pytest.raises(TransportError):
+                    await client.call_tool("fx__ask", {"kind": "elicitation", "text": "old question"})
+
+            tg.start_soon(old_call)
+            with anyio.fail_after(60):
+                await old_asked.wait()
+            first.signal(signal.SIGKILL)
+            await first.wait_exit()
+        async with running_daemon(config, socket=first.socket) as second:
+            await second.wait_for("server.state", server="fx", new="running", timeout=60)
+            new = await client.call_tool("fx__ask", {"kind": "elicitation", "text": "new question"})
+    assert new.content[0]["text"] == "elicited: decline null"
+    assert withdrawn == ["old question"]

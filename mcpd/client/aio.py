@@ -161,6 +161,10 @@ class AsyncClient(Api):
                 self._revived = asyncio.get_running_loop().create_future()
             for waiter in self._waiters.values():
                 _settle(waiter, None)
+            for task in self._answering:
+                # What this connection asked is withdrawn with it: its answer, sent on the next
+                # connection, would be taken there for another question (or go nowhere).
+                task.cancel()
             if self._event_send is not None and not self._reconnect:
                 self._event_send.close()
             for send in self._log_sends.values():

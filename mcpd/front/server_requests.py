@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import itertools
+import secrets
 import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -211,15 +212,23 @@ class ServerRequests:
         return answerer
 
 
+_numbers = itertools.count(secrets.randbelow(2**52) + 1)
+"""Numbers of the requests passed to callers, shared by every caller of this daemon run: a caller
+may outlive the run (a bridge, a reconnecting client, an HTTP session resumed by the next daemon)
+and answer late, so a number is never given twice in a run, and a run starts at a random point
+so that it does not give the last run's numbers either (below 2**53 for 2**52 requests: JSON-safe
+in any language). Counting from 1 per caller, the answer to a question of a killed daemon settled
+the first question the next daemon asked."""
+
+
 class _Pending:
     """Requests sent to a caller and not answered yet, by id."""
 
     def __init__(self) -> None:
-        self._ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[ServerReply]] = {}
 
     def open(self) -> tuple[int, asyncio.Future[ServerReply]]:
-        request_id = next(self._ids)
+        request_id = next(_numbers)
         future: asyncio.Future[ServerReply] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = future
         return request_id, future
@@ -267,20 +276,27 @@ class ClientAnswerer:
             self._pending.close(request_id)
 
     def reply(self, params: ServerReplyParams) -> bool:
-        return self._pending.settle(params.id, ServerReply(result=params.result, error=params.error))
+        if self._pending.settle(params.id, ServerReply(result=params.result, error=params.error)):
+            return True
+        log.debug("server_request.stray_reply", id=params.id)  # too late, or asked by another run
+        return False
 
 
 _host_reply = msgspec.json.Decoder(mcp.IncomingReply)
 _route = msgspec.json.Decoder(mcp.Route)
-_REQUEST_PREFIX = "mcpd-ask-"
+_REQUEST_PREFIX = f"mcpd-ask-{secrets.token_hex(4)}-"
+"""Our requests to hosts are ``mcpd-ask-<run>-N``: the run's token tells an answer to a request of
+this daemon run from a late one to a request of another run (see ``_numbers``)."""
 
 
 def _request_number(wire_id: object) -> int | None:
-    """N of a request id ``mcpd-ask-N`` of ours (None for any other id)."""
+    """N of a request id ``mcpd-ask-<run>-N`` of this run (None for any other id)."""
     if not isinstance(wire_id, str) or not wire_id.startswith(_REQUEST_PREFIX):
         return None
     number = wire_id[len(_REQUEST_PREFIX) :]
-    return int(number) if number.isascii() and number.isdigit() else None
+    if not (number.isascii() and number.isdigit()) or number.startswith("0"):
+        return None  # one spelling per id: "07" is not our 7
+    return int(number)
 
 
 class HostAnswerer:
@@ -342,7 +358,10 @@ class HostAnswerer:
             self._malformed(data, exc)
             return
         request_id = _request_number(response.id)
-        if request_id is None:
+        if request_id is None or not self._pending.waits(request_id):
+            # An answer to a request of another run (the host answered a daemon that is gone), or
+            # one given up already: it must not settle any other request.
+            log.debug("host.stray_reply", id=response.id)
             return
         if response.error is not None:
             error = response.error
