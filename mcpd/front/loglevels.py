@@ -5,7 +5,7 @@ filters them itself). A server that declared ``logging`` is asked (``logging/set
 most detailed level any host wants, so a host at ``debug`` gets the debug messages of a server
 whose own default is quieter, and servers send less while every host wants only errors. A new run
 of a server is asked again. When the last host with a level leaves, servers keep the level they
-were last asked for: MCP has no request that undoes ``logging/setLevel``.
+were last asked for until they restart: MCP has no request that undoes ``logging/setLevel``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup
 
-from mcpd.errors import McpdError
+from mcpd.errors import InvalidParams, McpdError, UnknownServer
 from mcpd.model.mcp import LOG_LEVELS, LogLevel
 from mcpd.model.servers import ServerEvent, StateChanged
 from mcpd.model.states import ServerState
@@ -43,9 +43,12 @@ class LogLevels:
 
     async def run(self) -> None:
         """Own the requests to servers, until cancelled."""
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            await anyio.sleep_forever()
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                await anyio.sleep_forever()
+        finally:
+            self._tg = None  # hosts that close after it (at shutdown) start no more requests
 
     def wanted(self) -> LogLevel | None:
         """The most detailed level any host set (None: no host set one)."""
@@ -70,8 +73,9 @@ class LogLevels:
             self._ask(event.server)
 
     def _ask_all(self) -> None:
-        for name in self._supervisor.names():
-            self._ask(name)
+        for actor in self._supervisor.actors():
+            if actor.state is ServerState.RUNNING:  # the others are asked when they run
+                self._ask(actor.name)
 
     def _ask(self, name: str) -> None:
         if self._due(name) is None or name in self._asking or self._tg is None:
@@ -92,19 +96,24 @@ class LogLevels:
         # a server that does not answer holds one task, not one per change.
         try:
             while (level := self._due(name)) is not None:
-                if name not in self._supervisor.names():
-                    return
-                actor = self._supervisor.actor(name)
+                try:
+                    actor = self._supervisor.actor(name)
+                except UnknownServer:
+                    return  # removed by a reload
                 if actor.state is not ServerState.RUNNING:
                     return  # asked when it runs
                 run = self._runs.get(name, 0)
                 try:
                     sent = await surface_requests.set_log_level(actor, level, ASK_TIMEOUT)
-                except McpdError as exc:
+                except InvalidParams as exc:
+                    # Asked again for another level, not this one.
                     log.info("server.log_level_refused", server=name, level=level, error=exc.message)
                     sent = False
-                # Refused too: asked again for another level, not this one. A run that started
-                # meanwhile was not asked: the loop asks it.
+                except McpdError as exc:
+                    # No answer (it hangs, or its run ended): asked again when it runs again.
+                    log.info("server.log_level_unanswered", server=name, level=level, error=exc.message)
+                    return
+                # A run that started meanwhile was not asked: the loop asks it.
                 self._asked[name] = (run, level)
                 if sent:
                     log.debug("server.log_level", server=name, level=level)

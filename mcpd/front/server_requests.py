@@ -212,13 +212,13 @@ class ServerRequests:
         return answerer
 
 
-_numbers = itertools.count(secrets.randbelow(2**52) + 1)
+_numbers = itertools.count(secrets.randbelow(2**30) + 1)
 """Numbers of the requests passed to callers, shared by every caller of this daemon run: a caller
 may outlive the run (a bridge, a reconnecting client, an HTTP session resumed by the next daemon)
 and answer late, so a number is never given twice in a run, and a run starts at a random point
-so that it does not give the last run's numbers either (below 2**53 for 2**52 requests: JSON-safe
-in any language). Counting from 1 per caller, the answer to a question of a killed daemon settled
-the first question the next daemon asked."""
+so that it does not give the last run's numbers either (below 2**30: a 32-bit integer for a billion
+requests, which every msgpack and JSON library keeps an integer). Counting from 1 per caller, the
+answer to a question of a killed daemon settled the first question the next daemon asked."""
 
 
 class _Pending:
@@ -294,8 +294,8 @@ def _request_number(wire_id: object) -> int | None:
     if not isinstance(wire_id, str) or not wire_id.startswith(_REQUEST_PREFIX):
         return None
     number = wire_id[len(_REQUEST_PREFIX) :]
-    if not (number.isascii() and number.isdigit()) or number.startswith("0"):
-        return None  # one spelling per id: "07" is not our 7
+    if not (number.isascii() and number.isdigit()) or number.startswith("0") or len(number) > 19:
+        return None  # one spelling per id ("07" is not our 7), and none too long for int()
     return int(number)
 
 

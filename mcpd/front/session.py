@@ -357,6 +357,12 @@ class HostSession:
         if isinstance(event, ToolsChanged) or (event.old in LIVE_STATES) != (event.new in LIVE_STATES):
             self._list_changed()
 
+    def relist(self) -> None:
+        """Tell the host to list tools, resources and prompts again: a session resumed (by a new
+        daemon, or after it was set aside) cannot know what changed while it was away."""
+        for method in (mcp.TOOLS_LIST_CHANGED, mcp.RESOURCES_LIST_CHANGED, mcp.PROMPTS_LIST_CHANGED):
+            self._notify(method)
+
     def on_log(self, server: str, message: LogMessage) -> None:
         """A server's MCP log message: passed on at or above the level the host set, if it set one,
         for the servers it sees; the logger names the server (``server`` or ``server/logger``), and

@@ -60,9 +60,12 @@ class Subscriptions:
 
     async def run(self) -> None:
         """Own the unsubscriptions and re-subscriptions nobody waits for, until cancelled."""
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            await anyio.sleep_forever()
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                await anyio.sleep_forever()
+        finally:
+            self._tg = None  # clients that leave after it (at shutdown) start no more requests
 
     def register(self, owner: Hashable, deliver: Deliver) -> bool:
         """Make ``owner`` a subscriber that hears through ``deliver``; False if it already was one."""

@@ -428,7 +428,7 @@ class HttpSessions:
             log.warning("http.resume_unreadable", error=str(exc))  # another mcpd version's state
             return None
         try:
-            session = await self.open(session_id, state)
+            session = await self.open(session_id, state, resumed=True)
         except SessionRefused:
             self._saved[key] = saved
             raise
@@ -467,26 +467,30 @@ class HttpSessions:
         if pruned:
             log.info("http.sessions_pruned", pruned=pruned)
 
-    async def open(self, session_id: str | None = None, state: mcp.SessionState | None = None) -> HttpSession:
-        """A session with its HostSession running (new, or resumed with ``state``); ``SessionRefused``
-        at the limit or once stopping."""
+    async def open(
+        self, session_id: str | None = None, state: mcp.SessionState | None = None, *, resumed: bool = False
+    ) -> HttpSession:
+        """A session with its HostSession running (new, or ``resumed`` with ``state``);
+        ``SessionRefused`` at the limit or once stopping."""
         if self._stopping:
             raise SessionRefused("the daemon is stopping")
         if len(self._by_id) >= self._max and not self._set_aside_idlest():
             raise SessionRefused(f"{self._max} HTTP sessions are open and in use (http_max_sessions)")
         session = HttpSession(next(self._numbers), session_id)
         self._by_id[session.id] = session
-        await self._tasks.start(self._hold, session, state or mcp.SessionState())
+        await self._tasks.start(self._hold, session, state or mcp.SessionState(), resumed)
         return session
 
     async def _hold(
-        self, session: HttpSession, state: mcp.SessionState, *, task_status: TaskStatus[None]
+        self, session: HttpSession, state: mcp.SessionState, resumed: bool, *, task_status: TaskStatus[None]
     ) -> None:
         caller = Caller("http", session.label)
         save = functools.partial(self._save, session)
         try:
             async with self._hosts.open_session(session.deliver, caller, state, on_state=save) as host:
                 session.attach(host)
+                if resumed:
+                    host.relist()  # as the bridge does when it has a new daemon
                 log.info("http.session", session=session.label, open=len(self._by_id))
                 task_status.started()
                 await session.ended.wait()
