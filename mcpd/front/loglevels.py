@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-import anyio
 import structlog
-from anyio.abc import TaskGroup
 
 from mcpd.errors import InvalidParams, McpdError, UnknownServer
+from mcpd.front.background import Background
 from mcpd.model.mcp import LOG_LEVELS, LogLevel
 from mcpd.model.servers import ServerEvent, StateChanged
 from mcpd.model.states import ServerState
@@ -39,16 +38,9 @@ class LogLevels:
         """The run of each server last asked, and the level it was asked for (or refused)."""
         self._asking: set[str] = set()
         """Servers being asked now: one request at a time each, however often hosts change levels."""
-        self._tg: TaskGroup | None = None
-
-    async def run(self) -> None:
+        self._background = Background()
+        self.run = self._background.run
         """Own the requests to servers, until cancelled."""
-        try:
-            async with anyio.create_task_group() as tg:
-                self._tg = tg
-                await anyio.sleep_forever()
-        finally:
-            self._tg = None  # hosts that close after it (at shutdown) start no more requests
 
     def wanted(self) -> LogLevel | None:
         """The most detailed level any host set (None: no host set one)."""
@@ -78,10 +70,12 @@ class LogLevels:
                 self._ask(actor.name)
 
     def _ask(self, name: str) -> None:
-        if self._due(name) is None or name in self._asking or self._tg is None:
-            return
-        self._asking.add(name)
-        self._tg.start_soon(self._send, name)
+        if (
+            self._due(name) is not None
+            and name not in self._asking
+            and self._background.start(self._send, name)
+        ):
+            self._asking.add(name)
 
     def _due(self, name: str) -> LogLevel | None:
         """The level ``name``'s current run is still to be asked for (None: nothing to ask)."""

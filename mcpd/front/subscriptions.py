@@ -16,9 +16,9 @@ from typing import Any
 
 import anyio
 import structlog
-from anyio.abc import TaskGroup
 
 from mcpd.errors import McpdError
+from mcpd.front.background import Background
 from mcpd.model.servers import ResourceUpdated, ServerEvent, StateChanged
 from mcpd.model.states import ServerState
 from mcpd.supervisor import surface_requests
@@ -56,16 +56,9 @@ class Subscriptions:
         self._locks: dict[str, anyio.Lock] = {}
         """One (un)subscription per server at a time, so that it sees them in the order decided here
         (one lock per server rather than per URI: their number stays bounded)."""
-        self._tg: TaskGroup | None = None
-
-    async def run(self) -> None:
+        self._background = Background()
+        self.run = self._background.run
         """Own the unsubscriptions and re-subscriptions nobody waits for, until cancelled."""
-        try:
-            async with anyio.create_task_group() as tg:
-                self._tg = tg
-                await anyio.sleep_forever()
-        finally:
-            self._tg = None  # clients that leave after it (at shutdown) start no more requests
 
     def register(self, owner: Hashable, deliver: Deliver) -> bool:
         """Make ``owner`` a subscriber that hears through ``deliver``; False if it already was one."""
@@ -151,8 +144,7 @@ class Subscriptions:
         return True
 
     def _in_background(self, work: Callable[[Key], Coroutine[Any, Any, None]], key: Key) -> None:
-        if self._tg is not None:
-            self._tg.start_soon(work, key)
+        self._background.start(work, key)
 
     async def _unsubscribe_later(self, key: Key) -> None:
         async with self._lock(key):
