@@ -269,6 +269,16 @@ def address_of(url: str) -> tuple[str, int]:
     return parts.hostname, parts.port
 
 
+def raw_post(front: Front, session: str, length: int, body: bytes = b"") -> bytes:
+    """A POST on the session as bytes on the wire: its head, announcing ``length`` bytes of body, and
+    ``body``."""
+    return (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {front.token}\r\n"
+        f"Mcp-Session-Id: {session}\r\nContent-Type: application/json\r\nAccept: application/json\r\n"
+        f"Content-Length: {length}\r\n\r\n"
+    ).encode() + body
+
+
 def half_request(front: Front) -> bytes:
     """A POST that announces 5,000 bytes of body and sends a few."""
     return (
@@ -951,11 +961,7 @@ async def test_pipelined_requests_are_not_read_ahead_without_bound(tmp_path: Pat
         async with front.client() as http:
             session = await raw_session(http, front.url)
         ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
-        request = (
-            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {front.token}\r\n"
-            f"Mcp-Session-Id: {session}\r\nContent-Type: application/json\r\nAccept: application/json\r\n"
-            f"Content-Length: {len(ping)}\r\n\r\n"
-        ).encode() + ping
+        request = raw_post(front, session, len(ping), ping)
         pipelined = request * (64 * 1024 * 1024 // len(request))
         pid = front.daemon.process.pid
         before = rss_bytes(pid)
@@ -1045,11 +1051,7 @@ async def test_a_host_that_stops_reading_mid_answer_is_dropped_quietly(tmp_path:
         async with front.client() as http:
             session = await raw_session(http, front.url)
         listing = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
-        request = (
-            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {front.token}\r\n"
-            f"Mcp-Session-Id: {session}\r\nContent-Type: application/json\r\nAccept: application/json\r\n"
-            f"Content-Length: {len(listing)}\r\n\r\n"
-        ).encode() + listing
+        request = raw_post(front, session, len(listing), listing)
         mark = len(front.daemon.events)
 
         def push() -> None:
@@ -1122,11 +1124,7 @@ async def test_large_bodies_are_read_a_few_at_a_time(tmp_path: Path) -> None:
     ):
         session = await raw_session(http, front.url)
         headers = {**JSON_AND_SSE, "Mcp-Session-Id": session}
-        head = (
-            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {front.token}\r\n"
-            f"Mcp-Session-Id: {session}\r\nContent-Type: application/json\r\nAccept: application/json\r\n"
-            f"Content-Length: {limit}\r\n\r\n"
-        ).encode()
+        head = raw_post(front, session, limit)
         padded = {"jsonrpc": "2.0", "id": 5, "method": "ping", "params": {"_meta": {"pad": "x" * 150_000}}}
         async with AsyncExitStack() as stack:
             for _ in range(4):
