@@ -720,7 +720,7 @@ async def test_the_event_stream_comes_back_after_a_crash_and_a_service_restart(t
                 await host.list_changed.wait()
             first.signal(signal.SIGKILL)
             await first.wait_exit()
-            await anyio.sleep(1.5)  # past the SDK's own second; the new daemon listens well within 5 s
+            await anyio.sleep(1.5)  # past the SDK's own second; the new daemon listens well within 10 s
             async with running_daemon(config) as second:
                 # Running before the session resumes: no change of theirs is announced after it.
                 await second.wait_for("server.state", server="tools", new="running", timeout=60)

@@ -74,11 +74,11 @@ PING_INTERVAL = 30.0
 _JSON = "application/json"
 _SSE = "text/event-stream"
 _PING = b": ping\n\n"
-RECONNECT_AFTER_MS = 5000
+RECONNECT_AFTER_MS = 10_000
 """The ``retry`` a GET stream tells hosts: how long to wait before opening it again once it breaks.
 The SDK's host tries again only once or twice, 1 s apart unless told, so a daemon restarted by its
-service (systemd waits 2 s, then ~1.5 s to listen) left it deaf to notifications for the rest of
-the session."""
+service (systemd waits 2 s, then ~1.5 s to listen, several on a loaded machine) left it deaf to
+notifications for the rest of the session; 5 s was not always enough under load."""
 _RETRY = b"retry: %d\n\n" % RECONNECT_AFTER_MS
 _incoming = msgspec.json.Decoder(mcp.Incoming)
 
