@@ -62,24 +62,24 @@ class LogLevels:
         if isinstance(event, StateChanged) and event.new is ServerState.RUNNING:
             if event.old is ServerState.STARTING:
                 self._runs[event.server] = self._runs.get(event.server, 0) + 1
-            self._ask(event.server)
+            self._ask(event.server, self.wanted())
 
     def _ask_all(self) -> None:
+        wanted = self.wanted()
         for actor in self._supervisor.actors():
             if actor.state is ServerState.RUNNING:  # the others are asked when they run
-                self._ask(actor.name)
+                self._ask(actor.name, wanted)
 
-    def _ask(self, name: str) -> None:
+    def _ask(self, name: str, wanted: LogLevel | None) -> None:
         if (
-            self._due(name) is not None
+            self._due(name, wanted) is not None
             and name not in self._asking
             and self._background.start(self._send, name)
         ):
             self._asking.add(name)
 
-    def _due(self, name: str) -> LogLevel | None:
+    def _due(self, name: str, wanted: LogLevel | None) -> LogLevel | None:
         """The level ``name``'s current run is still to be asked for (None: nothing to ask)."""
-        wanted = self.wanted()
         if wanted is None or self._asked.get(name) == (self._runs.get(name, 0), wanted):
             return None
         return wanted
@@ -89,7 +89,7 @@ class LogLevels:
         # wanted at the end: a host that changes levels a thousand times costs a few requests, and
         # a server that does not answer holds one task, not one per change.
         try:
-            while (level := self._due(name)) is not None:
+            while (level := self._due(name, self.wanted())) is not None:
                 try:
                     actor = self._supervisor.actor(name)
                 except UnknownServer:

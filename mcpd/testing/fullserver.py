@@ -30,12 +30,13 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from mcpd.model.mcp import LOG_LEVELS
+
 ICONS = [
     {"src": "https://example.com/icon.png", "mimeType": "image/png", "sizes": ["16x16"], "theme": "light"}
 ]
 ANNOTATIONS = {"audience": ["user"], "priority": 0.5, "lastModified": "2025-01-01T00:00:00Z"}
 META = {"example.com/key": "value", "nested": {"n": [1, 2]}}
-LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 LATER = {"x-later": {"kept": True}}
 """A field no revision defines yet: a relay that passes what it does not model keeps it."""
 
@@ -149,7 +150,7 @@ class FullServer:
                 "serverInfo": {"name": "full", "version": "1.0"},
             }
         if method == "logging/setLevel":
-            if params.get("level") not in LEVELS:
+            if params.get("level") not in LOG_LEVELS:
                 raise RpcError(-32602, "unknown level", {"level": params.get("level")})
             self.levels.append(params["level"])
             return {}
@@ -215,9 +216,9 @@ class FullServer:
                 {"level": "info", "data": 42},
                 {"level": "error", "data": "y" * 10_000},
             ]
-            floor = LEVELS.index(self.levels[-1]) if self.levels else 0
+            floor = LOG_LEVELS.index(self.levels[-1]) if self.levels else 0
             for message in messages:
-                if LEVELS.index(message["level"]) >= floor:
+                if LOG_LEVELS.index(message["level"]) >= floor:
                     self.notify("notifications/message", message)
         elif name == "touch":
             self.notify("notifications/resources/updated", {"uri": "full://r/0", "_meta": META})
