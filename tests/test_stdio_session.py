@@ -332,3 +332,46 @@ async def test_an_invalid_item_leaves_the_rest_of_its_list(tmp_path: Path) -> No
         ("resources/templates/list", 0),
         ("prompts/list", 0),
     ]
+
+
+CHATTY = """
+import json, sys, time
+results = {
+    "initialize": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {"logging": {}},
+        "serverInfo": {"name": "s", "version": "1"},
+    },
+    "tools/list": {"tools": []},
+    "tools/call": {"content": []},
+}
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    said = [{"method": "notifications/message", "params": {"level": "info", "data": i}} for i in range(5)]
+    said = said if message["method"] == "tools/call" else []
+    for m in [*said, {"id": message["id"], "result": results[message["method"]]}]:
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", **m}) + "\\n")
+        sys.stdout.flush()
+        time.sleep(float(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("pause", ["0", "0.00003"])
+async def test_a_calls_log_messages_are_taken_before_its_answer(tmp_path: Path, pause: str) -> None:
+    """A server that logs while it runs a call, then answers: by the time the call returns, its log
+    messages have been passed on, so a host sees them before the answer. The answer used to overtake
+    them while they waited in the session's queue, or while the stdout reader held the last one (1 to
+    4 of 300 calls per run, with each message written on its own, ``pause`` seconds apart)."""
+    (tmp_path / "chatty.py").write_text(CHATTY)
+    config = ServerConfig(name="chatty", command=sys.executable, args=(str(tmp_path / "chatty.py"), pause))
+    logged: list[LogMessage] = []
+    hooks = SessionHooks(lambda: None, lambda: None, log=logged.append)
+    async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
+        with anyio.fail_after(30):
+            await handshake(session)
+            for call in range(1, 301):
+                await session.call_tool("t", {}, anyio.current_time() + 10, None)
+                assert len(logged) == 5 * call, f"call {call}"
+    assert [m.data for m in logged[:5]] == [0, 1, 2, 3, 4]

@@ -3,7 +3,8 @@
 The SDK's ``stdio_client`` hides the process, so it cannot report a pid, tell when the
 process died, tie the child's life to the daemon's, or route stderr to our log; this
 module does those. Requests go out through the child's ``rpc`` (``rawrpc``), whose replies
-are taken off stdout as they arrive; every other line goes to the session (``stdio_session``).
+are taken off stdout as they arrive (once the session has taken every line before them); every
+other line goes to the session (``stdio_session``).
 
 Each child gets its own session and process group, so stopping it reaches the
 grandchildren too (``npx`` -> ``node``, ``uvx`` -> ``python``). On Linux the child
@@ -263,6 +264,8 @@ class StdioChild:
     process: asyncio.subprocess.Process
     stdin: StdinPipe
     stderr: StderrLog
+    lines: MemoryObjectSendStream[bytes]
+    """Where the lines of stdout that the raw path does not take go, in order, for the session."""
     exited: anyio.Event = field(default_factory=anyio.Event)
     stdout_closed: anyio.Event = field(default_factory=anyio.Event)
     """Set at EOF on stdout: from then on no answer can come, whether or not the exit was seen yet."""
@@ -273,7 +276,15 @@ class StdioChild:
     def __post_init__(self) -> None:
         self.rpc = RawRpc(self.stdin.write, self.stdin.backlog)
         if isinstance(self.process.stdout, RoutingReader):
-            self.process.stdout.route = self.rpc.route
+            self.process.stdout.route = self._route
+
+    def _route(self, line: bytes) -> bool:
+        """Give ``line`` to the raw path if it answers one of its requests, but only once the session
+        has taken every line before it: a call's log messages and progress reach hosts before its
+        answer, which would otherwise overtake them while they wait in ``lines`` (the session routes
+        a reply that waited its turn)."""
+        waiting = self.lines.statistics()
+        return waiting.current_buffer_used == 0 and waiting.tasks_waiting_receive > 0 and self.rpc.route(line)
 
     def _settle(self) -> None:
         """The connection ended: fail the requests still waiting, telling which the server never read.
@@ -300,20 +311,20 @@ class StdioChild:
             reason += f"; last stderr: {self.stderr.tail[-1][:300]}"
         return reason
 
-    async def _read_stdout(self, sink: MemoryObjectSendStream[bytes]) -> None:
+    async def _read_stdout(self) -> None:
         stdout = self.process.stdout
         assert stdout is not None
         try:
-            await self._pump_stdout(stdout, sink)
+            await self._pump_stdout(stdout)
             # No answer can come any more, so no request may go out: settled at once, whether the
             # process exits or not (it may have closed only its stdout). Cancelled, the run is
             # being stopped, and ``stop`` settles (which tells the callers that mcpd ended it).
             self._settle()
         finally:
-            sink.close()
+            self.lines.close()
             self.stdout_closed.set()
 
-    async def _pump_stdout(self, stdout: asyncio.StreamReader, sink: MemoryObjectSendStream[bytes]) -> None:
+    async def _pump_stdout(self, stdout: asyncio.StreamReader) -> None:
         while True:
             # Not the last line: it would stay alive while the server is silent (a 6 MiB reply
             # was still held after the bench's attacks, measured).
@@ -327,11 +338,19 @@ class StdioChild:
             except asyncio.LimitOverrunError:
                 log.error("server.line_too_long", server=self.server, limit=MAX_LINE_BYTES)
                 return
-            if line.strip() and not self.rpc.route(line):
+            if line.strip() and not self._route(line):
                 try:
-                    await sink.send(line)
+                    await self._queue(line)
                 except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                     return
+
+    async def _queue(self, line: bytes) -> None:
+        """Into ``lines`` at once where there is room: a line read but not yet queued would let a
+        reply read after it overtake it (``_route`` would find the queue empty)."""
+        try:
+            self.lines.send_nowait(line)
+        except anyio.WouldBlock:
+            await self.lines.send(line)
 
     async def _read_stderr(self) -> None:
         stderr = self.process.stderr
@@ -462,17 +481,18 @@ async def open_stdio_child(
         reason = f"{exc.strerror} ({named!r})" if isinstance(exc, OSError) and exc.strerror else str(exc)
         transient = isinstance(exc, OSError) and exc.errno in _TRANSIENT_SPAWN_ERRORS
         raise SpawnError(reason, transient=transient) from exc
+    read_in, read_out = anyio.create_memory_object_stream[bytes](32)
     child = StdioChild(
         server=config.name,
         process=asyncio.subprocess.Process(transport, protocol, loop),
         stdin=stdin,
         stderr=stderr or StderrLog(config.name),
+        lines=read_in,
         exited=exited,
     )
-    read_in, read_out = anyio.create_memory_object_stream[bytes](32)
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(child._read_stdout, read_in)
+            tg.start_soon(child._read_stdout)
             tg.start_soon(child._read_stderr)
             try:
                 yield child, read_out

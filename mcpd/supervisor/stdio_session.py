@@ -417,7 +417,7 @@ class StdioSession:
             async for line in lines:
                 if line.lstrip()[:1] == b"[":
                     self._batch(line)
-                else:
+                elif not self._rpc.route(line):  # a reply that waited behind earlier lines
                     self._take(line)
 
     def _take(self, line: bytes) -> None:
