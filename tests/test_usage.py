@@ -214,6 +214,31 @@ async def test_read_only_database_file(tmp_path: Path) -> None:
             store.close()
 
 
+async def test_a_read_only_store_takes_writes_again_once_it_can(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store opened read-only tries writing again (every 30 s; 0.1 s here), saying nothing while it
+    is still refused; once the file takes writes, calls are recorded again and the daemon is told to
+    save what it holds (approvals given meanwhile), without a restart."""
+    monkeypatch.setattr(store_db, "_READ_ONLY_RETRY", 0.1)
+    db = tmp_path / "usage.db"
+    Store.open(db).close()
+    told: list[bool] = []
+    with unwritable(db):
+        store = Store.open(db)
+        store.watch(told.append)
+        await anyio.sleep(0.5)  # a few attempts, all refused
+        assert store.state.state == "read_only" and told == []
+    db.chmod(0o600)
+    try:
+        await until(lambda: store.writable and told == [True])
+        store.record_call(call())
+        await store.flush()
+        assert await store.run(calls_stored) == 1
+    finally:
+        store.close()
+
+
 async def test_a_read_only_store_keeps_approvals_in_force(tmp_path: Path) -> None:
     """A daemon on a read-only store reads its pins: approved tools stay callable (they were all
     held back), status says read-only, and an approval is said not to be saved."""

@@ -247,7 +247,8 @@ async def _follow(store: Store, prior: UsagePrior, take: Learn) -> bool:
 async def keep_store(store: Store, gate: TrustGate, prior: UsagePrior) -> None:
     """Until cancelled: when the store comes back, hand the trust gate the pins it could not read
     (releasing what was held back for want of them) and the prior what it missed; when its file
-    was deleted or replaced, save again what the gate holds in memory (approvals, pins)."""
+    was deleted or replaced, or takes writes again, save what the gate holds in memory (approvals,
+    pins)."""
     followed = store.following
     reopened, events = anyio.create_memory_object_stream[bool](16)
 

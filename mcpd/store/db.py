@@ -348,6 +348,9 @@ _RETRY_FIRST = 1.0
 _RETRY_MAX = 60.0
 """Backoff between attempts to open or write a store that is ``retrying``; each attempt that meets
 a lock waits out SQLite's busy timeout (5 s) on the store's thread, so they are spaced."""
+_READ_ONLY_RETRY = 30.0
+"""Seconds between two attempts to write a store opened read-only: a file made writable again (its
+mode, a remount) is written again without a restart of the daemon."""
 _LOOK_EVERY = 2.0
 """Seconds between two looks (one ``stat``) at whether the path still names the open file."""
 _HOLD_CALLS = 10_000
@@ -367,8 +370,9 @@ class _Job:
 
 
 Reopened = Callable[[bool], None]
-"""Told on the event loop that the store can be read again after it could not (False), or that the
-file was deleted or replaced under it and opened again (True: what is held in memory must be saved)."""
+"""Told on the event loop that the store can be read again after it could not (False), or that what
+is held in memory must be saved again (True): the file was deleted or replaced under it and opened
+again, or it takes writes again after it was read-only."""
 
 
 class Store:
@@ -388,9 +392,10 @@ class Store:
         self._conn: sqlite3.Connection | None = None
         self._file: tuple[int, int] | None = None
         """The file opened (device, inode): the path naming another means it was deleted or replaced."""
-        self._gone_untold = False
-        """The file was deleted or replaced and the daemon not yet told of the one opened since: the
-        first open to succeed says so, even when a passing error (a full disk) made it a retry's."""
+        self._unsaved_untold = False
+        """What the daemon holds in memory is not in the file now open (the file was deleted or
+        replaced, or took no writes), and the daemon has not been told: the first open to succeed
+        says so, even when a passing error (a full disk) made it a retry's."""
         self._analyse = functools.lru_cache(_QUERY_CACHE)(analyse) if analyse is not None else None
         self._retention_days = retention_days
         self._next_prune = 0.0
@@ -563,17 +568,17 @@ class Store:
         except (sqlite3.Error, OSError) as exc:
             log.debug("usage.read_only_failed", path=str(self.path), error=str(exc))
             return False
+        if self.condition != "read_only":  # said once, not at every attempt to write
+            log.warning(
+                "usage.read_only",
+                path=str(self.path),
+                error=str(refusal),
+                consequence="pins and the report are read; calls are not recorded, approvals not saved",
+            )
         self._conn, self.condition = conn, "read_only"
-        # Nothing retries a read-only store: a retry that was due would wake the thread every 50 ms.
-        self._retry_at = math.inf
+        self._retry_at = time.monotonic() + _READ_ONLY_RETRY
         self.reason = (
             f"usage store {self.path} is read-only ({refusal}): calls are not recorded, approvals not saved"
-        )
-        log.warning(
-            "usage.read_only",
-            path=str(self.path),
-            error=str(refusal),
-            consequence="pins and the report are read; calls are not recorded, approvals not saved",
         )
         return True
 
@@ -694,21 +699,29 @@ class Store:
                 why="deleted" if found is None else "replaced",
                 consequence="opened again; what the daemon holds (approvals, pins) is saved again",
             )
-        self._gone_untold = True
+        self._unsaved_untold = True
         self._open()
         self._tell_if_readable()
 
     def _retry_if_due(self) -> None:
-        if self.condition != "retrying" or self._conn is not None or time.monotonic() < self._retry_at:
+        if time.monotonic() < self._retry_at:
             return
-        self._open()
-        self._tell_if_readable()
+        if self.condition == "read_only":
+            self._open()
+            if self.writable:
+                # Approvals made meanwhile were kept in memory only: the daemon saves them now.
+                log.info("usage.writable", path=str(self.path))
+                self._unsaved_untold = True
+                self._tell_if_readable()
+        elif self.condition == "retrying" and self._conn is None:
+            self._open()
+            self._tell_if_readable()
 
     def _tell_if_readable(self) -> None:
         """Tell the daemon the store can be read again, and whether its file is a new one (what the
         daemon holds must then be saved again: the old file took it along)."""
         if self.readable:
-            recreated, self._gone_untold = self._gone_untold, False
+            recreated, self._unsaved_untold = self._unsaved_untold, False
             self._tell(recreated=recreated)
 
     def _tell(self, *, recreated: bool) -> None:
