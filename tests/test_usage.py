@@ -173,6 +173,19 @@ async def test_unwritable_location_turns_usage_off(tmp_path: Path) -> None:
             assert (await client.call_tool("alpha__echo", {"text": "ok"})).content[0]["text"] == "ok"
 
 
+def test_a_fifo_or_a_device_at_the_path_turns_usage_off(tmp_path: Path) -> None:
+    """A FIFO or a device where the database should be is none: the store is off at once and says
+    why, instead of retrying what SQLite reads as a disk I/O error for ever."""
+    fifo = tmp_path / "usage.db"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/null")):
+        store = Store.open(path)
+        try:
+            assert store.state.state == "off" and "is not a regular file" in (store.reason or "")
+        finally:
+            store.close()
+
+
 @contextlib.contextmanager
 def unwritable(path: Path) -> Iterator[str]:
     """``path`` made read-only: by its mode, or for root (whom modes do not stop, and CI runs as

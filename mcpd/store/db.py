@@ -30,6 +30,7 @@ import math
 import os
 import queue
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -225,6 +226,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     # Private from the start: queries and capability requests are the user's words.
     # SQLite gives its -wal and -shm files the main file's permissions.
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _check_regular(path)
     os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     _align_side_files(path)
     conn = sqlite3.connect(path, timeout=_BUSY_WAIT, isolation_level=None, check_same_thread=False)
@@ -243,6 +245,16 @@ def _connect(path: Path) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _check_regular(path: Path) -> None:
+    """A FIFO, socket or device at the path is no database, whatever waiting: SQLite would read it as
+    a disk I/O error, which passes for a passing one (a store retrying for ever)."""
+    with contextlib.suppress(FileNotFoundError):
+        mode = path.stat().st_mode
+        if not stat.S_ISREG(mode):
+            what = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+            raise sqlite3.DatabaseError(f"{path} is {what}")
 
 
 def _probe(conn: sqlite3.Connection) -> None:
