@@ -16,22 +16,34 @@ from test_bridge import bridge
 from test_front import initialize, peer
 
 from mcpd.client.aio import AsyncClient, connect
+from mcpd.model.mcp import SessionState
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.testing.remote import free_port, running_http_server
 
 pytestmark = pytest.mark.anyio
 
 
-async def asked(client: AsyncClient) -> list[str]:
-    result = await client.call_tool("full__levels")
+async def asked(client: AsyncClient, server: str = "full") -> list[str]:
+    result = await client.call_tool(f"{server}__levels")
     return list(json.loads(result.content[0]["text"]))
 
 
-async def until_asked(client: AsyncClient, expected: list[str]) -> None:
+async def until_asked(client: AsyncClient, expected: list[str], server: str = "full") -> None:
     with anyio.fail_after(30):
-        while (levels := await asked(client)) != expected:
+        while (levels := await asked(client, server)) != expected:
             assert len(levels) <= len(expected), levels
             await anyio.sleep(0.05)
+
+
+def fullservers(tmp_path: Path, *names: str) -> Path:
+    config = tmp_path / "config.toml"
+    args = json.dumps(["-m", "mcpd.testing.fullserver"])
+    config.write_text(
+        "".join(
+            f"[servers.{name}]\ncommand = {json.dumps(sys.executable)}\nargs = {args}\n" for name in names
+        )
+    )
+    return config
 
 
 async def running_pid(daemon: DaemonProcess, client: AsyncClient, after: int = 0) -> int:
@@ -47,10 +59,7 @@ async def test_servers_hear_the_most_detailed_level_any_host_wants(tmp_path: Pat
     """Two hosts: the server is asked for the more detailed level, not again for a less detailed
     one while the other host wants more; a new run is asked at once; when the more detailed host
     leaves, the server is asked for the level of the host that stays."""
-    config = tmp_path / "config.toml"
-    args = json.dumps(["-m", "mcpd.testing.fullserver"])
-    config.write_text(f"[servers.full]\ncommand = {json.dumps(sys.executable)}\nargs = {args}\n")
-    async with running_daemon(config) as daemon, connect(daemon.socket) as client:
+    async with running_daemon(fullservers(tmp_path, "full")) as daemon, connect(daemon.socket) as client:
         pid = await running_pid(daemon, client)
         assert await asked(client) == []  # nobody set a level: the server keeps its own
         async with bridge(daemon.socket, "--all") as stays:
@@ -67,6 +76,25 @@ async def test_servers_hear_the_most_detailed_level_any_host_wants(tmp_path: Pat
                 await running_pid(daemon, client, after=mark)
                 await until_asked(client, ["debug"])  # the new run, asked at once
             await until_asked(client, ["debug", "error"])  # what the host that stays wants
+
+
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
+async def test_only_servers_a_host_sees_are_asked_for_its_level(tmp_path: Path) -> None:
+    """A host that connected one server of two sets ``debug``: that one is asked, the other (whose
+    messages the host would never get) is not, until the host connects it too."""
+    async with (
+        running_daemon(fullservers(tmp_path, "full", "other")) as daemon,
+        connect(daemon.socket) as client,
+    ):
+        for name in ("full", "other"):
+            await daemon.wait_for("server.state", server=name, new="running", timeout=60)
+        async with bridge(daemon.socket, "--connect", "full") as host:
+            await host.session.set_logging_level("debug")
+            await until_asked(client, ["debug"])
+            await anyio.sleep(0.5)
+            assert await asked(client, "other") == []
+            await host.session.call_tool("mcpd_connect_server", {"server": "other"})
+            await until_asked(client, ["debug"], "other")
 
 
 @pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
@@ -87,12 +115,9 @@ async def test_a_remote_server_hears_the_level_too(tmp_path: Path) -> None:
 async def test_a_host_that_changes_levels_fast_costs_the_server_few_requests(tmp_path: Path) -> None:
     """200 level changes sent at once: the server is asked a few times, the last time for the last
     level."""
-    config = tmp_path / "config.toml"
-    args = json.dumps(["-m", "mcpd.testing.fullserver"])
-    config.write_text(f"[servers.full]\ncommand = {json.dumps(sys.executable)}\nargs = {args}\n")
-    async with running_daemon(config) as daemon, connect(daemon.socket) as client:
+    async with running_daemon(fullservers(tmp_path, "full")) as daemon, connect(daemon.socket) as client:
         await daemon.wait_for("server.state", server="full", new="running", timeout=60)
-        host = await peer(daemon)
+        host = await peer(daemon, SessionState(expose_all=True))  # a host that sees the server
 
         def run() -> None:
             host.request(1, "initialize", initialize("2025-06-18"))

@@ -1,16 +1,18 @@
-"""The log level servers are asked for: the most detailed one that any host set.
+"""The log level servers are asked for: the most detailed one that any host who sees them set.
 
-Each host session hears servers' log messages at or above its own ``logging/setLevel`` level (it
-filters them itself). A server that declared ``logging`` is asked (``logging/setLevel``) for the
-most detailed level any host wants, so a host at ``debug`` gets the debug messages of a server
-whose own default is quieter, and servers send less while every host wants only errors. A new run
-of a server is asked again. When the last host with a level leaves, servers keep the level they
-were last asked for until they restart: MCP has no request that undoes ``logging/setLevel``.
+Each host session hears the log messages of the servers it sees (those it connected, or all) at or
+above its own ``logging/setLevel`` level (it filters them itself). A server that declared
+``logging`` is asked (``logging/setLevel``) for the most detailed level wanted by the hosts that see
+it, so a host at ``debug`` gets the debug messages of a server whose own default is quieter, while
+servers it does not see are not made to send what nobody reads, and servers send less while every
+host wants only errors. A new run of a server is asked again, and so is a server a host comes to
+see. When the last host with a level leaves, servers keep the level they were last asked for until
+they restart: MCP has no request that undoes ``logging/setLevel``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 import structlog
 
@@ -31,7 +33,8 @@ ASK_TIMEOUT = 10.0
 class LogLevels:
     def __init__(self, supervisor: Supervisor) -> None:
         self._supervisor = supervisor
-        self._levels: dict[Hashable, LogLevel] = {}
+        self._levels: dict[Hashable, tuple[LogLevel, Callable[[str], bool]]] = {}
+        """Each host's level, and which servers it sees."""
         self._runs: dict[str, int] = {}
         """How many runs of each server have started (a new run knows no level)."""
         self._asked: dict[str, tuple[int, LogLevel]] = {}
@@ -42,14 +45,21 @@ class LogLevels:
         self.run = self._background.run
         """Own the requests to servers, until cancelled."""
 
-    def wanted(self) -> LogLevel | None:
-        """The most detailed level any host set (None: no host set one)."""
-        return min(self._levels.values(), key=LOG_LEVELS.index, default=None)
+    def wanted(self, name: str) -> LogLevel | None:
+        """The most detailed level set by a host that sees server ``name`` (None: no such host)."""
+        levels = (level for level, sees in self._levels.values() if sees(name))
+        return min(levels, key=LOG_LEVELS.index, default=None)
 
-    def set(self, owner: Hashable, level: LogLevel) -> None:
-        """``owner`` (a host session) wants log messages at ``level`` and above."""
-        self._levels[owner] = level
+    def set(self, owner: Hashable, level: LogLevel, sees: Callable[[str], bool]) -> None:
+        """``owner`` (a host session) wants the log messages of the servers it ``sees`` at
+        ``level`` and above."""
+        self._levels[owner] = (level, sees)
         self._ask_all()
+
+    def sees_more(self, owner: Hashable) -> None:
+        """``owner`` has come to see another server, which may be wanted more detailed now."""
+        if owner in self._levels:
+            self._ask_all()
 
     def drop(self, owner: Hashable) -> None:
         """``owner`` is gone; servers are asked for a less detailed level if nobody else wants theirs."""
@@ -62,17 +72,16 @@ class LogLevels:
         if isinstance(event, StateChanged) and event.new is ServerState.RUNNING:
             if event.old is ServerState.STARTING:
                 self._runs[event.server] = self._runs.get(event.server, 0) + 1
-            self._ask(event.server, self.wanted())
+            self._ask(event.server)
 
     def _ask_all(self) -> None:
-        wanted = self.wanted()
         for actor in self._supervisor.actors():
             if actor.state is ServerState.RUNNING:  # the others are asked when they run
-                self._ask(actor.name, wanted)
+                self._ask(actor.name)
 
-    def _ask(self, name: str, wanted: LogLevel | None) -> None:
+    def _ask(self, name: str) -> None:
         if (
-            self._due(name, wanted) is not None
+            self._due(name, self.wanted(name)) is not None
             and name not in self._asking
             and self._background.start(self._send, name)
         ):
@@ -89,7 +98,7 @@ class LogLevels:
         # wanted at the end: a host that changes levels a thousand times costs a few requests, and
         # a server that does not answer holds one task, not one per change.
         try:
-            while (level := self._due(name, self.wanted())) is not None:
+            while (level := self._due(name, self.wanted(name))) is not None:
                 try:
                     actor = self._supervisor.actor(name)
                 except UnknownServer:

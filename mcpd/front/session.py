@@ -292,7 +292,7 @@ class HostSession:
         for uri in self._resubscribe:
             self._in_background(self._subscribe_again(uri))
         if self.log_level is not None:
-            self.core.log_levels.set(self, self.log_level)
+            self.core.log_levels.set(self, self.log_level, self.sees)
         self._state_changed()
 
     async def receive(self, data: bytes) -> None:
@@ -349,7 +349,7 @@ class HostSession:
                 return
             if isinstance(event, StateChanged) and event.new in _GAVE_UP:
                 self._preconnect_failed(event.server, f"it is {event.new}: {event.reason}")
-        if not (self.expose_all or event.server in self.connected):
+        if not self.sees(event.server):
             return
         if isinstance(event, SurfaceChanged):
             self._surface_changed()
@@ -363,11 +363,15 @@ class HostSession:
         for method in (mcp.TOOLS_LIST_CHANGED, mcp.RESOURCES_LIST_CHANGED, mcp.PROMPTS_LIST_CHANGED):
             self._notify(method)
 
+    def sees(self, server: str) -> bool:
+        """Whether the host sees ``server``: its tools, their changes, its log messages."""
+        return self.expose_all or server in self.connected
+
     def on_log(self, server: str, message: LogMessage) -> None:
         """A server's MCP log message: passed on at or above the level the host set, if it set one,
         for the servers it sees; the logger names the server (``server`` or ``server/logger``), and
         its data and ``_meta`` are the server's."""
-        if self.log_level is None or not (self.expose_all or server in self.connected):
+        if self.log_level is None or not self.sees(server):
             return
         level, logger = message.level, message.logger
         if level in mcp.LOG_LEVELS and mcp.LOG_LEVELS.index(level) < mcp.LOG_LEVELS.index(self.log_level):
@@ -522,6 +526,7 @@ class HostSession:
     async def _preconnect(self, name: str) -> None:
         try:
             await calls.connect_server(self.core, self.connected, name)
+            self.core.log_levels.sees_more(self)
         except McpdError as exc:
             self._preconnect_failed(name, exc.message)
             return
@@ -672,6 +677,7 @@ class HostSession:
         if connected.already:
             return _text(f"{server} was already connected: {names}")
         self.preconnect.discard(server)
+        self.core.log_levels.sees_more(self)
         self._list_changed()
         self._state_changed()
         return _text(f"Connected {server}; its tools are now in your tool list: {names}")
@@ -790,7 +796,7 @@ async def _ping(session: HostSession, params: mcp.Empty) -> mcp.Empty:
 @_request("logging/setLevel", mcp.SetLevelParams)
 async def _set_level(session: HostSession, params: mcp.SetLevelParams) -> mcp.Empty:
     session.log_level = params.level
-    session.core.log_levels.set(session, params.level)
+    session.core.log_levels.set(session, params.level, session.sees)
     session._state_changed()
     return _EMPTY_RESULT
 
