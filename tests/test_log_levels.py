@@ -80,21 +80,25 @@ async def test_servers_hear_the_most_detailed_level_any_host_wants(tmp_path: Pat
 
 @pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
 async def test_only_servers_a_host_sees_are_asked_for_its_level(tmp_path: Path) -> None:
-    """A host that connected one server of two sets ``debug``: that one is asked, the other (whose
-    messages the host would never get) is not, until the host connects it too."""
-    async with (
-        running_daemon(fullservers(tmp_path, "full", "other")) as daemon,
-        connect(daemon.socket) as client,
-    ):
+    """A host at ``debug`` that connected one server of two: that one is asked, the other (whose
+    messages it would never get) not, until the host connects it too. When that host leaves, a
+    server only it saw is asked for the least detailed level of the hosts that stay."""
+    servers = fullservers(tmp_path, "full", "other")
+    async with running_daemon(servers) as daemon, connect(daemon.socket) as client:
         for name in ("full", "other"):
             await daemon.wait_for("server.state", server=name, new="running", timeout=60)
-        async with bridge(daemon.socket, "--connect", "full") as host:
-            await host.session.set_logging_level("debug")
-            await until_asked(client, ["debug"])
-            await anyio.sleep(0.5)
-            assert await asked(client, "other") == []
-            await host.session.call_tool("mcpd_connect_server", {"server": "other"})
-            await until_asked(client, ["debug"], "other")
+        async with bridge(daemon.socket, "--connect", "other") as stays:
+            await stays.session.set_logging_level("error")
+            await until_asked(client, ["error"], "other")
+            async with bridge(daemon.socket, "--connect", "full") as detailed:
+                await detailed.session.set_logging_level("debug")
+                await until_asked(client, ["debug"])
+                await anyio.sleep(0.5)
+                assert await asked(client, "other") == ["error"]
+                await detailed.session.call_tool("mcpd_connect_server", {"server": "other"})
+                await until_asked(client, ["error", "debug"], "other")
+            await until_asked(client, ["debug", "error"])
+            await until_asked(client, ["error", "debug", "error"], "other")
 
 
 @pytest.mark.filterwarnings("ignore:The logging capability is deprecated")

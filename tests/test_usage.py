@@ -16,6 +16,7 @@ from pathlib import Path
 import anyio
 import msgspec
 import pytest
+import structlog
 
 from mcpd.client.aio import connect
 from mcpd.discovery.groups import group_similar
@@ -230,26 +231,36 @@ async def test_read_only_database_file(tmp_path: Path) -> None:
 async def test_a_read_only_store_takes_writes_again_once_it_can(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A store opened read-only tries writing again (every 30 s; 0.1 s here), saying nothing while it
-    is still refused; once the file takes writes, calls are recorded again and the daemon is told to
-    save what it holds (approvals given meanwhile), without a restart."""
+    """A store opened read-only tries writing again (every 30 s; 0.1 s here) beside its read-only
+    connection: refused, or meeting another writer's lock, it stays read-only and readable and says
+    nothing more; once the file takes writes, calls are recorded again and the daemon is told to save
+    what it holds (the approvals given meanwhile), without a restart."""
     monkeypatch.setattr(store_db, "_READ_ONLY_RETRY", 0.1)
+    monkeypatch.setattr(store_db, "_BUSY_WAIT", 0.1)
     db = tmp_path / "usage.db"
     Store.open(db).close()
     told: list[bool] = []
-    with unwritable(db):
-        store = Store.open(db)
-        store.watch(told.append)
-        await anyio.sleep(0.5)  # a few attempts, all refused
-        assert store.state.state == "read_only" and told == []
-    db.chmod(0o600)
-    try:
-        await until(lambda: store.writable and told == [True])
-        store.record_call(call())
-        await store.flush()
-        assert await store.run(calls_stored) == 1
-    finally:
-        store.close()
+    other = exclusive(db)  # before it is writable again: no attempt may find it free in between
+    with structlog.testing.capture_logs() as logs:
+        with unwritable(db):
+            store = Store.open(db)
+            store.watch(told.append)
+            await anyio.sleep(0.5)  # a few attempts, all refused
+            assert store.state.state == "read_only" and told == []
+        try:
+            db.chmod(0o600)
+            await anyio.sleep(0.5)  # writable, but locked through a few attempts
+            assert store.state.state == "read_only" and store.readable and told == []
+            other.close()
+            await until(lambda: store.writable and told == [True])
+            store.record_call(call())
+            await store.flush()
+            assert await store.run(calls_stored) == 1
+        finally:
+            store.close()
+    said = [entry["event"] for entry in logs if entry["event"].startswith("usage.")]
+    assert said.count("usage.read_only") == 1 and said.count("usage.writable") == 1, said
+    assert "usage.retrying" not in said and "usage.disabled" not in said, said
 
 
 async def test_a_read_only_store_keeps_approvals_in_force(tmp_path: Path) -> None:

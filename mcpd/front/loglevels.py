@@ -6,13 +6,15 @@ above its own ``logging/setLevel`` level (it filters them itself). A server that
 it, so a host at ``debug`` gets the debug messages of a server whose own default is quieter, while
 servers it does not see are not made to send what nobody reads, and servers send less while every
 host wants only errors. A new run of a server is asked again, and so is a server a host comes to
-see. When the last host with a level leaves, servers keep the level they were last asked for until
-they restart: MCP has no request that undoes ``logging/setLevel``.
+see. A server that only hosts who left could see is asked for the least detailed level of the
+hosts that stay. When the last host with a level leaves, servers keep the level they were last
+asked for until they restart: MCP has no request that undoes ``logging/setLevel``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Collection
+from typing import Protocol
 
 import structlog
 
@@ -30,11 +32,47 @@ ASK_TIMEOUT = 10.0
 """How long a server may take to answer ``logging/setLevel``."""
 
 
+class Viewer(Protocol):
+    """A host session, as far as the servers it sees go."""
+
+    @property
+    def expose_all(self) -> bool: ...
+
+    @property
+    def connected(self) -> Collection[str]: ...
+
+
+class _Wanted:
+    """The levels hosts want, worked out once per change: one pass over the hosts."""
+
+    def __init__(self, levels: dict[Viewer, LogLevel]) -> None:
+        everywhere: list[LogLevel] = []
+        self._by_server: dict[str, LogLevel] = {}
+        for host, level in levels.items():
+            if host.expose_all:
+                everywhere.append(level)
+            else:
+                for name in host.connected:
+                    self._by_server[name] = _most_detailed(level, self._by_server.get(name, level))
+        self._everywhere = _most_detailed(*everywhere) if everywhere else None
+        self._quietest = max(levels.values(), key=LOG_LEVELS.index, default=None)
+
+    def level(self, name: str, *, asked_before: bool) -> LogLevel | None:
+        seen = [level for level in (self._by_server.get(name), self._everywhere) if level is not None]
+        if seen:
+            return _most_detailed(*seen)
+        # Seen by hosts who left only: as quiet as any host that stays wants, not as they wanted.
+        return self._quietest if asked_before else None
+
+
+def _most_detailed(*levels: LogLevel) -> LogLevel:
+    return min(levels, key=LOG_LEVELS.index)
+
+
 class LogLevels:
     def __init__(self, supervisor: Supervisor) -> None:
         self._supervisor = supervisor
-        self._levels: dict[Hashable, tuple[LogLevel, Callable[[str], bool]]] = {}
-        """Each host's level, and which servers it sees."""
+        self._levels: dict[Viewer, LogLevel] = {}
         self._runs: dict[str, int] = {}
         """How many runs of each server have started (a new run knows no level)."""
         self._asked: dict[str, tuple[int, LogLevel]] = {}
@@ -46,24 +84,23 @@ class LogLevels:
         """Own the requests to servers, until cancelled."""
 
     def wanted(self, name: str) -> LogLevel | None:
-        """The most detailed level set by a host that sees server ``name`` (None: no such host)."""
-        levels = (level for level, sees in self._levels.values() if sees(name))
-        return min(levels, key=LOG_LEVELS.index, default=None)
+        """The level server ``name`` is to be asked for: the most detailed one set by a host that
+        sees it (None: nothing to ask)."""
+        return _Wanted(self._levels).level(name, asked_before=self._asked_this_run(name))
 
-    def set(self, owner: Hashable, level: LogLevel, sees: Callable[[str], bool]) -> None:
-        """``owner`` (a host session) wants the log messages of the servers it ``sees`` at
-        ``level`` and above."""
-        self._levels[owner] = (level, sees)
+    def set(self, host: Viewer, level: LogLevel) -> None:
+        """``host`` wants the log messages of the servers it sees at ``level`` and above."""
+        self._levels[host] = level
         self._ask_all()
 
-    def sees_more(self, owner: Hashable) -> None:
-        """``owner`` has come to see another server, which may be wanted more detailed now."""
-        if owner in self._levels:
+    def sees_more(self, host: Viewer) -> None:
+        """``host`` has come to see another server, which may be wanted more detailed now."""
+        if host in self._levels:
             self._ask_all()
 
-    def drop(self, owner: Hashable) -> None:
-        """``owner`` is gone; servers are asked for a less detailed level if nobody else wants theirs."""
-        if self._levels.pop(owner, None) is not None:
+    def drop(self, host: Viewer) -> None:
+        """``host`` is gone; servers are asked for a less detailed level if nobody else wants theirs."""
+        if self._levels.pop(host, None) is not None:
             self._ask_all()
 
     def on_event(self, event: ServerEvent) -> None:
@@ -72,20 +109,25 @@ class LogLevels:
         if isinstance(event, StateChanged) and event.new is ServerState.RUNNING:
             if event.old is ServerState.STARTING:
                 self._runs[event.server] = self._runs.get(event.server, 0) + 1
-            self._ask(event.server)
+            self._ask(event.server, self.wanted(event.server))
 
     def _ask_all(self) -> None:
+        wanted = _Wanted(self._levels)
         for actor in self._supervisor.actors():
             if actor.state is ServerState.RUNNING:  # the others are asked when they run
-                self._ask(actor.name)
+                self._ask(actor.name, wanted.level(actor.name, asked_before=self._asked_this_run(actor.name)))
 
-    def _ask(self, name: str) -> None:
+    def _ask(self, name: str, wanted: LogLevel | None) -> None:
         if (
-            self._due(name, self.wanted(name)) is not None
+            self._due(name, wanted) is not None
             and name not in self._asking
             and self._background.start(self._send, name)
         ):
             self._asking.add(name)
+
+    def _asked_this_run(self, name: str) -> bool:
+        asked = self._asked.get(name)
+        return asked is not None and asked[0] == self._runs.get(name, 0)
 
     def _due(self, name: str, wanted: LogLevel | None) -> LogLevel | None:
         """The level ``name``'s current run is still to be asked for (None: nothing to ask)."""

@@ -45,7 +45,7 @@ from mcpd.front.core import Caller, Core
 from mcpd.front.server_requests import HOST_REQUEST, HostAnswerer
 from mcpd.model import mcp
 from mcpd.model.logs import LogMessage
-from mcpd.model.protocol import ToolsCallParams, ToolsListParams
+from mcpd.model.protocol import ConnectResult, ToolsCallParams, ToolsListParams
 from mcpd.model.resources import ReadParams
 from mcpd.model.servers import ResourceUpdated, ServerEvent, StateChanged, SurfaceChanged, ToolsChanged
 from mcpd.model.states import LIVE_STATES, ServerState
@@ -292,7 +292,7 @@ class HostSession:
         for uri in self._resubscribe:
             self._in_background(self._subscribe_again(uri))
         if self.log_level is not None:
-            self.core.log_levels.set(self, self.log_level, self.sees)
+            self.core.log_levels.set(self, self.log_level)
         self._state_changed()
 
     async def receive(self, data: bytes) -> None:
@@ -525,8 +525,7 @@ class HostSession:
 
     async def _preconnect(self, name: str) -> None:
         try:
-            await calls.connect_server(self.core, self.connected, name)
-            self.core.log_levels.sees_more(self)
+            await self._join(name)
         except McpdError as exc:
             self._preconnect_failed(name, exc.message)
             return
@@ -671,13 +670,20 @@ class HostSession:
         assert result.rendered is not None  # a budget was given
         return _budgeted(result.tools, result.rendered, budget)
 
+    async def _join(self, server: str) -> ConnectResult:
+        """Connect ``server`` to this session, which then sees it (its log level may change)."""
+        try:
+            return await calls.connect_server(self.core, self.connected, server)
+        finally:
+            if server in self.connected:  # even when listing its tools failed after it joined
+                self.core.log_levels.sees_more(self)
+
     async def _connect(self, server: str) -> mcp.CallToolResult:
-        connected = await calls.connect_server(self.core, self.connected, server)
+        connected = await self._join(server)
         names = ", ".join(t.name for t in connected.tools) or "(no tools)"
         if connected.already:
             return _text(f"{server} was already connected: {names}")
         self.preconnect.discard(server)
-        self.core.log_levels.sees_more(self)
         self._list_changed()
         self._state_changed()
         return _text(f"Connected {server}; its tools are now in your tool list: {names}")
@@ -796,7 +802,7 @@ async def _ping(session: HostSession, params: mcp.Empty) -> mcp.Empty:
 @_request("logging/setLevel", mcp.SetLevelParams)
 async def _set_level(session: HostSession, params: mcp.SetLevelParams) -> mcp.Empty:
     session.log_level = params.level
-    session.core.log_levels.set(session, params.level, session.sees)
+    session.core.log_levels.set(session, params.level)
     session._state_changed()
     return _EMPTY_RESULT
 

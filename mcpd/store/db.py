@@ -248,13 +248,15 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 def _check_regular(path: Path) -> None:
-    """A FIFO, socket or device at the path is no database, whatever waiting: SQLite would read it as
-    a disk I/O error, which passes for a passing one (a store retrying for ever)."""
-    with contextlib.suppress(FileNotFoundError):
-        mode = path.stat().st_mode
-        if not stat.S_ISREG(mode):
-            what = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
-            raise sqlite3.DatabaseError(f"{path} is {what}")
+    """A FIFO, socket or device at the path (or at its -wal or -shm file) is no database, whatever
+    waiting: SQLite would read it as a disk I/O error, which passes for a passing one (a store
+    retrying for ever)."""
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            mode = file.stat().st_mode
+            if not stat.S_ISREG(mode):
+                what = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+                raise sqlite3.DatabaseError(f"{file} is {what}")
 
 
 def _probe(conn: sqlite3.Connection) -> None:
@@ -719,15 +721,33 @@ class Store:
         if time.monotonic() < self._retry_at:
             return
         if self.condition == "read_only":
-            self._open()
-            if self.writable:
-                # Approvals made meanwhile were kept in memory only: the daemon saves them now.
-                log.info("usage.writable", path=str(self.path))
-                self._unsaved_untold = True
-                self._tell_if_readable()
+            self._try_writing()
         elif self.condition == "retrying" and self._conn is None:
             self._open()
             self._tell_if_readable()
+
+    def _try_writing(self) -> None:
+        """Open a read-only store for writing beside the read-only connection, which is kept unless
+        that works: a refusal or a passing problem (a lock, a full disk) leaves the store readable
+        and read-only, to be tried again; only a file found unusable turns it off."""
+        self._retry_at = time.monotonic() + _READ_ONLY_RETRY
+        conn = None
+        try:
+            conn = _connect(self.path)
+            _probe(conn)
+        except (sqlite3.Error, OSError) as exc:
+            if conn is not None:
+                conn.close()
+            if _kind(exc) == _BROKEN:
+                self._turn_off(f"usage store {self.path} unusable: {exc}", exc)
+            return
+        self._close_connection()
+        self._conn, self._file = conn, _identity(self.path)
+        self._recovered()
+        log.info("usage.writable", path=str(self.path))
+        # Approvals given meanwhile were kept in memory only: the daemon saves them now.
+        self._unsaved_untold = True
+        self._tell_if_readable()
 
     def _tell_if_readable(self) -> None:
         """Tell the daemon the store can be read again, and whether its file is a new one (what the
