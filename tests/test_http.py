@@ -17,7 +17,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -71,17 +71,20 @@ class Front:
         return httpx2.AsyncClient(headers={**auth, **headers}, timeout=httpx2.Timeout(60.0))
 
 
-def http_config(directory: Path, **daemon: Any) -> Path:
+def http_config(directory: Path, *, servers: Sequence[str] = (), **daemon: Any) -> Path:
+    """A config with HTTP on, its token file in ``directory``, and a fixture server for each of
+    ``servers`` (none by default: each one started costs a second of CPU, and a test of HTTP itself
+    calls no tool)."""
     settings = {"http": '"127.0.0.1:0"', "http_token_file": f'"{directory / "http.token"}"', **daemon}
     config = directory / "config.toml"
     table = "".join(f"{key} = {value}\n" for key, value in settings.items())
-    config.write_text("[daemon]\n" + table + fixture_toml("tools") + fixture_toml("other"))
+    config.write_text("[daemon]\n" + table + "".join(fixture_toml(name) for name in servers))
     return config
 
 
 @asynccontextmanager
-async def http_daemon(directory: Path, **daemon: Any) -> AsyncIterator[Front]:
-    config = http_config(directory, **daemon)
+async def http_daemon(directory: Path, *, servers: Sequence[str] = (), **daemon: Any) -> AsyncIterator[Front]:
+    config = http_config(directory, servers=servers, **daemon)
     async with running_daemon(config) as running:
         url = (await running.wait_for("http.listening"))["url"]
         printed = await anyio.to_thread.run_sync(lambda: run_cli("token", "--config", str(config)))
@@ -91,7 +94,9 @@ async def http_daemon(directory: Path, **daemon: Any) -> AsyncIterator[Front]:
 
 @pytest.fixture(scope="module")
 async def front(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Front]:
-    async with http_daemon(tmp_path_factory.mktemp("http"), max_frame_bytes=100_000) as running:
+    """The daemon shared by the tests that do not disturb it, with two servers."""
+    directory = tmp_path_factory.mktemp("http")
+    async with http_daemon(directory, servers=["tools", "other"], max_frame_bytes=100_000) as running:
         yield running
 
 
@@ -480,7 +485,7 @@ async def test_session_limit_idle_expiry_and_slow_bodies(tmp_path: Path) -> None
     finds it resumed; a session just opened or resumed is not set aside (503, and it stays kept),
     nor is one in use (a GET stream each). Sessions left idle are ended; a body not sent within
     client_write_timeout gets 408."""
-    limits = {"http_max_sessions": 2, "http_session_idle": 5.0, "client_write_timeout": 1.0}
+    limits: dict[str, Any] = {"http_max_sessions": 2, "http_session_idle": 5.0, "client_write_timeout": 1.0}
     async with http_daemon(tmp_path, **limits) as front:
         mark = len(front.daemon.events)
         async with front.client() as http:
@@ -550,7 +555,7 @@ async def test_daemon_stops_cleanly_with_a_session_open(tmp_path: Path) -> None:
     """SIGTERM with an SDK session open (its GET stream attached) and a call in flight: the call gets
     an error instead of hanging, one that says it may have run (not -32600, the host's own fault),
     and the daemon exits 0."""
-    async with http_daemon(tmp_path) as front, sdk_host(front) as host:
+    async with http_daemon(tmp_path, servers=["tools"]) as front, sdk_host(front) as host:
         outcome: list[MCPError] = []
         started = anyio.Event()
 
@@ -668,7 +673,8 @@ async def test_a_session_outlives_a_daemon_restart(tmp_path: Path) -> None:
     """The daemon restarted under an SDK host: the host's next call on the same session works, with
     the server it had connected, and it never initializes again (the SDK's client would not: a 404
     is an error to it). A session its host deleted is not resumed; one it kept is."""
-    config = http_config(tmp_path, http=f'"127.0.0.1:{free_port()}"', usage_db=f'"{tmp_path / "usage.db"}"')
+    port, db = free_port(), tmp_path / "usage.db"
+    config = http_config(tmp_path, servers=["tools"], http=f'"127.0.0.1:{port}"', usage_db=f'"{db}"')
     async with running_daemon(config) as first:
         url = (await first.wait_for("http.listening"))["url"]
         printed = await anyio.to_thread.run_sync(lambda: run_cli("token", "--config", str(config)))
@@ -709,7 +715,8 @@ async def test_the_event_stream_comes_back_after_a_crash_and_a_service_restart(t
     RestartSec=2): the SDK host opens its event stream again (the ``retry`` the stream told it; it
     gave up after its one retry a second later, deaf for the rest of its session), and its session,
     resumed, tells it to list its tools again (what changed meanwhile was never announced)."""
-    config = http_config(tmp_path, http=f'"127.0.0.1:{free_port()}"', usage_db=f'"{tmp_path / "usage.db"}"')
+    port, db = free_port(), tmp_path / "usage.db"
+    config = http_config(tmp_path, servers=["tools"], http=f'"127.0.0.1:{port}"', usage_db=f'"{db}"')
     async with running_daemon(config) as first:
         url = (await first.wait_for("http.listening"))["url"]
         printed = await anyio.to_thread.run_sync(lambda: run_cli("token", "--config", str(config)))
@@ -836,7 +843,7 @@ async def test_connections_that_send_no_request_or_read_no_answer_are_cut_off(tm
     """Before any token is read: a connection that sends nothing, or half a request line, is closed
     after `client_write_timeout` (a thousand of them took every slot for good, no token needed),
     and one that leaves a large answer unread is aborted (it held the answer in memory for good)."""
-    async with http_daemon(tmp_path, client_write_timeout=0.5) as front:
+    async with http_daemon(tmp_path, servers=["other"], client_write_timeout=0.5) as front:
         address = urlsplit(front.url)
         async with front.client() as http:
             session = await raw_session(http, front.url)
