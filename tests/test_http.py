@@ -82,22 +82,30 @@ def http_config(directory: Path, *, servers: Sequence[str] = (), **daemon: Any) 
     return config
 
 
+def token_in(directory: Path) -> str:
+    """The token a daemon of ``http_config(directory)`` made before it listened (read from its
+    file: the ``front`` fixture checks that `mcpd token` prints it, and ``test_token_file_*`` the
+    file itself)."""
+    return (directory / "http.token").read_text().strip()
+
+
 @asynccontextmanager
 async def http_daemon(directory: Path, *, servers: Sequence[str] = (), **daemon: Any) -> AsyncIterator[Front]:
     config = http_config(directory, servers=servers, **daemon)
     async with running_daemon(config) as running:
         url = (await running.wait_for("http.listening"))["url"]
-        printed = await anyio.to_thread.run_sync(lambda: run_cli("token", "--config", str(config)))
-        assert printed.returncode == 0, printed.stderr
-        yield Front(running, url, printed.stdout.strip(), config)
+        yield Front(running, url, token_in(directory), config)
 
 
 @pytest.fixture(scope="module")
 async def front(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Front]:
-    """The daemon shared by the tests that do not disturb it, with two servers."""
+    """The daemon shared by the tests that do not disturb it, with two servers; its token as
+    `mcpd token` prints it, so every test on it also checks that the CLI gives the running daemon's."""
     directory = tmp_path_factory.mktemp("http")
     async with http_daemon(directory, servers=["tools", "other"], max_frame_bytes=100_000) as running:
-        yield running
+        printed = await anyio.to_thread.run_sync(lambda: run_cli("token", "--config", str(running.config)))
+        assert printed.returncode == 0, printed.stderr
+        yield replace(running, token=printed.stdout.strip())
 
 
 class Host:
@@ -677,8 +685,7 @@ async def test_a_session_outlives_a_daemon_restart(tmp_path: Path) -> None:
     config = http_config(tmp_path, servers=["tools"], http=f'"127.0.0.1:{port}"', usage_db=f'"{db}"')
     async with running_daemon(config) as first:
         url = (await first.wait_for("http.listening"))["url"]
-        printed = await anyio.to_thread.run_sync(lambda: run_cli("token", "--config", str(config)))
-        front = Front(first, url, printed.stdout.strip(), config)
+        front = Front(first, url, token_in(tmp_path), config)
         async with sdk_host(front) as host, front.client() as http:
             assert "Connected tools" in await host.call("mcpd_connect_server", {"server": "tools"})
             assert await host.call("tools__echo", {"text": "before"}) == "before"
@@ -719,8 +726,7 @@ async def test_the_event_stream_comes_back_after_a_crash_and_a_service_restart(t
     config = http_config(tmp_path, servers=["tools"], http=f'"127.0.0.1:{port}"', usage_db=f'"{db}"')
     async with running_daemon(config) as first:
         url = (await first.wait_for("http.listening"))["url"]
-        printed = await anyio.to_thread.run_sync(lambda: run_cli("token", "--config", str(config)))
-        front = Front(first, url, printed.stdout.strip(), config)
+        front = Front(first, url, token_in(tmp_path), config)
         async with sdk_host(front) as host:
             assert "Connected tools" in await host.call("mcpd_connect_server", {"server": "tools"})
             with anyio.fail_after(30):
