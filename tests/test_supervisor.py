@@ -191,13 +191,21 @@ async def test_zero_tools_is_running_not_degraded() -> None:
     assert status.state is S.RUNNING and status.tools == 0 and not status.degraded
 
 
-async def test_missing_command_fails_alone() -> None:
-    """A command that does not exist fails at once with a clear reason; its neighbour runs."""
+@pytest.fixture(scope="module")
+async def shared() -> AsyncIterator[Supervisor]:
+    """One supervisor for the tests that only call its fixture server ``fine`` and watch its lists
+    (none stops, kills, restarts or reloads anything, and each adds names of its own): ``fine``
+    and, beside it, ``missing``, a command that does not exist."""
     missing = ServerConfig(name="missing", command="/definitely/not/here-mcp")
     async with open_supervisor(config(missing, fixture_server("fine"))) as sup:
-        await sup.actor("missing").wait_state(S.FAILED, timeout=10)
-        await sup.actor("fine").wait_state(S.RUNNING, timeout=20)
-        status = sup.actor("missing").status()
+        yield sup
+
+
+async def test_missing_command_fails_alone(shared: Supervisor) -> None:
+    """A command that does not exist fails at once with a clear reason; its neighbour runs."""
+    await shared.actor("missing").wait_state(S.FAILED, timeout=10)
+    await shared.actor("fine").wait_state(S.RUNNING, timeout=20)
+    status = shared.actor("missing").status()
     assert "/definitely/not/here-mcp" in (status.last_error or "")
     assert status.restarts == 0
 
@@ -228,50 +236,47 @@ async def test_garbage_on_stdout_is_skipped() -> None:
     assert actor.stderr_tail()[:5] == [f"fixture noisy stderr line {i}" for i in range(5)]
 
 
-async def test_tool_results_errors_and_unknown_tools() -> None:
+async def test_tool_results_errors_and_unknown_tools(shared: Supervisor) -> None:
     """A tool error is a result with is_error; an unknown tool and an unknown server are typed errors."""
-    async with open_supervisor(config(fixture_server("t"))) as sup:
-        actor = sup.actor("t")
-        await actor.wait_state(S.RUNNING, timeout=20)
-        failed = await actor.call_tool("fail", {"message": "nope"})
-        assert failed.is_error
-        with pytest.raises(UnknownTool):
-            await actor.call_tool("no_such_tool", {})
-        with pytest.raises(UnknownServer):
-            sup.actor("no_such_server")
-        with pytest.raises(CallTimeout):
-            await actor.call_tool("sleep", {"seconds": 5}, timeout=0.3)
-        # The slow call did not hurt the server.
-        assert (await actor.call_tool("echo", {"text": "ok"})).content[0]["text"] == "ok"
-        assert actor.state is S.RUNNING
+    actor = shared.actor("fine")
+    await actor.wait_state(S.RUNNING, timeout=20)
+    failed = await actor.call_tool("fail", {"message": "nope"})
+    assert failed.is_error
+    with pytest.raises(UnknownTool):
+        await actor.call_tool("no_such_tool", {})
+    with pytest.raises(UnknownServer):
+        shared.actor("no_such_server")
+    with pytest.raises(CallTimeout):
+        await actor.call_tool("sleep", {"seconds": 5}, timeout=0.3)
+    # The slow call did not hurt the server.
+    assert (await actor.call_tool("echo", {"text": "ok"})).content[0]["text"] == "ok"
+    assert actor.state is S.RUNNING
 
 
-async def test_list_changed_refreshes_tools() -> None:
+async def test_list_changed_refreshes_tools(shared: Supervisor) -> None:
     """notifications/tools/list_changed makes the supervisor re-list that server's tools."""
-    async with open_supervisor(config(fixture_server("dyn"))) as sup:
-        actor = sup.actor("dyn")
-        await actor.wait_state(S.RUNNING, timeout=20)
-        before = {t.name for t in actor.tools}
-        await actor.call_tool("add_tool", {"name": "brand_new"})
-        with anyio.fail_after(5):
-            while "brand_new" not in {t.name for t in actor.tools}:
-                await anyio.sleep(0.02)
+    actor = shared.actor("fine")
+    await actor.wait_state(S.RUNNING, timeout=20)
+    before = {t.name for t in actor.tools}
+    await actor.call_tool("add_tool", {"name": "brand_new"})
+    with anyio.fail_after(5):
+        while "brand_new" not in {t.name for t in actor.tools}:
+            await anyio.sleep(0.02)
     assert "brand_new" not in before
     assert [t.name for t in actor.tools] == sorted(t.name for t in actor.tools)
 
 
-async def test_prompt_list_changed_refreshes_prompts() -> None:
+async def test_prompt_list_changed_refreshes_prompts(shared: Supervisor) -> None:
     """notifications/prompts/list_changed makes the supervisor re-list that server's prompts, and
     the new prompt can be got at once."""
-    async with open_supervisor(config(fixture_server("dyn"))) as sup:
-        actor = sup.actor("dyn")
-        await actor.wait_state(S.RUNNING, timeout=20)
-        before = {p.name for p in actor.surface.prompts}
-        await actor.call_tool("add_prompt", {"name": "fresh"})
-        with anyio.fail_after(5):
-            while "fresh" not in {p.name for p in actor.surface.prompts}:
-                await anyio.sleep(0.02)
-        got = await surface_requests.get_prompt(actor, "fresh", {})
+    actor = shared.actor("fine")
+    await actor.wait_state(S.RUNNING, timeout=20)
+    before = {p.name for p in actor.surface.prompts}
+    await actor.call_tool("add_prompt", {"name": "fresh"})
+    with anyio.fail_after(5):
+        while "fresh" not in {p.name for p in actor.surface.prompts}:
+            await anyio.sleep(0.02)
+    got = await surface_requests.get_prompt(actor, "fresh", {})
     assert "fresh" not in before
     assert got.messages[0].content["text"] == "Prompt fresh, added at run time."
 
@@ -635,28 +640,28 @@ def _holds_files(pid: int) -> bool:
         return False
 
 
-async def test_list_changed_storm_is_coalesced() -> None:
+async def test_list_changed_storm_is_coalesced(shared: Supervisor) -> None:
     """A thousand tools/list_changed in a burst cost a handful of tools/list (one in flight, one
     pending, at most one per refresh gap), and the last list still reaches the supervisor."""
-    async with open_supervisor(config(fixture_server("stormy"))) as sup:
-        actor = sup.actor("stormy")
-        await actor.wait_state(S.RUNNING, timeout=60)
-        refreshes = 0
-        complete = anyio.Event()
+    actor = shared.actor("fine")
+    await actor.wait_state(S.RUNNING, timeout=60)
+    refreshes = 0
+    complete = anyio.Event()
 
-        def record(event: ServerEvent) -> None:
-            nonlocal refreshes
-            if isinstance(event, ToolsChanged):
-                refreshes += 1
-                if "storm_999" in {t.name for t in actor.tools}:
-                    complete.set()
+    def record(event: ServerEvent) -> None:
+        # Counts from here on (the supervisor is shared); once added it stays, harmless: it only counts.
+        nonlocal refreshes
+        if isinstance(event, ToolsChanged) and event.server == "fine":
+            refreshes += 1
+            if "storm_999" in {t.name for t in actor.tools}:
+                complete.set()
 
-        sup.add_listener(record)
-        started = anyio.current_time()
-        await actor.call_tool("list_changed_storm", {"count": 1000}, timeout=120)
-        with anyio.fail_after(120):
-            await complete.wait()
-        elapsed = anyio.current_time() - started
+    shared.add_listener(record)
+    started = anyio.current_time()
+    await actor.call_tool("list_changed_storm", {"count": 1000}, timeout=120)
+    with anyio.fail_after(120):
+        await complete.wait()
+    elapsed = anyio.current_time() - started
     assert 1 <= refreshes <= 2 + elapsed / TOOLS_REFRESH_GAP
 
 
