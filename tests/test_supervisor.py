@@ -193,9 +193,9 @@ async def test_zero_tools_is_running_not_degraded() -> None:
 
 @pytest.fixture(scope="module")
 async def shared() -> AsyncIterator[Supervisor]:
-    """One supervisor for the tests that only call its fixture server ``fine`` and watch its lists
-    (none stops, kills, restarts or reloads anything, and each adds names of its own): ``fine``
-    and, beside it, ``missing``, a command that does not exist."""
+    """One supervisor for the tests that only call its fixture server ``fine`` and watch its lists,
+    or need a running neighbour: none stops, kills, restarts or reloads ``fine``, and each adds
+    names of its own. ``fine`` and, beside it, ``missing``, a command that does not exist."""
     missing = ServerConfig(name="missing", command="/definitely/not/here-mcp")
     async with open_supervisor(config(missing, fixture_server("fine"))) as sup:
         yield sup
@@ -293,10 +293,11 @@ async def test_call_during_restart_waits_then_runs() -> None:
     assert actor.restarts == 1
 
 
-async def test_stop_start_one_server_leaves_others_alone() -> None:
-    """Stopping and starting one server does not touch another's process."""
-    async with open_supervisor(config(fixture_server("one"), fixture_server("two"))) as sup:
-        one, two = sup.actor("one"), sup.actor("two")
+async def test_stop_start_one_server_leaves_others_alone(shared: Supervisor) -> None:
+    """Stopping and starting one server does not touch another's process: the other is ``fine``
+    of the shared supervisor, beside which this test runs a server of its own, then removes it."""
+    one, two = shared.add(fixture_server("one")), shared.actor("fine")
+    try:
         await one.wait_state(S.RUNNING, timeout=20)
         await two.wait_state(S.RUNNING, timeout=20)
         one_pid, two_pid = one.status().pid, two.status().pid
@@ -309,6 +310,8 @@ async def test_stop_start_one_server_leaves_others_alone() -> None:
         one.start()
         await one.wait_state(S.RUNNING, timeout=20)
         assert two.status().pid == two_pid and two.state is S.RUNNING
+    finally:
+        await shared.remove("one")
 
 
 async def test_stop_reaches_grandchildren_and_sigterm_ignorers() -> None:
