@@ -316,17 +316,28 @@ async def test_stop_start_one_server_leaves_others_alone(shared: Supervisor) -> 
 
 async def test_stop_reaches_grandchildren_and_sigterm_ignorers() -> None:
     """Stop signals the whole process group, escalating to SIGKILL within the grace periods."""
-    command, *args = fixture_command("stubborn", "--ignore-sigterm")
-    # sh runs a grandchild (sleep) in the same group, then execs the server.
+    # sh runs a grandchild (sleep) in the same group, then execs a process that ignores SIGTERM and
+    # never reads its stdin: neither the closed stdin nor SIGTERM ends it, only SIGKILL. A plain
+    # Python process, not the fixture server with --ignore-sigterm: a stop takes the same path with
+    # or without a finished handshake (this one never answers it), and the fixture server would
+    # import the MCP SDK (~1 s of CPU) only to end by itself, at a time of its own, once its stdin
+    # closed, so that whether SIGKILL was needed at all depended on timing.
+    ignorer = (
+        "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('ignoring SIGTERM', file=sys.stderr, flush=True); time.sleep(3600)"
+    )
     wrapper = ServerConfig(
         name="stubborn",
         command="/bin/sh",
-        args=("-c", f"sleep 300 & echo $! >&2; exec {' '.join(map(_quote, [command, *args]))}"),
+        args=("-c", f"sleep 300 & echo $! >&2; exec {_quote(sys.executable)} -c {_quote(ignorer)}"),
+        connect_timeout=60.0,
         stop_grace=0.5,
     )
     async with open_supervisor(config(wrapper)) as sup:
         actor = sup.actor("stubborn")
-        await actor.wait_state(S.RUNNING, timeout=20)
+        with anyio.fail_after(20):
+            while "ignoring SIGTERM" not in actor.stderr_tail():
+                await anyio.sleep(0.02)
         pid = actor.status().pid
         assert pid is not None
         group = _group_members(pid)
