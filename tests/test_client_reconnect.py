@@ -57,22 +57,23 @@ async def test_a_reconnecting_client_outlives_the_daemon(tmp_path: Path) -> None
                 await plain.status()
         async with running_daemon(config, socket=first.socket):
             statuses = await client.status()
-            await client.restart("tools")
+            restored = await client.session_tools()
+            while not restored.servers:  # still starting when the client came back: connected again soon
+                await anyio.sleep(0.05)
+                restored = await client.session_tools()
+            # A stop is an event too, and unlike a restart it starts no new server process.
+            await client.stop("tools")
             seen: list[str] = []
             with anyio.fail_after(60):
                 async for event in events:
                     if isinstance(event, StateChanged) and event.server == "tools":
                         seen.append(event.new)
-                        if event.new == "running":
+                        if event.new == "stopped":
                             break
-            restored = await client.session_tools()
-            while not restored.servers:  # still starting when the client came back: connected again soon
-                await anyio.sleep(0.05)
-                restored = await client.session_tools()
     assert held and "may or may not have run" in str(held[0])
     assert [s.name for s in statuses] == ["tools"]
     assert restored.servers == ["tools"]
-    assert seen[-1] == "running"
+    assert seen[-1] == "stopped"
 
 
 async def wait_for_state(events: MemoryObjectReceiveStream[Event], server: str, state: str) -> None:
@@ -87,7 +88,7 @@ async def test_a_client_that_only_reads_events_reconnects(tmp_path: Path) -> Non
     """A reconnecting client that makes no request after the daemon died still connects to the next
     one and subscribes again: the events of the new daemon reach its stream."""
     config = tmp_path / "config.toml"
-    config.write_text(fixture_toml("tools"))
+    config.write_text("")  # the first daemon's only part is to die under the subscription
     async with (
         running_daemon(config) as first,
         connect(first.socket, reconnect=True, name="reader") as client,
@@ -95,18 +96,20 @@ async def test_a_client_that_only_reads_events_reconnects(tmp_path: Path) -> Non
         events = await client.subscribe()
         first.signal(signal.SIGKILL)
         await first.wait_exit()
+        config.write_text(fixture_toml("tools"))
         async with running_daemon(config, socket=first.socket) as second:
             await second.wait_for("client.connected", client="reader")
             async with connect(second.socket) as other:
-                await other.restart("tools")
-            await wait_for_state(events, "tools", "running")
+                await other.stop("tools")  # an event that starts no new server process
+            await wait_for_state(events, "tools", "stopped")
 
 
 async def test_a_refused_restore_spares_the_rest_of_the_session(tmp_path: Path) -> None:
     """The next daemon refuses part of the session (a connected server that is now disabled): the
     rest of it (the subscription after it) is restored all the same, and an unrelated read succeeds."""
     config = tmp_path / "config.toml"
-    config.write_text(fixture_toml("tools") + fixture_toml("other"))
+    # Only the server the session connects to runs under the first daemon.
+    config.write_text(fixture_toml("tools") + fixture_toml("other", enabled=False))
     async with (
         running_daemon(config) as first,
         connect(first.socket, reconnect=True, name="restorer") as client,
@@ -119,8 +122,8 @@ async def test_a_refused_restore_spares_the_rest_of_the_session(tmp_path: Path) 
         async with running_daemon(config, socket=first.socket) as second:
             statuses = await client.status()  # returns once the session was restored
             async with connect(second.socket) as other:
-                await other.restart("other")
-            await wait_for_state(events, "other", "running")
+                await other.stop("other")  # an event that starts no new server process
+            await wait_for_state(events, "other", "stopped")
     assert [s.name for s in statuses] == ["other", "tools"]
 
 
@@ -129,7 +132,7 @@ async def test_each_request_waits_for_the_reconnect_within_its_own_deadline(tmp_
     with TransportError (never a builtin TimeoutError) and leaves the one beside it, with a longer
     deadline, waiting until a daemon answers."""
     config = tmp_path / "config.toml"
-    config.write_text(fixture_toml("tools"))
+    config.write_text(fixture_toml("tools", enabled=False))  # listed by status, never started
     answered: list[ServerStatus] = []
     done = anyio.Event()
     async with running_daemon(config) as first, connect(first.socket, reconnect=True) as client:
@@ -162,7 +165,7 @@ async def test_closing_a_reconnecting_client_stops_its_reconnect(tmp_path: Path)
     """A client closed while its daemon is gone leaves no task of its behind (one that went on to
     connect to the next daemon, say hello and hold a connection for nobody)."""
     config = tmp_path / "config.toml"
-    config.write_text(fixture_toml("tools"))
+    config.write_text("")  # no server: the client only subscribes
     async with running_daemon(config) as daemon:
         async with connect(daemon.socket, reconnect=True) as client:
             await client.subscribe()
