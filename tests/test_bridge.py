@@ -34,12 +34,22 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture(scope="module")
 async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DaemonProcess]:
+    """One daemon for the module, its socket where a user runtime dir has it (see ``runtime_dir``)."""
     path = tmp_path_factory.mktemp("bridge") / "config.toml"
     path.write_text(
         fixture_toml("tools", description="Echo <text> & friends", call_timeout=1.0) + fixture_toml("other")
     )
-    async with running_daemon(path) as running:
-        yield running
+    runtime = Path(tempfile.mkdtemp(prefix="xdg-", dir="/tmp"))
+    try:
+        async with running_daemon(path, socket=runtime / "mcpd" / "mcpd.sock") as running:
+            yield running
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def runtime_dir(daemon: DaemonProcess) -> Path:
+    """The directory that, as ``$XDG_RUNTIME_DIR``, leads to ``daemon``'s socket."""
+    return daemon.socket.parent.parent
 
 
 class Host:
@@ -440,34 +450,29 @@ def test_the_bridge_imports_only_what_a_relay_needs() -> None:
     assert loaded.stdout.split() == []
 
 
-async def test_a_running_bridge_finds_its_daemon_without_path_libraries(tmp_path: Path) -> None:
+async def test_a_running_bridge_finds_its_daemon_without_path_libraries(
+    daemon: DaemonProcess, tmp_path: Path
+) -> None:
     """A bridge with no --socket and no $MCPD_SOCKET finds the daemon in $XDG_RUNTIME_DIR, serves
     calls, and never loads platformdirs, pathlib or shutil (with tempfile, bz2 and lzma: 2 MB of
     every host's bridge). ``-X importtime`` lists every module the live process imported."""
-    config = tmp_path / "config.toml"
-    config.write_text(fixture_toml("solo"))
-    runtime = Path(tempfile.mkdtemp(prefix="xdg-", dir="/tmp"))
     errlog_path = tmp_path / "bridge.err"
-    try:
-        async with running_daemon(config, socket=runtime / "mcpd" / "mcpd.sock"):
-            params = StdioServerParameters(
-                command=sys.executable,
-                args=["-X", "importtime", "-m", "mcpd", "bridge", "--no-autostart", "--connect", "solo"],
-                env={"XDG_RUNTIME_DIR": str(runtime)},
-            )
-            with errlog_path.open("w") as errlog:
-                async with (
-                    stdio_client(params, errlog=errlog) as (read, write),
-                    ClientSession(read, write) as session,
-                ):
-                    with anyio.fail_after(120):
-                        await session.initialize()
-                        while "solo__echo" not in [t.name for t in (await session.list_tools()).tools]:
-                            await anyio.sleep(0.05)
-                        result = await session.call_tool("solo__echo", {"text": "found"})
-                    assert text(result) == "found"
-    finally:
-        shutil.rmtree(runtime, ignore_errors=True)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-X", "importtime", "-m", "mcpd", "bridge", "--no-autostart", "--connect", "other"],
+        env={"XDG_RUNTIME_DIR": str(runtime_dir(daemon))},
+    )
+    with errlog_path.open("w") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            with anyio.fail_after(120):
+                await session.initialize()
+                while "other__echo" not in [t.name for t in (await session.list_tools()).tools]:
+                    await anyio.sleep(0.05)
+                result = await session.call_tool("other__echo", {"text": "found"})
+            assert text(result) == "found"
     imported = {line.split("|")[-1].strip() for line in errlog_path.read_text().splitlines() if "|" in line}
     assert "mcpd.bridge" in imported
     assert not {"platformdirs", "pathlib", "shutil", "tempfile"} & imported
