@@ -573,13 +573,14 @@ async def test_client_that_never_reads_is_dropped(daemon: DaemonProcess) -> None
 # -- the socket file -----------------------------------------------------------------------------
 
 
-async def test_socket_and_directory_permissions(daemon: DaemonProcess) -> None:
+async def test_socket_and_directory_permissions(daemon: DaemonProcess, tmp_path: Path) -> None:
     """The socket is 0600; a directory the daemon creates is 0700."""
     assert stat.S_IMODE(daemon.socket.stat().st_mode) == 0o600
     nested = Path(f"/tmp/mcpd-perm-{os.getpid()}") / "run"
+    empty = tmp_path / "config.toml"
+    empty.write_text("")  # no server to start (with no config at all, the demo server would run)
     try:
-        env = {"XDG_CONFIG_HOME": "/nonexistent"}
-        async with running_daemon(None, socket=nested / "mcpd.sock", env=env) as other:
+        async with running_daemon(empty, socket=nested / "mcpd.sock") as other:
             assert stat.S_IMODE(nested.stat().st_mode) == 0o700
             assert other.socket.exists()
         # The socket goes with the daemon; the lock file stays (removing it would race a new daemon).
