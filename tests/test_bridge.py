@@ -403,7 +403,8 @@ async def test_cold_bridge_connects_servers_as_they_run(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text(
         fixture_toml("quick", description="Quick one")
-        + fixture_toml("stuck", "--hang-initialize", connect_timeout=1.0)
+        # Tried once in the test's time: a retry would only start one more server process.
+        + fixture_toml("stuck", "--hang-initialize", connect_timeout=1.0, restart={"initial_delay": 30.0})
     )
     async with (
         autostart_socket(tmp_path) as socket,
