@@ -34,7 +34,11 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   on 45 ordinary honest descriptions (3 without them) and caught 1 more of 70 attacks in a probe
   written blind after them (probe 13: 130 texts, 19 languages, 37/70 at high and 4/60 honest
   high on first sight, 38/70 with those rules), so they were taken out; their 45 honest texts are
-  kept as ``review`` (benign only);
+  kept as ``review`` (benign only); probe 14, written blind (140 texts, 19 languages), then got
+  39/75 at high (52.0%; 42/75 at any severity) and 10/65 honest look-alikes high (7 more medium),
+  the most false alarms of any probe: a credential path named by a text that says its contents
+  are never read or sent, a quoted or refused "ignore previous instructions", an answer withheld
+  in a guessing game, rm -rf named as a command that needs confirmation, a local audit log;
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
@@ -70,7 +74,7 @@ from mcpd.trust.verify import scan_text, scan_tool
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 CORPUS = DATA / "poisoning_corpus.jsonl"
-PROBES = (*(DATA / f"poisoning_probe{n}.jsonl" for n in range(1, 14)), DATA / "poisoning_review.jsonl")
+PROBES = (*(DATA / f"poisoning_probe{n}.jsonl" for n in range(1, 15)), DATA / "poisoning_review.jsonl")
 TOOLRET = ROOT.parent / "shared" / "toolret"
 
 
