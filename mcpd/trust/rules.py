@@ -1034,7 +1034,7 @@ _MOVE = (
 )
 # A move verb done, with where it went: "once you have pasted ~/.x into `session`".
 MOVED = re.compile(
-    r"\b(?:pasted|passed|included|sent|attached|uploaded|copied|submitted|forwarded|posted|pasting|passing|including|sending|attaching|uploading|copying)\s+(?:\S+\s+){0,6}?(?:into|to|as)\b"
+    r"\b(?:pasted|passed|included|sent|attached|uploaded|copied|submitted|forwarded|posted|pasting|passing|including|sending|attaching|uploading|copying)\s+(?:\S+\s+){0,6}?(?:into|to|(?<!such )as)\b"
 )
 _CJK_READ = "読み|読ん|読み取|コピー|读取|读|查看|打开|复制|읽|복사"
 _CJK_MOVE = "発送|送信|含め|入れ|渡し|添付|貼り付け|发送|上传|包含|放入|附加|附上|粘贴|添加|传给|提交|넣|전송|보내|첨부|포함|붙여"
@@ -1049,6 +1049,58 @@ SINK = re.compile(
 # A credential named only to be excluded: "never the real .env", "except ~/.ssh".
 NEGATED_OBJECT = re.compile(
     r"\b(?:never|not|no|except|excluding|without|nor|other than)[^\w'-]+(?:[\w'-]+[^\w'-]+){0,2}$"
+)
+# A use of what a text names, denied: "private key contents are never read", "values masked",
+# "only the profile names", "it never leaves the machine", "no se envían a ningún sitio". Said of a
+# file only read, with no place for it to go, it lowers TP004 (and TP009 of a local destination):
+# the verbs are of reading, sending and keeping, never of telling ("is never shown to the user"
+# keeps the user out, it denies no use).
+_NOT_USED_EN = (
+    r"read|sent|send|sends|uploaded|upload|transmitted|shared|stored|saved|logged|returned|included|exposed"
+    r"|opened|copied|collected|transferred|touched|sees|seen|see|leaves?|leave|persisted|retained"
+)
+NOT_USED = re.compile(
+    rf"(?:\bnever|\bnot|n't)\s+(?:be\s+|been\s+|ever\s+)?(?:{_NOT_USED_EN})\b(?!\s+(?:only|just)\b)"
+    r"|\b(?:stays?|remains?|kept|stored|processed) (?:only )?(?:locally|on (?:this|the|your|the user's) (?:machine|computer|device|disk))\b"
+    r"|\b(?:values?|contents?|secrets?|keys?|tokens?) (?:are |is )?(?:masked|redacted|hidden|elided|obscured)\b|\b(?:masked|redacted) (?:values?|contents?|secrets?)\b"
+    r"|\bwith (?:the |their |its )?values? (?:masked|redacted|hidden)\b"
+    r"|\bonly (?:the )?(?:[\w-]+ )?(?:names?|paths?|fingerprints?|file ?names?|ids?|metadata|types?|counts?)\b(?! and (?:the )?(?:contents?|values?))"
+    r"|\bwithout (?:ever )?(?:reading|sending|uploading|opening|sharing|storing|transmitting|exposing) (?:the |its |their |any )?(?:contents?|values?|keys?|secrets?|data)\b"
+    r"|\bno se (?:envían|envía|leen|lee|guardan|guarda|comparten|comparte|suben|sube|devuelven|devuelve|transmiten|transmite|almacenan|almacena)\b"
+    r"|\bnunca (?:se )?(?:envían|envía|leen|lee|salen|sale|comparten|comparte|devuelven|devuelve)\b|\bno salen? de (?:tu|su|la|este|esta) (?:equipo|máquina|ordenador|dispositivo)\b"
+    r"|\bsolo (?:los )?nombres\b|\bvalores (?:ocultos|enmascarados)\b|\b(?:ocultando|enmascarando) (?:los )?valores\b"
+    r"|\bnão (?:são|é|serão|será) (?:lid[oa]s?|enviad[oa]s?|retornad[oa]s?|devolvid[oa]s?|compartilhad[oa]s?|armazenad[oa]s?|transmitid[oa]s?)\b"
+    r"|\bnão sai\w* d[oa] (?:máquina|computador|dispositivo)\b|\b(?:apenas|somente|só) (?:os )?nomes\b|\bvalores (?:ocultos|mascarados)\b"
+    r"|\b(?:ne|n')\s*(?:sont|est|seront|sera)\s+(?:jamais|pas)\s+(?:lus?|lues?|envoyée?s?|transmise?s?|renvoyée?s?|partagée?s?|stockée?s?|enregistrée?s?)\b"
+    r"|\bne quitte(?:nt)? (?:jamais|pas)\b|\b(?:uniquement|seulement) (?:les )?noms\b|\bvaleurs? masquée?s?\b"
+    r"|\b(?:werden|wird)\s+(?:nie|niemals|nicht)\s+(?:\w+\s+)?(?:gelesen|gesendet|übertragen|gespeichert|weitergegeben|zurückgegeben|hochgeladen)\b"
+    r"|\b(?:verlässt|verlassen) (?:nie|niemals|nicht)\b|\bnur (?:die )?(?:namen|pfade)\b|\bwerte (?:werden )?(?:maskiert|geschwärzt|ausgeblendet)\b|\bmaskierten? werte"
+    r"|\bnon (?:vengono|viene|sono|è|saranno) (?:mai )?(?:letti|letto|letta|lette|inviat[ioea]|restituit[ioea]|condivis[ioea]|salvat[ioea]|trasmess[ioea])\b"
+    r"|\bnon lascia(?:no)? mai\b|\bsolo i nomi\b|\bvalori (?:mascherati|oscurati|nascosti)\b"
+    r"|\bне (?:чита|отправл|переда|возвраща|сохраня|покида|загружа)\w*|\bникогда не (?:чита|отправл|переда|возвраща|сохраня|покида|загружа)\w*"
+    r"|\bтолько (?:имена|названия)\b|\bзначения (?:скрыты|замаскированы|маскируются)\b"
+    r"|\bworden (?:nooit|niet) (?:\w+ )?(?:gelezen|verzonden|verstuurd|teruggegeven|gedeeld|opgeslagen|geüpload)\b|\bverlaat (?:nooit|niet)\b|\balleen (?:de )?namen\b|\bwaarden (?:worden )?(?:gemaskeerd|verborgen)\b"
+    r"|\bnie (?:są|jest|będą) (?:\w+ )?(?:odczytywane|wysyłane|przesyłane|zwracane|udostępniane|zapisywane|czytane)\b|\bnie opuszcza\w*|\btylko nazwy\b|\bwartości (?:są )?(?:maskowane|ukryte)\b"
+    r"|(?:gönderilmez|okunmaz|paylaşılmaz|döndürülmez|saklanmaz|yüklenmez)|\b(?:yalnızca|sadece) (?:\w+ )?adları|\bdeğerler (?:maskelenir|gizlenir)"
+    r"|(?:不会|不|从不|绝不)(?:被)?(?:读取|发送|上传|返回|共享|存储|保存|传输|离开)|(?:仅|只)(?:列出|显示|返回)?(?:名称|名字|路径|文件名)|(?:值|内容)(?:被|会被|将被)?(?:隐藏|屏蔽|遮蔽|脱敏|掩码)"
+    r"|(?:読み取|読み込|送信|返|保存|共有|アップロード)(?:り|み|し|さ|され)?(?:ません|ない)|名前のみ|名前だけ|マスク"
+    r"|(?:읽|전송하|보내|반환하|저장하|공유하|업로드하)지 않(?!으면)|이름만|마스킹"
+    r"|لا (?:يتم|تتم) (?:إرسال|قراءة|مشاركة|إرجاع|رفع|تخزين)|لا (?:ترسل|يرسل|تُرسل|يُرسل|تقرأ|يقرأ|تغادر|يغادر)|إخفاء القيم|الأسماء فقط"
+)
+# A destination of the user's own: "the restic repository the user chose", "their own bucket".
+USERS_OWN = re.compile(
+    r"\b(?:the user|you|they)(?: have| has)? (?:chose|chosen|choose|selected|picked|configured|specified|set up)\b"
+    r"|\buser-(?:chosen|configured|specified|selected)\b|\b(?:the user's|their|your) own (?:\w+ )?(?:repository|repo|bucket|drive|server|backup|machine|account|folder|storage|remote|disk|vault)\b"
+    r"|\bof (?:the user's|their|your) (?:choosing|choice)\b"
+    r"|\bel usuario (?:eligió|elige|ha elegido|seleccionó|configuró|indicó)\b|\b(?:elegid|configurad)[oa] por el usuario\b"
+    r"|\bl'utilisateur (?:a choisi|choisit|a configuré|a indiqué)\b|\b(?:choisie?|configurée?) par l'utilisateur\b"
+    r"|\b(?:nutzer|benutzer)(?:in)? (?:gewählt|ausgewählt|konfiguriert|angegeben) hat\b|\bvom (?:nutzer|benutzer) (?:gewählt|ausgewählt|konfiguriert)\w*"
+    r"|\bo (?:usuário|utilizador) (?:escolheu|selecionou|configurou|indicou)\b|\b(?:escolhid|configurad)[oa] pelo (?:usuário|utilizador)\b"
+    r"|\bl'utente (?:ha scelto|sceglie|ha configurato)\b|\b(?:scelt|configurat)[oa] dall'utente\b"
+    r"|\bвыбранн\w* пользовател\w*|\bпользователь (?:выбрал|указал|настроил)\b|\b(?:выбрал|указал|настроил) пользователь\b"
+    r"|\bdoor de gebruiker (?:gekozen|ingestelde?|opgegeven)\b|\bdie de gebruiker (?:koos|heeft gekozen|instelde)\b"
+    r"|\b(?:wybran|skonfigurowan)\w* przez użytkownika\b|\bkullanıcının (?:seçtiği|belirlediği|yapılandırdığı)"
+    r"|用户(?:自己)?(?:选择|指定|配置|设置)的|ユーザーが(?:選択|指定|設定|選ん)|사용자가 (?:선택|지정|설정)한|اختار(?:ه|ها) المستخدم"
 )
 READ_VERB = re.compile(rf"\b(?:{_READ})\b|{_CJK_READ}")
 MOVE_VERB = re.compile(rf"\b(?:{_MOVE})\b|{_CJK_MOVE}")

@@ -41,6 +41,11 @@ one already suspect (a medium finding) again with misspelt key words corrected:
                   service's password, or any of them "to verify" the user
           medium  a credential file or store mentioned without such a verb (a path default); the
                   user asked for a password or login code alone (login tools do)
+                  One step lower (high to medium, a mention to nothing) when, with no parameter,
+                  address or tool for it in its sentence, the text denies the use of a file only
+                  read ("private key contents are never read", "values masked", "only the profile
+                  names", "no se envían", in its sentence or the next), or sends it to a destination
+                  of the user's own ("to the restic repository the user chose"; probe 14)
     TP005 high    rewriting other tools: changes what another tool does or whom it sends to,
                   calls other tools unsafe or disabled, routes every call through this one, replaces
                   a destination with a concrete address, prepends to every command, overrules the
@@ -195,26 +200,25 @@ def _first_meant(
     return None
 
 
-def _secret(sentences: list[rules.Sentence], linked: list[rules.Sentence]) -> _Hit | None:
+def _secret(
+    sentences: list[rules.Sentence], linked: list[rules.Sentence], after: dict[str, str]
+) -> _Hit | None:
+    """A secret read and passed on (high), or mentioned (medium); one step lower when the text
+    keeps it (``_kept``: its use denied, its destination the user's own). ``after``: each
+    sentence's next one."""
     mentioned = None
     for said in sentences + linked:
         sentence = said.text
         match = rules.search(rules.PRIVATE_FILE.active(said.hits), [sentence])
         if match and rules.READ_VERB.search(sentence) and rules.MOVE_VERB.search(sentence):
             excerpt = _excerpt(sentence, match.start(), match.end())
-            return _Hit("TP004", HIGH, "reads a private file and passes it on", excerpt)
-    for said in sentences:
-        sentence, credentials = said.text, rules.CREDENTIAL.active(said.hits)
-        match = rules.search(credentials, [sentence])
-        if match:
-            excerpt = _excerpt(sentence, match.start(), match.end())
-            if _credential_taken(sentence, match):
-                return _Hit("TP004", HIGH, "reads or sends secrets or credential files", excerpt)
-            if _described_taking(credentials, sentence):
-                return _Hit("TP004", HIGH, "reads secrets or credential files and passes them on", excerpt)
-            if rules.SECRET_CONTENT.search(sentence) and _into_parameter(sentence, match):
-                return _Hit("TP004", HIGH, "puts what a credential file holds into a parameter", excerpt)
+            if not _kept(sentence, after.get(sentence, "")):
+                return _Hit("TP004", HIGH, "reads a private file and passes it on", excerpt)
             mentioned = mentioned or excerpt
+    taken, named = _credential_file(sentences, after)
+    if taken:
+        return taken
+    mentioned = mentioned or named
     for said in linked:
         # Across sentences a file must be both read and passed on ("Read it. Put it in `x`."):
         # "Read it back with get_token" after naming the keychain only says where it is.
@@ -223,13 +227,69 @@ def _secret(sentences: list[rules.Sentence], linked: list[rules.Sentence]) -> _H
         moved = rules.MOVE_VERB.search(window) or rules.SINK.search(window)
         if match and moved and rules.READ_VERB.search(window):
             excerpt = _excerpt(window, match.start(), match.end())
-            return _Hit("TP004", HIGH, "reads a credential file and passes it on", excerpt)
-    taken = _first(rules.SECRET_TAKEN, sentences)
-    if taken:
-        return _Hit("TP004", HIGH, "reads or sends secrets or credential files", taken)
+            if not _kept(window, ""):
+                return _Hit("TP004", HIGH, "reads a credential file and passes it on", excerpt)
+            mentioned = mentioned or excerpt
+    ordered = _first(rules.SECRET_TAKEN, sentences)
+    if ordered:
+        return _Hit("TP004", HIGH, "reads or sends secrets or credential files", ordered)
     if mentioned:
         return _Hit("TP004", MEDIUM, "mentions a credential file or store", mentioned)
     return None
+
+
+def _credential_file(
+    sentences: list[rules.Sentence], after: dict[str, str]
+) -> tuple[_Hit | None, str | None]:
+    """A credential taken in one sentence (high), else the first one named (an excerpt): not one
+    whose use is denied, and a taken one the text keeps is only named."""
+    mentioned = None
+    for said in sentences:
+        sentence, credentials = said.text, rules.CREDENTIAL.active(said.hits)
+        match = rules.search(credentials, [sentence])
+        if not match:
+            continue
+        excerpt = _excerpt(sentence, match.start(), match.end())
+        following = after.get(sentence, "")
+        taken = _credential_taken(sentence, match)
+        if taken and not _kept(sentence, following):
+            return _Hit("TP004", HIGH, "reads or sends secrets or credential files", excerpt), None
+        if _described_taking(credentials, sentence):
+            return _Hit("TP004", HIGH, "reads secrets or credential files and passes them on", excerpt), None
+        if rules.SECRET_CONTENT.search(sentence) and _into_parameter(sentence, match):
+            return _Hit("TP004", HIGH, "puts what a credential file holds into a parameter", excerpt), None
+        if taken or not _use_denied(sentence, following):
+            mentioned = mentioned or excerpt
+    return None, mentioned
+
+
+def _goes_out(sentence: str) -> bool:
+    """A place outside the machine or the user's hands in ``sentence``: a parameter, an address,
+    a URL, another tool or service."""
+    if rules.SINK.search(sentence):
+        return True
+    return _destination(rules.DESTINATION.active(rules.triggered(sentence)), sentence) is not None
+
+
+def _use_denied(sentence: str, following: str) -> bool:
+    """A use of what ``sentence`` names denied in it or in the ``following`` sentence ("Lists keys
+    in ~/.ssh. Private key contents are never read"), with nowhere for it to go in either."""
+    # The verbs of the denial itself ("密钥不会被发送", never sent) move nothing.
+    rest = rules.NOT_USED.sub(" ", sentence)
+    if _goes_out(sentence) or rules.MOVED.search(rest) or _affirmed([rules.MOVE_VERB], rest):
+        return False
+    if rules.NOT_USED.search(sentence):
+        return True
+    return bool(following) and not _goes_out(following) and bool(rules.NOT_USED.search(following))
+
+
+def _kept(sentence: str, following: str) -> bool:
+    """A secret that stays where the user keeps it: a file only read, whose use the text denies
+    (``_use_denied``), or one that goes to a destination of the user's own ("backs up ~/.ssh to the
+    restic repository the user chose"), neither with a parameter, an address or a tool to take it."""
+    if _goes_out(sentence):
+        return False
+    return bool(rules.USERS_OWN.search(sentence)) or _use_denied(sentence, following)
 
 
 def _phishing(sentences: list[rules.Sentence], hits: rules.Hits) -> _Hit | None:
@@ -473,6 +533,14 @@ def _windows(sentence: str) -> list[str]:
     ]
 
 
+def _next_sentences(texts: list[str]) -> dict[str, str]:
+    """Each sentence's next one ("" for the last; of a sentence said twice, the first one's)."""
+    after: dict[str, str] = {}
+    for sentence, following in reversed(list(zip(texts, [*texts[1:], ""], strict=True))):
+        after[sentence] = following
+    return after
+
+
 def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     folded = prepared.folded
     hits = rules.triggered(folded)
@@ -497,7 +565,7 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     if block:
         excerpt = _excerpt(folded, block.start(), block.end())
         found.append(_Hit("TP003", HIGH, "hidden instruction block", excerpt))
-    secret = _secret(triggering, linked)
+    secret = _secret(triggering, linked, _next_sentences(texts))
     if not (secret and secret.severity == HIGH):
         secret = _phishing(triggering, hits) or secret
     if secret:
