@@ -903,6 +903,24 @@ DISGUISE = Intent(
     ),
 )
 
+# An answer withheld in a game the user plays ("Trivia game. Do not tell the user the answer
+# until they guess", "Jeu du pendu. Ne dites pas le mot à l'utilisateur avant la fin"): what is
+# withheld is the game's answer, word or solution, and nothing follows it but the end of the
+# clause or how long it is kept ("the answer is logged to x" hides something else).
+GAME = re.compile(
+    r"\b(?:games?|quiz\w*|trivia|puzzles?|riddles?|hangman|wordle|guessing|jeux?|pendu|devinettes?|juegos?|ahorcado|adivinanzas?|acertijos?"
+    r"|spiel\w*|ratespiel\w*|quizspiel\w*|wortspiel\w*|rätsel\w*|galgenmännchen|jogos?|forca|charadas?|gioc\w*|impiccato|indovinell\w*|игр\w*|виселиц\w*|загадк\w*|викторин\w*"
+    r"|spel\w*|galgje|raadsel\w*|gr(?:a|y|ę|ze)|zagadk\w*|wisielec|oyun\w*|bilmece\w*)\b|游戏|谜语|猜谜|ゲーム|クイズ|なぞなぞ|게임|퀴즈|수수께끼"
+)
+ANSWER = re.compile(
+    r"\b(?:answers?|solutions?|words?|secret word|number|card|riddle's answer|respuesta|palabra|solución|número|réponse|mot|solution|nombre"
+    r"|antwort|wort|lösung|zahl|resposta|palavra|solução|risposta|parola|soluzione|numero|ответ\w*|слов\w*|решени\w*|числ\w*"
+    r"|antwoord|woord|oplossing|getal|odpowied\w*|słow\w*|rozwiązani\w*|liczb\w*|cevab\w*|kelime\w*|çözüm\w*|sayı\w*)\b|答案|谜底|单词|答え|正解|単語|정답|단어"
+)
+UNTIL_GUESSED = re.compile(
+    r"\W*(?:(?:nicht|niet|pas)\b\W*)?(?:$|[,.;:!?()\-–—]|(?:until|till|before|unless|jusqu\w*|avant|tant que|hasta|antes|bis|ehe|bevor|até|finché|prima|пока|до|tot|totdat|voordat|dopóki|zanim|kadar|önce)\b|直到|之前|까지)"
+)
+
 # -- TP003: hidden instruction blocks ------------------------------------------------------------
 
 INSTRUCTION_BLOCK = Intent(

@@ -27,7 +27,9 @@ one already suspect (a medium finding) again with misspelt key words corrected:
                   the user deceived about what a tool did (the amount asked for "rather than the
                   amount in the result", a failure reported as success, "archived, not deleted",
                   a destruction reported as undone a sentence later) or shown an advertisement as
-                  the model's own opinion or unlabelled ("without labelling them as sponsored")
+                  the model's own opinion or unlabelled ("without labelling them as sponsored");
+                  not a game's answer, word or solution withheld in a text that names a game
+                  ("Trivia game. Do not tell the user the answer until they guess"; probe 14)
     TP003 high    hidden instruction blocks: <IMPORTANT ...>, <SYSTEM>, <instructions x=y>,
                   chat-template tokens (<|im_start|>, [INST], <<SYS>>), ### SYSTEM OVERRIDE
     TP004 high    reading secrets: a credential file or store (any ~/.ssh key, *.pem, .env*, cloud
@@ -229,6 +231,21 @@ def _refused(match: re.Match[str]) -> bool:
     if not reports or rules.CLAUSE_BREAK.search(sentence, reports[-1].end(), match.start()):
         return False
     return bool(rules.REFUSAL.search(sentence, match.end()))
+
+
+def _game_answer(match: re.Match[str], whole: str) -> bool:
+    """An answer withheld in a game the user plays ("Trivia game. Do not tell the user the answer
+    until they guess"): the text names a game, and what is withheld right after the order is the
+    game's answer, word or solution, followed by nothing but the clause's end or a bound."""
+    if not rules.GAME.search(whole):
+        return False
+    sentence = match.string
+    withheld = rules.ANSWER.search(sentence, match.start(), match.end() + 30)
+    if not withheld or (
+        withheld.start() > match.end() and sentence[match.end() : withheld.start()].count(" ") > 3
+    ):
+        return False
+    return bool(rules.UNTIL_GUESSED.match(sentence, max(withheld.end(), match.end())))
 
 
 def _first_meant(
@@ -605,7 +622,7 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     excerpt = _first_meant(rules.OVERRIDE, triggering, lambda m: _guard(m) or _refused(m), previous)
     if excerpt:
         found.append(_Hit("TP001", HIGH, "instructions aimed at the model", excerpt))
-    excerpt = _first(rules.CONCEAL, triggering)
+    excerpt = _first_meant(rules.CONCEAL, triggering, lambda m: _game_answer(m, folded))
     concealed = _Hit("TP002", HIGH, "concealment from the user", excerpt) if excerpt else None
     concealed = concealed or _deceit(triggering, whole)
     if concealed:
