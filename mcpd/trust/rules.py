@@ -1004,6 +1004,30 @@ SHELL = Intent(
     ),
 )
 
+# A command listed among the kind a rule is about, in parentheses ("Destructive commands (rm -rf,
+# mkfs, dd) must be confirmed by the user", "Опасные команды (rm -rf, mkfs, dd) требуют
+# подтверждения"), and the words of such a rule: a confirmation the user gives, not one skipped.
+COMMANDS_LISTED = re.compile(
+    r"\b(?:commands?|operations?|actions?|calls?|comandos?|commandes?|opérations?|befehle|kommandos?|operationen|comandi|operazioni"
+    r"|команд\w*|операци\w*|commando's|opdrachten|operaties|polece\w*|operacj\w*|komut\w*|işlem\w*)(?:\s+[\w-]+){0,2}\s*\((?:[^()]{0,60}?,\s*)?$"
+    r"|(?:命令|操作|コマンド|명령\w*)\s*[(（](?:[^()（）]{0,60}?[,、，]\s*)?$"
+)
+CONFIRMATION = re.compile(
+    r"\b(?:must|need|needs|require[sd]?|requiring|only (?:after|with|once|when|if)|ask\w*|wait\w* for|until)\b(?:\W+\w+){0,5}?\W+(?:confirm\w*|approv\w*|permission|consent)"
+    r"|\b(?:confirm\w*|approv\w*|permission|consent)\b(?:\W+\w+){0,3}?\W+(?:required|needed|first|beforehand)\b"
+    r"|\b(?:требу\w*|нужн\w*|необходим\w*|только после)\b(?:\W+\w+){0,3}?\W+(?:подтвержд\w*|разрешени\w*)"
+    r"|\b(?:requier\w*|exig\w*|necesit\w*|necessit\w*|nécessit\w*|précis\w*|precis\w*|richied\w*|vereis\w*|wymaga\w*|erforder\w*|benötig\w*|brauch\w*"
+    r"|deben|doivent|müssen|muss|devono|moeten|devem|solo (?:tras|después de|dopo)|nur nach|seulement après|apenas após|alleen na|tylko po)\b"
+    r"(?:\W+\w+){0,4}?\W+(?:confirmaci\w*|aprobaci\w*|confirmation|confirmé\w*|approbation|bestätig\w*|zustimmung|genehmig\w*|confirmaç\w*|confirmad\w*"
+    r"|conferma\w*|bevestig\w*|toestemming|potwierdz\w*|zgod\w*)"
+    r"|\bonay\w* (?:gerektir|gerekir|ister)\w*|(?:需要|须经|必须经过?|需经)(?:用户)?(?:确认|批准|同意)|確認(?:が必要|を求め|を得て)|(?:확인|승인)(?:이|을) (?:필요|받)"
+)
+NO_CONFIRMATION = re.compile(
+    r"\b(?:no|without|skip\w*|bypass\w*|sans|sin|ohne|sem|senza|без|zonder|bez|don't|do not|never|not)\s+(?:\w+\s+){0,2}?"
+    r"(?:confirm\w*|approv\w*|permission|ask\w*|подтвержд\w*|confirmaci\w*|bestätig\w*|confirmaç\w*|conferma\w*|bevestig\w*|potwierdz\w*)"
+    r"|\bonaysız|\bonay (?:almadan|olmadan)|无需确认|不需要确认|確認(?:なし|不要|せず)|확인 없이"
+)
+
 # -- TP004: secrets and credential files ---------------------------------------------------------
 
 CREDENTIAL = Intent(

@@ -72,7 +72,10 @@ one already suspect (a medium finding) again with misspelt key words corrected:
                   into a call or an argument; the model's own conversation or system prompt ("every
                   message so far", "your system prompt") put into a parameter, whatever the verb; a
                   URL or host name with a placeholder for them ("?d={{history}}", "<token>.x.cn")
-    TP010 high    destructive or remote-code shell commands (rm -rf, curl ... | sh, chmod -R 777 ~)
+    TP010 high    destructive or remote-code shell commands (rm -rf, curl ... | sh, chmod -R 777 ~);
+                  not one named as an example in a rule about it ("such as rm -rf ... require a
+                  second confirmation") or listed in parentheses after the kind of command the user
+                  must confirm ("Опасные команды (rm -rf, mkfs, dd) требуют подтверждения"; probe 14)
     TP011 medium  a word mixing Latin letters with look-alikes from another script
     TP012 high    signs of an attack together (``signs``), within three sentences: two of the
                   kinds honest tools never need (the user kept out of it, a claim of authority, an
@@ -204,7 +207,12 @@ _COMMAND_RULE = re.compile(
 
 
 def _named_command(match: re.Match[str]) -> bool:
+    """A command named as an example ("such as rm -rf") in a sentence that sets a rule about it, or
+    listed in parentheses after the kind of command a confirmation is asked for ("Destructive
+    commands (rm -rf, mkfs) must be confirmed by the user", not "... run without confirmation")."""
     sentence = match.string
+    if rules.COMMANDS_LISTED.search(sentence, max(0, match.start() - 80), match.start()):
+        return bool(rules.CONFIRMATION.search(sentence)) and not rules.NO_CONFIRMATION.search(sentence)
     named = _NAMED_BEFORE.search(sentence, max(0, match.start() - 40), match.start())
     return bool(named and _COMMAND_RULE.search(sentence))
 
