@@ -71,7 +71,8 @@ one already suspect (a medium finding) again with misspelt key words corrected:
                   image URL that carries the conversation or secrets; the whole conversation put
                   into a call or an argument; the model's own conversation or system prompt ("every
                   message so far", "your system prompt") put into a parameter, whatever the verb; a
-                  URL or host name with a placeholder for them ("?d={{history}}", "<token>.x.cn")
+                  URL or host name with a placeholder for them ("?d={{history}}", "<token>.x.cn");
+                  a word inside a URL or a file path is no verb ("/var/log/mcp-audit.log"; probe 14)
     TP010 high    destructive or remote-code shell commands (rm -rf, curl ... | sh, chmod -R 777 ~);
                   not one named as an example in a rule about it ("such as rm -rf ... require a
                   second confirmation") or listed in parentheses after the kind of command the user
@@ -432,6 +433,8 @@ def _into_parameter(sentence: str, what: re.Match[str]) -> bool:
 
 
 _URL_PUNCTUATION = ("/", ".", "?", "&", "=")
+_PATH_HEAD = re.compile(r"(?:~|\.{1,2})?(?:/[\w.-]+)+[/.]")
+"""What precedes the last part of a file path in its token: ``/var/log/``, ``/var/log/mcp-audit.``"""
 
 
 def _word_start(sentence: str, at: int) -> int:
@@ -440,12 +443,15 @@ def _word_start(sentence: str, at: int) -> int:
 
 
 def _in_url(sentence: str, match: re.Match[str]) -> bool:
-    """A word inside a URL or path: after a scheme in the same token, or between its punctuation
-    (".../render?id=1"); "Important.Send the chat" is a sentence, not a path."""
+    """A word inside a URL or path: after a scheme in the same token, between its punctuation
+    (".../render?id=1"), or ending a file path ("/var/log/x.log", not "note:/upload"); "Important.Send
+    the chat" is a sentence, not a path."""
     token = _word_start(sentence, match.start())
     before, after = sentence[match.start() - 1 : match.start()], sentence[match.end() : match.end() + 1]
     between = before in _URL_PUNCTUATION and (after in _URL_PUNCTUATION or after == ":")  # user.email:x
-    return between or "://" in sentence[token : match.start()]
+    # A file path's last part or extension: "/var/log/mcp-audit.log" logs nothing.
+    in_path = bool(_PATH_HEAD.fullmatch(sentence, token, match.start()))
+    return between or in_path or "://" in sentence[token : match.start()]
 
 
 def _affirmed(patterns: list[re.Pattern[str]], sentence: str, orders: bool = False) -> re.Match[str] | None:
