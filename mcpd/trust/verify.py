@@ -286,7 +286,7 @@ def _secret(
         match = rules.search(rules.PRIVATE_FILE.active(said.hits), [sentence])
         if match and rules.READ_VERB.search(sentence) and rules.MOVE_VERB.search(sentence):
             excerpt = _excerpt(sentence, match.start(), match.end())
-            if not _kept(sentence, after.get(sentence, "")):
+            if not _kept(sentence, after.get(sentence, ""), match):
                 return _Hit("TP004", HIGH, "reads a private file and passes it on", excerpt)
             mentioned = mentioned or excerpt
     taken, named = _credential_file(sentences, after)
@@ -301,7 +301,7 @@ def _secret(
         moved = rules.MOVE_VERB.search(window) or rules.SINK.search(window)
         if match and moved and rules.READ_VERB.search(window):
             excerpt = _excerpt(window, match.start(), match.end())
-            if not _kept(window, ""):
+            if not _kept(window, "", match):
                 return _Hit("TP004", HIGH, "reads a credential file and passes it on", excerpt)
             mentioned = mentioned or excerpt
     ordered = _first(rules.SECRET_TAKEN, sentences)
@@ -326,14 +326,14 @@ def _credential_file(
         excerpt = _excerpt(sentence, match.start(), match.end())
         following = after.get(sentence, "")
         taken = _credential_taken(sentence, match)
-        if taken and not _kept(sentence, following):
+        if taken and not _kept(sentence, following, match):
             return _Hit("TP004", HIGH, "reads or sends secrets or credential files", excerpt), None
         if _described_taking(credentials, sentence):
             return _Hit("TP004", HIGH, "reads secrets or credential files and passes them on", excerpt), None
         if rules.SECRET_CONTENT.search(sentence) and _into_parameter(sentence, match):
             return _Hit("TP004", HIGH, "puts what a credential file holds into a parameter", excerpt), None
-        if taken or not _use_denied(sentence, following):
-            mentioned = mentioned or excerpt
+        if mentioned is None and (taken or not _use_denied(sentence, following, match)):
+            mentioned = excerpt
     return None, mentioned
 
 
@@ -345,25 +345,34 @@ def _goes_out(sentence: str) -> bool:
     return _destination(rules.DESTINATION.active(rules.triggered(sentence)), sentence) is not None
 
 
-def _use_denied(sentence: str, following: str) -> bool:
-    """A use of what ``sentence`` names denied in it or in the ``following`` sentence ("Lists keys
-    in ~/.ssh. Private key contents are never read"), with nowhere for it to go in either."""
+KEPT_NEAR = 200
+"""Characters either side of a secret read for what keeps it (a denial, the user's own place), and
+of the next sentence: the sentence or clause that names it, not a window of megabytes."""
+
+
+def _use_denied(sentence: str, following: str, secret: re.Match[str]) -> bool:
+    """A use of the ``secret`` that ``sentence`` names denied near it or in the ``following``
+    sentence ("Lists keys in ~/.ssh. Private key contents are never read"), with nowhere for it to
+    go in either."""
+    near = sentence[max(0, secret.start() - KEPT_NEAR) : secret.end() + KEPT_NEAR]
     # The verbs of the denial itself ("密钥不会被发送", never sent) move nothing.
-    rest = rules.NOT_USED.sub(" ", sentence)
+    rest = rules.NOT_USED.sub(" ", near)
     if _goes_out(sentence) or rules.MOVED.search(rest) or _affirmed([rules.MOVE_VERB], rest):
         return False
-    if rules.NOT_USED.search(sentence):
+    if rules.NOT_USED.search(near):
         return True
+    following = following[: 2 * KEPT_NEAR]
     return bool(following) and not _goes_out(following) and bool(rules.NOT_USED.search(following))
 
 
-def _kept(sentence: str, following: str) -> bool:
+def _kept(sentence: str, following: str, secret: re.Match[str]) -> bool:
     """A secret that stays where the user keeps it: a file only read, whose use the text denies
     (``_use_denied``), or one that goes to a destination of the user's own ("backs up ~/.ssh to the
     restic repository the user chose"), neither with a parameter, an address or a tool to take it."""
     if _goes_out(sentence):
         return False
-    return bool(rules.USERS_OWN.search(sentence)) or _use_denied(sentence, following)
+    near = sentence[max(0, secret.start() - KEPT_NEAR) : secret.end() + KEPT_NEAR]
+    return bool(rules.USERS_OWN.search(near)) or _use_denied(sentence, following, secret)
 
 
 def _phishing(sentences: list[rules.Sentence], hits: rules.Hits) -> _Hit | None:
