@@ -38,7 +38,11 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   39/75 at high (52.0%; 42/75 at any severity) and 10/65 honest look-alikes high (7 more medium),
   the most false alarms of any probe: a credential path named by a text that says its contents
   are never read or sent, a quoted or refused "ignore previous instructions", an answer withheld
-  in a guessing game, rm -rf named as a command that needs confirmation, a local audit log;
+  in a guessing game, rm -rf named as a command that needs confirmation, a local audit log; each
+  class was then fixed by a general mechanism (a use denied near the secret or a destination of
+  the user's own, an order quoted as an example or reported and refused, a game's answer, a
+  command listed for confirmation, a file path's last part), 0/65 high after (7 medium), the
+  poisoned figures unchanged (39/75; 40/75 with the learned model retrained on it);
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
