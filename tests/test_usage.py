@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import msgspec
@@ -25,7 +26,7 @@ from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.text import terms
 from mcpd.errors import InvalidParams, McpdError, NotApproved
 from mcpd.model.trust import PinApproval
-from mcpd.model.usage import StoreState
+from mcpd.model.usage import ReportResult, StoreState
 from mcpd.store import db as store_db
 from mcpd.store.db import Store, StoreUnavailable
 from mcpd.store.pins import pin_rows
@@ -41,10 +42,13 @@ def config_text(db: Path | str, *names: str) -> str:
     return text + "".join(fixture_toml(name) for name in names)
 
 
-@pytest.fixture
-async def daemon(tmp_path: Path) -> AsyncIterator[DaemonProcess]:
-    path = tmp_path / "config.toml"
-    path.write_text(config_text(tmp_path / "usage.db", "alpha", "beta"))
+@pytest.fixture(scope="module")
+async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DaemonProcess]:
+    """One daemon for the tests that only call and read the report: alpha is the outcome test's
+    alone, beta the other tests' (only the test of many clients calls beta's echo)."""
+    tmp = tmp_path_factory.mktemp("usage")
+    path = tmp / "config.toml"
+    path.write_text(config_text(tmp / "usage.db", "alpha", "beta"))
     async with running_daemon(path) as running:
         yield running
 
@@ -74,6 +78,9 @@ async def test_records_survive_kill_9(tmp_path: Path) -> None:
 
 async def test_concurrent_calls_from_many_clients_are_all_recorded(daemon: DaemonProcess) -> None:
     """Twenty clients calling at once: every call is one record, with its client's name."""
+    async with connect(daemon.socket) as client:
+        before = _calls(await client.report(), "beta", "echo")
+    last = _query(daemon, "SELECT coalesce(max(id), 0) FROM calls")[0][0]
 
     async def one(index: int) -> None:
         async with connect(daemon.socket, name=f"agent-{index}") as client:
@@ -84,18 +91,26 @@ async def test_concurrent_calls_from_many_clients_are_all_recorded(daemon: Daemo
         for index in range(20):
             tg.start_soon(one, index)
     async with connect(daemon.socket) as client:
-        report = await client.report()
-    beta = next(t for t in report.tools if t.tool == "echo")
-    assert beta.calls == 200 and beta.failures == 0
-    db = sqlite3.connect(_db_path(daemon))
-    clients = {row[0] for row in db.execute("SELECT DISTINCT client FROM calls")}
-    db.close()
+        after = _calls(await client.report(), "beta", "echo")
+    assert (after[0] - before[0], after[1] - before[1]) == (200, 0)
+    clients = {row[0] for row in _query(daemon, "SELECT DISTINCT client FROM calls WHERE id > ?", last)}
     assert clients == {f"agent-{i}" for i in range(20)}
 
 
-def _db_path(daemon: DaemonProcess) -> str:
+def _calls(report: ReportResult, server: str, tool: str) -> tuple[int, int]:
+    """Calls and failures of ``server``'s ``tool`` in ``report``; none yet: (0, 0)."""
+    found = [(t.calls, t.failures) for t in report.tools if (t.server, t.tool) == (server, tool)]
+    return found[0] if found else (0, 0)
+
+
+def _query(daemon: DaemonProcess, sql: str, *params: object) -> list[tuple[Any, ...]]:
+    """Rows of ``sql`` on the daemon's usage store, read by a connection of the test's own."""
     opened = next(e for e in daemon.events if e.get("event") == "usage.opened")
-    return str(opened["path"])
+    db = sqlite3.connect(str(opened["path"]))
+    try:
+        return db.execute(sql, params).fetchall()
+    finally:
+        db.close()
 
 
 async def test_outcomes_and_the_report(daemon: DaemonProcess) -> None:
@@ -109,16 +124,14 @@ async def test_outcomes_and_the_report(daemon: DaemonProcess) -> None:
         recent = await client.report(since_s=3600)
         # A window longer than the epoch is everything, not an integer SQLite cannot hold.
         forever = await client.report(since_s=1e300)
-    by_tool = {t.tool: t for t in report.tools}
+    by_tool = {t.tool: t for t in report.tools if t.server == "alpha"}
     assert forever.tools == report.tools and forever.since is None
     assert by_tool["echo"].failures == 0 and by_tool["fail"].failure_rate == 1.0
     assert by_tool["sleep"].failures == 1
     assert by_tool["echo"].p95_ms >= by_tool["echo"].p50_ms > 0
     assert abs(by_tool["echo"].last_used - time.time()) < 60
-    assert {t.tool for t in recent.tools} == {"echo", "fail", "sleep"}
-    db = sqlite3.connect(_db_path(daemon))
-    outcomes = dict(db.execute("SELECT tool, outcome FROM calls").fetchall())
-    db.close()
+    assert {t.tool for t in recent.tools if t.server == "alpha"} == {"echo", "fail", "sleep"}
+    outcomes = dict(_query(daemon, "SELECT tool, outcome FROM calls WHERE server = 'alpha'"))
     assert outcomes == {"echo": "ok", "fail": "tool_error", "sleep": "timeout"}
 
 
@@ -127,19 +140,19 @@ async def test_reserved_tool_is_answered_by_the_daemon(daemon: DaemonProcess) ->
     async with connect(daemon.socket) as client:
         listed = [t.name for t in await client.tools()]
         ranked = await client.search("weather forecast", budget_tokens=2000)
-        before = (await client.call_tool("alpha__pid")).content
+        before = (await client.call_tool("beta__pid")).content
         ack = await client.call_tool("mcpd_request_capability", {"capability": "convert PDF to Markdown"})
         await client.request_capability("PDF to markdown conversion", context="user sent a paper")
         await client.request_capability("send an SMS message")
         with pytest.raises(InvalidParams, match="non-empty"):
             await client.request_capability(" \t ")  # blank once stripped: nothing to record
-        after = (await client.call_tool("alpha__pid")).content
+        after = (await client.call_tool("beta__pid")).content
         report = await client.report()
         status = {s.name: s for s in await client.status()}
     assert "mcpd_request_capability" in listed
     assert ranked.rendered is not None and "mcpd_request_capability" in ranked.rendered.text
     assert "Recorded the missing capability" in ack.content[0]["text"] and not ack.is_error
-    assert before == after and status["alpha"].restarts == 0
+    assert before == after and status["beta"].restarts == 0
     first = report.capabilities[0]
     assert (first.count, first.capability) == (2, "convert PDF to Markdown")
     assert report.capabilities[1].capability == "send an SMS message"
