@@ -276,14 +276,26 @@ async def test_a_read_only_store_takes_writes_again_once_it_can(
     assert "usage.retrying" not in said and "usage.disabled" not in said, said
 
 
-async def test_a_read_only_store_keeps_approvals_in_force(tmp_path: Path) -> None:
-    """A daemon on a read-only store reads its pins: approved tools stay callable (they were all
-    held back), status says read-only, and an approval is said not to be saved."""
-    db = tmp_path / "usage.db"
-    path = tmp_path / "config.toml"
+@pytest.fixture(scope="module")
+async def pinned(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A usage store a daemon running alpha wrote, with alpha's pins and one call, as it left it on
+    stopping (no WAL beside it): the tests of a store that is there before the daemon copy it."""
+    db = tmp_path_factory.mktemp("pinned") / "usage.db"
+    path = db.parent / "config.toml"
     path.write_text(config_text(db, "alpha"))
     async with running_daemon(path) as first, connect(first.socket) as client:
         await client.call_tool("alpha__echo", {"text": "pinned"})
+    assert not db.with_name("usage.db-wal").exists()
+    return db
+
+
+async def test_a_read_only_store_keeps_approvals_in_force(tmp_path: Path, pinned: Path) -> None:
+    """A daemon on a read-only store reads its pins: approved tools stay callable (they were all
+    held back), status says read-only, and an approval is said not to be saved."""
+    db = tmp_path / "usage.db"
+    shutil.copyfile(pinned, db)
+    path = tmp_path / "config.toml"
+    path.write_text(config_text(db, "alpha"))
     with unwritable(db):
         async with running_daemon(path) as daemon, connect(daemon.socket) as client:
             await daemon.wait_for("server.state", server="alpha", new="running")
@@ -424,15 +436,14 @@ async def test_a_full_disk_is_waited_out(tmp_path: Path) -> None:
     assert outcome == {"seen": "retrying", "after": "ok", "count": 200}
 
 
-async def test_a_store_locked_at_start_hands_over_its_pins_when_free(tmp_path: Path) -> None:
+async def test_a_store_locked_at_start_hands_over_its_pins_when_free(tmp_path: Path, pinned: Path) -> None:
     """Locked by another process when the daemon starts, for readers too: pinned tools wait (the
     reason names the store, status says retrying), and once the lock is gone the pins load and the tools are
     released, the report works, without a restart."""
     db = tmp_path / "usage.db"
+    shutil.copyfile(pinned, db)
     path = tmp_path / "config.toml"
     path.write_text(config_text(db, "alpha"))
-    async with running_daemon(path) as first, connect(first.socket) as client:
-        await client.call_tool("alpha__echo", {"text": "pinned"})
     locker = exclusive(db, readers_too=True)
     try:
         async with running_daemon(path) as daemon, connect(daemon.socket) as client:
