@@ -123,7 +123,8 @@ async def test_gates_sharing_a_store_write_what_they_know_and_undo_nothing(tmp_p
             store.close()
 
 
-def _check(config: Path) -> dict[str, dict[str, object]]:
+def _check(config: Path, exit_status: int) -> dict[str, dict[str, object]]:
+    """What `mcpd check --json` says of each server, once it exited with ``exit_status``."""
     result = subprocess.run(
         [sys.executable, "-m", "mcpd", "check", "--config", str(config), "--json"],
         capture_output=True,
@@ -131,7 +132,7 @@ def _check(config: Path) -> dict[str, dict[str, object]]:
         timeout=120,
         check=False,
     )
-    assert result.returncode in (0, 1), result.stderr
+    assert result.returncode == exit_status, result.stderr
     return {s["server"]: s for s in json.loads(result.stdout)["servers"]}
 
 
@@ -139,7 +140,7 @@ def test_check_flags_the_poisoned_server(tmp_path: Path) -> None:
     """`mcpd check` names the poisoned tools with the right rule ids, and exits 1."""
     config = tmp_path / "c.toml"
     config.write_text(fixture_toml("evil", "--poisoned"))
-    found = _check(config)["evil"]["findings"]
+    found = _check(config, 1)["evil"]["findings"]
     assert isinstance(found, list)
     by_tool: dict[str, set[str]] = {}
     for finding in found:
@@ -150,7 +151,7 @@ def test_check_flags_the_poisoned_server(tmp_path: Path) -> None:
 
 
 def _assert_clean(config: Path, expected: set[str]) -> None:
-    results = _check(config)
+    results = _check(config, 0)
     assert set(results) == expected
     for name, result in results.items():
         assert result["tools"], f"{name} listed no tools: {result}"
