@@ -760,6 +760,30 @@ async def test_saved_sessions_expire_and_end(tmp_path: Path) -> None:
     store.close()
 
 
+async def test_a_store_made_again_under_the_daemon_gets_the_sessions_it_lost(tmp_path: Path) -> None:
+    """The usage store deleted under the daemon is made again, and the HTTP sessions kept, open or
+    set aside, are saved into it at once: a daemon killed afterwards still leaves them to the next one
+    (they were saved when they opened, into the file that went, and an idle one is not saved again)."""
+    port, db = free_port(), tmp_path / "usage.db"
+    config = http_config(tmp_path, http=f'"127.0.0.1:{port}"', usage_db=f'"{db}"', http_max_sessions=2)
+    async with running_daemon(config) as first:
+        url = (await first.wait_for("http.listening"))["url"]
+        async with Front(first, url, token_in(tmp_path), config).client() as http:
+            aside = await raw_session(http, url)
+            await anyio.sleep(SET_ASIDE_AFTER + 0.1)  # idle long enough to be set aside for another
+            kept, _newer = await raw_session(http, url), await raw_session(http, url)
+            for file in tmp_path.glob("usage.db*"):
+                file.unlink()
+            await first.wait_for("usage.store_gone", why="deleted")
+            await first.wait_for("usage.resaved")
+            first.process.kill()
+            await first.wait_exit()
+            async with running_daemon(config) as second:
+                await second.wait_for("http.listening")
+                assert await listed(http, url, kept) == 200
+                assert await listed(http, url, aside) == 200
+
+
 def _corrupt_sessions_table(db: Path) -> None:
     """A usage store whose ``http_sessions`` table's root page is overwritten (the rest intact)."""
     Store.open(db).close()

@@ -244,11 +244,13 @@ async def _follow(store: Store, prior: UsagePrior, take: Learn) -> bool:
     return True
 
 
-async def keep_store(store: Store, gate: TrustGate, prior: UsagePrior) -> None:
+async def keep_store(
+    store: Store, gate: TrustGate, prior: UsagePrior, resavers: list[Callable[[], int]]
+) -> None:
     """Until cancelled: when the store comes back, hand the trust gate the pins it could not read
     (releasing what was held back for want of them) and the prior what it missed; when its file
     was deleted or replaced, or takes writes again, save what the gate holds in memory (approvals,
-    pins)."""
+    pins) and what the ``resavers`` hold (the HTTP sessions kept)."""
     followed = store.following
     reopened, events = anyio.create_memory_object_stream[bool](16)
 
@@ -262,13 +264,17 @@ async def keep_store(store: Store, gate: TrustGate, prior: UsagePrior) -> None:
         tell(False)  # it came back before the watch began
     async with reopened, events:
         async for recreated in events:
+            resaved = 0
             if gate.unreadable is not None:
                 stored = await _read_pins(store)
                 if isinstance(stored, str):
                     continue
                 gate.restore(*stored)
             elif recreated:
-                log.warning("usage.resaved", path=str(store.path), records=gate.resave())
+                resaved += gate.resave()
+            if recreated:
+                resaved += sum(resave() for resave in resavers)
+                log.warning("usage.resaved", path=str(store.path), records=resaved)
             if not followed:
                 followed = await _follow(store, prior, prior.reload)
 
@@ -367,7 +373,7 @@ async def _serve_with(
             tg.start_soon(rpc.serve, listener)
             tg.start_soon(guard_socket, claim, rpc.listen, stop_displaced)
             tg.start_soon(catalog.run)
-            tg.start_soon(keep_store, usage, gate, prior)
+            tg.start_soon(keep_store, usage, gate, prior, daemon.resavers)
             tg.start_soon(daemon.subscriptions.run)
             tg.start_soon(daemon.log_levels.run)
             tg.start_soon(daemon.activity.publish, rpc.broadcast)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mcpd.discovery.prior import UsagePrior
@@ -27,6 +28,9 @@ class Core:
     """Resource subscriptions of every client, one per URI on each server."""
     log_levels: LogLevels = field(init=False)
     """The log level hosts want, asked of every server."""
+    resavers: list[Callable[[], int]] = field(default_factory=list)
+    """What keeps records in memory that a store which lost them (its file deleted, or read-only
+    meanwhile) is given again; each returns how many it saved (``daemon.app.keep_store``)."""
 
     def __post_init__(self) -> None:
         self.subscriptions = Subscriptions(self.supervisor)

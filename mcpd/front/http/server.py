@@ -90,6 +90,7 @@ class HttpFront:
             sessions = HttpSessions(
                 hosts, tg, max_sessions=settings.http_max_sessions, idle=idle, saved=saved
             )
+            hosts.core.resavers.append(sessions.resave)
             app = build_app(sessions, self.token, limits, check_host=is_loopback(host))
             server = _Server(
                 uvicorn.Config(
@@ -124,6 +125,7 @@ class HttpFront:
                 await anyio.sleep_forever()
             finally:
                 with anyio.CancelScope(shield=True):
+                    hosts.core.resavers.remove(sessions.resave)
                     sessions.end_all("the daemon is stopping")
                     server.should_exit = True
                     with anyio.move_on_after(SHUTDOWN_GRACE + 1):

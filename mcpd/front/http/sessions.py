@@ -516,6 +516,18 @@ class HttpSessions:
         self._close(idlest, "set aside for a new session")
         return True
 
+    def resave(self) -> int:
+        """Save every session kept, open or set aside, again (a store that lost them); how many."""
+        now = time.time()
+        kept = [
+            mcp.SavedSession(session.key, _encoder.encode(state), now)
+            for session in self._by_id.values()
+            if not session.forgotten and (state := session.state()) is not None
+        ]
+        for saved in [*kept, *self._saved.values()]:
+            self._store.save_session(saved)
+        return len(kept) + len(self._saved)
+
     def _save(self, session: HttpSession, state: mcp.SessionState | None) -> None:
         # A request still running when its host deleted the session must not write it back.
         if state is not None and not session.forgotten:
