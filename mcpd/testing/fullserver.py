@@ -11,7 +11,8 @@ What a test can ask of it, besides the lists:
 
 - tools ``progress`` (two progress notifications, integer and float, with ``_meta``), ``log`` (log
   messages whose data is an object, a number and a 10,000-character string), ``touch`` (a
-  ``resources/updated`` with ``_meta``), ``wait`` (answers after ``seconds``), ``cancellations``
+  ``resources/updated`` with ``_meta``), ``wait`` (answers after ``seconds``, or at once when
+  cancelled), ``waiting`` (how many ``wait`` calls run now), ``cancellations``
   (the ``notifications/cancelled`` params it received so far, as JSON) and ``levels`` (the levels
   ``logging/setLevel`` asked for so far, as JSON); once a level is set, log messages below it are
   not sent;
@@ -26,7 +27,6 @@ import argparse
 import json
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -52,7 +52,7 @@ TOOLS: list[dict[str, Any]] = [
         "_meta": META,
         **LATER,
     }
-    for name in ("progress", "log", "touch", "wait", "cancellations", "levels")
+    for name in ("progress", "log", "touch", "wait", "waiting", "cancellations", "levels")
 ] + [{"name": "plain", "inputSchema": {"type": "object"}}]
 """``plain`` has no description, title, annotations or anything optional."""
 
@@ -114,6 +114,8 @@ class FullServer:
         """Writes one message to the client, or None where the transport cannot (HTTP)."""
         self.cancellations: list[Any] = []
         self.levels: list[str] = []
+        self._waits: dict[Any, threading.Event] = {}
+        """The ``wait`` calls running, by request id: a cancellation ends one."""
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         if self._send is not None:
@@ -125,9 +127,11 @@ class FullServer:
         if "id" not in message:
             if method == "notifications/cancelled":
                 self.cancellations.append(params)
+                if (waiting := self._waits.get(params.get("requestId"))) is not None:
+                    waiting.set()
             return None
         try:
-            response: dict[str, Any] = {"result": self._result(str(method), params)}
+            response: dict[str, Any] = {"result": self._result(str(method), params, message["id"])}
         except RpcError as exc:
             error: dict[str, Any] = {"code": exc.code, "message": exc.message}
             if exc.data is not None:
@@ -135,7 +139,7 @@ class FullServer:
             response = {"error": error}
         return {"jsonrpc": "2.0", "id": message["id"], **response}
 
-    def _result(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    def _result(self, method: str, params: dict[str, Any], request_id: Any) -> dict[str, Any]:
         if method == "initialize":
             capabilities = {
                 "tools": {},
@@ -174,7 +178,7 @@ class FullServer:
                 raise RpcError(-32050, "no completions today", {"why": "closed"})
             return {"completion": {"values": ["v1", "v2"], "total": 2, "hasMore": False}, "_meta": META}
         if method == "tools/call":
-            return self._call(params)
+            return self._call(params, request_id)
         raise RpcError(-32601, f"method not found: {method}", {"method": method})
 
     def _read(self, uri: str) -> dict[str, Any]:
@@ -200,7 +204,7 @@ class FullServer:
             "_meta": META,
         }
 
-    def _call(self, params: dict[str, Any]) -> dict[str, Any]:
+    def _call(self, params: dict[str, Any], request_id: Any) -> dict[str, Any]:
         name, arguments = params.get("name"), params.get("arguments") or {}
         token = (params.get("_meta") or {}).get("progressToken")
         if name == "progress" and token is not None:
@@ -223,7 +227,13 @@ class FullServer:
         elif name == "touch":
             self.notify("notifications/resources/updated", {"uri": "full://r/0", "_meta": META})
         elif name == "wait":
-            time.sleep(float(arguments.get("seconds", 1)))
+            self._waits[request_id] = stop = threading.Event()
+            try:
+                stop.wait(float(arguments.get("seconds", 1)))
+            finally:
+                del self._waits[request_id]
+        elif name == "waiting":
+            return {"content": [{"type": "text", "text": str(len(self._waits))}]}
         elif name == "cancellations":
             return {"content": [{"type": "text", "text": json.dumps(self.cancellations)}]}
         elif name == "levels":
