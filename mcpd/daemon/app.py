@@ -264,7 +264,8 @@ async def keep_store(
         tell(False)  # it came back before the watch began
     async with reopened, events:
         async for recreated in events:
-            resaved = 0
+            # First: a store whose pins cannot be read yet keeps the rest until it can.
+            resaved = sum(resave() for resave in resavers) if recreated else 0
             if gate.unreadable is not None:
                 stored = await _read_pins(store)
                 if isinstance(stored, str):
@@ -273,7 +274,6 @@ async def keep_store(
             elif recreated:
                 resaved += gate.resave()
             if recreated:
-                resaved += sum(resave() for resave in resavers)
                 log.warning("usage.resaved", path=str(store.path), records=resaved)
             if not followed:
                 followed = await _follow(store, prior, prior.reload)

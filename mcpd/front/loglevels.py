@@ -43,7 +43,7 @@ class Viewer(Protocol):
 
 
 class _Wanted:
-    """The levels hosts want, worked out once per change: one pass over the hosts."""
+    """The levels hosts want, worked out once per change of hosts: one pass over them."""
 
     def __init__(self, levels: dict[Viewer, LogLevel]) -> None:
         everywhere: list[LogLevel] = []
@@ -57,12 +57,16 @@ class _Wanted:
         self._everywhere = _most_detailed(*everywhere) if everywhere else None
         self._quietest = max(levels.values(), key=LOG_LEVELS.index, default=None)
 
-    def level(self, name: str, *, asked_before: bool) -> LogLevel | None:
+    def level(self, name: str, *, asked: LogLevel | None) -> LogLevel | None:
+        """The level for server ``name``, last ``asked`` for ``asked`` in its current run (or None)."""
         seen = [level for level in (self._by_server.get(name), self._everywhere) if level is not None]
         if seen:
             return _most_detailed(*seen)
-        # Seen by hosts who left only: as quiet as any host that stays wants, not as they wanted.
-        return self._quietest if asked_before else None
+        if asked is None or self._quietest is None:
+            return None
+        # Seen by hosts who left only: no more detailed than it is now, nor than any host that
+        # stays wants (messages nobody reads).
+        return max(asked, self._quietest, key=LOG_LEVELS.index)
 
 
 def _most_detailed(*levels: LogLevel) -> LogLevel:
@@ -79,6 +83,8 @@ class LogLevels:
         """The run of each server last asked, and the level it was asked for (or refused)."""
         self._asking: set[str] = set()
         """Servers being asked now: one request at a time each, however often hosts change levels."""
+        self._wanted: _Wanted | None = None
+        """The levels hosts want, until hosts change (None: to be worked out)."""
         self._background = Background()
         self.run = self._background.run
         """Own the requests to servers, until cancelled."""
@@ -86,22 +92,26 @@ class LogLevels:
     def wanted(self, name: str) -> LogLevel | None:
         """The level server ``name`` is to be asked for: the most detailed one set by a host that
         sees it (None: nothing to ask)."""
-        return _Wanted(self._levels).level(name, asked_before=self._asked_this_run(name))
+        if self._wanted is None:
+            self._wanted = _Wanted(self._levels)
+        asked = self._asked.get(name)
+        this_run = asked[1] if asked is not None and asked[0] == self._runs.get(name, 0) else None
+        return self._wanted.level(name, asked=this_run)
 
     def set(self, host: Viewer, level: LogLevel) -> None:
         """``host`` wants the log messages of the servers it sees at ``level`` and above."""
         self._levels[host] = level
-        self._ask_all()
+        self._hosts_changed()
 
     def sees_more(self, host: Viewer) -> None:
         """``host`` has come to see another server, which may be wanted more detailed now."""
         if host in self._levels:
-            self._ask_all()
+            self._hosts_changed()
 
     def drop(self, host: Viewer) -> None:
         """``host`` is gone; servers are asked for a less detailed level if nobody else wants theirs."""
         if self._levels.pop(host, None) is not None:
-            self._ask_all()
+            self._hosts_changed()
 
     def on_event(self, event: ServerEvent) -> None:
         """Ask a server that starts a new run (which knows no level) for the level hosts want, and
@@ -111,11 +121,11 @@ class LogLevels:
                 self._runs[event.server] = self._runs.get(event.server, 0) + 1
             self._ask(event.server, self.wanted(event.server))
 
-    def _ask_all(self) -> None:
-        wanted = _Wanted(self._levels)
+    def _hosts_changed(self) -> None:
+        self._wanted = None
         for actor in self._supervisor.actors():
             if actor.state is ServerState.RUNNING:  # the others are asked when they run
-                self._ask(actor.name, wanted.level(actor.name, asked_before=self._asked_this_run(actor.name)))
+                self._ask(actor.name, self.wanted(actor.name))
 
     def _ask(self, name: str, wanted: LogLevel | None) -> None:
         if (
@@ -124,10 +134,6 @@ class LogLevels:
             and self._background.start(self._send, name)
         ):
             self._asking.add(name)
-
-    def _asked_this_run(self, name: str) -> bool:
-        asked = self._asked.get(name)
-        return asked is not None and asked[0] == self._runs.get(name, 0)
 
     def _due(self, name: str, wanted: LogLevel | None) -> LogLevel | None:
         """The level ``name``'s current run is still to be asked for (None: nothing to ask)."""

@@ -116,6 +116,9 @@ class FullServer:
         self.levels: list[str] = []
         self._waits: dict[Any, threading.Event] = {}
         """The ``wait`` calls running, by request id: a cancellation ends one."""
+        self._lock = threading.Lock()
+        self._cancelled: set[Any] = set()
+        """Requests cancelled before their ``wait`` began (each runs on a thread of its own)."""
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         if self._send is not None:
@@ -127,8 +130,11 @@ class FullServer:
         if "id" not in message:
             if method == "notifications/cancelled":
                 self.cancellations.append(params)
-                if (waiting := self._waits.get(params.get("requestId"))) is not None:
-                    waiting.set()
+                with self._lock:
+                    if (waiting := self._waits.get(params.get("requestId"))) is not None:
+                        waiting.set()
+                    else:
+                        self._cancelled.add(params.get("requestId"))
             return None
         try:
             response: dict[str, Any] = {"result": self._result(str(method), params, message["id"])}
@@ -227,7 +233,11 @@ class FullServer:
         elif name == "touch":
             self.notify("notifications/resources/updated", {"uri": "full://r/0", "_meta": META})
         elif name == "wait":
-            self._waits[request_id] = stop = threading.Event()
+            with self._lock:
+                self._waits[request_id] = stop = threading.Event()
+                if request_id in self._cancelled:
+                    self._cancelled.discard(request_id)
+                    stop.set()
             try:
                 stop.wait(float(arguments.get("seconds", 1)))
             finally:

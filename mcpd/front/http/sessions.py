@@ -58,6 +58,9 @@ OUTBOX_BYTES = 4 * 1024 * 1024
 """Bytes one outbox keeps for a host that does not read, whatever the count."""
 PROGRESS_KEPT = 100
 """Progress notifications kept for one streaming POST whose host does not read them."""
+ENDED_KEPT = 10_000
+"""Keys of sessions ended in this run that are kept in memory: a store that lost their end (read-only
+then) must not resume them, and is told again when it can be written."""
 SET_ASIDE_KEPT = 1024
 """Sessions set aside at the bound kept in memory for their hosts' return; the oldest beyond are
 looked up in the store when their hosts come back (a host churning sessions made another host's
@@ -395,6 +398,8 @@ class HttpSessions:
         self._by_id: dict[str, HttpSession] = {}
         self._saved = saved or {}
         """Sessions of an earlier daemon, not resumed yet."""
+        self._ended: dict[str, None] = {}
+        """Keys of the sessions ended in this run, oldest first (``ENDED_KEPT`` at most)."""
         self._numbers = itertools.count(1)
         self._stopping = False
 
@@ -414,6 +419,8 @@ class HttpSessions:
 
     async def _resume(self, session_id: str) -> HttpSession | None:
         key = session_key(session_id)
+        if key in self._ended:
+            return None  # its end may not have reached the store
         saved = self._saved.pop(key, None)
         if saved is None:
             saved = await self._stored(key)
@@ -517,16 +524,19 @@ class HttpSessions:
         return True
 
     def resave(self) -> int:
-        """Save every session kept, open or set aside, again (a store that lost them); how many."""
-        now = time.time()
+        """Save every session kept, open or set aside, again, and the ends of those ended (a store
+        that lost them); how many."""
+        now, clock = time.time(), time.monotonic()
         kept = [
-            mcp.SavedSession(session.key, _encoder.encode(state), now)
+            # As of its last use, not now: idle, it must expire when it would have.
+            mcp.SavedSession(session.key, _encoder.encode(state), now - session.idle_for(clock))
             for session in self._by_id.values()
             if not session.forgotten and (state := session.state()) is not None
         ]
-        for saved in [*kept, *self._saved.values()]:
+        ended = [mcp.SavedSession(key, None, now) for key in self._ended]
+        for saved in [*kept, *self._saved.values(), *ended]:
             self._store.save_session(saved)
-        return len(kept) + len(self._saved)
+        return len(kept) + len(self._saved) + len(ended)
 
     def _save(self, session: HttpSession, state: mcp.SessionState | None) -> None:
         # A request still running when its host deleted the session must not write it back.
@@ -538,6 +548,9 @@ class HttpSessions:
         session.forgotten = True
         self._close(session, why)
         self._store.save_session(mcp.SavedSession(session.key, None, time.time()))
+        self._ended[session.key] = None
+        while len(self._ended) > ENDED_KEPT:
+            del self._ended[next(iter(self._ended))]
 
     def _close(self, session: HttpSession, why: str) -> None:
         if self._forget(session):
