@@ -375,3 +375,57 @@ async def test_a_calls_log_messages_are_taken_before_its_answer(tmp_path: Path, 
                 await session.call_tool("t", {}, anyio.current_time() + 10, None)
                 assert len(logged) == 5 * call, f"call {call}"
     assert [m.data for m in logged[:5]] == [0, 1, 2, 3, 4]
+
+
+LENIENT = """
+import json, sys
+hung = []
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    method, name = message["method"], (message.get("params") or {}).get("name")
+    if method == "initialize":
+        info = {"name": "s", "version": "1"}
+        result = json.dumps({"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": info})
+    elif method == "tools/list":
+        result = '{"tools": []}'
+    elif name == "hang":
+        hung.append(message["id"])
+        continue
+    elif name == "cut":  # a JavaScript string cut in the middle of an emoji
+        result = '{"content": [{"type": "text", "text": "cut \\\\ud83d"}]}'
+    else:  # too deep to decode, and opening with the id of the call that hangs
+        result = '{"structuredContent": {"id": "%s"}, "x": %s}' % (hung[-1], "[" * 5000 + "]" * 5000)
+    # The TypeScript SDK's order: the id last.
+    sys.stdout.write('{"result": %s, "jsonrpc": "2.0", "id": %s}\\n' % (result, json.dumps(message["id"])))
+    sys.stdout.flush()
+"""
+
+
+async def test_replies_msgspec_refuses_are_mended_or_end_their_own_call(tmp_path: Path) -> None:
+    """A reply written in the TypeScript SDK's order (its id last): with a lone surrogate escape (a
+    JavaScript string cut mid-emoji), the text arrives with U+FFFD in its place; too deep to decode,
+    it ends its own call at once as ``Malformed`` (it waited out its deadline), and not another call
+    whose id it echoes at its start."""
+    (tmp_path / "lenient.py").write_text(LENIENT)
+    config = ServerConfig(name="lenient", command=sys.executable, args=(str(tmp_path / "lenient.py"),))
+    hooks = SessionHooks(lambda: None, lambda: None)
+    async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
+        with anyio.fail_after(20):
+            await handshake(session)
+            cut = await session.call_tool("cut", {}, anyio.current_time() + 60, None)
+            assert cut.content == [{"type": "text", "text": "cut \ufffd"}]
+            async with anyio.create_task_group() as tg:
+                hanging = anyio.Event()
+
+                async def hang() -> None:
+                    with pytest.raises(TimeoutError):
+                        await session.call_tool("hang", {}, anyio.current_time() + 3, None)
+                    hanging.set()
+
+                tg.start_soon(hang)
+                await anyio.sleep(0.5)  # the server has it
+                with pytest.raises(Malformed):
+                    await session.call_tool("deep", {}, anyio.current_time() + 60, None)
+                assert not hanging.is_set()

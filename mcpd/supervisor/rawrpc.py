@@ -23,6 +23,7 @@ import structlog
 from msgspec import UNSET
 
 from mcpd.errors import DECODE_FAILURES
+from mcpd.supervisor import lenient
 from mcpd.supervisor.session import (
     CancelReason,
     ConnectionLost,
@@ -37,9 +38,14 @@ log = structlog.get_logger("mcpd.supervisor")
 PREFIX = "mcpd-"
 _PREFIX_BYTES = PREFIX.encode()
 _HEAD = 160
-"""Bytes of a line where a reply's own id stands (encoders put it first or second): an id deeper in
-the line may be an echo of ours inside a notification's params."""
-_OUR_ID = re.compile(rb'"id"\s*:\s*"(' + _PREFIX_BYTES + rb'\d+)"')
+"""Bytes at a line's start where a notification's method stands."""
+_OUR_ID_FIRST = re.compile(
+    rb'\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*"(' + _PREFIX_BYTES + rb'\d+)"'
+)
+"""A reply's own id where most encoders put it: the first key, or the second after ``jsonrpc``."""
+_OUR_ID_LAST = re.compile(rb'"id"\s*:\s*"(' + _PREFIX_BYTES + rb'\d+)"\s*\}\s*$')
+"""... or where the TypeScript SDK does: the last key, closing the line. An id of ours anywhere else
+may be an echo of it inside a result or a notification's params."""
 
 
 class RpcError(msgspec.Struct, frozen=True):
@@ -157,10 +163,15 @@ class RawRpc:
         try:
             route = _route.decode(line)
         except DECODE_FAILURES:
-            # Not even its id can be read (nested too deep, not UTF-8): if its head names one of ours
-            # (a reply: no method), that request ends now (as ``Malformed``), not at its deadline.
-            head = line[:_HEAD]
-            named = _OUR_ID.search(head) if b'"method"' not in head else None
+            mended = lenient.mend(line)
+            if mended is not None:
+                return self.route(mended)
+            # Not even its id can be read (nested too deep, not UTF-8): if it names one of ours
+            # where a reply's own id stands (and no method), that request ends now (as
+            # ``Malformed``), not at its deadline.
+            named = None
+            if b'"method"' not in line[:_HEAD]:
+                named = _OUR_ID_FIRST.match(line) or _OUR_ID_LAST.search(line, max(0, len(line) - _HEAD))
             waiting = self._waiters.pop(named[1].decode(), None) if named else None
             if waiting is None:
                 return False

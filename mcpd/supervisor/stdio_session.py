@@ -41,6 +41,7 @@ from mcpd.model.resources import (
 )
 from mcpd.model.servers import ServerInfo
 from mcpd.model.tools import ToolInfo, ToolResult
+from mcpd.supervisor import lenient
 from mcpd.supervisor.rawrpc import MAX_BACKLOG, RawRpc
 from mcpd.supervisor.server_asks import ServerAsks
 from mcpd.supervisor.session import (
@@ -424,7 +425,11 @@ class StdioSession:
         try:
             message = _message.decode(line)
         except DECODE_FAILURES:
-            self._garbage(line)
+            mended = lenient.mend(line)
+            if mended is None:
+                self._garbage(line)
+            else:
+                self._take(mended)
             return
         if isinstance(message.method, UnsetType):
             if isinstance(message.result, UnsetType) and isinstance(message.error, UnsetType):
