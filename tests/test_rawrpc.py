@@ -1,7 +1,7 @@
 """The raw JSON-RPC call path on its own: framing, id routing, progress, backpressure, withdrawal.
 
-``RawRpc`` takes its write and backlog as callables, so these tests drive it with a list
-of written lines and a number, without processes or pipes.
+``RawRpc`` takes its write and whether the server reads as callables, so these tests drive it with a list
+of written lines and a flag, without processes or pipes.
 """
 
 from __future__ import annotations
@@ -14,20 +14,20 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpd.supervisor.rawrpc import MAX_BACKLOG, NotReading, RawRpc, Reply
+from mcpd.supervisor.rawrpc import NotReading, RawRpc, Reply
 from mcpd.supervisor.session import ConnectionLost, Malformed, NotDelivered
 
 pytestmark = pytest.mark.anyio
 
 
 class Pipe:
-    """What the server side of the stream would see: every line written, and a backlog figure."""
+    """What the server side of the stream would see: every line written, and whether it reads."""
 
     def __init__(self) -> None:
         self.lines: list[dict[str, Any]] = []
         self.ends: list[int] = []
         """The stream offset just past each line."""
-        self.backlog = 0
+        self.reading = True
         self.refuse = False
         self._written = anyio.Event()
 
@@ -47,7 +47,7 @@ class Pipe:
         return self.lines
 
     def rpc(self) -> RawRpc:
-        return RawRpc(self.write, lambda: self.backlog)
+        return RawRpc(self.write, lambda: not self.reading)
 
 
 def reply(request_id: str, result: Any) -> bytes:
@@ -156,7 +156,7 @@ async def test_progress_reaches_the_caller_that_asked() -> None:
 async def test_backlog_over_the_limit_refuses_without_writing() -> None:
     """A server that leaves its input unread gets no more requests: NotReading, nothing written."""
     pipe = Pipe()
-    pipe.backlog = MAX_BACKLOG + 1
+    pipe.reading = False
     with pytest.raises(NotReading):
         await pipe.rpc().request("tools/call", {}, anyio.current_time() + 60)
     assert pipe.lines == []

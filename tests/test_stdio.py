@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from mcpd.config.model import ServerConfig
+from mcpd.supervisor import stdin
 from mcpd.supervisor.rawrpc import RawRpc
 from mcpd.supervisor.session import ConnectionLost, NotDelivered
 from mcpd.supervisor.stdin import StdinPipe
@@ -150,3 +151,31 @@ async def test_a_request_the_dead_child_never_read_is_not_sent(tmp_path: Path) -
         tg.start_soon(request, "unread", child.rpc)
     assert isinstance(outcomes["read"], ConnectionLost)
     assert isinstance(outcomes["unread"], NotDelivered)
+
+
+async def test_a_child_that_takes_its_input_slowly_is_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More than MAX_BACKLOG queued for a child that keeps taking bytes is a burst (a hundred large
+    calls at once failed as "not reading its stdin"), not a child that stopped reading; one that
+    takes none for STALLED_AFTER (0.3 s here) has, and so has one with MAX_QUEUED queued however it
+    reads."""
+    monkeypatch.setattr(stdin, "STALLED_AFTER", 0.3)
+    monkeypatch.setattr(stdin, "MAX_QUEUED", 2 * stdin.MAX_BACKLOG)
+    reader, writer = os.pipe()
+    pipe = StdinPipe(writer)
+    try:
+        pipe.write(b"x" * (stdin.MAX_BACKLOG + 1_000_000))
+        for _ in range(8):  # takes a pipe's worth every 0.1 s
+            await anyio.sleep(0.1)
+            os.read(reader, 65536)
+            await anyio.sleep(0.01)  # the pipe's writer refills it
+            assert pipe.backlog() > stdin.MAX_BACKLOG and not pipe.not_reading()
+        await anyio.sleep(0.5)  # takes nothing more
+        assert pipe.not_reading()
+        os.read(reader, 65536)
+        await anyio.sleep(0.01)
+        assert not pipe.not_reading()
+        pipe.write(b"x" * stdin.MAX_BACKLOG)
+        assert pipe.not_reading()
+    finally:
+        pipe.close()
+        os.close(reader)

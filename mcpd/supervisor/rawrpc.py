@@ -32,6 +32,7 @@ from mcpd.supervisor.session import (
     ProgressCallback,
     RequestFailed,
 )
+from mcpd.supervisor.stdin import MAX_BACKLOG, STALLED_AFTER
 
 log = structlog.get_logger("mcpd.supervisor")
 
@@ -109,13 +110,13 @@ def _reason(exc: BaseException) -> str:
 
 
 class NotReading(RequestFailed):
-    """The server has left more than ``MAX_BACKLOG`` bytes of requests unread on its stdin."""
+    """The server has left requests unread on its stdin (``StdinPipe.not_reading``)."""
 
     def __init__(self) -> None:
-        super().__init__(f"the server is not reading its stdin (over {MAX_BACKLOG} bytes of requests queued)")
-
-
-MAX_BACKLOG = 4 * 1024 * 1024
+        super().__init__(
+            f"the server is not reading its stdin (over {MAX_BACKLOG} bytes of requests queued, none "
+            f"taken for {STALLED_AFTER:g} s)"
+        )
 
 
 class _End(enum.Enum):
@@ -140,12 +141,12 @@ def _settle(waiter: _Waiter, outcome: bytes | _End) -> None:
 class RawRpc:
     """Requests this side writes itself; ``route()`` must see every line the server prints."""
 
-    def __init__(self, write: Callable[[bytes], int], backlog: Callable[[], int]) -> None:
+    def __init__(self, write: Callable[[bytes], int], not_reading: Callable[[], bool]) -> None:
         """``write`` queues bytes for the server and returns how many bytes it has queued in all,
-        or raises ``OSError`` when the stream refuses them; ``backlog`` says how many bytes are
-        queued but not yet sent."""
+        or raises ``OSError`` when the stream refuses them; ``not_reading`` says whether the server
+        has stopped reading what is queued (it is then sent no more requests)."""
         self._write = write
-        self._backlog = backlog
+        self._not_reading = not_reading
         self._ids = itertools.count(1)
         self._waiters: dict[str, tuple[_Waiter, int]] = {}
         """Each request waiting for its reply, with the offset of its last byte in the stream."""
@@ -245,7 +246,7 @@ class RawRpc:
             raise NotDelivered
         # Never wait for the pipe to drain: a server that stopped reading would hold the call
         # past its deadline. Refuse instead once too much is queued for it.
-        if self._backlog() > MAX_BACKLOG:
+        if self._not_reading():
             raise NotReading
         request_id = f"{PREFIX}{next(self._ids)}"
         if on_progress is not None:

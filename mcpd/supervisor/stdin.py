@@ -22,6 +22,14 @@ import sys
 _LINUX = sys.platform.startswith("linux")
 _TAKE = 64 * 1024
 """Bytes taken back per read: a default pipe's whole capacity."""
+MAX_BACKLOG = 4 * 1024 * 1024
+"""Bytes queued for a child (its pipe full) past which it may have stopped reading its stdin."""
+STALLED_AFTER = 5.0
+"""Seconds without the child taking a byte, with more than ``MAX_BACKLOG`` queued, that mean it
+stopped reading. A burst of large requests to a server that reads is only queued."""
+MAX_QUEUED = 16 * MAX_BACKLOG
+"""Bytes queued past which a child counts as not reading however it reads: what one server may
+hold of the daemon's memory."""
 
 
 class StdinPipe:
@@ -37,6 +45,8 @@ class StdinPipe:
         self._refused = False
         self._ended = False
         self._read_at_end: int | None = None
+        self._moved_at = self._loop.time()
+        """When the child last took bytes (or nothing waited for it)."""
         self.written = 0
         """Bytes accepted by ``write`` so far, which is also the offset just past the last of them."""
 
@@ -49,6 +59,14 @@ class StdinPipe:
         """Bytes accepted but not yet in the pipe (it was full)."""
         return len(self._buffer)
 
+    def not_reading(self) -> bool:
+        """The child has left more than ``MAX_BACKLOG`` bytes queued and taken none of them for
+        ``STALLED_AFTER`` seconds, or has ``MAX_QUEUED`` queued: it gets nothing more."""
+        queued = len(self._buffer)
+        if queued <= MAX_BACKLOG:
+            return False
+        return queued > MAX_QUEUED or self._loop.time() - self._moved_at > STALLED_AFTER
+
     def write(self, data: bytes) -> int:
         """Queue ``data``; returns ``written`` after it.
 
@@ -60,6 +78,7 @@ class StdinPipe:
         if self._buffer:
             self._buffer += data
         else:
+            self._moved_at = self._loop.time()
             try:
                 sent = os.write(self._fd, data)
             except BlockingIOError:
@@ -78,6 +97,7 @@ class StdinPipe:
         assert self._fd is not None
         try:
             del self._buffer[: os.write(self._fd, self._buffer)]
+            self._moved_at = self._loop.time()
         except BlockingIOError:
             return
         except OSError:

@@ -274,7 +274,7 @@ class StdioChild:
     rpc: RawRpc = field(init=False)
 
     def __post_init__(self) -> None:
-        self.rpc = RawRpc(self.stdin.write, self.stdin.backlog)
+        self.rpc = RawRpc(self.stdin.write, self.stdin.not_reading)
         if isinstance(self.process.stdout, RoutingReader):
             self.process.stdout.route = self._route
 

@@ -42,7 +42,7 @@ from mcpd.model.resources import (
 from mcpd.model.servers import ServerInfo
 from mcpd.model.tools import ToolInfo, ToolResult
 from mcpd.supervisor import lenient
-from mcpd.supervisor.rawrpc import MAX_BACKLOG, RawRpc
+from mcpd.supervisor.rawrpc import RawRpc
 from mcpd.supervisor.server_asks import ServerAsks
 from mcpd.supervisor.session import (
     Malformed,
@@ -491,7 +491,7 @@ class StdioSession:
 
     def _send(self, message: msgspec.Struct) -> None:
         """Queue one message for the child; dropped when it has stopped reading (it would never see it)."""
-        if self._child.stdin.backlog() > MAX_BACKLOG:
+        if self._child.stdin.not_reading():
             return
         try:
             self._child.stdin.write(_encoder.encode(message) + b"\n")
