@@ -304,6 +304,32 @@ async def test_resource_updates_keep_their_meta(setup: Setup, kind: str) -> None
     assert dump(updated[0]) == {"uri": "mcpd://full/full://r/0", "_meta": META}
 
 
+@pytest.mark.filterwarnings("ignore:resources/subscribe is removed")
+async def test_an_update_the_socket_cannot_carry_still_reaches_the_host(setup: Setup) -> None:
+    """A resource update whose ``_meta`` holds an integer beyond 64 bits: a socket client subscribed
+    to it cannot be sent it (msgpack; said once, and its connection stays), and the MCP host
+    subscribed beside it still gets it (the first subscriber that failed used to end the delivery,
+    with a traceback in the daemon's log)."""
+    arrived = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification) and message.params.uri.endswith("r/1"):
+            arrived.set()
+
+    mark = len(setup.daemon.events)
+    async with connect(setup.daemon.socket) as client:
+        await client.subscribe_resource("full://r/1", server="full")
+        async with host(setup, "bridge", message_handler=on_message) as through:
+            await through.subscribe_resource("mcpd://full/full://r/1")
+            await through.call_tool("full__touch", {"uri": "full://r/1", "big": True})
+            with anyio.fail_after(30):
+                await arrived.wait()
+        await setup.daemon.wait_for("client.notification_unsendable", after=mark)
+        assert [s.name for s in await client.status()] == ["full", "remote"]
+    said = [e["event"] for e in setup.daemon.events[mark:]]
+    assert "supervisor.listener_failed" not in said and "subscription.delivery_failed" not in said
+
+
 # -- errors -------------------------------------------------------------------------------------------
 
 

@@ -407,7 +407,7 @@ async def test_server_everything_samples_through_the_bridge(tmp_path: Path, npm_
 
 
 class Connection:
-    def notify(self, method: str, params: msgspec.Struct) -> None:
+    def notify(self, method: str, params: msgspec.Struct) -> bool:
         raise AssertionError("not asked")
 
 

@@ -77,7 +77,9 @@ class Answerer(Protocol):
 class Notifiable(Protocol):
     """A client-library connection: it can be sent a notification."""
 
-    def notify(self, method: str, params: msgspec.Struct) -> None: ...
+    def notify(self, method: str, params: msgspec.Struct) -> bool:
+        """False when ``params`` cannot be carried (an integer beyond 64 bits)."""
+        ...
 
 
 class _Call:
@@ -270,7 +272,9 @@ class ClientAnswerer:
             conn = self._conn()
             if conn is None:
                 return ServerReply(error=ReplyError(NOT_AVAILABLE, "the caller's connection is gone"))
-            conn.notify(SERVER_REQUEST_NOTIFICATION, ask)
+            if not conn.notify(SERVER_REQUEST_NOTIFICATION, ask):
+                why = "the request cannot be carried over mcpd's socket (an integer beyond 64 bits?)"
+                return ServerReply(error=ReplyError(mcp.INTERNAL_ERROR, why))
             return await answered
         finally:
             self._pending.close(request_id)

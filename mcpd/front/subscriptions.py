@@ -119,8 +119,13 @@ class Subscriptions:
                     owners |= holders
             for owner in owners:
                 deliver = self._deliver.get(owner)
-                if deliver is not None:
+                if deliver is None:
+                    continue
+                try:
                     deliver(event.server, event.uri, event.meta)
+                except Exception:
+                    # One subscriber's failure must not keep the update from the others.
+                    log.exception("subscription.delivery_failed", server=event.server, uri=event.uri)
         elif isinstance(event, StateChanged) and (event.old, event.new) == (
             ServerState.STARTING,
             ServerState.RUNNING,

@@ -181,6 +181,8 @@ class Connection:
     """Frames that did not decode to a request."""
     dropped_advice: int = 0
     """Advisory notifications not sent because the client was too far behind."""
+    unsendable: int = 0
+    """Notifications msgpack could not carry (an integer beyond 64 bits from a server)."""
     _events: MemoryObjectSendStream[Event] | None = None
     _task: asyncio.Task[None] | None = None
     _ended: bool = False
@@ -200,15 +202,22 @@ class Connection:
         self.dropped_advice += 1
         return False
 
-    def notify(self, method: str, params: msgspec.Struct, *, advisory: bool = False) -> None:
+    def notify(self, method: str, params: msgspec.Struct, *, advisory: bool = False) -> bool:
         """Push a notification without waiting (from synchronous callbacks); dropped if the client
-        left, or if it is ``advisory`` and there is no ``room_for_advice``."""
+        left, or if it is ``advisory`` and there is no ``room_for_advice``. False only when msgpack
+        cannot carry ``params`` (an integer beyond 64 bits from a server)."""
         if advisory and not self.room_for_advice(method):
-            return
+            return True
+        try:
+            data = encode_message(Notification(method, msgspec.Raw(_encoder.encode(params))))
+        except (msgspec.EncodeError, OverflowError) as exc:
+            if not self.unsendable:  # said once: a server may send thousands
+                log.warning("client.notification_unsendable", conn=self.id, method=method, error=str(exc))
+            self.unsendable += 1
+            return False
         with contextlib.suppress(*_DISCONNECTS, RuntimeError):
-            self.stream.send_nowait(
-                encode_message(Notification(method, msgspec.Raw(_encoder.encode(params))))
-            )
+            self.stream.send_nowait(data)
+        return True
 
     def check_writes(self, now: float) -> None:
         """Drop the client once its unread answers have not shrunk for ``write_timeout``.

@@ -11,7 +11,8 @@ What a test can ask of it, besides the lists:
 
 - tools ``progress`` (two progress notifications, integer and float, with ``_meta``), ``log`` (log
   messages whose data is an object, a number and a 10,000-character string), ``touch`` (a
-  ``resources/updated`` with ``_meta``), ``wait`` (answers after ``seconds``, or at once when
+  ``resources/updated`` of ``uri``, default ``full://r/0``, with ``_meta``, and an integer beyond 64 bits
+  in it with ``big``), ``wait`` (answers after ``seconds``, or at once when
   cancelled), ``waiting`` (how many ``wait`` calls run now), ``cancellations``
   (the ``notifications/cancelled`` params it received so far, as JSON) and ``levels`` (the levels
   ``logging/setLevel`` asked for so far, as JSON); once a level is set, log messages below it are
@@ -231,7 +232,11 @@ class FullServer:
                 if LOG_LEVELS.index(message["level"]) >= floor:
                     self.notify("notifications/message", message)
         elif name == "touch":
-            self.notify("notifications/resources/updated", {"uri": "full://r/0", "_meta": META})
+            # ``big``: an integer msgpack cannot carry, which JSON can.
+            meta = {**META, "big": 10**23} if arguments.get("big") else META
+            self.notify(
+                "notifications/resources/updated", {"uri": arguments.get("uri", "full://r/0"), "_meta": meta}
+            )
         elif name == "wait":
             with self._lock:
                 self._waits[request_id] = stop = threading.Event()
