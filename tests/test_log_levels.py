@@ -102,6 +102,36 @@ async def test_only_servers_a_host_sees_are_asked_for_its_level(tmp_path: Path) 
 
 
 @pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
+async def test_a_level_mcp_does_not_define_reaches_hosts_as_one_it_does(tmp_path: Path) -> None:
+    """Log messages at levels MCP does not define ("ERROR", "banana", "") reach a host at one it
+    does, and are filtered by it: a level in capitals as that level, anything else as ``info``
+    (passed on as they came, and past any level the host set, hosts' SDKs refused them)."""
+    async with running_daemon(fullservers(tmp_path, "full")) as daemon, connect(daemon.socket) as client:
+        await daemon.wait_for("server.state", server="full", new="running", timeout=60)
+        host = await peer(daemon, SessionState(expose_all=True))
+
+        def run() -> None:
+            host.request(1, "initialize", initialize("2025-06-18"))
+            host.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+            host.request(2, "logging/setLevel", {"level": "info"})
+            levels = ["ERROR", "banana", "", "debug", "Emergency"]
+            call = {"name": "full__log", "arguments": {"levels": levels}}
+            host.request(3, "tools/call", call)
+
+        try:
+            await anyio.to_thread.run_sync(run)
+        finally:
+            host.channel.close()
+        await until_asked(client, ["info"])
+    sent = [
+        (m["params"]["level"], m["params"]["data"])
+        for m in host.seen
+        if m["method"] == "notifications/message"
+    ]
+    assert sent == [("error", "ERROR"), ("info", "banana"), ("info", ""), ("emergency", "Emergency")]
+
+
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
 async def test_a_remote_server_hears_the_level_too(tmp_path: Path) -> None:
     """The same over streamable HTTP (the daemon's SDK session)."""
     port = free_port()

@@ -370,12 +370,16 @@ class HostSession:
     def on_log(self, server: str, message: LogMessage) -> None:
         """A server's MCP log message: passed on at or above the level the host set, if it set one,
         for the servers it sees; the logger names the server (``server`` or ``server/logger``), and
-        its data and ``_meta`` are the server's."""
+        its data and ``_meta`` are the server's. A level MCP does not define is passed on as
+        ``info`` (``"ERROR"`` as ``error``): hosts' SDKs refuse a message at a level they do not know."""
         if self.log_level is None or not self.sees(server):
             return
-        level, logger = message.level, message.logger
-        if level in mcp.LOG_LEVELS and mcp.LOG_LEVELS.index(level) < mcp.LOG_LEVELS.index(self.log_level):
+        level = message.level.lower()
+        if level not in mcp.LOG_LEVELS:
+            level = "info"
+        if mcp.LOG_LEVELS.index(level) < mcp.LOG_LEVELS.index(self.log_level):
             return
+        logger = message.logger
         named = f"{server}/{logger}" if logger else server
         meta_ = msgspec.UNSET if message.meta is None else message.meta
         self._advise(

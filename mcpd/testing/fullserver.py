@@ -10,7 +10,8 @@ no event stream, so it sends no notifications there.
 What a test can ask of it, besides the lists:
 
 - tools ``progress`` (two progress notifications, integer and float, with ``_meta``), ``log`` (log
-  messages whose data is an object, a number and a 10,000-character string), ``touch`` (a
+  messages whose data is an object, a number and a 10,000-character string; or one at each of
+  ``levels``, a level MCP does not define too, its data the level), ``touch`` (a
   ``resources/updated`` of ``uri``, default ``full://r/0``, with ``_meta``, and an integer beyond 64 bits
   in it with ``big``), ``wait`` (answers after ``seconds``, or at once when
   cancelled), ``waiting`` (how many ``wait`` calls run now), ``cancellations``
@@ -227,9 +228,12 @@ class FullServer:
                 {"level": "info", "data": 42},
                 {"level": "error", "data": "y" * 10_000},
             ]
+            if "levels" in arguments:  # levels of its choosing, MCP's or not, data their names
+                messages = [{"level": level, "data": level} for level in arguments["levels"]]
             floor = LOG_LEVELS.index(self.levels[-1]) if self.levels else 0
             for message in messages:
-                if LOG_LEVELS.index(message["level"]) >= floor:
+                level = message["level"]
+                if level not in LOG_LEVELS or LOG_LEVELS.index(level) >= floor:
                     self.notify("notifications/message", message)
         elif name == "touch":
             # ``big``: an integer msgpack cannot carry, which JSON can.
