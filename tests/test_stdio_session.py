@@ -429,3 +429,36 @@ async def test_replies_msgspec_refuses_are_mended_or_end_their_own_call(tmp_path
                 with pytest.raises(Malformed):
                     await session.call_tool("deep", {}, anyio.current_time() + 60, None)
                 assert not hanging.is_set()
+
+
+FLOOD = """
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("method") == "initialize":
+        info = {"name": "s", "version": "1"}
+        result = {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": info}
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\\n")
+    elif message.get("method") == "tools/list":
+        bad = json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": 3}})
+        sys.stdout.write((bad + "\\n") * 3000)
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {"tools": []}}) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+async def test_a_flood_of_bad_notifications_is_said_a_few_times(tmp_path: Path) -> None:
+    """3,000 log messages that are not what MCP says (a level that is a number): the first ten are
+    logged one by one, then one a thousand (each used to be a warning of its own)."""
+    (tmp_path / "flood.py").write_text(FLOOD)
+    config = ServerConfig(name="flood", command=sys.executable, args=(str(tmp_path / "flood.py"),))
+    hooks = SessionHooks(lambda: None, lambda: None, log=lambda message: None)
+    with structlog.testing.capture_logs() as logs:
+        async with (
+            open_stdio_child(config) as (child, lines),
+            open_stdio_session(child, lines, hooks) as session,
+        ):
+            with anyio.fail_after(30):
+                await handshake(session)
+    said = [entry["count"] for entry in logs if entry["event"] == "server.bad_notification"]
+    assert said == [*range(1, 11), 1000, 2000, 3000]

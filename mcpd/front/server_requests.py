@@ -54,6 +54,7 @@ from mcpd.model.requests import (
     ServerReplyParams,
     ServerRequest,
 )
+from mcpd.tally import Tally
 
 log = structlog.get_logger("mcpd.front")
 
@@ -110,9 +111,19 @@ HOST_REQUEST: contextvars.ContextVar[mcp.RequestId | None] = contextvars.Context
 is that request's, and what its server asks goes with that request's answer (HTTP)."""
 
 
+_REFUSED = Tally()
+
+
 def _refusal(request: ServerRequest, why: str) -> ServerReply:
     message = f"mcpd cannot pass {request.method} from {request.server} to a host: {why}"
-    log.info("server_request.refused", server=request.server, method=request.method, reason=why)
+    if _REFUSED.due():  # a server may ask thousands of times
+        log.info(
+            "server_request.refused",
+            server=request.server,
+            method=request.method,
+            reason=why,
+            count=_REFUSED.count,
+        )
     return ServerReply(error=ReplyError(NOT_AVAILABLE, message))
 
 

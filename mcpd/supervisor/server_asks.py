@@ -24,6 +24,7 @@ from mcpd.errors import DECODE_FAILURES
 from mcpd.model import mcp
 from mcpd.model.requests import ELICITATION, ROOTS, SAMPLING, ServerReply
 from mcpd.supervisor.session import Ask
+from mcpd.tally import Tally
 
 log = structlog.get_logger("mcpd.supervisor")
 
@@ -77,6 +78,7 @@ class ServerAsks:
         self._ask = ask
         self._send = send
         self._tasks = tasks
+        self._duplicates = Tally()
         self._answering: dict[mcp.RequestId, CancelScope] = {}
         """The requests being answered, so that the server's ``notifications/cancelled`` can stop one."""
 
@@ -84,7 +86,13 @@ class ServerAsks:
         """A request from the server: answered at once, or in a task of its own."""
         if request_id in self._answering:
             # One answer per id: the request already running under it gets it.
-            log.warning("server.duplicate_request_id", server=self._server, id=request_id)
+            if self._duplicates.due():
+                log.warning(
+                    "server.duplicate_request_id",
+                    server=self._server,
+                    id=request_id,
+                    count=self._duplicates.count,
+                )
         elif method == "ping":
             self._send(mcp.Response(request_id, {}))
         elif method not in _SHAPES or self._ask is None:

@@ -58,6 +58,7 @@ from mcpd.supervisor.session import (
     tool_info,
 )
 from mcpd.supervisor.stdio import StdioChild
+from mcpd.tally import Tally
 
 log = structlog.get_logger("mcpd.supervisor")
 
@@ -73,9 +74,6 @@ class _Listed(Protocol):
 
 
 P = TypeVar("P", bound=_Listed)
-
-_GARBAGE_REPORTED = 10
-"""Lines that are not JSON-RPC reported one by one; after that, one report per thousand."""
 
 _CAPABILITIES: dict[str, Any] = {
     # What mcpd relays to hosts; whether one can answer is decided per request (``front.server_requests``).
@@ -230,7 +228,8 @@ class StdioSession:
         self._hooks = hooks
         self._capabilities: dict[str, Any] = {}
         self._asks = ServerAsks(child.server, hooks.ask, self._send, tasks)
-        self.garbage_lines = 0
+        self._garbage_lines = Tally()
+        self._bad_notifications = Tally()
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -455,15 +454,19 @@ class StdioSession:
             if not self._rpc.route(message):
                 self._take(message)
 
+    @property
+    def garbage_lines(self) -> int:
+        """Lines of its stdout that were not JSON-RPC."""
+        return self._garbage_lines.count
+
     def _garbage(self, line: bytes) -> None:
         # Servers that print banners or debug output on stdout break the protocol for that line
         # only; skip it, say so, and keep the connection.
-        self.garbage_lines += 1
-        if self.garbage_lines <= _GARBAGE_REPORTED or self.garbage_lines % 1000 == 0:
+        if self._garbage_lines.due():
             log.warning(
                 "server.stdout_garbage",
                 server=self._child.server,
-                count=self.garbage_lines,
+                count=self._garbage_lines.count,
                 line=line[:200].decode("utf-8", "replace").rstrip(),
             )
 
@@ -487,7 +490,14 @@ class StdioSession:
                 if request_id is not None:
                     self._asks.cancelled(request_id)
         except DECODE_FAILURES as exc:
-            log.warning("server.bad_notification", server=self._child.server, method=method, error=str(exc))
+            if self._bad_notifications.due():
+                log.warning(
+                    "server.bad_notification",
+                    server=self._child.server,
+                    method=method,
+                    error=str(exc),
+                    count=self._bad_notifications.count,
+                )
 
     def _send(self, message: msgspec.Struct) -> None:
         """Queue one message for the child; dropped when it has stopped reading (it would never see it)."""
