@@ -236,6 +236,39 @@ async def test_garbage_on_stdout_is_skipped() -> None:
     assert actor.stderr_tail()[:5] == [f"fixture noisy stderr line {i}" for i in range(5)]
 
 
+LONG_LINE = """
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    if message["method"] == "tools/call":
+        big = "x" * 33_554_432
+        sys.stdout.write('{"jsonrpc": "2.0", "id": "%s", "result": "%s"}\\n' % (message["id"], big))
+    else:
+        info = {"name": "s", "version": "1"}
+        tools = [{"name": "big", "inputSchema": {"type": "object"}}]
+        result = {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": info, "tools": tools}
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+async def test_a_line_over_the_limit_is_named_as_the_cause(tmp_path: Path) -> None:
+    """A server that answers with a line over 32 MiB: the call fails saying so, and so does the run's
+    end (it said the server had closed its stdout, and the call "process is running")."""
+    (tmp_path / "long.py").write_text(LONG_LINE)
+    server = ServerConfig(name="long", command=sys.executable, args=(str(tmp_path / "long.py"),))
+    async with open_supervisor(config(server)) as sup:
+        actor = sup.actor("long")
+        await actor.wait_state(S.RUNNING, timeout=20)
+        with pytest.raises(TransportError, match="a line over 32 MiB"):
+            await actor.call_tool("big", {}, timeout=60)
+        with anyio.fail_after(30):
+            while "a line over 32 MiB" not in (actor.status().last_exit or ""):
+                await anyio.sleep(0.05)
+
+
 async def test_tool_results_errors_and_unknown_tools(shared: Supervisor) -> None:
     """A tool error is a result with is_error; an unknown tool and an unknown server are typed errors."""
     actor = shared.actor("fine")

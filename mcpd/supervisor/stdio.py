@@ -271,6 +271,8 @@ class StdioChild:
     """Set at EOF on stdout: from then on no answer can come, whether or not the exit was seen yet."""
     ended_by_mcpd: bool = False
     """mcpd began stopping the child before its output ended: mcpd ended the run, not the server."""
+    stdout_cut: str | None = None
+    """Why mcpd stopped reading the child's stdout itself (a line over ``MAX_LINE_BYTES``)."""
     rpc: RawRpc = field(init=False)
 
     def __post_init__(self) -> None:
@@ -307,6 +309,8 @@ class StdioChild:
         """Why it is gone, with its last stderr line: the usual answer to "why did it die"."""
         code = self.returncode
         reason = "process is running" if code is None else describe_exit(code)
+        if self.stdout_cut:
+            reason = f"{self.stdout_cut}; {reason}"
         if self.stderr.tail:
             reason += f"; last stderr: {self.stderr.tail[-1][:300]}"
         return reason
@@ -337,6 +341,7 @@ class StdioChild:
                     return
             except asyncio.LimitOverrunError:
                 log.error("server.line_too_long", server=self.server, limit=MAX_LINE_BYTES)
+                self.stdout_cut = f"it wrote a line over {MAX_LINE_BYTES // (1024 * 1024)} MiB"
                 return
             if line.strip() and not self._route(line):
                 try:

@@ -62,7 +62,7 @@ async def watch_exit(child: StdioChild, grace: float) -> None:
     with anyio.move_on_after(grace):
         await child.exited.wait()
     if child.returncode is None:
-        raise RunEnded("closed its stdout but kept running")
+        raise RunEnded(child.stdout_cut or "closed its stdout but kept running")
     raise RunEnded(child.exit_reason())
 
 
