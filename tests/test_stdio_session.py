@@ -462,3 +462,37 @@ async def test_a_flood_of_bad_notifications_is_said_a_few_times(tmp_path: Path) 
                 await handshake(session)
     said = [entry["count"] for entry in logs if entry["event"] == "server.bad_notification"]
     assert said == [*range(1, 11), 1000, 2000, 3000]
+
+
+NUMBERS_ONLY = """
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("method") == "initialize":
+        info = {"name": "s", "version": "1"}
+        result = {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": info}
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\\n")
+    elif "id" in message:  # a server that reads numeric ids only
+        error = {"code": -32600, "message": "id must be an integer"}
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": None, "error": error}) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+async def test_an_error_the_server_could_not_tie_to_a_request_is_said(tmp_path: Path) -> None:
+    """JSON-RPC's error with a null id (a server that could not read our request's id) cannot end
+    any call, which waits out its deadline; the daemon's log says why (it said nothing above debug)."""
+    (tmp_path / "numbers.py").write_text(NUMBERS_ONLY)
+    config = ServerConfig(name="numbers", command=sys.executable, args=(str(tmp_path / "numbers.py"),))
+    hooks = SessionHooks(lambda: None, lambda: None)
+    with structlog.testing.capture_logs() as logs:
+        async with (
+            open_stdio_child(config) as (child, lines),
+            open_stdio_session(child, lines, hooks) as session,
+        ):
+            with anyio.fail_after(30):
+                await session.initialize()
+                with pytest.raises(TimeoutError):
+                    await session.call_tool("t", {}, anyio.current_time() + 1, None)
+    (said,) = [entry for entry in logs if entry["event"] == "server.error_without_id"]
+    assert "id must be an integer" in said["error"]

@@ -230,6 +230,7 @@ class StdioSession:
         self._asks = ServerAsks(child.server, hooks.ask, self._send, tasks)
         self._garbage_lines = Tally()
         self._bad_notifications = Tally()
+        self._unplaced_errors = Tally()
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -433,6 +434,15 @@ class StdioSession:
         if isinstance(message.method, UnsetType):
             if isinstance(message.result, UnsetType) and isinstance(message.error, UnsetType):
                 self._garbage(line)  # JSON, but not JSON-RPC (a structured log line)
+            elif message.id is None and self._unplaced_errors.due():
+                # JSON-RPC's error to a request whose id the server could not read: often every
+                # request of ours (a server that takes only numeric ids), which then time out.
+                log.warning(
+                    "server.error_without_id",
+                    server=self._child.server,
+                    error=bytes(message.error or b"")[:300].decode("utf-8", "replace"),
+                    count=self._unplaced_errors.count,
+                )
             else:
                 # A reply nobody waits for: to a request that timed out or was cancelled.
                 log.debug("server.stray_reply", server=self._child.server, id=message.id)
