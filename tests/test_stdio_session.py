@@ -304,7 +304,8 @@ async def test_what_a_server_cannot_encode_ends_one_request_not_the_session(tmp_
 
 
 async def test_an_invalid_item_leaves_the_rest_of_its_list(tmp_path: Path) -> None:
-    """A tool whose `inputSchema` is `true` or missing, a resource without a uri, a prompt named 7:
+    """A tool whose `inputSchema` is `true`, missing, or holds an integer beyond 64 bits, a resource
+    without a uri, a prompt named 7:
     each is left out (and logged), the valid ones listed; one bad item used to fail the whole
     handshake, and the server went round degraded and backoff for ever."""
     good = {"name": "ok", "inputSchema": {"type": "object"}}
@@ -314,7 +315,15 @@ async def test_an_invalid_item_leaves_the_rest_of_its_list(tmp_path: Path) -> No
             "capabilities": {"resources": {}, "prompts": {}, "tools": {}},
             "serverInfo": {"name": "s", "version": "1"},
         },
-        "tools/list": {"tools": [{"name": "bad", "inputSchema": True}, good, {"name": "no-schema"}]},
+        "tools/list": {
+            "tools": [
+                {"name": "bad", "inputSchema": True},
+                good,
+                {"name": "no-schema"},
+                # msgpack cannot carry it: it failed the socket's tools.list of every server
+                {"name": "huge", "inputSchema": {"type": "object", "maximum": 2**128 - 1}},
+            ]
+        },
         "resources/list": {"resources": [{"name": "no uri"}, {"uri": "x://a", "name": "a"}]},
         "resources/templates/list": {"resourceTemplates": [{"name": "t"}]},
         "prompts/list": {"prompts": [{"name": 7}, {"name": "p"}]},
@@ -328,6 +337,7 @@ async def test_an_invalid_item_leaves_the_rest_of_its_list(tmp_path: Path) -> No
     assert invalid == [
         ("tools/list", 0),
         ("tools/list", 2),
+        ("tools/list", 3),
         ("resources/list", 0),
         ("resources/templates/list", 0),
         ("prompts/list", 0),

@@ -75,6 +75,7 @@ from mcpd.supervisor.session import (
     SessionHooks,
     StatusRefused,
     TransportFailed,
+    carried,
     contents,
     every_page,
     if_served,
@@ -123,7 +124,7 @@ def _items(models: Any, made: Callable[[Any], Item], server: str, what: str) -> 
     valid = []
     for index, model in enumerate(models):
         try:
-            valid.append(made(_sent(model)))
+            valid.append(carried(made(_sent(model))))
         except DECODE_FAILURES as exc:
             log.warning("server.list_item_invalid", server=server, list=what, item=index, error=str(exc))
     return valid

@@ -10,6 +10,7 @@ set, besides ``TimeoutError``: requests keep to the caller's cancel scope (``any
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -41,6 +42,22 @@ MAX_PAGES = 100
 """Pages of one list fetched at most: a server whose list never ends is cut there."""
 
 Item = TypeVar("Item")
+
+_LONG_NUMBER = re.compile(rb"\d{19}")
+"""19 digits: the fewest of an integer msgpack may not carry (-2**63 - 1)."""
+
+
+def carried(item: Item, raw: bytes | msgspec.Raw | None = None) -> Item:
+    """``item`` if mcpd's socket can carry it; ``msgspec.ValidationError`` if it holds an integer
+    beyond 64 bits, which would fail every listing it is in (``tools.list`` of every server).
+    ``raw``, its JSON, spares the check where no number is that long."""
+    if raw is not None and not _LONG_NUMBER.search(raw):
+        return item
+    try:
+        msgspec.msgpack.encode(item)
+    except (OverflowError, msgspec.EncodeError) as exc:
+        raise msgspec.ValidationError(f"it cannot be carried over mcpd's socket: {exc}") from None
+    return item
 
 
 class RequestFailed(Exception):

@@ -49,6 +49,7 @@ from mcpd.supervisor.session import (
     ProgressCallback,
     Refused,
     SessionHooks,
+    carried,
     contents,
     every_page,
     if_served,
@@ -209,7 +210,7 @@ def _valid(items: list[msgspec.Raw], made: Callable[[Any], T], server: str, what
     valid = []
     for index, item in enumerate(items):
         try:
-            valid.append(made(_item.decode(item)))
+            valid.append(carried(made(_item.decode(item)), item))
         except DECODE_FAILURES as exc:
             log.warning("server.list_item_invalid", server=server, list=what, item=index, error=str(exc))
     return valid
