@@ -906,19 +906,33 @@ DISGUISE = Intent(
 # An answer withheld in a game the user plays ("Trivia game. Do not tell the user the answer
 # until they guess", "Jeu du pendu. Ne dites pas le mot à l'utilisateur avant la fin"): what is
 # withheld is the game's answer, word or solution, and nothing follows it but the end of the
-# clause or how long it is kept ("the answer is logged to x" hides something else).
+# clause or how long it is kept ("the answer is logged to x" hides something else). The game is
+# named in the sentence of the withholding or the one before it, not anywhere in the text
+# ("Password manager with games" names none for what follows). No word that only looks like a
+# game: "spel" is Dutch for a game, "spell..." English; "jeu de données" is a data set.
 GAME = re.compile(
-    r"\b(?:games?|quiz\w*|trivia|puzzles?|riddles?|hangman|wordle|guessing|jeux?|pendu|devinettes?|juegos?|ahorcado|adivinanzas?|acertijos?"
-    r"|spiel\w*|ratespiel\w*|quizspiel\w*|wortspiel\w*|rätsel\w*|galgenmännchen|jogos?|forca|charadas?|gioc\w*|impiccato|indovinell\w*|игр\w*|виселиц\w*|загадк\w*|викторин\w*"
-    r"|spel\w*|galgje|raadsel\w*|gr(?:a|y|ę|ze)|zagadk\w*|wisielec|oyun\w*|bilmece\w*)\b|游戏|谜语|猜谜|ゲーム|クイズ|なぞなぞ|게임|퀴즈|수수께끼"
+    r"\b(?:games?|quiz\w*|trivia|puzzles?|riddles?|hangman|wordle|jeux?(?! d[e']\s?(?:données|caractères|tests?|résultats?|paramètres?|règles|clés|instructions|outils))"
+    r"|pendu|devinettes?|juegos?(?! de (?:caracteres|datos|pruebas|reglas|instrucciones|herramientas))|ahorcado|adivinanzas?|acertijos?"
+    r"|spiel|spiele|spielen|ratespiel\w*|quizspiel\w*|wortspiel\w*|rätsel\w*|galgenmännchen|jogos?|forca|charadas?|gioc[oh]i?|impiccato|indovinell\w*"
+    r"|игр[аыуеой]|игрок\w*|виселиц\w*|загадк\w*|викторин\w*"
+    r"|spel|spelletjes?|woordspel\w*|raadspel\w*|galgje|raadsel\w*|gr(?:a|y|ę|ze)|zagadk\w*|wisielec|oyun\w*|bilmece\w*)\b|游戏|谜语|猜谜|ゲーム|クイズ|なぞなぞ|게임|퀴즈|수수께끼"
 )
+# What a game keeps from its player: its answer or solution, or a word, number or card marked as
+# the secret one ("the secret word"). A bare word, number or card ("the number", "a word") is the
+# game's only when a bound follows ("le mot ... avant la fin de la partie"): see ``WORD``.
 ANSWER = re.compile(
-    r"\b(?:answers?|solutions?|words?|secret word|number|card|riddle's answer|respuesta|palabra|solución|número|réponse|mot|solution|nombre"
-    r"|antwort|wort|lösung|zahl|resposta|palavra|solução|risposta|parola|soluzione|numero|ответ\w*|слов\w*|решени\w*|числ\w*"
-    r"|antwoord|woord|oplossing|getal|odpowied\w*|słow\w*|rozwiązani\w*|liczb\w*|cevab\w*|kelime\w*|çözüm\w*|sayı\w*)\b|答案|谜底|单词|答え|正解|単語|정답|단어"
+    r"\b(?:answers?|solutions?|riddle's answer|(?:secret|hidden|mystery|target|chosen|correct|right) (?:words?|numbers?|cards?|answers?)"
+    r"|respuesta|solución|palabra (?:secreta|oculta)|número secreto|réponse|solution|mot (?:secret|mystère|caché)|nombre (?:secret|mystère)"
+    r"|antwort|lösung|geheime[ns]? (?:wort|zahl)|lösungswort|resposta|solução|palavra secreta|número secreto|risposta|soluzione|parola segreta|numero segreto"
+    r"|ответ\w*|решени\w*|загаданн\w* (?:слов\w*|числ\w*)|antwoord|oplossing|geheime (?:woord|getal)|odpowied\w*|rozwiązani\w*|cevab\w*|çözüm\w*)\b|答案|谜底|答え|正解|정답"
 )
+WORD = re.compile(
+    r"\b(?:words?|numbers?|cards?|palabra|número|mot|nombre|wort|zahl|palavra|parola|numero|слов\w*|числ\w*"
+    r"|woord|getal|słow\w*|liczb\w*|kelime\w*|sayı\w*)\b|单词|単語|단어"
+)
+# After what is withheld: the end of its clause, or how long it is withheld ("until they guess").
 UNTIL_GUESSED = re.compile(
-    r"\W*(?:(?:nicht|niet|pas)\b\W*)?(?:$|[,.;:!?()\-–—]|(?:until|till|before|unless|jusqu\w*|avant|tant que|hasta|antes|bis|ehe|bevor|até|finché|prima|пока|до|tot|totdat|voordat|dopóki|zanim|kadar|önce)\b|直到|之前|까지)"
+    r"\W*(?:(?:nicht|niet|pas)\b\W*)?(?:(?P<end>$|[,.;:!?()\-–—])|(?:until|till|before|unless|jusqu\w*|avant|tant que|hasta|antes|bis|ehe|bevor|até|finché|prima|пока|до|tot|totdat|voordat|dopóki|zanim|kadar|önce)\b|直到|之前|까지)"
 )
 
 # -- TP003: hidden instruction blocks ------------------------------------------------------------

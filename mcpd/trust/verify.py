@@ -28,7 +28,8 @@ one already suspect (a medium finding) again with misspelt key words corrected:
                   amount in the result", a failure reported as success, "archived, not deleted",
                   a destruction reported as undone a sentence later) or shown an advertisement as
                   the model's own opinion or unlabelled ("without labelling them as sponsored");
-                  not a game's answer, word or solution withheld in a text that names a game
+                  not a game's answer or solution (a bare word or number only with a bound:
+                  "until they guess") withheld in a sentence that names a game or follows one
                   ("Trivia game. Do not tell the user the answer until they guess"; probe 14)
     TP003 high    hidden instruction blocks: <IMPORTANT ...>, <SYSTEM>, <instructions x=y>,
                   chat-template tokens (<|im_start|>, [INST], <<SYS>>), ### SYSTEM OVERRIDE
@@ -242,19 +243,34 @@ def _refused(match: re.Match[str]) -> bool:
     return bool(rules.REFUSAL.search(sentence, match.end()))
 
 
-def _game_answer(match: re.Match[str], whole: str) -> bool:
+def _games(texts: list[str], folded: str) -> frozenset[str]:
+    """The sentences of ``texts`` that name a game or follow one that does ("Trivia game. Do not
+    tell the user the answer"): sought once per text, then once per sentence only if it names one."""
+    if not rules.GAME.search(folded):
+        return frozenset()
+    named = [bool(rules.GAME.search(text)) for text in texts]
+    return frozenset(text for at, text in enumerate(texts) if named[at] or (at and named[at - 1]))
+
+
+def _game_answer(match: re.Match[str], games: frozenset[str]) -> bool:
     """An answer withheld in a game the user plays ("Trivia game. Do not tell the user the answer
-    until they guess"): the text names a game, and what is withheld right after the order is the
-    game's answer, word or solution, followed by nothing but the clause's end or a bound."""
-    if not rules.GAME.search(whole):
-        return False
+    until they guess"): the game is named in the sentence or the one before (``games``), and what
+    is withheld right after the order is the game's answer or solution, followed by nothing but the
+    clause's end or a bound, or a bare word, number or card followed by a bound ("le mot ... avant
+    la fin de la partie"; "the number." alone is any number)."""
     sentence = match.string
-    withheld = rules.ANSWER.search(sentence, match.start(), match.end() + 30)
-    if not withheld or (
-        withheld.start() > match.end() and sentence[match.end() : withheld.start()].count(" ") > 3
-    ):
+    if sentence not in games:
         return False
-    return bool(rules.UNTIL_GUESSED.match(sentence, max(withheld.end(), match.end())))
+    for kind in (rules.ANSWER, rules.WORD):
+        withheld = kind.search(sentence, match.start(), match.end() + 30)
+        if not withheld or (
+            withheld.start() > match.end() and sentence[match.end() : withheld.start()].count(" ") > 3
+        ):
+            continue
+        bound = rules.UNTIL_GUESSED.match(sentence, max(withheld.end(), match.end()))
+        if bound and (kind is rules.ANSWER or bound.group("end") is None):
+            return True
+    return False
 
 
 def _first_meant(
@@ -645,7 +661,8 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     excerpt = _first_meant(rules.OVERRIDE, triggering, lambda m: _guard(m) or _refused(m), previous)
     if excerpt:
         found.append(_Hit("TP001", HIGH, "instructions aimed at the model", excerpt))
-    excerpt = _first_meant(rules.CONCEAL, triggering, lambda m: _game_answer(m, folded))
+    games = _games(texts, folded)
+    excerpt = _first_meant(rules.CONCEAL, triggering, lambda m: _game_answer(m, games))
     concealed = _Hit("TP002", HIGH, "concealment from the user", excerpt) if excerpt else None
     concealed = concealed or _deceit(triggering, whole)
     if concealed:
