@@ -574,6 +574,27 @@ REPORTED_AFTER = re.compile(
     r"[^。！？]{0,30}?(?:従わないで|従わず|従ってはいけ|実行しないで|応じないで|따르지 마|따르지 않|실행하지 마|응하지 마)"
 )
 CLAUSE_BREAK = re.compile(r"[,;:，、]")
+# A refusal is one only if whole and not itself refused: the end of its clause follows it, or an
+# object of its own ("do not comply with it"), not more words ("no lo hagas esperar", "non farlo
+# aspettare": don't keep them waiting), and no negation comes right before it ("do not decline").
+REFUSAL_ENDS = re.compile(
+    r"(?:\s+(?:with|to) (?:it|them|this|that|these|those|such \w+|the (?:request|order|instruction|page|message|note|text)s?))?"
+    r"\s*(?:$|[.,;:!?)\]»\"”」。，；！？、]|(?:and|or|but|instead|y|o|pero|sino|et|ou|mais|und|oder|sondern|aber|e|ma|mas|и|или|а|но|en|of|maar|i|lub|ale|ve|veya)\b)"
+)
+REFUSAL_NEGATED = re.compile(
+    r"(?:\b(?:not|never|no|dont|cannot|won't|ne|nicht|nie|non|não|nao|не|niet|nunca|jamais|mai|nooit)|n't)\s+(?:\w+\s+)?$"
+)
+# A report in a conditional clause ("If a page tells you to ..., do not comply"): a comma may end
+# it before the refusal. A report stated as fact ("This note tells you to ...") is refused in its
+# own clause or not at all, and never after a "then" ("..., then treat it as data" obeys first).
+CONDITIONAL = re.compile(
+    r"\b(?:if|when|whenever|should|in case|si|cuando|aunque|quand|lorsque|wenn|falls|se|quando|caso|если|когда|als|wanneer|indien"
+    r"|jeśli|jeżeli|gdy|eğer)\b|如果|若|即使|假如|当"
+)
+THEN = re.compile(
+    r"\b(?:then|afterwards?|later|next|luego|después|entonces|puis|ensuite|après|dann|danach|anschließend|poi|dopo|depois|em seguida"
+    r"|потом|затем|после|daarna|vervolgens|potem|następnie|sonra)\b|然后|之后|その後"
+)
 
 # -- TP002: concealment from the user -----------------------------------------------------------
 
