@@ -1173,7 +1173,7 @@ _NOT_USED_EN = (
     r"|opened|copied|collected|transferred|touched|sees|seen|see|leaves?|leave|persisted|retained"
 )
 NOT_USED = re.compile(
-    rf"(?:\bnever|\bnot|n't)\s+(?:be\s+|been\s+|ever\s+)?(?:{_NOT_USED_EN})\b(?!\s+(?:only|just)\b)"
+    rf"(?:\bnever|\bnot|n't)\s+(?:be\s+|been\s+|ever\s+)?(?:{_NOT_USED_EN})\b(?:,?\s+(?:or|nor|and)\s+(?:{_NOT_USED_EN})\b)*(?!\s+(?:only|just)\b)"
     r"|\b(?:stays?|remains?|kept|stored|processed) (?:only )?(?:locally|on (?:this|the|your|the user's) (?:machine|computer|device|disk))\b"
     r"|\b(?:values?|contents?|secrets?|keys?|tokens?) (?:are |is )?(?:masked|redacted|hidden|elided|obscured)\b|\b(?:masked|redacted) (?:values?|contents?|secrets?)\b"
     r"|\bwith (?:the |their |its )?values? (?:masked|redacted|hidden)\b"
@@ -1200,11 +1200,32 @@ NOT_USED = re.compile(
     r"|(?:읽|전송하|보내|반환하|저장하|공유하|업로드하)지 않(?!으면)|이름만|마스킹"
     r"|لا (?:يتم|تتم) (?:إرسال|قراءة|مشاركة|إرجاع|رفع|تخزين)|لا (?:ترسل|يرسل|تُرسل|يُرسل|تقرأ|يقرأ|تغادر|يغادر)|إخفاء القيم|الأسماء فقط"
 )
-# A destination of the user's own: "the restic repository the user chose", "their own bucket".
+# A secret moved, in any form of the verb and any language of the rules ("uploads it to cloud
+# storage", "súbelo a nuestro almacenamiento", "carregue-o", "caricalo", "загрузи"): what a denial
+# or the user's own place may never lower (a text that moves the secret elsewhere too keeps
+# nothing). Wider than ``MOVE_VERB``, which orders: this only takes an exemption away.
+MOVES = re.compile(
+    r"\b(?:send|sends|sent|sending|upload\w*|cop(?:y|ies|ied|ying)|past(?:e|es|ed|ing)|post(?:s|ed|ing)?|forward\w*|transmit\w*"
+    r"|submit\w*|attach\w*|shar(?:e|es|ed|ing)|e-?mail(?:s|ed|ing)?|leak\w*|exfiltrat\w*|transfer\w*|push(?:es|ed|ing)?|sync\w*"
+    r"|includ(?:e|es|ed)|embed\w*|insert\w*|put(?:s|ting)?|pass(?:es|ed|ing)?|append\w*|hand(?:s|ed)? (?:it|them) over"
+    r"|sub(?:e|en|o|a|as|an|ir|ido|ida|idos|idas|iendo)(?:lo|la|los|las)?|súbel[oa]s?|envi(?:a|e|o|ar|ado|ada|ados|adas|ando|ou|am|em|amos)(?:-?(?:lo|la|los|las|o|a|os|as))?|enví(?:a|e|o|an|en)(?:lo|la|los|las)?|mand(?:a|e|ar|an|en)(?:lo|la|los|las)?"
+    r"|adjunt\w*|compart\w*|peg(?:a|ue|ar|ues|an)(?:lo|la|los|las)?|péga\w*|transfier\w*|transmit\w*|cópia\w*|copi\w*"
+    r"|carreg\w*|envie-?\w*|anex\w*|caric\w*|invi\w*|incoll\w*|alleg\w*|condivid\w*|trasmett\w*|trasferi\w*"
+    r"|envo\w*|télévers\w*|transmet\w*|partag\w*|coll(?:e|es|er|ez|ée?s?)|joins|joindre"
+    r"|send\w*|schick\w*|hochlad\w*|hochgeladen|lade\w* (?:\w+ )?hoch|übertrag\w*|übermittel\w*|kopier\w*|einfüg\w*"
+    r"|загруз\w*|выгруз\w*|отправ\w*|переда\w*|перешл\w*|пересыл\w*|скопир\w*|копир\w*|вставь|вставл\w*|присл\w*|пришли|прилож\w*"
+    r"|stuur\w*|verstuur\w*|verzend\w*|plak\w*|kopieer\w*|deel"
+    r"|wyślij|wysył\w*|prześlij|przesył\w*|wklej\w*|skopiuj|kopiuj\w*|załącz\w*"
+    r"|gönder\w*|yükle\w*|kopyala\w*|yapıştır\w*|paylaş\w*)\b"
+    r"|发送|上传|复制|粘贴|传给|提交|附上|送信|アップロード|コピー|貼り付け|전송|업로드|복사|붙여|보내|أرسل|ارسل|يرسل|ارفع|رفع|انسخ"
+)
+# A destination of the user's own, said to be the user's: "the restic repository the user chose",
+# "the user's own bucket"; not "you", "your choice" or "their" in an order to the model ("copy it to
+# the drive of your choice" names the model's pick, or the attacker's).
 USERS_OWN = re.compile(
-    r"\b(?:the user|you|they)(?: have| has)? (?:chose|chosen|choose|selected|picked|configured|specified|set up)\b"
-    r"|\buser-(?:chosen|configured|specified|selected)\b|\b(?:the user's|their|your) own (?:\w+ )?(?:repository|repo|bucket|drive|server|backup|machine|account|folder|storage|remote|disk|vault)\b"
-    r"|\bof (?:the user's|their|your) (?:choosing|choice)\b"
+    r"\bthe user(?: has)? (?:chose|chosen|chooses|selected|picked|configured|specified|set up|sets up)\b"
+    r"|\buser-(?:chosen|configured|specified|selected)\b|\bthe user's own (?:\w+ )?(?:repository|repo|bucket|drive|server|backup|machine|account|folder|storage|remote|disk|vault)\b"
+    r"|\bof the user's (?:choosing|choice)\b"
     r"|\bel usuario (?:eligió|elige|ha elegido|seleccionó|configuró|indicó)\b|\b(?:elegid|configurad)[oa] por el usuario\b"
     r"|\bl'utilisateur (?:a choisi|choisit|a configuré|a indiqué)\b|\b(?:choisie?|configurée?) par l'utilisateur\b"
     r"|\b(?:nutzer|benutzer)(?:in)? (?:gewählt|ausgewählt|konfiguriert|angegeben) hat\b|\bvom (?:nutzer|benutzer) (?:gewählt|ausgewählt|konfiguriert)\w*"

@@ -53,7 +53,9 @@ one already suspect (a medium finding) again with misspelt key words corrected:
                   address or tool for it in its sentence, the text denies the use of a file only
                   read ("private key contents are never read", "values masked", "only the profile
                   names", "no se envían", in its sentence or the next), or sends it to a destination
-                  of the user's own ("to the restic repository the user chose"; probe 14)
+                  the text says is the user's own ("to the restic repository the user chose"; not
+                  "your choice"; probe 14); never when it is moved (sent, copied, uploaded, pasted,
+                  "súbelo", "загрузи") in its sentence, nor by a denial next to such a move
     TP005 high    rewriting other tools: changes what another tool does or whom it sends to,
                   calls other tools unsafe or disabled, routes every call through this one, replaces
                   a destination with a concrete address, prepends to every command, overrules the
@@ -433,26 +435,39 @@ KEPT_NEAR = 200
 of the next sentence: the sentence or clause that names it, not a window of megabytes."""
 
 
+def _moved(text: str) -> bool:
+    """The secret moved anywhere in ``text`` ("uploads it to cloud storage", "súbelo a ..."), the
+    verbs of a denial aside ("never sent", "no se envían") and those under a negation."""
+    rest = rules.NOT_USED.sub(" ", text)
+    return _affirmed([rules.MOVE_VERB, rules.MOVES], rest) is not None
+
+
 def _use_denied(sentence: str, following: str, secret: re.Match[str]) -> bool:
     """A use of the ``secret`` that ``sentence`` names denied near it or in the ``following``
     sentence ("Lists keys in ~/.ssh. Private key contents are never read"), with nowhere for it to
-    go in either."""
+    go and no move of it in either."""
     near = sentence[max(0, secret.start() - KEPT_NEAR) : secret.end() + KEPT_NEAR]
     # The verbs of the denial itself ("密钥不会被发送", never sent) move nothing.
     rest = rules.NOT_USED.sub(" ", near)
-    if _goes_out(sentence) or rules.MOVED.search(rest) or _affirmed([rules.MOVE_VERB], rest):
+    if _goes_out(sentence) or rules.MOVED.search(rest) or _moved(sentence):
         return False
     if rules.NOT_USED.search(near):
         return True
     following = following[: 2 * KEPT_NEAR]
-    return bool(following) and not _goes_out(following) and bool(rules.NOT_USED.search(following))
+    return (
+        bool(following)
+        and not _goes_out(following)
+        and not _moved(following)
+        and bool(rules.NOT_USED.search(following))
+    )
 
 
 def _kept(sentence: str, following: str, secret: re.Match[str]) -> bool:
     """A secret that stays where the user keeps it: a file only read, whose use the text denies
-    (``_use_denied``), or one that goes to a destination of the user's own ("backs up ~/.ssh to the
-    restic repository the user chose"), neither with a parameter, an address or a tool to take it."""
-    if _goes_out(sentence):
+    (``_use_denied``), or one that goes to a destination the text says is the user's own ("backs
+    up ~/.ssh to the restic repository the user chose"), neither with a parameter, an address or a
+    tool to take it, nor moved (sent, copied, uploaded, pasted) anywhere in its sentence."""
+    if _goes_out(sentence) or _moved(sentence):
         return False
     near = sentence[max(0, secret.start() - KEPT_NEAR) : secret.end() + KEPT_NEAR]
     return bool(rules.USERS_OWN.search(near)) or _use_denied(sentence, following, secret)
