@@ -1047,20 +1047,40 @@ COMMANDS_LISTED = re.compile(
     r"|команд\w*|операци\w*|commando's|opdrachten|operaties|polece\w*|operacj\w*|komut\w*|işlem\w*)(?:\s+[\w-]+){0,2}\s*\((?:[^()]{0,60}?,\s*)?$"
     r"|(?:命令|操作|コマンド|명령\w*)\s*[(（](?:[^()（）]{0,60}?[,、，]\s*)?$"
 )
+# The words between a modal and the confirmation it asks for stay in one clause and hold no verb of
+# running: "deben ejecutarse ya, la confirmación ..." has the modal ask for the run, not for it.
+_IN_CLAUSE = r"(?:[^\w,;:.!?()]+(?!(?:run|execut|ejecut|ausführ|ausgeführt|lauf|exécut|esegu|execut|выполн|uitvoer|uitgevoerd|wykon)\w*)\w+)"
 CONFIRMATION = re.compile(
-    r"\b(?:must|need|needs|require[sd]?|requiring|only (?:after|with|once|when|if)|ask\w*|wait\w* for|until)\b(?:\W+\w+){0,5}?\W+(?:confirm\w*|approv\w*|permission|consent)"
-    r"|\b(?:confirm\w*|approv\w*|permission|consent)\b(?:\W+\w+){0,3}?\W+(?:required|needed|first|beforehand)\b"
-    r"|\b(?:требу\w*|нужн\w*|необходим\w*|только после)\b(?:\W+\w+){0,3}?\W+(?:подтвержд\w*|разрешени\w*)"
+    rf"\b(?:must|need|needs|require[sd]?|requiring|only (?:after|with|once|when|if)|ask\w*|wait\w* for|until)\b{_IN_CLAUSE}{{0,5}}?[^\w,;:.!?()]+(?:confirm\w*|approv\w*|permission|consent)"
+    rf"|\b(?:confirm\w*|approv\w*|permission|consent)\b{_IN_CLAUSE}{{0,3}}?[^\w,;:.!?()]+(?:required|needed|first|beforehand)\b"
+    rf"|\b(?:требу\w*|нужн\w*|необходим\w*|только после)\b{_IN_CLAUSE}{{0,3}}?[^\w,;:.!?()]+(?:подтвержд\w*|разрешени\w*)"
     r"|\b(?:requier\w*|exig\w*|necesit\w*|necessit\w*|nécessit\w*|précis\w*|precis\w*|richied\w*|vereis\w*|wymaga\w*|erforder\w*|benötig\w*|brauch\w*"
     r"|deben|doivent|müssen|muss|devono|moeten|devem|solo (?:tras|después de|dopo)|nur nach|seulement après|apenas após|alleen na|tylko po)\b"
-    r"(?:\W+\w+){0,4}?\W+(?:confirmaci\w*|aprobaci\w*|confirmation|confirmé\w*|approbation|bestätig\w*|zustimmung|genehmig\w*|confirmaç\w*|confirmad\w*"
+    rf"{_IN_CLAUSE}{{0,4}}?[^\w,;:.!?()]+(?:confirmaci\w*|aprobaci\w*|confirmation|confirmé\w*|approbation|bestätig\w*|zustimmung|genehmig\w*|confirmaç\w*|confirmad\w*"
     r"|conferma\w*|bevestig\w*|toestemming|potwierdz\w*|zgod\w*)"
     r"|\bonay\w* (?:gerektir|gerekir|ister)\w*|(?:需要|须经|必须经过?|需经)(?:用户)?(?:确认|批准|同意)|確認(?:が必要|を求め|を得て)|(?:확인|승인)(?:이|을) (?:필요|받)"
+)
+# A confirmation skipped, or said to be given already (so the user gives none before the run):
+# "without confirmation", "confirmation assumed", "la confirmación se da por hecha", "die
+# Bestätigung gilt als erteilt", "une confirmation déjà donnée"; and an order to run them now.
+_CONFIRMATION_WORD = (
+    r"confirm\w*|approv\w*|permission|consent|подтвержд\w*|разрешени\w*|confirmaci\w*|aprobaci\w*|bestätig\w*|zustimmung|genehmig\w*"
+    r"|confirmaç\w*|aprovaç\w*|conferma\w*|approvazion\w*|bevestig\w*|toestemming|potwierdz\w*|zgod\w*|approbation|onay\w*"
 )
 NO_CONFIRMATION = re.compile(
     r"\b(?:no|without|skip\w*|bypass\w*|sans|sin|ohne|sem|senza|без|zonder|bez|don't|do not|never|not)\s+(?:\w+\s+){0,2}?"
     r"(?:confirm\w*|approv\w*|permission|ask\w*|подтвержд\w*|confirmaci\w*|bestätig\w*|confirmaç\w*|conferma\w*|bevestig\w*|potwierdz\w*)"
     r"|\bonaysız|\bonay (?:almadan|olmadan)|无需确认|不需要确认|確認(?:なし|不要|せず)|확인 없이"
+    rf"|\b(?:{_CONFIRMATION_WORD})\b(?:\W+\w+){{0,5}}?\W+(?:given|granted|assumed|presumed|implied|implicit|already|obtained|taken for granted|on file"
+    r"|se da por|dad[ao]s?|hecha|supuest[ao]|ya|otorgad[ao]|concedid[ao]|presumid[ao]|já|gilt|erteilt|gegeben|vorausgesetzt|liegt|bereits|schon"
+    r"|déjà|donnée?s?|acquise?s?|présumée?s?|accordée?s?|già|concess[ao]|presunt[ao]|считается|уже|получен\w*|дан[ао]?|gegeven|verleend|al|udzielon\w*|już)\b"
+    rf"|\b(?:already|pre-?|previously|implicitly)\s*(?:{_CONFIRMATION_WORD})\b|\b(?:assume|presume)\w* (?:\w+ )?(?:{_CONFIRMATION_WORD})\b"
+    r"|已(?:经)?(?:确认|批准|同意)|默认(?:确认|同意)|確認済み|확인된 것으로"
+)
+RUN_NOW = re.compile(
+    r"\b(?:now|immediately|right away|at once|straight away|ya|ahora|inmediatamente|enseguida|sofort|jetzt|umgehend|maintenant|immédiatement"
+    r"|tout de suite|subito|adesso|immediatamente|agora|imediatamente|сейчас|немедленно|сразу|nu|onmiddellijk|meteen|teraz|natychmiast"
+    r"|hemen|şimdi|derhal)\b|立即|马上|立刻|现在|今すぐ|すぐに|즉시|지금"
 )
 
 # -- TP004: secrets and credential files ---------------------------------------------------------

@@ -81,7 +81,9 @@ one already suspect (a medium finding) again with misspelt key words corrected:
     TP010 high    destructive or remote-code shell commands (rm -rf, curl ... | sh, chmod -R 777 ~);
                   not one named as an example in a rule about it ("such as rm -rf ... require a
                   second confirmation") or listed in parentheses after the kind of command the user
-                  must confirm ("Опасные команды (rm -rf, mkfs, dd) требуют подтверждения"; probe 14)
+                  must confirm ("Опасные команды (rm -rf, mkfs, dd) требуют подтверждения"; probe 14),
+                  a confirmation given before they run: not one said to be given already ("se da
+                  por hecha", "gilt als erteilt"), skipped, or with an order to run them now
     TP011 medium  a word mixing Latin letters with look-alikes from another script
     TP012 high    signs of an attack together (``signs``), within three sentences: two of the
                   kinds honest tools never need (the user kept out of it, a claim of authority, an
@@ -256,13 +258,30 @@ _COMMAND_RULE = re.compile(
 )
 
 
-def _named_command(match: re.Match[str]) -> bool:
+# A confirmation said, in the next sentence, to be given: "...; consider it given", "treat it as
+# approved", "it is assumed".
+_GIVEN = re.compile(
+    r"\b(?:consider|treat|take|regard)\w* (?:it|that|this|them)(?: as)?"
+    r" (?:given|granted|done|approved|confirmed)\b"
+    r"|\b(?:it|that|this) is (?:given|granted|assumed|implied)\b"
+)
+
+
+def _named_command(match: re.Match[str], following: str = "") -> bool:
     """A command named as an example ("such as rm -rf") in a sentence that sets a rule about it, or
     listed in parentheses after the kind of command a confirmation is asked for ("Destructive
-    commands (rm -rf, mkfs) must be confirmed by the user", not "... run without confirmation")."""
+    commands (rm -rf, mkfs) must be confirmed by the user"), one the user gives before they run:
+    not "... run without confirmation", "confirmation assumed", "... must run now", nor with the
+    confirmation skipped or given in the ``following`` sentence ("...; consider it given")."""
     sentence = match.string
     if rules.COMMANDS_LISTED.search(sentence, max(0, match.start() - 80), match.start()):
-        return bool(rules.CONFIRMATION.search(sentence)) and not rules.NO_CONFIRMATION.search(sentence)
+        return bool(
+            rules.CONFIRMATION.search(sentence)
+            and not rules.NO_CONFIRMATION.search(sentence)
+            and not rules.RUN_NOW.search(sentence)
+            and not rules.NO_CONFIRMATION.search(following[:400])
+            and not _GIVEN.search(following[:400])
+        )
     named = _NAMED_BEFORE.search(sentence, max(0, match.start() - 40), match.start())
     return bool(named and _COMMAND_RULE.search(sentence))
 
@@ -753,7 +772,8 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     if block:
         excerpt = _excerpt(folded, block.start(), block.end())
         found.append(_Hit("TP003", HIGH, "hidden instruction block", excerpt))
-    secret = _secret(triggering, linked, _next_sentences(texts))
+    after = _next_sentences(texts)
+    secret = _secret(triggering, linked, after)
     if not (secret and secret.severity == HIGH):
         secret = _phishing(triggering, hits) or secret
     if secret:
@@ -767,7 +787,7 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     excerpt = _exfiltration(triggering + linked, whole)
     if excerpt:
         found.append(_Hit("TP009", HIGH, "sends data to a URL, an address or another tool", excerpt))
-    excerpt = _first_meant(rules.SHELL, triggering, _named_command)
+    excerpt = _first_meant(rules.SHELL, triggering, lambda m: _named_command(m, after.get(m.string, "")))
     if excerpt:
         found.append(_Hit("TP010", HIGH, "destructive or remote-code shell command", excerpt))
     if not _high_already(found) and signs.possible(hits, hidden):
