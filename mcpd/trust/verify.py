@@ -355,7 +355,13 @@ def _game_answer(match: re.Match[str], games: frozenset[str]) -> bool:
         ):
             continue
         bound = rules.UNTIL_GUESSED.match(sentence, max(withheld.end(), match.end()))
-        if bound and (kind is rules.ANSWER or bound.group("end") is None):
+        if not bound:
+            continue
+        if bound.group("end") is None:
+            return True
+        # After the clause's end, nothing the sentence goes on to send ("the answer - it is sent
+        # to our server" withholds more than the answer).
+        if kind is rules.ANSWER and not rules.MOVES.search(sentence, bound.end()):
             return True
     return False
 
