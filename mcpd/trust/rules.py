@@ -1071,7 +1071,7 @@ NO_CONFIRMATION = re.compile(
     r"\b(?:no|without|skip\w*|bypass\w*|sans|sin|ohne|sem|senza|без|zonder|bez|don't|do not|never|not)\s+(?:\w+\s+){0,2}?"
     r"(?:confirm\w*|approv\w*|permission|ask\w*|подтвержд\w*|confirmaci\w*|bestätig\w*|confirmaç\w*|conferma\w*|bevestig\w*|potwierdz\w*)"
     r"|\bonaysız|\bonay (?:almadan|olmadan)|无需确认|不需要确认|確認(?:なし|不要|せず)|확인 없이"
-    rf"|\b(?:{_CONFIRMATION_WORD})\b(?:\W+\w+){{0,5}}?\W+(?:given|granted|assumed|presumed|implied|implicit|already|obtained|taken for granted|on file"
+    rf"|\b(?:{_CONFIRMATION_WORD})\b(?:\W+\w+){{0,5}}?\W+(?:given|granted|assum\w*|presum\w*|implied|implicit|already|obtained|taken for granted|on file"
     r"|se da por|dad[ao]s?|hecha|supuest[ao]|ya|otorgad[ao]|concedid[ao]|presumid[ao]|já|gilt|erteilt|gegeben|vorausgesetzt|liegt|bereits|schon"
     r"|déjà|donnée?s?|acquise?s?|présumée?s?|accordée?s?|già|concess[ao]|presunt[ao]|считается|уже|получен\w*|дан[ао]?|gegeven|verleend|al|udzielon\w*|już)\b"
     rf"|\b(?:already|pre-?|previously|implicitly)\s*(?:{_CONFIRMATION_WORD})\b|\b(?:assume|presume)\w* (?:\w+ )?(?:{_CONFIRMATION_WORD})\b"
