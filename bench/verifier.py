@@ -42,7 +42,13 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   class was then fixed by a general mechanism (a use denied near the secret or a destination of
   the user's own, an order quoted as an example or reported and refused, a game's answer, a
   command listed for confirmation, a file path's last part), 0/65 high after (7 medium), the
-  poisoned figures unchanged (39/75; 40/75 with the learned model retrained on it);
+  poisoned figures unchanged (39/75; 40/75 with the learned model retrained on it); a reviewer
+  then found those exemptions too loose (25 evasions that were high before them: a game named
+  anywhere in the text, a bare "the number", "your choice" as the user's own place, a denial next
+  to "súbelo", "do not decline" as a refusal, a quotation after "e.g." ending a line or never
+  closed, a confirmation "se da por hecha"), and a game sought over the whole text per
+  withholding (23 s on 96 KB); tightened, all are high again (a key read and "uploaded to cloud
+  storage" beside a denial medium again, as before them) and every figure above is unchanged;
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
