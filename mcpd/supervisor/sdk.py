@@ -363,13 +363,17 @@ class _Watch(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         message = _message(request)
-        if message is not None and message.id is msgspec.UNSET and message.method is not msgspec.UNSET:
-            # A notification is answered at once (202). The SDK posts one inline, holding every
-            # later request behind it: a server that stopped answering must not hold them long.
-            # Given up on, it is trouble (the run ends and reconnects); the SDK is told "accepted",
-            # as an error here would end its writer with a traceback.
+        if message is not None and (message.id is msgspec.UNSET or message.method is msgspec.UNSET):
+            # A notification, or an answer to the server's own request (sampling, roots), is
+            # accepted at once (202). The SDK posts one inline, holding every later request behind
+            # it: a server that stopped answering must not hold them long. Given up on, or refused,
+            # it is trouble (the run ends and reconnects); the SDK is told "accepted", as an error
+            # here would end its writer with a traceback, and the run with it.
             with anyio.move_on_after(NOTICE_WAIT):
-                return await self._send(request)
+                try:
+                    return await self._send(request)
+                except httpx2.TransportError:
+                    return httpx2.Response(202, request=request)  # reported by ``_send``
             self._watch.report(f"no answer to a notification within {NOTICE_WAIT:g}s")
             return httpx2.Response(202, request=request)
         mark = _CALL.get()
@@ -392,7 +396,7 @@ class _Watch(httpx2.AsyncBaseTransport):
         with anyio.CancelScope() as scope:
             mark.scopes.add(scope)
             try:
-                response = await self._send(request)
+                response = await self._send(request, mark if request_post else None)
                 return await self._answer(request, response, mark, message.id if message else None)
             finally:
                 mark.scopes.discard(scope)
@@ -447,14 +451,16 @@ class _Watch(httpx2.AsyncBaseTransport):
             mark.failure = _check_answer(body, request_id)
         return _stand_in(request) if mark.failure else _with_body(response, body, request)
 
-    async def _send(self, request: httpx2.Request) -> httpx2.Response:
+    async def _send(self, request: httpx2.Request, call: CallMark | None = None) -> httpx2.Response:
+        """Send ``request``; ``call`` is the mark of the call whose own request it is (not an
+        answer to the server's question on its behalf, nor its resumed event stream)."""
         try:
             response = await self._inner.handle_async_request(request)
         except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
-            # No connection, so no byte of this request reached the server.
-            mark = _CALL.get()
-            if mark is not None:
-                mark.refused = True
+            # No connection, so no byte of this request reached the server: the call may be sent
+            # again. Only the call's own request says so of the call.
+            if call is not None:
+                call.refused = True
             self._watch.report(f"cannot connect: {exc or type(exc).__name__}")
             raise
         except httpx2.TransportError as exc:
