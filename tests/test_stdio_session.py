@@ -344,6 +344,29 @@ async def test_an_invalid_item_leaves_the_rest_of_its_list(tmp_path: Path) -> No
     ]
 
 
+PRELUDE = """
+import json, sys
+
+def send(message):
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", **message}) + "\\n")
+    sys.stdout.flush()
+
+def initialized(message):
+    # Answers initialize; True if that is what ``message`` was.
+    if message.get("method") != "initialize":
+        return False
+    result = {"protocolVersion": "2025-06-18", "capabilities": {}}
+    send({"id": message["id"], "result": {**result, "serverInfo": {"name": "s", "version": "1"}}})
+    return True
+"""
+
+
+def script_server(tmp_path: Path, name: str, script: str, *args: str) -> ServerConfig:
+    """A stdio server running ``script`` (which ``PRELUDE`` may start)."""
+    (tmp_path / f"{name}.py").write_text(script)
+    return ServerConfig(name=name, command=sys.executable, args=(str(tmp_path / f"{name}.py"), *args))
+
+
 CHATTY = """
 import json, sys, time
 results = {
@@ -374,8 +397,7 @@ async def test_a_calls_log_messages_are_taken_before_its_answer(tmp_path: Path, 
     messages have been passed on, so a host sees them before the answer. The answer used to overtake
     them while they waited in the session's queue, or while the stdout reader held the last one (1 to
     4 of 300 calls per run, with each message written on its own, ``pause`` seconds apart)."""
-    (tmp_path / "chatty.py").write_text(CHATTY)
-    config = ServerConfig(name="chatty", command=sys.executable, args=(str(tmp_path / "chatty.py"), pause))
+    config = script_server(tmp_path, "chatty", CHATTY, pause)
     logged: list[LogMessage] = []
     hooks = SessionHooks(lambda: None, lambda: None, log=logged.append)
     async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
@@ -418,8 +440,7 @@ async def test_replies_msgspec_refuses_are_mended_or_end_their_own_call(tmp_path
     JavaScript string cut mid-emoji), the text arrives with U+FFFD in its place; too deep to decode,
     it ends its own call at once as ``Malformed`` (it waited out its deadline), and not another call
     whose id it echoes at its start."""
-    (tmp_path / "lenient.py").write_text(LENIENT)
-    config = ServerConfig(name="lenient", command=sys.executable, args=(str(tmp_path / "lenient.py"),))
+    config = script_server(tmp_path, "lenient", LENIENT)
     hooks = SessionHooks(lambda: None, lambda: None)
     async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
         with anyio.fail_after(20):
@@ -441,27 +462,23 @@ async def test_replies_msgspec_refuses_are_mended_or_end_their_own_call(tmp_path
                 assert not hanging.is_set()
 
 
-FLOOD = """
-import json, sys
+FLOOD = (
+    PRELUDE
+    + """
 for line in sys.stdin:
     message = json.loads(line)
-    if message.get("method") == "initialize":
-        info = {"name": "s", "version": "1"}
-        result = {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": info}
-        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\\n")
-    elif message.get("method") == "tools/list":
+    if not initialized(message) and message.get("method") == "tools/list":
         bad = json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": 3}})
         sys.stdout.write((bad + "\\n") * 3000)
-        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {"tools": []}}) + "\\n")
-    sys.stdout.flush()
+        send({"id": message["id"], "result": {"tools": []}})
 """
+)
 
 
 async def test_a_flood_of_bad_notifications_is_said_a_few_times(tmp_path: Path) -> None:
     """3,000 log messages that are not what MCP says (a level that is a number): the first ten are
     logged one by one, then one a thousand (each used to be a warning of its own)."""
-    (tmp_path / "flood.py").write_text(FLOOD)
-    config = ServerConfig(name="flood", command=sys.executable, args=(str(tmp_path / "flood.py"),))
+    config = script_server(tmp_path, "flood", FLOOD)
     hooks = SessionHooks(lambda: None, lambda: None, log=lambda message: None)
     with structlog.testing.capture_logs() as logs:
         async with (
@@ -474,26 +491,21 @@ async def test_a_flood_of_bad_notifications_is_said_a_few_times(tmp_path: Path) 
     assert said == [*range(1, 11), 1000, 2000, 3000]
 
 
-NUMBERS_ONLY = """
-import json, sys
+NUMBERS_ONLY = (
+    PRELUDE
+    + """
 for line in sys.stdin:
     message = json.loads(line)
-    if message.get("method") == "initialize":
-        info = {"name": "s", "version": "1"}
-        result = {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": info}
-        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\\n")
-    elif "id" in message:  # a server that reads numeric ids only
-        error = {"code": -32600, "message": "id must be an integer"}
-        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": None, "error": error}) + "\\n")
-    sys.stdout.flush()
+    if not initialized(message) and "id" in message:  # a server that reads numeric ids only
+        send({"id": None, "error": {"code": -32600, "message": "id must be an integer"}})
 """
+)
 
 
 async def test_an_error_the_server_could_not_tie_to_a_request_is_said(tmp_path: Path) -> None:
     """JSON-RPC's error with a null id (a server that could not read our request's id) cannot end
     any call, which waits out its deadline; the daemon's log says why (it said nothing above debug)."""
-    (tmp_path / "numbers.py").write_text(NUMBERS_ONLY)
-    config = ServerConfig(name="numbers", command=sys.executable, args=(str(tmp_path / "numbers.py"),))
+    config = script_server(tmp_path, "numbers", NUMBERS_ONLY)
     hooks = SessionHooks(lambda: None, lambda: None)
     with structlog.testing.capture_logs() as logs:
         async with (
