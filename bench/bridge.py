@@ -5,7 +5,8 @@ Run ``python bench/bridge.py``. Prints:
 
 - echo p50/p99 through a bridge vs a direct SDK session to another copy of the fixture server;
 - calls/s with 8 host sessions: 8 bridges sharing the daemon's one server, vs 8 direct
-  sessions each to its own server (what 8 hosts do without mcpd);
+  sessions each to its own server (what 8 hosts do without mcpd); the ratio is the median of
+  alternating pairs of cells, with each side's CPU per call by process (where the time goes);
 - CPU per call of the daemon plus the bridges (8 sessions calling);
 - each bridge's memory: RSS, PSS (its share of pages it shares with the other bridges) and
   USS (its own pages), and whether the bridge process imports the SDK, pydantic or anyio.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -27,7 +29,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
-from ipc import Op, cpu_seconds, latency, throughput
+from ipc import Op, alternating, children_with_args, cpu_seconds, latency, print_alternating, throughput
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -142,8 +144,26 @@ async def main(count: int, seconds: float, calls: int) -> None:
             print(f"  bridge RSS per host: {rss:.1f} MB  (target <= 15 MB)")
             print(f"  CPU per call, daemon + bridge: {daemon_us + bridge_us:.0f} us  (target <= ~500 us)")
             print(f"  echo p50 over direct: {(via_p50 - direct_p50) * 1000:+.0f} us  (target <= +500 us)")
-            ratio = rates["through mcpd bridge"][SESSIONS] / rates["direct SDK session"][SESSIONS]
-            print(f"  calls/s with {SESSIONS} sessions: {ratio:.2f}x direct  (target >= 0.9x)")
+            alternated, per_call = await alternating(
+                {
+                    "via mcpd": (
+                        via_op,
+                        {
+                            "hosts": [os.getpid()],
+                            "daemon": [daemon.process.pid],
+                            "bridges": bridges,
+                            "server": children_with_args(daemon.process.pid, *args),
+                        },
+                    ),
+                    "direct": (
+                        direct_op,
+                        {"hosts": [os.getpid()], "servers": children_with_args(os.getpid(), *args)},
+                    ),
+                },
+                SESSIONS,
+                seconds,
+            )
+            print_alternating(f"calls/s with {SESSIONS} sessions", alternated, per_call, "via mcpd", "direct")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

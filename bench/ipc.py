@@ -8,7 +8,9 @@ Run ``python bench/ipc.py``. Prints, side by side:
 (c) ``tools.call`` to a fixture server through mcpd, and the same call on a direct
     SDK ``ClientSession`` to another copy of the fixture.
 
-p50/p99 latency with one client; throughput with 1, 8 and 32 concurrent clients;
+p50/p99 latency with one client; throughput with 1, 8 and 32 concurrent clients (and for the
+8-caller tools.call target, the median of alternating pairs of cells, with each side's CPU per call
+by process: one pair of cells on a shared machine moves by 2x);
 the daemon's own CPU time per proxied call, next to the proxy floor: a minimal asyncio proxy
 (callbacks only, no checks, no records) relaying the same framed requests to a copy of the
 fixture as JSON-RPC lines, so what is mcpd's own shows; the wall time of ``mcpd status``; and what mcpd's
@@ -48,7 +50,7 @@ from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, Request, Response
 from mcpd.supervisor.session import SessionHooks, handshake
 from mcpd.supervisor.stdio import open_stdio_child
 from mcpd.supervisor.stdio_session import open_stdio_session
-from mcpd.testing import fixture_command, fixture_server
+from mcpd.testing import fixture_command, fixture_server, pids_with_args
 from mcpd.testing.daemon import running_daemon
 
 Op = Callable[[], Awaitable[object]]
@@ -254,6 +256,61 @@ async def cpu_per_request(pid: int, ops: list[Op], total: int) -> float:
     return (cpu_seconds(pid) - before) / done * 1e6
 
 
+def children_with_args(parent: int, *args: str) -> list[int]:
+    """Pids of ``parent``'s children whose argv holds every one of ``args`` (Linux)."""
+    found = []
+    for pid in pids_with_args(*args):
+        with contextlib.suppress(OSError):
+            if int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                found.append(pid)
+    return found
+
+
+Side = tuple[Callable[[int], Op], dict[str, list[int]]]
+"""One side of a comparison: its op per caller, and the processes whose CPU it uses, by part."""
+
+
+async def alternating(
+    sides: dict[str, Side], callers: int, seconds: float, rounds: int = 5
+) -> tuple[dict[str, list[float]], dict[str, dict[str, float]]]:
+    """Calls/s of each side with ``callers`` callers, in cells that alternate side and order round by
+    round (so drift on a shared machine falls on every side), and each side's CPU per call by part."""
+    rates: dict[str, list[float]] = {name: [] for name in sides}
+    used: dict[str, dict[str, float]] = {
+        name: dict.fromkeys(parts, 0.0) for name, (_, parts) in sides.items()
+    }
+    calls = dict.fromkeys(sides, 0.0)
+    for round_ in range(rounds):
+        for name in sorted(sides, reverse=bool(round_ % 2)):
+            make, parts = sides[name]
+            before = {part: sum(map(cpu_seconds, pids)) for part, pids in parts.items()}
+            start = time.perf_counter()
+            rate = await throughput([make(i) for i in range(callers)], seconds)
+            rates[name].append(rate)
+            calls[name] += rate * (time.perf_counter() - start)
+            for part, pids in parts.items():
+                used[name][part] += sum(map(cpu_seconds, pids)) - before[part]
+    per_call = {
+        name: {part: cpu / calls[name] * 1e6 for part, cpu in parts.items()} for name, parts in used.items()
+    }
+    return rates, per_call
+
+
+def print_alternating(
+    label: str, rates: dict[str, list[float]], per_call: dict[str, dict[str, float]], ours: str, theirs: str
+) -> None:
+    """The median ratio of ``ours`` to ``theirs`` over the alternating pairs, and where the CPU went."""
+    ratios = sorted(m / d for m, d in zip(rates[ours], rates[theirs], strict=True))
+    print(
+        f"  {label}: {statistics.median(ratios):.2f}x direct, median of {len(ratios)} alternating pairs "
+        f"(range {ratios[0]:.2f}-{ratios[-1]:.2f}x)  (target >= 0.9x)"
+    )
+    cpu = "; ".join(
+        f"{name}: {', '.join(f'{k} {v:.0f}' for k, v in parts.items())}" for name, parts in per_call.items()
+    )
+    print(f"    CPU per call in those cells, us ({cpu})")
+
+
 def row(label: str, p50: float, p99: float) -> None:
     print(f"  {label:<34}p50 {p50:7.3f} ms   p99 {p99:7.3f} ms")
 
@@ -383,8 +440,25 @@ async def measure(
         print(
             f"  tools.call overhead p50: {(via - direct_p50) * 1000:+.0f} us over direct  (target <= +250 us)"
         )
-        ratio = results["(c) tools.call via mcpd"][8] / results["(c) tools.call direct SDK session"][8]
-        print(f"  tools.call 8-caller throughput: {ratio:.2f}x direct  (target >= 0.9x)")
+        rates, per_call = await alternating(
+            {
+                "via mcpd": (
+                    call_op,
+                    {
+                        "client": [os.getpid()],
+                        "daemon": [daemon.process.pid],
+                        "server": children_with_args(daemon.process.pid, *args),
+                    },
+                ),
+                "direct": (
+                    direct_op,
+                    {"client": [os.getpid()], "server": children_with_args(os.getpid(), *args)},
+                ),
+            },
+            8,
+            seconds,
+        )
+        print_alternating("tools.call 8-caller throughput", rates, per_call, "via mcpd", "direct")
         print(
             f"  daemon CPU per proxied call: {cpu_per_call:.0f} us  (target <= 150 us); for scale: the proxy "
             f"floor {proxy_cpu:.0f} us per call, echo floor {echo_cpu:.0f} us and mcpd status "
