@@ -337,7 +337,8 @@ async def test_an_update_the_socket_cannot_carry_still_reaches_the_host(setup: S
 @pytest.mark.parametrize("server", SERVERS)
 async def test_a_servers_errors_reach_the_host_as_it_sent_them(setup: Setup, kind: str, server: str) -> None:
     """A read, a prompt and a completion the server refuses fail with its code, message and data;
-    what mcpd refuses itself, before any server is asked, keeps mcpd's codes."""
+    what mcpd refuses itself, before any server is asked, keeps mcpd's codes (those MCP names for each
+    request: an unknown template to complete is invalid params, -32602, not -32002)."""
     ref = types.PromptReference(type="ref/prompt", name=f"{server}__greet")
     asks: list[tuple[Callable[[ClientSession], Any], tuple[int, str, Any]]] = [
         (
@@ -372,6 +373,14 @@ async def test_a_servers_errors_reach_the_host_as_it_sent_them(setup: Setup, kin
         assert own.value.code == -32002 and own.value.error.data is None
         with pytest.raises(MCPError) as own:
             await through.get_prompt(f"{server}__nosuch")
+        assert own.value.code == -32602 and own.value.error.data is None
+        # A template the server does not have: an invalid reference to complete (as the server
+        # itself would answer), not a resource that was not found.
+        template = types.ResourceTemplateReference(
+            type="ref/resource", uri=f"mcpd://{server}/full://none/{{id}}"
+        )
+        with pytest.raises(MCPError) as own:
+            await through.complete(template, {"name": "id", "value": ""})
         assert own.value.code == -32602 and own.value.error.data is None
 
 

@@ -761,10 +761,11 @@ _SURFACE_NOTIFICATIONS = (
 
 
 @contextlib.contextmanager
-def _rpc_errors() -> Iterator[None]:
+def _rpc_errors(not_found: int = mcp.RESOURCE_NOT_FOUND) -> Iterator[None]:
     """A server's own JSON-RPC error as it sent it (code, message, data); mcpd's own refusals as the
-    errors MCP names: no such resource -32002; a bad prompt, server or arguments -32602; a capability
-    the server lacks -32601. Other ``McpdError`` are internal errors."""
+    errors MCP names: no such resource ``not_found`` (-32002; a completion's unknown template is an
+    invalid reference, -32602, as servers answer); a bad prompt, server or arguments -32602; a
+    capability the server lacks -32601. Other ``McpdError`` are internal errors."""
     try:
         yield
     except (UnknownResource, UnknownPrompt, UnknownServer, InvalidParams) as exc:
@@ -772,7 +773,7 @@ def _rpc_errors() -> Iterator[None]:
         if refusal is not None:
             data = msgspec.UNSET if refusal.data is None else refusal.data
             raise RpcError(refusal.code, refusal.message, data) from None
-        code = mcp.RESOURCE_NOT_FOUND if isinstance(exc, UnknownResource) else mcp.INVALID_PARAMS
+        code = not_found if isinstance(exc, UnknownResource) else mcp.INVALID_PARAMS
         raise RpcError(code, exc.message) from None
     except Unsupported as exc:
         raise RpcError(mcp.METHOD_NOT_FOUND, exc.message) from None
@@ -869,5 +870,5 @@ async def _get_prompt(session: HostSession, params: mcp.GetPromptParams) -> mcp.
 
 @_request("completion/complete", mcp.CompleteRequestParams)
 async def _complete(session: HostSession, params: mcp.CompleteRequestParams) -> mcp.CompleteResult:
-    with _rpc_errors():
+    with _rpc_errors(not_found=mcp.INVALID_PARAMS):
         return await host_surface.complete(session.core, params)
