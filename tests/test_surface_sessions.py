@@ -182,6 +182,37 @@ async def test_bridge_host_reads_subscribes_and_completes(daemon: DaemonProcess)
     await daemon.wait_for("resource.unsubscribed", server="ev", uri=DOC, after=mark)
 
 
+async def test_a_bridge_host_reads_the_resources_a_tool_or_prompt_names(daemon: DaemonProcess) -> None:
+    """The resource links and embedded resources of a tool's result and of a prompt's messages name
+    their resource by qualified URI, so the host reads it back through mcpd as it would from the
+    server itself (they named the server's own URI, which no server is reached by: -32002)."""
+    async with bridge(daemon.socket, "--connect", "ev") as host:
+        session = host.session
+        with anyio.fail_after(60):  # a guard against a hang, not a bound
+            links = await session.call_tool("ev__get-resource-links", {"count": 2})
+            embedded = await session.call_tool(
+                "ev__get-resource-reference", {"resourceType": "Blob", "resourceId": 3}
+            )
+            prompt = await session.get_prompt(
+                "ev__resource-prompt", {"resourceType": "Text", "resourceId": "2"}
+            )
+            uris = [str(b.uri) for b in links.content if isinstance(b, types.ResourceLink)]
+            uris += [str(b.resource.uri) for b in embedded.content if isinstance(b, types.EmbeddedResource)]
+            uris += [
+                str(m.content.resource.uri)
+                for m in prompt.messages
+                if isinstance(m.content, types.EmbeddedResource)
+            ]
+            read = [await session.read_resource(uri) for uri in uris]
+    assert uris == [
+        "mcpd://ev/demo://resource/dynamic/blob/1",
+        "mcpd://ev/demo://resource/dynamic/text/2",
+        "mcpd://ev/demo://resource/dynamic/blob/3",
+        "mcpd://ev/demo://resource/dynamic/text/2",
+    ]
+    assert [str(r.contents[0].uri) for r in read] == uris
+
+
 async def test_two_sessions_see_only_their_servers(daemon: DaemonProcess) -> None:
     """Each host session lists the resources and prompts of the servers it connected, not those of
     another session; connecting one more server tells the host that both lists changed."""

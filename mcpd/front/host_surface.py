@@ -4,7 +4,8 @@ The lists are those of ``mcpd.front.surface`` (qualified names, trust applied) f
 servers a session sees; reads, gets and completions go through the same routing. What mcpd
 models of an item is written over the item as its server sent it (``mcp.with_extra``): fields mcpd
 does not use (``icons``, ``annotations``, ``_meta``, those of later revisions) reach hosts unchanged,
-as do the ``_meta`` of results.
+as do the ``_meta`` of results. The resources a prompt's messages embed are named by qualified URI,
+as the contents of a read are.
 """
 
 from __future__ import annotations
@@ -114,11 +115,15 @@ async def read(core: Core, uri: str) -> mcp.ReadResourceResult:
 
 
 async def get_prompt(core: Core, params: mcp.GetPromptParams) -> mcp.GetPromptResult:
-    get = PromptGetParams(name=params.name, arguments=params.arguments or {})
+    actor, name = surface.resolve_prompt(core, params.name)
+    get = PromptGetParams(name=name, server=actor.name, arguments=params.arguments or {})
     result = await surface.get_prompt(core, get)
     return mcp.GetPromptResult(
         description=_opt(result.description),
-        messages=[mcp.PromptMessage(role=m.role, content=m.content) for m in result.messages],
+        messages=[
+            mcp.PromptMessage(role=m.role, content=surface.qualify_content(actor.name, m.content))
+            for m in result.messages
+        ],
         meta=_opt(result.meta),
     )
 

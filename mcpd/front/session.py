@@ -50,6 +50,7 @@ from mcpd.model.resources import ReadParams
 from mcpd.model.servers import ResourceUpdated, ServerEvent, StateChanged, SurfaceChanged, ToolsChanged
 from mcpd.model.states import LIVE_STATES, ServerState
 from mcpd.model.tools import Rendered, ToolEntry, ToolResult
+from mcpd.registry import reserved
 from mcpd.registry.names import qualify_uri
 from mcpd.supervisor.session import CancelReason, ProgressCallback
 
@@ -150,16 +151,20 @@ def _budgeted(tools: list[ToolEntry], rendered: Rendered, budget: int) -> mcp.Ca
         rendered = render(tools, max(0, budget - cost))
 
 
-def _relay(result: ToolResult) -> mcp.CallToolResult:
-    """The result as the server gave it; its JSON-RPC error as that error (-32042 and its ``data``
-    ask the host for a URL elicitation, which a tool error's text cannot)."""
+def _relay(result: ToolResult, server: str | None) -> mcp.CallToolResult:
+    """The result as ``server`` gave it, the URIs of its resource links and embedded resources
+    qualified (the host reads them back by those); its JSON-RPC error as that error (-32042 and its
+    ``data`` ask the host for a URL elicitation, which a tool error's text cannot)."""
     if result.refusal is not None:
         refusal = result.refusal
         raise RpcError(refusal.code, refusal.message, msgspec.UNSET if refusal.data is None else refusal.data)
     structured = msgspec.UNSET if result.structured_content is None else result.structured_content
     meta_ = msgspec.UNSET if result.meta is None else result.meta
+    content = (
+        result.content if server is None else [surface.qualify_content(server, b) for b in result.content]
+    )
     return mcp.CallToolResult(
-        content=result.content, structured_content=structured, is_error=result.is_error, meta=meta_
+        content=content, structured_content=structured, is_error=result.is_error, meta=meta_
     )
 
 
@@ -625,13 +630,16 @@ class HostSession:
             if not isinstance(tool, str) or not isinstance(inner, dict):
                 return _text("`tool` must be a string and `arguments` an object", error=True)
             name, arguments = tool, inner
+        # Resolved here: the result's resource URIs are qualified by the server that answers.
+        server, tool = (None, name) if reserved.is_reserved(name, None) else self.core.catalog.resolve(name)
         try:
             # Converted, not constructed: the socket API's limits (a name's length) hold here too.
             # The host's own progress token stays here: the server is given mcpd's.
             forwarded = {key: value for key, value in (meta_ or {}).items() if key != "progressToken"}
             params = msgspec.convert(
                 {
-                    "tool": name,
+                    "tool": tool,
+                    "server": server,
                     "arguments": arguments,
                     "query": self.learned_query(),
                     "meta": forwarded or None,
@@ -641,7 +649,7 @@ class HostSession:
         except msgspec.ValidationError as exc:
             return _text(f"invalid call: {exc}", error=True)
         relay = self.progress_relay(meta_)
-        return _relay(await calls.call_tool(self.core, self.caller, params, relay, self.answers))
+        return _relay(await calls.call_tool(self.core, self.caller, params, relay, self.answers), server)
 
     async def _search(self, arguments: dict[str, Any]) -> mcp.CallToolResult:
         query = arguments.get("query")

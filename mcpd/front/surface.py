@@ -5,7 +5,7 @@ routing of reads, gets, subscriptions and completions back to the server that ow
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -116,6 +116,18 @@ async def read(core: Core, params: ReadParams) -> ReadResult:
     return msgspec.structs.replace(result, contents=contents)
 
 
+def qualify_content(server: str, block: dict[str, Any]) -> dict[str, Any]:
+    """A content block of ``server``'s (a tool result's, a prompt message's) with the URI of its
+    resource link or embedded resource qualified: the name a host reads it back by, as it reads
+    what ``resources/list`` gives (the server's own URI reaches no server through mcpd)."""
+    kind, resource = block.get("type"), block.get("resource")
+    if kind == "resource_link" and isinstance(block.get("uri"), str):
+        return {**block, "uri": qualify_uri(server, block["uri"])}
+    if kind == "resource" and isinstance(resource, dict) and isinstance(resource.get("uri"), str):
+        return {**block, "resource": {**resource, "uri": qualify_uri(server, resource["uri"])}}
+    return block
+
+
 async def subscribe(core: Core, owner: Hashable, params: ReadParams) -> None:
     """Subscribe a registered ``owner`` (see ``Subscriptions``) to a resource's updates."""
     server, uri = route_uri(params.uri, params.server)
@@ -134,7 +146,7 @@ async def complete(core: Core, params: CompleteParams) -> CompleteResult:
     gets its own name or template."""
     ref = params.ref
     if isinstance(ref, PromptRef):
-        actor, name = _resolve_prompt(core, ref.name)
+        actor, name = resolve_prompt(core, ref.name)
         own: CompletionRef = PromptRef(name=name)
     else:
         server, template = route_uri(ref.uri)
@@ -149,12 +161,13 @@ async def get_prompt(core: Core, params: PromptGetParams) -> PromptResult:
     if params.server is not None:
         actor, name = core.supervisor.actor(params.server), params.name
     else:
-        actor, name = _resolve_prompt(core, params.name)
+        actor, name = resolve_prompt(core, params.name)
     await _check_allowed(core, actor)
     return await surface_requests.get_prompt(actor, name, params.arguments, params.timeout)
 
 
-def _resolve_prompt(core: Core, qualified: str) -> tuple[ServerActor, str]:
+def resolve_prompt(core: Core, qualified: str) -> tuple[ServerActor, str]:
+    """The server that offers prompt ``qualified``, and the prompt's own name there."""
     # Qualified names may be hashed (see ``qualify``): look them up among the live prompts first.
     for actor in core.supervisor.actors():
         for prompt in actor.surface.prompts:
