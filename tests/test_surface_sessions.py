@@ -241,6 +241,17 @@ async def test_bridge_host_hears_of_new_prompts(daemon: DaemonProcess) -> None:
     assert after - before == {"fx__hosted"}
 
 
+async def test_a_host_is_told_only_of_the_list_that_changed(daemon: DaemonProcess) -> None:
+    """A server's new prompt tells the host its prompts changed, not its resources too: the server
+    sent only prompts/list_changed (a host that had never listed resources was told they changed)."""
+    async with bridge(daemon.socket, "--all") as host:
+        mark = len(host.received)
+        await host.call("fx__add_prompt", {"name": "told"})
+        await host.wait_received(lambda m: isinstance(m, types.PromptListChangedNotification), mark)
+    # Announced together, resources first: one would have arrived by now.
+    assert not [m for m in host.received[mark:] if isinstance(m, types.ResourceListChangedNotification)]
+
+
 async def test_cli_read_follow_reads_again_at_each_update(daemon: DaemonProcess) -> None:
     """`mcpd read URI --follow --json` writes the contents, then again after each update."""
     uri = f"mcpd://ev/{DOC}"

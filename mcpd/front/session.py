@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -268,7 +268,8 @@ class HostSession:
         self._timers: list[asyncio.TimerHandle] = []
         self._problems: dict[str, str] = {}
         """Why each ``preconnect`` server could not be connected (reported once each)."""
-        self._surface_due = False
+        self._surface_pending: set[str] = set()
+        """The lists (``_SURFACE``) that may have changed since the last announcement."""
         self._shown: dict[str, Any] = {}
         """The resources, templates and prompts the host was last given or told of, by kind (missing:
         none yet)."""
@@ -357,7 +358,10 @@ class HostSession:
         if not self.sees(event.server):
             return
         if isinstance(event, SurfaceChanged):
-            self._surface_changed()
+            said = (("resources", "templates") if event.resources else ()) + (
+                ("prompts",) if event.prompts else ()
+            )
+            self._surface_changed(said)
             return
         if isinstance(event, ToolsChanged) or (event.old in LIVE_STATES) != (event.new in LIVE_STATES):
             self._list_changed()
@@ -714,21 +718,22 @@ class HostSession:
         self._shown[kind] = shown
         return shown
 
-    def _surface_changed(self) -> None:
-        """Send the ``list_changed`` of resources or prompts that differ from what the host was last
-        given (or told of), once per loop turn."""
-        if self._surface_due:
-            return
-        self._surface_due = True
-        self._in_background(self._announce_surface())
+    def _surface_changed(self, kinds: Iterable[str] = ("resources", "templates", "prompts")) -> None:
+        """Send the ``list_changed`` of those of ``kinds`` (the lists a server said changed; all when
+        a server joins or leaves) that differ from what the host was last given (or told of), once
+        per loop turn. Only those: a list the host never asked for differs from none it was given."""
+        due = not self._surface_pending
+        self._surface_pending.update(kinds)
+        if due:
+            self._in_background(self._announce_surface())
 
     async def _announce_surface(self) -> None:
-        self._surface_due = False
+        pending, self._surface_pending = self._surface_pending, set()
         scope = self.scope()
-        now = {kind: await lister(self.core, scope) for kind, lister in _SURFACE.items()}
+        now = {kind: await lister(self.core, scope) for kind, lister in _SURFACE.items() if kind in pending}
         for method, kinds in _SURFACE_NOTIFICATIONS:
-            if any(now[kind] != self._shown.get(kind, []) for kind in kinds):
-                self._shown.update({kind: now[kind] for kind in kinds})
+            if any(kind in now and now[kind] != self._shown.get(kind, []) for kind in kinds):
+                self._shown.update({kind: now[kind] for kind in kinds if kind in now})
                 self._notify(method)
 
     async def subscribe(self, uri: str) -> None:
