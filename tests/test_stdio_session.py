@@ -518,3 +518,35 @@ async def test_an_error_the_server_could_not_tie_to_a_request_is_said(tmp_path: 
                     await session.call_tool("t", {}, anyio.current_time() + 1, None)
     (said,) = [entry for entry in logs if entry["event"] == "server.error_without_id"]
     assert "id must be an integer" in said["error"]
+
+
+COERCING = (
+    PRELUDE
+    + """
+for line in sys.stdin:
+    message = json.loads(line)
+    if initialized(message) or "id" not in message:
+        continue
+    number = message["id"].removeprefix("mcpd-")  # a server that keeps ids as numbers
+    coerced = int(number) if message["method"] == "tools/call" else number
+    send({"id": coerced, "result": {"content": [{"type": "text", "text": sys.argv[1]}], "tools": []}})
+"""
+)
+
+
+async def test_a_reply_whose_id_the_server_made_a_number_answers_its_request(tmp_path: Path) -> None:
+    """A server that answers ``mcpd-5`` as ``5`` (or ``"5"``): the request's number is ours alone, so the
+    reply is its answer, at once (each used to wait out its deadline), and the daemon's log says so."""
+    config = script_server(tmp_path, "coercing", COERCING, "answered")
+    hooks = SessionHooks(lambda: None, lambda: None)
+    with structlog.testing.capture_logs() as logs:
+        async with (
+            open_stdio_child(config) as (child, lines),
+            open_stdio_session(child, lines, hooks) as session,
+        ):
+            with anyio.fail_after(30):
+                await session.initialize()
+                assert await session.list_tools() == ()
+                result = await session.call_tool("t", {}, anyio.current_time() + 20, None)
+    assert result.content == [{"type": "text", "text": "answered"}]
+    assert [entry["id"] for entry in logs if entry["event"] == "server.coerced_id"] == ["2", 3]

@@ -3,8 +3,9 @@
 Every request the daemon sends a child goes through here (``stdio_session``): the request line is
 written at once (never awaiting the pipe), and the reply is taken off the child's stdout in the
 pipe's read callback (``replies``) and handed to its waiting caller, before any other line is
-looked at. Ids are strings prefixed ``mcpd-``. Whether the server can have read a request is
-known from the bytes it read (``close``): a request it never read fails with ``NotDelivered``.
+looked at. Ids are strings prefixed ``mcpd-`` (a reply that drops the prefix is still taken:
+``route_coerced``). Whether the server can have read a request is known from the bytes it read
+(``close``): a request it never read fails with ``NotDelivered``.
 """
 
 from __future__ import annotations
@@ -187,6 +188,21 @@ class RawRpc:
         if route.method == "notifications/progress" and self._progress:
             return self._route_progress(line)
         return False
+
+    def route_coerced(self, request_id: int | str, line: bytes) -> bool:
+        """Take ``line``, a reply whose id is one of ours with its prefix dropped (``5`` or ``"5"`` for
+        ``mcpd-5``: some servers turn ids into numbers); False if no request of ours has that number.
+
+        Unambiguous: the server answers no requests but ours on this stream, and our numbers are unique.
+        """
+        number = str(request_id)
+        if not (number.isascii() and number.isdigit()):
+            return False
+        waiting = self._waiters.pop(PREFIX + number, None)
+        if waiting is None:
+            return False
+        _settle(waiting[0], line)
+        return True
 
     def _route_progress(self, line: bytes) -> bool:
         try:

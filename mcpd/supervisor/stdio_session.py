@@ -232,6 +232,7 @@ class StdioSession:
         self._garbage_lines = Tally()
         self._bad_notifications = Tally()
         self._unplaced_errors = Tally()
+        self._coerced_ids = Tally()
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -444,6 +445,14 @@ class StdioSession:
                     error=bytes(message.error or b"")[:300].decode("utf-8", "replace"),
                     count=self._unplaced_errors.count,
                 )
+            elif isinstance(message.id, int | str) and self._rpc.route_coerced(message.id, line):
+                if self._coerced_ids.due():
+                    log.warning(
+                        "server.coerced_id",
+                        server=self._child.server,
+                        id=message.id,
+                        count=self._coerced_ids.count,
+                    )
             else:
                 # A reply nobody waits for: to a request that timed out or was cancelled.
                 log.debug("server.stray_reply", server=self._child.server, id=message.id)
