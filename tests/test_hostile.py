@@ -22,9 +22,9 @@ from mcpd.client.aio import connect
 from mcpd.errors import InvalidParams, PeerRejected, ProtocolError, UnknownMethod
 from mcpd.ipc import endpoint
 from mcpd.ipc.endpoint import UnsafePath
-from mcpd.ipc.memory import TRIM_AFTER, Reclaimer
 from mcpd.ipc.server import CHURN_PER_ITERATION, Connection, MethodTable, RpcServer
 from mcpd.ipc.turns import Turns
+from mcpd.memory import TRIM_AFTER, Reclaimer
 from mcpd.model.protocol import MAX_QUERY
 from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon

@@ -3,6 +3,8 @@ what it answers to the server's own requests, and what it makes of what it canno
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import json
 import sys
 from pathlib import Path
@@ -13,6 +15,7 @@ import pytest
 import structlog
 
 from mcpd.config.model import ServerConfig
+from mcpd.memory import Reclaimer
 from mcpd.model.logs import LogMessage
 from mcpd.model.requests import ServerReply
 from mcpd.model.resources import Surface
@@ -550,3 +553,55 @@ async def test_a_reply_whose_id_the_server_made_a_number_answers_its_request(tmp
                 result = await session.call_tool("t", {}, anyio.current_time() + 20, None)
     assert result.content == [{"type": "text", "text": "answered"}]
     assert [entry["id"] for entry in logs if entry["event"] == "server.coerced_id"] == ["2", 3]
+
+
+HUGE_LINES = (
+    PRELUDE
+    + """
+for line in sys.stdin:
+    message = json.loads(line)
+    if not initialized(message) and message.get("method") == "notifications/initialized":
+        for _ in range(3):
+            sys.stdout.write("x" * 24 * 1024 * 1024 + "\\n")  # not JSON-RPC: read, logged, dropped
+        sys.stdout.flush()
+"""
+)
+
+
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads RSS in /proc")
+async def test_a_servers_huge_lines_are_given_back_once_it_is_quiet(tmp_path: Path) -> None:
+    """Three 24 MiB lines on a server's stdout: the reclaimer hears of them (it collects once they
+    stop; it heard only of clients' frames) and nothing holds the last one while the server is
+    silent (the session's reader kept it until the next line), so the memory can go back."""
+    config = script_server(tmp_path, "huge", HUGE_LINES)
+    collected = anyio.Event()
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop" and info["generation"] == 2:
+            collected.set()
+
+    trim = ctypes.CDLL(None).malloc_trim
+    before = rss_mib()
+    gc.callbacks.append(on_gc)
+    try:
+        async with (
+            anyio.create_task_group() as tg,
+            open_stdio_child(config) as (child, lines),
+            open_stdio_session(child, lines, SessionHooks(lambda: None, lambda: None)) as session,
+        ):
+            await tg.start(Reclaimer().run)
+            with anyio.fail_after(20):
+                await session.initialize()
+                await collected.wait()
+            trim(0)
+            assert rss_mib() - before < 12
+            tg.cancel_scope.cancel()
+    finally:
+        gc.callbacks.remove(on_gc)

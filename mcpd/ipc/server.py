@@ -48,9 +48,9 @@ from mcpd.ipc import codec
 from mcpd.ipc.endpoint import peer_uid
 from mcpd.ipc.framing import DEFAULT_MAX_FRAME, MAX_CLIENT_FRAME, FrameTooLarge, TruncatedFrame
 from mcpd.ipc.inflight import InFlight
-from mcpd.ipc.memory import CONNECTION_BYTES, Reclaimer
 from mcpd.ipc.stream import FrameStream
 from mcpd.ipc.turns import Turns
+from mcpd.memory import CONNECTION_BYTES, Reclaimer
 from mcpd.model.protocol import (
     EVENT_NOTIFICATION,
     PROTOCOL_VERSION,

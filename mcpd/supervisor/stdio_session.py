@@ -422,6 +422,8 @@ class StdioSession:
                     self._batch(line)
                 elif not self._rpc.route(line):  # a reply that waited behind earlier lines
                     self._take(line)
+                # Not kept while the server is silent: a 30 MiB line stayed until the next one came.
+                del line
 
     def _take(self, line: bytes) -> None:
         try:

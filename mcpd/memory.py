@@ -1,4 +1,8 @@
-"""Giving memory back once large frames and crowds of clients are gone, without a pause in the crowd.
+"""Giving memory back once large messages and crowds of clients are gone, without a pause in the crowd.
+
+Process-wide, as the collector and the C heap are: the socket server runs the ``Reclaimer`` and
+notes its clients' large frames, and whatever else handles large messages (a server's stdout
+lines, in the supervisor, which must not import the socket server) tells it with ``freed``.
 
 Full garbage collections. ``gc.freeze()`` at serve leaves the start-up heap out of them, but
 what they still walk grows with the clients connected: ~45 tracked objects and ~30 us of
@@ -53,8 +57,14 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
 _FULL_THRESHOLD = gc.get_threshold()[2]
 """CPython's own rule for full collections, as at import: restored when the last server stops."""
-_serving = 0
+_running: list[Reclaimer] = []
 """Reclaimers running in this process (two servers may overlap, in tests)."""
+
+
+def freed(amount: int) -> None:
+    """A large message of ``amount`` bytes was handled: the running reclaimers count it in the burst."""
+    for reclaimer in _running:
+        reclaimer.note(amount)
 
 
 class Reclaimer:
@@ -78,10 +88,9 @@ class Reclaimer:
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Collect and trim after bursts, and collect now and then, until cancelled."""
-        global _serving  # noqa: PLW0603 (the collector's threshold is process-wide too)
         young, middle, _ = gc.get_threshold()
         full = _FULL_THRESHOLD
-        _serving += 1
+        _running.append(self)
         gc.set_threshold(young, middle, _NEVER)
         last_collection = anyio.current_time()
         try:
@@ -100,7 +109,7 @@ class Reclaimer:
                 if burst and self._trim is not None:
                     await anyio.to_thread.run_sync(self._trim, 0)
         finally:
-            _serving -= 1
-            if not _serving:
+            _running.remove(self)
+            if not _running:
                 young, middle, _ = gc.get_threshold()
                 gc.set_threshold(young, middle, full)
