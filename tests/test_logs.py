@@ -377,3 +377,62 @@ async def test_a_remote_servers_log_messages_are_kept() -> None:
                 await actor.logs.wait_beyond(0)
             entries = actor.logs.last(None)
     assert [(e.source, e.level, e.logger, e.text) for e in entries] == [("mcp", "notice", "net", "over http")]
+
+
+STDOUT_NOISE = """
+import json, sys
+
+def send(message):
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", **message}) + "\\n")
+    sys.stdout.flush()
+
+print("starting up, on stdout", flush=True)
+tools = [{"name": name, "inputSchema": {"type": "object"}} for name in ("noise", "broken")]
+for line in sys.stdin:
+    message = json.loads(line)
+    method, request_id = message.get("method"), message.get("id")
+    if method == "initialize":
+        server = {"name": "noisy", "version": "1"}
+        info = {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": server}
+        send({"id": request_id, "result": info})
+    elif method == "tools/list":
+        send({"id": request_id, "result": {"tools": tools}})
+    elif method == "tools/call" and message["params"]["name"] == "noise":
+        sys.stdout.write("".join(f"noise {i}\\n" for i in range(3000)))
+        send({"id": request_id, "result": {"content": []}})
+    elif method == "tools/call":  # an answer cut short: its id can be read, nothing else
+        sys.stdout.write('{"jsonrpc": "2.0", "id": "%s", "result": {"content": [\\n' % request_id)
+        sys.stdout.flush()
+    elif request_id is not None:
+        send({"id": request_id, "result": {}})
+"""
+
+
+@pytest.mark.anyio
+async def test_what_mcpd_cannot_use_of_a_servers_stdout_is_in_its_log_and_status(tmp_path: Path) -> None:
+    """A banner and 3,000 lines that are not JSON-RPC, then an answer cut short: `mcpd logs` and
+    `mcpd status SERVER` show them (they were only in the daemon's own log), the flood as its first
+    ten lines and one in a thousand, each line saying what it was."""
+    (tmp_path / "noisy.py").write_text(STDOUT_NOISE)
+    config = tmp_path / "config.toml"
+    args = json.dumps([str(tmp_path / "noisy.py")])
+    config.write_text(f"[servers.noisy]\ncommand = {json.dumps(sys.executable)}\nargs = {args}\n")
+    async with running_daemon(config) as daemon, connect(daemon.socket) as client:
+        await daemon.wait_for("server.state", server="noisy", new="running")
+        await client.call_tool("noisy__noise")
+        with pytest.raises(TransportError, match="malformed answer"):
+            await client.call_tool("noisy__broken")
+        said = texts(await client.logs("noisy"), "stdout")
+        setup = Setup(daemon, config)
+        logs, status = await mcpd(setup, "logs", "noisy"), await mcpd(setup, "status", "noisy")
+    lines = [f"[not JSON-RPC] noise {i}" for i in range(9)]
+    lines += [f"[not JSON-RPC, the {n}th] noise {n - 2}" for n in (1000, 2000, 3000)]
+    broken = '[an answer to tools/call mcpd could not read] {"jsonrpc": "2.0", "id": "mcpd-'
+    assert said[:-1] == ["[not JSON-RPC] starting up, on stdout", *lines]
+    assert said[-1].startswith(broken) and said[-1].endswith('"result": {"content": [')
+    assert any(
+        line.endswith(" stdout  [not JSON-RPC] starting up, on stdout")
+        for line in logs.stdout.decode().splitlines()
+    )
+    shown = status.stdout.decode()
+    assert "last 14 stdout line(s) mcpd could not use" in shown and broken in shown, shown

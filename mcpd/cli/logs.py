@@ -3,7 +3,8 @@
 As ``docker logs`` and ``kubectl logs`` do, it prints everything the daemon keeps (its ring
 holds at most 1,000 lines and 256 KiB per server, across restarts) unless ``-n`` says how
 many of the latest; ``-f`` then waits for new lines until Ctrl-C (exit 130). Each line shows
-when the daemon received it, then ``stderr`` or the message's MCP level (and ``[logger]``).
+when the daemon received it, then ``stderr``, ``stdout`` (a line mcpd could not use) or the
+message's MCP level (and ``[logger]``).
 A jump in the entries' numbers (lines the ring dropped before a slow reader saw them) is shown
 as one ``-- N lines skipped --`` line. ``--json`` prints ``{"server", "entries"}``, or with
 ``-f`` one JSON object per entry (JSON lines, as ``mcpd top --json`` does).
@@ -39,7 +40,7 @@ def stamp(ts: float) -> str:
 def line(entry: LogEntry, style: Style) -> str:
     """One entry as ``mcpd logs`` prints it."""
     kind = entry.level or entry.source
-    colour = "dim" if entry.source == "stderr" else _LEVEL_COLOURS.get(kind)
+    colour = "dim" if entry.level is None else _LEVEL_COLOURS.get(kind)
     logger = f"[{visible(entry.logger)}] " if entry.logger else ""
     return f"{style(stamp(entry.ts), 'dim')} {style(f'{kind:<7}', colour)} {logger}{visible(entry.text)}"
 

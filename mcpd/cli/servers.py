@@ -4,7 +4,8 @@ The status table is for reading at a glance, as ``kubectl get pods`` is: the STA
 ``blocked`` for a server the verifier keeps out (its process may run, but no agent sees it),
 and PROBLEM says what is wrong now or held back (the error, the next retry, tools awaiting
 approval). ``mcpd status SERVER`` is laid out like ``systemctl status``: the facts, then the
-recent state changes, then the last lines of the server's stderr.
+recent state changes, then the last lines of the server's stderr and those of its stdout mcpd could
+not use.
 """
 
 from __future__ import annotations
@@ -133,6 +134,10 @@ def show(args: argparse.Namespace, detail: ServerDetail) -> int:
         print(f"\nlast {len(detail.stderr)} stderr line(s):")
         for line in detail.stderr:
             print(f"  {visible(line)}")
+    if detail.stdout:
+        print(f"\nlast {len(detail.stdout)} stdout line(s) mcpd could not use (skipped):")
+        for line in detail.stdout:
+            print(f"  {clip(line, 300)}")
     return EXIT_OK
 
 

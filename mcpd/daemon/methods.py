@@ -171,9 +171,15 @@ def _status(daemon: Daemon, actor: ServerActor) -> ServerStatus:
 
 @methods.method("servers.show", ServerParams)
 async def show(daemon: Daemon, conn: Connection, params: ServerParams) -> ServerDetail:
-    """One server in depth: its status, its recent state changes, the tail of its stderr."""
+    """One server in depth: its status, its recent state changes, the tails of its stderr and of
+    what mcpd could not use of its stdout."""
     actor = daemon.supervisor.actor(params.name)
-    return ServerDetail(status=_status(daemon, actor), history=actor.history, stderr=actor.stderr_tail())
+    return ServerDetail(
+        status=_status(daemon, actor),
+        history=actor.history,
+        stderr=actor.stderr_tail(),
+        stdout=actor.stdout_tail(),
+    )
 
 
 async def _settle(daemon: Daemon, name: str) -> ServerStatus:

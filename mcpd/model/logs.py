@@ -17,8 +17,10 @@ from mcpd.model.protocol import Name
 LOGS_NOTIFICATION = "logs"
 """The notification that carries a followed server's new entries (params: ``LogLines``)."""
 
-LogSource = Literal["stderr", "mcp"]
-"""``stderr``: a line the process wrote to stderr; ``mcp``: a ``notifications/message`` it sent."""
+LogSource = Literal["stderr", "stdout", "mcp"]
+"""``stderr``: a line the process wrote to stderr; ``stdout``: a line of its stdout that mcpd could not
+use (not JSON-RPC, or an answer it could not read), only a few of a flood; ``mcp``: a
+``notifications/message`` it sent."""
 
 
 class LogMessage(msgspec.Struct, frozen=True, kw_only=True):
@@ -49,7 +51,7 @@ class LogEntry(msgspec.Struct, frozen=True, kw_only=True):
     """The line, or the message's ``data`` (as JSON when not a string); a very long one is cut
     and ends with a marker saying how much was cut."""
     level: str | None = None
-    """The MCP level (``debug`` ... ``emergency``) of an ``mcp`` entry; None for stderr."""
+    """The MCP level (``debug`` ... ``emergency``) of an ``mcp`` entry; None for stderr and stdout."""
     logger: str | None = None
     """The logger name an ``mcp`` entry gave, if any."""
 

@@ -73,6 +73,9 @@ class ServerDetail(msgspec.Struct, frozen=True, kw_only=True):
     """Oldest first, bounded."""
     stderr: list[str]
     """The last lines the server wrote to stderr, oldest first."""
+    stdout: list[str] = msgspec.field(default_factory=list)
+    """The last lines of its stdout that mcpd could not use (not JSON-RPC, or an answer it could
+    not read), oldest first (empty from a daemon too old to say)."""
 
 
 class ReloadPlan(msgspec.Struct, frozen=True, kw_only=True):

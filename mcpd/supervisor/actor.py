@@ -127,6 +127,9 @@ class _Replaced(Exception):
         self.by = by
 
 
+STDOUT_TAIL = 20
+"""Lines of its stdout that mcpd could not use shown by ``mcpd status SERVER``, at most."""
+
 LogListener = Callable[[str, LogMessage], None]
 """Told each MCP log message a server sends: (server, the message as it sent it)."""
 
@@ -249,6 +252,11 @@ class ServerActor:
     def stderr_tail(self) -> list[str]:
         """The last lines the server's processes wrote to stderr, oldest first."""
         return list(self._stderr.tail)
+
+    def stdout_tail(self) -> list[str]:
+        """The last lines of its stdout that mcpd could not use, as its log still holds them, oldest first."""
+        said = [entry.text for entry in self.logs.last(None) if entry.source == "stdout"]
+        return said[-STDOUT_TAIL:]
 
     def start(self) -> None:
         """Wish the server running; a ``failed`` or ``disabled`` server is given a fresh start,
@@ -541,6 +549,7 @@ class ServerActor:
             self._ask,
             self._log_message,
             resource_updated=self._resource_updated,
+            stdout=self._stdout_line,
         )
 
     async def _ask(self, method: str, params: dict[str, Any]) -> ServerReply:
@@ -603,6 +612,9 @@ class ServerActor:
 
     def _stderr_line(self, text: str) -> None:
         self.logs.add("stderr", text)
+
+    def _stdout_line(self, text: str) -> None:
+        self.logs.add("stdout", text)
 
     def _log_message(self, message: LogMessage) -> None:
         # The log keeps the data as text, cut (``LogRing``); hosts are given it as it came, within

@@ -302,4 +302,4 @@ class RawRpc:
         try:
             return _reply.decode(reply)
         except DECODE_FAILURES as exc:
-            raise Malformed(f"an invalid answer to {method}: {exc}") from None
+            raise Malformed(f"an invalid answer to {method}: {exc}", reply) from None

@@ -102,6 +102,11 @@ class TransportFailed(RequestFailed):
 class Malformed(RequestFailed):
     """The answer cannot be used: not the shape its method has, or a protocol revision mcpd does not speak."""
 
+    def __init__(self, reason: str, answer: bytes | None = None) -> None:
+        super().__init__(reason)
+        self.answer = answer
+        """The answer as it came, when it could not be read at all (its server's log shows it)."""
+
 
 class CancelReason(str):
     """Why a caller cancelled its request: cancelling the request's task with one as the message
@@ -138,6 +143,9 @@ class SessionHooks:
     """Answers the server's requests (sampling, elicitation, roots)."""
     log: LogCallback | None = None
     """Hears the server's log messages (``notifications/message``)."""
+    stdout: Callable[[str], None] | None = None
+    """Hears, as text, a line of the server's stdout that mcpd could not use (not JSON-RPC, or an
+    answer it could not read): the first few, then one in a thousand (``Tally``)."""
     resource_updated: Callable[[str, dict[str, Any] | None], None] | None = None
     """Hears that a subscribed resource changed (``notifications/resources/updated``): its URI and
     the notification's ``_meta``."""

@@ -42,7 +42,8 @@ from mcpd.model.resources import (
 from mcpd.model.servers import ServerInfo
 from mcpd.model.tools import ToolInfo, ToolResult
 from mcpd.supervisor import lenient
-from mcpd.supervisor.rawrpc import RawRpc
+from mcpd.supervisor.logring import MAX_LINE
+from mcpd.supervisor.rawrpc import RawRpc, Reply
 from mcpd.supervisor.server_asks import ServerAsks
 from mcpd.supervisor.session import (
     Malformed,
@@ -59,7 +60,7 @@ from mcpd.supervisor.session import (
     tool_info,
 )
 from mcpd.supervisor.stdio import StdioChild
-from mcpd.tally import Tally
+from mcpd.tally import FIRST, Tally
 
 log = structlog.get_logger("mcpd.supervisor")
 
@@ -220,6 +221,12 @@ def _page(cursor: str | None) -> dict[str, Any] | None:
     return {"cursor": cursor} if cursor else None
 
 
+def _head(line: bytes) -> str:
+    """The start of ``line`` as text, without decoding all of a line of megabytes."""
+    text = line[:MAX_LINE].decode("utf-8", "replace").rstrip()
+    return text if len(line) <= MAX_LINE else f"{text} [... {len(line) - MAX_LINE} more bytes cut]"
+
+
 class StdioSession:
     """The session of one child process; made by ``open_stdio_session``."""
 
@@ -233,13 +240,31 @@ class StdioSession:
         self._bad_notifications = Tally()
         self._unplaced_errors = Tally()
         self._coerced_ids = Tally()
+        self._unreadable_answers = Tally()
 
     # -- requests -------------------------------------------------------------------------------
+
+    async def _raw_request(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        deadline: float,
+        on_progress: ProgressCallback | None = None,
+    ) -> Reply:
+        """``RawRpc.request``; an answer it could not read at all is shown in the server's log too."""
+        try:
+            return await self._rpc.request(method, params, deadline, on_progress)
+        except Malformed as exc:
+            if exc.answer is not None:
+                self._unusable(
+                    exc.answer, self._unreadable_answers, f"an answer to {method} mcpd could not read"
+                )
+            raise
 
     async def _request(
         self, method: str, params: dict[str, Any] | None, decoder: msgspec.json.Decoder[T]
     ) -> T:
-        reply = await self._rpc.request(method, params, anyio.current_effective_deadline())
+        reply = await self._raw_request(method, params, anyio.current_effective_deadline())
         if reply.error is not None:
             raise Refused(reply.error.code, reply.error.message, reply.error.data)
         try:
@@ -345,7 +370,7 @@ class StdioSession:
         params = {"name": tool, "arguments": arguments}
         if meta:
             params["_meta"] = meta
-        reply = await self._rpc.request("tools/call", params, deadline, on_progress)
+        reply = await self._raw_request("tools/call", params, deadline, on_progress)
         if reply.error is not None:
             # A JSON-RPC error response: the server handled the request and refused it.
             return ToolResult.refused(reply.error.code, reply.error.message, reply.error.data)
@@ -484,13 +509,20 @@ class StdioSession:
     def _garbage(self, line: bytes) -> None:
         # Servers that print banners or debug output on stdout break the protocol for that line
         # only; skip it, say so, and keep the connection.
-        if self._garbage_lines.due():
-            log.warning(
-                "server.stdout_garbage",
-                server=self._child.server,
-                count=self._garbage_lines.count,
-                line=line[:200].decode("utf-8", "replace").rstrip(),
-            )
+        self._unusable(line, self._garbage_lines, "not JSON-RPC")
+
+    def _unusable(self, line: bytes, tally: Tally, what: str) -> None:
+        """Say a line of stdout mcpd could not use in the daemon's log and the server's own (where
+        the person debugging the server looks), a few of a flood (``tally``)."""
+        if not tally.due():
+            return
+        head = _head(line)
+        log.warning(
+            "server.stdout_garbage", server=self._child.server, count=tally.count, what=what, line=head[:200]
+        )
+        if self._hooks.stdout is not None:
+            said = f"{what}, the {tally.count}th" if tally.count > FIRST else what
+            self._hooks.stdout(f"[{said}] {head}")
 
     def _notified(self, method: str, params: msgspec.Raw) -> None:
         hooks = self._hooks
