@@ -40,6 +40,7 @@ from mcpd.ipc.framing import LARGE, FrameBuffer
 from mcpd.ipc.framing import frame as framed
 from mcpd.ipc.stream import FrameStream
 from mcpd.model.protocol import (
+    MAX_SERVER_CALL_TIMEOUT,
     PROTOCOL_VERSION,
     CancelParams,
     HelloParams,
@@ -652,6 +653,41 @@ async def test_connect_timeout_bounds_the_hello(daemon: DaemonProcess) -> None:
     finally:
         daemon.signal(signal.SIGCONT)
     assert took < 10
+    await assert_healthy(daemon)
+
+
+def test_a_call_without_a_timeout_outlasts_every_call_timeout_a_config_may_give() -> None:
+    """The daemon applies the server's call_timeout, which the client does not know: it must not
+    give up first (it gave up at 605 s, where a server may be allowed 3,600)."""
+    for call in (_wire.tools_call("t"), _wire.read_resource("r://x"), _wire.get_prompt("p")):
+        assert call.timeout > MAX_SERVER_CALL_TIMEOUT
+
+
+async def test_a_call_ends_soon_once_the_daemon_stops_answering(
+    daemon: DaemonProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool call without a timeout of its own: the client asks the daemon whether it is there
+    whenever it has heard nothing for PROBE_AFTER, so a call that runs through several of those is
+    answered, and one whose daemon is stopped (SIGSTOP) ends with TransportError once a ping goes
+    unanswered for PROBE_WAIT, in both clients (each used to wait 605 s)."""
+    monkeypatch.setattr(_wire, "PROBE_AFTER", 0.5)
+    monkeypatch.setattr(_wire, "PROBE_WAIT", 0.5)
+    slept = [{"type": "text", "text": "slept 2.0"}]
+    async with connect(daemon.socket) as client:
+        with anyio.fail_after(30):
+            assert (await client.call_tool("alpha__sleep", {"seconds": 2})).content == slept
+    with Client(daemon.socket) as blocking:
+        assert blocking.call_tool("alpha__sleep", {"seconds": 2}).content == slept
+        async with connect(daemon.socket) as client:
+            daemon.signal(signal.SIGSTOP)
+            try:
+                with anyio.fail_after(30):
+                    with pytest.raises(TransportError, match="stopped answering"):
+                        await client.call_tool("alpha__sleep", {"seconds": 5})
+                    with pytest.raises(TransportError, match="stopped answering"):
+                        await anyio.to_thread.run_sync(blocking.call_tool, "alpha__sleep", {"seconds": 5})
+            finally:
+                daemon.signal(signal.SIGCONT)
     await assert_healthy(daemon)
 
 

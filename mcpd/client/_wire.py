@@ -22,6 +22,7 @@ from mcpd.ipc.framing import frame
 from mcpd.model.logs import LogLines, LogsParams, LogsResult
 from mcpd.model.protocol import (
     MAX_CALL_TIMEOUT,
+    MAX_SERVER_CALL_TIMEOUT,
     PROTOCOL_VERSION,
     ApproveParams,
     ApproveResult,
@@ -81,6 +82,11 @@ DEFAULT_TIMEOUT = 30.0
 """Seconds to wait for any answer that is not a tool call."""
 CALL_MARGIN = 5.0
 """Extra seconds a client waits beyond a tool call's own deadline, for the daemon to say it expired."""
+PROBE_AFTER = 10.0
+"""Seconds a request may wait without a word from the daemon before the client asks whether it is
+there (``ping``): a long call is fine, a frozen daemon (SIGSTOP, a hung loop) is not."""
+PROBE_WAIT = 10.0
+"""Seconds the daemon has to answer that ``ping`` before the request fails with ``TransportError``."""
 
 
 ProgressHandler = Callable[[Progress], None]
@@ -224,8 +230,20 @@ def _check_timeout(timeout: float | None) -> None:
 
 def _wait(timeout: float | None) -> float:
     _check_timeout(timeout)
-    # Without an explicit timeout the daemon applies the server's call_timeout (60 s by default).
-    return (timeout if timeout is not None else 600.0) + CALL_MARGIN
+    # Without an explicit timeout the daemon applies the server's call_timeout, which the client does
+    # not know: it waits for the longest one a config may give (a daemon that stops answering
+    # meanwhile is found out by ``ping``, see PROBE_AFTER).
+    return (timeout if timeout is not None else MAX_SERVER_CALL_TIMEOUT) + CALL_MARGIN
+
+
+def ping() -> Call[Ok]:
+    """Whether the daemon answers at all (an older daemon refuses the method: an answer too)."""
+    return Call("ping", NoParams(), Ok, PROBE_WAIT)
+
+
+def frozen() -> TransportError:
+    """A request's end when the daemon stopped answering while it waited (``PROBE_AFTER``)."""
+    return TransportError(f"the daemon stopped answering: no answer to a ping within {PROBE_WAIT:g}s")
 
 
 def session_connect(server: str) -> Call[ConnectResult]:

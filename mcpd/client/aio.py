@@ -69,11 +69,15 @@ class AsyncClient(Api):
         self._reader: asyncio.Task[None] | None = None
         self._keeper: asyncio.Task[None] | None = None
         """Connects again whenever the connection drops (``reconnect=True`` only)."""
+        self._watchdog: asyncio.Task[None] | None = None
+        """Finds out a daemon that stopped answering (``_watch``)."""
         self._revived: asyncio.Future[None] | None = None
         """Done once the keeper has connected again after the latest drop."""
         self._restore: list[_wire.Call[Any]] = []
         self._ids = itertools.count(1)
         self._waiters: dict[int, asyncio.Future[Response | None]] = {}
+        self._heard = 0
+        """Messages read from the daemon so far: the watchdog sees whether any came meanwhile."""
         self._progress: dict[int, ProgressHandler] = {}
         self._closed: McpdError | None = None
         self._event_send: MemoryObjectSendStream[Event] | None = None
@@ -144,6 +148,7 @@ class AsyncClient(Api):
         reason: McpdError = TransportError("the daemon closed the connection")
         try:
             async for data in self._stream.frames(MAX_CLIENT_FRAME):
+                self._heard += 1
                 message = _wire.decode_message(data)
                 if isinstance(message, Response):
                     self._deliver(message)
@@ -192,9 +197,31 @@ class AsyncClient(Api):
 
     def _start(self, stream: FrameStream) -> None:
         self._stream = stream
-        # A plain task rather than a task group around the caller's block, so that errors from
+        # Plain tasks rather than a task group around the caller's block, so that errors from
         # that block reach the caller as themselves, not wrapped in an ExceptionGroup.
-        self._reader = asyncio.get_running_loop().create_task(self._read())
+        loop = asyncio.get_running_loop()
+        self._reader = loop.create_task(self._read())
+        if self._watchdog is None:  # one for the client's life, whichever connection it is on
+            self._watchdog = loop.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        """Ask the daemon whether it is there whenever requests have waited ``PROBE_AFTER`` without a
+        word from it. If it does not answer that either, it is frozen (SIGSTOP, a hung loop): they
+        fail with ``TransportError`` rather than wait out their timeouts (an hour for a tool call
+        without one). One task for all requests: nothing is added to each request's own path."""
+        while True:
+            heard = self._heard
+            await asyncio.sleep(_wire.PROBE_AFTER)
+            if self._heard != heard or not self._waiters or self._closed is not None:
+                continue
+            try:
+                await self._request_once(_wire.ping())
+            except CallTimeout:
+                for waiter in self._waiters.values():
+                    if not waiter.done():
+                        waiter.set_exception(_wire.frozen())
+            except McpdError:
+                pass  # answered (an older daemon refuses the method), or dropped: the reader says so
 
     def _answer(self, ask: ServerAsk) -> None:
         """Answer a server's request in a task of its own: the reader must read on meanwhile."""
@@ -211,7 +238,7 @@ class AsyncClient(Api):
         for task in self._answering:
             task.cancel()
         # The keeper first: it would otherwise go on to connect to the next daemon for nobody.
-        owned: list[asyncio.Task[None] | None] = [self._keeper, self._reader]
+        owned: list[asyncio.Task[None] | None] = [self._keeper, self._watchdog, self._reader]
         for running in owned:
             if running is not None:
                 running.cancel()

@@ -10,6 +10,7 @@ import contextlib
 import itertools
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -39,6 +40,35 @@ R = TypeVar("R")
 
 KEPT = 1024
 """Events and log lines kept at most while requests wait (the async client's default backlog)."""
+
+
+class _Patience:
+    """How long a request waits for the daemon's next bytes: until its timeout, asking the daemon
+    whether it is there after ``PROBE_AFTER`` of silence (``ping``); no answer to that either fails
+    the request (the daemon is frozen, and the request would wait out its whole timeout)."""
+
+    def __init__(self, timeout: float, ping: Callable[[], None]) -> None:
+        self._deadline = time.monotonic() + timeout
+        self._ping = ping
+        self._pinged = False
+
+    def wait(self) -> float:
+        """Seconds to wait for the next bytes; ``TimeoutError`` once the request's time is up."""
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        return min(left, _wire.PROBE_WAIT if self._pinged else _wire.PROBE_AFTER)
+
+    def heard(self) -> None:
+        self._pinged = False
+
+    def silent(self) -> None:
+        """Nothing came within ``wait()``: ask, or give up if the daemon was asked already."""
+        if self._pinged:
+            raise _wire.frozen()
+        if self._deadline > time.monotonic():
+            self._ping()
+            self._pinged = True
 
 
 class Client(Api):
@@ -114,10 +144,15 @@ class Client(Api):
             try:
                 sock.settimeout(call.timeout)
                 sock.sendall(call.request(request_id))
-                response = self._receive(sock, request_id, call)
+                ping = _wire.ping()
+                patience = _Patience(call.timeout, lambda: sock.sendall(ping.request(next(self._ids))))
+                response = self._receive(sock, request_id, call, patience)
             except TimeoutError:
                 self.close()
                 raise CallTimeout(f"no answer to {call.method} within {call.timeout:g}s") from None
+            except TransportError:  # the daemon went or stopped answering: its connection is no use
+                self.close()
+                raise
             except OSError as exc:
                 self.close()
                 raise TransportError(f"lost the daemon connection: {exc}") from None
@@ -159,9 +194,12 @@ class Client(Api):
             raise TransportError("the client is not connected")
         return self._sock
 
-    def _receive(self, sock: socket.socket, request_id: int, call: _wire.Call[T]) -> Response:
+    def _receive(
+        self, sock: socket.socket, request_id: int, call: _wire.Call[T], patience: _Patience
+    ) -> Response:
+        """The answer to ``request_id``; the ping's answer, like any other id's, is skipped."""
         while True:
-            message = self._next_message(sock)
+            message = self._next_message(sock, patience)
             if isinstance(message, Response) and message.id in (request_id, None):
                 return message
             if isinstance(message, Notification) and message.method in (
@@ -195,9 +233,9 @@ class Client(Api):
         except OSError as exc:  # the daemon went, or another thread closed the client
             raise TransportError(f"lost the daemon connection: {exc}") from None
 
-    def _next_message(self, sock: socket.socket) -> Message:
+    def _next_message(self, sock: socket.socket, patience: _Patience | None = None) -> Message:
         while not self._pending:
-            data = sock.recv(READ_SIZE)
+            data = self._recv(sock, patience)
             if not data:
                 raise TransportError("the daemon closed the connection")
             try:
@@ -205,3 +243,18 @@ class Client(Api):
             except ProtocolError:
                 raise TransportError("the daemon sent a malformed frame") from None
         return _wire.decode_message(self._pending.popleft())
+
+    @staticmethod
+    def _recv(sock: socket.socket, patience: _Patience | None) -> bytes:
+        """The next bytes; with ``patience``, within its bounds (else the socket's own timeout)."""
+        if patience is None:
+            return sock.recv(READ_SIZE)
+        while True:
+            sock.settimeout(patience.wait())
+            try:
+                data = sock.recv(READ_SIZE)
+            except TimeoutError:
+                patience.silent()
+                continue
+            patience.heard()
+            return data

@@ -9,6 +9,8 @@ from typing import Literal
 
 import msgspec
 
+from mcpd.model.protocol import MAX_SERVER_CALL_TIMEOUT
+
 
 def _require_finite(struct: msgspec.Struct) -> None:
     """NaN and infinity pass ``< 0`` checks yet break every timer; refuse them up front."""
@@ -33,7 +35,7 @@ within the supervisor's bound (25 s) and below the service unit's ``TimeoutStopS
 
 _SERVER_BOUNDS = {
     "connect_timeout": (0.0, 600.0),
-    "call_timeout": (0.0, 3600.0),
+    "call_timeout": (0.0, MAX_SERVER_CALL_TIMEOUT),
     "ping_interval": (0.0, 3600.0),
     "ping_timeout": (0.0, 300.0),
     "stop_grace": (0.0, MAX_STOP_GRACE),

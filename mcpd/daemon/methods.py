@@ -147,6 +147,13 @@ def summary(supervisor: Supervisor) -> str:
 methods: MethodTable[Daemon] = MethodTable()
 
 
+@methods.method("ping", NoParams, inline=True)
+async def ping(daemon: Daemon, conn: Connection, params: NoParams) -> Ok:
+    """Whether the daemon is there: a client whose call has heard nothing for a while asks (answered
+    by the connection's reader, so a crowd of running calls does not delay it)."""
+    return Ok()
+
+
 @methods.method("status", NoParams)
 async def status(daemon: Daemon, conn: Connection, params: NoParams) -> StatusResult:
     return StatusResult(

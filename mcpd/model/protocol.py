@@ -24,6 +24,9 @@ from mcpd.model.usage import StoreState
 
 PROTOCOL_VERSION = 1
 MAX_CALL_TIMEOUT = 86400.0
+MAX_SERVER_CALL_TIMEOUT = 3600.0
+"""The longest ``call_timeout`` a server's config may give: how long a call without a timeout of its own
+may run before the daemon answers it (``CallTimeout`` at the latest)."""
 SELECT_THRESHOLD = 0.05
 """The reference server selection's default TF-cosine threshold."""
 
