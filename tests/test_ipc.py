@@ -663,16 +663,20 @@ def test_a_call_without_a_timeout_outlasts_every_call_timeout_a_config_may_give(
         assert call.timeout > MAX_SERVER_CALL_TIMEOUT
 
 
+@pytest.mark.parametrize("size", [1, 3 * 1024 * 1024])
 async def test_a_call_ends_soon_once_the_daemon_stops_answering(
-    daemon: DaemonProcess, monkeypatch: pytest.MonkeyPatch
+    daemon: DaemonProcess, monkeypatch: pytest.MonkeyPatch, size: int
 ) -> None:
     """A tool call without a timeout of its own: the client asks the daemon whether it is there
     whenever it has heard nothing for PROBE_AFTER, so a call that runs through several of those is
     answered, and one whose daemon is stopped (SIGSTOP) ends with TransportError once a ping goes
-    unanswered for PROBE_WAIT, in both clients (each used to wait 605 s)."""
+    unanswered for PROBE_WAIT, in both clients (each used to wait 605 s); so does one too large for
+    the socket's buffer, which the daemon never takes (the async client waited for it for ever, its
+    timeout or not)."""
     monkeypatch.setattr(_wire, "PROBE_AFTER", 0.5)
     monkeypatch.setattr(_wire, "PROBE_WAIT", 0.5)
     slept = [{"type": "text", "text": "slept 2.0"}]
+    echo = {"text": "x" * size}
     async with connect(daemon.socket) as client:
         with anyio.fail_after(30):
             assert (await client.call_tool("alpha__sleep", {"seconds": 2})).content == slept
@@ -683,9 +687,9 @@ async def test_a_call_ends_soon_once_the_daemon_stops_answering(
             try:
                 with anyio.fail_after(30):
                     with pytest.raises(TransportError, match="stopped answering"):
-                        await client.call_tool("alpha__sleep", {"seconds": 5})
+                        await client.call_tool("alpha__echo", echo)
                     with pytest.raises(TransportError, match="stopped answering"):
-                        await anyio.to_thread.run_sync(blocking.call_tool, "alpha__sleep", {"seconds": 5})
+                        await anyio.to_thread.run_sync(blocking.call_tool, "alpha__echo", echo)
             finally:
                 daemon.signal(signal.SIGCONT)
     await assert_healthy(daemon)

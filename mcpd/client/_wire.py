@@ -241,9 +241,10 @@ def ping() -> Call[Ok]:
     return Call("ping", NoParams(), Ok, PROBE_WAIT)
 
 
-def frozen() -> TransportError:
+def frozen(why: str | None = None) -> TransportError:
     """A request's end when the daemon stopped answering while it waited (``PROBE_AFTER``)."""
-    return TransportError(f"the daemon stopped answering: no answer to a ping within {PROBE_WAIT:g}s")
+    why = why or f"no answer to a ping within {PROBE_WAIT:g}s"
+    return TransportError(f"the daemon stopped answering: {why}")
 
 
 def session_connect(server: str) -> Call[ConnectResult]:

@@ -118,7 +118,9 @@ class AsyncClient(Api):
         # A loop timer, not a cancel scope, bounds the wait: it is far cheaper per request.
         timer = loop.call_later(call.timeout, _settle, waiter, None)
         try:
-            await self._stream.send(data)
+            self._stream.send_nowait(data)
+            if self._stream.backed_up():
+                await self._drain(waiter)
             response = await waiter
         except (ConnectionError, OSError) as exc:
             raise TransportError(f"lost the daemon connection: {exc}") from None
@@ -143,6 +145,18 @@ class AsyncClient(Api):
                 )
             raise CallTimeout(f"no answer to {call.method} within {call.timeout:g}s")
         return _wire.result_of(response, call)
+
+    async def _drain(self, waiter: asyncio.Future[Response | None]) -> None:
+        """Wait for the daemon to take a request queued for it, as long as ``waiter`` waits (its
+        timer, or the watchdog once the daemon stopped answering): a frozen daemon never takes it."""
+        drained = asyncio.ensure_future(self._stream.drain())
+        either: list[asyncio.Future[Any]] = [drained, waiter]
+        try:
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            drained.cancel()
+        if drained.done() and not drained.cancelled():
+            drained.result()  # the connection's loss, as ``ConnectionError``
 
     async def _read(self) -> None:
         reason: McpdError = TransportError("the daemon closed the connection")

@@ -62,6 +62,24 @@ class _Patience:
     def heard(self) -> None:
         self._pinged = False
 
+    def send(self, sock: socket.socket, data: bytes) -> None:
+        """Send ``data`` while the daemon takes some of it every ``PROBE_AFTER + PROBE_WAIT`` (no ping
+        could be sent behind a request sent in part: a daemon that takes nothing that long is frozen)."""
+        stalled = _wire.PROBE_AFTER + _wire.PROBE_WAIT
+        with memoryview(data) as view:
+            sent = 0
+            while sent < len(view):
+                left = self._deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                sock.settimeout(min(left, stalled))
+                try:
+                    sent += sock.send(view[sent:])
+                except TimeoutError:
+                    if left <= stalled:
+                        raise
+                    raise _wire.frozen(f"it took none of a request for {stalled:g}s") from None
+
     def silent(self) -> None:
         """Nothing came within ``wait()``: ask, or give up if the daemon was asked already."""
         if self._pinged:
@@ -142,10 +160,9 @@ class Client(Api):
             sock = self._socket()
             request_id = next(self._ids)
             try:
-                sock.settimeout(call.timeout)
-                sock.sendall(call.request(request_id))
                 ping = _wire.ping()
                 patience = _Patience(call.timeout, lambda: sock.sendall(ping.request(next(self._ids))))
+                patience.send(sock, call.request(request_id))
                 response = self._receive(sock, request_id, call, patience)
             except TimeoutError:
                 self.close()

@@ -97,6 +97,15 @@ class FrameStream:
         """Queue ``data`` without waiting (for a last word from a task being cancelled)."""
         self._writer.write(data)
 
+    def backed_up(self) -> bool:
+        """More is queued than the peer lets through: ``send`` would wait (``drain``)."""
+        transport = self._writer.transport
+        return transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]
+
+    async def drain(self) -> None:
+        """Wait until the peer has taken what is queued, down to the buffer's limit."""
+        await self._writer.drain()
+
     def backlog(self) -> int:
         """Bytes written but not yet taken by the peer."""
         return self._writer.transport.get_write_buffer_size()
