@@ -507,9 +507,11 @@ for line in sys.stdin:
 
 async def test_an_error_the_server_could_not_tie_to_a_request_is_said(tmp_path: Path) -> None:
     """JSON-RPC's error with a null id (a server that could not read our request's id) cannot end
-    any call, which waits out its deadline; the daemon's log says why (it said nothing above debug)."""
+    any call, which waits out its deadline; the daemon's log says why (it said nothing above debug),
+    and so does the server's own (``mcpd logs``), where the person debugging it looks."""
     config = script_server(tmp_path, "numbers", NUMBERS_ONLY)
-    hooks = SessionHooks(lambda: None, lambda: None)
+    shown: list[str] = []
+    hooks = SessionHooks(lambda: None, lambda: None, stdout=shown.append)
     with structlog.testing.capture_logs() as logs:
         async with (
             open_stdio_child(config) as (child, lines),
@@ -521,6 +523,8 @@ async def test_an_error_the_server_could_not_tie_to_a_request_is_said(tmp_path: 
                     await session.call_tool("t", {}, anyio.current_time() + 1, None)
     (said,) = [entry for entry in logs if entry["event"] == "server.error_without_id"]
     assert "id must be an integer" in said["error"]
+    (line,) = shown
+    assert line.startswith("[an error tied to no request] {") and "id must be an integer" in line
 
 
 COERCING = (

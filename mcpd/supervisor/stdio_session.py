@@ -463,15 +463,17 @@ class StdioSession:
         if isinstance(message.method, UnsetType):
             if isinstance(message.result, UnsetType) and isinstance(message.error, UnsetType):
                 self._garbage(line)  # JSON, but not JSON-RPC (a structured log line)
-            elif message.id is None and self._unplaced_errors.due():
+            elif message.id is None:
                 # JSON-RPC's error to a request whose id the server could not read: often every
                 # request of ours (a server that takes only numeric ids), which then time out.
-                log.warning(
-                    "server.error_without_id",
-                    server=self._child.server,
-                    error=bytes(message.error or b"")[:300].decode("utf-8", "replace"),
-                    count=self._unplaced_errors.count,
-                )
+                if self._unplaced_errors.due():
+                    log.warning(
+                        "server.error_without_id",
+                        server=self._child.server,
+                        error=bytes(message.error or b"")[:300].decode("utf-8", "replace"),
+                        count=self._unplaced_errors.count,
+                    )
+                    self._show(line, self._unplaced_errors, "an error tied to no request")
             elif isinstance(message.id, int | str) and self._rpc.route_coerced(message.id, line):
                 if self._coerced_ids.due():
                     log.warning(
@@ -516,13 +518,20 @@ class StdioSession:
         the person debugging the server looks), a few of a flood (``tally``)."""
         if not tally.due():
             return
-        head = _head(line)
         log.warning(
-            "server.stdout_garbage", server=self._child.server, count=tally.count, what=what, line=head[:200]
+            "server.stdout_garbage",
+            server=self._child.server,
+            count=tally.count,
+            what=what,
+            line=line[:200].decode("utf-8", "replace").rstrip(),
         )
+        self._show(line, tally, what)
+
+    def _show(self, line: bytes, tally: Tally, what: str) -> None:
+        """Add ``line``, which mcpd could not use, to the server's own log, saying what it was."""
         if self._hooks.stdout is not None:
             said = f"{what}, the {tally.count}th" if tally.count > FIRST else what
-            self._hooks.stdout(f"[{said}] {head}")
+            self._hooks.stdout(f"[{said}] {_head(line)}")
 
     def _notified(self, method: str, params: msgspec.Raw) -> None:
         hooks = self._hooks
