@@ -21,6 +21,7 @@ from mcpd.model.requests import ServerReply
 from mcpd.model.resources import Surface
 from mcpd.model.servers import ServerInfo
 from mcpd.model.tools import ToolInfo
+from mcpd.supervisor.logring import MAX_LINE
 from mcpd.supervisor.server_asks import MAX_SERVER_REQUESTS
 from mcpd.supervisor.session import Malformed, SessionHooks, handshake
 from mcpd.supervisor.stdio import open_stdio_child
@@ -583,8 +584,11 @@ def rss_mib() -> float:
 async def test_a_servers_huge_lines_are_given_back_once_it_is_quiet(tmp_path: Path) -> None:
     """Three 24 MiB lines on a server's stdout: the reclaimer hears of them (it collects once they
     stop; it heard only of clients' frames) and nothing holds the last one while the server is
-    silent (the session's reader kept it until the next line), so the memory can go back."""
+    silent (the session's reader kept it until the next line), so the memory can go back. The
+    server's log keeps their start, with one marker saying how much of each was cut."""
     config = script_server(tmp_path, "huge", HUGE_LINES)
+    shown: list[str] = []
+    hooks = SessionHooks(lambda: None, lambda: None, stdout=shown.append)
     collected = anyio.Event()
 
     def on_gc(phase: str, info: dict[str, int]) -> None:
@@ -598,7 +602,7 @@ async def test_a_servers_huge_lines_are_given_back_once_it_is_quiet(tmp_path: Pa
         async with (
             anyio.create_task_group() as tg,
             open_stdio_child(config) as (child, lines),
-            open_stdio_session(child, lines, SessionHooks(lambda: None, lambda: None)) as session,
+            open_stdio_session(child, lines, hooks) as session,
         ):
             await tg.start(Reclaimer().run)
             with anyio.fail_after(20):
@@ -609,3 +613,6 @@ async def test_a_servers_huge_lines_are_given_back_once_it_is_quiet(tmp_path: Pa
             tg.cancel_scope.cancel()
     finally:
         gc.callbacks.remove(on_gc)
+    assert len(shown) == 3 and all(len(line) <= MAX_LINE for line in shown)
+    kept = shown[0].count("x")  # the newline is among the bytes cut
+    assert shown[0] == f"[not JSON-RPC] {'x' * kept} [... {24 * 1024 * 1024 + 1 - kept} more bytes cut]"

@@ -221,10 +221,18 @@ def _page(cursor: str | None) -> dict[str, Any] | None:
     return {"cursor": cursor} if cursor else None
 
 
-def _head(line: bytes) -> str:
-    """The start of ``line`` as text, without decoding all of a line of megabytes."""
-    text = line[:MAX_LINE].decode("utf-8", "replace").rstrip()
-    return text if len(line) <= MAX_LINE else f"{text} [... {len(line) - MAX_LINE} more bytes cut]"
+_MARKER = 40
+"""Characters kept for the marker of a cut line (`` [... 33554432 more bytes cut]``)."""
+
+
+def _said(what: str, line: bytes) -> str:
+    """``[what] line`` as the server's log keeps it: within ``MAX_LINE``, cut with a marker, and
+    without decoding all of a line of megabytes (the log would cut it, but count what it decoded)."""
+    prefix = f"[{what}] "
+    room = MAX_LINE - len(prefix) - _MARKER
+    if len(line) <= room:
+        return prefix + line.decode("utf-8", "replace").rstrip()
+    return f"{prefix}{line[:room].decode('utf-8', 'replace')} [... {len(line) - room} more bytes cut]"
 
 
 class StdioSession:
@@ -530,8 +538,7 @@ class StdioSession:
     def _show(self, line: bytes, tally: Tally, what: str) -> None:
         """Add ``line``, which mcpd could not use, to the server's own log, saying what it was."""
         if self._hooks.stdout is not None:
-            said = f"{what}, the {tally.count}th" if tally.count > FIRST else what
-            self._hooks.stdout(f"[{said}] {_head(line)}")
+            self._hooks.stdout(_said(f"{what}, the {tally.count}th" if tally.count > FIRST else what, line))
 
     def _notified(self, method: str, params: msgspec.Raw) -> None:
         hooks = self._hooks
