@@ -101,6 +101,13 @@ def test_vscode_servers_key(tmp_path: Path) -> None:
         ("list.json", "[]", "expected a JSON object"),
         ("none.json", "{}", "no `mcpServers`"),
         ("top.toml", "[server.a]\ncommand='x'", "unknown top-level key(s) server"),
+        # More digits than Python's int() takes: its ValueError was an internal error (exit 1).
+        ("long.toml", "[servers.a]\ncommand='x'\ncall_timeout = 1" + "0" * 5000, "not valid TOML"),
+        (
+            "long.json",
+            '{"mcpServers": {"a": {"command": "x", "env": {"N": 1' + "0" * 5000 + "}}}}",
+            "not valid JSON",
+        ),
     ],
 )
 def test_broken_files_raise_config_error_naming_the_file(

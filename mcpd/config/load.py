@@ -80,7 +80,9 @@ def _toml_document(source: str, raw: bytes) -> dict[str, Any]:
     try:
         # utf-8-sig: Windows editors (Notepad) start a UTF-8 file with a byte-order mark.
         document = tomllib.loads(raw.decode("utf-8-sig"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:
+        # ValueError: beyond the decode and syntax errors (both ValueErrors), an integer longer than
+        # Python converts (4300 digits) is refused by ``int()`` inside the parser.
         raise ConfigError(f"{source}: not valid TOML: {exc or 'nested too deeply'}") from None
     unknown = sorted(set(document) - {"servers", "daemon"})
     if unknown:
@@ -156,7 +158,7 @@ def _first_repeat(value: Any) -> str | None:
 def _json_entries(source: str, raw: bytes) -> Mapping[str, Any]:
     try:
         document = json.loads(raw, object_pairs_hook=_object)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # ValueError: as for TOML, an integer too long too
         raise ConfigError(f"{source}: not valid JSON: {exc or 'nested too deeply'}") from None
     if not isinstance(document, _Object):
         raise ConfigError(f"{source}: expected a JSON object with an `mcpServers` key")
