@@ -546,3 +546,13 @@ def test_an_entry_that_contradicts_itself_is_refused(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, "mcp.json", json.dumps({"mcpServers": entries})))
     assert [s.name for s in config.servers] == ["d", "e"]
     assert [(i.server, i.field) for i in config.issues] == [("a", "type"), ("b", "type"), ("c", "disabled")]
+
+
+def test_an_env_file_path_with_a_nul_byte_is_a_note_not_an_internal_error(tmp_path: Path) -> None:
+    """``"envFile": "a\\u0000b"`` made os.stat raise ValueError: `config check`, `serve` and `reload`
+    failed with an internal error instead of loading the server without the file."""
+    entry = {"command": "x", "envFile": "a\0b"}
+    config = load_config(write(tmp_path, "mcp.json", json.dumps({"mcpServers": {"s": entry}})))
+    assert [s.name for s in config.servers] == ["s"]
+    (note,) = config.notes
+    assert note.field == "envFile" and "NUL" in note.message

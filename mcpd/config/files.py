@@ -21,6 +21,9 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 
 def read_bounded(path: Path, what: str) -> bytes:
     """``path``'s bytes, or a ``ConfigError`` naming ``path`` and ``what`` it was meant to be."""
+    if "\0" in str(path):
+        # A name no file can have (a host's `envFile` is any JSON string); os.stat raises ValueError.
+        raise ConfigError(f"{str(path)!r}: a path with a NUL byte; not read as {what}")
     try:
         # Looked at before it is opened: opening a device can act (rewind a tape, reset a port).
         if not stat.S_ISREG(os.stat(path).st_mode):
