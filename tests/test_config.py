@@ -206,6 +206,14 @@ def test_a_retention_longer_than_dates_can_hold_is_refused(tmp_path: Path) -> No
         load_config(write(tmp_path, "c.toml", "[daemon]\nusage_retention_days = 1e308\n"))
 
 
+@pytest.mark.parametrize("field", ["usage_db", "http_token_file"])
+def test_a_daemon_path_with_a_nul_byte_is_a_config_error(tmp_path: Path, field: str) -> None:
+    """Such a path reached sqlite3 or open() at start: `mcpd serve` said 'internal error' (exit 1)."""
+    text = f'[daemon]\nhttp = "127.0.0.1:0"\n{field} = "/tmp/a\\u0000b"\n'
+    with pytest.raises(ConfigError, match=f"field `{field}`: `{field}` contains a NUL byte"):
+        load_config(write(tmp_path, "c.toml", text))
+
+
 def test_text_that_is_not_unicode_is_an_entry_error(tmp_path: Path) -> None:
     """A lone surrogate passes JSON but no UTF-8 encoder (every status of the server failed later):
     the entry is refused, naming the field; the others load."""
