@@ -200,6 +200,37 @@ def test_values_that_would_break_timers_or_exec_are_refused(
         assert issue.field == field
 
 
+@pytest.mark.parametrize(
+    ("entry", "field", "needle"),
+    [
+        ('url = "http://"', "url", "names no host"),
+        ('url = "http://[::1/mcp"', "url", "malformed"),
+        ('url = "http://localhost:99999/mcp"', "url", "malformed"),
+        ('url = "http://localhost:0/mcp"', "url", "port 0"),
+        ('url = "http://h/mcp?key=SECRET\\t"', "url", "control character"),
+        ('url = "http://h/mcp?key=SECRET\\n"', "url", "control character"),
+        ('url = "http://h/"\nheaders = { A = "Bearer SECRET\\r\\nX-Other: 1" }', "headers", "line break"),
+        ('url = "http://h/"\nheaders = { A = "Bearer SECRET " }', "headers", "either end"),
+        ('url = "http://h/"\nheaders = { A = "Bearer SECRET\u00e9" }', "headers", "ASCII"),
+        ('url = "http://h/"\nheaders = { "X Key" = "SECRET" }', "headers", "invalid header name"),
+        ('url = "http://h/"\nheaders = { "" = "SECRET" }', "headers", "invalid header name"),
+    ],
+)
+def test_a_url_or_header_no_http_client_would_send_is_refused_unquoted(
+    tmp_path: Path, entry: str, field: str, needle: str
+) -> None:
+    """These passed the config and then kept the server in backoff for ever, its status an httpx
+    error (`OverflowError: connect(): port must be 0-65535`, `LocalProtocolError: Illegal header
+    value b'Bearer ...'`) that quoted the token. Now an entry error, quoting neither."""
+    config = load_config(
+        write(tmp_path, "c.toml", f"[servers.s]\n{entry}\n[servers.ok]\nurl = 'https://h:8/p'\n")
+    )
+    assert [s.name for s in config.servers] == ["ok"]
+    (issue,) = config.issues
+    assert (issue.field, needle in issue.message) == (field, True), issue
+    assert "SECRET" not in issue.message
+
+
 def test_a_retention_longer_than_dates_can_hold_is_refused(tmp_path: Path) -> None:
     """``usage_retention_days = 1e308`` stopped the usage store's thread; it is a config error."""
     with pytest.raises(ConfigError, match="usage_retention_days"):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ipaddress
 import math
 import os
+import re
+import urllib.parse
 from typing import Literal
 
 import msgspec
@@ -120,6 +122,7 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
             raise ValueError("`url` must start with http:// or https://")
         _require_within(self, _SERVER_BOUNDS)
         self._check_spawnable()
+        self._check_sendable()
 
     def _check_spawnable(self) -> None:
         """What exec would refuse later, refused now, where the message can name the field."""
@@ -135,6 +138,40 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
                 raise ValueError(f"`env` has an invalid variable name or value: {key!r}")
         if self.cwd is not None and not os.path.isabs(os.path.expanduser(self.cwd)):
             raise ValueError("`cwd` must be an absolute path")
+
+    def _check_sendable(self) -> None:
+        """What the HTTP client would refuse at every connect, refused now: otherwise the server sat
+        in backoff for ever, its status an httpx error quoting the header (often a token). Neither
+        the URL nor a header's value is quoted here, for the same reason."""
+        if self.url is not None:
+            if _UNSENDABLE.search(self.url):
+                raise ValueError("`url` contains a control character (percent-encode it)")
+            try:
+                parts = urllib.parse.urlsplit(self.url)
+                port = parts.port  # raises for a port that is not a number in 0-65535
+            except ValueError as exc:
+                raise ValueError(f"`url` is malformed: {exc}") from None
+            if not parts.hostname:
+                raise ValueError("`url` names no host")
+            if port == 0:
+                raise ValueError("`url` has port 0, on which nothing can be reached")
+        for name, value in self.headers.items():
+            if not _HEADER_NAME.fullmatch(name):
+                raise ValueError(f"`headers` has an invalid header name: {name!r}")
+            if not _HEADER_VALUE.fullmatch(value):
+                raise ValueError(
+                    f"`headers` {name!r}: the value must be printable ASCII, without a line break "
+                    "or a space at either end"
+                )
+
+
+_UNSENDABLE = re.compile(r"[\x00-\x1f\x7f]")
+"""What httpx refuses in a URL (a space it percent-encodes)."""
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+"""RFC 9110's token: what a header's name may be made of."""
+_HEADER_VALUE = re.compile(r"(?:[\x21-\x7e](?:[\t\x20-\x7e]*[\x21-\x7e])?)?")
+"""Visible ASCII with inner spaces and tabs: HTTP/1.1 allows no line break and no space at either
+end of a value, and the client encodes values as ASCII."""
 
 
 def _not_unicode(value: object) -> bool:
