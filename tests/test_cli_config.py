@@ -272,3 +272,19 @@ def test_import_names_the_references_the_host_would_have_expanded(tmp_path: Path
     [note] = [line for line in result.stderr.splitlines() if line.startswith("note:")]
     assert "'web'" in note and "headers.Authorization" in note and "${env:TOKEN}" in note
     assert 'Authorization = "Bearer ${env:TOKEN}"' in target.read_text()
+
+
+def test_output_a_non_utf8_locale_cannot_encode_is_escaped_not_a_usage_error(tmp_path: Path) -> None:
+    """Under a latin-1 locale (``PYTHONIOENCODING`` stands in for one) a character outside it in the
+    output, here the config's name, failed the whole command with exit 2 and "'\\u2603' in an
+    argument is not valid UTF-8"; `mcpd tools` did the same over the "…" that cuts descriptions.
+    Text escapes it as Python does; JSON, read as UTF-8 whatever the locale, writes JSON's escape
+    (Python's \\U0001f600 is none)."""
+    path = tmp_path / "snow\u2603\U0001f600.toml"
+    path.write_text('[servers.s]\ncommand = "x"\n')
+    latin = {"PYTHONIOENCODING": "latin-1"}
+    text = mcpd("config", "check", "--config", str(path), env=latin)
+    assert (text.returncode, text.stderr) == (0, "")
+    assert text.stdout.startswith(f"{tmp_path}/snow\\u2603\\U0001f600.toml: ok")
+    as_json = mcpd("config", "check", "--config", str(path), "--json", env=latin)
+    assert (as_json.returncode, json.loads(as_json.stdout)["source"]) == (0, str(path))

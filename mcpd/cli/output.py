@@ -8,7 +8,10 @@ scripts see what they would see from git or cat.
 
 from __future__ import annotations
 
+import codecs
+import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -91,7 +94,16 @@ def error_document(error: BaseException) -> ErrorDocument:
 
 
 def emit_json(value: object) -> None:
-    sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
+    text = msgspec.json.encode(value).decode()
+    if codecs.lookup(sys.stdout.encoding or "utf-8").name != "utf-8":
+        # JSON is read as UTF-8 whatever the locale: outside ASCII (only inside strings in
+        # msgspec's output) each character is written as its JSON escape, never in the locale's
+        # encoding nor as Python's \U0001f600, which no JSON reader takes.
+        text = _NOT_ASCII.sub(lambda found: json.dumps(found[0])[1:-1], text)
+    sys.stdout.write(text + "\n")
+
+
+_NOT_ASCII = re.compile(r"[^\x00-\x7f]")
 
 
 def reported(command: Callable[[], int], *, as_json: bool) -> int:

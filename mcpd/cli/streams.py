@@ -12,6 +12,7 @@ failure to write it can be said nowhere: what it cannot take is dropped and the 
 from __future__ import annotations
 
 import errno
+import io
 import os
 import sys
 from collections.abc import Callable
@@ -89,6 +90,11 @@ def guard_standard_streams() -> None:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stdout for the rest of the process
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - stderr for the rest of the process
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        # A locale that is not UTF-8 (en_US.ISO-8859-1) cannot encode all a server writes, nor the
+        # "…" that cuts a description: written as \u2026, as stderr does, not an error that ended
+        # `mcpd tools` with exit 2 and "'\u2026' in an argument is not valid UTF-8".
+        sys.stdout.reconfigure(errors="backslashreplace")
     # Typed as what they stand in for: every caller uses them as the streams they wrap.
     sys.stdout = cast(TextIO, _Guarded(sys.stdout, _stdout_failed))
     sys.stderr = cast(TextIO, _Guarded(sys.stderr, _stderr_failed))
