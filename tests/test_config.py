@@ -231,6 +231,16 @@ def test_a_url_or_header_no_http_client_would_send_is_refused_unquoted(
     assert "SECRET" not in issue.message
 
 
+def test_a_name_key_that_differs_from_the_table_is_an_entry_error(tmp_path: Path) -> None:
+    """`name = "b"` in [servers.a] was dropped silently (the server stayed `a`), unlike any other
+    key mcpd does not take; the same name as the table's is harmless and still loads."""
+    text = '[servers.a]\ncommand = "x"\nname = "b"\n[servers.c]\ncommand = "x"\nname = "c"\n'
+    config = load_config(write(tmp_path, "c.toml", text))
+    assert [s.name for s in config.servers] == ["c"]
+    (issue,) = config.issues
+    assert (issue.server, issue.field) == ("a", "name")
+
+
 def test_a_retention_longer_than_dates_can_hold_is_refused(tmp_path: Path) -> None:
     """``usage_retention_days = 1e308`` stopped the usage store's thread; it is a config error."""
     with pytest.raises(ConfigError, match="usage_retention_days"):

@@ -236,6 +236,10 @@ def _server(
         fields = read.fields
     else:
         fields = dict(entry)
+        if fields.get("name", name) != name:
+            # Overwritten by the table's name below, so `name = "b"` in [servers.a] was dropped
+            # without a word, where any other key mcpd does not take is an error.
+            return issue(f"a server is named by its table, [servers.{name}]; remove `name`", "name")
     try:
         return msgspec.convert({**fields, "name": name}, ServerConfig)
     except msgspec.ValidationError as exc:
