@@ -90,6 +90,25 @@ async def test_sighup_reloads_the_diff(tmp_path: Path) -> None:
         assert await daemon.wait_exit(15) == 0
 
 
+async def test_a_reload_never_swaps_the_users_servers_for_the_demo(tmp_path: Path) -> None:
+    """The default file appearing replaces the demo; the file going away (moved aside to edit it)
+    made `mcpd reload` and SIGHUP stop every server it configured and start the demo instead."""
+    path = tmp_path / "mcpd" / "config.toml"
+    async with running_daemon(None, env={"XDG_CONFIG_HOME": str(tmp_path)}) as daemon:
+        path.parent.mkdir()
+        path.write_text(fixture_toml("keep"))
+        added = run_cli("reload", "--json", "--socket", str(daemon.socket))
+        assert json.loads(added.stdout)["plan"]["removed"] == ["demo"]
+        pid = (await daemon.wait_for("server.state", server="keep", new="running"))["pid"]
+        path.rename(path.with_suffix(".bak"))
+        refused = run_cli("reload", "--socket", str(daemon.socket))
+        assert refused.returncode == 2 and f"{path} is not there any more" in refused.stderr
+        daemon.signal(signal.SIGHUP)
+        await daemon.wait_for("config.reload_rejected")
+        async with connect(daemon.socket) as client:
+            assert [(s.name, s.pid) for s in await client.status()] == [("keep", pid)]
+
+
 async def test_a_reload_says_which_daemon_settings_wait_for_a_restart(tmp_path: Path) -> None:
     """[daemon] settings are read at start: a reload that changes them applies the servers and says
     which settings wait for a restart (in its result, the CLI's output and the log); status keeps

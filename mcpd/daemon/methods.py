@@ -12,7 +12,7 @@ import anyio
 import msgspec
 import structlog
 
-from mcpd.config.load import load_config
+from mcpd.config.load import EMBEDDED_SOURCE, load_config
 from mcpd.config.model import Config, DaemonSettings
 from mcpd.daemon.logfollow import Followers
 from mcpd.daemon.notify import Notifier
@@ -108,6 +108,13 @@ class Daemon(Core):
         async with self.reload_lock:
             # Off the loop: a config file on a slow or network disk must not stall every client.
             config = await anyio.to_thread.run_sync(load_config, self.config_path)
+            if config.source == EMBEDDED_SOURCE != self.config.source:
+                # The user's default file is gone (moved aside to edit, or an editor's delete and
+                # write): the demo in place of every server it configured is never what was meant.
+                raise ConfigError(
+                    f"reload refused, nothing changed: {self.config.source} is not there any more; "
+                    "put it back (an empty file stops every server)"
+                )
             if config.issues:
                 # At start a bad entry is skipped; on reload skipping it would stop a running
                 # server over a typo. The whole new config is refused instead.
