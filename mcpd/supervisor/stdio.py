@@ -23,6 +23,7 @@ import itertools
 import os
 import shutil
 import signal
+import stat
 import sys
 import time
 from collections import deque
@@ -447,9 +448,10 @@ async def _spawn(
     config: ServerConfig, exited: anyio.Event
 ) -> tuple[asyncio.SubprocessTransport, asyncio.subprocess.SubprocessStreamProtocol, StdinPipe]:
     env = child_environment(config.env)
-    if config.cwd and not os.path.isdir(os.path.expanduser(config.cwd)):  # noqa: ASYNC240 - a stat
+    problem = _cwd_problem(os.path.expanduser(config.cwd)) if config.cwd else None  # noqa: ASYNC240 - a stat
+    if problem is not None:
         # exec would blame the command for it ("No such file or directory: '/bin/cat'").
-        raise FileNotFoundError(errno.ENOENT, "the working directory (`cwd`) does not exist", config.cwd)
+        raise FileNotFoundError(errno.ENOENT, f"the working directory (`cwd`) {problem}", config.cwd)
     argv, preexec = _launch(config, env)
     # stdin is a pipe of ours, not asyncio's: see ``StdinPipe`` for why.
     child_end, our_end = os.pipe()
@@ -471,6 +473,16 @@ async def _spawn(
     finally:
         os.close(child_end)
     return transport, protocol, StdinPipe(our_end)
+
+
+def _cwd_problem(cwd: str) -> str | None:
+    """Why ``cwd`` cannot be the child's working directory (one stat), or None."""
+    try:
+        return None if stat.S_ISDIR(os.stat(cwd).st_mode) else "is not a directory"
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as exc:  # a folder on the way that may not be searched, a link loop
+        return f"cannot be reached: {exc.strerror or exc}"
 
 
 @contextlib.asynccontextmanager
