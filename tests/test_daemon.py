@@ -90,6 +90,24 @@ async def test_sighup_reloads_the_diff(tmp_path: Path) -> None:
         assert await daemon.wait_exit(15) == 0
 
 
+async def test_status_names_the_entries_skipped_at_start(tmp_path: Path) -> None:
+    """A bad entry is skipped at start and the others run; `mcpd status` said nothing of it (the
+    server was just missing from the table), so the user had to find it in the daemon's log."""
+    path = tmp_path / "config.toml"
+    path.write_text(fixture_toml("good") + '[servers.typo]\ncomand = "x"\n')
+    async with running_daemon(path) as daemon:
+        socket = ["--socket", str(daemon.socket)]
+        text = run_cli("status", *socket, env={"NO_COLOR": "1"})
+        expected = f"skipped at start: {path}: server 'typo', field `comand`: unknown field `comand`"
+        assert (text.returncode, text.stdout.splitlines()[-1]) == (0, expected)
+        as_json = json.loads(run_cli("status", "--json", *socket).stdout)
+        assert as_json["skipped"] == [expected.removeprefix("skipped at start: ")]
+        # A good reload puts a whole config in force: nothing skipped any more.
+        path.write_text(fixture_toml("good"))
+        assert run_cli("reload", *socket).returncode == 0
+        assert json.loads(run_cli("status", "--json", *socket).stdout)["skipped"] == []
+
+
 async def test_a_reload_never_swaps_the_users_servers_for_the_demo(tmp_path: Path) -> None:
     """The default file appearing replaces the demo; the file going away (moved aside to edit it)
     made `mcpd reload` and SIGHUP stop every server it configured and start the demo instead."""

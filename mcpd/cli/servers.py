@@ -88,6 +88,9 @@ def cmd_status(args: argparse.Namespace, client: Client) -> int:
         print(status_table(result.servers, style))
         if result.store is not None:
             print(store_line(result.store, style))
+        for issue in result.skipped:
+            # Else a configured server is simply missing from the table, said only in the log.
+            print(f"{style('skipped', 'red')} at start: " + visible(issue))
     return EXIT_OK
 
 

@@ -164,7 +164,9 @@ async def ping(daemon: Daemon, conn: Connection, params: NoParams) -> Ok:
 @methods.method("status", NoParams)
 async def status(daemon: Daemon, conn: Connection, params: NoParams) -> StatusResult:
     return StatusResult(
-        servers=[_status(daemon, actor) for actor in daemon.supervisor.actors()], store=daemon.usage.state
+        servers=[_status(daemon, actor) for actor in daemon.supervisor.actors()],
+        store=daemon.usage.state,
+        skipped=[str(issue) for issue in daemon.config.issues],
     )
 
 

@@ -98,6 +98,9 @@ class StatusResult(msgspec.Struct, frozen=True, kw_only=True):
     servers: list[ServerStatus]
     store: StoreState | None = None
     """The usage store's state (None from a daemon too old to say)."""
+    skipped: list[str] = msgspec.field(default_factory=list)
+    """The config's bad server entries, each naming file, server and field: skipped at start, they
+    have no status of their own (a reload with any is refused, so only the start leaves them)."""
 
 
 class ServerParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
