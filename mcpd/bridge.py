@@ -170,7 +170,10 @@ class Relay:
         """What the host has not taken yet (its stdout is a full pipe)."""
         self._dropped_advisory = False
         self._reading_daemon = False
-        self._selector = selectors.DefaultSelector()
+        # poll, not epoll: epoll refuses a regular file or /dev/null (`mcpd bridge < requests.jsonl`,
+        # a service's StandardInput=null) with EPERM, an internal error before any request was
+        # read; poll says they are ready, as they are. With three descriptors, poll costs no more.
+        self._selector = selectors.PollSelector()
         self._gap_since = 0.0
         self._retry_at = 0.0
         self._delay = FIRST_DELAY

@@ -503,9 +503,13 @@ async def test_a_host_that_stops_reading_ends_the_bridge_quietly(daemon: DaemonP
     assert status == 141
 
 
-async def test_requests_sent_just_before_stdin_closes_are_answered(daemon: DaemonProcess) -> None:
+@pytest.mark.parametrize("stdin", ["pipe", "file"])
+async def test_requests_sent_just_before_stdin_closes_are_answered(
+    daemon: DaemonProcess, tmp_path: Path, stdin: str
+) -> None:
     """`printf REQUESTS | mcpd bridge`: the host's stdin ends right after its last request, and the
-    bridge still writes every answer (a call still running at EOF included) before it exits 0."""
+    bridge still writes every answer (a call still running at EOF included) before it exits 0.
+    `mcpd bridge < requests.jsonl` too: epoll refused the file, an internal error before any answer."""
     initialize = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
     call = {"name": "mcpd_call_tool", "arguments": {"tool": "other__sleep", "arguments": {"seconds": 0.5}}}
     lines = [
@@ -514,7 +518,13 @@ async def test_requests_sent_just_before_stdin_closes_are_answered(daemon: Daemo
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call},
     ]
     command = [sys.executable, "-m", "mcpd", "bridge", "--socket", str(daemon.socket), "--no-autostart"]
-    result = await anyio.run_process(command, input="".join(json.dumps(m) + "\n" for m in lines).encode())
+    requests = "".join(json.dumps(m) + "\n" for m in lines).encode()
+    if stdin == "pipe":
+        result = await anyio.run_process(command, input=requests)
+    else:
+        (tmp_path / "requests.jsonl").write_bytes(requests)
+        with (tmp_path / "requests.jsonl").open("rb") as file:
+            result = await anyio.run_process(command, stdin=file)
     answers = {m["id"]: m for m in map(json.loads, result.stdout.splitlines()) if "id" in m}
     assert answers[1]["result"]["serverInfo"]
     assert answers[2]["result"]["isError"] is False, answers[2]
