@@ -212,19 +212,22 @@ async def test_missing_command_fails_alone(shared: Supervisor) -> None:
 
 async def test_a_spawn_failure_names_what_is_wrong(tmp_path: Path) -> None:
     """A working directory that does not exist is named as such (exec blamed the command for it),
-    as is one that is a file (it was said not to exist), and a command that is a directory says so."""
+    as is one that is a file (it was said not to exist), and a command that is a directory says so.
+    A command written as a shell line is told where its arguments go."""
     (tmp_path / "a-file").write_text("")
     no_cwd = ServerConfig(name="nocwd", command=sys.executable, cwd=str(tmp_path / "not-here"))
     file_cwd = ServerConfig(name="filecwd", command=sys.executable, cwd=str(tmp_path / "a-file"))
     a_dir = ServerConfig(name="adir", command=str(tmp_path))
-    names = ("nocwd", "filecwd", "adir")
-    async with open_supervisor(config(no_cwd, file_cwd, a_dir)) as sup:
+    line = ServerConfig(name="line", command=f"{sys.executable} -m mcpd.testing.fixture")
+    names = ("nocwd", "filecwd", "adir", "line")
+    async with open_supervisor(config(no_cwd, file_cwd, a_dir, line)) as sup:
         for name in names:
             await sup.actor(name).wait_state(S.FAILED, timeout=10)
         errors = {name: sup.actor(name).status().last_error or "" for name in names}
     assert "working directory (`cwd`) does not exist" in errors["nocwd"] and "not-here" in errors["nocwd"]
     assert "working directory (`cwd`) is not a directory" in errors["filecwd"]
     assert "Is a directory" in errors["adir"]
+    assert errors["line"].endswith("; `command` is one program, its arguments go in `args`")
 
 
 async def test_garbage_on_stdout_is_skipped() -> None:

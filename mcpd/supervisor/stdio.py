@@ -475,6 +475,10 @@ async def _spawn(
     return transport, protocol, StdinPipe(our_end)
 
 
+def _spaced(command: str | None) -> bool:
+    return command is not None and any(char.isspace() for char in command)
+
+
 def _cwd_problem(cwd: str) -> str | None:
     """Why ``cwd`` cannot be the child's working directory (one stat), or None."""
     try:
@@ -503,6 +507,9 @@ async def open_stdio_child(
     except (OSError, ValueError) as exc:
         named = exc.filename if isinstance(exc, OSError) and exc.filename == config.cwd else config.command
         reason = f"{exc.strerror} ({named!r})" if isinstance(exc, OSError) and exc.strerror else str(exc)
+        if isinstance(exc, FileNotFoundError) and named == config.command and _spaced(config.command):
+            # `command = "npx -y server"`, as a shell line: exec looks for a program of that name.
+            reason += "; `command` is one program, its arguments go in `args`"
         transient = isinstance(exc, OSError) and exc.errno in _TRANSIENT_SPAWN_ERRORS
         raise SpawnError(reason, transient=transient) from exc
     read_in, read_out = anyio.create_memory_object_stream[bytes](32)
