@@ -255,6 +255,16 @@ def test_a_daemon_path_with_a_nul_byte_is_a_config_error(tmp_path: Path, field: 
         load_config(write(tmp_path, "c.toml", text))
 
 
+@pytest.mark.parametrize("field", ["usage_db", "http_token_file"])
+def test_a_relative_daemon_path_is_a_config_error(tmp_path: Path, field: str) -> None:
+    """Each process read it from its own working directory: `mcpd token` run from another folder
+    than the daemon's made a token of its own, which the daemon answered with 401."""
+    with pytest.raises(ConfigError, match=f"`{field}` must be an absolute path"):
+        load_config(write(tmp_path, "c.toml", f'[daemon]\n{field} = "state/file"\n'))
+    home = load_config(write(tmp_path, "c.toml", f'[daemon]\n{field} = "~/state/file"\n'))
+    assert getattr(home.daemon, field) == "~/state/file"
+
+
 def test_text_that_is_not_unicode_is_an_entry_error(tmp_path: Path) -> None:
     """A lone surrogate passes JSON but no UTF-8 encoder (every status of the server failed later):
     the entry is refused, naming the field; the others load."""

@@ -258,10 +258,15 @@ class DaemonSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     def __post_init__(self) -> None:
         _require_finite(self)
         for name in ("usage_db", "http_token_file"):
-            if "\0" in (getattr(self, name) or ""):
+            path = getattr(self, name) or ""
+            if "\0" in path:
                 # No file has such a name: opening it raised ValueError, and `serve` ended in an
                 # internal error.
                 raise ValueError(f"`{name}` contains a NUL byte")
+            if path and not os.path.isabs(os.path.expanduser(path)):
+                # Relative to each process's own working directory: `mcpd token` run elsewhere
+                # than the daemon printed a token the daemon refused.
+                raise ValueError(f"`{name}` must be an absolute path (or start with ~)")
         if self.max_frame_bytes < 1024:
             raise ValueError("`max_frame_bytes` must be at least 1024")
         _require_within(self, {"client_write_timeout": (0.0, 600.0)})
