@@ -50,7 +50,7 @@ from mcpd.model.mcp import SESSION_ENDED, SavedSession, SessionState
 from mcpd.store.db import Store
 from mcpd.testing import fixture_toml, run_cli
 from mcpd.testing.daemon import DaemonProcess, running_daemon
-from mcpd.testing.remote import free_port
+from mcpd.testing.remote import free_port, running_http_fixture
 
 pytestmark = pytest.mark.anyio
 
@@ -1182,3 +1182,94 @@ async def test_large_bodies_are_read_a_few_at_a_time(tmp_path: Path) -> None:
                 assert await listed(http, front.url, session, 6) == 200
                 assert time.monotonic() - started < 0.5
             assert waited[0] > 0.6  # until the slow ones were cut off, 1.2 s after it came
+
+
+async def _post_sse(
+    http: httpx2.AsyncClient, url: str, headers: dict[str, str], body: dict[str, Any]
+) -> list[Any]:
+    """POST ``body``; the messages of its answer, in order (one, as JSON; or those of its event stream)."""
+    async with http.stream("POST", url, json=body, headers=headers) as response:
+        assert response.status_code == 200, await response.aread()
+        if not response.headers["content-type"].startswith("text/event-stream"):
+            return [json.loads(await response.aread())]
+        with anyio.fail_after(30):
+            lines = [line async for line in response.aiter_lines()]
+    return [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
+
+
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
+async def test_a_calls_log_messages_come_on_its_own_stream_before_its_answer(front: Front) -> None:
+    """A host that never opens a GET stream gets the log messages its server sends during its call,
+    on the call's own stream and before its answer (they went to the GET stream: lost to it)."""
+    async with front.client() as http:
+        session = await raw_session(http, front.url + "?connect=tools")
+        headers = {**JSON_AND_SSE, "Mcp-Session-Id": session}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await http.post(front.url, json=initialized, headers=headers)).status_code == 202
+        level = {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "debug"}}
+        assert await _post_sse(http, front.url, headers, level) == [{"jsonrpc": "2.0", "id": 2, "result": {}}]
+        arguments = {"text": "during the call", "level": "warning"}
+        call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call"}
+        call["params"] = {"name": "tools__log", "arguments": arguments}
+        message, answer = await _post_sse(http, front.url, headers, call)
+    assert message["method"] == "notifications/message"
+    assert message["params"] == {"level": "warning", "logger": "tools", "data": "during the call"}
+    assert answer["id"] == 3 and answer["result"]["content"][0]["text"] == "logged"
+
+
+class Logs:
+    """What a host's log messages said, as they arrived."""
+
+    def __init__(self) -> None:
+        self.said: list[str] = []
+        self._arrived = anyio.Event()
+
+    async def __call__(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.said.append(str(params.data))
+        self._arrived.set()
+
+    async def wait_for(self, count: int) -> None:
+        with anyio.fail_after(30):
+            while len(self.said) < count:
+                self._arrived = anyio.Event()
+                await self._arrived.wait()
+
+
+CONCURRENT_LOGGING_CALLS = 50
+
+
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
+async def test_no_log_message_of_a_call_comes_after_its_answer(tmp_path: Path) -> None:
+    """Many calls at once to a remote server that logs during each: every call's log message reaches
+    its SDK host before the call's answer (on the GET stream, 25 of 676 came after it). Another
+    host, which made none of those calls, gets them all on its GET stream."""
+    port = free_port()
+    async with running_http_fixture("tools", port) as url:
+        config = http_config(tmp_path)
+        config.write_text(config.read_text() + f'[servers.tools]\nurl = "{url}"\n')
+        async with running_daemon(config) as daemon:
+            listening = (await daemon.wait_for("http.listening"))["url"]
+            front = Front(daemon, listening + "?connect=tools", token_in(tmp_path), config)
+            await daemon.wait_for("server.state", server="tools", new="running", timeout=60)
+            caller, onlooker = Logs(), Logs()
+            async with (
+                sdk_host(front, logging_callback=caller) as host,
+                sdk_host(front, logging_callback=onlooker) as other,
+            ):
+                for each in (host, other):  # connected (``?connect``) and at the level
+                    await each.listing({"tools__log"})
+                    await each.session.set_logging_level("debug")
+                late: list[str] = []
+
+                async def log(text: str) -> None:
+                    await host.call("tools__log", {"text": text})
+                    if text not in caller.said:
+                        late.append(text)
+
+                said = [f"call {n}" for n in range(CONCURRENT_LOGGING_CALLS)]
+                async with anyio.create_task_group() as tg:
+                    for text in said:
+                        tg.start_soon(log, text)
+                assert late == []
+                await onlooker.wait_for(len(said))
+    assert sorted(caller.said) == sorted(onlooker.said) == sorted(said)

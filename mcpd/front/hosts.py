@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable
 import anyio
 
 from mcpd.front.core import Caller, Core
-from mcpd.front.session import COLD_START_WAIT, HostSession, always_room
+from mcpd.front.session import COLD_START_WAIT, HostSession, Send, always_room
 from mcpd.model.logs import LogMessage
 from mcpd.model.mcp import SessionState
 from mcpd.model.servers import ServerEvent
@@ -37,7 +37,7 @@ class Hosts:
     @contextlib.asynccontextmanager
     async def open_session(
         self,
-        send: Callable[[bytes], None],
+        send: Send,
         caller: Caller,
         state: SessionState,
         *,

@@ -12,6 +12,11 @@ caller at once, so it must find who made the call. The rule, in order:
    and none is asked: a guess would show one host's prompt or form to another and hand
    that one's answer back as the first one's.
 
+A server's log message is placed by the same rule (``related``), except that of several calls of
+one caller it goes with the oldest: the call likeliest to end next, and the message's own call when
+the server handles one call at a time. A message placed nowhere is no call's: every host that sees
+the server gets it unasked.
+
 Outside any call, or when the caller did not declare the capability, the server gets a
 JSON-RPC error (``NOT_AVAILABLE``) saying why; a caller that does not answer within
 ``ANSWER_TIMEOUT``, or whose call ends first, gets the server a ``TIMED_OUT`` error.
@@ -154,6 +159,17 @@ class ServerRequests:
             del self._calls[call.server]
         for scope in call.asking:
             scope.cancel()
+
+    def related(self, server: str) -> _Call | None:
+        """The tool call to ``server`` that a log message it sends now belongs to (see the module
+        docstring); None when it belongs to none, or to one of several callers' calls."""
+        exact = _current.get()
+        candidates = self._calls.get(server, [])
+        if exact is not None and exact.server == server:
+            return exact if exact in candidates else None
+        if not candidates or len({id(call.answerer) for call in candidates}) > 1:
+            return None
+        return candidates[0]
 
     def _pick(self, request: ServerRequest, capability: str) -> _Call | ServerReply:
         exact = _current.get()

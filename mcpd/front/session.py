@@ -23,7 +23,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 import structlog
@@ -217,6 +217,14 @@ class _Tasks:
             await asyncio.gather(*self._all, return_exceptions=True)
 
 
+class Send(Protocol):
+    """How a session's messages leave for its host: ``related`` names the host's request (its id)
+    that a message belongs to, such as a log message its server sent during that request's tool
+    call; a transport with a stream per request sends it there, ahead of that request's answer."""
+
+    def __call__(self, data: bytes, related: mcp.RequestId | None = None, /) -> None: ...
+
+
 def always_room(method: str) -> bool:
     """For a front end that bounds what it keeps for a host itself (HTTP's outboxes)."""
     return True
@@ -228,7 +236,7 @@ class HostSession:
     def __init__(
         self,
         core: Core,
-        send: Callable[[bytes], None],
+        send: Send,
         *,
         caller: Caller,
         state: mcp.SessionState,
@@ -391,9 +399,10 @@ class HostSession:
         logger = message.logger
         named = f"{server}/{logger}" if logger else server
         meta_ = msgspec.UNSET if message.meta is None else message.meta
-        self._advise(
-            mcp.MESSAGE, mcp.LogMessageParams(level=level, data=message.data, logger=named, meta=meta_)
-        )
+        call = self.core.requests.related(server)
+        related = call.origin if call is not None and call.answerer is self.answers else None
+        params = mcp.LogMessageParams(level=level, data=message.data, logger=named, meta=meta_)
+        self._advise(mcp.MESSAGE, params, related)
 
     # -- messages ------------------------------------------------------------------------------
 
@@ -406,18 +415,19 @@ class HostSession:
     ) -> None:
         self._emit(mcp.ErrorResponse(request_id, mcp.ErrorObject(code, message, data)))
 
-    def _notify(self, method: str, params: Any = msgspec.UNSET) -> None:
+    def _notify(self, method: str, params: Any = msgspec.UNSET, related: mcp.RequestId | None = None) -> None:
+        """Send a notification (``related``: for the host's request of that id, see ``Send``)."""
         data = _encoder.encode(mcp.Notification(method, params))
         if self.initialized:
             with contextlib.suppress(ConnectionError, OSError, RuntimeError):
-                self._send(data)
+                self._send(data, related)
         else:
             self._held.append(data)
 
-    def _advise(self, method: str, params: Any) -> None:
+    def _advise(self, method: str, params: Any, related: mcp.RequestId | None = None) -> None:
         """A notification the host can do without (progress, resource updates): dropped while it is behind."""
         if self._room_for_advice(method):
-            self._notify(method, params)
+            self._notify(method, params, related)
 
     def _notification(self, method: str, params: msgspec.Raw) -> None:
         if method == "notifications/initialized":

@@ -45,7 +45,8 @@ async def serve_socket(
     """Run one host session over an upgraded connection until the relay hangs up."""
     stream = conn.stream
 
-    def send(data: bytes) -> None:
+    def send(data: bytes, related: mcp.RequestId | None = None, /) -> None:
+        # One stream, in order: a call's log messages go before its answer without ``related``.
         stream.send_nowait(frame(data))
 
     def hand_over(state: SessionState) -> None:

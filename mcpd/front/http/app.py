@@ -10,17 +10,19 @@ not checked when remote use is allowed); an Origin, when there is one, naming lo
     One JSON-RPC message (batches are refused). A notification or a response: 202. A request:
     its answer as ``application/json``; or, when the request asks for progress
     (``_meta.progressToken``) and the host accepts ``text/event-stream``, an event stream of
-    its progress notifications and then its answer. ``initialize`` opens a session, whose id
-    comes back in ``Mcp-Session-Id`` (``?connect=SERVER`` and ``?all=1`` on the URL are the
-    bridge's ``--connect`` and ``--all``); every other request must carry it (400 without it, 404
-    once the session has ended). A host that hangs up does not cancel its request (the spec's
-    rule): ``notifications/cancelled`` does.
+    its progress notifications and then its answer; a host that accepts one gets one too when
+    the server of its call asks it something or logs during the call (then the answer).
+    ``initialize`` opens a session, whose id comes back in ``Mcp-Session-Id`` (``?connect=SERVER``
+    and ``?all=1`` on the URL are the bridge's ``--connect`` and ``--all``); every other request
+    must carry it (400 without it, 404 once the session has ended). A host that hangs up does
+    not cancel its request (the spec's rule): ``notifications/cancelled`` does.
 ``GET /mcp``
     The session's event stream: what the daemon sends unasked (``list_changed``, log
-    messages, a server's requests to the host during a call, whose answers come back as
-    POSTs). One per session (409 for a second). Its events carry ids: a GET with
-    ``Last-Event-ID`` first gets again the events after that one that the session still keeps
-    (``EventLog``), so a stream that broke loses nothing.
+    messages of no call of this host's; a server's requests to the host during a call whose
+    POST takes no event stream, their answers coming back as POSTs). One per session (409 for
+    a second). Its events carry ids: a GET with ``Last-Event-ID`` first gets again the events
+    after that one that the session still keeps (``EventLog``), so a stream that broke loses
+    nothing.
 ``DELETE /mcp``
     Ends the session and cancels its calls.
 

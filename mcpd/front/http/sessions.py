@@ -2,11 +2,13 @@
 
 A ``HostSession`` emits every message through one callback; here each finds its stream.
 A response goes to the POST that carried its request (dropped if that POST is gone). A
-progress notification goes to the POST whose request gave its progress token, when that
-POST answers with an event stream. Everything else (``list_changed``, log messages, requests
-to the host) goes to the session's outbox, which the host's GET stream drains; it is kept
-until a GET stream opens. Outboxes are bounded: a host that stops reading loses the oldest
-of them (progress is cumulative, ``list_changed`` idempotent), never the daemon's memory.
+progress notification goes to the POST whose request gave its progress token, and a server's
+request to the host, or its log message, made during one of the host's calls goes to that
+call's POST, ahead of its answer, when that POST may answer with an event stream. Everything
+else (``list_changed``, other log messages) goes to the session's outbox, which the host's GET
+stream drains; it is kept until a GET stream opens. Outboxes are bounded: a host that stops
+reading loses the oldest of them (progress is cumulative, ``list_changed`` idempotent), never
+the daemon's memory.
 
 Sessions are bounded in number, and one with no request in progress and no GET stream for
 ``http_session_idle`` seconds is ended. At the bound a new session sets aside the one idle longest
@@ -57,7 +59,8 @@ REPLAY_BYTES = 1024 * 1024
 OUTBOX_BYTES = 4 * 1024 * 1024
 """Bytes one outbox keeps for a host that does not read, whatever the count."""
 PROGRESS_KEPT = 100
-"""Progress notifications kept for one streaming POST whose host does not read them."""
+"""Messages kept for one streaming POST whose host does not read them (half of them progress and
+log messages at most, as in ``Outbox``)."""
 ENDED_KEPT = 10_000
 """Keys of sessions ended in this run that are kept in memory: a store that lost their end (read-only
 then) must not resume them, and is told again when it can be written."""
@@ -303,7 +306,7 @@ class HttpSession:
         if progress_token is not None and self._progress.get(progress_token) is outbox:
             del self._progress[progress_token]
 
-    def deliver(self, data: bytes) -> None:
+    def deliver(self, data: bytes, related: mcp.RequestId | None = None, /) -> None:
         """The HostSession's ``send``: put ``data`` on its stream (never waits)."""
         head = _RESPONSE_HEAD.match(data)
         if head is not None:
@@ -316,13 +319,15 @@ class HttpSession:
         if isinstance(route.method, msgspec.UnsetType):
             self._answered(route.id if isinstance(route.id, (int, str)) else None, data)
             return
-        origin = self._host.answers.origin_of(route.id) if self._host is not None else None
-        target = self._pending.get(origin) if origin is not None else None
+        if related is None and self._host is not None:
+            related = self._host.answers.origin_of(route.id)
+        target = self._pending.get(related) if related is not None else None
         if target is not None and target.may_stream:
-            # A request to the host made for one of its requests goes with that request's answer
-            # (MCP's Streamable HTTP: "SHOULD relate to the originating client request"): a host
-            # need not open a GET stream to be asked.
-            target.push(data)
+            # What belongs to one of the host's requests (a server's question, its log messages during
+            # the call) goes with that request's answer, before it (MCP's Streamable HTTP: "SHOULD
+            # relate to the originating client request"): a host need not open a GET stream to be
+            # asked, nor to get them, and a GET stream would bring them after the answer.
+            target.push(data, advisory=route.method in _ADVISORY)
             return
         if route.method == mcp.PROGRESS and self._progress and _PROGRESS_MARK in data:
             try:
