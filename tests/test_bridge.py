@@ -451,6 +451,23 @@ def test_the_bridge_imports_only_what_a_relay_needs() -> None:
     assert loaded.stdout.split() == []
 
 
+def test_a_bridge_with_stdin_closed_says_so(tmp_path: Path) -> None:
+    """Run with stdin closed, the bridge was given the daemon's socket as descriptor 0 and ended with
+    an internal error; it is refused as a usage error."""
+    import subprocess  # noqa: PLC0415
+
+    done = subprocess.run(
+        [sys.executable, "-m", "mcpd", "bridge", "--no-autostart", "--socket", str(tmp_path / "none.sock")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=lambda: os.close(0),
+    )
+    assert done.returncode == 2, done.stderr
+    assert "its stdin is closed" in done.stderr
+
+
 async def test_a_running_bridge_finds_its_daemon_without_path_libraries(
     daemon: DaemonProcess, tmp_path: Path
 ) -> None:

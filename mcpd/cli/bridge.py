@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import TYPE_CHECKING
 
 from mcpd.cli import output
@@ -32,6 +33,14 @@ def register(commands: Commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Python leaves sys.stdin None when descriptor 0 was closed at its start; later the daemon's
+    # socket would be given that descriptor and read as the host. (A closed stdout is /dev/null
+    # by now, ``streams``: the answers go nowhere, as asked.)
+    if sys.stdin is None:
+        raise output.UsageError(
+            "its stdin is closed: a host runs `mcpd bridge` with pipes as stdin and stdout, the MCP channel",
+            "mcpd bridge",
+        )
     # A plain relay: no event loop, no logging set-up, nothing on stdout but the MCP channel.
     from mcpd.bridge import run_bridge
 
