@@ -96,7 +96,9 @@ def route_uri(uri: str, server: str | None = None) -> tuple[str, str]:
     split = split_uri(uri)
     if split is None:
         raise UnknownResource(
-            f"{uri!r} is not a qualified resource URI (mcpd://<server>/<uri>); or give server=", {"uri": uri}
+            f"{uri!r} is not a qualified resource URI (mcpd://<server>/<uri>); or name its server too "
+            "(`server` in the client library, `--server` on the command line)",
+            {"uri": uri},
         )
     return split
 
