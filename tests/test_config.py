@@ -247,6 +247,27 @@ def test_a_retention_longer_than_dates_can_hold_is_refused(tmp_path: Path) -> No
         load_config(write(tmp_path, "c.toml", "[daemon]\nusage_retention_days = 1e308\n"))
 
 
+@pytest.mark.parametrize(
+    ("setting", "refused"),
+    [
+        ("max_frame_bytes = 1023", True),
+        ("max_frame_bytes = 9223372036854775807", True),
+        ("max_frame_bytes = 268435456", False),
+        ("max_in_flight = 0", True),
+        ("max_in_flight = 9223372036854775807", True),
+        ("max_in_flight = 65536", False),
+    ],
+)
+def test_daemon_limits_have_upper_bounds(tmp_path: Path, setting: str, refused: bool) -> None:
+    """2**63-1 was accepted for both: a client could then make the daemon hold gigabytes."""
+    path = write(tmp_path, "c.toml", f"[daemon]\n{setting}\n")
+    if refused:
+        with pytest.raises(ConfigError, match=setting.split(maxsplit=1)[0]):
+            load_config(path)
+    else:
+        load_config(path)
+
+
 @pytest.mark.parametrize("field", ["usage_db", "http_token_file"])
 def test_a_daemon_path_with_a_nul_byte_is_a_config_error(tmp_path: Path, field: str) -> None:
     """Such a path reached sqlite3 or open() at start: `mcpd serve` said 'internal error' (exit 1)."""

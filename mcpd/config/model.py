@@ -224,6 +224,12 @@ MAX_RETENTION_DAYS = 36_500.0
 """A century: longer retention is no retention at all, and would not fit SQLite's integers."""
 
 
+MAX_FRAME_BYTES = 256 * 1024 * 1024
+"""Upper limit of ``max_frame_bytes``: what one client may make the daemon read into memory at once."""
+MAX_IN_FLIGHT = 65536
+"""Upper limit of ``max_in_flight``, the requests one connection may have running."""
+
+
 class DaemonSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """The ``[daemon]`` table: limits of the socket API, and the HTTP front end."""
 
@@ -267,11 +273,13 @@ class DaemonSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
                 # Relative to each process's own working directory: `mcpd token` run elsewhere
                 # than the daemon printed a token the daemon refused.
                 raise ValueError(f"`{name}` must be an absolute path (or start with ~)")
-        if self.max_frame_bytes < 1024:
-            raise ValueError("`max_frame_bytes` must be at least 1024")
+        # Upper bounds too: a client of a daemon that accepts a gigabyte frame, or a million requests
+        # at once, holds that much of its memory.
+        if not 1024 <= self.max_frame_bytes <= MAX_FRAME_BYTES:
+            raise ValueError(f"`max_frame_bytes` must be at least 1024 and at most {MAX_FRAME_BYTES}")
         _require_within(self, {"client_write_timeout": (0.0, 600.0)})
-        if self.max_in_flight < 1:
-            raise ValueError("`max_in_flight` must be >= 1")
+        if not 1 <= self.max_in_flight <= MAX_IN_FLIGHT:
+            raise ValueError(f"`max_in_flight` must be at least 1 and at most {MAX_IN_FLIGHT}")
         if self.usage_retention_days <= 0:
             raise ValueError("`usage_retention_days` must be > 0")
         _require_within(self, {"usage_retention_days": (0.0, MAX_RETENTION_DAYS)})
