@@ -9,7 +9,6 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -32,25 +31,6 @@ def config(*servers: ServerConfig) -> Config:
     return Config(source="<test>", servers=tuple(sorted(servers, key=lambda s: s.name)))
 
 
-def hung_peer(name: str, *, ignore_sigterm: bool = False, **settings: Any) -> ServerConfig:
-    """A process that never answers ``initialize``: alive, reading nothing, as the fixture server is
-    with ``--hang-initialize`` (and ``--ignore-sigterm``), but a plain Python process, since the
-    supervisor sees only a pipe that says nothing; the fixture server would first import the MCP
-    SDK (~1 s of CPU) only to never use it."""
-    ignore = "signal.signal(signal.SIGTERM, signal.SIG_IGN); " if ignore_sigterm else ""
-    code = f"import signal, time; {ignore}time.sleep(3600)"
-    settings.setdefault("restart", FAST_RESTARTS)
-    return ServerConfig(name=name, command=sys.executable, args=("-c", code), **settings)
-
-
-def dying_peer(name: str, **settings: Any) -> ServerConfig:
-    """A process that exits with code 1 right after it starts, as the fixture server does with
-    ``--die-after 0``, but a plain Python process: the supervisor sees only an exit, and the fixture
-    server would first import the MCP SDK (~1 s of CPU) only to die."""
-    settings.setdefault("restart", FAST_RESTARTS)
-    return ServerConfig(name=name, command=sys.executable, args=("-c", "import os; os._exit(1)"), **settings)
-
-
 async def wait_gone(pid: int, timeout: float = 10.0) -> None:
     with anyio.fail_after(timeout):
         while not process_gone(pid):
@@ -63,7 +43,7 @@ async def test_parallel_start_two_hanging_of_four() -> None:
     in the config, so starting servers one after another, or two handshakes at a time each to its
     end, would fail this."""
     healthy = [fixture_server(f"ok{i}") for i in range(2)]
-    hung = [hung_peer(f"hung{i}", connect_timeout=120.0) for i in range(2)]
+    hung = [fixture_server(f"hung{i}", "--hang-initialize", connect_timeout=120.0) for i in range(2)]
     async with open_supervisor(config(*healthy, *hung)) as sup:
         for server in healthy:
             await sup.actor(server.name).wait_state(S.RUNNING, timeout=110)
@@ -74,7 +54,7 @@ async def test_parallel_start_two_hanging_of_four() -> None:
 
 async def test_hung_handshake_is_degraded_and_retried() -> None:
     """A process that never answers initialize is degraded (alive, with the reason), then retried."""
-    hung = hung_peer("hung", connect_timeout=0.5)
+    hung = fixture_server("hung", "--hang-initialize", connect_timeout=0.5)
     async with open_supervisor(config(hung)) as sup:
         actor = sup.actor("hung")
         await actor.wait_state(S.DEGRADED, timeout=60)
@@ -114,7 +94,7 @@ async def test_kill_9_child_is_restarted_with_reason() -> None:
 async def test_crash_loop_ends_in_failed_until_restarted() -> None:
     """With a hard stop set, a server that dies right after start is retried max_retries times,
     then left failed."""
-    dying = dying_peer("dying", restart=FAST_RESTARTS)
+    dying = fixture_server("dying", "--die-after", "0", restart=FAST_RESTARTS)
     async with open_supervisor(config(dying)) as sup:
         actor = sup.actor("dying")
         await actor.wait_state(S.FAILED, timeout=180)  # a hang guard: four spawns on a busy machine
@@ -136,7 +116,9 @@ async def test_stop_during_backoff_is_prompt() -> None:
     """A server waiting out a long backoff stops when asked, without sitting the backoff out: the
     backoff (an hour) is far longer than a stop may wait, so stopped can only mean cut short."""
     slow_retry = RestartPolicy(initial_delay=3600.0, max_delay=3600.0)
-    async with open_supervisor(config(dying_peer("waiting", restart=slow_retry))) as sup:
+    async with open_supervisor(
+        config(fixture_server("waiting", "--die-after", "0", restart=slow_retry))
+    ) as sup:
         actor = sup.actor("waiting")
         await actor.wait_state(S.BACKOFF, timeout=60)
         await actor.stop()
@@ -429,7 +411,9 @@ async def test_a_reload_hands_what_waits_to_the_changed_server() -> None:
     """A call waiting for a server that a reload changes goes on with the new run instead of failing
     because the old one stopped; and the server stays listed while its old run stops (slowly here:
     it ignores SIGTERM)."""
-    stuck = hung_peer("svc", ignore_sigterm=True, connect_timeout=60.0, stop_grace=1.0)
+    stuck = fixture_server(
+        "svc", "--hang-initialize", "--ignore-sigterm", connect_timeout=60.0, stop_grace=1.0
+    )
     async with open_supervisor(config(stuck)) as sup:
         old = sup.actor("svc")
         await old.wait_state(S.STARTING, timeout=20)
