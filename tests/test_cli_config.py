@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mcpd.testing import fixture_command, fixture_toml, run_cli
+from mcpd.testing import fixture_toml, fullserver_command, fullserver_toml, run_cli
 from mcpd.testing.daemon import running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -94,8 +94,8 @@ def test_import_dry_run_prints_and_writes_nothing(tmp_path: Path) -> None:
 async def test_imported_servers_start_on_reload(tmp_path: Path) -> None:
     """Import into the running daemon's config, `mcpd reload`: the imported server runs."""
     config = tmp_path / "config.toml"
-    config.write_text(fixture_toml("base"))
-    command, *args = fixture_command("imported")
+    config.write_text(fullserver_toml("base"))
+    command, *args = fullserver_command()
     source = tmp_path / "claude_desktop_config.json"
     source.write_text(json.dumps({"mcpServers": {"imported": {"command": command, "args": args}}}))
     async with running_daemon(config) as daemon:
@@ -113,7 +113,7 @@ def test_check_marks_a_server_that_never_initialises(tmp_path: Path) -> None:
     while a healthy one is listed with its tools."""
     config = tmp_path / "config.toml"
     hang = fixture_toml("hang", "--hang-initialize", connect_timeout=1, stop_grace=0.1)
-    config.write_text(fixture_toml("ok") + hang)
+    config.write_text(fullserver_toml("ok") + hang)
     result = mcpd("check", "--config", str(config), "--json")
     assert result.returncode == 1, result.stderr
     checked = {s["server"]: s for s in json.loads(result.stdout)["servers"]}
@@ -151,7 +151,7 @@ async def test_a_broken_link_at_the_default_config_is_an_error_not_the_demo(tmp_
     home = {"XDG_CONFIG_HOME": str(tmp_path)}
     default = tmp_path / "mcpd" / "config.toml"
     default.parent.mkdir()
-    default.write_text(fixture_toml("mine"))
+    default.write_text(fullserver_toml("mine"))
     async with running_daemon(None, env=home) as daemon:
         env = {**home, "MCPD_SOCKET": str(daemon.socket)}
         await daemon.wait_for("server.state", server="mine", new="running", timeout=60)
@@ -207,7 +207,7 @@ def test_check_reports_bad_entries_and_exits_2(tmp_path: Path) -> None:
     text = mcpd("check", "--config", str(config))
     assert text.returncode == 2, text
     assert "error:" in text.stderr and "'newserver'" in text.stderr and "envv" in text.stderr
-    config.write_text(fixture_toml("ok") + '[servers.newserver]\ncommand = "npx"\nenvv = { A = "1" }\n')
+    config.write_text(fullserver_toml("ok") + '[servers.newserver]\ncommand = "npx"\nenvv = { A = "1" }\n')
     as_json = mcpd("check", "--config", str(config), "--json")
     assert as_json.returncode == 2, as_json.stderr
     document = json.loads(as_json.stdout)

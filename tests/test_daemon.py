@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from mcpd.client.aio import connect
-from mcpd.testing import fixture_toml, process_gone, run_cli
+from mcpd.testing import fixture_toml, fullserver_toml, process_gone, run_cli
 from mcpd.testing.daemon import running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -29,7 +29,7 @@ async def test_sigterm_stops_every_child(tmp_path: Path) -> None:
     """SIGTERM: all children stopped in parallel and reaped, exit status 0, in bounded time."""
     path = tmp_path / "config.toml"
     path.write_text(
-        "".join(fixture_toml(f"s{i}") for i in range(2)) + fixture_toml("stubborn", "--ignore-sigterm")
+        "".join(fullserver_toml(f"s{i}") for i in range(2)) + fixture_toml("stubborn", "--ignore-sigterm")
     )
     async with running_daemon(path, wait_ready=False) as daemon:
         ready = await daemon.wait_for("daemon.ready")
@@ -46,7 +46,7 @@ async def test_sigkill_of_daemon_leaves_no_child(tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
     # `hung` never reads stdin, so only the kernel's parent-death signal can end it.
     hung = fixture_toml("hung", "--hang-initialize", connect_timeout=1.0, stop_grace=10)
-    path.write_text(fixture_toml("a") + hung)
+    path.write_text(fullserver_toml("a") + hung)
     async with running_daemon(path, wait_ready=False) as daemon:
         degraded = await daemon.wait_for("server.state", server="hung", new="degraded")
         await daemon.wait_for("daemon.ready")
@@ -61,11 +61,11 @@ async def test_sighup_reloads_the_diff(tmp_path: Path) -> None:
     """SIGHUP re-reads the file: added starts, removed stops, unchanged keeps its process, changed
     restarts (and counts as a restart); a broken file changes nothing."""
     path = tmp_path / "config.toml"
-    path.write_text(fixture_toml("keep") + fixture_toml("drop"))
+    path.write_text(fullserver_toml("keep") + fullserver_toml("drop"))
     async with running_daemon(path, wait_ready=False) as daemon:
         await daemon.wait_for("daemon.ready")
         before = daemon.pids()
-        path.write_text(fixture_toml("keep") + fixture_toml("new"))
+        path.write_text(fullserver_toml("keep") + fullserver_toml("new"))
         daemon.signal(signal.SIGHUP)
         reloaded = await daemon.wait_for("config.reloaded")
         assert (reloaded["added"], reloaded["removed"], reloaded["changed"]) == (["new"], ["drop"], [])
@@ -79,7 +79,7 @@ async def test_sighup_reloads_the_diff(tmp_path: Path) -> None:
         assert "not valid TOML" in rejected["error"]
         assert not process_gone(before["keep"])
         # A changed server is restarted, and counted as such.
-        path.write_text(fixture_toml("keep", description="now described") + fixture_toml("new"))
+        path.write_text(fullserver_toml("keep", description="now described") + fullserver_toml("new"))
         mark = len(daemon.events)
         daemon.signal(signal.SIGHUP)
         await daemon.wait_for("config.reloaded", after=mark)
@@ -153,7 +153,7 @@ async def test_a_reload_says_which_daemon_settings_wait_for_a_restart(tmp_path: 
 async def test_invalid_entry_is_reported_and_others_run(tmp_path: Path) -> None:
     """One bad entry is logged with file, server and field; the valid one runs."""
     path = tmp_path / "config.toml"
-    path.write_text(fixture_toml("good") + '[servers.bad]\ncommand = "x"\nconnect_timeout = "soon"\n')
+    path.write_text(fullserver_toml("good") + '[servers.bad]\ncommand = "x"\nconnect_timeout = "soon"\n')
     async with running_daemon(path, wait_ready=False) as daemon:
         issue = await daemon.wait_for("config.invalid_server")
         assert (issue["file"], issue["server"], issue["field"]) == (str(path), "bad", "connect_timeout")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 from pathlib import Path
 
 import anyio
@@ -17,6 +16,7 @@ from test_front import initialize, peer
 
 from mcpd.client.aio import AsyncClient, connect
 from mcpd.model.mcp import SessionState
+from mcpd.testing import fullserver_command, fullserver_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.testing.remote import free_port, running_http_server
 
@@ -37,12 +37,7 @@ async def until_asked(client: AsyncClient, expected: list[str], server: str = "f
 
 def fullservers(tmp_path: Path, *names: str) -> Path:
     config = tmp_path / "config.toml"
-    args = json.dumps(["-m", "mcpd.testing.fullserver"])
-    config.write_text(
-        "".join(
-            f"[servers.{name}]\ncommand = {json.dumps(sys.executable)}\nargs = {args}\n" for name in names
-        )
-    )
+    config.write_text("".join(fullserver_toml(name) for name in names))
     return config
 
 
@@ -135,7 +130,7 @@ async def test_a_level_mcp_does_not_define_reaches_hosts_as_one_it_does(tmp_path
 async def test_a_remote_server_hears_the_level_too(tmp_path: Path) -> None:
     """The same over streamable HTTP (the daemon's SDK session)."""
     port = free_port()
-    command = [sys.executable, "-m", "mcpd.testing.fullserver", "--transport", "http", "--port", str(port)]
+    command = fullserver_command("--transport", "http", "--port", str(port))
     async with running_http_server(command, port) as url:
         config = tmp_path / "config.toml"
         config.write_text(f'[servers.full]\nurl = "{url}"\n')

@@ -20,7 +20,7 @@ import pytest
 
 from mcpd import service
 from mcpd.client import Client
-from mcpd.testing import fixture_toml
+from mcpd.testing import fullserver_toml
 from mcpd.testing.daemon import running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -69,7 +69,7 @@ async def wait_for_key(sock: socket.socket, key: str) -> dict[str, str]:
 async def test_sd_notify_sequence(tmp_path: Path, abstract: bool) -> None:
     """READY=1 with a STATUS once servers are up; RELOADING=1 then READY=1 around SIGHUP; STOPPING=1."""
     config = tmp_path / "c.toml"
-    config.write_text(fixture_toml("one") + fixture_toml("two"))
+    config.write_text(fullserver_toml("one") + fullserver_toml("two"))
     with notify_socket(abstract) as (address, sock):
         async with running_daemon(config, env={"NOTIFY_SOCKET": address}) as daemon:
             ready = await wait_for_key(sock, "READY")
@@ -88,7 +88,7 @@ async def test_sd_notify_sequence(tmp_path: Path, abstract: bool) -> None:
 async def test_watchdog_pings(tmp_path: Path) -> None:
     """With WATCHDOG_USEC set, WATCHDOG=1 arrives at half that interval."""
     config = tmp_path / "c.toml"
-    config.write_text(fixture_toml("one"))
+    config.write_text(fullserver_toml("one"))
     with notify_socket(False) as (address, sock):
         env = {"NOTIFY_SOCKET": address, "WATCHDOG_USEC": "200000"}
         async with running_daemon(config, env=env, wait_ready=False):
@@ -101,7 +101,7 @@ async def test_watchdog_pings(tmp_path: Path) -> None:
 async def test_socket_activation(tmp_path: Path) -> None:
     """Given a listening socket as fd 3 with LISTEN_FDS/LISTEN_PID, the daemon serves on it, and leaves it."""
     config = tmp_path / "c.toml"
-    config.write_text(fixture_toml("one"))
+    config.write_text(fullserver_toml("one"))
     directory = Path(tempfile.mkdtemp(prefix="mcpd-act-", dir="/tmp"))
     path = directory / "mcpd.sock"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -149,10 +149,11 @@ async def test_socket_activation(tmp_path: Path) -> None:
 async def test_invalid_reload_changes_nothing(tmp_path: Path) -> None:
     """A new config with one bad entry is refused as a whole: no server stops, no pid changes."""
     config = tmp_path / "c.toml"
-    config.write_text(fixture_toml("keep") + fixture_toml("other"))
+    config.write_text(fullserver_toml("keep") + fullserver_toml("other"))
     async with running_daemon(config) as daemon:
         before = daemon.pids()
-        config.write_text(fixture_toml("keep") + '[servers.other]\ncommand = "x"\nconnect_timeout = "soon"\n')
+        bad = '[servers.other]\ncommand = "x"\nconnect_timeout = "soon"\n'
+        config.write_text(fullserver_toml("keep") + bad)
         daemon.signal(signal.SIGHUP)
         rejected = await daemon.wait_for("config.reload_rejected")
         with Client(daemon.socket) as client:

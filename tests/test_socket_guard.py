@@ -16,7 +16,7 @@ import pytest
 from mcpd.client.aio import connect
 from mcpd.daemon.socket_guard import INTERVAL
 from mcpd.errors import DaemonNotRunning
-from mcpd.testing import fixture_toml
+from mcpd.testing import fullserver_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -52,7 +52,7 @@ async def test_a_removed_socket_file_is_bound_again(tmp_path: Path, socket_dir: 
     """The socket file deleted under a running daemon: new clients reach the same daemon again within a
     couple of seconds, and a client connected all along is not disturbed."""
     config = tmp_path / "config.toml"
-    config.write_text(fixture_toml("fx"))
+    config.write_text(fullserver_toml("fx"))
     socket = socket_dir / "mcpd.sock"
     async with running_daemon(config, socket=socket) as daemon, connect(socket, name="old") as old:
         socket.unlink()
@@ -69,7 +69,7 @@ async def test_a_removed_directory_is_made_again(tmp_path: Path, socket_dir: Pat
     """The whole socket directory deleted (a logout emptying the runtime dir): the daemon makes it again,
     takes a new lock, binds a new socket; a second daemon then finds the path taken and exits 4."""
     config = tmp_path / "config.toml"
-    config.write_text(fixture_toml("fx"))
+    config.write_text(fullserver_toml("fx"))
     socket = socket_dir / "mcpd.sock"
     async with running_daemon(config, socket=socket) as first:
         shutil.rmtree(socket_dir)
@@ -87,7 +87,7 @@ async def test_one_daemon_serves_when_a_second_starts_in_the_gap(tmp_path: Path,
     two holds the path when the first looks again serves it; the other exits with status 4, its
     servers stopped. Never two daemons, each with its own copy of every server."""
     config = tmp_path / "config.toml"
-    config.write_text(fixture_toml("fx"))
+    config.write_text(fullserver_toml("fx"))
     socket = socket_dir / "mcpd.sock"
     async with running_daemon(config, socket=socket) as first:
         shutil.rmtree(socket_dir)
@@ -115,7 +115,7 @@ async def test_a_file_in_place_of_the_directory_is_waited_out(tmp_path: Path, so
     """The socket directory replaced by a file (ENOTDIR on every look): said once, the daemon serves
     its connections on, and binds again once the file is gone (it used to die of NotADirectoryError)."""
     config = tmp_path / "config.toml"
-    config.write_text(fixture_toml("fx"))
+    config.write_text(fullserver_toml("fx"))
     socket = socket_dir / "mcpd.sock"
     async with running_daemon(config, socket=socket) as daemon, connect(socket, name="old") as old:
         shutil.rmtree(socket_dir)
@@ -140,7 +140,7 @@ async def test_an_unsearchable_directory_is_waited_out(tmp_path: Path, socket_di
             pytest.skip("needs setpriv to run without root's file-permission override")
         wrapper = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner", "--"]
     config = tmp_path / "config.toml"
-    config.write_text(fixture_toml("fx"))
+    config.write_text(fullserver_toml("fx"))
     socket = socket_dir / "mcpd.sock"
     async with running_daemon(config, socket=socket, wrapper=wrapper) as daemon:
         async with connect(socket, name="old") as old:

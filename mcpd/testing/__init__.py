@@ -2,7 +2,8 @@
 
 ``fixture_server()`` builds the config of a fixture server (see ``mcpd.testing.fixture``
 for its misbehaviour flags) and ``fixture_toml()`` the same as a ``[servers.NAME]`` section
-of a config file; ``process_gone()`` tells whether a pid has really exited, and
+of a config file (``fullserver_toml()`` one running the cheaper, SDK-less
+``mcpd.testing.fullserver``); ``process_gone()`` tells whether a pid has really exited, and
 ``pids_with_args()`` finds processes by their arguments (Linux).
 """
 
@@ -25,6 +26,13 @@ def fixture_command(name: str, *flags: str) -> tuple[str, ...]:
     return (sys.executable, "-m", "mcpd.testing.fixture", "--name", name, *flags)
 
 
+def fullserver_command(*flags: str) -> tuple[str, ...]:
+    """argv that runs ``mcpd.testing.fullserver``: an MCP server in plain Python, no SDK, so it starts
+    in ~0.1 s of CPU where the fixture server takes ~1 s; for a test that needs servers to run, not
+    the SDK's behaviour nor the fixture's tools."""
+    return (sys.executable, "-m", "mcpd.testing.fullserver", *flags)
+
+
 def fixture_server(name: str, *flags: str, **settings: Any) -> ServerConfig:
     """A ``ServerConfig`` for a stdio fixture server; ``settings`` override config fields."""
     command, *args = fixture_command(name, *flags)
@@ -42,12 +50,21 @@ def _toml_value(value: Any) -> str:
     return json.dumps(value)  # strings and numbers are written the same in JSON and TOML
 
 
-def fixture_toml(name: str, *flags: str, **settings: Any) -> str:
-    """A ``[servers.NAME]`` section running the fixture server; ``settings`` become its keys."""
-    command, *args = fixture_command(name, *flags)
+def _server_toml(name: str, argv: tuple[str, ...], settings: dict[str, Any]) -> str:
+    command, *args = argv
     lines = [f"[servers.{name}]", f"command = {json.dumps(command)}", f"args = {_toml_value(args)}"]
     lines += [f"{key} = {_toml_value(value)}" for key, value in settings.items()]
     return "\n".join(lines) + "\n"
+
+
+def fixture_toml(name: str, *flags: str, **settings: Any) -> str:
+    """A ``[servers.NAME]`` section running the fixture server; ``settings`` become its keys."""
+    return _server_toml(name, fixture_command(name, *flags), settings)
+
+
+def fullserver_toml(name: str, **settings: Any) -> str:
+    """A ``[servers.NAME]`` section running ``mcpd.testing.fullserver`` (see ``fullserver_command``)."""
+    return _server_toml(name, fullserver_command(), settings)
 
 
 def pids_with_args(*args: str) -> list[int]:
