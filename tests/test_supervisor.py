@@ -20,7 +20,7 @@ from mcpd.model.states import ServerState
 from mcpd.supervisor import surface_requests
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor, plan_reload
 from mcpd.supervisor.watchers import TOOLS_REFRESH_GAP
-from mcpd.testing import FAST_RESTARTS, fixture_command, fixture_server, process_gone
+from mcpd.testing import FAST_RESTARTS, fixture_command, fixture_server, fullserver_config, process_gone
 from mcpd.testing.remote import free_port, running_http_fixture
 
 pytestmark = pytest.mark.anyio
@@ -318,7 +318,7 @@ async def test_call_during_restart_waits_then_runs() -> None:
 async def test_stop_start_one_server_leaves_others_alone(shared: Supervisor) -> None:
     """Stopping and starting one server does not touch another's process: the other is ``fine``
     of the shared supervisor, beside which this test runs a server of its own, then removes it."""
-    one, two = shared.add(fixture_server("one")), shared.actor("fine")
+    one, two = shared.add(fullserver_config("one")), shared.actor("fine")
     try:
         await one.wait_state(S.RUNNING, timeout=20)
         await two.wait_state(S.RUNNING, timeout=20)
@@ -381,13 +381,13 @@ def _group_members(pgid: int) -> list[int]:
 
 async def test_reload_applies_only_the_diff() -> None:
     """Added servers start, removed ones stop, changed ones restart, unchanged ones keep their pid."""
-    keep, change, drop = fixture_server("keep"), fixture_server("change"), fixture_server("drop")
+    keep, change, drop = fullserver_config("keep"), fullserver_config("change"), fullserver_config("drop")
     async with open_supervisor(config(keep, change, drop)) as sup:
         for name in ("keep", "change", "drop"):
             await sup.actor(name).wait_state(S.RUNNING, timeout=20)
         pids = {s.name: s.pid for s in sup.status()}
-        changed = fixture_server("change", description="now with a description")
-        new = config(keep, changed, fixture_server("add"))
+        changed = fullserver_config("change", description="now with a description")
+        new = config(keep, changed, fullserver_config("add"))
         plan = plan_reload({a.name: a.config for a in sup.actors()}, new)
         assert (plan.added, plan.removed, plan.changed, plan.unchanged) == (
             ("add",),
@@ -457,7 +457,7 @@ async def test_a_call_that_reaches_a_server_before_its_first_step_waits_for_it()
 
 async def test_disabled_server_stays_down_until_started() -> None:
     """enabled = false means disabled: no process until an explicit start."""
-    async with open_supervisor(config(fixture_server("off", enabled=False))) as sup:
+    async with open_supervisor(config(fullserver_config("off", enabled=False))) as sup:
         actor = sup.actor("off")
         assert actor.state is S.DISABLED
         await sup.wait_started(timeout=1)
@@ -707,16 +707,16 @@ async def test_a_reload_counts_a_restart_only_for_a_server_that_ran() -> None:
     """A changed server that was running restarts (one more in its count); one that was disabled or
     stopped on purpose was not running, so a reload that changes it restarts nothing."""
     running, disabled, stopped = (
-        fixture_server("on"),
-        fixture_server("off", enabled=False),
-        fixture_server("st"),
+        fullserver_config("on"),
+        fullserver_config("off", enabled=False),
+        fullserver_config("st"),
     )
     async with open_supervisor(config(running, disabled, stopped)) as sup:
         await sup.actor("on").wait_state(S.RUNNING, timeout=20)
         await sup.actor("st").wait_state(S.RUNNING, timeout=20)
         await sup.actor("st").stop()
-        changed = [fixture_server(name, description="changed") for name in ("on", "st")]
-        await sup.apply(config(*changed, fixture_server("off", enabled=False, description="changed")))
+        changed = [fullserver_config(name, description="changed") for name in ("on", "st")]
+        await sup.apply(config(*changed, fullserver_config("off", enabled=False, description="changed")))
         await sup.actor("on").wait_state(S.RUNNING, timeout=20)
         await sup.actor("st").wait_state(S.RUNNING, timeout=20)
         counts = {s.name: s.restarts for s in sup.status()}

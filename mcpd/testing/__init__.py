@@ -33,11 +33,20 @@ def fullserver_command(*flags: str) -> tuple[str, ...]:
     return (sys.executable, "-m", "mcpd.testing.fullserver", *flags)
 
 
-def fixture_server(name: str, *flags: str, **settings: Any) -> ServerConfig:
-    """A ``ServerConfig`` for a stdio fixture server; ``settings`` override config fields."""
-    command, *args = fixture_command(name, *flags)
+def _server_config(name: str, argv: tuple[str, ...], settings: dict[str, Any]) -> ServerConfig:
+    command, *args = argv
     settings.setdefault("restart", FAST_RESTARTS)
     return ServerConfig(name=name, command=command, args=tuple(args), **settings)
+
+
+def fixture_server(name: str, *flags: str, **settings: Any) -> ServerConfig:
+    """A ``ServerConfig`` for a stdio fixture server; ``settings`` override config fields."""
+    return _server_config(name, fixture_command(name, *flags), settings)
+
+
+def fullserver_config(name: str, **settings: Any) -> ServerConfig:
+    """A ``ServerConfig`` for ``mcpd.testing.fullserver`` (see ``fullserver_command``)."""
+    return _server_config(name, fullserver_command(), settings)
 
 
 def _toml_value(value: Any) -> str:
