@@ -19,7 +19,7 @@ from mcpd.errors import TransportError
 from mcpd.model.protocol import Progress
 from mcpd.model.requests import ServerAsk
 from mcpd.model.servers import Event, ServerStatus, StateChanged
-from mcpd.testing import fixture_toml
+from mcpd.testing import fixture_toml, fullserver_toml
 from mcpd.testing.daemon import running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -96,7 +96,7 @@ async def test_a_client_that_only_reads_events_reconnects(tmp_path: Path) -> Non
         events = await client.subscribe()
         first.signal(signal.SIGKILL)
         await first.wait_exit()
-        config.write_text(fixture_toml("tools"))
+        config.write_text(fullserver_toml("tools"))
         async with running_daemon(config, socket=first.socket) as second:
             await second.wait_for("client.connected", client="reader")
             async with connect(second.socket) as other:
@@ -109,7 +109,7 @@ async def test_a_refused_restore_spares_the_rest_of_the_session(tmp_path: Path) 
     rest of it (the subscription after it) is restored all the same, and an unrelated read succeeds."""
     config = tmp_path / "config.toml"
     # Only the server the session connects to runs under the first daemon.
-    config.write_text(fixture_toml("tools") + fixture_toml("other", enabled=False))
+    config.write_text(fullserver_toml("tools") + fullserver_toml("other", enabled=False))
     async with (
         running_daemon(config) as first,
         connect(first.socket, reconnect=True, name="restorer") as client,
@@ -118,7 +118,7 @@ async def test_a_refused_restore_spares_the_rest_of_the_session(tmp_path: Path) 
         events = await client.subscribe()
         first.signal(signal.SIGKILL)
         await first.wait_exit()
-        config.write_text(fixture_toml("tools", enabled=False) + fixture_toml("other"))
+        config.write_text(fullserver_toml("tools", enabled=False) + fullserver_toml("other"))
         async with running_daemon(config, socket=first.socket) as second:
             statuses = await client.status()  # returns once the session was restored
             async with connect(second.socket) as other:

@@ -51,7 +51,7 @@ from mcpd.model.protocol import (
 )
 from mcpd.model.servers import CallActivity, StateChanged
 from mcpd.model.tools import ToolResult
-from mcpd.testing import fixture_toml, process_gone
+from mcpd.testing import fixture_toml, fullserver_toml, process_gone
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -698,7 +698,7 @@ async def test_a_call_ends_soon_once_the_daemon_stops_answering(
 async def test_stale_socket_of_a_killed_daemon_is_replaced(tmp_path: Path) -> None:
     """After kill -9 the socket file stays behind; the next daemon takes the path over."""
     config = tmp_path / "c.toml"
-    config.write_text(fixture_toml("solo"))
+    config.write_text(fullserver_toml("solo"))
     async with running_daemon(config) as first:
         socket_path = first.socket
         pid = first.pids()["solo"]
