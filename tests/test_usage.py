@@ -31,15 +31,18 @@ from mcpd.store import db as store_db
 from mcpd.store.db import Store, StoreUnavailable
 from mcpd.store.pins import pin_rows
 from mcpd.store.usage import PendingCall, prior_rows
-from mcpd.testing import fixture_toml
+from mcpd.testing import fixture_toml, fullserver_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
 pytestmark = pytest.mark.anyio
 
 
-def config_text(db: Path | str, *names: str) -> str:
+def config_text(db: Path | str, *names: str, server: Callable[[str], str] = fixture_toml) -> str:
+    """The store at ``db`` and a server for each of ``names``: fixture servers, or what ``server``
+    writes (the tests of the store alone call a tool but need none of the fixture's, so they run the
+    cheaper ``fullserver_toml``)."""
     text = f"[daemon]\nusage_db = {json.dumps(str(db))}\n"
-    return text + "".join(fixture_toml(name) for name in names)
+    return text + "".join(server(name) for name in names)
 
 
 @pytest.fixture(scope="module")
@@ -165,14 +168,16 @@ async def test_corrupt_database_turns_usage_off_not_the_daemon(tmp_path: Path) -
     db = tmp_path / "usage.db"
     db.write_bytes(b"this is not a database" * 100)
     path = tmp_path / "config.toml"
-    path.write_text(config_text(db, "alpha") + fixture_toml("beta", pinning="trust"))
+    path.write_text(
+        config_text(db, "alpha", server=fullserver_toml) + fullserver_toml("beta", pinning="trust")
+    )
     async with running_daemon(path) as daemon:
         disabled = await daemon.wait_for("usage.disabled")
         assert str(db) in disabled["path"]
         async with connect(daemon.socket) as client:
-            assert (await client.call_tool("beta__echo", {"text": "fine"})).content[0]["text"] == "fine"
+            assert (await client.call_tool("beta__plain")).content[0]["text"] == "plain done"
             with pytest.raises(NotApproved, match="could not be read"):
-                await client.call_tool("alpha__echo", {"text": "held"})
+                await client.call_tool("alpha__plain")
             with pytest.raises(McpdError, match="no usage report"):
                 await client.report()
 
@@ -180,11 +185,11 @@ async def test_corrupt_database_turns_usage_off_not_the_daemon(tmp_path: Path) -
 async def test_unwritable_location_turns_usage_off(tmp_path: Path) -> None:
     """A store that cannot be created (under /proc here, unwritable even for root) is reported, not fatal."""
     path = tmp_path / "config.toml"
-    path.write_text(config_text("/proc/mcpd-test/usage.db", "alpha"))
+    path.write_text(config_text("/proc/mcpd-test/usage.db", "alpha", server=fullserver_toml))
     async with running_daemon(path) as daemon:
         await daemon.wait_for("usage.disabled")
         async with connect(daemon.socket) as client:
-            assert (await client.call_tool("alpha__echo", {"text": "ok"})).content[0]["text"] == "ok"
+            assert (await client.call_tool("alpha__plain")).content[0]["text"] == "plain done"
 
 
 def test_a_fifo_or_a_device_at_the_path_turns_usage_off(tmp_path: Path) -> None:
@@ -282,9 +287,9 @@ async def pinned(tmp_path_factory: pytest.TempPathFactory) -> Path:
     stopping (no WAL beside it): the tests of a store that is there before the daemon copy it."""
     db = tmp_path_factory.mktemp("pinned") / "usage.db"
     path = db.parent / "config.toml"
-    path.write_text(config_text(db, "alpha"))
+    path.write_text(config_text(db, "alpha", server=fullserver_toml))
     async with running_daemon(path) as first, connect(first.socket) as client:
-        await client.call_tool("alpha__echo", {"text": "pinned"})
+        await client.call_tool("alpha__plain")
     assert not db.with_name("usage.db-wal").exists()
     return db
 
@@ -295,16 +300,16 @@ async def test_a_read_only_store_keeps_approvals_in_force(tmp_path: Path, pinned
     db = tmp_path / "usage.db"
     shutil.copyfile(pinned, db)
     path = tmp_path / "config.toml"
-    path.write_text(config_text(db, "alpha"))
+    path.write_text(config_text(db, "alpha", server=fullserver_toml))
     with unwritable(db):
         async with running_daemon(path) as daemon, connect(daemon.socket) as client:
             await daemon.wait_for("server.state", server="alpha", new="running")
-            assert (await client.call_tool("alpha__echo", {"text": "ok"})).content[0]["text"] == "ok"
+            assert (await client.call_tool("alpha__plain")).content[0]["text"] == "plain done"
             store = (await client.overview()).store
             assert store is not None and store.state == "read_only" and "read-only" in (store.reason or "")
             assert (await client.report()).tools  # what was recorded before is still read
-            already = await client.approve("alpha", "echo")
-            assert already.approved == [] and already.already_approved == ["echo"]
+            already = await client.approve("alpha", "plain")
+            assert already.approved == [] and already.already_approved == ["plain"]
 
 
 def call(query: str | None = None) -> PendingCall:
@@ -443,21 +448,21 @@ async def test_a_store_locked_at_start_hands_over_its_pins_when_free(tmp_path: P
     db = tmp_path / "usage.db"
     shutil.copyfile(pinned, db)
     path = tmp_path / "config.toml"
-    path.write_text(config_text(db, "alpha"))
+    path.write_text(config_text(db, "alpha", server=fullserver_toml))
     locker = exclusive(db, readers_too=True)
     try:
         async with running_daemon(path) as daemon, connect(daemon.socket) as client:
             await daemon.wait_for("usage.retrying")
             await daemon.wait_for("server.state", server="alpha", new="running")
             with pytest.raises(NotApproved, match="usage store"):
-                await client.call_tool("alpha__echo", {"text": "held"})
+                await client.call_tool("alpha__plain")
             overview = await client.overview()
             assert overview.store is not None and overview.store.state == "retrying"
             status = next(s for s in overview.servers if s.name == "alpha")
             assert "usage store" in (status.held_because or "")
             locker.close()  # the lock of exclusive mode lasts as long as the connection
             await daemon.wait_for("trust.pins_loaded", timeout=30)
-            assert (await client.call_tool("alpha__echo", {"text": "free"})).content[0]["text"] == "free"
+            assert (await client.call_tool("alpha__plain")).content[0]["text"] == "plain done"
             assert (await client.report()).tools[0].calls >= 1
             assert (await client.overview()).store == StoreState(state="ok", path=str(db))
     finally:
@@ -469,21 +474,21 @@ async def test_a_store_deleted_under_the_daemon_is_made_again(tmp_path: Path) ->
     created again at its path with the pins the daemon holds, and later calls land there."""
     db = tmp_path / "state" / "usage.db"
     path = tmp_path / "config.toml"
-    path.write_text(config_text(db, "alpha"))
+    path.write_text(config_text(db, "alpha", server=fullserver_toml))
     async with running_daemon(path) as daemon, connect(daemon.socket) as client:
-        await client.call_tool("alpha__echo", {"text": "before"})
+        await client.call_tool("alpha__plain")
         await client.report()
         shutil.rmtree(db.parent)
         await daemon.wait_for("usage.store_gone", why="deleted")
         await daemon.wait_for("usage.resaved")
-        await client.call_tool("alpha__echo", {"text": "after"})
+        await client.call_tool("alpha__plain")
         assert [t.calls for t in (await client.report()).tools] == [1]
     conn = sqlite3.connect(db)
     try:
         pins = conn.execute(
             "SELECT tool, approved_hash IS NOT NULL FROM pins WHERE server = 'alpha'"
         ).fetchall()
-        assert ("echo", 1) in pins
+        assert ("plain", 1) in pins
         assert conn.execute("SELECT count(*) FROM calls").fetchone()[0] == 1
     finally:
         conn.close()
