@@ -328,7 +328,7 @@ async def test_stop_start_one_server_leaves_others_alone(shared: Supervisor) -> 
         assert one.state is S.STOPPED
         await wait_gone(one_pid)
         with pytest.raises(ServerNotRunning, match="stopped"):
-            await one.call_tool("echo", {"text": "x"}, timeout=1)
+            await one.call_tool("plain", {}, timeout=1)
         one.start()
         await one.wait_state(S.RUNNING, timeout=20)
         assert two.status().pid == two_pid and two.state is S.RUNNING
