@@ -65,3 +65,23 @@ async def test_a_removed_server_leaves_nothing_behind_in_the_catalogue() -> None
         await supervisor.apply(Config(source="<test>", servers=(gone, kept)))
         await supervisor.actor("gone").wait_state(ServerState.RUNNING, timeout=60)
         assert {t.server for t in await catalog.search("echo")} == {"gone", "kept"}
+
+
+async def test_a_catalogue_made_after_servers_went_live_reviews_and_indexes_them() -> None:
+    """The daemon makes the catalogue once the semantic model is loaded, and a server can be running
+    by then: its events went to no one, so it was neither reviewed nor indexed until a query came
+    (a loaded machine's daemon never logged ``index.updated``). ``catch_up`` takes it in."""
+    config = Config(source="<test>", servers=(fixture_server("early"),))
+    async with open_supervisor(config) as supervisor:
+        await supervisor.actor("early").wait_state(ServerState.RUNNING, timeout=60)
+        catalog = Catalog(supervisor)
+        supervisor.add_listener(catalog.on_event)
+        catalog.catch_up()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(catalog.run)
+            with anyio.fail_after(60):
+                while catalog.gate.cached("early") is None:
+                    await anyio.sleep(0.02)
+                await catalog.wait_indexed()
+            assert not catalog.indexing
+            tg.cancel_scope.cancel()

@@ -363,6 +363,7 @@ async def _serve_with(
         upgrades = {mcp_socket.MODE: functools.partial(mcp_socket.serve_socket, hosts)}
         rpc = RpcServer(methods, daemon, limits, upgrades)
         supervisor.add_listener(catalog.on_event)
+        catalog.catch_up()  # servers may have gone live while the semantic model loaded
         supervisor.add_listener(_everyone(rpc.broadcast))
         supervisor.add_listener(hosts.on_event)
         supervisor.add_log_listener(hosts.on_log)

@@ -122,6 +122,18 @@ class Catalog:
             if self._supervisor.actor(event.server).state in LIVE_STATES:
                 self._to_review.send_nowait(event.server)
 
+    def catch_up(self) -> None:
+        """Take in the servers that went live before ``on_event`` was listening, as their events
+        would have: the daemon makes the catalogue once the semantic model is loaded, while the
+        supervisor is already starting servers (a slow load missed them all: nothing was reviewed
+        nor indexed until the first query)."""
+        self._by_name = None
+        self._reindex.set()
+        for actor in self._supervisor.actors():
+            if actor.state in LIVE_STATES:
+                with contextlib.suppress(anyio.WouldBlock):
+                    self._to_review.send_nowait(actor.name)
+
     async def run(self) -> None:
         """Review servers queued by ``on_event`` and index large changes off the loop, until cancelled."""
         async with anyio.create_task_group() as tg:
