@@ -214,6 +214,11 @@ def test_values_that_would_break_timers_or_exec_are_refused(
         ('url = "http://h/"\nheaders = { A = "Bearer SECRET\u00e9" }', "headers", "ASCII"),
         ('url = "http://h/"\nheaders = { "X Key" = "SECRET" }', "headers", "invalid header name"),
         ('url = "http://h/"\nheaders = { "" = "SECRET" }', "headers", "invalid header name"),
+        # A token pasted into the name (as a `Name: value` line) or the URL's password: urllib's
+        # own message for the latter quotes the whole netloc.
+        ('url = "http://h/"\nheaders = { "Authorization: Bearer SECRET" = "" }', "headers", "invalid"),
+        ('url = "https://user:SECRET\uff03@h/mcp"', "url", "malformed"),
+        ('url = "https://user:SECRET@h:SECRET/mcp"', "url", "port"),
     ],
 )
 def test_a_url_or_header_no_http_client_would_send_is_refused_unquoted(

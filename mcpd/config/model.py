@@ -146,18 +146,29 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
         if self.url is not None:
             if _UNSENDABLE.search(self.url):
                 raise ValueError("`url` contains a control character (percent-encode it)")
+            # urllib's own messages are not passed on: they quote the port or the whole host part,
+            # a password in it included.
             try:
                 parts = urllib.parse.urlsplit(self.url)
-                port = parts.port  # raises for a port that is not a number in 0-65535
-            except ValueError as exc:
-                raise ValueError(f"`url` is malformed: {exc}") from None
+            except ValueError:
+                raise ValueError("`url` is malformed: its host part cannot be read") from None
+            try:
+                port = parts.port
+            except ValueError:
+                raise ValueError("`url` is malformed: its port is not a number in 0-65535") from None
             if not parts.hostname:
                 raise ValueError("`url` names no host")
             if port == 0:
                 raise ValueError("`url` has port 0, on which nothing can be reached")
         for name, value in self.headers.items():
             if not _HEADER_NAME.fullmatch(name):
-                raise ValueError(f"`headers` has an invalid header name: {name!r}")
+                # Quoted only up to its first bad character: a whole `Name: Bearer token` line
+                # pasted in as the name must not be shown.
+                valid = _HEADER_NAME.match(name)
+                start = f" starting {valid.group()!r}" if valid else ""
+                raise ValueError(
+                    f"`headers` has an invalid header name{start} (a value goes on the right of `=`)"
+                )
             if not _HEADER_VALUE.fullmatch(value):
                 raise ValueError(
                     f"`headers` {name!r}: the value must be printable ASCII, without a line break "
