@@ -223,10 +223,6 @@ async def _open_usage(config: Config) -> tuple[Store, UsagePrior, TrustGate]:
     return store, prior, gate
 
 
-def _nothing(_db: sqlite3.Connection) -> None:
-    """A store job that only waits for what was queued before it (``Store.run``)."""
-
-
 async def _read_pins(store: Store) -> tuple[list[PinRecord], list[AcceptedFindings]] | str:
     """The stored pins and accepted findings, or why they could not be read."""
     try:
@@ -281,7 +277,7 @@ async def keep_store(
                 # Said once they are written (the writes are queued for the store's thread): a daemon
                 # killed after the event must not lose them.
                 with contextlib.suppress(sqlite3.Error, StoreUnavailable):
-                    await store.run(_nothing)
+                    await store.flush()
                 log.warning("usage.resaved", path=str(store.path), records=resaved)
             if not followed:
                 followed = await _follow(store, prior, prior.reload)
