@@ -252,6 +252,23 @@ async def test_a_host_is_told_only_of_the_list_that_changed(daemon: DaemonProces
     assert not [m for m in host.received[mark:] if isinstance(m, types.ResourceListChangedNotification)]
 
 
+async def test_a_new_tool_tells_the_host_of_no_other_list(daemon: DaemonProcess) -> None:
+    """A server's tools changing is no news of its resources and prompts: a host that had never
+    listed them was sent resources/list_changed and prompts/list_changed (they compared as changed
+    from an empty list)."""
+    async with bridge(daemon.socket, "--all") as host:
+        mark, logged = len(host.received), len(daemon.events)
+        await host.call("fx__add_tool", {"name": "unheralded"})
+        await daemon.wait_for("server.tools_changed", server="fx", after=logged)
+        # Told after the tools' change was: the prompts' own news comes after any the tools' made.
+        await host.call("fx__add_prompt", {"name": "heralded"})
+        await host.wait_received(lambda m: isinstance(m, types.PromptListChangedNotification), mark)
+    told = [
+        type(m).__name__ for m in host.received[mark:] if not isinstance(m, types.ToolListChangedNotification)
+    ]
+    assert told == ["PromptListChangedNotification"]
+
+
 async def test_cli_read_follow_reads_again_at_each_update(daemon: DaemonProcess) -> None:
     """`mcpd read URI --follow --json` writes the contents, then again after each update."""
     uri = f"mcpd://ev/{DOC}"

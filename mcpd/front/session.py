@@ -371,8 +371,10 @@ class HostSession:
             )
             self._surface_changed(said)
             return
-        if isinstance(event, ToolsChanged) or (event.old in LIVE_STATES) != (event.new in LIVE_STATES):
+        if isinstance(event, ToolsChanged):
             self._list_changed()
+        elif (event.old in LIVE_STATES) != (event.new in LIVE_STATES):
+            self._joined_or_left()
 
     def relist(self) -> None:
         """Tell the host to list tools, resources and prompts again: a session resumed (by a new
@@ -504,9 +506,14 @@ class HostSession:
         name = params.client_info.name
         self.caller = Caller(name if name != "unknown" else self._hello_client, self.caller.session)
 
+    def _joined_or_left(self) -> None:
+        """A server came into the session or went out of it: its tools, resources and prompts with it
+        (a change of its tools alone is no news of its other lists)."""
+        self._surface_changed()
+        self._list_changed()
+
     def _list_changed(self) -> None:
         """Send ``tools/list_changed`` if the tools differ from those last listed, once per loop turn."""
-        self._surface_changed()  # a server joined or left the session: its resources and prompts too
         if self._list_changed_due:
             return
         self._list_changed_due = True
@@ -555,7 +562,7 @@ class HostSession:
         finally:
             self._connecting.discard(name)
         self.preconnect.discard(name)
-        self._list_changed()
+        self._joined_or_left()
         self._state_changed()
 
     def _preconnect_overdue(self, name: str) -> None:
@@ -710,7 +717,7 @@ class HostSession:
         if connected.already:
             return _text(f"{server} was already connected: {names}")
         self.preconnect.discard(server)
-        self._list_changed()
+        self._joined_or_left()
         self._state_changed()
         return _text(f"Connected {server}; its tools are now in your tool list: {names}")
 
