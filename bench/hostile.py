@@ -35,7 +35,7 @@ import anyio
 from mcpd.client.aio import AsyncClient, connect
 from mcpd.daemon.logging import configure_logging
 from mcpd.errors import McpdError
-from mcpd.testing import fixture_command
+from mcpd.testing import fixture_command, rss_mib
 from mcpd.testing.daemon import running_daemon
 from mcpd.testing.hostile import (
     INVALID_UTF8,
@@ -131,14 +131,6 @@ class Samples:
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
-
-
-def rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def sched(pid: int) -> tuple[float, float]:

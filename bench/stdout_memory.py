@@ -19,6 +19,7 @@ from pathlib import Path
 import anyio
 
 from mcpd.client.aio import connect
+from mcpd.testing import rss_mib
 from mcpd.testing.daemon import running_daemon
 
 SERVER = """
@@ -46,14 +47,6 @@ for line in sys.stdin:
             sys.stdout.write("x" * size + "\\n")
         send({"id": message["id"], "result": {"content": [{"type": "text", "text": "done"}]}})
 """
-
-
-def rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 async def watch_rss(pid: int, peak: list[float]) -> None:

@@ -26,6 +26,7 @@ from mcpd.supervisor.server_asks import MAX_SERVER_REQUESTS
 from mcpd.supervisor.session import Malformed, SessionHooks, handshake
 from mcpd.supervisor.stdio import open_stdio_child
 from mcpd.supervisor.stdio_session import open_stdio_session
+from mcpd.testing import rss_mib
 
 pytestmark = pytest.mark.anyio
 
@@ -571,13 +572,6 @@ for line in sys.stdin:
         sys.stdout.flush()
 """
 )
-
-
-def rss_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads RSS in /proc")

@@ -76,6 +76,15 @@ def fullserver_toml(name: str, **settings: Any) -> str:
     return _server_toml(name, fullserver_command(), settings)
 
 
+def rss_mib(pid: int | str = "self") -> float:
+    """Resident memory of process ``pid`` in MiB (from /proc; Linux only)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise LookupError(f"no VmRSS for process {pid}")
+
+
 def pids_with_args(*args: str) -> list[int]:
     """Pids of the processes whose argv holds every one of ``args`` (from /proc; Linux only)."""
     wanted = [arg.encode() for arg in args]
