@@ -59,12 +59,13 @@ async def test_long_outage_then_back_to_running_and_waiting_call_succeeds() -> N
     outage waits and succeeds once the server is back; last_error is cleared then."""
     port = free_port()
     remote = ServerConfig(name="remote", url=f"http://127.0.0.1:{port}/mcp", restart=TINY_CAP)
-    attempts = 0
+    attempts: int | None = None
+    """Backoffs since the outage began (None before: the server's first start has its own)."""
     many = anyio.Event()
 
     def count(event: ServerEvent) -> None:
         nonlocal attempts
-        if isinstance(event, StateChanged) and event.new is S.BACKOFF:
+        if attempts is not None and isinstance(event, StateChanged) and event.new is S.BACKOFF:
             attempts += 1
             if attempts == 15:
                 many.set()
@@ -73,6 +74,7 @@ async def test_long_outage_then_back_to_running_and_waiting_call_succeeds() -> N
         actor = sup.actor("remote")
         async with running_http_fixture("remote", port):
             await actor.wait_state(S.RUNNING, timeout=60)
+        attempts = 0
         results: list[ToolResult] = []
         answered = anyio.Event()
         async with anyio.create_task_group() as tg:
