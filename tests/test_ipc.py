@@ -663,26 +663,38 @@ def test_a_call_without_a_timeout_outlasts_every_call_timeout_a_config_may_give(
         assert call.timeout > MAX_SERVER_CALL_TIMEOUT
 
 
+def _probing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pings after 0.5 s of silence; room for a loaded machine: a healthy daemon must answer in 2 s."""
+    monkeypatch.setattr(_wire, "PROBE_AFTER", 0.5)
+    monkeypatch.setattr(_wire, "PROBE_WAIT", 2.0)
+
+
+async def test_a_call_through_several_pings_is_answered(
+    daemon: DaemonProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client asks the daemon whether it is there whenever a request has heard nothing for
+    PROBE_AFTER: a call that runs through several of those is answered, in both clients."""
+    _probing(monkeypatch)
+    slept = [{"type": "text", "text": "slept 1.5"}]
+    async with connect(daemon.socket) as client:
+        with anyio.fail_after(30):
+            assert (await client.call_tool("alpha__sleep", {"seconds": 1.5})).content == slept
+    with Client(daemon.socket) as blocking:
+        assert blocking.call_tool("alpha__sleep", {"seconds": 1.5}).content == slept
+
+
 @pytest.mark.parametrize("size", [1, 3 * 1024 * 1024])
 async def test_a_call_ends_soon_once_the_daemon_stops_answering(
     daemon: DaemonProcess, monkeypatch: pytest.MonkeyPatch, size: int
 ) -> None:
-    """A tool call without a timeout of its own: the client asks the daemon whether it is there
-    whenever it has heard nothing for PROBE_AFTER, so a call that runs through several of those is
-    answered, and one whose daemon is stopped (SIGSTOP) ends with TransportError once a ping goes
-    unanswered for PROBE_WAIT, in both clients (each used to wait 605 s); so does one too large for
-    the socket's buffer, which the daemon never takes (the async client waited for it for ever, its
-    timeout or not)."""
-    monkeypatch.setattr(_wire, "PROBE_AFTER", 0.5)
-    # Room for a loaded machine: the healthy daemon's answer to a ping must come within it.
-    monkeypatch.setattr(_wire, "PROBE_WAIT", 2.0)
-    slept = [{"type": "text", "text": "slept 2.0"}]
+    """A tool call without a timeout of its own to a daemon that is stopped (SIGSTOP) ends with
+    TransportError once a ping goes unanswered for PROBE_WAIT, in both clients (each used to wait
+    605 s); so does one too large for the socket's buffer, which the daemon never takes (the async
+    client waited for it for ever, its timeout or not)."""
+    _probing(monkeypatch)
     echo = {"text": "x" * size}
-    async with connect(daemon.socket) as client:
-        with anyio.fail_after(30):
-            assert (await client.call_tool("alpha__sleep", {"seconds": 2})).content == slept
     with Client(daemon.socket) as blocking:
-        assert blocking.call_tool("alpha__sleep", {"seconds": 2}).content == slept
+        blocking.status()  # connected before the daemon stops
         async with connect(daemon.socket) as client:
             daemon.signal(signal.SIGSTOP)
             try:
