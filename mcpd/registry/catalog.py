@@ -114,25 +114,24 @@ class Catalog:
     def on_event(self, event: ServerEvent) -> None:
         if isinstance(event, ResourceUpdated):
             return  # a resource's contents: nothing listed or reviewed changed
-        self._by_name = None
-        # Index what changed at once, in the background, so it is ready before most queries.
-        self._reindex.set()
-        # Review a server as soon as it is live or its tools change, so findings are logged at once.
-        with contextlib.suppress(UnknownServer, anyio.WouldBlock):
-            if self._supervisor.actor(event.server).state in LIVE_STATES:
-                self._to_review.send_nowait(event.server)
+        self._changed(event.server)
 
     def catch_up(self) -> None:
         """Take in the servers that went live before ``on_event`` was listening, as their events
         would have: the daemon makes the catalogue once the semantic model is loaded, while the
         supervisor is already starting servers (a slow load missed them all: nothing was reviewed
         nor indexed until the first query)."""
-        self._by_name = None
-        self._reindex.set()
         for actor in self._supervisor.actors():
-            if actor.state in LIVE_STATES:
-                with contextlib.suppress(anyio.WouldBlock):
-                    self._to_review.send_nowait(actor.name)
+            self._changed(actor.name)
+
+    def _changed(self, name: str) -> None:
+        self._by_name = None
+        # Index what changed at once, in the background, so it is ready before most queries.
+        self._reindex.set()
+        # Review a server as soon as it is live or its tools change, so findings are logged at once.
+        with contextlib.suppress(UnknownServer, anyio.WouldBlock):
+            if self._supervisor.actor(name).state in LIVE_STATES:
+                self._to_review.send_nowait(name)
 
     async def run(self) -> None:
         """Review servers queued by ``on_event`` and index large changes off the loop, until cancelled."""
