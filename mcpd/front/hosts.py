@@ -31,8 +31,11 @@ class Hosts:
 
     def on_log(self, server: str, message: LogMessage) -> None:
         """A supervisor log listener: each session passes on what its host asked for."""
+        if not self.sessions:
+            return
+        call = self.core.requests.related(server)  # the call it belongs to: the same for every session
         for session in list(self.sessions):
-            session.on_log(server, message)
+            session.on_log(server, message, call)
 
     @contextlib.asynccontextmanager
     async def open_session(

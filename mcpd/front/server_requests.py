@@ -88,7 +88,7 @@ class Notifiable(Protocol):
         ...
 
 
-class _Call:
+class RunningCall:
     """One tool call in flight: to which server, for whom, and the requests it is answering."""
 
     __slots__ = ("answerer", "asking", "client", "origin", "server", "session")
@@ -107,7 +107,9 @@ class _Call:
         return f"{self.client or 'a client'} (session {self.session})"
 
 
-_current: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("mcpd_server_call", default=None)
+_current: contextvars.ContextVar[RunningCall | None] = contextvars.ContextVar(
+    "mcpd_server_call", default=None
+)
 
 HOST_REQUEST: contextvars.ContextVar[mcp.RequestId | None] = contextvars.ContextVar(
     "mcpd_host_request", default=None
@@ -137,20 +139,20 @@ class ServerRequests:
 
     def __init__(self, timeout: float = ANSWER_TIMEOUT) -> None:
         self.timeout = timeout
-        self._calls: dict[str, list[_Call]] = {}
+        self._calls: dict[str, list[RunningCall]] = {}
         self.clients: WeakKeyDictionary[Notifiable, ClientAnswerer] = WeakKeyDictionary()
         """The client-library connections that declared capabilities (forgotten with the connection)."""
 
     def begin(
         self, server: str, answerer: Answerer | None, client: str | None, session: str
-    ) -> tuple[_Call, contextvars.Token[Any]]:
+    ) -> tuple[RunningCall, contextvars.Token[Any]]:
         """A tool call to ``server`` starts in this task, made by ``client`` in ``session``, for
         ``answerer`` (None: it answers nothing)."""
-        call = _Call(server, answerer, client, session)
+        call = RunningCall(server, answerer, client, session)
         self._calls.setdefault(server, []).append(call)
         return call, _current.set(call)
 
-    def end(self, call: _Call, token: contextvars.Token[Any]) -> None:
+    def end(self, call: RunningCall, token: contextvars.Token[Any]) -> None:
         """The call ended: what it was still being asked is given up."""
         _current.reset(token)
         calls = self._calls[call.server]
@@ -160,7 +162,7 @@ class ServerRequests:
         for scope in call.asking:
             scope.cancel()
 
-    def related(self, server: str) -> _Call | None:
+    def related(self, server: str) -> RunningCall | None:
         """The tool call to ``server`` that a log message it sends now belongs to (see the module
         docstring); None when it belongs to none, or to one of several callers' calls."""
         exact = _current.get()
@@ -171,7 +173,7 @@ class ServerRequests:
             return None
         return candidates[0]
 
-    def _pick(self, request: ServerRequest, capability: str) -> _Call | ServerReply:
+    def _pick(self, request: ServerRequest, capability: str) -> RunningCall | ServerReply:
         exact = _current.get()
         candidates = self._calls.get(request.server, [])
         if exact is not None and exact.server == request.server:

@@ -42,7 +42,7 @@ from mcpd.errors import (
 )
 from mcpd.front import calls, host_surface, meta, surface
 from mcpd.front.core import Caller, Core
-from mcpd.front.server_requests import HOST_REQUEST, HostAnswerer
+from mcpd.front.server_requests import HOST_REQUEST, HostAnswerer, RunningCall
 from mcpd.model import mcp
 from mcpd.model.logs import LogMessage
 from mcpd.model.protocol import ConnectResult, ToolsCallParams, ToolsListParams
@@ -386,11 +386,13 @@ class HostSession:
         """Whether the host sees ``server``: its tools, their changes, its log messages."""
         return self.expose_all or server in self.connected
 
-    def on_log(self, server: str, message: LogMessage) -> None:
+    def on_log(self, server: str, message: LogMessage, call: RunningCall | None) -> None:
         """A server's MCP log message: passed on at or above the level the host set, if it set one,
         for the servers it sees; the logger names the server (``server`` or ``server/logger``), and
         its data and ``_meta`` are the server's. A level MCP does not define is passed on as
-        ``info`` (``"ERROR"`` as ``error``): hosts' SDKs refuse a message at a level they do not know."""
+        ``info`` (``"ERROR"`` as ``error``): hosts' SDKs refuse a message at a level they do not know.
+        ``call``: the tool call it belongs to (``ServerRequests.related``), sent with it if it is this
+        host's."""
         if self.log_level is None or not self.sees(server):
             return
         level = message.level.lower()
@@ -401,7 +403,6 @@ class HostSession:
         logger = message.logger
         named = f"{server}/{logger}" if logger else server
         meta_ = msgspec.UNSET if message.meta is None else message.meta
-        call = self.core.requests.related(server)
         related = call.origin if call is not None and call.answerer is self.answers else None
         params = mcp.LogMessageParams(level=level, data=message.data, logger=named, meta=meta_)
         self._advise(mcp.MESSAGE, params, related)
