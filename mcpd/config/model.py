@@ -45,6 +45,12 @@ _SERVER_BOUNDS = {
 }
 _RESTART_BOUNDS = {"max_delay": (0.0, 3600.0), "stable_after": (0.0, 86400.0)}
 
+MIN_RESTART_DELAY = 1.0
+"""Lower limit of the delay a crash loop settles at (``max_delay``; ``initial_delay`` when
+``multiplier`` is 1): a server that dies at once is spawned at most once a second, whatever the
+policy says. Below it a tiny cap spawned such a server ~170 times a second, a core busy and the
+log flooded with its state changes."""
+
 
 class RestartPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """When and how often a dead or unhealthy server is started again."""
@@ -62,10 +68,21 @@ class RestartPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     def __post_init__(self) -> None:
         _require_finite(self)
         _require_within(self, _RESTART_BOUNDS)
-        if not 0 <= self.initial_delay <= self.max_delay:
-            raise ValueError("need 0 <= initial_delay <= max_delay")
+        if self.max_delay < MIN_RESTART_DELAY:
+            raise ValueError(
+                f"`max_delay` must be at least {MIN_RESTART_DELAY:g} s (got {self.max_delay:g}): "
+                "a server that keeps crashing is spawned once per max_delay"
+            )
+        if not 0 < self.initial_delay <= self.max_delay:
+            # 0 would stay 0 however often it is multiplied: restarts without any delay, for ever.
+            raise ValueError("`initial_delay` must be > 0 and <= max_delay")
         if not 1 <= self.multiplier <= 10:
             raise ValueError("multiplier must be >= 1 and <= 10")
+        if self.multiplier == 1 and self.initial_delay < MIN_RESTART_DELAY:
+            raise ValueError(
+                f"`initial_delay` must be at least {MIN_RESTART_DELAY:g} s when `multiplier` is 1, "
+                "which keeps every delay at initial_delay"
+            )
         if not 0 <= self.jitter < 1:
             raise ValueError("jitter must be in [0, 1)")
         if self.max_retries is not None and self.max_retries < 0:
