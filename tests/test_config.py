@@ -408,6 +408,79 @@ def test_every_host_key_is_honoured_or_ignored_never_a_rejected_server(tmp_path:
     assert all(n.file == str(path) and n.message for n in config.notes)
 
 
+def test_a_host_key_and_the_mcpd_field_it_means_disagreeing_is_an_issue_naming_both(tmp_path: Path) -> None:
+    """`url` beside Windsurf's `serverUrl` (either order), `enabled` beside `disabled`, `disabled_tools`
+    beside `disabledTools`: disagreeing, the entry is an issue naming both keys (before, one of them
+    was dropped without a word); agreeing, it loads."""
+    entries = {
+        "urls": {"url": "https://a.invalid/mcp", "serverUrl": "https://b.invalid/mcp"},
+        "slru": {"serverUrl": "https://b.invalid/mcp", "url": "https://a.invalid/mcp"},
+        "flags": {"command": "x", "enabled": True, "disabled": True},
+        "tools": {"command": "x", "disabled_tools": ["a"], "disabledTools": ["b"]},
+        "agree": {"url": "https://a.invalid/mcp", "serverUrl": "https://a.invalid/mcp", "disabled": False},
+    }
+    config = load_config(write(tmp_path, "mcp.json", json.dumps({"mcpServers": entries})))
+    assert [s.name for s in config.servers] == ["agree"]
+    issues = {i.server: i for i in config.issues}
+    assert {name: i.field for name, i in issues.items()} == {
+        "urls": "url",
+        "slru": "url",
+        "flags": "enabled",
+        "tools": "disabled_tools",
+    }
+    assert "`url` and `serverUrl` are both given" in issues["urls"].message
+    assert "`enabled` and `disabled`" in issues["flags"].message
+    assert "`disabled_tools` and `disabledTools`" in issues["tools"].message
+
+
+def test_a_number_in_a_host_env_is_the_text_the_host_would_pass(tmp_path: Path) -> None:
+    """VS Code takes numbers as env values and passes JavaScript's text of them: `1.0` is "1" and
+    `1e3` is "1000" (before: Python's "1.0" and "1000.0", values the server never got from a host)."""
+    env = '{"ONE": 1.0, "K": 1e3, "F": 1.10, "TINY": 1e-7, "BIG": 12345678901234567890.5, "N": -2}'
+    config = load_config(
+        write(tmp_path, "mcp.json", '{"servers": {"s": {"command": "x", "env": ' + env + "}}}")
+    )
+    assert config.servers[0].env == {
+        "ONE": "1",
+        "K": "1000",
+        "F": "1.1",
+        "TINY": "1e-7",
+        "BIG": "12345678901234567000",
+        "N": "-2",
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "needle"),
+    [
+        (
+            "c.toml",
+            '[servers.s]\ncommand = "x"\nenv = { OK = "1", PORT = 8080.5 }\n',
+            "`env` value of 'PORT' must be text",
+        ),
+        (
+            "c.toml",
+            '[servers.s]\nurl = "http://h/"\nheaders = { X-Token = 3 }\n',
+            "`headers` value of 'X-Token'",
+        ),
+        ("c.json", '{"servers": {"s": {"command": "x", "env": {"FLAG": true}}}}', "`env` value of 'FLAG'"),
+        (
+            "c.toml",
+            '[servers.s]\ncommand = "x"\nenv = { A = "a\\u0000b" }\n',
+            "`env` variable 'A' has a NUL byte",
+        ),
+    ],
+)
+def test_an_env_or_header_value_error_names_the_variable(
+    tmp_path: Path, name: str, text: str, needle: str
+) -> None:
+    """A value that is not text (or holds a NUL byte) is an issue naming the variable or header (before:
+    msgspec's `env[...]`, leaving the user to find which one), never quoting the value."""
+    config = load_config(write(tmp_path, name, text))
+    (issue,) = config.issues
+    assert needle in issue.message and "8080.5" not in issue.message
+
+
 def test_env_file_is_read_relative_to_the_config_and_env_wins(tmp_path: Path) -> None:
     """VS Code's and Cursor's envFile: KEY=VALUE lines beside the config; `env` overrides them."""
     write(tmp_path, ".env", "# secrets\nexport TOKEN='abc'\nMODE=file # comment\nEMPTY=\n")

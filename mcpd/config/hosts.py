@@ -9,8 +9,10 @@ never a reason to drop the server, as the hosts themselves skip keys they do not
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -86,11 +88,24 @@ def read_entry(entry: dict[str, Any], base: Path) -> Entry:
             result.notes.append((key, IGNORED.get(key, "not a setting mcpd knows; ignored")))
     if env_file is not None:
         _read_env_file(result, env_file, base)
+    _check_aliases(result, entry)
     if declared is not None and result.problem is None:
         _check_transport(result, *declared)
     for field, found in _references(result.fields):
         result.notes.append((field, _REFERENCE_NOTE.format(found=", ".join(found))))
     return result
+
+
+def _check_aliases(result: Entry, entry: dict[str, Any]) -> None:
+    """An mcpd field and the host key that means it (``url`` and ``serverUrl``, ``enabled`` and
+    ``disabled``) both given and disagreeing: one of them would be dropped without a word, and
+    which was meant cannot be told, so the entry is refused naming both."""
+    implied = [(alias, field, entry[alias]) for alias, field in RENAMED.items() if alias in entry]
+    if isinstance(entry.get("disabled"), bool):
+        implied.append(("disabled", "enabled", not entry["disabled"]))
+    for alias, field, value in implied:
+        if field in entry and entry[field] != value:
+            result.problem = (field, f"`{field}` and `{alias}` are both given and disagree; keep one")
 
 
 def _disabled(result: Entry, value: object) -> None:
@@ -155,10 +170,23 @@ def _env(result: Entry, env: dict[str, Any]) -> dict[str, Any]:
         if value is None:
             result.notes.append((f"env.{name}", "null (unset) leaves the variable out"))
         elif isinstance(value, int | float) and not isinstance(value, bool):
-            kept[name] = str(value)
+            kept[name] = _js_text(value)
         else:
             kept[name] = value
     return kept
+
+
+def _js_text(value: float) -> str:
+    """A JSON number as the hosts (JavaScript's ``String()``) turn it into an environment value:
+    ``1.0`` is ``"1"`` and ``1e3`` is ``"1000"``, where Python's ``str`` gives ``"1.0"`` and
+    ``"1000.0"``, a value the server would not get from the host. (Both write the shortest digits
+    that read back as the same number; only the notation differs.)"""
+    if isinstance(value, int) or not math.isfinite(value) or value == 0:
+        return repr(int(value)) if math.isfinite(value) else repr(value)
+    if 1e-6 <= abs(value) < 1e21:
+        return format(Decimal(repr(value)).normalize(), "f")
+    mantissa, _, exponent = repr(value).partition("e")
+    return f"{mantissa}e{int(exponent):+d}"
 
 
 def _read_env_file(result: Entry, value: object, base: Path) -> None:

@@ -240,11 +240,29 @@ def _server(
             # Overwritten by the table's name below, so `name = "b"` in [servers.a] was dropped
             # without a word, where any other key mcpd does not take is an error.
             return issue(f"a server is named by its table, [servers.{name}]; remove `name`", "name")
+    untyped = _not_text(fields)
+    if untyped is not None:
+        return issue(untyped[1], untyped[0])
     try:
         return msgspec.convert({**fields, "name": name}, ServerConfig)
     except msgspec.ValidationError as exc:
         message, field = _explain(str(exc))
         return issue(message, field)
+
+
+def _not_text(fields: dict[str, Any]) -> tuple[str, str] | None:
+    """(table, message) for an ``env`` or ``headers`` value that is not text, naming the key: msgspec
+    would say only ``env[...]``, leaving the user to find which of the variables it meant. The
+    value itself is never quoted (it is often a secret)."""
+    for table in ("env", "headers"):
+        values = fields.get(table)
+        if not isinstance(values, dict):
+            continue
+        for key, value in values.items():
+            if not isinstance(value, str):
+                kind = type(value).__name__
+                return table, f"`{table}` value of {key!r} must be text (in quotes), not a {kind}"
+    return None
 
 
 def _explain(error: str) -> tuple[str, str | None]:

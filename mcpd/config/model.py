@@ -151,8 +151,12 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
             if any("\0" in value for value in values):
                 raise ValueError(f"`{field}` contains a NUL byte")
         for key, value in self.env.items():
-            if not key or "=" in key or "\0" in key or "\0" in value:
-                raise ValueError(f"`env` has an invalid variable name or value: {key!r}")
+            if not key or "=" in key or "\0" in key:
+                raise ValueError(
+                    f"`env` has an invalid variable name {key!r}: empty, or holds '=' or a NUL byte"
+                )
+            if "\0" in value:
+                raise ValueError(f"`env` variable {key!r} has a NUL byte in its value")
         if self.cwd is not None and not os.path.isabs(os.path.expanduser(self.cwd)):
             raise ValueError("`cwd` must be an absolute path")
 
