@@ -116,9 +116,20 @@ def socket_path(text: str) -> Path:
     return Path(text)
 
 
+def _unrepeated(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are each given once: JSON itself would keep the last of two, and
+    whether that is the value meant cannot be told."""
+    found = dict(pairs)
+    if len(found) < len(pairs):
+        keys = [key for key, _ in pairs]
+        repeated = next(key for index, key in enumerate(keys) if key in keys[:index])
+        raise argparse.ArgumentTypeError(f"the key {repeated!r} is given more than once; keep one")
+    return found
+
+
 def json_object(text: str) -> dict[str, Any]:
     try:
-        value = json.loads(text, parse_constant=_no_constant)
+        value = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unrepeated)
         # What the socket cannot carry is refused here, not found as an internal error later.
         msgspec.msgpack.encode(value)
     except (json.JSONDecodeError, ValueError) as exc:
