@@ -127,6 +127,33 @@ async def test_a_reload_never_swaps_the_users_servers_for_the_demo(tmp_path: Pat
             assert [(s.name, s.pid) for s in await client.status()] == [("keep", pid)]
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            "[daemon]\nmax_frame_bytes = 5\n",
+            "the [daemon] table, field `max_frame_bytes`: `max_frame_bytes` must be",
+        ),
+        ("[servers.keep\n", "not valid TOML"),
+    ],
+)
+async def test_mcpd_reload_of_a_file_it_cannot_use_says_reload_refused(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    """Every refused `mcpd reload` starts "reload refused, nothing changed": a bad [daemon] table or a
+    file that is not TOML said only "<file>: [daemon], field ..." as if no daemon were running."""
+    path = tmp_path / "config.toml"
+    path.write_text(fullserver_toml("keep"))
+    async with running_daemon(path) as daemon:
+        pid = daemon.pids()["keep"]
+        path.write_text(text + fullserver_toml("keep"))
+        refused = run_cli("reload", "--socket", str(daemon.socket))
+        assert refused.returncode == 2
+        assert refused.stderr.startswith(f"mcpd: reload refused, nothing changed: {path}: ")
+        assert said in refused.stderr
+        assert daemon.pids()["keep"] == pid
+
+
 async def test_a_reload_says_which_daemon_settings_wait_for_a_restart(tmp_path: Path) -> None:
     """[daemon] settings are read at start: a reload that changes them applies the servers and says
     which settings wait for a restart (in its result, the CLI's output and the log); status keeps

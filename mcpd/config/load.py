@@ -100,7 +100,7 @@ def _toml_daemon(source: str, document: dict[str, Any]) -> DaemonSettings:
     except msgspec.ValidationError as exc:
         message, field = _explain(str(exc))
         where = f", field `{field}`" if field else ""
-        raise ConfigError(f"{source}: [daemon]{where}: {message}") from None
+        raise ConfigError(f"{source}: the [daemon] table{where}: {message}") from None
 
 
 def _toml_servers(source: str, document: dict[str, Any]) -> Mapping[str, Any]:

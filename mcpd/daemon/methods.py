@@ -106,20 +106,12 @@ class Daemon(Core):
 
     async def _reload(self) -> ReloadResult:
         async with self.reload_lock:
-            # Off the loop: a config file on a slow or network disk must not stall every client.
-            config = await anyio.to_thread.run_sync(load_config, self.config_path)
-            if config.source == EMBEDDED_SOURCE != self.config.source:
-                # The user's default file is gone (moved aside to edit, or an editor's delete and
-                # write): the demo in place of every server it configured is never what was meant.
-                raise ConfigError(
-                    f"reload refused, nothing changed: {self.config.source} is not there any more; "
-                    "put it back (an empty file stops every server)"
-                )
-            if config.issues:
-                # At start a bad entry is skipped; on reload skipping it would stop a running
-                # server over a typo. The whole new config is refused instead.
-                problems = "; ".join(str(issue) for issue in config.issues)
-                raise ConfigError(f"reload refused, nothing changed: {problems}")
+            try:
+                config = await self._read_whole()
+            except ConfigError as exc:
+                # Every refusal says the same first: a file that is not TOML or a bad [daemon]
+                # table said only the file's problem, as if the daemon had not been running.
+                raise ConfigError(f"reload refused, nothing changed: {exc.message}") from None
             # Shielded: a client that hangs up mid-reload must not leave the diff half applied.
             # apply() is bounded by the servers' stop grace periods.
             with anyio.CancelScope(shield=True):
@@ -131,6 +123,22 @@ class Daemon(Core):
         if waiting:
             log.warning("config.restart_needed", settings=waiting)
         return ReloadResult(source=config.source, plan=plan, restart_needed=waiting)
+
+    async def _read_whole(self) -> Config:
+        """The config file, read for a reload: any problem in it is a ``ConfigError``."""
+        # Off the loop: a config file on a slow or network disk must not stall every client.
+        config = await anyio.to_thread.run_sync(load_config, self.config_path)
+        if config.source == EMBEDDED_SOURCE != self.config.source:
+            # The user's default file is gone (moved aside to edit, or an editor's delete and
+            # write): the demo in place of every server it configured is never what was meant.
+            raise ConfigError(
+                f"{self.config.source} is not there any more; put it back (an empty file stops every server)"
+            )
+        if config.issues:
+            # At start a bad entry is skipped; on reload skipping it would stop a running
+            # server over a typo. The whole new config is refused instead.
+            raise ConfigError("; ".join(str(issue) for issue in config.issues))
+        return config
 
     def _restart_needed(self, read: DaemonSettings) -> list[str]:
         """The ``[daemon]`` settings the file now sets otherwise than they are in force: the socket
