@@ -20,6 +20,7 @@ import pytest
 import structlog
 
 from mcpd.client.aio import connect
+from mcpd.daemon.app import keep_store
 from mcpd.discovery.groups import group_similar
 from mcpd.discovery.index import ToolIndex, ToolText
 from mcpd.discovery.prior import UsagePrior
@@ -33,6 +34,7 @@ from mcpd.store.pins import pin_rows
 from mcpd.store.usage import PendingCall, prior_rows
 from mcpd.testing import fixture_toml, fullserver_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
+from mcpd.trust.gate import TrustGate
 
 pytestmark = pytest.mark.anyio
 
@@ -520,6 +522,49 @@ async def test_a_store_deleted_while_the_disk_is_full_is_told_as_made_again(
         db.unlink()
         await until(lambda: not refusals and store.state.state == "ok" and bool(told))
         assert told == [True]
+    finally:
+        store.close()
+
+
+async def test_records_saved_again_into_a_store_that_cannot_take_them_are_said_not_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file deleted, and the one made again refusing writes for now (a full disk): what the daemon
+    saves again is held for the retry, and the log says it is not written (``usage.not_resaved``, the
+    store's state), where it said ``usage.resaved`` whatever the store did with the records."""
+    monkeypatch.setattr(store_db, "_LOOK_EVERY", 0.1)
+    monkeypatch.setattr(store_db, "_RETRY_FIRST", 3600.0)  # no retry within the test: held, not written
+    db = tmp_path / "usage.db"
+    store = Store.open(db)
+    probe_for_real = store_db._probe
+
+    def full(conn: sqlite3.Connection) -> None:
+        error = sqlite3.OperationalError("database or disk is full")
+        error.sqlite_errorcode = 13  # SQLITE_FULL
+        raise error
+
+    def resave() -> int:
+        store.save_trust(APPROVAL)
+        return 1
+
+    try:
+        with structlog.testing.capture_logs() as logs:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(keep_store, store, TrustGate(), UsagePrior(), [resave])
+                monkeypatch.setattr(store_db, "_probe", full)
+                db.unlink()
+                await until(
+                    lambda: any(
+                        log["event"].startswith("usage.") and "resave" in log["event"] for log in logs
+                    )
+                )
+                tg.cancel_scope.cancel()
+        said = [log for log in logs if log["event"] in ("usage.resaved", "usage.not_resaved")]
+        assert [(log["event"], log["records"], log.get("store")) for log in said] == [
+            ("usage.not_resaved", 1, "retrying")
+        ]
+        monkeypatch.setattr(store_db, "_probe", probe_for_real)
+        assert await store.run(lambda conn: conn.execute("SELECT count(*) FROM pins").fetchone()[0]) == 0
     finally:
         store.close()
 

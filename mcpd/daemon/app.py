@@ -274,13 +274,29 @@ async def keep_store(
             elif recreated:
                 resaved += gate.resave()
             if recreated:
-                # Said once they are written (the writes are queued for the store's thread): a daemon
-                # killed after the event must not lose them.
-                with contextlib.suppress(sqlite3.Error, StoreUnavailable):
-                    await store.flush()
-                log.warning("usage.resaved", path=str(store.path), records=resaved)
+                await _say_resaved(store, resaved)
             if not followed:
                 followed = await _follow(store, prior, prior.reload)
+
+
+async def _say_resaved(store: Store, records: int) -> None:
+    """Say whether the ``records`` just queued are written, once the store's thread has handled them:
+    a daemon killed after ``usage.resaved`` must not lose them, and a store that held them for a
+    retry or refused them (read-only) has not written them, whatever it was handed."""
+    try:
+        written = await store.flush()
+    except (sqlite3.Error, StoreUnavailable):
+        written = False
+    if written:
+        log.warning("usage.resaved", path=str(store.path), records=records)
+    else:
+        log.warning(
+            "usage.not_resaved",
+            path=str(store.path),
+            records=records,
+            store=store.condition,
+            consequence="kept in memory; saved when the store takes writes again",
+        )
 
 
 async def _run(

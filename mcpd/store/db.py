@@ -529,9 +529,10 @@ class Store:
 
         return await self.run(start)
 
-    async def flush(self) -> None:
-        """Wait until every record queued so far is committed."""
-        await self.run(lambda conn: None)
+    async def flush(self) -> bool:
+        """Wait until every record queued so far is handled: True when they are committed, False when
+        the store could not take them (``retrying`` holds them for the retry; ``read_only`` drops them)."""
+        return await self.run(lambda conn: self.writable)
 
     def close(self) -> None:
         """Write what is queued (bounded wait) and close the connection."""
