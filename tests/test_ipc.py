@@ -708,6 +708,71 @@ async def test_a_call_ends_soon_once_the_daemon_stops_answering(
     await assert_healthy(daemon)
 
 
+async def test_a_blocking_follow_of_events_goes_on_through_silences_a_healthy_daemon_answers(
+    daemon: DaemonProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Silence alone does not end a follow: during a 3 s call (no event meanwhile; PROBE_AFTER 0.5 s,
+    PROBE_WAIT 2 s) the follow's pings are answered and it goes on to the call's activity event."""
+    _probing(monkeypatch)
+    got: list[object] = []
+    blocking = Client(daemon.socket).connect()
+    blocking.request(_wire.subscribe())
+
+    def follow() -> None:
+        try:
+            for event in blocking.events(everything=False):
+                if isinstance(event, CallActivity) and "alpha" in event.calls:
+                    got.append(event)
+                    return
+        except BaseException as exc:  # what the thread got is the point
+            got.append(exc)
+
+    thread = threading.Thread(target=follow)
+    thread.start()
+    try:
+        async with connect(daemon.socket) as client:
+            await client.call_tool("alpha__sleep", {"seconds": 3})
+        await anyio.to_thread.run_sync(thread.join, 30)
+    finally:
+        blocking.close()
+        await anyio.to_thread.run_sync(thread.join, 10)
+    assert [type(item) for item in got] == [CallActivity], got
+
+
+async def test_a_blocking_follow_of_events_ends_soon_once_the_daemon_stops_answering(
+    daemon: DaemonProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The blocking client's events() waits for the next event without a deadline, but asks the daemon
+    whether it is there after PROBE_AFTER of silence, as a call does: a stopped daemon (SIGSTOP) ends
+    the follow with TransportError once the ping goes unanswered (it used to block for ever)."""
+    _probing(monkeypatch)
+    outcomes: list[BaseException] = []
+    blocking = Client(daemon.socket).connect()
+    blocking.request(_wire.subscribe())  # before the daemon stops, so the follow only reads
+
+    def follow() -> None:
+        try:
+            for _ in blocking.events(everything=False):
+                pass
+        except BaseException as exc:  # what the thread got is the point
+            outcomes.append(exc)
+
+    thread = threading.Thread(target=follow)
+    daemon.signal(signal.SIGSTOP)
+    try:
+        thread.start()
+        await anyio.to_thread.run_sync(thread.join, 30)
+        ended = not thread.is_alive()
+    finally:
+        daemon.signal(signal.SIGCONT)
+        blocking.close()  # frees the thread if it was still blocked
+        await anyio.to_thread.run_sync(thread.join, 10)
+    assert ended, "the follow was still blocked 30 s after the daemon stopped"
+    (outcome,) = outcomes
+    assert isinstance(outcome, TransportError) and "stopped answering" in str(outcome)
+    await assert_healthy(daemon)
+
+
 async def test_stale_socket_of_a_killed_daemon_is_replaced(tmp_path: Path) -> None:
     """After kill -9 the socket file stays behind; the next daemon takes the path over."""
     config = tmp_path / "c.toml"

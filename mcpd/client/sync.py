@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import socket
 import threading
 import time
@@ -241,14 +242,27 @@ class Client(Api):
                     call.on_progress(update)
 
     def _next_kept(self, sock: socket.socket) -> Message:
-        """The next message for ``events()`` or ``follow_logs()``: first those a request set aside."""
+        """The next message for ``events()`` or ``follow_logs()``: first those a request set aside.
+
+        Waited for without a deadline (the next event may be hours away), but the daemon is asked
+        whether it is there after ``PROBE_AFTER`` of silence, as a request asks: a frozen daemon
+        (SIGSTOP, a hung loop) ends the follow with ``TransportError`` instead of blocking it for ever."""
         if self._kept:
             return self._kept.popleft()
+        patience = _Patience(math.inf, lambda: self._ping(sock))
         try:
-            sock.settimeout(None)  # a request made between two messages set its own
-            return self._next_message(sock)
+            return self._next_message(sock, patience)
+        except TransportError:  # frozen: its connection is no use, as after a request's probe
+            self.close()
+            raise
         except OSError as exc:  # the daemon went, or another thread closed the client
             raise TransportError(f"lost the daemon connection: {exc}") from None
+
+    def _ping(self, sock: socket.socket) -> None:
+        """Ask whether the daemon is there; under the lock, so its bytes never land inside those of
+        another thread's request. The answer is skipped like any other id's."""
+        with self._lock:
+            sock.sendall(_wire.ping().request(next(self._ids)))
 
     def _next_message(self, sock: socket.socket, patience: _Patience | None = None) -> Message:
         while not self._pending:
