@@ -134,12 +134,13 @@ class Client(Api):
     def close(self) -> None:
         """Close the connection; a thread blocked in ``events()`` or ``follow_logs()`` then ends with
         ``TransportError``."""
-        if self._sock is not None:
+        # Taken first: the thread it wakes closes the client too, from inside its own read.
+        sock, self._sock = self._sock, None
+        if sock is not None:
             # Shut down first: a close alone leaves another thread's recv() blocked for good.
             with contextlib.suppress(OSError):
-                self._sock.shutdown(socket.SHUT_RDWR)
-            self._sock.close()
-            self._sock = None
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
         # What was read of that connection (half a frame perhaps) would garble the next one's.
         self._frames = FrameBuffer(MAX_CLIENT_FRAME)
         self._pending.clear()
