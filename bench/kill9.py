@@ -120,7 +120,7 @@ async def main(kills: int, callers: int) -> None:
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory(prefix="mcpd-kill9-") as workdir:
         config = Path(workdir) / "config.toml"
-        config.write_text(fixture_toml(SERVER, restart={"initial_delay": 0.05, "max_delay": 1.0}))
+        config.write_text(fixture_toml(SERVER, restart={"initial_delay": 0.05, "max_delay": 0.2}))
         async with running_daemon(config) as daemon, connect(daemon.socket, name="killer") as control:
             run = Run()
             started = time.perf_counter()

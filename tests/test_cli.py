@@ -588,7 +588,7 @@ async def test_server_text_in_errors_progress_blocks_and_resources_is_shown_not_
     config = tmp_path / "config.toml"
     config.write_text(
         f'[servers.crashy]\ncommand = "sh"\nargs = {EXITS_WITH_ESCAPES}\n'
-        "restart = { initial_delay = 0.05, max_delay = 1.0, max_retries = 1 }\n"
+        "restart = { initial_delay = 0.05, max_delay = 0.1, max_retries = 1 }\n"
         + fixture_toml("hx", "--hostile-text", f"{TITLE}{CLEAR}", pinning="trust", verify="off")
     )
     said: dict[str, str] = {}  # what each command wrote, by command

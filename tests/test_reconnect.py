@@ -16,7 +16,7 @@ from mcpd.testing.remote import free_port, running_http_fixture
 
 pytestmark = pytest.mark.anyio
 S = ServerState
-TINY_CAP = RestartPolicy(initial_delay=0.01, max_delay=1.0, jitter=0.0)
+TINY_CAP = RestartPolicy(initial_delay=0.01, max_delay=0.1, jitter=0.0)
 
 
 async def test_outage_is_noticed_without_a_call_and_without_waiting_for_a_ping() -> None:

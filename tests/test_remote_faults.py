@@ -25,7 +25,7 @@ from mcpd.testing.remote import free_port, running_http_server
 
 pytestmark = pytest.mark.anyio
 S = ServerState
-TINY_CAP = RestartPolicy(initial_delay=0.01, max_delay=1.0, jitter=0.0)
+TINY_CAP = RestartPolicy(initial_delay=0.01, max_delay=0.1, jitter=0.0)
 
 
 @asynccontextmanager

@@ -506,7 +506,7 @@ async def test_crash_loop_beyond_the_cap_recovers_without_a_command(tmp_path: Pa
     broken.touch()
     command, *args = fixture_command("flaky")
     script = f"test -e {_quote(str(broken))} && exit 1; exec {' '.join(map(_quote, [command, *args]))}"
-    tiny_cap = RestartPolicy(initial_delay=0.01, max_delay=1.0, jitter=0.0)
+    tiny_cap = RestartPolicy(initial_delay=0.01, max_delay=0.1, jitter=0.0)
     flaky = ServerConfig(name="flaky", command="/bin/sh", args=("-c", script), restart=tiny_cap)
     backoffs: list[ServerStatus] = []
     enough = anyio.Event()

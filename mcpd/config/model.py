@@ -45,11 +45,11 @@ _SERVER_BOUNDS = {
 }
 _RESTART_BOUNDS = {"max_delay": (0.0, 3600.0), "stable_after": (0.0, 86400.0)}
 
-MIN_RESTART_DELAY = 1.0
+MIN_RESTART_DELAY = 0.1
 """Lower limit of the delay a crash loop settles at (``max_delay``; ``initial_delay`` when
-``multiplier`` is 1): a server that dies at once is spawned at most once a second, whatever the
-policy says. Below it a tiny cap spawned such a server ~170 times a second, a core busy and the
-log flooded with its state changes."""
+``multiplier`` is 1), systemd's default ``RestartSec``: a server that dies at once is spawned at most
+ten times a second, whatever the policy says. Below it a tiny cap spawned such a server ~170 times a
+second, a core busy and the log flooded with its state changes."""
 
 
 class RestartPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

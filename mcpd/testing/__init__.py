@@ -17,7 +17,7 @@ from typing import Any
 
 from mcpd.config.model import RestartPolicy, ServerConfig
 
-FAST_RESTARTS = RestartPolicy(initial_delay=0.05, max_delay=1.0, max_retries=3, stable_after=10.0)
+FAST_RESTARTS = RestartPolicy(initial_delay=0.05, max_delay=0.2, max_retries=3, stable_after=10.0)
 """A restart policy that keeps tests quick: short backoff, three retries."""
 
 
