@@ -3,10 +3,12 @@ what it answers to the server's own requests, and what it makes of what it canno
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import json
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from mcpd.supervisor.logring import MAX_LINE
 from mcpd.supervisor.server_asks import MAX_SERVER_REQUESTS
 from mcpd.supervisor.session import Malformed, SessionHooks, handshake
 from mcpd.supervisor.stdio import open_stdio_child
-from mcpd.supervisor.stdio_session import open_stdio_session
+from mcpd.supervisor.stdio_session import StdioSession, open_stdio_session
 from mcpd.testing import rss_mib
 
 pytestmark = pytest.mark.anyio
@@ -70,6 +72,13 @@ for line in sys.stdin:
 """
 
 
+@contextlib.asynccontextmanager
+async def session_of(config: ServerConfig, hooks: SessionHooks) -> AsyncIterator[StdioSession]:
+    """A child of ``config`` and mcpd's session with it."""
+    async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
+        yield session
+
+
 def scripted(tmp_path: Path, version: str) -> tuple[ServerConfig, Path]:
     script = tmp_path / "server.py"
     script.write_text(SCRIPT)
@@ -111,7 +120,7 @@ async def test_the_servers_own_requests_are_answered_bounded_and_cancellable(tmp
         return ServerReply(result={"not": "roots"})
 
     hooks = SessionHooks(lambda: None, lambda: None, ask=ask, log=logged.append)
-    async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
+    async with session_of(config, hooks) as session:
         with anyio.fail_after(30):
             await handshake(session)
             refused_at_once = {"p", "u", "s", *range(MAX_SERVER_REQUESTS, ASKED)}
@@ -139,7 +148,7 @@ async def test_a_protocol_revision_mcpd_does_not_speak_fails_the_handshake(tmp_p
     """A server that answers initialize with a revision mcpd does not know is not taken as a server."""
     config, _received = scripted(tmp_path, "1999-01-01")
     hooks = SessionHooks(lambda: None, lambda: None)
-    async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
+    async with session_of(config, hooks) as session:
         with anyio.fail_after(30), pytest.raises(Malformed, match="1999-01-01"):
             await handshake(session)
 
@@ -149,7 +158,7 @@ async def test_an_initialize_that_times_out_is_not_cancelled(tmp_path: Path) -> 
     ping sent after it shows what was written: a cancellation would come before the ping)."""
     config, received = scripted(tmp_path, "hang")
     hooks = SessionHooks(lambda: None, lambda: None)
-    async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
+    async with session_of(config, hooks) as session:
         with pytest.raises(TimeoutError), anyio.fail_after(1):
             await handshake(session)
         with anyio.fail_after(30), pytest.raises(Malformed):
@@ -181,7 +190,7 @@ async def canned_handshake(
         args=(str(tmp_path / "canned.py"), str(tmp_path / "answers.json")),
     )
     hooks = SessionHooks(lambda: None, lambda: None)
-    async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
+    async with session_of(config, hooks) as session:
         with anyio.fail_after(30):
             return await handshake(session)
 
@@ -290,7 +299,7 @@ async def test_what_a_server_cannot_encode_ends_one_request_not_the_session(tmp_
     progress: list[float] = []
     changed = anyio.Event()
     hooks = SessionHooks(changed.set, lambda: None)
-    async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
+    async with session_of(config, hooks) as session:
         with anyio.fail_after(10):
             _info, tools, surface = await handshake(session)
             assert [t.name for t in tools] == ["t"] and surface.templates == ()
@@ -405,7 +414,7 @@ async def test_a_calls_log_messages_are_taken_before_its_answer(tmp_path: Path, 
     config = script_server(tmp_path, "chatty", CHATTY, pause)
     logged: list[LogMessage] = []
     hooks = SessionHooks(lambda: None, lambda: None, log=logged.append)
-    async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
+    async with session_of(config, hooks) as session:
         with anyio.fail_after(30):
             await handshake(session)
             for call in range(1, 301):
@@ -447,7 +456,7 @@ async def test_replies_msgspec_refuses_are_mended_or_end_their_own_call(tmp_path
     whose id it echoes at its start."""
     config = script_server(tmp_path, "lenient", LENIENT)
     hooks = SessionHooks(lambda: None, lambda: None)
-    async with open_stdio_child(config) as (child, lines), open_stdio_session(child, lines, hooks) as session:
+    async with session_of(config, hooks) as session:
         with anyio.fail_after(20):
             await handshake(session)
             cut = await session.call_tool("cut", {}, anyio.current_time() + 60, None)
@@ -486,10 +495,7 @@ async def test_a_flood_of_bad_notifications_is_said_a_few_times(tmp_path: Path) 
     config = script_server(tmp_path, "flood", FLOOD)
     hooks = SessionHooks(lambda: None, lambda: None, log=lambda message: None)
     with structlog.testing.capture_logs() as logs:
-        async with (
-            open_stdio_child(config) as (child, lines),
-            open_stdio_session(child, lines, hooks) as session,
-        ):
+        async with session_of(config, hooks) as session:
             with anyio.fail_after(30):
                 await handshake(session)
     said = [entry["count"] for entry in logs if entry["event"] == "server.bad_notification"]
@@ -515,10 +521,7 @@ async def test_an_error_the_server_could_not_tie_to_a_request_is_said(tmp_path: 
     shown: list[str] = []
     hooks = SessionHooks(lambda: None, lambda: None, stdout=shown.append)
     with structlog.testing.capture_logs() as logs:
-        async with (
-            open_stdio_child(config) as (child, lines),
-            open_stdio_session(child, lines, hooks) as session,
-        ):
+        async with session_of(config, hooks) as session:
             with anyio.fail_after(30):
                 await session.initialize()
                 with pytest.raises(TimeoutError):
@@ -549,10 +552,7 @@ async def test_a_reply_whose_id_the_server_made_a_number_answers_its_request(tmp
     config = script_server(tmp_path, "coercing", COERCING, "answered")
     hooks = SessionHooks(lambda: None, lambda: None)
     with structlog.testing.capture_logs() as logs:
-        async with (
-            open_stdio_child(config) as (child, lines),
-            open_stdio_session(child, lines, hooks) as session,
-        ):
+        async with session_of(config, hooks) as session:
             with anyio.fail_after(30):
                 await session.initialize()
                 assert await session.list_tools() == ()
@@ -595,8 +595,7 @@ async def test_a_servers_huge_lines_are_given_back_once_it_is_quiet(tmp_path: Pa
     try:
         async with (
             anyio.create_task_group() as tg,
-            open_stdio_child(config) as (child, lines),
-            open_stdio_session(child, lines, hooks) as session,
+            session_of(config, hooks) as session,
         ):
             await tg.start(Reclaimer().run)
             with anyio.fail_after(20):
