@@ -77,7 +77,7 @@ def _argument(a: PromptArgument) -> mcp.PromptArgument | dict[str, Any]:
         name=a.name,
         title=_opt(a.title),
         description=_opt(a.description),
-        required=True if a.required else _U,
+        required=_opt(a.required),
     )
     return mcp.with_extra(argument, a.extra)
 

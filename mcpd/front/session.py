@@ -160,12 +160,11 @@ def _relay(result: ToolResult, server: str | None) -> mcp.CallToolResult:
         raise RpcError(refusal.code, refusal.message, msgspec.UNSET if refusal.data is None else refusal.data)
     structured = msgspec.UNSET if result.structured_content is None else result.structured_content
     meta_ = msgspec.UNSET if result.meta is None else result.meta
+    is_error = msgspec.UNSET if result.is_error is None else result.is_error
     content = (
         result.content if server is None else [surface.qualify_content(server, b) for b in result.content]
     )
-    return mcp.CallToolResult(
-        content=content, structured_content=structured, is_error=result.is_error, meta=meta_
-    )
+    return mcp.CallToolResult(content=content, structured_content=structured, is_error=is_error, meta=meta_)
 
 
 class _Tasks:

@@ -199,7 +199,7 @@ def progress_token(meta: dict[str, Any] | None) -> RequestId | None:
 class CallToolResult(msgspec.Struct, frozen=True, rename="camel"):
     content: list[dict[str, Any]]
     structured_content: Any = UNSET
-    is_error: bool = False
+    is_error: bool | UnsetType = UNSET
     meta: dict[str, Any] | UnsetType = msgspec.field(default=UNSET, name="_meta")
 
 

@@ -44,7 +44,8 @@ class PromptArgument(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     title: str | None = None
     description: str | None = None
-    required: bool = False
+    required: bool | None = None
+    """None: the server left it out (the argument is optional, as with ``False``)."""
     extra: Extra = None
 
 

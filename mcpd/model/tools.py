@@ -69,7 +69,8 @@ class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
 
     content: list[dict[str, Any]]
     structured_content: Any = None
-    is_error: bool = False
+    is_error: bool | None = None
+    """None: the server left ``isError`` out (no failure, as with ``False``; hosts get it left out)."""
     meta: dict[str, Any] | None = None
     """The result's ``_meta``, as the server sent it."""
     refusal: Refusal | None = None

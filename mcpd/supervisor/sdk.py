@@ -625,7 +625,8 @@ class SdkSession:
                 block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content
             ],
             structured_content=result.structured_content,
-            is_error=result.is_error,
+            # The SDK fills in False for a result without it: what the server sent is in the fields set.
+            is_error=result.is_error if "is_error" in result.model_fields_set else None,
             meta=result.meta,
         )
 

@@ -387,7 +387,7 @@ def template_info(item: Any) -> ResourceTemplateInfo:
 def _argument(item: Any) -> PromptArgument:
     a, extra = split(item, WireArgument)
     return PromptArgument(
-        name=a.name, title=a.title, description=a.description, required=bool(a.required), extra=extra
+        name=a.name, title=a.title, description=a.description, required=a.required, extra=extra
     )
 
 

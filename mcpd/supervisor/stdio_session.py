@@ -106,7 +106,7 @@ class _CallResult(msgspec.Struct, frozen=True, rename="camel"):
 
     content: list[dict[str, Any]] = msgspec.field(default_factory=list)
     structured_content: Any = None
-    is_error: bool | None = False
+    is_error: bool | None = None
     meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
 
 
@@ -389,7 +389,7 @@ class StdioSession:
         return ToolResult(
             content=result.content,
             structured_content=result.structured_content,
-            is_error=bool(result.is_error),
+            is_error=result.is_error,
             meta=result.meta,
         )
 

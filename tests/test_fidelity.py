@@ -1,0 +1,225 @@
+"""A third-party server through mcpd, message by message: the MCP SDK's host talks to
+server-everything itself, then to the same server through `mcpd bridge` and over HTTP, and gets the
+same messages, names and URIs qualified (``ev__``, ``mcpd://ev/``).
+
+The host reads what arrives as the JSON it was (the fields a message set, ``exclude_unset``): the
+SDK's models fill in defaults (``isError: false``, ``required: false``) and would hide a relay that
+adds or drops them. (``mcpd.testing.fullserver`` covers what server-everything does not send, in
+``test_passthrough``.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+
+from mcpd.testing.daemon import DaemonProcess, running_daemon
+
+pytestmark = pytest.mark.anyio
+HOSTS = ["bridge", "http"]
+
+
+@dataclass
+class Setup:
+    daemon: DaemonProcess
+    url: str
+    token: str
+    everything: str
+
+
+@pytest.fixture(scope="module")
+async def setup(tmp_path_factory: pytest.TempPathFactory, npm_bin: Path) -> AsyncIterator[Setup]:
+    directory = tmp_path_factory.mktemp("fidelity")
+    everything = str(npm_bin / "mcp-server-everything")
+    config = directory / "config.toml"
+    config.write_text(
+        f'[daemon]\nhttp = "127.0.0.1:0"\nhttp_token_file = "{directory / "http.token"}"\n'
+        f"[servers.ev]\ncommand = {json.dumps(everything)}\n"
+    )
+    async with running_daemon(config) as running:
+        url = (await running.wait_for("http.listening"))["url"]
+        await running.wait_for("server.state", server="ev", new="running", timeout=120)
+        yield Setup(running, url, (directory / "http.token").read_text().strip(), everything)
+
+
+def sent(model: Any) -> Any:
+    """A message as its sender wrote it: the fields it set, no defaults the SDK filled in."""
+    return model.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+async def sample(_context: Any, _params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    content = types.TextContent(type="text", text="sampled")
+    return types.CreateMessageResult(role="assistant", content=content, model="m", stop_reason="endTurn")
+
+
+async def elicit(_context: Any, _params: types.ElicitRequestParams) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"color": "red"})
+
+
+async def roots(_context: Any) -> types.ListRootsResult:
+    return types.ListRootsResult.model_validate(
+        {"roots": [{"uri": "file:///tmp/fidelity", "name": "fidelity"}]}
+    )
+
+
+@dataclass
+class Host:
+    """An SDK host and every message it received, as sent (``sent``)."""
+
+    session: ClientSession
+    received: list[dict[str, Any]] = field(default_factory=list)
+
+    def notifications(self, method: str) -> list[Any]:
+        return [m.get("params") for m in self.received if m.get("method") == method and "id" not in m]
+
+
+Streams = tuple[AsyncIterable[SessionMessage | Exception], Any]
+
+
+@asynccontextmanager
+async def sdk_host(streams: Streams) -> AsyncIterator[Host]:
+    """An initialized SDK host on ``streams`` that declares sampling, elicitation and roots, and keeps
+    what it receives before its session reads it."""
+    read, write = streams
+    seen, relayed = anyio.create_memory_object_stream[SessionMessage | Exception](100)
+    received: list[dict[str, Any]] = []
+
+    async def keep() -> None:
+        async with seen:
+            async for message in read:
+                if isinstance(message, SessionMessage):
+                    received.append(sent(message.message))
+                await seen.send(message)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(keep)
+        callbacks: dict[str, Any] = {
+            "sampling_callback": sample,
+            "elicitation_callback": elicit,
+            "list_roots_callback": roots,
+        }
+        async with ClientSession(relayed, write, **callbacks) as session:
+            with anyio.fail_after(60):
+                await session.initialize()
+            yield Host(session, received)
+        tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def direct(setup: Setup) -> AsyncIterator[Host]:
+    """The host on server-everything itself, no mcpd between: what the others must match."""
+    async with (
+        stdio_client(StdioServerParameters(command=setup.everything)) as streams,
+        sdk_host(streams) as host,
+    ):
+        yield host
+
+
+@asynccontextmanager
+async def through(setup: Setup, kind: str) -> AsyncIterator[Host]:
+    """The host through ``mcpd bridge`` or over HTTP, seeing every server (``--all``, ``?all=1``)."""
+    async with AsyncExitStack() as stack:
+        if kind == "bridge":
+            socket = str(setup.daemon.socket)
+            command = ["-m", "mcpd", "bridge", "--socket", socket, "--no-autostart", "--all"]
+            params = StdioServerParameters(command=sys.executable, args=command, env=dict(os.environ))
+            streams = await stack.enter_async_context(stdio_client(params))
+        else:
+            auth = {"Authorization": f"Bearer {setup.token}"}
+            http = await stack.enter_async_context(httpx2.AsyncClient(headers=auth, timeout=60))
+            streams = await stack.enter_async_context(
+                streamable_http_client(setup.url + "?all=1", http_client=http)
+            )
+        yield await stack.enter_async_context(sdk_host(streams))
+
+
+def unqualified(value: Any) -> Any:
+    """``value`` with mcpd's qualified names and URIs (``ev__x``, ``mcpd://ev/u``) back to the server's."""
+    return json.loads(json.dumps(value).replace("mcpd://ev/", "").replace('"ev__', '"'))
+
+
+CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("echo", {"message": "hi"}),
+    ("echo", {}),  # the server's own tool error
+    ("get-sum", {"a": 1, "b": 2.5}),
+    ("get-tiny-image", {}),
+    ("get-annotated-message", {"messageType": "error", "includeImage": True}),
+    ("get-resource-links", {"count": 2}),
+    ("get-structured-content", {"location": "Chicago"}),
+    ("trigger-sampling-request", {"prompt": "hi", "maxTokens": 10}),
+    ("trigger-elicitation-request", {}),
+    ("get-roots-list", {}),
+]
+"""Tools whose results do not change between calls (no clocks, no environment)."""
+
+
+async def answers(host: Host, name: Callable[[str], str]) -> dict[str, Any]:
+    """What the host gets for each call, prompt list and prompt, and the progress of a long call
+    (its token left out: each host picks its own)."""
+    session = host.session
+    got: dict[str, Any] = {}
+    for tool, arguments in CALLS:
+        got[f"{tool} {arguments}"] = sent(await session.call_tool(name(tool), arguments))
+    # By name: mcpd lists every server's prompts in an order of its own.
+    got["prompts"] = {p.name: sent(p) for p in (await session.list_prompts()).prompts}
+    asks: dict[str, Callable[[], Awaitable[Any]]] = {
+        "args-prompt": lambda: session.get_prompt(name("args-prompt"), {"city": "Lyon"}),
+        "simple-prompt": lambda: session.get_prompt(name("simple-prompt")),
+        "complete": lambda: session.complete(
+            types.PromptReference(type="ref/prompt", name=name("completable-prompt")),
+            {"name": "name", "value": ""},
+            {"department": "Engineering"},
+        ),
+    }
+    for key, ask in asks.items():
+        try:
+            got[key] = sent(await ask())
+        except MCPError as exc:
+            got[key] = {"code": exc.code, "message": exc.error.message, "data": exc.error.data}
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        pass  # asking for progress is what counts; the notifications are read as they came
+
+    long = name("trigger-long-running-operation")
+    got["long"] = sent(
+        await session.call_tool(long, {"duration": 1, "steps": 2}, progress_callback=on_progress)
+    )
+    got["progress"] = [
+        {key: value for key, value in p.items() if key != "progressToken"}
+        for p in host.notifications("notifications/progress")
+    ]
+    return got
+
+
+@pytest.mark.parametrize("kind", HOSTS)
+async def test_a_host_gets_what_the_server_itself_answers(setup: Setup, kind: str) -> None:
+    """Tool results of every content type (text, image, annotated, resource links, structured,
+    the server's own tool error), results of sampling, elicitation and roots the host answered,
+    prompts with their arguments, completions and progress reach the host as the server wrote them:
+    a result without ``isError`` has none (mcpd added ``isError: false``), an argument the server
+    marks ``required: false`` keeps it (mcpd dropped it)."""
+    async with direct(setup) as alone:
+        expected = await answers(alone, lambda n: n)
+    async with through(setup, kind) as host:
+        seen = unqualified(await answers(host, lambda n: f"ev__{n}"))
+    assert seen == expected
+    assert "isError" not in seen["echo {'message': 'hi'}"]
+    assert seen["echo {}"]["isError"] is True
+    assert seen["prompts"]["args-prompt"]["arguments"][1] == {"name": "state", "required": False}
+    assert seen["progress"]
