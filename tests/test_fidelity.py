@@ -10,6 +10,7 @@ adds or drops them. (``mcpd.testing.fullserver`` covers what server-everything d
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -30,6 +31,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from mcpd.testing.daemon import DaemonProcess, running_daemon
+from mcpd.testing.remote import free_port, running_http_fixture, running_http_server
 
 pytestmark = pytest.mark.anyio
 HOSTS = ["bridge", "http"]
@@ -41,6 +43,10 @@ class Setup:
     url: str
     token: str
     everything: str
+    """server-everything's command, run by the daemon as ``ev`` and by the direct host."""
+    events_url: str
+    """The fixture over HTTP, ``sse``: it answers each request on an event stream. (``json``,
+    ``mcpd.testing.fullserver`` over HTTP, answers with JSON.)"""
 
 
 @pytest.fixture(scope="module")
@@ -52,10 +58,21 @@ async def setup(tmp_path_factory: pytest.TempPathFactory, npm_bin: Path) -> Asyn
         f'[daemon]\nhttp = "127.0.0.1:0"\nhttp_token_file = "{directory / "http.token"}"\n'
         f"[servers.ev]\ncommand = {json.dumps(everything)}\n"
     )
-    async with running_daemon(config) as running:
-        url = (await running.wait_for("http.listening"))["url"]
-        await running.wait_for("server.state", server="ev", new="running", timeout=120)
-        yield Setup(running, url, (directory / "http.token").read_text().strip(), everything)
+    full = (sys.executable, "-m", "mcpd.testing.fullserver", "--transport", "http", "--port")
+    async with (
+        running_http_server([*full, str(json_port := free_port())], json_port) as answers_json,
+        running_http_fixture("sse", free_port()) as answers_events,
+    ):
+        config.write_text(
+            config.read_text()
+            + f'[servers.json]\nurl = "{answers_json}"\n[servers.sse]\nurl = "{answers_events}"\n'
+        )
+        async with running_daemon(config) as running:
+            url = (await running.wait_for("http.listening"))["url"]
+            for server in ("ev", "json", "sse"):
+                await running.wait_for("server.state", server=server, new="running", timeout=120)
+            token = (directory / "http.token").read_text().strip()
+            yield Setup(running, url, token, everything, answers_events)
 
 
 def sent(model: Any) -> Any:
@@ -101,11 +118,13 @@ async def sdk_host(streams: Streams) -> AsyncIterator[Host]:
     received: list[dict[str, Any]] = []
 
     async def keep() -> None:
-        async with seen:
-            async for message in read:
-                if isinstance(message, SessionMessage):
-                    received.append(sent(message.message))
-                await seen.send(message)
+        # Until the session stops reading (it closes its end when it exits).
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            async with seen:
+                async for message in read:
+                    if isinstance(message, SessionMessage):
+                        received.append(sent(message.message))
+                    await seen.send(message)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(keep)
@@ -176,8 +195,9 @@ async def answers(host: Host, name: Callable[[str], str]) -> dict[str, Any]:
     got: dict[str, Any] = {}
     for tool, arguments in CALLS:
         got[f"{tool} {arguments}"] = sent(await session.call_tool(name(tool), arguments))
-    # By name: mcpd lists every server's prompts in an order of its own.
-    got["prompts"] = {p.name: sent(p) for p in (await session.list_prompts()).prompts}
+    # By name: mcpd lists every server's prompts (this one's by its prefix) in an order of its own.
+    prompts = (await session.list_prompts()).prompts
+    got["prompts"] = {p.name: sent(p) for p in prompts if p.name.startswith(name(""))}
     asks: dict[str, Callable[[], Awaitable[Any]]] = {
         "args-prompt": lambda: session.get_prompt(name("args-prompt"), {"city": "Lyon"}),
         "simple-prompt": lambda: session.get_prompt(name("simple-prompt")),
@@ -223,3 +243,33 @@ async def test_a_host_gets_what_the_server_itself_answers(setup: Setup, kind: st
     assert seen["echo {}"]["isError"] is True
     assert seen["prompts"]["args-prompt"]["arguments"][1] == {"name": "state", "required": False}
     assert seen["progress"]
+
+
+@pytest.mark.parametrize("kind", HOSTS)
+async def test_a_remote_servers_own_minus_32000_is_its_error(setup: Setup, kind: str) -> None:
+    """-32000 is a server's to use (JSON-RPC's "server error" range), and the MCP SDK also gives its
+    own "connection closed" that code. A remote server's -32000 answer, as JSON or on an event
+    stream, reaches the host as the server's error, with its message and data, as it does talking to
+    the server itself: mcpd took it for the connection lost (a tool error "TransportError: remote
+    closed the connection")."""
+    busy = {"code": -32000, "message": "busy", "data": {"why": "busy"}}
+    async with AsyncExitStack() as stack:
+        http = await stack.enter_async_context(httpx2.AsyncClient(timeout=60))
+        streams = await stack.enter_async_context(streamable_http_client(setup.events_url, http_client=http))
+        alone = await stack.enter_async_context(ClientSession(*streams))
+        with anyio.fail_after(60):
+            await alone.initialize()
+        with pytest.raises(MCPError) as refused:
+            await alone.call_tool("refuse", {"code": -32000, "message": "busy"})
+    assert refused.value.error.model_dump() == busy  # what the host must get through mcpd too
+    async with through(setup, kind) as host:
+        asks: list[tuple[str, dict[str, Any]]] = [
+            ("sse__refuse", {"code": -32000, "message": "busy"}),
+            ("json__plain", {"error": busy}),
+        ]
+        for tool, arguments in asks:
+            with pytest.raises(MCPError) as relayed:
+                await host.session.call_tool(tool, arguments)
+            assert relayed.value.error.model_dump() == busy, tool
+        # The connection stays: the next call runs.
+        assert sent(await host.session.call_tool("sse__echo", {"text": "on"}))["content"][0]["text"] == "on"

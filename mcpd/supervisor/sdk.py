@@ -150,6 +150,10 @@ class CallMark:
     """What was wrong with a 2xx answer, found by the HTTP layer (too large, not JSON, ...)."""
     delivered: bool = False
     """The server took the request (a 2xx answer to its POST): nothing later makes it not delivered."""
+    answered_error: bool = False
+    """The server's answer to the request, as JSON or on its event stream, is a JSON-RPC error: the
+    SDK's error is the server's word, whatever its code (-32000 too, which the SDK also gives the
+    errors it makes up itself, "connection closed")."""
     over: bool = False
     """The caller has its answer or gave up: what is still open of its request is closed."""
     scopes: set[anyio.CancelScope] = field(default_factory=set)
@@ -266,11 +270,15 @@ class _WatchedStream(httpx2.AsyncByteStream):
 
 
 class _AnswerStream(httpx2.AsyncByteStream):
-    """The event stream that answers one request: it ends when the request's caller is over."""
+    """The event stream that answers one request: it ends when the request's caller is over. It
+    notes on the mark an answer that is an error (``CallMark.answered_error``)."""
 
-    def __init__(self, inner: httpx2.AsyncByteStream, mark: CallMark) -> None:
+    def __init__(self, inner: httpx2.AsyncByteStream, mark: CallMark, request_id: object) -> None:
         self._inner = inner
         self._mark = mark
+        self._request_id = request_id
+        self._line: list[bytes] = []
+        """The line still coming, in pieces (joined once it ends: a long event is copied once)."""
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         chunks = self._inner.__aiter__()
@@ -286,7 +294,19 @@ class _AnswerStream(httpx2.AsyncByteStream):
                     self._mark.scopes.discard(scope)
             if scope.cancelled_caught:
                 return
+            self._look_for_error(chunk)
             yield chunk
+
+    def _look_for_error(self, chunk: bytes) -> None:
+        *ends, rest = chunk.split(b"\n")
+        for end in ends:
+            line = b"".join([*self._line, end])
+            self._line = []
+            # Only an event that may hold an error is decoded: results and progress are not read twice.
+            if line.startswith(b"data:") and b'"error"' in line:
+                self._mark.answered_error |= _is_error_answer(line[5:], self._request_id)
+        if rest:
+            self._line.append(rest)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -323,15 +343,28 @@ def _message(request: httpx2.Request) -> mcp.Route | None:
         return None
 
 
-def _check_answer(body: bytes, request_id: object) -> str | None:
-    """What is wrong with a JSON answer to the request ``request_id``, if anything."""
+def _check_answer(body: bytes, request_id: object) -> tuple[str | None, bool]:
+    """What is wrong with a JSON answer to the request ``request_id``, if anything, and whether it
+    is an error."""
     try:
         answer = _answer_body.decode(body)
     except DECODE_FAILURES as exc:
-        return f"an answer that is not a JSON-RPC message: {exc}"
-    if str(answer.id) != str(request_id) and answer.error is msgspec.UNSET:
-        return f"an answer to another request (id {answer.id!r}, not {request_id!r})"
-    return None
+        return f"an answer that is not a JSON-RPC message: {exc}", False
+    mine = str(answer.id) == str(request_id)
+    if answer.error is not msgspec.UNSET:
+        return None, mine  # one with another id (null: the server could not read ours) is the SDK's to settle
+    if not mine:
+        return f"an answer to another request (id {answer.id!r}, not {request_id!r})", False
+    return None, False
+
+
+def _is_error_answer(data: bytes, request_id: object) -> bool:
+    """Whether an event's data is the JSON-RPC error answering the request ``request_id``."""
+    try:
+        answer = _answer_body.decode(data)
+    except DECODE_FAILURES:
+        return False
+    return answer.error is not msgspec.UNSET and str(answer.id) == str(request_id)
 
 
 def _stand_in(request: httpx2.Request) -> httpx2.Response:
@@ -435,7 +468,7 @@ class _Watch(httpx2.AsyncBaseTransport):
             return response  # accepted (no answer follows), or a redirect: the SDK's own handling
         kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
         if kind == "text/event-stream" and isinstance(response.stream, httpx2.AsyncByteStream):
-            response.stream = _AnswerStream(response.stream, mark)
+            response.stream = _AnswerStream(response.stream, mark, request_id)
             return response
         if kind != "application/json" or request.method != "POST":
             mark.failure = f"an answer of content type {kind or 'none'!r}, not JSON nor an event stream"
@@ -446,9 +479,10 @@ class _Watch(httpx2.AsyncBaseTransport):
             return _stand_in(request)
         # A large body is checked off the event loop: other servers' calls go on meanwhile.
         if len(body) > _LARGE:
-            mark.failure = await anyio.to_thread.run_sync(_check_answer, body, request_id)
+            checked = await anyio.to_thread.run_sync(_check_answer, body, request_id)
         else:
-            mark.failure = _check_answer(body, request_id)
+            checked = _check_answer(body, request_id)
+        mark.failure, mark.answered_error = checked
         return _stand_in(request) if mark.failure else _with_body(response, body, request)
 
     async def _send(self, request: httpx2.Request, call: CallMark | None = None) -> httpx2.Response:
@@ -504,7 +538,7 @@ def _translated(what: str) -> Iterator[None]:
             failed = mark.http_error(what)
             if failed is not None:
                 raise failed from None
-            if exc.code != CONNECTION_CLOSED:
+            if exc.code != CONNECTION_CLOSED or mark.answered_error:
                 raise Refused(exc.code, exc.error.message, exc.error.data) from None
             if mark.refused:
                 raise NotDelivered("the connection was refused") from None

@@ -20,7 +20,8 @@ What a test can ask of it, besides the lists:
   not sent;
 - ``resources/read`` of ``full://fail`` fails with -32603 and ``data``; ``prompts/get`` of ``broken``
   fails with -32603, of ``greet`` without argument ``name`` with -32602; completing argument ``fail``
-  fails with -32050 (not -32000: the SDK takes that code for its own "connection closed").
+  fails with -32050; any tool called with argument ``error`` (``{code, message, data?}``) fails
+  with that JSON-RPC error (-32000 too, which the SDK also uses for its own "connection closed").
 """
 
 from __future__ import annotations
@@ -186,6 +187,8 @@ class FullServer:
                 raise RpcError(-32050, "no completions today", {"why": "closed"})
             return {"completion": {"values": ["v1", "v2"], "total": 2, "hasMore": False}, "_meta": META}
         if method == "tools/call":
+            if "error" in (asked := params.get("arguments") or {}):  # fail as told, whatever the tool
+                raise RpcError(asked["error"]["code"], asked["error"]["message"], asked["error"].get("data"))
             return self._call(params, request_id)
         raise RpcError(-32601, f"method not found: {method}", {"method": method})
 
