@@ -198,9 +198,17 @@ async def answers(host: Host, name: Callable[[str], str]) -> dict[str, Any]:
     # By name: mcpd lists every server's prompts (this one's by its prefix) in an order of its own.
     prompts = (await session.list_prompts()).prompts
     got["prompts"] = {p.name: sent(p) for p in prompts if p.name.startswith(name(""))}
+    mine = "mcpd://ev/" if name("") else ""
+    resources = (await session.list_resources()).resources
+    got["resources"] = {r.uri: sent(r) for r in resources if r.uri.startswith(mine)}
+    templates = (await session.list_resource_templates()).resource_templates
+    got["templates"] = {t.uri_template: sent(t) for t in templates if t.uri_template.startswith(mine)}
     asks: dict[str, Callable[[], Awaitable[Any]]] = {
         "args-prompt": lambda: session.get_prompt(name("args-prompt"), {"city": "Lyon"}),
         "simple-prompt": lambda: session.get_prompt(name("simple-prompt")),
+        "no prompt": lambda: session.get_prompt(name("no-such-prompt")),
+        "read": lambda: session.read_resource(f"{mine}demo://resource/static/document/architecture.md"),
+        "ping": session.send_ping,
         "complete": lambda: session.complete(
             types.PromptReference(type="ref/prompt", name=name("completable-prompt")),
             {"name": "name", "value": ""},
@@ -211,7 +219,8 @@ async def answers(host: Host, name: Callable[[str], str]) -> dict[str, Any]:
         try:
             got[key] = sent(await ask())
         except MCPError as exc:
-            got[key] = {"code": exc.code, "message": exc.error.message, "data": exc.error.data}
+            # The code alone: mcpd refuses a prompt no server has itself, in its own words.
+            got[key] = {"code": exc.code}
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         pass  # asking for progress is what counts; the notifications are read as they came
