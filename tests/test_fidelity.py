@@ -229,6 +229,13 @@ async def answers(host: Host, name: Callable[[str], str]) -> dict[str, Any]:
     got["long"] = sent(
         await session.call_tool(long, {"duration": 1, "steps": 2}, progress_callback=on_progress)
     )
+    # What the server asked the host during its calls, as it asked. (Not roots/list: a server asks
+    # once and keeps the roots, whichever host gave them; see the README.)
+    got["asked"] = [
+        [m["method"], m.get("params")]
+        for m in host.received
+        if "id" in m and m.get("method") in ("sampling/createMessage", "elicitation/create")
+    ]
     got["progress"] = [
         {key: value for key, value in p.items() if key != "progressToken"}
         for p in host.notifications("notifications/progress")
@@ -251,7 +258,7 @@ async def test_a_host_gets_what_the_server_itself_answers(setup: Setup, kind: st
     assert "isError" not in seen["echo {'message': 'hi'}"]
     assert seen["echo {}"]["isError"] is True
     assert seen["prompts"]["args-prompt"]["arguments"][1] == {"name": "state", "required": False}
-    assert seen["progress"]
+    assert seen["progress"] and len(seen["asked"]) == 2
 
 
 @pytest.mark.parametrize("kind", HOSTS)
