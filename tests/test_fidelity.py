@@ -151,6 +151,17 @@ async def direct(setup: Setup) -> AsyncIterator[Host]:
 
 
 @asynccontextmanager
+async def direct_over_http(url: str) -> AsyncIterator[Host]:
+    """The host on a remote server itself."""
+    async with (
+        httpx2.AsyncClient(timeout=60) as http,
+        streamable_http_client(url, http_client=http) as streams,
+        sdk_host(streams) as host,
+    ):
+        yield host
+
+
+@asynccontextmanager
 async def through(setup: Setup, kind: str) -> AsyncIterator[Host]:
     """The host through ``mcpd bridge`` or over HTTP, seeing every server (``--all``, ``?all=1``)."""
     async with AsyncExitStack() as stack:
@@ -269,14 +280,9 @@ async def test_a_remote_servers_own_minus_32000_is_its_error(setup: Setup, kind:
     the server itself: mcpd took it for the connection lost (a tool error "TransportError: remote
     closed the connection")."""
     busy = {"code": -32000, "message": "busy", "data": {"why": "busy"}}
-    async with AsyncExitStack() as stack:
-        http = await stack.enter_async_context(httpx2.AsyncClient(timeout=60))
-        streams = await stack.enter_async_context(streamable_http_client(setup.events_url, http_client=http))
-        alone = await stack.enter_async_context(ClientSession(*streams))
-        with anyio.fail_after(60):
-            await alone.initialize()
+    async with direct_over_http(setup.events_url) as alone:
         with pytest.raises(MCPError) as refused:
-            await alone.call_tool("refuse", {"code": -32000, "message": "busy"})
+            await alone.session.call_tool("refuse", {"code": -32000, "message": "busy"})
     assert refused.value.error.model_dump() == busy  # what the host must get through mcpd too
     async with through(setup, kind) as host:
         asks: list[tuple[str, dict[str, Any]]] = [
@@ -289,3 +295,20 @@ async def test_a_remote_servers_own_minus_32000_is_its_error(setup: Setup, kind:
             assert relayed.value.error.model_dump() == busy, tool
         # The connection stays: the next call runs.
         assert sent(await host.session.call_tool("sse__echo", {"text": "on"}))["content"][0]["text"] == "on"
+
+
+@pytest.mark.parametrize("kind", HOSTS)
+async def test_a_request_without_params_reaches_the_host_without_any(setup: Setup, kind: str) -> None:
+    """A server asks for roots with no params (as the SDKs send an empty request): the host gets
+    the request so, not with ``"params": {}`` that mcpd made of none."""
+
+    def roots_asked(host: Host) -> list[dict[str, Any]]:
+        return [m for m in host.received if m.get("method") == "roots/list"]
+
+    async with direct_over_http(setup.events_url) as alone:
+        await alone.session.call_tool("ask", {"kind": "roots"})
+    async with through(setup, kind) as host:
+        answered = sent(await host.session.call_tool("sse__ask", {"kind": "roots"}))
+    assert answered["content"][0]["text"] == "roots: file:///tmp/fidelity"
+    assert [m.keys() for m in roots_asked(host)] == [m.keys() for m in roots_asked(alone)]
+    assert "params" not in roots_asked(host)[0]

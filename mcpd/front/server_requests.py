@@ -367,7 +367,8 @@ class HostAnswerer:
         if origin is not None:
             self._origins[wire_id] = origin
         try:
-            self._send(mcp.Request(wire_id, request.method, request.params))
+            # No params as none: a server asks roots/list without any (mcpd reads that as empty).
+            self._send(mcp.Request(wire_id, request.method, request.params or msgspec.UNSET))
             return await answered
         finally:
             self._origins.pop(wire_id, None)
