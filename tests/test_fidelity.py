@@ -30,6 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
+import mcpd
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.testing.remote import free_port, running_http_fixture, running_http_server
 
@@ -54,9 +55,13 @@ async def setup(tmp_path_factory: pytest.TempPathFactory, npm_bin: Path) -> Asyn
     directory = tmp_path_factory.mktemp("fidelity")
     everything = str(npm_bin / "mcp-server-everything")
     config = directory / "config.toml"
+    # fullserver from the mcpd under test (``python -m`` in its checkout), whatever is installed.
+    checkout = json.dumps(str(Path(mcpd.__file__).resolve().parents[1]))
     config.write_text(
         f'[daemon]\nhttp = "127.0.0.1:0"\nhttp_token_file = "{directory / "http.token"}"\n'
         f"[servers.ev]\ncommand = {json.dumps(everything)}\n"
+        f"[servers.full]\ncommand = {json.dumps(sys.executable)}\n"
+        f'args = ["-m", "mcpd.testing.fullserver"]\ncwd = {checkout}\n'
     )
     full = (sys.executable, "-m", "mcpd.testing.fullserver", "--transport", "http", "--port")
     async with (
@@ -69,7 +74,7 @@ async def setup(tmp_path_factory: pytest.TempPathFactory, npm_bin: Path) -> Asyn
         )
         async with running_daemon(config) as running:
             url = (await running.wait_for("http.listening"))["url"]
-            for server in ("ev", "json", "sse"):
+            for server in ("ev", "full", "json", "sse"):
                 await running.wait_for("server.state", server=server, new="running", timeout=120)
             token = (directory / "http.token").read_text().strip()
             yield Setup(running, url, token, everything, answers_events)
@@ -312,3 +317,30 @@ async def test_a_request_without_params_reaches_the_host_without_any(setup: Setu
     assert answered["content"][0]["text"] == "roots: file:///tmp/fidelity"
     assert [m.keys() for m in roots_asked(host)] == [m.keys() for m in roots_asked(alone)]
     assert "params" not in roots_asked(host)[0]
+
+
+@pytest.mark.parametrize("kind", HOSTS)
+@pytest.mark.parametrize("server", ["full", "json"])
+async def test_the_hosts_meta_reaches_the_server_with_its_read_prompt_and_completion(
+    setup: Setup, kind: str, server: str
+) -> None:
+    """A host's request ``_meta`` (tracing, vendor keys) reaches the server with a read, a prompt and a
+    completion, as with a tool call, on stdio (``full``) and over HTTP (``json``); not its progress
+    token, as mcpd relays no progress for them. (It went with tool calls only.)"""
+    meta = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "example.com/k": [1]}
+    asked = types.RequestParamsMeta(progressToken="p", **meta)  # type: ignore[typeddict-item]
+    complete = types.CompleteRequest(
+        params=types.CompleteRequestParams(
+            ref=types.PromptReference(type="ref/prompt", name=f"{server}__greet"),
+            argument=types.CompletionArgument(name="name", value="A"),
+            _meta=asked,
+        )
+    )
+    async with through(setup, kind) as host:
+        session = host.session
+        results = [
+            await session.read_resource(f"mcpd://{server}/full://r/0", meta=asked),
+            await session.get_prompt(f"{server}__greet", {"name": "Ada"}, meta=asked),
+            await session.send_request(complete, types.CompleteResult),
+        ]
+    assert [result.meta and result.meta.get("request") for result in results] == [meta] * 3

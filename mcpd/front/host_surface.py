@@ -98,8 +98,8 @@ async def prompts(core: Core, servers: list[str] | None) -> list[Prompt]:
     ]
 
 
-async def read(core: Core, uri: str) -> mcp.ReadResourceResult:
-    result = await surface.read(core, ReadParams(uri=uri))
+async def read(core: Core, params: mcp.ReadResourceParams) -> mcp.ReadResourceResult:
+    result = await surface.read(core, ReadParams(uri=params.uri, meta=mcp.passed_meta(params.meta)))
     return mcp.ReadResourceResult(
         contents=[
             mcp.with_extra(
@@ -116,7 +116,9 @@ async def read(core: Core, uri: str) -> mcp.ReadResourceResult:
 
 async def get_prompt(core: Core, params: mcp.GetPromptParams) -> mcp.GetPromptResult:
     actor, name = surface.resolve_prompt(core, params.name)
-    get = PromptGetParams(name=name, server=actor.name, arguments=params.arguments or {})
+    get = PromptGetParams(
+        name=name, server=actor.name, arguments=params.arguments or {}, meta=mcp.passed_meta(params.meta)
+    )
     result = await surface.get_prompt(core, get)
     return mcp.GetPromptResult(
         description=_opt(result.description),
@@ -129,7 +131,9 @@ async def get_prompt(core: Core, params: mcp.GetPromptParams) -> mcp.GetPromptRe
 
 
 async def complete(core: Core, params: mcp.CompleteRequestParams) -> mcp.CompleteResult:
-    ask = CompleteParams(ref=params.ref, argument=params.argument, context=params.context)
+    ask = CompleteParams(
+        ref=params.ref, argument=params.argument, context=params.context, meta=mcp.passed_meta(params.meta)
+    )
     result = await surface.complete(core, ask)
     found = result.completion
     return mcp.CompleteResult(

@@ -872,10 +872,10 @@ async def _list_prompts(session: HostSession, params: mcp.Paginated) -> mcp.List
     return mcp.ListPromptsResult(prompts=await session.show("prompts", host_surface.prompts))
 
 
-@_request("resources/read", mcp.UriParams)
-async def _read_resource(session: HostSession, params: mcp.UriParams) -> mcp.ReadResourceResult:
+@_request("resources/read", mcp.ReadResourceParams)
+async def _read_resource(session: HostSession, params: mcp.ReadResourceParams) -> mcp.ReadResourceResult:
     with _rpc_errors():
-        return await host_surface.read(session.core, params.uri)
+        return await host_surface.read(session.core, params)
 
 
 @_request("resources/subscribe", mcp.UriParams)

@@ -113,7 +113,7 @@ async def read(core: Core, params: ReadParams) -> ReadResult:
     """Read a resource; the contents' URIs come back qualified, as the client named it."""
     server, uri = route_uri(params.uri, params.server)
     actor = await _allowed_actor(core, server)
-    result = await surface_requests.read_resource(actor, uri, params.timeout)
+    result = await surface_requests.read_resource(actor, uri, params.timeout, params.meta)
     contents = [msgspec.structs.replace(c, uri=qualify_uri(server, c.uri)) for c in result.contents]
     return msgspec.structs.replace(result, contents=contents)
 
@@ -156,7 +156,9 @@ async def complete(core: Core, params: CompleteParams) -> CompleteResult:
     await _check_allowed(core, actor)
     context = params.context.arguments if params.context is not None else None
     argument = (params.argument.name, params.argument.value)
-    return await surface_requests.complete(actor, own, argument, context, params.timeout)
+    return await surface_requests.complete(
+        actor, own, argument, context, timeout=params.timeout, meta=params.meta
+    )
 
 
 async def get_prompt(core: Core, params: PromptGetParams) -> PromptResult:
@@ -165,7 +167,7 @@ async def get_prompt(core: Core, params: PromptGetParams) -> PromptResult:
     else:
         actor, name = resolve_prompt(core, params.name)
     await _check_allowed(core, actor)
-    return await surface_requests.get_prompt(actor, name, params.arguments, params.timeout)
+    return await surface_requests.get_prompt(actor, name, params.arguments, params.timeout, params.meta)
 
 
 def resolve_prompt(core: Core, qualified: str) -> tuple[ServerActor, str]:

@@ -190,6 +190,16 @@ class CallToolParams(msgspec.Struct, frozen=True):
     """The host's ``_meta``: its progress token, and whatever else it sends the server."""
 
 
+def passed_meta(meta: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A host's request ``_meta`` as the server gets it where mcpd relays no progress (reads, prompts,
+    completions): all of it but ``progressToken``, which would have the server report progress to
+    no one; None when nothing is left."""
+    if not meta:
+        return None
+    kept = {key: value for key, value in meta.items() if key != "progressToken"}
+    return kept or None
+
+
 def progress_token(meta: dict[str, Any] | None) -> RequestId | None:
     """The ``progressToken`` of a request's ``_meta``, if it has one of a valid type."""
     token = meta.get("progressToken") if meta else None
@@ -288,10 +298,15 @@ class ListPromptsResult(msgspec.Struct, frozen=True):
 
 
 class UriParams(msgspec.Struct, frozen=True):
-    """``resources/read``, ``resources/subscribe``, ``resources/unsubscribe``, and the params of
+    """``resources/subscribe``, ``resources/unsubscribe``, and the params of
     ``notifications/resources/updated``."""
 
     uri: str
+
+
+class ReadResourceParams(msgspec.Struct, frozen=True):
+    uri: str
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
 
 
 class ResourceUpdatedParams(msgspec.Struct, frozen=True):
@@ -314,6 +329,7 @@ class ReadResourceResult(msgspec.Struct, frozen=True):
 class GetPromptParams(msgspec.Struct, frozen=True):
     name: str
     arguments: dict[str, str] | None = None
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
 
 
 class PromptMessage(msgspec.Struct, frozen=True):
@@ -331,6 +347,7 @@ class CompleteRequestParams(msgspec.Struct, frozen=True):
     ref: CompletionRef
     argument: CompletionArgument
     context: CompletionContext | None = None
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
 
 
 class CompletionValues(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):

@@ -145,6 +145,8 @@ class ReadParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     server: Name | None = None
     timeout: Timeout | None = None
     """Seconds, including any wait for a restarting server; the server's call_timeout when omitted."""
+    meta: dict[str, Any] | None = None
+    """``_meta`` for the server's request (a host's tracing or vendor keys), without a progress token."""
 
 
 class PromptGetParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -153,6 +155,8 @@ class PromptGetParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     server: Name | None = None
     arguments: dict[str, str] = msgspec.field(default_factory=dict)
     timeout: Timeout | None = None
+    meta: dict[str, Any] | None = None
+    """``_meta`` for the server's request (a host's tracing or vendor keys), without a progress token."""
 
 
 # -- completions ------------------------------------------------------------------------------
@@ -189,6 +193,8 @@ class CompleteParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     argument: CompletionArgument
     context: CompletionContext | None = None
     timeout: Timeout | None = None
+    meta: dict[str, Any] | None = None
+    """``_meta`` for the server's request (a host's tracing or vendor keys), without a progress token."""
 
 
 class Completion(msgspec.Struct, frozen=True, kw_only=True):

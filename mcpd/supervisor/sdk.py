@@ -552,6 +552,10 @@ def _translated(what: str) -> Iterator[None]:
             raise Malformed(f"an invalid answer to {what}: {exc.errors()[0]['msg']}") from None
 
 
+def _request_meta(meta: dict[str, Any] | None) -> mcp_types.RequestParamsMeta | None:
+    return cast("mcp_types.RequestParamsMeta", meta) if meta else None
+
+
 def _page(cursor: str | None) -> mcp_types.PaginatedRequestParams | None:
     return mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
 
@@ -648,7 +652,7 @@ class SdkSession:
                     tool,
                     arguments,
                     progress_callback=relay if on_progress is not None else None,
-                    meta=cast("mcp_types.RequestParamsMeta", meta) if meta else None,
+                    meta=_request_meta(meta),
                 )
         except Refused as exc:
             return ToolResult.refused(exc.code, exc.message, exc.data)
@@ -664,18 +668,20 @@ class SdkSession:
             meta=result.meta,
         )
 
-    async def read_resource(self, uri: str) -> ReadResult:
+    async def read_resource(self, uri: str, meta: dict[str, Any] | None = None) -> ReadResult:
         with _translated("resources/read"):
-            result = await self._session.read_resource(uri)
+            result = await self._session.read_resource(uri, meta=_request_meta(meta))
         try:
             parts = [contents(_sent(c)) for c in result.contents]
         except DECODE_FAILURES as exc:
             raise Malformed(f"an invalid answer to resources/read: {exc}") from None
         return ReadResult(contents=parts, meta=result.meta)
 
-    async def get_prompt(self, name: str, arguments: dict[str, str]) -> PromptResult:
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str], meta: dict[str, Any] | None = None
+    ) -> PromptResult:
         with _translated("prompts/get"):
-            result = await self._session.get_prompt(name, arguments or None)
+            result = await self._session.get_prompt(name, arguments or None, meta=_request_meta(meta))
         messages = [PromptMessage(role=m.role, content=_dump(m.content)) for m in result.messages]
         return PromptResult(description=result.description, messages=messages, meta=result.meta)
 
@@ -714,7 +720,11 @@ class SdkSession:
             )
 
     async def complete(
-        self, ref: CompletionRef, argument: tuple[str, str], context: dict[str, str] | None
+        self,
+        ref: CompletionRef,
+        argument: tuple[str, str],
+        context: dict[str, str] | None,
+        meta: dict[str, Any] | None = None,
     ) -> CompleteResult:
         capabilities = self._session.server_capabilities
         if capabilities is None or capabilities.completions is None:
@@ -725,8 +735,17 @@ class SdkSession:
             else mcp_types.ResourceTemplateReference(type="ref/resource", uri=ref.uri)
         )
         name, value = argument
+        # A plain request: the SDK's ``complete`` takes no ``_meta``.
+        params = mcp_types.CompleteRequestParams(
+            ref=reference,
+            argument=mcp_types.CompletionArgument(name=name, value=value),
+            context=mcp_types.CompletionContext(arguments=context) if context is not None else None,
+            _meta=_request_meta(meta),
+        )
         with _translated("completion/complete"):
-            result = await self._session.complete(reference, {"name": name, "value": value}, context)
+            result = await self._session.send_request(
+                mcp_types.CompleteRequest(params=params), mcp_types.CompleteResult
+            )
         found = result.completion
         completion = Completion(values=list(found.values), total=found.total, has_more=found.has_more)
         return CompleteResult(completion=completion, meta=result.meta)

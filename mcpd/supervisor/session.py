@@ -185,9 +185,13 @@ class Session(Protocol):
         """The server declared ``resources.subscribe`` in initialize."""
         ...
 
-    async def read_resource(self, uri: str) -> ReadResult: ...
+    async def read_resource(self, uri: str, meta: dict[str, Any] | None = None) -> ReadResult:
+        """``resources/read``, with ``meta`` as its ``_meta`` (as ``get_prompt`` and ``complete``)."""
+        ...
 
-    async def get_prompt(self, name: str, arguments: dict[str, str]) -> PromptResult: ...
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str], meta: dict[str, Any] | None = None
+    ) -> PromptResult: ...
 
     async def subscribe_resource(self, uri: str) -> None: ...
 
@@ -201,7 +205,11 @@ class Session(Protocol):
         ...
 
     async def complete(
-        self, ref: CompletionRef, argument: tuple[str, str], context: dict[str, str] | None
+        self,
+        ref: CompletionRef,
+        argument: tuple[str, str],
+        context: dict[str, str] | None,
+        meta: dict[str, Any] | None = None,
     ) -> CompleteResult:
         """``completion/complete`` of ``argument`` (name, value) for ``ref``; empty, nothing sent, when
         the server did not declare ``completions``."""

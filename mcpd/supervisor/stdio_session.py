@@ -217,6 +217,10 @@ def _valid(items: list[msgspec.Raw], made: Callable[[Any], T], server: str, what
     return valid
 
 
+def _with_meta(params: dict[str, Any], meta: dict[str, Any] | None) -> dict[str, Any]:
+    return {**params, "_meta": meta} if meta else params
+
+
 def _page(cursor: str | None) -> dict[str, Any] | None:
     return {"cursor": cursor} if cursor else None
 
@@ -397,17 +401,19 @@ class StdioSession:
         resources = self._declared("resources")
         return resources is not None and bool(resources.get("subscribe"))
 
-    async def read_resource(self, uri: str) -> ReadResult:
-        result = await self._request("resources/read", {"uri": uri}, _read)
+    async def read_resource(self, uri: str, meta: dict[str, Any] | None = None) -> ReadResult:
+        result = await self._request("resources/read", _with_meta({"uri": uri}, meta), _read)
         try:
             parts = [contents(c) for c in result.contents]
         except DECODE_FAILURES as exc:
             raise Malformed(f"an invalid answer to resources/read: {exc}") from None
         return ReadResult(contents=parts, meta=result.meta)
 
-    async def get_prompt(self, name: str, arguments: dict[str, str]) -> PromptResult:
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str], meta: dict[str, Any] | None = None
+    ) -> PromptResult:
         params: dict[str, Any] = {"name": name, **({"arguments": arguments} if arguments else {})}
-        result = await self._request("prompts/get", params, _get_prompt)
+        result = await self._request("prompts/get", _with_meta(params, meta), _get_prompt)
         messages = [PromptMessage(role=m.role, content=m.content) for m in result.messages]
         return PromptResult(description=result.description, messages=messages, meta=result.meta)
 
@@ -427,7 +433,11 @@ class StdioSession:
         return True
 
     async def complete(
-        self, ref: CompletionRef, argument: tuple[str, str], context: dict[str, str] | None
+        self,
+        ref: CompletionRef,
+        argument: tuple[str, str],
+        context: dict[str, str] | None,
+        meta: dict[str, Any] | None = None,
     ) -> CompleteResult:
         if self._declared("completions") is None:
             return CompleteResult(completion=Completion())
@@ -440,7 +450,7 @@ class StdioSession:
         params: dict[str, Any] = {"ref": reference, "argument": {"name": name, "value": value}}
         if context is not None:
             params["context"] = {"arguments": context}
-        result = await self._request("completion/complete", params, _complete)
+        result = await self._request("completion/complete", _with_meta(params, meta), _complete)
         found = result.completion
         completion = Completion(values=found.values, total=found.total, has_more=found.has_more)
         return CompleteResult(completion=completion, meta=result.meta)

@@ -35,17 +35,26 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-async def read_resource(actor: ServerActor, uri: str, timeout: float | None = None) -> ReadResult:
-    """``resources/read`` of the server's own ``uri``, with ``call_tool``'s waiting and deadline.
+async def read_resource(
+    actor: ServerActor, uri: str, timeout: float | None = None, meta: dict[str, Any] | None = None
+) -> ReadResult:
+    """``resources/read`` of the server's own ``uri``, with ``call_tool``'s waiting and deadline (and
+    ``meta`` as its ``_meta``, as ``get_prompt`` and ``complete`` take it).
 
     Raises ``UnknownResource`` (the server refused), ``ServerNotRunning``, ``CallTimeout`` or
     ``TransportError``.
     """
-    return await _on_resource(actor, uri, "resources/read", lambda s: s.read_resource(uri), timeout=timeout)
+    return await _on_resource(
+        actor, uri, "resources/read", lambda s: s.read_resource(uri, meta), timeout=timeout
+    )
 
 
 async def get_prompt(
-    actor: ServerActor, name: str, arguments: dict[str, str], timeout: float | None = None
+    actor: ServerActor,
+    name: str,
+    arguments: dict[str, str],
+    timeout: float | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> PromptResult:
     """``prompts/get``, with ``call_tool``'s waiting and deadline.
 
@@ -55,7 +64,7 @@ async def get_prompt(
     data = {"server": actor.name, "prompt": name}
     return await _request(
         actor,
-        lambda s: s.get_prompt(name, arguments),
+        lambda s: s.get_prompt(name, arguments, meta),
         what=f"prompts/get {name}",
         data=data,
         timeout=timeout,
@@ -152,7 +161,9 @@ async def complete(
     ref: CompletionRef,
     argument: tuple[str, str],
     context: dict[str, str] | None = None,
+    *,
     timeout: float | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> CompleteResult:
     """``completion/complete`` for the server's own prompt or template ``ref``; empty when the
     server offers no completions.
@@ -170,7 +181,7 @@ async def complete(
 
     return await _request(
         actor,
-        lambda s: s.complete(ref, argument, context),
+        lambda s: s.complete(ref, argument, context, meta),
         what="completion/complete",
         data=data,
         timeout=timeout,

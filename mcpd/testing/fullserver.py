@@ -21,7 +21,9 @@ What a test can ask of it, besides the lists:
 - ``resources/read`` of ``full://fail`` fails with -32603 and ``data``; ``prompts/get`` of ``broken``
   fails with -32603, of ``greet`` without argument ``name`` with -32602; completing argument ``fail``
   fails with -32050; any tool called with argument ``error`` (``{code, message, data?}``) fails
-  with that JSON-RPC error (-32000 too, which the SDK also uses for its own "connection closed").
+  with that JSON-RPC error (-32000 too, which the SDK also uses for its own "connection closed");
+- a read, prompt or completion whose request has ``_meta`` answers with it in the result's
+  ``_meta``, under ``request``.
 """
 
 from __future__ import annotations
@@ -105,6 +107,10 @@ PROMPTS = [
 """``bare`` and ``broken`` list no ``arguments`` at all."""
 
 
+ECHOES_META = ("resources/read", "prompts/get", "completion/complete")
+"""Requests whose result's ``_meta`` holds, under ``request``, the request's own ``_meta`` if it has one."""
+
+
 class RpcError(Exception):
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
@@ -140,7 +146,10 @@ class FullServer:
                         self._cancelled.add(params.get("requestId"))
             return None
         try:
-            response: dict[str, Any] = {"result": self._result(str(method), params, message["id"])}
+            result = self._result(str(method), params, message["id"])
+            if method in ECHOES_META and "_meta" in params:
+                result = {**result, "_meta": {**result.get("_meta", {}), "request": params["_meta"]}}
+            response: dict[str, Any] = {"result": result}
         except RpcError as exc:
             error: dict[str, Any] = {"code": exc.code, "message": exc.message}
             if exc.data is not None:
