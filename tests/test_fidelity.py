@@ -46,8 +46,10 @@ class Setup:
     everything: str
     """server-everything's command, run by the daemon as ``ev`` and by the direct host."""
     events_url: str
-    """The fixture over HTTP, ``sse``: it answers each request on an event stream. (``json``,
-    ``mcpd.testing.fullserver`` over HTTP, answers with JSON.)"""
+    """The fixture over HTTP, ``sse``: it answers each request on an event stream."""
+    json_url: str
+    """``mcpd.testing.fullserver`` over HTTP, ``json``: it answers with JSON. (``full`` is the same
+    server on stdio.)"""
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +79,7 @@ async def setup(tmp_path_factory: pytest.TempPathFactory, npm_bin: Path) -> Asyn
             for server in ("ev", "full", "json", "sse"):
                 await running.wait_for("server.state", server=server, new="running", timeout=120)
             token = (directory / "http.token").read_text().strip()
-            yield Setup(running, url, token, everything, answers_events)
+            yield Setup(running, url, token, everything, answers_events, answers_json)
 
 
 def sent(model: Any) -> Any:
@@ -344,3 +346,18 @@ async def test_the_hosts_meta_reaches_the_server_with_its_read_prompt_and_comple
             await session.send_request(complete, types.CompleteResult),
         ]
     assert [result.meta and result.meta.get("request") for result in results] == [meta] * 3
+
+
+@pytest.mark.parametrize("kind", HOSTS)
+async def test_a_remote_servers_results_keep_what_it_set(setup: Setup, kind: str) -> None:
+    """Through the daemon's SDK session too, a result has ``isError`` only where the server set it:
+    fullserver leaves it out, the SDK's server writes ``false``."""
+    asks = {"json": ("plain", {}), "sse": ("echo", {"text": "x"})}
+    expected = {}
+    for server, (tool, arguments) in asks.items():
+        async with direct_over_http(setup.json_url if server == "json" else setup.events_url) as alone:
+            expected[server] = sent(await alone.session.call_tool(tool, arguments))
+    async with through(setup, kind) as host:
+        seen = {s: sent(await host.session.call_tool(f"{s}__{t}", a)) for s, (t, a) in asks.items()}
+    assert seen == expected
+    assert "isError" not in seen["json"]
