@@ -305,6 +305,8 @@ class UriParams(msgspec.Struct, frozen=True):
 
 
 class ReadResourceParams(msgspec.Struct, frozen=True):
+    """``resources/read``: the URI, and the host's ``_meta`` for the server."""
+
     uri: str
     meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
 

@@ -18,7 +18,8 @@ also keeps each request of ours to its caller (the same context): the request is
 caller stops waiting, its JSON answer is read up to ``MAX_ANSWER_BYTES`` only, and what was wrong
 at the HTTP level (a status, a content type, a body that is not the answer) is noted on the
 request's ``CallMark``, which ``_translated`` turns into the session's errors in place of the
-JSON-RPC error the SDK makes up for it.
+JSON-RPC error the SDK makes up for it; so is an answer that is the server's own JSON-RPC error,
+which may have the code the SDK gives what it makes up (-32000).
 """
 
 from __future__ import annotations
