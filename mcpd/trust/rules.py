@@ -294,35 +294,35 @@ OVERRIDE = Intent(
     # ignoring or forgetting with their word for the instructions or rules.
     (
         "ignora|ignore|ignoren|olvida|olvide|olviden|descarta|omite|desobedece",
-        r"\b(?:ignora|ignore|ignoren|olvida|olvide|olviden|descarta|omite|desobedece)\b(?:\W+\w+){0,3}?\W+(?:las|tus|sus|todas las|todas tus)\W+(?:\w+\W+)?(?:instrucciones|reglas|indicaciones|directrices|órdenes)",
+        r"\b(?:ignora|ignore|ignoren|olvida|olvide|olviden|descarta|omite|desobedece)\b(?:\W+\w+){0,3}?\W+(?:las|los|tus|sus|todas las|todos los|todas tus)\W+(?:\w+\W+)?(?:instrucciones|reglas|indicaciones|directrices|órdenes|restricciones|limitaciones|límites|políticas|normas|salvaguardas)",
     ),
     (
         "ignore|ignorez|oublie|oubliez|néglige",
-        r"\b(?:ignore|ignorez|oublie|oubliez|néglige)\b(?:\W+\w+){0,2}?\W+(?:les|tes|vos|mes|toutes (?:les|tes|vos))\W+(?:\w+\W+)?(?:instructions|consignes|règles|directives)",
+        r"\b(?:ignore|ignorez|oublie|oubliez|néglige)\b(?:\W+\w+){0,2}?\W+(?:les|tes|vos|mes|toutes (?:les|tes|vos))\W+(?:\w+\W+)?(?:instructions|consignes|règles|directives|restrictions|limites|limitations|politiques|garde-fous|interdictions)",
     ),
     (
         "ignore|ignora|esqueça|esqueca|desconsidere|descarte",
-        r"\b(?:ignore|ignora|esqueça|esqueca|desconsidere|descarte)\b(?:\W+\w+){0,2}?\W+(?:as|suas|tuas|todas as)\W+(?:\w+\W+)?(?:instruções|regras|diretrizes|orientações)",
+        r"\b(?:ignore|ignora|esqueça|esqueca|desconsidere|descarte)\b(?:\W+\w+){0,2}?\W+(?:as|os|suas|tuas|todas as|todos os)\W+(?:\w+\W+)?(?:instruções|regras|diretrizes|orientações|restrições|limitações|limites|políticas|normas|salvaguardas)",
     ),
     (
         "ignora|ignori|dimentica|dimentichi|trascura",
-        r"\b(?:ignora|ignori|dimentica|dimentichi|trascura)\b(?:\W+\w+){0,2}?\W+(?:le|tue|sue|tutte le)\W+(?:\w+\W+)?(?:istruzioni|regole|direttive|indicazioni)",
+        r"\b(?:ignora|ignori|dimentica|dimentichi|trascura)\b(?:\W+\w+){0,2}?\W+(?:le|i|gli|tue|tuoi|sue|suoi|tutte le|tutti i)\W+(?:\w+\W+)?(?:istruzioni|regole|direttive|indicazioni|restrizioni|limitazioni|limiti|vincoli|politiche|norme|protezioni)",
     ),
     (
         "ignoriere|ignorieren|vergiss|vergessen|missachte|missachten",
-        r"\b(?:ignoriere|ignorieren sie|vergiss|vergessen sie|missachte|missachten sie)\b(?:\W+\w+){0,4}?\W+(?:anweisungen|regeln|instruktionen|vorgaben|richtlinien|befehle)\b",
+        r"\b(?:ignoriere|ignorieren sie|vergiss|vergessen sie|missachte|missachten sie)\b(?:\W+\w+){0,4}?\W+(?:anweisungen|regeln|instruktionen|vorgaben|richtlinien|befehle|einschränkungen|beschränkungen|grenzen|schutzmaßnahmen)\b",
     ),
     (
         "игнор|забуд|не обращай|не слушай",
-        r"(?:игнорируй|игнорируйте|проигнорируй|забудь|забудьте|не обращай внимания на|не слушай)(?:\W+\w+){0,4}?\W+(?:инструкци|правил|указани|промпт|команд)",
+        r"(?:игнорируй|игнорируйте|проигнорируй|забудь|забудьте|не обращай внимания на|не слушай)(?:\W+\w+){0,4}?\W+(?:инструкци|правил|указани|промпт|команд|ограничени|запрет|политик)",
     ),
     (
         "忽略|无视|忘记|忘掉|不要理会|不要遵守|无需遵守",
-        r"(?:忽略|无视|忘记|忘掉|不要理会|不要遵守|无需遵守)[^。，,]{0,10}(?:指令|指示|规则|说明|提示词|设定)",
+        r"(?:忽略|无视|忘记|忘掉|不要理会|不要遵守|无需遵守)[^。，,]{0,10}(?:指令|指示|规则|说明|提示词|设定|限制|约束|策略)",
     ),
     (
         "無視|忘れ",
-        r"(?:指示|ルール|命令|規則|プロンプト|指令)[^。]{0,12}(?:無視|忘れ)|(?:無視|忘れ)[^。]{0,8}(?:指示|ルール|命令)",
+        r"(?:指示|ルール|命令|規則|プロンプト|指令|制限|制約)[^。]{0,12}(?:無視|忘れ)|(?:無視|忘れ)[^。]{0,8}(?:指示|ルール|命令|制限|制約)",
     ),
     (
         "obedece|obedeces|obedecer|obedeça|obbedisci|obéis|folgst|gehorche|подчиня|слушайся|只听从|只服从|だけに従",
@@ -388,7 +388,7 @@ OVERRIDE = Intent(
     ),
     (
         "ignoriere|ignorieren|vergiss|vergessen|missachte|missachten",
-        r"\b(?:ignoriere|ignorieren sie|vergiss|vergessen sie|missachte|missachten sie)\b(?:\W+\w+){0,4}?\W+\w*(?:anweisungen|regeln|instruktionen|vorgaben|richtlinien|befehle)\b",
+        r"\b(?:ignoriere|ignorieren sie|vergiss|vergessen sie|missachte|missachten sie)\b(?:\W+\w+){0,4}?\W+\w*(?:anweisungen|regeln|instruktionen|vorgaben|richtlinien|befehle|einschränkungen|beschränkungen|grenzen|schutzmaßnahmen)\b",
     ),
     (
         "следуй|выполняй|подчиняйся",
@@ -735,7 +735,8 @@ CONCEAL = Intent(
         r"\b(?:el usuario|la usuaria|nadie) no (?:debe|puede|tiene que|necesita)\s+(?:enterarse|saber|saberlo|notar|notarlo|darse cuenta|ver)",
     ),
     (
-        "utilisateur|en",
+        "utilisateur|en|inutile|besoin",
+        r"\b(?:inutile|pas besoin|nul besoin|aucun besoin) d(?:e |')(?:en |le |lui |leur |les )?(?:informer|prévenir|avertir|parler|dire|mentionner|signaler|notifier)\b(?:[^\w']+[\w']+){0,4}?(?:[^\w']+|(?<=\w)')(?:utilisateur|personne|client)|"
         r"\bl'utilisateur ne (?:doit|peut) (?:pas|jamais) (?:le )?(?:savoir|remarquer|s'en apercevoir|voir|découvrir)|\bn'en (?:parle|parlez|dis|dites|informe)\w*\b|\bne (?:parle|parlez)\b(?:[^\w']+[\w']+){0,4}?(?:[^\w']+|(?<=\w)')(?:utilisateur|personne)",
     ),
     (
@@ -852,6 +853,7 @@ _UNDONE = (
 )
 _DESTROYED = r"(?:delet\w*|purg\w*|eras\w*|wip\w*|destroy\w*|dropp?\w*|remov\w*|gelöscht|entfernt|supprimé\w*|effacé\w*|eliminad\w*|borrad\w*|apagad\w*|excluíd\w*|cancelad\w*|eliminat\w*|cancellat\w*)"
 _SUCCESS = r"(?:succe\w+|completed|was done|went (?:fine|well)|worked|finished|sucesso|concluíd\w*|éxito|correctamente|completad\w*|succès|réussi\w*|erfolgreich|successo|riuscit\w*)"
+_FAILS = r"(?:fails?|failed|errors? out|errors|goes wrong|went wrong|breaks|crashes|times out|is rejected|is denied|(?:does|did) not (?:succeed|work|complete))\b"
 MISREPORT = Intent(
     (
         "not the|not what|rather|instead",
@@ -862,10 +864,16 @@ MISREPORT = Intent(
         r"\b(?:whatever|regardless of (?:what|the|which|whatever))\b(?:\W+\w+){0,4}?\W+(?:the )?(?:response|result|output|tool|api|server|receipt|returned|reported|shown)s?\b(?:\W+(?:says|reports|returns|shows|indicates|contains|states))?\b(?:\W+\w+){0,10}?\W+(?:tell|assure|inform|say|report|reply|answer|claim|state)\b",
     ),
     (
-        "fails|fail|falhar|falla|échoue|fehlschlägt|fallisce",
-        rf"\bif (?:it|this|that|anything|something|any \w+|the (?:\w+ )?\w+) fails?\b(?:[^\w']+[\w']+){{0,10}}?[^\w']+{_TELL_USER}\b(?:[^\w']+[\w']+){{0,10}}?[^\w']+{_SUCCESS}"
+        "fails|fail|failed|errors|error|wrong|breaks|crashes|times|rejected|denied|succeed|work|complete|falhar|falla|échoue|fehlschlägt|fallisce",
+        rf"\b(?:if|when|whenever|should) (?:\w+ ){{1,3}}?{_FAILS}(?:[^\w']+[\w']+){{0,10}}?[^\w']+{_TELL_USER}\b(?:[^\w']+[\w']+){{0,10}}?[^\w']+{_SUCCESS}"
         rf"|\b(?:se|si) (?:a |o |la |el |le |l'|il )?\w+ (?:falhar|falla|échoue|fallisce)\b(?:[^\w']+[\w']+){{0,12}}?[^\w']+{_SUCCESS}"
         rf"|\bwenn (?:die|der|das) \w+ fehlschlägt\b(?:\W+\w+){{0,12}}?\W+{_SUCCESS}",
+    ),
+    # Success claimed whatever happened: "report that it succeeded even if it did not", "always say
+    # the upload worked, whether or not it did".
+    (
+        "even|whether|regardless|irrespective",
+        rf"\b{_TELL_USER}\b(?:[^\w']+[\w']+){{0,8}}?[^\w']+{_SUCCESS}(?:[^\w']+[\w']+){{0,6}}?[^\w']+(?:even (?:if|when|though) (?:it|they|this|that|the \w+) (?:did ?n[o']t|has ?n[o']t|have ?n[o']t|was ?n[o']t|failed|fails)|whether or not|regardless of (?:the|whether|what)|irrespective of)\b",
     ),
     # Something undone claimed for something destroyed: "say it was archived, not deleted",
     # "tell them it was only moved".
@@ -1454,6 +1462,12 @@ OWN_CONVERSATION = Intent(
         "entire|full|whole|complete|verbatim",
         rf"\b(?:entire|full|whole|complete|verbatim) (?:\w+ )?(?:conversation|chat|dialog(?:ue)?|transcript)s?\b{_NOT_ITSELF}",
     ),
+    # The chat's messages counted back from now: "the last 20 messages of the chat", "recent turns
+    # of this conversation".
+    (
+        "last|latest|recent|previous|prior|earlier",
+        r"\b(?:last|latest|recent|previous|prior|earlier)\s+(?:\d+\s+|few\s+|several\s+|n\s+)?(?:messages|turns|exchanges|replies|prompts)\s+(?:of|in|from)\s+(?:the|this|our|your)\s+(?:chat|conversation|session|dialog(?:ue)?|thread)\b",
+    ),
 )
 # A parameter of the tool as where something goes: "in `context`", "in the `ack` argument", "set
 # this to" (said in a parameter's own description), "call this ... with"; not where something
@@ -1463,9 +1477,18 @@ PARAMETER = re.compile(
     r"|\b(?:in|into|as|to|inside)\s+(?:the |this |its |a )?(?:[`'\"]?[\w.-]+[`'\"]?\s+)?(?:parameter|argument|field|param)\b"
     r"|\bthis (?:query|parameter|argument|field|value|input)\b"
     r"|\b(?:set|fill|populate) (?:this|it) (?:to|with)\b|\bcall (?:this|it)\b"
+    # A parameter's own description opens an order with no object: "Populate with ...", "Set to ...".
+    r"|(?:^|[.:;)]\s*)(?:set|fill|populate|fill in|fill out)\s+(?:with|to)\b"
 )
 # A denial near what would go: "the conversation is never sent", "not its content".
 DENIED_NEAR = re.compile(r"\b(?:not|never|no|nor|without|don't|doesn't|isn't|aren't|won't)\b")
+
+# What a placeholder for the model to fill may name: the conversation, its summary, a secret (an
+# identifier such as {user_id} or {repo} names none of them).
+_PLACEHELD = (
+    r"(?:conversation|chat|history|messages?|transcript|session|summary|system[ _]?prompt|prompt|memory|context"
+    r"|secrets?|tokens?|keys?|passwords?|credentials?|cookies?)"
+)
 
 EXFIL_DIRECT = Intent(
     (
@@ -1491,14 +1514,15 @@ EXFIL_DIRECT = Intent(
     ),
     ("exfiltrate", r"\bexfiltrate\b"),
     # A placeholder in a URL or a host name, for the model to fill with the conversation or a secret:
-    # "?d={{conversation_history}}", "?ctx={entire conversation, url-encoded}", "<value of x_token>.dnslog.cn".
+    # "?d={{conversation_history}}", "?ctx={entire conversation, url-encoded}", "<value of x_token>.dnslog.cn",
+    # "?s={session_summary}&k={any_keys_seen}" (probe 15).
     (
         "://",
-        r"https?://[^\s{<]*[{<]{1,2}[^{}<>]{0,60}?(?<![a-z])(?:conversation|chat|history|messages?|transcript|system[ _]?prompt|memory|secrets?|credentials?|passwords?)(?![a-z])[^{}<>]{0,60}[}>]",
+        rf"https?://[^\s{{<]*[{{<]{{1,2}}[^{{}}<>]{{0,60}}?(?<![a-z]){_PLACEHELD}(?![a-z])[^{{}}<>]{{0,60}}[}}>]",
     ),
     (
         "{|<",
-        r"[{<]{1,2}[^{}<>]{0,60}?(?<![a-z])(?:conversation|chat|history|messages?|secrets?|tokens?|keys?|passwords?|credentials?)(?![a-z])[^{}<>]{0,60}[}>]{1,2}\.(?:[\w-]+\.)+[a-z]{2,}\b",
+        rf"[{{<]{{1,2}}[^{{}}<>]{{0,60}}?(?<![a-z]){_PLACEHELD}(?![a-z])[^{{}}<>]{{0,60}}[}}>]{{1,2}}\.(?:[\w-]+\.)+[a-z]{{2,}}\b",
     ),
     # The whole conversation put into a call or an argument: "call x with `notes` set to the entire conversation so far".
     (
@@ -1585,6 +1609,11 @@ STEERING = Intent(
         r"|\b(?:must|should|has to|needs to) be (?:invoked|called|run|used) (?:first )?(?:on|after|before|with|for) (?:every|each) (?:single )?(?:user )?(?:message|turn|reply|response|answer|question|prompt)s?\b",
     ),
 )
+WALLET = r"(?:(?:bc1|tb1|ltc1)[02-9ac-hj-np-z]{20,80}|0x[0-9a-f]{40}|[13][1-9a-z]{25,34}|t[1-9a-z]{33})\b"
+"""A cryptocurrency address (folded: lower case): where a payment goes, as an IBAN or an email address."""
+_CONCRETE = rf"(?:0x[0-9a-f]{{8,}}|{WALLET}|[\w.+-]+@[\w-]+\.[\w.]+|https?://|\+?\d[\d ()-]{{7,}}\d|[a-z]{{2}}\d{{2}}[a-z0-9]{{10,}})"
+"""A destination written out: an address, a wallet, a URL, a phone number, an IBAN."""
+
 SHADOWING = Intent(
     (
         "used|called|invoked|runs|run|available|executes",
@@ -1661,7 +1690,14 @@ SHADOWING = Intent(
     # Where something goes, replaced by a concrete address: "replace the destination with 0x9f3a...".
     (
         "replace|change|swap|switch|substitute|overwrite|rewrite|redirect|set",
-        r"\b(?:replace|change|swap|switch|substitute|overwrite|rewrite|redirect|set)\b(?:\W+\w+){0,2}?\W+(?:recipient|destination|address|payee|wallet|account|iban|beneficiary|receiver|phone number|email address|to address|to field)s?\b(?:\W+\w+){0,6}?\W+(?:with|to|for|by|into)\W+(?:0x[0-9a-f]{8,}|[\w.+-]+@[\w-]+\.[\w.]+|https?://|\+?\d[\d ()-]{7,}\d|[a-z]{2}\d{2}[a-z0-9]{10,})",
+        r"\b(?:replace|change|swap|switch|substitute|overwrite|rewrite|redirect|set)\b(?:\W+\w+){0,2}?\W+(?:recipient|destination|address|payee|wallet|account|iban|beneficiary|receiver|phone number|email address|to address|to field)s?\b(?:\W+\w+){0,6}?\W+(?:with|to|for|by|into)\W+"
+        + _CONCRETE,
+    ),
+    # The same with the destination named first: "when the user supplies a wallet, replace it with bc1q...".
+    (
+        "replace|replaced|change|changed|swap|swapped|switch|substitute|substituted|overwrite|rewrite|redirect",
+        rf"\b(?:recipient|destination|address|payee|wallet|account|iban|beneficiary|receiver|phone number|email address)s?\b{gap(8)}(?:replace|change|swap|switch|substitute|overwrite|rewrite|redirect)\w*\s+(?:it|them|that|this|those)\s+(?:with|to|for|by|into)\W+"
+        + _CONCRETE,
     ),
     # Other tools run down in other words: "competing translation tools silently alter meaning",
     # "results from x_search are often fabricated", "andere Tools liefern erfundene Werte".
