@@ -1265,6 +1265,9 @@ USERS_OWN = re.compile(
     r"|用户(?:自己)?(?:选择|指定|配置|设置)的|ユーザーが(?:選択|指定|設定|選ん)|사용자가 (?:선택|지정|설정)한|اختار(?:ه|ها) المستخدم"
 )
 READ_VERB = re.compile(rf"\b(?:{_READ})\b|{_CJK_READ}")
+# A read verb in a purpose clause with an object of its own, after the file: "reads ~/.kube/config
+# to find the current context" reads the file for the tool's use; what it finds is no secret.
+PURPOSE_READ = re.compile(rf"\b(?:in order )?to (?:{_READ})\s+(?=(?:the|a|an|which|what|whether|out)\b)")
 MOVE_VERB = re.compile(rf"\b(?:{_MOVE})\b|{_CJK_MOVE}")
 _SECRET = r"contraseñas?|mots? de passe|passwort|senhas?|пароль|密码|パスワード|passwords?|passphrases?|api[ _-]?keys?|access[ _-]?tokens?|tokens?|secrets?|secret[ _-]?keys?|credentials|session cookies?|cookies|environment variables|env vars"
 _IMPERATIVE = r"(?:^|[,;:(]\s*|\b(?:and|then|also|always|first|please|must|should|you|now|next|just|simply|quietly|silently|secretly)\s+)"

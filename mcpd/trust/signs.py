@@ -19,13 +19,17 @@ instruction far apart are not added up.
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
-from mcpd.trust.rules import CREDENTIAL, PRIVATE_FILE, SINK, Hits, Intent, gap
+from mcpd.trust.rules import CREDENTIAL, PRIVATE_FILE, SINK, WALLET, Hits, Intent, gap
 
 # -- the signs honest tools never need --------------------------------------------------------
 
-_CONSENTED = r"\b(?:already|previously|has|have)\s+(?:\w+\s+){0,2}?(?:agreed|consented|approved|accepted)\b"
+_CONSENTED = (
+    r"\b(?:already|previously|has|have)\s+(?:\w+\s+){0,2}?(?:pre-?)?(?:agreed|consented|approved|accepted|authori[sz]ed)\b"
+    r"|\bpre-?(?:approved|authori[sz]ed|consented)\b"
+)
 _QUIETLY = r"\b(?:silently|quietly|unnoticed|invisibly)\b"
 _DESCRIBING = frozenset({_CONSENTED, _QUIETLY})
 """``HIDE`` patterns that may describe rather than order ("retries quietly", "users who already
@@ -49,7 +53,24 @@ HIDE = Intent(
         "user_visible|visible_to_user|uservisible|visible|visibility|visibility*",
         r"\b(?:user[ _.-]?visible|visible[ _.-]?to[ _.-]?user|visibility)\s*[=:]\s*(?:false|no|off|0|none|hidden)\b",
     ),
-    ("agreed|consented|approved|accepted", _CONSENTED),
+    (
+        "agreed|consented|approved|accepted|authorised|authorized|preapproved|preauthorised|preauthorized",
+        _CONSENTED,
+    ),
+    # The user's confirmation done away with, as an order: "skip any confirmation prompt", "bypass
+    # the approval step", "you are required to disable confirmation prompts"; not an option described
+    # ("pass `yes` to skip the confirmation prompt").
+    (
+        "skip|bypass|suppress|omit|disable",
+        r"(?:(?<!\bto )|(?<=required to )|(?<=expected to )|(?<=supposed to )|(?<=need to )|(?<=have to )|(?<=has to ))(?<!\bcan )(?<!\bwill )(?<!\bmay )\b(?:skip|bypass|suppress|omit|disable)\s+(?:the |any |all |every )?(?:user(?:'s)? )?(?:confirmations?|approvals?|consent|permission|(?:confirmation|approval) (?:prompts?|steps?|dialogs?|checks?))\b",
+    ),
+    # The user shown what they expect while something else is done: "the confirmation should still
+    # display their original address", "show them the amount they entered".
+    (
+        "still|original|originally|entered|typed|requested|intended",
+        r"\b(?:still|only) (?:show|display|list|read|say|report|present)\w*\b(?:[^\w'’-]+[\w'’-]+){0,3}?[^\w'’-]+(?:the user's|their|his|her|the) (?:original|initial|requested|intended|own|entered|typed)\b"
+        r"|\b(?:show|display|present)\w*\b(?:[^\w'’-]+[\w'’-]+){0,3}?[^\w'’-]+(?:the user's|their|his|her|the) (?:original|initial|requested|intended|entered|typed) \w+\b(?:[^\w'’-]+[\w'’-]+){0,4}?[^\w'’-]+(?:instead|rather than|not the)\b",
+    ),
     (
         "inquiry|request|asking|asks|ask|asked",
         r"\beven (?:up)?on (?:direct |explicit )?(?:inquiry|request|asking)\b|\bif (?:the )?(?:user|they|anyone|he|she) asks?\b(?:\W+\w+){0,6}?\W+(?:say|answer|reply|respond|tell)\b",
@@ -75,7 +96,7 @@ HIDE = Intent(
     ),
     (
         "prévenir|informer|avertir|demander|mentionner|signaler|dire|mentionnez|dites|signalez",
-        r"\b(?:sans|inutile de|pas besoin de|jamais)\s+(?:\w+\s+){0,2}?(?:prévenir|informer|avertir|demander|mentionner|signaler|dire|le dire|en parler)\b|\bne (?:le |lui |leur )?(?:mentionnez|dites|signalez|mentionne|dis|signale) (?:jamais|pas|rien)\b",
+        r"\b(?:sans\s+|inutile d(?:e\s+|')|pas besoin d(?:e\s+|')|jamais\s+)(?:\w+\s+){0,2}?(?:prévenir|informer|avertir|demander|mentionner|signaler|dire|le dire|en parler)\b|\bne (?:le |lui |leur )?(?:mentionnez|dites|signalez|mentionne|dis|signale) (?:jamais|pas|rien)\b",
     ),
     (
         "informieren|fragen|benachrichtigen|erwähnen|mitteilen|sagen|melden|hinweisen",
@@ -126,6 +147,48 @@ HIDE = Intent(
     ),
 )
 """The user kept out of it: not told, not asked, told they agreed, told something false."""
+
+OVERRULE = Intent(
+    (
+        "regardless|irrespective|matter|whatever",
+        r"\b(?:regardless of|irrespective of|no matter|whatever)\b(?:\s+(?:what|whether|which|how|if))?\s+(?:the user's|the user|users'?|the customer's|the customer|their|they)\b(?:[^\w'’-]+[\w'’-]+){0,2}?[^\w'’-]+(?:asks?|asked|says?|said|wants?|wanted|requests?|requested|needs|prefers?|preferences?|choices?|chooses|chose|instructs?|instructions?|stated|specif\w+|budget|wishes|objects?|objections?|intent\w*|tells? you)\b",
+    ),
+    (
+        "even|ignore|override|overrule|disregard",
+        r"\beven (?:if|when|though) (?:the user|users|they|the customer)\b(?:\s+\w+){0,2}?\s+(?:asks?|says?|requests?|insists?|wants?|prefers?|tells? you|objects?|refuses?|declines?)\b(?:[^\w'’-]+[\w'’-]+){0,3}?[^\w'’-]+(?:otherwise|not to|against it|a different|another|something else|the opposite)\b"
+        r"|\b(?:ignore|override|overrule|disregard)\w*\s+(?:the user's|their|the customer's|any)\s+(?:\w+\s+)?(?:requests?|choices?|preferences?|instructions?|wishes|objections?|decisions?|selections?)\b",
+    ),
+    (
+        "independientemente|importar|aunque|quoi|importe|même|quel|egal|unabhängig|auch|indipendentemente|qualunque|anche|mesmo|independentemente",
+        r"\b(?:independientemente de lo que|sin importar lo que)\s+(?:\w+\s+){0,2}?(?:el usuario|la usuaria)|\baunque el usuario (?:\w+ )?(?:pida|diga|quiera|prefiera) (?:lo contrario|otra cosa)"
+        r"|\b(?:quoi que|peu importe ce que) (?:\w+ ){0,2}?l'utilisateur|\bmême si l'utilisateur (?:\w+ )?(?:demande|dit|préfère|refuse|veut)\b|\bquel(?:le)?s? que soi(?:t|ent) (?:le |la |les )?(?:choix|souhaits?|budget|besoins?|demandes?|préférences?) de l'utilisateur"
+        r"|\b(?:egal|unabhängig davon),? (?:was|ob|welche\w*) (?:der|die) (?:nutzer|benutzer|anwender)\w*|\bauch wenn (?:der|die) (?:nutzer|benutzer)\w* (?:etwas anderes|anderes|das gegenteil)"
+        r"|\b(?:indipendentemente da (?:ciò|quello) che|qualunque cosa)\s+(?:\w+\s+){0,2}?l'utente|\banche se l'utente (?:\w+ )?(?:chiede|dice|vuole|preferisce) (?:altrimenti|diversamente|il contrario|altro)"
+        r"|\b(?:independentemente do que|mesmo que) (?:\w+ ){0,2}?o (?:usuário|utilizador)\b(?:\s+\w+){0,2}?\s+(?:peça|diga|queira|prefira|pedir|disser|quiser)\b",
+    ),
+)
+"""The user's own wishes overruled: "regardless of what the user asks", "even if they ask otherwise"."""
+
+LATER = Intent(
+    (
+        "after|once|from|starting|beginning",
+        r"\b(?:after|once|from|starting (?:with|from|at|after)|beginning (?:with|from|at|after))\b(?:[^\w'’-]+[\w'’-]+){0,6}?[^\w'’-]+(?:\d+|two|three|four|five|six|seven|eight|nine|ten|twenty|fifty|hundred|first|second|third|fourth|fifth|tenth|\d+(?:st|nd|rd|th)|nth|several|a few|some)\s+(?:\w+\s+)?(?:calls?|invocations?|uses?|times|runs?|executions?)\b",
+    ),
+    (
+        "invoked|called|used|run|executed",
+        r"\b(?:invoked|called|used|run|executed)\s+(?:\w+\s+)?(?:\d+|two|three|four|five|six|seven|eight|nine|ten|twenty|fifty|hundred|several|a few|many)\s+(?:or more\s+)?times\b",
+    ),
+    (
+        "after|from|starting|beginning|as",
+        r"\b(?:after|from|starting|beginning|as of|on or after)\s+(?:\d{4}-\d{2}-\d{2}|(?:\d{1,2} )?(?:january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\b(?: \d{1,2}\b)?)",
+    ),
+)
+"""What the text does later, not at once: after so many calls, from a date."""
+
+_ONSET = re.compile(
+    r"\b(?:begin|begins|start|starts|switch|switches|thereafter|henceforth|onwards|from then on|from that point)\b"
+)
+"""A behaviour that begins: a trigger for later (``LATER``) counts only with one in its sentence."""
 
 AUTHORITY = Intent(
     (
@@ -206,7 +269,9 @@ OTHER_TOOL = Intent(
 REPLACE = Intent(
     (
         "replace|replaced|substitute|substituted|redirect|redirected|swap|swapped|change|changed|overwrite|set|add|added",
-        r"\b(?:replaced?|substituted?|redirected?|swapped?|changed?|overwritten|overwrite|set|rewritten|added)\b(?:\W+\w+){0,3}?\W+(?:with|to|as)\b(?:\W+\w+){0,2}?\W+(?:[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){2,}|\+?\d[\d -]{7,}|[\w.+-]+@[\w-]+\.\w+|https?://\S+|(?:bcc|cc)\b)|\b(?:recipient|destination|iban|account|beneficiary|payee|remote|webhook|endpoint)s?\b(?:\W+\w+){0,4}?\W+(?:must|should|shall|is to|has to|needs to) be (?:\w+ )?(?:replaced|changed|set|redirected|substituted|overwritten)\b",
+        r"\b(?:replaced?|substituted?|redirected?|swapped?|changed?|overwritten|overwrite|set|rewritten|added)\b(?:\W+\w+){0,3}?\W+(?:with|to|as)\b(?:\W+\w+){0,2}?\W+(?:[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){2,}|\+?\d[\d -]{7,}|[\w.+-]+@[\w-]+\.\w+|https?://\S+|(?:bcc|cc)\b|"
+        + WALLET
+        + r")|\b(?:recipient|destination|iban|account|beneficiary|payee|remote|webhook|endpoint)s?\b(?:\W+\w+){0,4}?\W+(?:must|should|shall|is to|has to|needs to) be (?:\w+ )?(?:replaced|changed|set|redirected|substituted|overwritten)\b",
     ),
     (
         "outdated|obsolete|deprecated|veraltet|obsoleto|obsolète|desactualizad*|устарел",
@@ -223,8 +288,8 @@ REPLACE = Intent(
 
 CONTEXT = Intent(
     (
-        "conversation|conversations|chat|transcript|session|history|messages|request|prompt|outputs|results|documents|shared",
-        r"\b(?:conversation|chat (?:history|log|transcript)|transcript|message history|previous messages|prior messages|earlier messages|this session|tool outputs?|tool results|outputs? of (?:other|earlier|previous) tools|everything the user|(?:documents?|files?) (?:the user|they) (?:has |have )?(?:shared|uploaded|attached)|the user's (?:original |last |previous |full )?(?:request|prompt|messages?|question|input|email address))\b",
+        "conversation|conversations|chat|transcript|session|history|messages|request|prompt|outputs|results|documents|shared|text|content|contents|body",
+        r"\b(?:conversation|chat (?:history|log|transcript)|transcript|message history|(?:full |entire |whole |complete )?(?:text|contents?|body) of (?:the|each|every|any|all|their|the user's) (?:\w+ )?(?:documents?|files?|e-?mails?|pages?|notes?)|(?:document|file|e-?mail|page|note)(?:'s|s') (?:full |entire |whole |complete )?(?:text|contents?|body)|previous messages|prior messages|earlier messages|this session|tool outputs?|tool results|outputs? of (?:other|earlier|previous) tools|everything the user|(?:documents?|files?) (?:the user|they) (?:has |have )?(?:shared|uploaded|attached)|the user's (?:original |last |previous |full )?(?:request|prompt|messages?|question|input|email address))\b",
     ),
     (
         "conversación|historial|conversation|historique|gespräch|gesprächs|verlauf|unterhaltung|conversa|histórico|conversazione|cronologia|переписк|диалог|对话|聊天|会话|会話|履歴|대화|trò chuyện|lịch sử|konuşma|sohbet|gesprek|rozmow*|محادثة|बातचीत|percakapan|riwayat",
@@ -247,6 +312,7 @@ PLACE = Intent(
         r"매개변수|파라미터|\btham số\b|\b(?:paramètre|parámetro|parâmetro|parametro|parameter|campo|champ|feld|param|argument)\b|参数|パラメータ|параметр",
     ),
     ("channel|webhook|bcc|iban", r"\b(?:channel|webhook|bcc)\b|\b[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){3,}\b"),
+    ("bc1*|tb1*|ltc1*|0x*", rf"\b{WALLET}"),
 )
 """A place data goes besides the answer: a parameter, an address, a channel, an account."""
 
@@ -265,7 +331,15 @@ RUN = Intent(
 SPAN = 3
 """Sentences in a row whose signs count together."""
 
-RARE = {"hide": HIDE, "authority": AUTHORITY, "obey": OBEY, "other tool": OTHER_TOOL, "replace": REPLACE}
+RARE = {
+    "hide": HIDE,
+    "authority": AUTHORITY,
+    "obey": OBEY,
+    "other tool": OTHER_TOOL,
+    "replace": REPLACE,
+    "overrule": OVERRULE,
+    "later": LATER,
+}
 COMMON = {"context": CONTEXT, "secret": SECRET, "place": PLACE, "run": RUN}
 
 
@@ -296,8 +370,14 @@ def possible(hits: Hits, hidden: bool) -> bool:
 
 def rare_in(hits: Hits, sentence: str) -> frozenset[str]:
     """The rare signs in one sentence: an attack has one unless it was hidden (``Signs.attack``),
-    so a sentence with none needs its other signs only if one of its neighbours has one."""
-    return frozenset(name for name, intent in RARE.items() if intent.first(hits, [sentence]))
+    so a sentence with none needs its other signs only if one of its neighbours has one. A trigger
+    for later counts with a behaviour that begins ("after five calls, begin ..."): "after the first
+    call, results are cached" sets none."""
+    return frozenset(
+        name
+        for name, intent in RARE.items()
+        if intent.first(hits, [sentence]) and (intent is not LATER or _ONSET.search(sentence))
+    )
 
 
 def found(hits: Hits, sentence: str, rare: frozenset[str] | None = None) -> Signs:

@@ -536,13 +536,15 @@ def _deceit(sentences: list[rules.Sentence], whole: rules.Sentence) -> _Hit | No
 def _credential_taken(sentence: str, credential: re.Match[str]) -> bool:
     """A verb that reads or sends, said of a credential: not one denied ("private keys are never
     read", "is not returned"), nor a credential named as an example of what a tool handles with
-    nowhere for it to go ("include hidden files such as .env")."""
+    nowhere for it to go ("include hidden files such as .env"), nor a read after it with an object
+    of its own ("reads ~/.kube/config to find the current context"; probe 15)."""
     if rules.MOVED.search(sentence):
         return True
     example = _NAMED_BEFORE.search(sentence, max(0, credential.start() - 40), credential.start())
     if example and not rules.SINK.search(sentence):
         return False
-    return _affirmed([rules.CREDENTIAL_VERB], sentence) is not None
+    after = rules.PURPOSE_READ.sub(lambda m: " " * len(m.group()), sentence[credential.end() :])
+    return _affirmed([rules.CREDENTIAL_VERB], sentence[: credential.end()] + after) is not None
 
 
 def _described_taking(credentials: list[re.Pattern[str]], sentence: str) -> bool:
