@@ -606,12 +606,25 @@ def _affirmed(patterns: list[re.Pattern[str]], sentence: str, orders: bool = Fal
 
 
 # What makes a transfer verb no order: a relative clause ("results that include a word"), a limit
-# ("too large to pass"), a JSON key or value ("sitemap": "include", the verb alone in its quotes).
+# ("too large to pass"), a JSON key or value ("sitemap": "include", the verb alone in its quotes),
+# a noun (``_NOUN_FORMS``).
 _NOT_AN_ORDER = re.compile(r"(?:\b(?:that|which)|\btoo (?:large|long|big|many|much|heavy|slow) to)\s*$")
+
+
+# A transfer word that is also a noun, after an adjective or a noun that names it ("a new blog post",
+# "marketing copy", "their post"; not "make a POST request"): a thing, not an order.
+_NOUN_FORMS = frozenset(
+    {"post", "posts", "copy", "copies", "upload", "uploads", "share", "shares", "mail", "email"}
+)
+_DETERMINED = re.compile(r"\b(?:new|blog|its|their|your|our|marketing|ad|social|forum|latest|recent)\s+$")
 
 
 def _an_order(sentence: str, match: re.Match[str]) -> bool:
     if _NOT_AN_ORDER.search(sentence, max(0, match.start() - 20), match.start()):
+        return False
+    if match.group() in _NOUN_FORMS and _DETERMINED.search(
+        sentence, max(0, match.start() - 20), match.start()
+    ):
         return False
     quote = sentence[match.start() - 1 : match.start()]
     return not (quote in ("'", '"') and sentence[match.end() : match.end() + 1] == quote)
@@ -643,9 +656,9 @@ def _destination(destinations: list[re.Pattern[str]], sentence: str) -> re.Match
     return None
 
 
-# What follows a destination from here on says why, not what: "pass the `id` to `feedback` to
-# rate the results" sends an id, not the results.
-_PURPOSE = re.compile(r"\b(?:in order to|so as to|so that|to)\s")
+# What follows a destination from here on says why or when, not what: "pass the `id` to `feedback`
+# to rate the results" or "after you've used the results" sends an id, not the results.
+_PURPOSE = re.compile(r"\b(?:in order to|so as to|so that|to|(?:after|once|when) you(?:'ve| have)?)\s")
 
 
 def _data_in(sent: str, hits: rules.Hits) -> bool:
