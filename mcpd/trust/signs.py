@@ -166,6 +166,13 @@ OVERRULE = Intent(
         r"|\b(?:indipendentemente da (?:ciò|quello) che|qualunque cosa)\s+(?:\w+\s+){0,2}?l'utente|\banche se l'utente (?:\w+ )?(?:chiede|dice|vuole|preferisce) (?:altrimenti|diversamente|il contrario|altro)"
         r"|\b(?:independentemente do que|mesmo que) (?:\w+ ){0,2}?o (?:usuário|utilizador)\b(?:\s+\w+){0,2}?\s+(?:peça|diga|queira|prefira|pedir|disser|quiser)\b",
     ),
+    (
+        "независимо|бы|даже|无论|不管|即使|ユーザー|사용자",
+        r"(?:независимо от того,? (?:что|чего)|что бы ни)\s+(?:\w+\s+){0,2}?пользовател\w*|даже если пользователь\s+(?:\w+\s+)?(?:попросит|просит|скажет|захочет)\s+(?:иное|другое|обратное|об обратном)"
+        r"|(?:无论|不管)用户[^。]{0,10}(?:要求|说|想要|选择|需要|偏好)|即使用户[^。]{0,6}(?:要求|说|想要)[^。]{0,6}(?:其他|相反|别的)"
+        r"|ユーザーが[^。]{0,10}(?:求めて|言って|頼んで|希望して)も|ユーザーの(?:要望|希望|指示|選択)に(?:関係なく|かかわらず)"
+        r"|사용자가[^.。]{0,12}(?:요청하더라도|원하더라도|말하더라도)|사용자의 (?:요청|선호|선택|지시)와 (?:관계없이|상관없이)",
+    ),
 )
 """The user's own wishes overruled: "regardless of what the user asks", "even if they ask otherwise"."""
 
@@ -182,11 +189,25 @@ LATER = Intent(
         "after|from|starting|beginning|as",
         r"\b(?:after|from|starting|beginning|as of|on or after)\s+(?:\d{4}-\d{2}-\d{2}|(?:\d{1,2} )?(?:january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\b(?: \d{1,2}\b)?)",
     ),
+    # Spanish, French, German, Italian, Portuguese, Russian, Chinese, Japanese, Korean
+    (
+        "después|tras|partir|après|dès|nach|ab|dopo|depois|após|после|начиная|次|回|번째|회",
+        r"\b(?:después de|tras|a partir de)\s+(?:\w+\s+){0,3}?(?:llamadas?|invocaciones?|usos|veces)\b"
+        r"|\b(?:après|à partir de|dès)\s+(?:\w+\s+){0,3}?(?:appels?|invocations?|utilisations?|fois)\b"
+        r"|\b(?:nach|ab)\s+(?:dem\s+|der\s+)?(?:\w+\s+){0,2}?(?:aufrufen|aufruf|verwendungen|mal)\b"
+        r"|\b(?:dopo|a partire da)\s+(?:\w+\s+){0,3}?(?:chiamate|chiamata|invocazioni|utilizzi|volte)\b"
+        r"|\b(?:depois de|após|a partir de)\s+(?:\w+\s+){0,3}?(?:chamadas?|invocações|usos|vezes)\b"
+        r"|(?:после|начиная с)\s+(?:\w+\s+){0,3}?(?:вызов|использован|раз)\w*"
+        r"|(?:第\s*\w{1,3}\s*次|\d+\s*次)(?:调用|使用)?(?:之后|后|以后|起)|\d+\s*回目?(?:の(?:呼び出し|使用))?(?:以降|の後|後)|\d+\s*(?:번째|회|번)\s*(?:호출|사용)?\s*(?:이후|후|부터)",
+    ),
 )
 """What the text does later, not at once: after so many calls, from a date."""
 
 _ONSET = re.compile(
-    r"\b(?:begin|begins|start|starts|switch|switches|thereafter|henceforth|onwards|from then on|from that point)\b"
+    r"\b(?:begin|begins|start|starts|switch|switches|thereafter|henceforth|onwards|from then on|from that point"
+    r"|empieza|comienza|empiece|comience|en adelante|commence|commencez|désormais|dès lors|beginne|beginnen sie|fange|fortan"
+    r"|inizia|comincia|d'ora in poi|comece|começa|passe a|em diante|начни|начинай|начните|впредь)\b"
+    r"|开始|始め|開始|시작"
 )
 """A behaviour that begins: a trigger for later (``LATER``) counts only with one in its sentence."""
 
