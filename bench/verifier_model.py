@@ -1,7 +1,9 @@
 """Train the verifier's learned model (``mcpd/trust/learned.py``) and print how it generalises.
 
 Run ``python bench/verifier_model.py`` to print the figures, with ``--write`` to replace
-``mcpd/trust/learned.bin``. Deterministic: the same data gives the same file.
+``mcpd/trust/learned.bin``, ``--without probe16`` to keep a probe out of the training entirely (a
+held-out measure of the whole verifier, not only of the model), ``--no-probes`` to skip the slow
+leave-one-probe-out figures. Deterministic: the same data gives the same file.
 
 Data, all in the repository: the poisoning corpus and its probes (``tests/data/poisoning_*.jsonl``,
 poisoned and benign look-alikes) and honest texts of published MCP servers
@@ -86,11 +88,23 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--write", action="store_true", help=f"write {OUT.relative_to(ROOT)}")
+    parser.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        metavar="SET",
+        help="a set not to train on at all (e.g. probe16), kept for a held-out measure; repeatable",
+    )
+    parser.add_argument("--no-probes", action="store_true", help="skip the leave-one-probe-out figures")
     options = parser.parse_args()
 
     sets = {
-        path.stem.removeprefix("poisoning_"): load(path) for path in sorted(DATA.glob("poisoning_*.jsonl"))
+        path.stem.removeprefix("poisoning_"): load(path)
+        for path in sorted(DATA.glob("poisoning_*.jsonl"))
+        if path.stem.removeprefix("poisoning_") not in options.without
     }
+    if options.without:
+        print(f"not trained on: {', '.join(options.without)}")
     labelled = {
         name: [(vector(i.text), int(i.label == "poisoned"), 1.0) for i in items]
         for name, items in sets.items()
@@ -119,6 +133,8 @@ def main() -> None:
     else:
         print("(--write to replace the shipped model)")
     sys.stdout.flush()
+    if options.no_probes:
+        return
 
     print("\neach probe left out: the verifier with no model, and with a model trained without the probe")
     print(f"  {'set':<10}{'poisoned':>9}{'rules':>7}{'+model':>7}   {'benign':>6}{'rules':>7}{'+model':>7}")
