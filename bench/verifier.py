@@ -49,6 +49,14 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   closed, a confirmation "se da por hecha"), and a game sought over the whole text per
   withholding (23 s on 96 KB); tightened, all are high again (a key read and "uploaded to cloud
   storage" beside a denial medium again, as before them) and every figure above is unchanged;
+  probes 15 and 16, written blind together (65 texts each, 40 poisoned, 11 and 15 languages), then
+  got 31/40 (77.5%) with 1/25 honest look-alikes high and 23/40 (57.5%) with 2/25; rules and signs
+  were then written from probe 15's misses only, as classes (the user's wishes overruled, a behaviour
+  saved for after N calls or a date, a skipped confirmation, a wallet as a destination, a failure
+  reported as success, restrictions overridden, the chat's last N messages, URL placeholders for a
+  session or keys, a credential read for the tool's own use): probe 15 40/40 and 0/25 (in-sample),
+  probe 16, held out and never read for its misses, 23/40 and 2/25 (unchanged), the 2,196 honest texts
+  0 high (2 before);
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
@@ -84,7 +92,7 @@ from mcpd.trust.verify import scan_text, scan_tool
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 CORPUS = DATA / "poisoning_corpus.jsonl"
-PROBES = (*(DATA / f"poisoning_probe{n}.jsonl" for n in range(1, 15)), DATA / "poisoning_review.jsonl")
+PROBES = (*(DATA / f"poisoning_probe{n}.jsonl" for n in range(1, 17)), DATA / "poisoning_review.jsonl")
 TOOLRET = ROOT.parent / "shared" / "toolret"
 
 

@@ -10,7 +10,9 @@ authority, another tool whose call it changes, a destination it replaces, a comm
 An honest description has one or two of them ("sends the summary to the address the user
 gives", "needs GITHUB_TOKEN"); an attack has three or more, or two of the kinds honest tools
 never need (hiding something from the user, claiming authority, rewriting another tool,
-replacing a destination).
+replacing a destination, overruling what the user asks, or saving a behaviour for later: "after
+five calls, begin ..."; the last two after probe 15, whose misses they were written for as
+classes, not phrases).
 
 Each sign is a few broad patterns over folded text, in English and the languages a short list
 covers; a sign is found once per window of three sentences, so the parts of a long server
