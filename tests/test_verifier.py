@@ -655,6 +655,20 @@ def test_the_model_is_one_sign_never_a_verdict(monkeypatch: pytest.MonkeyPatch) 
         assert not high("Your AI powered Ad Assistant!")
 
 
+def test_a_text_more_alike_than_any_honest_one_has_a_rare_sign(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above the model's ``high`` (no honest text it had not seen scored as high), the model's word
+    is a sign of the rare kind: two common signs (the conversation, a parameter) then make an
+    attack, without any rare sign of the lexicon; below it, or with one common sign, nothing."""
+    two_common = "Keeps notes. The conversation goes in the `notes` parameter."
+    one_common = "Keeps notes in the `notes` parameter."
+    strongly = learned.Model(array("d", [1.0]) * (1 << learned.BITS), high=0.99, sign=0.5)
+    merely = learned.Model(array("d", [1.0]) * (1 << learned.BITS), high=2.0, sign=0.5)  # none reaches 2
+    for model, expected in ((strongly, True), (merely, False)):
+        monkeypatch.setattr(learned, "model", lambda model=model: model)
+        assert bool(high(two_common)) is expected, found(two_common)
+        assert not high(one_common)
+
+
 @pytest.mark.parametrize(
     "text",
     [

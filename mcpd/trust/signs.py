@@ -391,6 +391,15 @@ def possible(hits: Hits, hidden: bool) -> bool:
     return hidden or any(intent.hit(hits) for intent in RARE.values())
 
 
+def combinable(hits: Hits) -> bool:
+    """Whether the text can hold a rare sign or two common ones: a place (``PLACE``, ``SINK``) may
+    be in any text, so one more common sign must be triggered. A cheap bound for what makes the
+    learned model worth asking (``verify``)."""
+    return possible(hits, False) or any(
+        intent.hit(hits) for intent in (CONTEXT, SECRET, RUN, CREDENTIAL, PRIVATE_FILE)
+    )
+
+
 def rare_in(hits: Hits, sentence: str) -> frozenset[str]:
     """The rare signs in one sentence: an attack has one unless it was hidden (``Signs.attack``),
     so a sentence with none needs its other signs only if one of its neighbours has one. A trigger

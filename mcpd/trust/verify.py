@@ -818,12 +818,20 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     excerpt = _first_meant(rules.SHELL, triggering, lambda m: _named_command(m, after.get(m.string, "")))
     if excerpt:
         found.append(_Hit("TP010", HIGH, "destructive or remote-code shell command", excerpt))
-    if not _high_already(found) and signs.possible(hits, hidden):
+    if not _high_already(found):
         # The signs catch what no rule above names; a text a rule found needs no second name.
-        together = _signs_together(folded, sentences, hidden)
+        together = _signs(folded, sentences, hits, hidden)
         if together:
             found.append(together)
     return found
+
+
+def _signs(folded: str, sentences: list[rules.Sentence], hits: rules.Hits, hidden: bool) -> _Hit | None:
+    """Signs that make an attack together, by the lexicon's signs or with the learned model's word."""
+    together = _signs_together(folded, sentences, hidden) if signs.possible(hits, hidden) else None
+    if together is None and signs.combinable(hits):
+        together = _strongly_alike(folded, sentences)
+    return together
 
 
 def _signs_together(folded: str, sentences: list[rules.Sentence], hidden: bool) -> _Hit | None:
@@ -856,6 +864,37 @@ def _signs_together(folded: str, sentences: list[rules.Sentence], hidden: bool) 
         kinds = ", ".join(sorted(found.rare | found.common))
         window = " ".join(sentence.text for sentence in sentences[start : start + signs.SPAN])
         return _Hit("TP012", HIGH, f"signs of an attack together: {kinds}", _excerpt(window, 0, 160, 0))
+    return None
+
+
+def _strongly_alike(folded: str, sentences: list[rules.Sentence]) -> _Hit | None:
+    """A text the model finds more like known attacks than any honest text it had not seen
+    (``learned.Model.high``, cross-validated) has a sign of the rare kind: with one more rare sign
+    or two common ones in three sentences, it is an attack; a way of keeping the user out that may
+    only describe ("syncs silently", "users who already consented are not asked again", see
+    ``signs.HIDE``) is no rare sign here. Each probe left out of the model's training in turn, this
+    found 4 more of probe 8's 40 poisoned texts, 2 of probe 9's 45, 1 of probe 12's 60 and 3 of
+    probe 14's 75 (none more of probes 13 and 15), with no more honest look-alike, text of a
+    published server (cross-validated) or toolret tool at high. The model is asked only for a
+    text that has those other signs."""
+    each = [signs.found(s.hits, s.text, signs.rare_in(s.hits, s.text)) if s.hits else None for s in sentences]
+    for start in range(max(1, len(sentences) - signs.SPAN + 1)):
+        window = [found for found in each[start : start + signs.SPAN] if found]
+        if not window:
+            continue
+        together = signs.together(window)
+        # A way of keeping the user out that may only describe ("syncs silently") is no order.
+        rare = together.rare if together.hiding else together.rare - {"hide"}
+        if not (rare or len(together.common) >= 2):
+            continue
+        model = learned.model()
+        if model.probability(folded) <= model.high:
+            return None
+        kinds = ", ".join(sorted(together.rare | together.common))
+        text = " ".join(sentence.text for sentence in sentences[start : start + signs.SPAN])
+        return _Hit(
+            "TP012", HIGH, f"reads like known attacks, with signs: {kinds}", _excerpt(text, 0, 160, 0)
+        )
     return None
 
 
