@@ -56,7 +56,9 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   reported as success, restrictions overridden, the chat's last N messages, URL placeholders for a
   session or keys, a credential read for the tool's own use): probe 15 40/40 and 0/25 (in-sample),
   probe 16, held out and never read for its misses, 23/40 and 2/25 (unchanged), the 2,196 honest texts
-  0 high (2 before);
+  0 high (2 before); then the learned model's strongest score (above every honest text it had not
+  seen) became a rare sign, chosen by leaving each earlier probe out of its training (10 more of 290
+  poisoned, no more false alarm): probe 16 25/40 (62.5%) and 2/25;
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;

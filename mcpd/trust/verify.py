@@ -101,7 +101,8 @@ one already suspect (a medium finding) again with misspelt key words corrected:
                   signs suffice; reported only when no rule above found the text
                   One of the common kinds is a text that reads like known attacks: a linear model
                   over character n-grams (``learned``), learnt from the poisoning corpus and its
-                  probes against 2,196 honest texts of 47 published MCP servers
+                  probes against 2,196 honest texts of 47 published MCP servers; scored above every
+                  honest text it had not seen (its ``high``), it is one of the rare kinds
     TP013 high    a text too long to read (over ``MAX_TEXT`` characters): its first part is read,
                   the rest would be unread, so the length alone holds the tool back
 
