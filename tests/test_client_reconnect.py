@@ -16,6 +16,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from mcpd.client import _wire
 from mcpd.client.aio import connect
 from mcpd.errors import TransportError
+from mcpd.ipc.endpoint import lock_path
 from mcpd.model.protocol import Progress
 from mcpd.model.requests import ServerAsk
 from mcpd.model.servers import Event, ServerStatus, StateChanged
@@ -223,3 +224,34 @@ async def test_a_question_of_a_lost_daemon_is_not_answered_to_the_next(tmp_path:
             new = await client.call_tool("fx__ask", {"kind": "elicitation", "text": "new question"})
     assert new.content[0]["text"] == "elicited: decline null"
     assert withdrawn == ["old question"]
+
+
+async def test_a_reconnecting_reader_of_events_leaves_a_daemon_that_stopped_answering(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A daemon that stops answering (SIGSTOP) under a client that only reads events is left like one
+    that died: the client connects again, so once another daemon listens on the socket (as after a
+    service manager replaced the hung one) its events reach the stream. The client used to wait on
+    the frozen connection for ever (its watchdog pinged only for waiting requests)."""
+    monkeypatch.setattr(_wire, "PROBE_AFTER", 0.5)
+    monkeypatch.setattr(_wire, "PROBE_WAIT", 2.0)
+    config = tmp_path / "config.toml"
+    config.write_text(fullserver_toml("tools"))
+    async with (
+        running_daemon(config) as first,
+        connect(first.socket, reconnect=True, name="reader") as client,
+    ):
+        events = await client.subscribe()
+        first.signal(signal.SIGSTOP)
+        try:
+            # The frozen daemon listens on, where no client finds it, and holds a lock no daemon meets.
+            first.socket.unlink()
+            lock_path(first.socket).unlink()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait_for_state, events, "tools", "stopped")  # the reader, waiting
+                async with running_daemon(config, socket=first.socket) as second:
+                    await second.wait_for("client.connected", client="reader")
+                    async with connect(second.socket) as other:
+                        await other.stop("tools")  # an event that starts no new server process
+        finally:
+            first.signal(signal.SIGCONT)

@@ -773,6 +773,57 @@ async def test_a_blocking_follow_of_events_ends_soon_once_the_daemon_stops_answe
     await assert_healthy(daemon)
 
 
+async def test_an_async_follow_of_events_goes_on_through_silences_a_healthy_daemon_answers(
+    daemon: DaemonProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The async client's event stream, read with nothing else waiting, is not ended by silence: during
+    a 3 s call of another client (no event meanwhile) its pings are answered and the call's activity
+    event arrives."""
+    _probing(monkeypatch)
+    async with connect(daemon.socket) as follower, connect(daemon.socket) as caller:
+        events = await follower.subscribe()
+        got: list[CallActivity] = []
+
+        async def follow() -> None:
+            async for event in events:
+                if isinstance(event, CallActivity) and "alpha" in event.calls:
+                    got.append(event)
+                    return
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(follow)
+                await caller.call_tool("alpha__sleep", {"seconds": 3})
+        assert (await follower.status())[0].name == "alpha"  # the connection went on throughout
+    assert len(got) == 1
+
+
+@pytest.mark.parametrize("reading", ["events", "a log"])
+async def test_an_async_follow_ends_soon_once_the_daemon_stops_answering(
+    daemon: DaemonProcess, monkeypatch: pytest.MonkeyPatch, reading: str
+) -> None:
+    """The async client's event stream, or a followed log, read with no request waiting, ends once a
+    stopped daemon (SIGSTOP) leaves a ping unanswered, as a request does; the next request says why.
+    The watchdog pinged only for waiting requests: the reader was blocked for ever."""
+    _probing(monkeypatch)
+    async with connect(daemon.socket) as client, contextlib.AsyncExitStack() as follows:
+        stream: AsyncIterator[object] = (
+            await client.subscribe()
+            if reading == "events"
+            else await follows.enter_async_context(client.follow_logs("alpha", limit=0))
+        )
+        daemon.signal(signal.SIGSTOP)
+        try:
+            with anyio.fail_after(30):
+                async for _ in stream:
+                    pass
+            with pytest.raises(TransportError, match="stopped answering"):
+                await client.status()
+        finally:
+            daemon.signal(signal.SIGCONT)
+    await assert_healthy(daemon)
+
+
 async def test_stale_socket_of_a_killed_daemon_is_replaced(tmp_path: Path) -> None:
     """After kill -9 the socket file stays behind; the next daemon takes the path over."""
     config = tmp_path / "c.toml"

@@ -80,6 +80,8 @@ class AsyncClient(Api):
         """Messages read from the daemon so far: the watchdog sees whether any came meanwhile."""
         self._progress: dict[int, ProgressHandler] = {}
         self._closed: McpdError | None = None
+        self._dropped: McpdError | None = None
+        """Why the client ended the current connection itself (``_drop``), for its reader to report."""
         self._event_send: MemoryObjectSendStream[Event] | None = None
         self._event_receive: MemoryObjectReceiveStream[Event] | None = None
         self._log_sends: dict[str, MemoryObjectSendStream[LogEntry]] = {}
@@ -155,6 +157,8 @@ class AsyncClient(Api):
             await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         finally:
             drained.cancel()
+        if waiter.done():
+            return  # answered, timed out or lost meanwhile: the waiter says which
         if drained.done() and not drained.cancelled():
             drained.result()  # the connection's loss, as ``ConnectionError``
 
@@ -175,7 +179,7 @@ class AsyncClient(Api):
         except TransportError as exc:
             reason = exc
         finally:
-            self._closed = reason
+            self._closed = self._dropped or reason
             if self._reconnect and (self._revived is None or self._revived.done()):
                 self._revived = asyncio.get_running_loop().create_future()
             for waiter in self._waiters.values():
@@ -211,6 +215,7 @@ class AsyncClient(Api):
 
     def _start(self, stream: FrameStream) -> None:
         self._stream = stream
+        self._dropped = None
         # Plain tasks rather than a task group around the caller's block, so that errors from
         # that block reach the caller as themselves, not wrapped in an ExceptionGroup.
         loop = asyncio.get_running_loop()
@@ -219,23 +224,36 @@ class AsyncClient(Api):
             self._watchdog = loop.create_task(self._watch())
 
     async def _watch(self) -> None:
-        """Ask the daemon whether it is there whenever requests have waited ``PROBE_AFTER`` without a
-        word from it. If it does not answer that either, it is frozen (SIGSTOP, a hung loop): they
-        fail with ``TransportError`` rather than wait out their timeouts (an hour for a tool call
-        without one). One task for all requests: nothing is added to each request's own path."""
+        """Ask the daemon whether it is there whenever something has waited ``PROBE_AFTER`` without a
+        word from it: a request, or a reader of the event stream or of a followed log. If it does not
+        answer that either, it is frozen (SIGSTOP, a hung loop) and the connection is dropped as if
+        the daemon had gone: requests fail with ``TransportError`` rather than wait out their
+        timeouts (an hour for a tool call without one), the streams end (a reconnecting client's
+        connects again instead). One task for all: nothing is added to each request's own path."""
         while True:
             heard = self._heard
             await asyncio.sleep(_wire.PROBE_AFTER)
-            if self._heard != heard or not self._waiters or self._closed is not None:
+            if self._heard != heard or self._closed is not None or not self._awaited():
                 continue
             try:
                 await self._request_once(_wire.ping())
             except CallTimeout:
-                for waiter in self._waiters.values():
-                    if not waiter.done():
-                        waiter.set_exception(_wire.frozen())
+                self._drop(_wire.frozen())
             except McpdError:
                 pass  # answered (an older daemon refuses the method), or dropped: the reader says so
+
+    def _awaited(self) -> bool:
+        """Whether a request waits for its answer, or a reader for the next event or log entry."""
+        streams: list[MemoryObjectSendStream[Any]] = [*self._log_sends.values()]
+        if self._event_send is not None:
+            streams.append(self._event_send)
+        return bool(self._waiters) or any(s.statistics().tasks_waiting_receive for s in streams)
+
+    def _drop(self, reason: McpdError) -> None:
+        """End the connection at once (a frozen daemon never takes what is queued for it): its
+        reader then settles what waits on it with ``reason``, as it would the daemon's own leaving."""
+        self._dropped = reason
+        self._stream.abort()
 
     def _answer(self, ask: ServerAsk) -> None:
         """Answer a server's request in a task of its own: the reader must read on meanwhile."""
