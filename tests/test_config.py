@@ -292,10 +292,15 @@ def test_a_retention_longer_than_dates_can_hold_is_refused(tmp_path: Path) -> No
         ("max_in_flight = 0", True),
         ("max_in_flight = 9223372036854775807", True),
         ("max_in_flight = 65536", False),
+        ("socket_check_interval = 0.05", True),
+        ("socket_check_interval = 61", True),
+        ("socket_check_interval = 0.1", False),
     ],
 )
 def test_daemon_limits_have_upper_bounds(tmp_path: Path, setting: str, refused: bool) -> None:
-    """2**63-1 was accepted for both: a client could then make the daemon hold gigabytes."""
+    """2**63-1 was accepted for both: a client could then make the daemon hold gigabytes. (A socket
+    check interval out of its bounds would keep an idle daemon busy, or leave a deleted socket for
+    minutes.)"""
     path = write(tmp_path, "c.toml", f"[daemon]\n{setting}\n")
     if refused:
         with pytest.raises(ConfigError, match=setting.split(maxsplit=1)[0]):

@@ -14,14 +14,23 @@ import anyio
 import pytest
 
 from mcpd.client.aio import connect
-from mcpd.daemon.socket_guard import INTERVAL
 from mcpd.errors import DaemonNotRunning
 from mcpd.testing import fullserver_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
 pytestmark = pytest.mark.anyio
 
+INTERVAL = 2.0
+"""The daemon's default ``socket_check_interval``: where a test's outcome depends on what happens
+between two looks (a second daemon starting, a client connecting), it keeps the daemon's timing."""
+QUICK = 0.2
+"""A shorter ``socket_check_interval`` for tests that only wait for looks (whatever their number)."""
 RESTORED_WITHIN = 2 * INTERVAL + 5
+
+
+def quick_looks(servers: str) -> str:
+    """A config of ``servers`` whose daemon looks at its socket path every ``QUICK`` seconds."""
+    return f"[daemon]\nsocket_check_interval = {QUICK}\n" + servers
 
 
 @pytest.fixture
@@ -69,7 +78,7 @@ async def test_a_removed_directory_is_made_again(tmp_path: Path, socket_dir: Pat
     """The whole socket directory deleted (a logout emptying the runtime dir): the daemon makes it again,
     takes a new lock, binds a new socket; a second daemon then finds the path taken and exits 4."""
     config = tmp_path / "config.toml"
-    config.write_text(fullserver_toml("fx"))
+    config.write_text(quick_looks(fullserver_toml("fx")))
     socket = socket_dir / "mcpd.sock"
     async with running_daemon(config, socket=socket) as first:
         shutil.rmtree(socket_dir)
@@ -115,14 +124,14 @@ async def test_a_file_in_place_of_the_directory_is_waited_out(tmp_path: Path, so
     """The socket directory replaced by a file (ENOTDIR on every look): said once, the daemon serves
     its connections on, and binds again once the file is gone (it used to die of NotADirectoryError)."""
     config = tmp_path / "config.toml"
-    config.write_text(fullserver_toml("fx"))
+    config.write_text(quick_looks(fullserver_toml("fx")))
     socket = socket_dir / "mcpd.sock"
     async with running_daemon(config, socket=socket) as daemon, connect(socket, name="old") as old:
         shutil.rmtree(socket_dir)
         socket_dir.write_text("not a directory\n")
         lost = await daemon.wait_for("daemon.socket_lost", timeout=RESTORED_WITHIN)
         assert "not a directory" in lost["error"]
-        await anyio.sleep(2 * INTERVAL)  # more looks, the same trouble: not said again
+        await anyio.sleep(2 * QUICK)  # more looks, the same trouble: not said again
         assert [e["event"] for e in daemon.events].count("daemon.socket_lost") == 1
         assert len(await old.status()) == 1
         socket_dir.unlink()
@@ -140,7 +149,7 @@ async def test_an_unsearchable_directory_is_waited_out(tmp_path: Path, socket_di
             pytest.skip("needs setpriv to run without root's file-permission override")
         wrapper = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner", "--"]
     config = tmp_path / "config.toml"
-    config.write_text(fullserver_toml("fx"))
+    config.write_text(quick_looks(fullserver_toml("fx")))
     socket = socket_dir / "mcpd.sock"
     async with running_daemon(config, socket=socket, wrapper=wrapper) as daemon:
         async with connect(socket, name="old") as old:
@@ -148,7 +157,7 @@ async def test_an_unsearchable_directory_is_waited_out(tmp_path: Path, socket_di
             try:
                 lost = await daemon.wait_for("daemon.socket_lost", timeout=RESTORED_WITHIN)
                 assert lost["reason"] == "the socket directory cannot be looked into"
-                await anyio.sleep(2 * INTERVAL)
+                await anyio.sleep(2 * QUICK)
                 assert [e["event"] for e in daemon.events].count("daemon.socket_lost") == 1
                 assert len(await old.status()) == 1
             finally:

@@ -292,6 +292,9 @@ class DaemonSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     its host returns), and is refused (503) only while every session is in use."""
     http_session_idle: float = 3600.0
     """Seconds after which a session with no request in progress and no GET stream is ended."""
+    socket_check_interval: float = 2.0
+    """Seconds between two looks at the socket path (``mcpd.daemon.socket_guard``): how soon a
+    deleted socket is bound again, against two ``lstat`` calls a look."""
 
     def __post_init__(self) -> None:
         _require_finite(self)
@@ -316,6 +319,9 @@ class DaemonSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
             raise ValueError("`usage_retention_days` must be > 0")
         _require_within(self, {"usage_retention_days": (0.0, MAX_RETENTION_DAYS)})
         _require_within(self, {"http_max_sessions": (0, 100_000), "http_session_idle": (0.1, 7 * 86400.0)})
+        if not 0.1 <= self.socket_check_interval <= 60.0:
+            # Below, the looks (a worker thread each) would keep an idle daemon busy.
+            raise ValueError("`socket_check_interval` must be at least 0.1 and at most 60 seconds")
         if self.http is not None:
             host, _ = http_address(self.http)
             if not (self.http_allow_remote or is_loopback(host)):

@@ -392,7 +392,8 @@ async def _serve_with(
                 tg.cancel_scope.cancel()
 
             tg.start_soon(rpc.serve, listener)
-            tg.start_soon(guard_socket, claim, rpc.listen, stop_displaced)
+            looks = config.daemon.socket_check_interval
+            tg.start_soon(guard_socket, claim, rpc.listen, stop_displaced, looks)
             tg.start_soon(catalog.run)
             tg.start_soon(keep_store, usage, gate, prior, daemon.resavers)
             tg.start_soon(daemon.subscriptions.run)

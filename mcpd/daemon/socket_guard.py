@@ -3,11 +3,12 @@
 The socket and its lock are files anyone of this user can delete: a logout or a temp cleaner
 that empties the runtime directory, or a hand. A daemon that did not notice would serve
 nobody, and the next client's autostart would start a second daemon beside it with a second
-copy of every server. Every ``INTERVAL`` the guard looks (two ``lstat`` calls): a missing lock
-is taken again and a missing socket bound again, with the clients already connected left as
-they are; if another daemon took the path meanwhile, this one is the extra and stops. A path that
-cannot be looked at or taken again yet (its directory unsearchable, a file in its place) is
-logged once as ``daemon.socket_lost`` and tried again at every look, the daemon serving on.
+copy of every server. Every ``socket_check_interval`` (2 s) the guard looks (two ``lstat``
+calls): a missing lock is taken again and a missing socket bound again, with the clients already
+connected left as they are; if another daemon took the path meanwhile, this one is the extra and
+stops. A path that cannot be looked at or taken again yet (its directory unsearchable, a file in
+its place) is logged once as ``daemon.socket_lost`` and tried again at every look, the daemon
+serving on.
 """
 
 from __future__ import annotations
@@ -23,18 +24,15 @@ from mcpd.ipc.endpoint import AddressInUse, Claim
 
 log = structlog.get_logger("mcpd.daemon")
 
-INTERVAL = 2.0
-"""Seconds between two looks at the socket path."""
-
 
 async def guard_socket(
-    claim: Claim, listen: Callable[[socket.socket], None], displaced: Callable[[], None]
+    claim: Claim, listen: Callable[[socket.socket], None], displaced: Callable[[], None], interval: float
 ) -> None:
-    """Renew ``claim`` whenever part of it is lost, handing a new listener to ``listen``;
-    ``displaced()`` (after logging why) once another daemon holds the path."""
+    """Look at ``claim`` every ``interval`` seconds and renew it whenever part of it is lost, handing
+    a new listener to ``listen``; ``displaced()`` (after logging why) once another daemon holds the path."""
     reported: str | None = None
     while True:
-        await anyio.sleep(INTERVAL)
+        await anyio.sleep(interval)
         try:
             # In a worker thread: a socket path on a network filesystem that hangs must not stop the loop.
             lost = await anyio.to_thread.run_sync(claim.lost)
