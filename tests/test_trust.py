@@ -22,7 +22,7 @@ from mcpd.model.tools import ToolInfo
 from mcpd.model.trust import HIGH
 from mcpd.store.db import Store
 from mcpd.store.pins import pin_rows
-from mcpd.testing import fixture_toml, run_cli
+from mcpd.testing import fixture_toml, fullserver_toml, run_cli
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.trust import gate
 from mcpd.trust.gate import TrustGate, inspect
@@ -322,30 +322,32 @@ async def test_changed_definition_is_held_until_approved(tmp_path: Path) -> None
 async def test_an_approval_outlives_a_stale_pin_of_another_daemon_on_the_store(tmp_path: Path) -> None:
     """Two daemons share one usage store (any two ``mcpd serve --socket ...`` of a user). A changed
     tool approved on A stays approved after B, whose pins predate the approval, sees the change
-    too and writes what it saw: A restarted on the store serves the tool, and B's own restart does."""
+    too and writes what it saw: A restarted on the store serves the tool, and B's own restart does.
+    (The server is the plain-Python one: six starts of the SDK fixture took most of the test's time.)"""
     db = tmp_path / "usage.db"
     header = f"[daemon]\nusage_db = {json.dumps(str(db))}\n"
     config_a, config_b = tmp_path / "a.toml", tmp_path / "b.toml"
     for config in (config_a, config_b):
-        config.write_text(header + fixture_toml("shifty"))
-    changed = header + fixture_toml("shifty", "--echo-description", "Echo, now in capitals.")
+        config.write_text(header + fullserver_toml("shifty"))
+    changed = header + fullserver_toml("shifty", "--plain-description", "Plain, now described.")
+    served = [{"type": "text", "text": "plain done"}]
     async with running_daemon(config_b) as b, connect(b.socket) as client_b:
-        assert (await client_b.call_tool("shifty__echo", {"text": "b"})).content[0]["text"] == "b"
+        assert (await client_b.call_tool("shifty__plain")).content == served
         async with running_daemon(config_a) as a, connect(a.socket) as client_a:
-            assert (await client_a.call_tool("shifty__echo", {"text": "a"})).content[0]["text"] == "a"
+            assert (await client_a.call_tool("shifty__plain")).content == served
             config_a.write_text(changed)
             a.signal(signal.SIGHUP)
             await a.wait_for("trust.held_back", server="shifty")
-            assert (await client_a.approve("shifty", "echo")).approved == ["echo"]
+            assert (await client_a.approve("shifty", "plain")).approved == ["plain"]
             config_b.write_text(changed)
             b.signal(signal.SIGHUP)
             await b.wait_for("trust.held_back", server="shifty")
             # The report runs on B's store thread after all B queued before it: its pin is written.
             await client_b.report()
         async with running_daemon(config_a) as again, connect(again.socket) as client:
-            assert (await client.call_tool("shifty__echo", {"text": "x"})).content[0]["text"] == "x"
+            assert (await client.call_tool("shifty__plain")).content == served
     async with running_daemon(config_b) as b, connect(b.socket) as client_b:
-        assert (await client_b.call_tool("shifty__echo", {"text": "y"})).content[0]["text"] == "y"
+        assert (await client_b.call_tool("shifty__plain")).content == served
 
 
 async def test_only_offered_tools_wait_for_approval(tmp_path: Path) -> None:

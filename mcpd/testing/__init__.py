@@ -71,9 +71,10 @@ def fixture_toml(name: str, *flags: str, **settings: Any) -> str:
     return _server_toml(name, fixture_command(name, *flags), settings)
 
 
-def fullserver_toml(name: str, **settings: Any) -> str:
-    """A ``[servers.NAME]`` section running ``mcpd.testing.fullserver`` (see ``fullserver_command``)."""
-    return _server_toml(name, fullserver_command(), settings)
+def fullserver_toml(name: str, *flags: str, **settings: Any) -> str:
+    """A ``[servers.NAME]`` section running ``mcpd.testing.fullserver`` with ``flags`` (see
+    ``fullserver_command``)."""
+    return _server_toml(name, fullserver_command(*flags), settings)
 
 
 def rss_mib(pid: int | str = "self") -> float:

@@ -24,6 +24,8 @@ What a test can ask of it, besides the lists:
   with that JSON-RPC error (-32000 too, which the SDK also uses for its own "connection closed");
 - a read, prompt or completion whose request has ``_meta`` answers with it in the result's
   ``_meta``, under ``request``.
+
+``--plain-description TEXT`` gives ``plain`` a description: the same tool, changed (a rug pull).
 """
 
 from __future__ import annotations
@@ -117,10 +119,18 @@ class RpcError(Exception):
         self.code, self.message, self.data = code, message, data
 
 
+def described(plain: str | None) -> list[dict[str, Any]]:
+    """``TOOLS``, ``plain`` described as ``plain`` says (as it is when None)."""
+    if plain is None:
+        return TOOLS
+    return [{**tool, "description": plain} if tool["name"] == "plain" else tool for tool in TOOLS]
+
+
 class FullServer:
-    def __init__(self, send: Any) -> None:
+    def __init__(self, send: Any, tools: list[dict[str, Any]]) -> None:
         self._send = send
         """Writes one message to the client, or None where the transport cannot (HTTP)."""
+        self.tools = tools
         self.cancellations: list[Any] = []
         self.levels: list[str] = []
         self._waits: dict[Any, threading.Event] = {}
@@ -179,7 +189,7 @@ class FullServer:
         if method in ("ping", "resources/subscribe", "resources/unsubscribe"):
             return {}
         lists = {
-            "tools/list": ("tools", TOOLS),
+            "tools/list": ("tools", self.tools),
             "resources/list": ("resources", RESOURCES),
             "resources/templates/list": ("resourceTemplates", TEMPLATES),
             "prompts/list": ("prompts", PROMPTS),
@@ -272,7 +282,7 @@ class FullServer:
         return {"content": [{"type": "text", "text": f"{name} done"}], "_meta": META}
 
 
-def serve_stdio() -> None:
+def serve_stdio(tools: list[dict[str, Any]]) -> None:
     lock = threading.Lock()
 
     def send(message: dict[str, Any]) -> None:
@@ -280,7 +290,7 @@ def serve_stdio() -> None:
             sys.stdout.write(json.dumps(message) + "\n")
             sys.stdout.flush()
 
-    server = FullServer(send)
+    server = FullServer(send, tools)
 
     def work(message: dict[str, Any]) -> None:
         response = server.handle(message)
@@ -297,8 +307,8 @@ def serve_stdio() -> None:
             server.handle(message)
 
 
-def serve_http(port: int) -> None:
-    server = FullServer(None)
+def serve_http(port: int, tools: list[dict[str, Any]]) -> None:
+    server = FullServer(None, tools)
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -336,11 +346,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m mcpd.testing.fullserver", description=__doc__)
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--plain-description", default=None, metavar="TEXT")
     args = parser.parse_args(argv)
+    tools = described(args.plain_description)
     if args.transport == "stdio":
-        serve_stdio()
+        serve_stdio(tools)
     else:
-        serve_http(args.port)
+        serve_http(args.port, tools)
 
 
 if __name__ == "__main__":
