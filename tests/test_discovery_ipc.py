@@ -11,7 +11,7 @@ import pytest
 
 from mcpd.client.aio import connect
 from mcpd.discovery.render import estimate_tokens
-from mcpd.testing import fixture_toml
+from mcpd.testing import fixture_toml, fullserver_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -22,14 +22,17 @@ TOOLS_EACH = 2500
 
 @pytest.fixture(scope="module")
 async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DaemonProcess]:
+    # The plain-Python server wherever the SDK's behaviour plays no part: each SDK server's start
+    # took ~0.7 s of CPU, most of this module's setup (brew needs the SDK fixture's add_tool).
     path = tmp_path_factory.mktemp("discovery") / "config.toml"
     path.write_text(
         "".join(
-            fixture_toml(
+            fullserver_toml(
+                f"big{i}",
+                "--name",
                 f"big{i}",
                 "--tools",
                 str(TOOLS_EACH),
-                "--no-control",
                 description=f"Bulk fixture server {i}",
                 connect_timeout=120,
             )
@@ -43,9 +46,7 @@ async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Daem
             description="Install, update, and manage macOS packages via Homebrew",
             pinning="trust",
         )
-        + fixture_toml(
-            "github", "--tools", "1", description="GitHub repos, issues, pull requests, code search"
-        )
+        + fullserver_toml("github", description="GitHub repos, issues, pull requests, code search")
         # Cannot serve: a command that does not exist, and a server switched off.
         + '[servers.brokenbrew]\ncommand = "/no/such/brew"\ndescription = "Install packages via Homebrew"\n'
         + fixture_toml("offbrew", description="Install macOS packages with Homebrew", enabled=False)

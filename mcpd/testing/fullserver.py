@@ -26,6 +26,9 @@ What a test can ask of it, besides the lists:
   ``_meta``, under ``request``.
 
 ``--plain-description TEXT`` gives ``plain`` a description: the same tool, changed (a rug pull).
+``--tools N`` adds ``tool_0`` .. ``tool_{N-1}``, shaped as the SDK fixture's generic tools (``Generic
+fixture tool number I of NAME.``, ``--name``): a large catalogue from a server that starts in a tenth
+of the SDK's CPU time.
 """
 
 from __future__ import annotations
@@ -126,9 +129,34 @@ def described(plain: str | None) -> list[dict[str, Any]]:
     return [{**tool, "description": plain} if tool["name"] == "plain" else tool for tool in TOOLS]
 
 
+def generic(name: str, count: int) -> list[dict[str, Any]]:
+    """``count`` tools as the SDK fixture lists its generic ones (``mcpd.testing.fixture --tools``)."""
+    schema = {
+        "properties": {"text": {"default": "", "title": "Text", "type": "string"}},
+        "type": "object",
+        "title": "runArguments",
+    }
+    output = {
+        "properties": {"result": {"title": "Result", "type": "string"}},
+        "required": ["result"],
+        "type": "object",
+        "title": "runOutput",
+    }
+    return [
+        {
+            "name": f"tool_{index}",
+            "description": f"Generic fixture tool number {index} of {name}.",
+            "inputSchema": schema,
+            "outputSchema": output,
+        }
+        for index in range(count)
+    ]
+
+
 class FullServer:
-    def __init__(self, send: Any, tools: list[dict[str, Any]]) -> None:
+    def __init__(self, send: Any, name: str, tools: list[dict[str, Any]]) -> None:
         self._send = send
+        self.name = name
         """Writes one message to the client, or None where the transport cannot (HTTP)."""
         self.tools = tools
         self.cancellations: list[Any] = []
@@ -179,7 +207,7 @@ class FullServer:
             return {
                 "protocolVersion": params.get("protocolVersion", "2025-11-25"),
                 "capabilities": capabilities,
-                "serverInfo": {"name": "full", "version": "1.0"},
+                "serverInfo": {"name": self.name, "version": "1.0"},
             }
         if method == "logging/setLevel":
             if params.get("level") not in LOG_LEVELS:
@@ -282,7 +310,7 @@ class FullServer:
         return {"content": [{"type": "text", "text": f"{name} done"}], "_meta": META}
 
 
-def serve_stdio(tools: list[dict[str, Any]]) -> None:
+def serve_stdio(name: str, tools: list[dict[str, Any]]) -> None:
     lock = threading.Lock()
 
     def send(message: dict[str, Any]) -> None:
@@ -290,7 +318,7 @@ def serve_stdio(tools: list[dict[str, Any]]) -> None:
             sys.stdout.write(json.dumps(message) + "\n")
             sys.stdout.flush()
 
-    server = FullServer(send, tools)
+    server = FullServer(send, name, tools)
 
     def work(message: dict[str, Any]) -> None:
         response = server.handle(message)
@@ -307,8 +335,8 @@ def serve_stdio(tools: list[dict[str, Any]]) -> None:
             server.handle(message)
 
 
-def serve_http(port: int, tools: list[dict[str, Any]]) -> None:
-    server = FullServer(None, tools)
+def serve_http(port: int, name: str, tools: list[dict[str, Any]]) -> None:
+    server = FullServer(None, name, tools)
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -347,12 +375,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--plain-description", default=None, metavar="TEXT")
+    parser.add_argument("--name", default="full", help="serverInfo's name, and that of --tools'")
+    parser.add_argument("--tools", type=int, default=0, metavar="N")
     args = parser.parse_args(argv)
-    tools = described(args.plain_description)
+    tools = described(args.plain_description) + generic(args.name, args.tools)
     if args.transport == "stdio":
-        serve_stdio(tools)
+        serve_stdio(args.name, tools)
     else:
-        serve_http(args.port, tools)
+        serve_http(args.port, args.name, tools)
 
 
 if __name__ == "__main__":
