@@ -3,6 +3,7 @@ serves beside it (``mcpd.daemon.socket_guard``)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -12,9 +13,12 @@ from pathlib import Path
 
 import anyio
 import pytest
+from structlog.testing import capture_logs
 
 from mcpd.client.aio import connect
+from mcpd.daemon.socket_guard import guard_socket
 from mcpd.errors import DaemonNotRunning
+from mcpd.ipc.endpoint import Claim, lock_path
 from mcpd.testing import fullserver_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
@@ -171,3 +175,31 @@ async def test_an_unsearchable_directory_is_waited_out(tmp_path: Path, socket_di
         finally:
             socket_dir.chmod(0o700)
     assert not daemon.stderr_text
+
+
+class Unsearchable(Claim):
+    """A claim whose directory cannot be looked into, each look failing on the socket or on the lock
+    by turns: as when ``chmod 000`` lands between the two ``lstat`` calls of a look."""
+
+    looks = 0
+
+    def lost(self) -> str | None:
+        self.looks += 1
+        name = self.path if self.looks % 2 else lock_path(self.path)
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(name))
+
+
+async def test_the_same_trouble_is_said_once_whichever_file_a_look_fails_on(socket_dir: Path) -> None:
+    """Looks that fail alike but name the lock or the socket are one trouble, said once (the file
+    named was part of what was compared, so a look that began before a chmod said it twice)."""
+    claim = Unsearchable(socket_dir / "mcpd.sock")
+    try:
+        with capture_logs() as logs, anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(guard_socket, claim, lambda _: None, lambda: None, 0.01)
+                while claim.looks < 4:
+                    await anyio.sleep(0.01)
+                tg.cancel_scope.cancel()
+    finally:
+        claim.release()
+    assert [entry["event"] for entry in logs] == ["daemon.socket_lost"], logs

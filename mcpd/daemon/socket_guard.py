@@ -68,7 +68,9 @@ async def guard_socket(
 def _report(claim: Claim, reason: str, exc: McpdError | OSError, reported: str | None) -> str:
     """Log ``daemon.socket_lost`` unless the same trouble was the last one logged; returns what is
     now reported. Said once, tried again at every look."""
-    error = getattr(exc, "message", None) or str(exc)
+    # An OSError's words without the file it names: a look fails on the lock or on the socket,
+    # whichever it reached when the trouble began, and that is no new trouble to say again.
+    error = exc.message if isinstance(exc, McpdError) else (exc.strerror or str(exc))
     if f"{reason}: {error}" != reported:
         log.error("daemon.socket_lost", socket=str(claim.path), reason=reason, error=error)
     return f"{reason}: {error}"
