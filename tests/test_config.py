@@ -455,6 +455,28 @@ def test_a_number_in_a_host_env_is_the_text_the_host_would_pass(tmp_path: Path) 
     }
 
 
+def test_an_integer_in_a_host_env_is_read_as_javascript_reads_it(tmp_path: Path) -> None:
+    """JavaScript has doubles only: a host passes an integer beyond 2**53 rounded, one from 1e21 up
+    in exponent notation and one past a double's range (or `1E400`) as "Infinity" (before: Python's
+    exact digits and "inf", values the server never got from a host; node's String(JSON.parse(...)))."""
+    long_ = "1" + "0" * 400
+    env = (
+        '{"SAFE": 9007199254740993, "LONG": 12345678901234567890, "E21": 1000000000000000000000, '
+        f'"WIDE": {long_}, "NEG": -{long_}, "FAR": 1E400}}'
+    )
+    config = load_config(
+        write(tmp_path, "mcp.json", '{"servers": {"s": {"command": "x", "env": ' + env + "}}}")
+    )
+    assert config.servers[0].env == {
+        "SAFE": "9007199254740992",
+        "LONG": "12345678901234567000",
+        "E21": "1e+21",
+        "WIDE": "Infinity",
+        "NEG": "-Infinity",
+        "FAR": "Infinity",
+    }
+
+
 @pytest.mark.parametrize(
     ("name", "text", "needle"),
     [

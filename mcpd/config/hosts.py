@@ -180,12 +180,20 @@ def _js_text(value: float) -> str:
     """A JSON number as the hosts (JavaScript's ``String()``) turn it into an environment value:
     ``1.0`` is ``"1"`` and ``1e3`` is ``"1000"``, where Python's ``str`` gives ``"1.0"`` and
     ``"1000.0"``, a value the server would not get from the host. (Both write the shortest digits
-    that read back as the same number; only the notation differs.)"""
-    if isinstance(value, int) or not math.isfinite(value) or value == 0:
-        return repr(int(value)) if math.isfinite(value) else repr(value)
-    if 1e-6 <= abs(value) < 1e21:
-        return format(Decimal(repr(value)).normalize(), "f")
-    mantissa, _, exponent = repr(value).partition("e")
+    that read back as the same number; only the notation differs.) JavaScript reads every number
+    as a double, an integer too: ``9007199254740993`` reaches the server as ``"9007199254740992"``,
+    ``10**21`` as ``"1e+21"``, one beyond a double's range as ``"Infinity"``."""
+    try:
+        number = float(value)
+    except OverflowError:  # an integer too long for a double: JavaScript reads it as infinite
+        number = math.inf if value > 0 else -math.inf
+    if not math.isfinite(number):
+        return "NaN" if math.isnan(number) else ("-" if number < 0 else "") + "Infinity"
+    if number == 0:
+        return "0"
+    if 1e-6 <= abs(number) < 1e21:
+        return format(Decimal(repr(number)).normalize(), "f")
+    mantissa, _, exponent = repr(number).partition("e")
     return f"{mantissa}e{int(exponent):+d}"
 
 
