@@ -824,6 +824,57 @@ async def test_an_async_follow_ends_soon_once_the_daemon_stops_answering(
     await assert_healthy(daemon)
 
 
+def _reading(thread: threading.Thread) -> bool:
+    """Whether ``thread`` waits in the blocking client's read."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    while frame is not None and frame.f_code.co_name != "_recv":
+        frame = frame.f_back
+    return frame is not None
+
+
+async def test_a_follow_ended_by_close_ends_at_once_and_leaves_the_next_connection_alone(
+    daemon: DaemonProcess,
+) -> None:
+    """close() then connect() while a thread reads events(): the follow ends at once with
+    TransportError, and the new connection works. The follow waits with a timeout (its pings), so
+    closing its socket under it let the number go to the new connection before it waited again:
+    it then waited there until its ping failed, 10 s (half the rounds)."""
+
+    def rounds() -> list[str]:
+        failures = []
+        blocking = Client(daemon.socket).connect()
+        try:
+            for round_ in range(10):
+                blocking.request(_wire.subscribe())
+                ended = threading.Event()
+
+                def follow(ended: threading.Event) -> None:
+                    with contextlib.suppress(TransportError):
+                        for _ in blocking.events(everything=False):
+                            pass
+                    ended.set()
+
+                thread = threading.Thread(target=follow, args=(ended,))
+                thread.start()
+                while not _reading(thread):
+                    time.sleep(0.001)
+                blocking.close()
+                blocking.connect()
+                if not ended.wait(5):
+                    failures.append(f"round {round_}: the follow still blocked 5 s after close()")
+                thread.join(15)
+                try:
+                    blocking.request(_wire.subscribe())
+                except McpdError as exc:
+                    failures.append(f"round {round_}: the new connection: {exc!r}")
+                    blocking.connect()
+        finally:
+            blocking.close()
+        return failures
+
+    assert await anyio.to_thread.run_sync(rounds) == []
+
+
 async def test_stale_socket_of_a_killed_daemon_is_replaced(tmp_path: Path) -> None:
     """After kill -9 the socket file stays behind; the next daemon takes the path over."""
     config = tmp_path / "c.toml"

@@ -117,6 +117,12 @@ class Client(Api):
         """Events and log lines that arrived while a request waited: ``events()``, ``follow_logs()``'s."""
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        self._owner = threading.Lock()
+        """Held while the connection changes hands: who closes a socket is decided under it."""
+        self._reading: socket.socket | None = None
+        """The socket a follow (``events()``, ``follow_logs()``) is reading: close() only shuts it
+        down, and the follow closes it. Closed under it, its number could be the next connection's
+        by the time the follow waits on it again (it did, for 10 s, after close() then connect())."""
 
     def connect(self, timeout: float = _wire.DEFAULT_TIMEOUT) -> Self:
         self.close()  # connected already: that connection ends
@@ -134,13 +140,18 @@ class Client(Api):
     def close(self) -> None:
         """Close the connection; a thread blocked in ``events()`` or ``follow_logs()`` then ends with
         ``TransportError``."""
-        # Taken first: the thread it wakes closes the client too, from inside its own read.
-        sock, self._sock = self._sock, None
+        with self._owner:
+            sock, self._sock = self._sock, None
+            followed = sock is not None and sock is self._reading
         if sock is not None:
             # Shut down first: a close alone leaves another thread's recv() blocked for good.
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
+            if not followed:
+                sock.close()
+        self._forget()
+
+    def _forget(self) -> None:
         # What was read of that connection (half a frame perhaps) would garble the next one's.
         self._frames = FrameBuffer(MAX_CLIENT_FRAME)
         self._pending.clear()
@@ -251,13 +262,32 @@ class Client(Api):
         if self._kept:
             return self._kept.popleft()
         patience = _Patience(math.inf, lambda: self._ping(sock))
+        with self._owner:
+            if self._sock is not sock:  # closed by another thread since the follow began
+                raise TransportError("lost the daemon connection: the client was closed")
+            self._reading = sock
         try:
             return self._next_message(sock, patience)
-        except TransportError:  # frozen: its connection is no use, as after a request's probe
-            self.close()
+        except TransportError:  # frozen or gone: its connection is no use, as after a request's probe
+            self._drop(sock)
             raise
         except OSError as exc:  # the daemon went, or another thread closed the client
+            self._drop(sock)
             raise TransportError(f"lost the daemon connection: {exc}") from None
+        finally:
+            with self._owner:
+                self._reading = None
+                if self._sock is not sock:  # close() left it to this follow
+                    sock.close()
+
+    def _drop(self, sock: socket.socket) -> None:
+        """Disconnect the client if ``sock`` is still its connection, not one connect() made since;
+        the follow closes ``sock`` on its way out."""
+        with self._owner:
+            if self._sock is not sock:
+                return
+            self._sock = None
+            self._forget()
 
     def _ping(self, sock: socket.socket) -> None:
         """Ask whether the daemon is there; under the lock, so its bytes never land inside those of
