@@ -209,13 +209,18 @@ def test_values_that_would_break_timers_or_exec_are_refused(
             "{ initial_delay = 0.01, multiplier = 1 }",
             "`initial_delay` must be at least 0.1 s when `multiplier` is 1",
         ),
+        (
+            "{ initial_delay = 0.001, multiplier = 1.001 }",
+            "`initial_delay` 0.001 s with `multiplier` 1.001 stays under 0.1 s for more than 10 restarts",
+        ),
     ],
 )
 def test_a_crash_loop_cannot_be_configured_faster_than_ten_spawns_a_second(
     tmp_path: Path, restart: str, needle: str
 ) -> None:
     """A restart policy whose delays settle below 0.1 s (a tiny cap, a zero delay that never
-    grows, a tiny delay that multiplier 1 never grows) is an entry error saying which value, not a
+    grows, a tiny delay that multiplier 1 never grows, or grows past 0.1 s only after thousands of
+    restarts) is an entry error saying which value, not a
     server that dies at once spawned ~170 times a second; short first delays under the floor stay."""
     config = load_config(write(tmp_path, "c.toml", f'[servers.s]\ncommand = "x"\nrestart = {restart}\n'))
     assert config.servers == ()

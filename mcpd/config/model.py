@@ -51,6 +51,11 @@ MIN_RESTART_DELAY = 0.1
 ten times a second, whatever the policy says. Below it a tiny cap spawned such a server ~170 times a
 second, a core busy and the log flooded with its state changes."""
 
+FAST_RESTARTS = 10
+"""Restarts a crash loop may make before its delay reaches ``MIN_RESTART_DELAY``: a multiplier just
+above 1 grows a tiny first delay so slowly (1.001 from 1 ms: some 4600 restarts, at ~46 a second for
+over a minute) that the floor would hold only in the end."""
+
 
 class RestartPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """When and how often a dead or unhealthy server is started again."""
@@ -82,6 +87,12 @@ class RestartPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
             raise ValueError(
                 f"`initial_delay` must be at least {MIN_RESTART_DELAY:g} s when `multiplier` is 1, "
                 "which keeps every delay at initial_delay"
+            )
+        if self.initial_delay * self.multiplier**FAST_RESTARTS < MIN_RESTART_DELAY:
+            raise ValueError(
+                f"`initial_delay` {self.initial_delay:g} s with `multiplier` {self.multiplier:g} stays "
+                f"under {MIN_RESTART_DELAY:g} s for more than {FAST_RESTARTS} restarts; "
+                "raise either"
             )
         if not 0 <= self.jitter < 1:
             raise ValueError("jitter must be in [0, 1)")
