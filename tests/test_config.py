@@ -443,14 +443,19 @@ def test_a_host_key_and_the_mcpd_field_it_means_disagreeing_is_an_issue_naming_b
     assert "`disabled_tools` and `disabledTools`" in issues["tools"].message
 
 
+def host_env(tmp_path: Path, env: str) -> dict[str, str]:
+    """The env mcpd gives the server of a host's file whose entry has ``env`` (JSON text)."""
+    config = load_config(
+        write(tmp_path, "mcp.json", '{"servers": {"s": {"command": "x", "env": ' + env + "}}}")
+    )
+    return config.servers[0].env
+
+
 def test_a_number_in_a_host_env_is_the_text_the_host_would_pass(tmp_path: Path) -> None:
     """VS Code takes numbers as env values and passes JavaScript's text of them: `1.0` is "1" and
     `1e3` is "1000" (before: Python's "1.0" and "1000.0", values the server never got from a host)."""
     env = '{"ONE": 1.0, "K": 1e3, "F": 1.10, "TINY": 1e-7, "BIG": 12345678901234567890.5, "N": -2}'
-    config = load_config(
-        write(tmp_path, "mcp.json", '{"servers": {"s": {"command": "x", "env": ' + env + "}}}")
-    )
-    assert config.servers[0].env == {
+    assert host_env(tmp_path, env) == {
         "ONE": "1",
         "K": "1000",
         "F": "1.1",
@@ -469,10 +474,7 @@ def test_an_integer_in_a_host_env_is_read_as_javascript_reads_it(tmp_path: Path)
         '{"SAFE": 9007199254740993, "LONG": 12345678901234567890, "E21": 1000000000000000000000, '
         f'"WIDE": {long_}, "NEG": -{long_}, "FAR": 1E400}}'
     )
-    config = load_config(
-        write(tmp_path, "mcp.json", '{"servers": {"s": {"command": "x", "env": ' + env + "}}}")
-    )
-    assert config.servers[0].env == {
+    assert host_env(tmp_path, env) == {
         "SAFE": "9007199254740992",
         "LONG": "12345678901234567000",
         "E21": "1e+21",
