@@ -295,7 +295,10 @@ async def _say_resaved(store: Store, records: int) -> None:
             path=str(store.path),
             records=records,
             store=store.condition,
-            consequence="kept in memory; saved when the store takes writes again",
+            # Only a retrying store holds them; read-only or off, nothing will write them.
+            consequence="kept in memory; saved when the store takes writes again"
+            if store.condition == "retrying"
+            else "not saved: the store takes no writes",
         )
 
 
