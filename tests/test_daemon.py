@@ -90,6 +90,34 @@ async def test_sighup_reloads_the_diff(tmp_path: Path) -> None:
         assert await daemon.wait_exit(15) == 0
 
 
+async def wait_mapped(pid: int, library: str, timeout: float = 30.0) -> None:
+    """Wait until process ``pid`` has ``library`` (a shared object's file name) mapped."""
+    with anyio.fail_after(timeout):
+        while library not in Path(f"/proc/{pid}/maps").read_text():
+            await anyio.sleep(0.001)  # the load is all there is to watch for
+
+
+def ignores(pid: int, signum: signal.Signals) -> bool:
+    """Process ``pid`` ignores ``signum`` (its ``SigIgn`` mask, from /proc)."""
+    line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("SigIgn:"))
+    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+
+
+async def test_a_sighup_while_the_daemon_loads_leaves_it_starting(tmp_path: Path) -> None:
+    """A SIGHUP (a reload asked for) while `mcpd serve` still loads its modules, before it has read
+    its config (~0.5 s, longer on a busy machine): the daemon starts on and serves, and its servers
+    do not inherit SIGHUP ignored (before: the default action killed it, exit -SIGHUP)."""
+    path = tmp_path / "config.toml"
+    path.write_text(fullserver_toml("s"))
+    async with running_daemon(path, wait_ready=False) as daemon:
+        # The usage store's sqlite3, which only the daemon's own modules load: it is loading them.
+        await wait_mapped(daemon.process.pid, "_sqlite3")
+        daemon.signal(signal.SIGHUP)
+        ready = await daemon.wait_for("daemon.ready")
+        assert ready["running"] == 1 and daemon.process.returncode is None
+        assert not ignores(daemon.pids()["s"], signal.SIGHUP)
+
+
 async def test_status_names_the_entries_skipped_at_start(tmp_path: Path) -> None:
     """A bad entry is skipped at start and the others run; `mcpd status` said nothing of it (the
     server was just missing from the table), so the user had to find it in the daemon's log."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,9 @@ from mcpd.model.trust import describe
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    # A SIGHUP (a reload) while the daemon loads its code, before it reads its config and catches
+    # signals (``serve``), would kill it by default: ignored, as the config is read after it anyway.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     import anyio
 
     from mcpd.daemon.app import serve

@@ -140,6 +140,19 @@ def _raise_open_files() -> None:
 
 async def serve(config_path: Path | None, socket_path: Path | None = None, http: str | None = None) -> int:
     """Run the daemon in the foreground until SIGTERM or SIGINT; returns the exit status."""
+    # Caught before the config is read: a SIGHUP from then on reloads what was read, and one before
+    # needs nothing (``cmd_serve`` ignores those). Before any child exists too, so a SIGTERM during
+    # start-up still stops them all.
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        return await _serve(config_path, socket_path, http, signals)
+
+
+async def _serve(
+    config_path: Path | None,
+    socket_path: Path | None,
+    http: str | None,
+    signals: AsyncIterator[signal.Signals],
+) -> int:
     try:
         config = _with_http(load_config(config_path), http)
     except ConfigError as exc:
@@ -172,7 +185,7 @@ async def serve(config_path: Path | None, socket_path: Path | None = None, http:
             return EXIT_SOCKET
         if front is not None:
             stack.callback(front.listener.close)
-        displaced = await _run(config, config_path, claim, listener, http=front, http_flag=http)
+        displaced = await _run(config, config_path, claim, listener, signals, http=front, http_flag=http)
     log.info("daemon.stopped")
     return EXIT_TAKEN if displaced else 0
 
@@ -307,30 +320,29 @@ async def _run(
     config_path: Path | None,
     claim: endpoint.Claim,
     listener: socket.socket,
+    signals: AsyncIterator[signal.Signals],
     *,
     http: HttpFront | None,
     http_flag: str | None,
 ) -> bool:
     """Serve until a signal stops the daemon (False) or another daemon took its socket path (True)."""
-    # Signals are caught before any child exists, so a SIGTERM during start-up still stops them all.
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-        log.info("daemon.starting", config=config.source, servers=len(config.servers), socket=str(claim.path))
-        usage, prior, gate = await _open_usage(config)
-        try:
-            return await _serve_with(
-                config,
-                config_path,
-                claim,
-                listener,
-                signals,
-                usage=usage,
-                prior=prior,
-                gate=gate,
-                http=http,
-                http_flag=http_flag,
-            )
-        finally:
-            await anyio.to_thread.run_sync(usage.close)
+    log.info("daemon.starting", config=config.source, servers=len(config.servers), socket=str(claim.path))
+    usage, prior, gate = await _open_usage(config)
+    try:
+        return await _serve_with(
+            config,
+            config_path,
+            claim,
+            listener,
+            signals,
+            usage=usage,
+            prior=prior,
+            gate=gate,
+            http=http,
+            http_flag=http_flag,
+        )
+    finally:
+        await anyio.to_thread.run_sync(usage.close)
 
 
 def _everyone(broadcast: Callable[[Event], None]) -> Callable[[ServerEvent], None]:
