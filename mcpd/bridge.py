@@ -419,6 +419,9 @@ class Relay:
         self._gap_since = now
         self._retry_at = now
         self._delay = FIRST_DELAY
+        # This daemon came up, whoever started it: a new gap, not a start that failed, so the next
+        # start is ``AUTOSTART_AFTER`` away (a daemon killed twice in a row cost the hosts 10 s).
+        self._autostart_at = 0.0
         _log("bridge.daemon_lost", failed=len(answers), resent=len(resend), withdrawn=len(withdrawn))
 
     def _fresh_state(self) -> bytes:

@@ -24,6 +24,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
+from mcpd.bridge import AUTOSTART_RETRY
 from mcpd.client.aio import connect
 from mcpd.model.mcp import DAEMON_RESTARTED
 from mcpd.testing import fixture_toml, pids_with_args, process_gone
@@ -105,13 +106,14 @@ class Host:
 @asynccontextmanager
 async def bridge(socket: Path, *flags: str, errlog: TextIO = sys.stderr) -> AsyncIterator[Host]:
     """A bridge process serving an SDK client session (its stderr goes to ``errlog``)."""
-    state = os.environ.get("XDG_STATE_HOME")
+    # The SDK passes on only a safe subset of the environment: a daemon the bridge starts must keep
+    # its usage store in the test's directory, and both must run the code under test (a checkout's
+    # on PYTHONPATH, not an installed copy).
+    env = {name: os.environ[name] for name in ("XDG_STATE_HOME", "PYTHONPATH") if name in os.environ}
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "mcpd", "bridge", "--socket", str(socket), *flags],
-        # The SDK passes on only a safe subset of the environment: a daemon the bridge starts
-        # must keep its usage store in the test's directory.
-        env={"XDG_STATE_HOME": state} if state else None,
+        env=env or None,
     )
     host_ref: list[Host] = []
 
@@ -392,6 +394,41 @@ async def test_bridge_starts_a_new_daemon_itself(tmp_path: Path) -> None:
             await host.wait_list_changed()
             second = _daemons_on(socket)
             assert len(second) == 1 and second != first
+    finally:
+        errlog.close()
+
+
+async def wait_daemon_on(socket: Path, besides: list[int]) -> int:
+    """The pid of a daemon serving ``socket`` that is none of ``besides``, once there is one."""
+    with anyio.fail_after(AUTOSTART_RETRY + 60):
+        while not (new := [pid for pid in _daemons_on(socket) if pid not in besides]):
+            await anyio.sleep(0.02)  # a process appearing: nothing else to wait on
+    return new[0]
+
+
+async def test_a_daemon_killed_twice_in_a_row_is_started_again_at_once(tmp_path: Path) -> None:
+    """The daemon a bridge started is kill -9'd as soon as the bridge is on it: the bridge starts the
+    next one ``AUTOSTART_AFTER`` into the new gap, as it did the first, and the host's next call
+    succeeds (before: it held the second start back ``AUTOSTART_RETRY``, 10 s, from the first)."""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("solo"))
+    log_path = tmp_path / "bridge.log"
+    errlog = await anyio.to_thread.run_sync(lambda: log_path.open("w"))
+    try:
+        async with (
+            autostart_socket(tmp_path) as socket,
+            bridge(socket, "--config", str(config), "--connect", "solo", errlog=errlog) as host,
+        ):
+            first = _daemons_on(socket)
+            os.kill(first[0], signal.SIGKILL)
+            second = await wait_daemon_on(socket, first)
+            started = anyio.current_time()
+            await wait_logged(log_path, "bridge.reconnected")
+            os.kill(second, signal.SIGKILL)
+            third = await wait_daemon_on(socket, [*first, second])
+            assert anyio.current_time() - started < AUTOSTART_RETRY
+            assert text(await host.call("solo__echo", {"text": "third"})) == "third"
+            assert _daemons_on(socket) == [third]
     finally:
         errlog.close()
 
