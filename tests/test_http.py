@@ -908,6 +908,34 @@ async def test_connections_that_send_no_request_or_read_no_answer_are_cut_off(tm
     assert ended and received < 12_000_000  # the answer (twice the text) was not all sent
 
 
+KEEP_ALIVE = 5.0
+"""Seconds uvicorn keeps an idle connection open (its default ``timeout_keep_alive``)."""
+
+
+async def test_a_request_sent_while_the_daemon_was_stopped_is_answered(tmp_path: Path) -> None:
+    """A host's request on its kept-alive connection while the daemon is stopped (SIGSTOP) past
+    uvicorn's keep-alive wait and `client_write_timeout`: once the daemon runs again, it is answered
+    (before: the connection was closed with the request unread, a ReadError, and the MCP SDK's host
+    lost its session)."""
+    async with http_daemon(tmp_path, client_write_timeout=1.0) as front, front.client() as http:
+        session = await raw_session(http, front.url)
+        statuses: list[int] = []
+
+        async def list_tools() -> None:
+            statuses.append(await listed(http, front.url, session))
+
+        front.daemon.signal(signal.SIGSTOP)
+        try:
+            with anyio.fail_after(KEEP_ALIVE + 30):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(list_tools)
+                    await anyio.sleep(KEEP_ALIVE + 1)  # the fault itself: the daemon stopped this long
+                    front.daemon.signal(signal.SIGCONT)
+        finally:
+            front.daemon.signal(signal.SIGCONT)
+        assert statuses == [200]
+
+
 async def test_connections_without_the_token_cannot_lock_hosts_out(tmp_path: Path) -> None:
     """1,100 idle connections of a process without the token (more than MAX_CONNECTIONS): a host's
     established connection and a new host both keep being served. They shared one pool, and uvicorn

@@ -15,6 +15,9 @@
   h11 keeps all it is given), so a host that pipelined megabytes of requests and read no answer
   had them all taken into memory (4 connections x 43 MB: +163 MB of RSS). What is not read
   waits in the kernel, and the host's writes block.
+- Neither wait (nor uvicorn's keep-alive) closes a connection whose next request has come and not
+  been read yet: after a SIGSTOP of the daemon past them, every host's request on a kept-alive
+  connection was dropped unanswered (the MCP SDK's host lost its session to the ReadError).
 - A connection whose pending output has not shrunk for ``timeout`` is aborted: asyncio takes a
   whole answer into memory at once, so a host that never reads held each answer (megabytes)
   for as long as it kept the connection, and a close would wait for it to read.
@@ -160,7 +163,12 @@ def limited_protocol(timeout: float, max_connections: int, token: str) -> type[H
         def _arriving(self) -> bool:
             """Nothing read from it yet, and bytes waiting in the kernel: a request being delivered."""
             cycle: RequestResponseCycle | None = self.cycle  # uvicorn's annotation omits its None
-            return cycle is None and not self.held_bytes() and _unread(self.transport)
+            return cycle is None and self._next_waiting()
+
+        def _next_waiting(self) -> bool:
+            """The next request has come, none of it read yet: it came as a wait for it ran out, or
+            while the daemon was stopped (SIGSTOP) past it, and the loop reads it next."""
+            return not self.held_bytes() and _unread(self.transport)
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
@@ -223,8 +231,17 @@ def limited_protocol(timeout: float, max_connections: int, token: str) -> type[H
             self._head_due = self.loop.call_later(wait, self._head_overdue)
 
         def _head_overdue(self) -> None:
-            if self.cycle is None or self.cycle.response_complete:  # no request is being served
+            if self._next_waiting():
+                # Closed now, it would be a request sent and never answered (the host's ReadError).
+                # Its head gets the same time again: a connection trickling one has read some by then.
+                self._await_head()
+            elif self.cycle is None or self.cycle.response_complete:  # no request is being served
                 self.transport.abort()
+
+        def timeout_keep_alive_handler(self) -> None:
+            # uvicorn's close of a connection idle past its keep-alive wait, but for a request waiting.
+            if not self._next_waiting():
+                super().timeout_keep_alive_handler()
 
         def _check_output(self) -> None:
             pending = self.transport.get_write_buffer_size()
