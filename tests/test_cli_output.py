@@ -40,7 +40,8 @@ def status(**fields: Any) -> ServerStatus:
 
 
 def test_backoff_says_the_error_and_when_the_next_try_comes() -> None:
-    """A server waiting to restart shows why it died and which try comes when; no tool count."""
+    """A server waiting to restart shows why it died and which try comes when, numbered as its state
+    history numbers it (4 runs failed in a row: retry 4; it said retry 5); no tool count."""
     waiting = status(
         state=ServerState.BACKOFF,
         alive=False,
@@ -51,7 +52,7 @@ def test_backoff_says_the_error_and_when_the_next_try_comes() -> None:
         attempt=4,
         next_retry_at=NOW + 8,
     )
-    assert problems(waiting, NOW) == ["exited with status 1", "retry 5 in 8s"]
+    assert problems(waiting, NOW) == ["exited with status 1", "retry 4 in 8s"]
     assert tool_count(waiting) == "-"
 
 

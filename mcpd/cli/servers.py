@@ -37,7 +37,8 @@ def problems(status: ServerStatus, now: float) -> list[str]:
         found.append(status.last_error)
     if status.next_retry_at is not None and status.state == "backoff":
         wait = duration(status.next_retry_at - now)
-        found.append(f"retry {status.attempt + 1} in {wait}" if status.attempt else f"retry in {wait}")
+        # ``attempt`` runs failed in a row: the next start is retry ``attempt``, as the history says.
+        found.append(f"retry {status.attempt} in {wait}" if status.attempt else f"retry in {wait}")
     if status.held:
         count = len(status.held)
         waits = f"{count} tools await" if count > 1 else "1 tool awaits"
