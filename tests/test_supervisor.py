@@ -112,6 +112,23 @@ async def test_crash_loop_ends_in_failed_until_restarted() -> None:
         await actor.wait_state(S.STARTING, timeout=5)
 
 
+async def test_a_call_that_waited_out_a_backoff_says_why_the_server_is_down() -> None:
+    """A call whose deadline ends while its server waits out a backoff: the CallTimeout's message
+    names the server's last error, as ServerNotRunning's does (it said only "was still backoff", and
+    a host, an agent, sees the message alone)."""
+    exiting = ServerConfig(
+        name="exiting",
+        command="/bin/sh",
+        args=("-c", "exit 3"),
+        restart=RestartPolicy(initial_delay=3600.0, max_delay=3600.0),
+    )
+    async with open_supervisor(config(exiting)) as sup:
+        actor = sup.actor("exiting")
+        await actor.wait_state(S.BACKOFF, timeout=30)
+        with pytest.raises(CallTimeout, match=r"was still backoff after 0\.2s: exited with code 3"):
+            await actor.call_tool("echo", {}, timeout=0.2)
+
+
 async def test_stop_during_backoff_is_prompt() -> None:
     """A server waiting out a long backoff stops when asked, without sitting the backoff out: the
     backoff (an hour) is far longer than a stop may wait, so stopped can only mean cut short."""

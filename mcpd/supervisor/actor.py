@@ -395,8 +395,10 @@ class ServerActor:
             with anyio.move_on_after(deadline - anyio.current_time()):
                 await self._changed.wait()
                 continue
+            # Why it is not up, as ``ServerNotRunning`` says: a host shows the message alone.
+            why = f": {self.last_error}" if self.last_error else ""
             raise CallTimeout(
-                f"server {self.name!r} was still {self._state} after {limit:g}s",
+                f"server {self.name!r} was still {self._state} after {limit:g}s{why}",
                 {"server": self.name, "state": str(self._state), "last_error": self.last_error},
             )
 
