@@ -375,8 +375,10 @@ async def test_daemon_restart_under_a_live_bridge(tmp_path: Path) -> None:
                 assert text(await host.call("tools__echo", {"text": "after"})) == "after"
 
 
-async def test_bridge_starts_a_new_daemon_itself(tmp_path: Path) -> None:
-    """With --config, a bridge whose daemon died starts a new one; the host's next call succeeds."""
+@asynccontextmanager
+async def autostarting_host(tmp_path: Path) -> AsyncIterator[tuple[Path, Host, Path]]:
+    """A host on a bridge that started its daemon itself (``--config``, server ``solo`` connected):
+    the socket, the host and the bridge's log file."""
     config = tmp_path / "config.toml"
     config.write_text(fixture_toml("solo"))
     log_path = tmp_path / "bridge.log"
@@ -386,16 +388,22 @@ async def test_bridge_starts_a_new_daemon_itself(tmp_path: Path) -> None:
             autostart_socket(tmp_path) as socket,
             bridge(socket, "--config", str(config), "--connect", "solo", errlog=errlog) as host,
         ):
-            first = _daemons_on(socket)
-            assert len(first) == 1
-            os.kill(first[0], signal.SIGKILL)
-            await wait_logged(log_path, "bridge.daemon_lost")  # so that no call is in flight at the drop
-            assert text(await host.call("solo__echo", {"text": "again"})) == "again"
-            await host.wait_list_changed()
-            second = _daemons_on(socket)
-            assert len(second) == 1 and second != first
+            yield socket, host, log_path
     finally:
         errlog.close()
+
+
+async def test_bridge_starts_a_new_daemon_itself(tmp_path: Path) -> None:
+    """With --config, a bridge whose daemon died starts a new one; the host's next call succeeds."""
+    async with autostarting_host(tmp_path) as (socket, host, log_path):
+        first = _daemons_on(socket)
+        assert len(first) == 1
+        os.kill(first[0], signal.SIGKILL)
+        await wait_logged(log_path, "bridge.daemon_lost")  # so that no call is in flight at the drop
+        assert text(await host.call("solo__echo", {"text": "again"})) == "again"
+        await host.wait_list_changed()
+        second = _daemons_on(socket)
+        assert len(second) == 1 and second != first
 
 
 async def wait_daemon_on(socket: Path, besides: list[int]) -> int:
@@ -410,27 +418,17 @@ async def test_a_daemon_killed_twice_in_a_row_is_started_again_at_once(tmp_path:
     """The daemon a bridge started is kill -9'd as soon as the bridge is on it: the bridge starts the
     next one ``AUTOSTART_AFTER`` into the new gap, as it did the first, and the host's next call
     succeeds (before: it held the second start back ``AUTOSTART_RETRY``, 10 s, from the first)."""
-    config = tmp_path / "config.toml"
-    config.write_text(fixture_toml("solo"))
-    log_path = tmp_path / "bridge.log"
-    errlog = await anyio.to_thread.run_sync(lambda: log_path.open("w"))
-    try:
-        async with (
-            autostart_socket(tmp_path) as socket,
-            bridge(socket, "--config", str(config), "--connect", "solo", errlog=errlog) as host,
-        ):
-            first = _daemons_on(socket)
-            os.kill(first[0], signal.SIGKILL)
-            second = await wait_daemon_on(socket, first)
-            started = anyio.current_time()
-            await wait_logged(log_path, "bridge.reconnected")
-            os.kill(second, signal.SIGKILL)
-            third = await wait_daemon_on(socket, [*first, second])
-            assert anyio.current_time() - started < AUTOSTART_RETRY
-            assert text(await host.call("solo__echo", {"text": "third"})) == "third"
-            assert _daemons_on(socket) == [third]
-    finally:
-        errlog.close()
+    async with autostarting_host(tmp_path) as (socket, host, log_path):
+        first = _daemons_on(socket)
+        os.kill(first[0], signal.SIGKILL)
+        second = await wait_daemon_on(socket, first)
+        started = anyio.current_time()
+        await wait_logged(log_path, "bridge.reconnected")
+        os.kill(second, signal.SIGKILL)
+        third = await wait_daemon_on(socket, [*first, second])
+        assert anyio.current_time() - started < AUTOSTART_RETRY
+        assert text(await host.call("solo__echo", {"text": "third"})) == "third"
+        assert _daemons_on(socket) == [third]
 
 
 async def test_cold_bridge_connects_servers_as_they_run(tmp_path: Path) -> None:
