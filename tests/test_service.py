@@ -19,6 +19,8 @@ import anyio
 import pytest
 
 from mcpd import service
+from mcpd.cli.app import build_parser
+from mcpd.cli.shells import tree
 from mcpd.client import Client
 from mcpd.testing import fullserver_toml
 from mcpd.testing.daemon import running_daemon
@@ -273,6 +275,19 @@ def test_unit_paths_are_those_serve_would_use_here(tmp_path: Path) -> None:
     missing = dry_run_in(tmp_path, "--config", "missing.toml")
     assert missing.returncode == 2 and str(tmp_path / "missing.toml") in missing.stderr
     assert missing.stdout == ""
+
+
+def test_every_socket_option_says_its_default_comes_from_the_environment() -> None:
+    """Every `--socket` takes its default from `$MCPD_SOCKET` (`service` too: the test above), so
+    each option's help says so; `mcpd service --help` named only the runtime dir."""
+    helps = {
+        command.path: option.help
+        for command in tree(build_parser()).walk()
+        for option in command.options
+        if "--socket" in option.flags
+    }
+    assert {"mcpd serve", "mcpd service", "mcpd bridge", "mcpd status"} <= helps.keys()
+    assert {path for path, text in helps.items() if "$MCPD_SOCKET" not in text} == set()
 
 
 @pytest.mark.skipif(sys.platform == "darwin", reason="the systemd path")

@@ -126,7 +126,9 @@ def register(commands: Commands) -> None:
     service.add_argument("action", choices=["install", "uninstall", "status"])
     service.add_argument("--dry-run", action="store_true", help="print the files instead of installing")
     service.add_argument("--config", type=Path, help="config for the service (default: the user config)")
-    service.add_argument("--socket", type=socket_path, help="socket path (default: the runtime dir)")
+    service.add_argument(
+        "--socket", type=socket_path, help="socket path (default: $MCPD_SOCKET or the runtime dir)"
+    )
     service.add_argument(
         "--socket-activation", action="store_true", help="also install mcpd.socket (systemd)"
     )
