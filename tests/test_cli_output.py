@@ -13,7 +13,7 @@ from mcpd.cli.progress import line
 from mcpd.cli.servers import problems, show, state_label, tool_count
 from mcpd.cli.top import TopView
 from mcpd.model.protocol import Progress
-from mcpd.model.servers import CallActivity, ServerDetail, ServerStatus, StateChange, StateChanged
+from mcpd.model.servers import CallActivity, ServerDetail, ServerInfo, ServerStatus, StateChange, StateChanged
 from mcpd.model.states import ServerState
 
 NOW = 1_800_000_000.0
@@ -101,3 +101,16 @@ def test_one_server_in_detail(capsys: pytest.CaptureFixture[str]) -> None:
     history = lines.index("recent state changes:")
     assert lines[history + 1].endswith("starting -> running  ready")
     assert lines[-3:] == ["last 2 stderr line(s):", "  warming up", "  listening"]
+
+
+def test_server_info_without_a_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """A server that sends an empty version (mcpd's own demo does) is shown by its name alone, with
+    no trailing space, and its title still follows after one space."""
+    for info, shown in (
+        (ServerInfo(name="demo", version=""), "       server: demo"),
+        (ServerInfo(name="demo", version="", title="Demo"), "       server: demo (Demo)"),
+        (ServerInfo(name="demo", version="1.2"), "       server: demo 1.2"),
+    ):
+        detail = ServerDetail(status=status(server_info=info), history=[], stderr=[])
+        show(argparse.Namespace(json=False), detail)
+        assert shown in capsys.readouterr().out.splitlines()

@@ -149,8 +149,9 @@ def _server_info(status: ServerStatus) -> str:
     info = status.server_info
     if info is None:
         return ""
-    title = f" ({info.title})" if info.title else ""
-    return f"{info.name} {info.version}{title}"
+    # A version is optional in practice (mcpd's own demo sends ""): no word, no space for it.
+    words = [info.name, info.version, f"({info.title})" if info.title else ""]
+    return " ".join(word for word in words if word)
 
 
 def _action(
