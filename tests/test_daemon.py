@@ -169,7 +169,9 @@ async def test_mcpd_reload_of_a_file_it_cannot_use_says_reload_refused(
     tmp_path: Path, text: str, said: str
 ) -> None:
     """Every refused `mcpd reload` starts "reload refused, nothing changed": a bad [daemon] table or a
-    file that is not TOML said only "<file>: [daemon], field ..." as if no daemon were running."""
+    file that is not TOML said only "<file>: [daemon], field ..." as if no daemon were running. The
+    daemon's log says it too (`config.reload_rejected`, as for SIGHUP): a reload refused through the
+    socket left no trace in the journal."""
     path = tmp_path / "config.toml"
     path.write_text(fullserver_toml("keep"))
     async with running_daemon(path) as daemon:
@@ -179,6 +181,7 @@ async def test_mcpd_reload_of_a_file_it_cannot_use_says_reload_refused(
         assert refused.returncode == 2
         assert refused.stderr.startswith(f"mcpd: reload refused, nothing changed: {path}: ")
         assert said in refused.stderr
+        assert said in (await daemon.wait_for("config.reload_rejected", timeout=10))["error"]
         assert daemon.pids()["keep"] == pid
 
 

@@ -89,8 +89,8 @@ def _report_issues(issues: Iterable[ConfigIssue]) -> None:
 async def _reload(daemon: Daemon) -> None:
     try:
         await daemon.reload()
-    except ConfigError as exc:
-        log.error("config.reload_rejected", error=exc.message)
+    except ConfigError:
+        pass  # Daemon.reload logged why (config.reload_rejected); the running set stays as it was.
     except Exception:
         # A reload must never take the daemon down; the running set stays as it was.
         log.exception("config.reload_failed")

@@ -101,6 +101,11 @@ class Daemon(Core):
         self.notifier.reloading()
         try:
             return await self._reload()
+        except ConfigError as exc:
+            # Logged here, whichever way the reload came (SIGHUP or `mcpd reload`): the journal
+            # says why the running set stayed as it was, not only the client that asked.
+            log.error("config.reload_rejected", error=exc.message)
+            raise
         finally:
             self.notifier.ready(summary(self.supervisor))
 
