@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import anyio
 import pytest
 
 from mcpd.client.aio import connect
-from mcpd.testing import fixture_toml, fullserver_toml, process_gone, run_cli
+from mcpd.testing import fixture_toml, fullserver_command, fullserver_toml, process_gone, run_cli
 from mcpd.testing.daemon import running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -55,6 +58,57 @@ async def test_sigkill_of_daemon_leaves_no_child(tmp_path: Path) -> None:
         daemon.process.kill()
         await daemon.process.wait()
         await wait_all_gone(pids, timeout=5)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reaping reads /proc (Linux only)")
+async def test_next_daemon_reaps_what_a_killed_one_left(tmp_path: Path) -> None:
+    """kill -9 of the daemon: a grandchild that never reads stdin outlives it (the parent-death
+    signal reaches the server only), and the next daemon at the same socket path SIGKILLs it before
+    it starts its servers, saying so (`supervisor.reaped`); a process of ours in another session is
+    left alone, even one whose pid the ledger names as a session of the killed daemon's."""
+    path = tmp_path / "config.toml"
+    leftover = tmp_path / "sleep.pid"
+    script = f'sleep 300 & echo $! > {leftover}; exec "$@"'
+    argv = ["-c", script, "sh", *fullserver_command()]
+    path.write_text(f'[servers.wrapped]\ncommand = "sh"\nargs = {json.dumps(argv)}\n')
+    # One socket path for both daemons, short enough for a Unix socket.
+    socket = Path(tempfile.mkdtemp(prefix="mcpd-", dir="/tmp")) / "mcpd.sock"
+    bystander = await anyio.open_process(["sleep", "300"], start_new_session=True)
+    # pidfds: the cleanup can never hit a process that took a reaped one's number.
+    started = [os.pidfd_open(bystander.pid)]
+    try:
+        async with running_daemon(path, socket=socket) as first:
+            orphan = int(leftover.read_text())  # written before the server, which is running now
+            started.append(os.pidfd_open(orphan))
+            first.process.kill()
+            await first.process.wait()
+            await wait_all_gone([first.pids()["wrapped"]], timeout=5)
+            assert not process_gone(orphan)
+        # An entry whose session id now names another process (the number given again, here to a
+        # process of ours that leads a session): left alone, though it started before the daemon.
+        ledger = socket.with_name(socket.name + ".groups")
+        record = json.loads(ledger.read_text())
+        record["groups"].append([bystander.pid, 0])
+        ledger.write_text(json.dumps(record))
+        async with running_daemon(path, socket=socket) as second:
+            reaped = await second.wait_for("supervisor.reaped")
+            assert (reaped["groups"], reaped["processes"]) == (2, 1)
+            await wait_all_gone([orphan], timeout=5)
+            assert not process_gone(bystander.pid)
+            # The new daemon's own server runs, its wrapper's sleep too (in a session of its own).
+            current = int(leftover.read_text())
+            started.append(os.pidfd_open(current))
+            assert current != orphan and not process_gone(current)
+        # Stopped as usual, its children leave nothing for the next daemon to reap.
+        assert not ledger.exists()
+    finally:
+        for pidfd in started:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            os.close(pidfd)
+        with anyio.move_on_after(5):
+            await bystander.wait()
+        shutil.rmtree(socket.parent, ignore_errors=True)
 
 
 async def test_sighup_reloads_the_diff(tmp_path: Path) -> None:

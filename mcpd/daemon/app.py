@@ -37,6 +37,7 @@ from mcpd.model.trust import AcceptedFindings, PinRecord
 from mcpd.registry.catalog import Catalog
 from mcpd.store.db import Learn, Store, StoreUnavailable
 from mcpd.store.pins import accepted_rows, pin_rows
+from mcpd.supervisor.orphans import GroupLedger, take_over
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor
 from mcpd.trust.gate import TrustGate
 
@@ -327,6 +328,8 @@ async def _run(
 ) -> bool:
     """Serve until a signal stops the daemon (False) or another daemon took its socket path (True)."""
     log.info("daemon.starting", config=config.source, servers=len(config.servers), socket=str(claim.path))
+    # Under the socket's lock (one daemon per path), before any child is spawned.
+    groups = await take_over(claim.path)
     usage, prior, gate = await _open_usage(config)
     try:
         return await _serve_with(
@@ -338,6 +341,7 @@ async def _run(
             usage=usage,
             prior=prior,
             gate=gate,
+            groups=groups,
             http=http,
             http_flag=http_flag,
         )
@@ -365,13 +369,14 @@ async def _serve_with(
     usage: Store,
     prior: UsagePrior,
     gate: TrustGate,
+    groups: GroupLedger | None,
     http: HttpFront | None,
     http_flag: str | None,
 ) -> bool:
     notifier = Notifier()
     displaced = False
     requests = ServerRequests()
-    async with open_supervisor(config, router=requests.route) as supervisor:
+    async with open_supervisor(config, router=requests.route, groups=groups) as supervisor:
         catalog = Catalog(supervisor, gate=gate, semantic=await semantic_indexes(config.daemon))
         daemon = Daemon(
             supervisor=supervisor,

@@ -54,6 +54,7 @@ from mcpd.supervisor.calls import send_call
 from mcpd.supervisor.gate import StartGate
 from mcpd.supervisor.link import Link
 from mcpd.supervisor.logring import LogRing
+from mcpd.supervisor.orphans import GroupLedger
 from mcpd.supervisor.policy import Decision, Ending, GiveUp, Retry, decide
 from mcpd.supervisor.sdkload import SDK, sdk
 from mcpd.supervisor.session import (
@@ -160,8 +161,10 @@ class ServerActor:
         router: Router = refuse_server_requests,
         logs: LogRing | None = None,
         on_log: LogListener | None = None,
+        groups: GroupLedger | None = None,
     ) -> None:
         self.config = config
+        self._groups = groups
         self._router = router
         self._on_log = on_log
         self.logs = logs or LogRing()
@@ -551,7 +554,7 @@ class ServerActor:
             async with sdk.open_http_session(config, http, self._hooks()) as remote:
                 yield remote
             return
-        async with open_stdio_child(config, self._stderr) as (child, lines):
+        async with open_stdio_child(config, self._stderr, self._groups) as (child, lines):
             self._child = child
             log.debug("server.spawned", server=self.name, pid=child.pid)
             tg.start_soon(watchers.watch_exit, child, config.stop_grace)

@@ -10,7 +10,7 @@ Each child gets its own session and process group, so stopping it reaches the
 grandchildren too (``npx`` -> ``node``, ``uvx`` -> ``python``). On Linux the child
 also gets ``PR_SET_PDEATHSIG = SIGKILL`` (through ``setpriv``, else a ``preexec_fn``): if
 the daemon is killed with SIGKILL, the kernel kills the child at once; its own children
-see stdin close and exit.
+see stdin close and exit, and those that never read it are ended by the next daemon (``orphans``).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcpd import memory
 from mcpd.config.model import ServerConfig
 from mcpd.readsize import read_in_pieces
+from mcpd.supervisor.orphans import GroupLedger
 from mcpd.supervisor.rawrpc import RawRpc
 from mcpd.supervisor.replies import DirectPipe, RoutingReader
 from mcpd.supervisor.stdin import StdinPipe
@@ -406,8 +407,9 @@ class StdioChild:
             return True
         return False
 
-    async def stop(self, grace: float) -> None:
+    async def stop(self, grace: float) -> bool:
         """Close stdin, wait ``grace``; SIGTERM the group, wait ``grace``; SIGKILL the group.
+        True once the group is gone.
 
         The requests still waiting end first: those the child never read go to the next
         process, those it read fail.
@@ -424,11 +426,13 @@ class StdioChild:
             self._settle()
             self.stdin.close()
             if await self._wait_group_gone(grace):
-                return
+                return True
             if self._signal_group(signal.SIGTERM) and await self._wait_group_gone(grace):
-                return
+                return True
             if self._signal_group(signal.SIGKILL) and not await self._wait_group_gone(KILL_WAIT):
                 log.error("server.unkillable", server=self.server, pid=self.pid)
+                return False
+        return True
 
 
 _TRANSIENT_SPAWN_ERRORS = frozenset({errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE, errno.ENOSPC})
@@ -491,13 +495,14 @@ def _cwd_problem(cwd: str) -> str | None:
 
 @contextlib.asynccontextmanager
 async def open_stdio_child(
-    config: ServerConfig, stderr: StderrLog | None = None
+    config: ServerConfig, stderr: StderrLog | None = None, groups: GroupLedger | None = None
 ) -> AsyncIterator[tuple[StdioChild, MemoryObjectReceiveStream[bytes]]]:
     """Spawn the server; yield it with the lines of its stdout that are not replies to its ``rpc``.
 
     Raises ``SpawnError`` when the command cannot be started. On exit the child is stopped.
     ``stderr`` (a fresh one by default) receives its stderr lines; pass the same one to each
-    process of a server so that its tail spans restarts.
+    process of a server so that its tail spans restarts. ``groups`` records the child's session
+    from spawn until nothing of it is left (see ``orphans``).
     """
     assert config.command is not None
     loop = asyncio.get_running_loop()
@@ -521,6 +526,8 @@ async def open_stdio_child(
         lines=read_in,
         exited=exited,
     )
+    if groups is not None:
+        groups.add(child.pid)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(child._read_stdout)
@@ -528,7 +535,8 @@ async def open_stdio_child(
             try:
                 yield child, read_out
             finally:
-                await child.stop(config.stop_grace)
+                if await child.stop(config.stop_grace) and groups is not None:
+                    groups.discard(child.pid)
                 tg.cancel_scope.cancel()
     finally:
         read_out.close()

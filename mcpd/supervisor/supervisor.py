@@ -18,6 +18,7 @@ from mcpd.supervisor.actor import LogListener, Router, ServerActor, refuse_serve
 from mcpd.supervisor.gate import StartGate
 from mcpd.supervisor.link import Link
 from mcpd.supervisor.logring import LogRing
+from mcpd.supervisor.orphans import GroupLedger
 from mcpd.supervisor.session import RequestFailed
 
 log = structlog.get_logger("mcpd.supervisor")
@@ -65,9 +66,11 @@ class Supervisor:
         listeners: list[Listener] | None = None,
         start_gate: StartGate | None = None,
         router: Router = refuse_server_requests,
+        groups: GroupLedger | None = None,
     ) -> None:
         self._tg = tg
         self._router = router
+        self._groups = groups
         self._actors: dict[str, ServerActor] = {}
         self._scopes: dict[str, anyio.CancelScope] = {}
         self._listeners = list(listeners or [])
@@ -135,6 +138,7 @@ class Supervisor:
             router=self._router,
             logs=logs,
             on_log=self._emit_log,
+            groups=self._groups,
         )
         scope = anyio.CancelScope()
         self._actors[config.name] = actor
@@ -215,11 +219,13 @@ async def open_supervisor(
     listeners: list[Listener] | None = None,
     start_gate: StartGate | None = None,
     router: Router = refuse_server_requests,
+    groups: GroupLedger | None = None,
 ) -> AsyncIterator[Supervisor]:
     """Start every server of ``config`` concurrently; on exit stop them all. ``router`` answers the
-    servers' requests to their client (sampling, elicitation, roots)."""
+    servers' requests to their client (sampling, elicitation, roots); ``groups`` records their
+    children's sessions for the next daemon (see ``orphans``)."""
     async with anyio.create_task_group() as tg:
-        supervisor = Supervisor(tg, listeners=listeners, start_gate=start_gate, router=router)
+        supervisor = Supervisor(tg, listeners=listeners, start_gate=start_gate, router=router, groups=groups)
         for server in config.servers:
             supervisor.add(server)
         try:

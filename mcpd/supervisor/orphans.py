@@ -1,0 +1,210 @@
+"""What a killed daemon's children left running, ended by the next daemon at the same socket path.
+
+Each stdio child leads a session of its own, and on Linux dies with the daemon (``stdio``'s
+parent-death signal). Its own children do not: one that never reads stdin (the ``sleep`` a
+wrapper script left in the background, a browser the server launched) outlives a ``kill -9``
+of the daemon. systemd ends them with the unit's cgroup; a daemon run by hand or started by a
+bridge has no such help. So the daemon keeps a ledger of its children's sessions beside its
+socket (``<socket>.groups``: one daemon per socket path, under its lock), and the next daemon
+there, before it spawns anything, SIGKILLs what is left in the sessions of a daemon that is gone.
+
+Against reused numbers, the ledger holds the boot it was written in, the daemon's pid and start
+time, and each session's id (its leader's pid) with the leader's start time. A process is ended
+only when it is this user's, in a recorded session, started no earlier than the session's leader
+and no later than the new daemon; and a session whose id now names a different process (the
+number was given again) is left alone.
+
+Linux only: the start times and session ids come from ``/proc``. Elsewhere nothing is recorded
+(``take_over`` gives None) and a killed daemon's grandchildren may stay.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import msgspec
+import structlog
+
+log = structlog.get_logger("mcpd.supervisor")
+
+SUFFIX = ".groups"
+"""The ledger is the socket path with this added (as the lock adds ``.lock``)."""
+_MAX_LEDGER_BYTES = 1024 * 1024
+"""More than any number of servers writes: a larger file is not ours, and not read."""
+
+
+class _Group(msgspec.Struct, frozen=True, array_like=True):
+    sid: int
+    """The session's id: its leader's pid (a child is spawned as a session leader)."""
+    start: int
+    """The leader's start time, in clock ticks since boot."""
+
+
+class _Ledger(msgspec.Struct, frozen=True):
+    boot: str
+    daemon: int
+    daemon_start: int
+    groups: tuple[_Group, ...]
+
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder(_Ledger).decode
+
+
+def _stat(pid: int | str) -> tuple[int, int] | None:
+    """``pid``'s session id and start time, from ``/proc/<pid>/stat``; None when it is gone (a
+    zombie included: it has exited, only its parent has yet to collect it)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            text = file.read()
+    except OSError:
+        return None
+    # The command (field 2) may hold spaces and parentheses: the fields count from its last ")",
+    # after which field 3 (the state) comes first: the session is field 6, the start time field 22.
+    fields = text.rpartition(b")")[2].split()
+    try:
+        return None if fields[0] in (b"Z", b"X") else (int(fields[3]), int(fields[19]))
+    except (IndexError, ValueError):
+        return None
+
+
+def _boot_id() -> str:
+    with open("/proc/sys/kernel/random/boot_id") as file:
+        return file.read().strip()
+
+
+class GroupLedger:
+    """This daemon's children's sessions, in the file the next daemon at its socket path reads."""
+
+    def __init__(self, path: Path, boot: str, start: int) -> None:
+        self.path = path
+        self._boot = boot
+        self._start = start
+        self._groups: dict[int, int] = {}
+
+    def add(self, pid: int) -> None:
+        """Record the session that the child ``pid``, just spawned, leads."""
+        found = _stat(pid)
+        if found is None:
+            return  # gone already: its stop, which follows at once, ends what it left
+        self._groups[pid] = found[1]
+        self.save()
+
+    def discard(self, pid: int) -> None:
+        """Forget ``pid``'s session: it was stopped and nothing of it is left."""
+        if self._groups.pop(pid, None) is not None:
+            self.save()
+
+    def save(self) -> None:
+        """The ledger as it is now, replaced whole (a daemon killed while writing leaves the last
+        one complete); removed when it holds nothing. Not synced: a crash of the machine, the one
+        thing that would lose it, takes the processes with it."""
+        temp = self.path.with_name(self.path.name + ".tmp")
+        try:
+            if not self._groups:
+                self.path.unlink(missing_ok=True)
+                return
+            groups = tuple(_Group(sid, start) for sid, start in self._groups.items())
+            temp.write_bytes(_encode(_Ledger(self._boot, os.getpid(), self._start, groups)))
+            os.replace(temp, self.path)
+        except OSError as exc:
+            log.warning("supervisor.ledger_unwritable", path=str(self.path), error=str(exc))
+
+
+@dataclass(frozen=True)
+class _Reaped:
+    groups: int
+    processes: int
+
+
+def _read(path: Path) -> _Ledger | None:
+    """The ledger a previous daemon left at ``path``; None when there is none or it cannot be read
+    (said, and otherwise ignored: the daemon starts as if there were none)."""
+    try:
+        return _load(path)
+    except (OSError, ValueError) as exc:  # msgspec's DecodeError is a ValueError
+        log.warning("supervisor.ledger_unreadable", path=str(path), error=str(exc))
+        return None
+
+
+def _load(path: Path) -> _Ledger | None:
+    try:
+        with open(path, "rb") as file:
+            data = file.read(_MAX_LEDGER_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    if len(data) > _MAX_LEDGER_BYTES:
+        raise ValueError(f"over {_MAX_LEDGER_BYTES} bytes")
+    return _decode(data)
+
+
+def _kill_sessions(groups: tuple[_Group, ...], until: int) -> int:
+    """SIGKILL this user's processes in ``groups``' sessions started by ``until``; how many."""
+    sessions: dict[int, int] = {}
+    for group in groups:
+        leader = _stat(group.sid)
+        # A leader that is there with another start time is another process: not our session.
+        if leader is None or leader[1] == group.start:
+            sessions[group.sid] = group.start
+    killed = 0
+    uid = os.getuid()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or (found := _stat(entry.name)) is None:
+            continue
+        sid, start = found
+        first = sessions.get(sid)
+        if first is None or not first <= start <= until:
+            continue
+        try:
+            if entry.stat().st_uid == uid:
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed += 1
+        except OSError:  # gone meanwhile
+            continue
+    return killed
+
+
+def _take_over(path: Path) -> tuple[GroupLedger, _Reaped | None]:
+    own = _stat("self")
+    assert own is not None  # /proc is there (Linux), and we run
+    try:
+        boot = _boot_id()
+    except OSError:
+        boot = ""  # a ledger is then never taken for this boot's: nothing is reaped, nothing wrong killed
+    ledger = GroupLedger(path, boot, own[1])
+    old = _read(path)
+    if old is None:
+        return ledger, None
+    # Dealt with below, whatever it held: this daemon's children start a new one.
+    ledger.save()
+    if not boot or old.boot != boot or not old.groups:
+        return ledger, None
+    daemon = _stat(old.daemon)
+    if daemon is not None and daemon[1] == old.daemon_start:
+        return ledger, None  # its daemon lives on (it lost this path): its children are its to stop
+    try:
+        killed = _kill_sessions(old.groups, own[1])
+    except OSError as exc:  # /proc unreadable: the daemon runs on without reaping
+        log.warning("supervisor.reap_failed", path=str(path), error=str(exc))
+        return ledger, None
+    return ledger, _Reaped(len(old.groups), killed)
+
+
+async def take_over(socket: Path) -> GroupLedger | None:
+    """End what a killed daemon at ``socket`` left running; the ledger for this daemon's children.
+
+    Call it holding the socket's lock, before any child is spawned. None off Linux (see the module).
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    path = socket.with_name(socket.name + SUFFIX)
+    # A look at every process in /proc: milliseconds, off the event loop.
+    ledger, reaped = await anyio.to_thread.run_sync(_take_over, path)
+    if reaped is not None:
+        log.warning("supervisor.reaped", groups=reaped.groups, processes=reaped.processes)
+    return ledger
