@@ -115,6 +115,21 @@ async def test_http_failures_of_a_call_are_transport_errors(mode: str, words: st
         assert result.content[0]["text"] == "after" and not result.is_error
 
 
+@pytest.mark.parametrize("end", ["\r", "\n", "\r\n"])
+async def test_a_servers_own_minus_32000_on_any_event_stream_framing_is_its_answer(end: str) -> None:
+    """The server's own -32000 (which the SDK also gives its made-up "connection closed") answers the
+    call, whatever the event stream's line ends (CR alone too), with its JSON over several data
+    lines and every line end cut between two reads: it was taken for the connection lost when the
+    lines ended in CR or the JSON spread over lines."""
+    async with hostile() as (actor, url):
+        await actor.wait_state(S.RUNNING, timeout=60)
+        await control(url, mode="sse_error", arg=end, methods=["tools/call"], count=1)
+        result = await actor.call_tool("echo", {"text": "x"}, timeout=30)
+        assert result.is_error and result.refusal is not None
+        assert (result.refusal.code, result.refusal.message) == (-32000, "busy")
+        assert actor.restarts == 0
+
+
 @pytest.mark.parametrize("status", [401, 403])
 async def test_a_call_refused_before_it_ran_is_sent_again_once(status: int) -> None:
     """A 401/403 to one call: the tool never ran, so the call is sent again (once) and runs there, on

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -280,6 +281,12 @@ class _AnswerStream(httpx2.AsyncByteStream):
         self._request_id = request_id
         self._line: list[bytes] = []
         """The line still coming, in pieces (joined once it ends: a long event is copied once)."""
+        self._data: list[bytes] = []
+        """The data lines of the event still coming (an event may spread its JSON over several)."""
+        self._after_cr = False
+        """The last chunk ended in CR: an LF that starts the next one ends no line."""
+        self._erred = False
+        """One of them holds ``"error"`` (a JSON string cannot span two lines: checked per line)."""
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         chunks = self._inner.__aiter__()
@@ -299,19 +306,35 @@ class _AnswerStream(httpx2.AsyncByteStream):
             yield chunk
 
     def _look_for_error(self, chunk: bytes) -> None:
-        *ends, rest = chunk.split(b"\n")
+        # Lines end in CR, LF or CRLF (the event stream's grammar).
+        parts = _LINE_END.split(chunk)
+        if self._after_cr and chunk.startswith(b"\n"):
+            parts = parts[1:]  # the LF of a CRLF cut between two chunks: no (empty) line of its own
+        self._after_cr = chunk.endswith(b"\r")
+        *ends, rest = parts
         for end in ends:
             line = b"".join([*self._line, end])
             self._line = []
-            # Only an event that may hold an error is decoded: results and progress are not read twice.
-            if line.startswith(b"data:") and b'"error"' in line:
-                self._mark.answered_error |= _is_error_answer(line[5:], self._request_id)
+            if not line:
+                self._dispatch()
+            elif line.startswith(b"data:"):
+                self._data.append(line)
+                self._erred |= b'"error"' in line
         if rest:
             self._line.append(rest)
+
+    def _dispatch(self) -> None:
+        # Only an event that may hold an error is decoded: results and progress are not read twice.
+        if self._erred:
+            data = b"\n".join(line[5:] for line in self._data)
+            self._mark.answered_error |= _is_error_answer(data, self._request_id)
+        self._data, self._erred = [], False
 
     async def aclose(self) -> None:
         await self._inner.aclose()
 
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
 
 NOTICE_WAIT = 2.0
 """Seconds a remote server gets to accept a notification (a cancellation, initialized)."""

@@ -17,6 +17,8 @@ Faults apply to POSTs of requests whose method is in ``methods`` (every request 
     bad_json           a 200 JSON answer cut in the middle
     ran_502            (tools/call) run, then a gateway's 502 (its upstream closed)
     sse_drop           (tools/call) run, its resumable event stream closed before the answer
+    sse_error          (tools/call) the server's own -32000 error on an event stream, its JSON over
+                       several data lines ended by ``arg`` (CR, LF or CRLF), sent a byte at a time
 
 ``get`` sets what the event stream (GET) does: ``ok`` (open, quiet), ``prime_close`` (an event with
 an id, then closed: resumable), or a status ``"502"`` (refused and closed). ``resume`` is the status
@@ -217,6 +219,16 @@ async def _run_call(message: dict[str, Any], fault: str, writer: asyncio.StreamW
         await _event_stream(writer)
         writer.write(b"id: 1\nevent: message\ndata: \n\n")
         await writer.drain()
+        return False
+    if fault == "sse_error":
+        await _event_stream(writer)
+        end = str(STATE["arg"] or "\n")
+        error = {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32000, "message": "busy"}}
+        lines = ["event: message", *(f"data: {line}" for line in json.dumps(error, indent=1).splitlines())]
+        for byte in "".join(line + end for line in [*lines, ""]).encode():
+            writer.write(bytes([byte]))
+            await writer.drain()
+            await asyncio.sleep(0.001)  # each its own segment: every line end cut somewhere
         return False
     if message["params"]["name"] == "sleep":
         await asyncio.sleep(float((message["params"].get("arguments") or {}).get("s", 1)))
