@@ -111,6 +111,41 @@ async def test_next_daemon_reaps_what_a_killed_one_left(tmp_path: Path) -> None:
         shutil.rmtree(socket.parent, ignore_errors=True)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reaping reads /proc (Linux only)")
+async def test_a_session_of_a_reused_number_is_not_reaped(tmp_path: Path) -> None:
+    """A ledger's session id whose leader is gone may have been given again to a process that led a
+    session and exited in turn (a double fork: how a program puts itself in the background). What
+    is left in that session is this user's and started between the ledger's leader and the new
+    daemon, as a killed daemon's grandchild would be, yet it is not the daemon's: left alone."""
+    path = tmp_path / "config.toml"
+    path.write_text(fixture_toml("echo"))
+    leftover = tmp_path / "sleep.pid"
+    leader = await anyio.open_process(
+        ["sh", "-c", f"sleep 300 & echo $! > {leftover}"], start_new_session=True
+    )
+    await leader.wait()
+    other = int(leftover.read_text())
+    pidfd = os.pidfd_open(other)
+    socket = Path(tempfile.mkdtemp(prefix="mcpd-", dir="/tmp")) / "mcpd.sock"
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        # The ledger of a daemon that is gone (the exited leader's number, a start no process had),
+        # naming the session by the number its own child had once, when it started at boot.
+        record = {"boot": boot, "daemon": leader.pid, "daemon_start": 1, "mark": "0" * 32}
+        record["groups"] = [[leader.pid, 0]]
+        socket.with_name(socket.name + ".groups").write_text(json.dumps(record))
+        async with running_daemon(path, socket=socket) as daemon:
+            # Read and taken for a dead daemon's: the session was looked into.
+            reaped = await daemon.wait_for("supervisor.reaped")
+            assert (reaped["groups"], reaped["processes"]) == (1, 0)
+        assert not process_gone(other)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        os.close(pidfd)
+        shutil.rmtree(socket.parent, ignore_errors=True)
+
+
 async def test_sighup_reloads_the_diff(tmp_path: Path) -> None:
     """SIGHUP re-reads the file: added starts, removed stops, unchanged keeps its process, changed
     restarts (and counts as a restart); a broken file changes nothing."""

@@ -11,8 +11,11 @@ there, before it spawns anything, SIGKILLs what is left in the sessions of a dae
 Against reused numbers, the ledger holds the boot it was written in, the daemon's pid and start
 time, and each session's id (its leader's pid) with the leader's start time. A process is ended
 only when it is this user's, in a recorded session, started no earlier than the session's leader
-and no later than the new daemon; and a session whose id now names a different process (the
-number was given again) is left alone.
+and no later than the new daemon, and carries the daemon's mark in its environment (``MARK``, set
+in each child's and inherited by what it starts); a session whose id now names a different process
+(the number was given again) is left alone. The mark is what tells a killed daemon's session from
+one whose leader took the number after it and is gone too (a program that put itself in the
+background by a double fork): the numbers and start times of what is left in both look alike.
 
 Linux only: the start times and session ids come from ``/proc``. Elsewhere nothing is recorded
 (``take_over`` gives None) and a killed daemon's grandchildren may stay.
@@ -21,6 +24,7 @@ Linux only: the start times and session ids come from ``/proc``. Elsewhere nothi
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import sys
 from dataclasses import dataclass
@@ -34,6 +38,8 @@ log = structlog.get_logger("mcpd.supervisor")
 
 SUFFIX = ".groups"
 """The ledger is the socket path with this added (as the lock adds ``.lock``)."""
+MARK = "MCPD_DAEMON_MARK"
+"""The variable in each child's environment whose value (random, one per daemon) the ledger holds."""
 _MAX_LEDGER_BYTES = 1024 * 1024
 """More than any number of servers writes: a larger file is not ours, and not read."""
 
@@ -49,6 +55,7 @@ class _Ledger(msgspec.Struct, frozen=True):
     boot: str
     daemon: int
     daemon_start: int
+    mark: str
     groups: tuple[_Group, ...]
 
 
@@ -85,7 +92,13 @@ class GroupLedger:
         self.path = path
         self._boot = boot
         self._start = start
+        self._mark = secrets.token_hex(16)
         self._groups: dict[int, int] = {}
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """What a child's environment gets, so that the next daemon knows its processes for ours."""
+        return {MARK: self._mark}
 
     def add(self, pid: int) -> None:
         """Record the session that the child ``pid``, just spawned, leads."""
@@ -110,7 +123,7 @@ class GroupLedger:
                 self.path.unlink(missing_ok=True)
                 return
             groups = tuple(_Group(sid, start) for sid, start in self._groups.items())
-            temp.write_bytes(_encode(_Ledger(self._boot, os.getpid(), self._start, groups)))
+            temp.write_bytes(_encode(_Ledger(self._boot, os.getpid(), self._start, self._mark, groups)))
             os.replace(temp, self.path)
         except OSError as exc:
             log.warning("supervisor.ledger_unwritable", path=str(self.path), error=str(exc))
@@ -143,8 +156,19 @@ def _load(path: Path) -> _Ledger | None:
     return _decode(data)
 
 
-def _kill_sessions(groups: tuple[_Group, ...], until: int) -> int:
-    """SIGKILL this user's processes in ``groups``' sessions started by ``until``; how many."""
+def _marked(pid: str, mark: bytes) -> bool:
+    """``pid`` was started with ``mark`` in its environment (False when that cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as file:
+            return mark in file.read().split(b"\0")
+    except OSError:  # gone, or not ours to read
+        return False
+
+
+def _kill_sessions(groups: tuple[_Group, ...], until: int, mark: str) -> int:
+    """SIGKILL this user's processes in ``groups``' sessions started by ``until`` with ``mark`` in
+    their environment; how many."""
+    entry_mark = f"{MARK}={mark}".encode()
     sessions: dict[int, int] = {}
     for group in groups:
         leader = _stat(group.sid)
@@ -158,7 +182,7 @@ def _kill_sessions(groups: tuple[_Group, ...], until: int) -> int:
             continue
         sid, start = found
         first = sessions.get(sid)
-        if first is None or not first <= start <= until:
+        if first is None or not first <= start <= until or not _marked(entry.name, entry_mark):
             continue
         try:
             if entry.stat().st_uid == uid:
@@ -188,7 +212,7 @@ def _take_over(path: Path) -> tuple[GroupLedger, _Reaped | None]:
     if daemon is not None and daemon[1] == old.daemon_start:
         return ledger, None  # its daemon lives on (it lost this path): its children are its to stop
     try:
-        killed = _kill_sessions(old.groups, own[1])
+        killed = _kill_sessions(old.groups, own[1], old.mark)
     except OSError as exc:  # /proc unreadable: the daemon runs on without reaping
         log.warning("supervisor.reap_failed", path=str(path), error=str(exc))
         return ledger, None

@@ -449,9 +449,9 @@ class SpawnError(Exception):
 
 
 async def _spawn(
-    config: ServerConfig, exited: anyio.Event
+    config: ServerConfig, exited: anyio.Event, groups: GroupLedger | None
 ) -> tuple[asyncio.SubprocessTransport, asyncio.subprocess.SubprocessStreamProtocol, StdinPipe]:
-    env = child_environment(config.env)
+    env = child_environment({**config.env, **(groups.environment if groups is not None else {})})
     problem = _cwd_problem(os.path.expanduser(config.cwd)) if config.cwd else None  # noqa: ASYNC240 - a stat
     if problem is not None:
         # exec would blame the command for it ("No such file or directory: '/bin/cat'").
@@ -508,7 +508,7 @@ async def open_stdio_child(
     loop = asyncio.get_running_loop()
     exited = anyio.Event()
     try:
-        transport, protocol, stdin = await _spawn(config, exited)
+        transport, protocol, stdin = await _spawn(config, exited, groups)
     except (OSError, ValueError) as exc:
         named = exc.filename if isinstance(exc, OSError) and exc.filename == config.cwd else config.command
         reason = f"{exc.strerror} ({named!r})" if isinstance(exc, OSError) and exc.strerror else str(exc)
