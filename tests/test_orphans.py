@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 import anyio
@@ -15,6 +17,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from mcpd.supervisor.orphans import take_over
+from mcpd.testing import fixture_toml
+from mcpd.testing.daemon import running_daemon
 
 pytestmark = [
     pytest.mark.anyio,
@@ -44,3 +48,20 @@ async def test_an_unreadable_ledger_is_said_and_replaced(tmp_path: Path) -> None
         child.send_signal(signal.SIGKILL)
         with anyio.move_on_after(5):
             await child.wait()
+
+
+@pytest.mark.parametrize("name", ["mcpd.sock.groups", "mcpd.sock.groups.tmp"])
+async def test_a_fifo_in_place_of_the_ledger_does_not_hold_the_daemon_up(tmp_path: Path, name: str) -> None:
+    """A FIFO where the ledger or its temporary file goes (as for the lock file): the daemon starts
+    and runs its server. Before, opening the ledger waited for a writer for ever (the daemon never
+    started), and writing the temporary file for a reader, on the event loop at the first spawn."""
+    path = tmp_path / "config.toml"
+    path.write_text(fixture_toml("echo"))
+    socket = Path(tempfile.mkdtemp(prefix="mcpd-", dir="/tmp")) / "mcpd.sock"
+    os.mkfifo(socket.with_name(name))
+    try:
+        async with running_daemon(path, socket=socket, wait_ready=False) as daemon:
+            ready = await daemon.wait_for("daemon.ready", timeout=20)
+            assert ready["running"] == 1
+    finally:
+        shutil.rmtree(socket.parent, ignore_errors=True)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,7 +124,13 @@ class GroupLedger:
                 self.path.unlink(missing_ok=True)
                 return
             groups = tuple(_Group(sid, start) for sid, start in self._groups.items())
-            temp.write_bytes(_encode(_Ledger(self._boot, os.getpid(), self._start, self._mark, groups)))
+            data = _encode(_Ledger(self._boot, os.getpid(), self._start, self._mark, groups))
+            # Made anew, never followed or opened in place: a FIFO there would hold the event loop
+            # at the open, and a link would have another file written.
+            temp.unlink(missing_ok=True)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            with open(fd, "wb") as file:
+                file.write(data)
             os.replace(temp, self.path)
         except OSError as exc:
             log.warning("supervisor.ledger_unwritable", path=str(self.path), error=str(exc))
@@ -147,10 +154,14 @@ def _read(path: Path) -> _Ledger | None:
 
 def _load(path: Path) -> _Ledger | None:
     try:
-        with open(path, "rb") as file:
-            data = file.read(_MAX_LEDGER_BYTES + 1)
+        # Non-blocking: a FIFO in its place must not hold the daemon's start up at the open.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
+    with open(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a plain file")
+        data = file.read(_MAX_LEDGER_BYTES + 1)
     if len(data) > _MAX_LEDGER_BYTES:
         raise ValueError(f"over {_MAX_LEDGER_BYTES} bytes")
     return _decode(data)
