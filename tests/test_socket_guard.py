@@ -4,6 +4,7 @@ serves beside it (``mcpd.daemon.socket_guard``)."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import signal
@@ -203,3 +204,29 @@ async def test_the_same_trouble_is_said_once_whichever_file_a_look_fails_on(sock
     finally:
         claim.release()
     assert [entry["event"] for entry in logs] == ["daemon.socket_lost"], logs
+
+
+async def test_a_displaced_daemon_leaves_the_ledger_to_the_one_that_took_its_path(
+    tmp_path: Path, socket_dir: Path
+) -> None:
+    """The first daemon finds another at its path (it was stopped while the directory was emptied
+    and the second started): it stops its servers, and the ledger of children's sessions beside the
+    socket (``orphans``) stays the second's. Before, each server stopped rewrote it as the first's
+    and the last removed it, so a kill -9 of the second left its servers' grandchildren for ever."""
+    config = tmp_path / "config.toml"
+    config.write_text(fullserver_toml("fx"))
+    socket = socket_dir / "mcpd.sock"
+    ledger = socket.with_name(socket.name + ".groups")
+    async with running_daemon(config, socket=socket) as first:
+        first.signal(signal.SIGSTOP)
+        try:
+            shutil.rmtree(socket_dir)
+            async with running_daemon(config, socket=socket) as second:
+                assert json.loads(ledger.read_text())["daemon"] == second.process.pid
+                first.signal(signal.SIGCONT)
+                assert await first.wait_exit() == 4
+                await first.wait_for("daemon.displaced")
+                assert json.loads(ledger.read_text())["daemon"] == second.process.pid
+        finally:
+            if first.process.returncode is None:
+                first.signal(signal.SIGCONT)

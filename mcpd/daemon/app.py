@@ -408,6 +408,8 @@ async def _serve_with(
             def stop_displaced() -> None:
                 nonlocal displaced
                 displaced = True
+                if groups is not None:
+                    groups.give_up()
                 notifier.stopping()
                 tg.cancel_scope.cancel()
 

@@ -95,6 +95,7 @@ class GroupLedger:
         self._start = start
         self._mark = secrets.token_hex(16)
         self._groups: dict[int, int] = {}
+        self._given_up = False
 
     @property
     def environment(self) -> dict[str, str]:
@@ -114,10 +115,17 @@ class GroupLedger:
         if self._groups.pop(pid, None) is not None:
             self.save()
 
+    def give_up(self) -> None:
+        """Another daemon took the socket path, and the ledger beside it is that one's: written no
+        more (what this daemon stops would replace it, the last stop remove it)."""
+        self._given_up = True
+
     def save(self) -> None:
         """The ledger as it is now, replaced whole (a daemon killed while writing leaves the last
         one complete); removed when it holds nothing. Not synced: a crash of the machine, the one
         thing that would lose it, takes the processes with it."""
+        if self._given_up:
+            return
         temp = self.path.with_name(self.path.name + ".tmp")
         try:
             if not self._groups:
