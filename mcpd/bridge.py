@@ -44,6 +44,9 @@ AUTOSTART_AFTER = 1.0
 """Seconds without a daemon before the bridge starts one (a service manager may be restarting it)."""
 AUTOSTART_RETRY = 10.0
 """Seconds between two attempts to start a daemon that did not come up."""
+AUTOSTART_MAX = 60.0
+"""The longest a gap waits before a start when daemons keep dying soon after they came up: the wait
+doubles from ``AUTOSTART_AFTER`` at each daemon that lived less than ``AUTOSTART_RETRY``."""
 FIRST_DELAY, MAX_DELAY = 0.05, 1.0
 """Reconnect backoff: the first retry, doubled up to this."""
 OUT_LIMIT = 32 * 1024 * 1024
@@ -178,6 +181,8 @@ class Relay:
         self._retry_at = 0.0
         self._delay = FIRST_DELAY
         self._autostart_at = 0.0
+        self._autostart_wait = AUTOSTART_AFTER
+        self._attached_at = 0.0
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -386,6 +391,7 @@ class Relay:
 
     def _attach(self, channel: Channel) -> None:
         self.channel = channel
+        self._attached_at = time.monotonic()
         self._read_daemon(len(self._out) < OUT_LIMIT)
         self._deliver(channel.backlog)
 
@@ -420,8 +426,14 @@ class Relay:
         self._retry_at = now
         self._delay = FIRST_DELAY
         # This daemon came up, whoever started it: a new gap, not a start that failed, so the next
-        # start is ``AUTOSTART_AFTER`` away (a daemon killed twice in a row cost the hosts 10 s).
-        self._autostart_at = 0.0
+        # start comes ``AUTOSTART_AFTER`` into it (a daemon killed twice in a row cost the hosts
+        # 10 s); later at each daemon that dies soon after it came up (one that crashes on what it
+        # is sent would otherwise be started every second, by every bridge).
+        lived = now - self._attached_at
+        self._autostart_wait = (
+            AUTOSTART_AFTER if lived >= AUTOSTART_RETRY else min(AUTOSTART_MAX, 2 * self._autostart_wait)
+        )
+        self._autostart_at = now + self._autostart_wait
         _log("bridge.daemon_lost", failed=len(answers), resent=len(resend), withdrawn=len(withdrawn))
 
     def _fresh_state(self) -> bytes:
