@@ -20,6 +20,7 @@ from mcpd.client.aio import connect
 from mcpd.daemon.socket_guard import guard_socket
 from mcpd.errors import DaemonNotRunning
 from mcpd.ipc.endpoint import Claim, lock_path
+from mcpd.supervisor.orphans import SUFFIX
 from mcpd.testing import fullserver_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
@@ -81,15 +82,19 @@ async def test_a_removed_socket_file_is_bound_again(tmp_path: Path, socket_dir: 
 
 async def test_a_removed_directory_is_made_again(tmp_path: Path, socket_dir: Path) -> None:
     """The whole socket directory deleted (a logout emptying the runtime dir): the daemon makes it again,
-    takes a new lock, binds a new socket; a second daemon then finds the path taken and exits 4."""
+    takes a new lock, binds a new socket, writes its children's ledger again (else a kill -9 then
+    would leave what they started running); a second daemon then finds the path taken and exits 4."""
     config = tmp_path / "config.toml"
     config.write_text(quick_looks(fullserver_toml("fx")))
     socket = socket_dir / "mcpd.sock"
+    ledger = socket.with_name(socket.name + SUFFIX)
     async with running_daemon(config, socket=socket) as first:
+        assert ledger.is_file()
         shutil.rmtree(socket_dir)
         await first.wait_for("daemon.socket_restored", timeout=RESTORED_WITHIN)
         assert await daemon_pid(socket) == first.process.pid
         assert (socket_dir.stat().st_mode & 0o777) == 0o700
+        assert ledger.is_file()
         async with running_daemon(config, socket=socket, wait_ready=False) as second:
             assert await second.wait_exit() == 4
             await second.wait_for("daemon.socket_unavailable")
