@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from mcpd.config.model import RestartPolicy
+from mcpd.config.model import MIN_RESTART_DELAY, RestartPolicy
 from mcpd.model.states import InvalidTransition, ServerState, check_transition
 from mcpd.supervisor.backoff import backoff_delay, gives_up
 
@@ -58,6 +58,17 @@ def test_backoff_jitter_stays_within_its_fraction() -> None:
     assert backoff_delay(1, policy, 0.0) == pytest.approx(1.5)
     assert backoff_delay(1, policy, 0.999999) == pytest.approx(2.5, rel=1e-5)
     assert backoff_delay(1, policy, 0.5) == pytest.approx(2.0)
+
+
+def test_backoff_jitter_never_takes_a_delay_below_the_crash_loop_floor() -> None:
+    """A delay at or above ``MIN_RESTART_DELAY`` stays there whatever the jitter draws (multiplier 1
+    never grows the delay: a jitter of 0.9 made 0.01 s of the floor's 0.1 s); one below it (a short
+    first delay that grows) is still spread."""
+    steady = RestartPolicy(initial_delay=MIN_RESTART_DELAY, max_delay=1.0, multiplier=1.0, jitter=0.9)
+    assert min(backoff_delay(n, steady, u) for n in (1, 5, 50) for u in (0.0, 0.3)) == MIN_RESTART_DELAY
+    assert backoff_delay(1, steady, 0.999) > MIN_RESTART_DELAY
+    growing = RestartPolicy(initial_delay=0.01, max_delay=1.0, jitter=0.5)
+    assert backoff_delay(1, growing, 0.0) == pytest.approx(0.005)
 
 
 def test_backoff_cap_is_exact() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcpd.config.model import RestartPolicy
+from mcpd.config.model import MIN_RESTART_DELAY, RestartPolicy
 
 
 def backoff_delay(attempt: int, policy: RestartPolicy, unit_random: float, cap: float | None = None) -> float:
@@ -25,7 +25,10 @@ def backoff_delay(attempt: int, policy: RestartPolicy, unit_random: float, cap: 
     if base >= limit:
         return limit
     spread = 1.0 + policy.jitter * (2.0 * unit_random - 1.0)
-    return min(limit, max(0.0, base * spread))
+    # The spread never takes a delay at or above the crash-loop floor below it: with multiplier 1
+    # the delay never grows, and a jitter of 0.9 drew waits of 0.01 s out of the floor's 0.1 s.
+    floor = MIN_RESTART_DELAY if base >= MIN_RESTART_DELAY else 0.0
+    return min(limit, max(floor, base * spread))
 
 
 def gives_up(attempt: int, policy: RestartPolicy) -> bool:
