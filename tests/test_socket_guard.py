@@ -101,6 +101,23 @@ async def test_a_removed_directory_is_made_again(tmp_path: Path, socket_dir: Pat
         assert await daemon_pid(socket) == first.process.pid
 
 
+async def test_a_cleaner_of_plain_files_has_the_ledger_rewritten(tmp_path: Path, socket_dir: Path) -> None:
+    """The lock file and the ledger removed, the socket left (a temp cleaner that skips sockets, as
+    tmpwatch does by default): the daemon takes the lock again and writes its children's ledger
+    again, though it binds no new socket (else a kill -9 then would leave what they started running)."""
+    config = tmp_path / "config.toml"
+    config.write_text(quick_looks(fullserver_toml("fx")))
+    socket = socket_dir / "mcpd.sock"
+    ledger = socket.with_name(socket.name + SUFFIX)
+    async with running_daemon(config, socket=socket) as daemon:
+        assert ledger.is_file()
+        lock_path(socket).unlink()
+        ledger.unlink()
+        event = await daemon.wait_for("daemon.socket_restored", timeout=RESTORED_WITHIN)
+        assert event["reason"] == "the lock file was removed or replaced"
+        assert ledger.is_file()
+
+
 async def test_one_daemon_serves_when_a_second_starts_in_the_gap(tmp_path: Path, socket_dir: Path) -> None:
     """The directory deleted and a second daemon started at once (a client's autostart): whichever of the
     two holds the path when the first looks again serves it; the other exits with status 4, its
@@ -202,7 +219,7 @@ async def test_the_same_trouble_is_said_once_whichever_file_a_look_fails_on(sock
     try:
         with capture_logs() as logs, anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(guard_socket, claim, lambda _: None, lambda: None, 0.01)
+                tg.start_soon(guard_socket, claim, lambda _: None, lambda: None, lambda: None, 0.01)
                 while claim.looks < 4:
                     await anyio.sleep(0.01)
                 tg.cancel_scope.cancel()

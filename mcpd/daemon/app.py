@@ -349,20 +349,6 @@ async def _run(
         await anyio.to_thread.run_sync(usage.close)
 
 
-def _renewing(
-    listen: Callable[[socket.socket], None], groups: GroupLedger | None
-) -> Callable[[socket.socket], None]:
-    """``listen`` for a socket bound again, and the children's ledger written again: what emptied
-    the socket's directory took it too, and a kill -9 then would leave what the children started."""
-
-    def renewed(listener: socket.socket) -> None:
-        listen(listener)
-        if groups is not None:
-            groups.save()
-
-    return renewed
-
-
 def _everyone(broadcast: Callable[[Event], None]) -> Callable[[ServerEvent], None]:
     """Events for every subscribed client: a resource's updates go to its own subscribers only."""
 
@@ -427,9 +413,15 @@ async def _serve_with(
                 notifier.stopping()
                 tg.cancel_scope.cancel()
 
+            def resave() -> None:
+                # What took the lock or the socket (a logout, a temp cleaner) may have taken the
+                # children's ledger too, and a kill -9 then would leave what they started running.
+                if groups is not None:
+                    groups.save()
+
             tg.start_soon(rpc.serve, listener)
             looks = config.daemon.socket_check_interval
-            tg.start_soon(guard_socket, claim, _renewing(rpc.listen, groups), stop_displaced, looks)
+            tg.start_soon(guard_socket, claim, rpc.listen, resave, stop_displaced, looks)
             tg.start_soon(catalog.run)
             tg.start_soon(keep_store, usage, gate, prior, daemon.resavers)
             tg.start_soon(daemon.subscriptions.run)
