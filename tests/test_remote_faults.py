@@ -130,6 +130,17 @@ async def test_a_servers_own_minus_32000_on_any_event_stream_framing_is_its_answ
         assert actor.restarts == 0
 
 
+async def test_an_error_under_another_event_type_is_no_answer() -> None:
+    """The server's -32000 as an event whose type is not ``message``, then the stream closed: the
+    SDK ignores such an event and makes up its own -32000 for the stream that ended, which is the
+    connection lost, not the server's answer (it was taken for the server's "busy")."""
+    async with hostile() as (actor, url):
+        await actor.wait_state(S.RUNNING, timeout=60)
+        await control(url, mode="sse_other", methods=["tools/call"], count=1)
+        with pytest.raises(TransportError, match="closed the connection during echo"):
+            await actor.call_tool("echo", {"text": "x"}, timeout=30)
+
+
 @pytest.mark.parametrize("status", [401, 403])
 async def test_a_call_refused_before_it_ran_is_sent_again_once(status: int) -> None:
     """A 401/403 to one call: the tool never ran, so the call is sent again (once) and runs there, on

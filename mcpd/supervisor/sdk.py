@@ -287,6 +287,8 @@ class _AnswerStream(httpx2.AsyncByteStream):
         """The last chunk ended in CR: an LF that starts the next one ends no line."""
         self._erred = False
         """One of them holds ``"error"`` (a JSON string cannot span two lines: checked per line)."""
+        self._typed = False
+        """The event has a type other than ``message``: the SDK ignores it, so it answers nothing."""
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         chunks = self._inner.__aiter__()
@@ -320,15 +322,17 @@ class _AnswerStream(httpx2.AsyncByteStream):
             elif line.startswith(b"data:"):
                 self._data.append(line)
                 self._erred |= b'"error"' in line
+            elif line.startswith(b"event:"):
+                self._typed = line[6:].removeprefix(b" ") not in (b"", b"message")
         if rest:
             self._line.append(rest)
 
     def _dispatch(self) -> None:
         # Only an event that may hold an error is decoded: results and progress are not read twice.
-        if self._erred:
+        if self._erred and not self._typed:
             data = b"\n".join(line[5:] for line in self._data)
             self._mark.answered_error |= _is_error_answer(data, self._request_id)
-        self._data, self._erred = [], False
+        self._data, self._erred, self._typed = [], False, False
 
     async def aclose(self) -> None:
         await self._inner.aclose()

@@ -19,6 +19,8 @@ Faults apply to POSTs of requests whose method is in ``methods`` (every request 
     sse_drop           (tools/call) run, its resumable event stream closed before the answer
     sse_error          (tools/call) the server's own -32000 error on an event stream, its JSON over
                        several data lines ended by ``arg`` (CR, LF or CRLF), sent a byte at a time
+    sse_other          (tools/call) the same error as an event of another type than ``message``
+                       (which a client ignores), then the stream closed
 
 ``get`` sets what the event stream (GET) does: ``ok`` (open, quiet), ``prime_close`` (an event with
 an id, then closed: resumable), or a status ``"502"`` (refused and closed). ``resume`` is the status
@@ -229,6 +231,12 @@ async def _run_call(message: dict[str, Any], fault: str, writer: asyncio.StreamW
             writer.write(bytes([byte]))
             await writer.drain()
             await asyncio.sleep(0.001)  # each its own segment: every line end cut somewhere
+        return False
+    if fault == "sse_other":
+        await _event_stream(writer)
+        error = {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32000, "message": "busy"}}
+        writer.write(f"event: other\ndata: {json.dumps(error)}\n\n".encode())
+        await writer.drain()
         return False
     if message["params"]["name"] == "sleep":
         await asyncio.sleep(float((message["params"].get("arguments") or {}).get("s", 1)))
