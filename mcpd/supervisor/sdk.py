@@ -308,6 +308,8 @@ class _AnswerStream(httpx2.AsyncByteStream):
             yield chunk
 
     def _look_for_error(self, chunk: bytes) -> None:
+        if not chunk:
+            return  # nothing read: a CR just before stays the last thing seen
         # Lines end in CR, LF or CRLF (the event stream's grammar).
         parts = _LINE_END.split(chunk)
         if self._after_cr and chunk.startswith(b"\n"):
