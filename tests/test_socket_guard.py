@@ -9,7 +9,8 @@ import os
 import shutil
 import signal
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -80,16 +81,27 @@ async def test_a_removed_socket_file_is_bound_again(tmp_path: Path, socket_dir: 
         assert (socket.stat().st_mode & 0o777) == 0o600
 
 
-async def test_a_removed_directory_is_made_again(tmp_path: Path, socket_dir: Path) -> None:
-    """The whole socket directory deleted (a logout emptying the runtime dir): the daemon makes it again,
-    takes a new lock, binds a new socket, writes its children's ledger again (else a kill -9 then
-    would leave what they started running); a second daemon then finds the path taken and exits 4."""
+@asynccontextmanager
+async def ledgered_daemon(
+    tmp_path: Path, socket_dir: Path
+) -> AsyncIterator[tuple[DaemonProcess, Path, Path]]:
+    """A daemon on ``socket_dir/mcpd.sock`` with one server, looking at its path often; its config
+    and its children's ledger, which it has written."""
     config = tmp_path / "config.toml"
     config.write_text(quick_looks(fullserver_toml("fx")))
     socket = socket_dir / "mcpd.sock"
     ledger = socket.with_name(socket.name + SUFFIX)
-    async with running_daemon(config, socket=socket) as first:
+    async with running_daemon(config, socket=socket) as daemon:
         assert ledger.is_file()
+        yield daemon, config, ledger
+
+
+async def test_a_removed_directory_is_made_again(tmp_path: Path, socket_dir: Path) -> None:
+    """The whole socket directory deleted (a logout emptying the runtime dir): the daemon makes it again,
+    takes a new lock, binds a new socket, writes its children's ledger again (else a kill -9 then
+    would leave what they started running); a second daemon then finds the path taken and exits 4."""
+    async with ledgered_daemon(tmp_path, socket_dir) as (first, config, ledger):
+        socket = first.socket
         shutil.rmtree(socket_dir)
         await first.wait_for("daemon.socket_restored", timeout=RESTORED_WITHIN)
         assert await daemon_pid(socket) == first.process.pid
@@ -105,13 +117,8 @@ async def test_a_cleaner_of_plain_files_has_the_ledger_rewritten(tmp_path: Path,
     """The lock file and the ledger removed, the socket left (a temp cleaner that skips sockets, as
     tmpwatch does by default): the daemon takes the lock again and writes its children's ledger
     again, though it binds no new socket (else a kill -9 then would leave what they started running)."""
-    config = tmp_path / "config.toml"
-    config.write_text(quick_looks(fullserver_toml("fx")))
-    socket = socket_dir / "mcpd.sock"
-    ledger = socket.with_name(socket.name + SUFFIX)
-    async with running_daemon(config, socket=socket) as daemon:
-        assert ledger.is_file()
-        lock_path(socket).unlink()
+    async with ledgered_daemon(tmp_path, socket_dir) as (daemon, _config, ledger):
+        lock_path(daemon.socket).unlink()
         ledger.unlink()
         event = await daemon.wait_for("daemon.socket_restored", timeout=RESTORED_WITHIN)
         assert event["reason"] == "the lock file was removed or replaced"
