@@ -25,7 +25,8 @@ Lower-layer errors (a server session's ``RequestFailed``, the SDK's ``MCPError``
 server, ``OSError``, anyio's stream errors) are converted once, where they cross into mcpd, to the
 most specific class here. A server's own JSON-RPC error to a request mcpd relayed (a read, a prompt,
 a completion) keeps its code, message and data in the error's ``data`` (``SERVER_ERROR``): hosts are
-answered with that error itself.
+answered with that error itself. Hosts' MCP sessions answer the others with JSON-RPC's and MCP's codes
+(``mcpd.front.rpc_errors``), not these.
 """
 
 from __future__ import annotations

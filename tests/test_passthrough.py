@@ -370,10 +370,13 @@ async def test_a_servers_errors_reach_the_host_as_it_sent_them(setup: Setup, kin
             )
         with pytest.raises(MCPError) as own:
             await through.read_resource("full://r/0")  # not qualified: no server was asked
-        assert own.value.code == -32002 and own.value.error.data is None
+        assert own.value.code == -32002 and own.value.error.data["type"] == "UnknownResource"
         with pytest.raises(MCPError) as own:
             await through.get_prompt(f"{server}__nosuch")
-        assert own.value.code == -32602 and own.value.error.data is None
+        assert (own.value.code, own.value.error.data) == (
+            -32602,
+            {"type": "UnknownPrompt", "server": server, "prompt": "nosuch"},
+        )
         # A template the server does not have: an invalid reference to complete (as the server
         # itself would answer), not a resource that was not found.
         template = types.ResourceTemplateReference(
@@ -381,7 +384,33 @@ async def test_a_servers_errors_reach_the_host_as_it_sent_them(setup: Setup, kin
         )
         with pytest.raises(MCPError) as own:
             await through.complete(template, {"name": "id", "value": ""})
-        assert own.value.code == -32602 and own.value.error.data is None
+        assert own.value.code == -32602 and own.value.error.data["type"] == "UnknownResource"
+
+
+@pytest.mark.parametrize("kind", HOSTS)
+async def test_mcpds_own_refusals_of_a_call_have_mcps_codes(setup: Setup, kind: str) -> None:
+    """A tool no server has, or one its server does not have, is a protocol error, invalid params
+    (-32602), as MCP says of an unknown tool and as the server itself answers (it was a tool error
+    "UnknownTool: ..."); the message is as people read it, mcpd's details in ``data``. The same name
+    given to ``mcpd_call_tool`` is a wrong argument of that tool: a tool error, for the model to see."""
+    async with host(setup, kind) as through:
+        with pytest.raises(MCPError) as unknown:
+            await through.call_tool("full__nosuch", {})
+        with pytest.raises(MCPError) as nowhere:
+            await through.call_tool("nosuch", {})
+        via = await through.call_tool("mcpd_call_tool", {"tool": "full__nosuch", "arguments": {}})
+    assert (unknown.value.code, unknown.value.error.message, unknown.value.error.data) == (
+        -32602,
+        "server 'full' has no tool 'nosuch'",
+        {"type": "UnknownTool", "server": "full", "tool": "nosuch"},
+    )
+    assert nowhere.value.code == -32602 and nowhere.value.error.data == {
+        "type": "UnknownTool",
+        "tool": "nosuch",
+    }
+    assert via.is_error and dump(via)["content"] == [
+        {"type": "text", "text": "server 'full' has no tool 'nosuch'"}
+    ]
 
 
 async def test_socket_clients_get_the_servers_error_in_the_data(setup: Setup) -> None:

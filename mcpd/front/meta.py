@@ -13,6 +13,8 @@ from mcpd.registry import reserved
 SEARCH = "mcpd_search_tools"
 CONNECT = "mcpd_connect_server"
 CALL = "mcpd_call_tool"
+OWN = frozenset({SEARCH, CONNECT, CALL})
+"""The meta tools' names: what goes wrong with their calls is in their arguments."""
 MAX_LIMIT = 100
 """Most tools one search returns."""
 

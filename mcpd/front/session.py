@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -32,16 +32,14 @@ import mcpd
 from mcpd.discovery.render import estimate_tokens, render
 from mcpd.errors import (
     DECODE_FAILURES,
-    InvalidParams,
     McpdError,
-    UnknownPrompt,
     UnknownResource,
     UnknownServer,
-    Unsupported,
     server_refusal,
 )
 from mcpd.front import calls, host_surface, meta, surface
 from mcpd.front.core import Caller, Core
+from mcpd.front.rpc_errors import HOST_FAULTS, RpcError, rpc_error, server_error
 from mcpd.front.server_requests import HOST_REQUEST, HostAnswerer, RunningCall
 from mcpd.model import mcp
 from mcpd.model.logs import LogMessage
@@ -81,16 +79,6 @@ _CAPABILITIES = {
 }
 _EMPTY_RESULT = mcp.Empty()
 _GAVE_UP = (ServerState.FAILED, ServerState.STOPPED, ServerState.DISABLED)
-
-
-class RpcError(Exception):
-    """Ends a request with a JSON-RPC error response."""
-
-    def __init__(self, code: int, message: str, data: Any = msgspec.UNSET) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
 
 
 @dataclass(frozen=True)
@@ -156,8 +144,7 @@ def _relay(result: ToolResult, server: str | None) -> mcp.CallToolResult:
     qualified (the host reads them back by those); its JSON-RPC error as that error (-32042 and its
     ``data`` ask the host for a URL elicitation, which a tool error's text cannot)."""
     if result.refusal is not None:
-        refusal = result.refusal
-        raise RpcError(refusal.code, refusal.message, msgspec.UNSET if refusal.data is None else refusal.data)
+        raise server_error(result.refusal.code, result.refusal.message, result.refusal.data)
     structured = msgspec.UNSET if result.structured_content is None else result.structured_content
     meta_ = msgspec.UNSET if result.meta is None else result.meta
     is_error = msgspec.UNSET if result.is_error is None else result.is_error
@@ -470,7 +457,8 @@ class HostSession:
         except RpcError as exc:
             self._error(request_id, exc.code, exc.message, exc.data)
         except McpdError as exc:
-            self._error(request_id, mcp.INTERNAL_ERROR, f"{type(exc).__name__}: {exc.message}")
+            error = rpc_error(exc)
+            self._error(request_id, error.code, error.message, error.data)
         except (msgspec.EncodeError, OverflowError, TypeError) as exc:
             self._error(request_id, mcp.INTERNAL_ERROR, f"the result of {method} cannot be sent: {exc}")
         except Exception as exc:
@@ -790,25 +778,6 @@ _SURFACE_NOTIFICATIONS = (
 )
 
 
-@contextlib.contextmanager
-def _rpc_errors(not_found: int = mcp.RESOURCE_NOT_FOUND) -> Iterator[None]:
-    """A server's own JSON-RPC error as it sent it (code, message, data); mcpd's own refusals as the
-    errors MCP names: no such resource ``not_found`` (-32002; a completion's unknown template is an
-    invalid reference, -32602, as servers answer); a bad prompt, server or arguments -32602; a
-    capability the server lacks -32601. Other ``McpdError`` are internal errors."""
-    try:
-        yield
-    except (UnknownResource, UnknownPrompt, UnknownServer, InvalidParams) as exc:
-        refusal = server_refusal(exc)
-        if refusal is not None:
-            data = msgspec.UNSET if refusal.data is None else refusal.data
-            raise RpcError(refusal.code, refusal.message, data) from None
-        code = not_found if isinstance(exc, UnknownResource) else mcp.INVALID_PARAMS
-        raise RpcError(code, exc.message) from None
-    except Unsupported as exc:
-        raise RpcError(mcp.METHOD_NOT_FOUND, exc.message) from None
-
-
 # -- the requests -------------------------------------------------------------------------------
 
 
@@ -852,8 +821,13 @@ async def _call_tool(session: HostSession, params: mcp.CallToolParams) -> mcp.Ca
     try:
         return await session.call(params.name, params.arguments or {}, params.meta)
     except McpdError as exc:
-        # The host's model sees why, and can try something else.
-        return _text(f"{type(exc).__name__}: {exc.message}", error=True)
+        error = rpc_error(exc)
+        # A tool that is not there is a protocol error (MCP); a meta tool's wrong argument and a call
+        # that could not run now are the tool's errors: the host's model sees why, and can try
+        # something else.
+        if server_refusal(exc) is not None or (error.code in HOST_FAULTS and params.name not in meta.OWN):
+            raise error from None
+        return _text(exc.message, error=True)
 
 
 @_request("resources/list", mcp.Paginated)
@@ -874,31 +848,32 @@ async def _list_prompts(session: HostSession, params: mcp.Paginated) -> mcp.List
 
 @_request("resources/read", mcp.ReadResourceParams)
 async def _read_resource(session: HostSession, params: mcp.ReadResourceParams) -> mcp.ReadResourceResult:
-    with _rpc_errors():
-        return await host_surface.read(session.core, params)
+    return await host_surface.read(session.core, params)
 
 
 @_request("resources/subscribe", mcp.UriParams)
 async def _subscribe(session: HostSession, params: mcp.UriParams) -> mcp.Empty:
-    with _rpc_errors():
-        await session.subscribe(params.uri)
+    await session.subscribe(params.uri)
     return _EMPTY_RESULT
 
 
 @_request("resources/unsubscribe", mcp.UriParams)
 async def _unsubscribe(session: HostSession, params: mcp.UriParams) -> mcp.Empty:
-    with _rpc_errors():
-        await session.unsubscribe(params.uri)
+    await session.unsubscribe(params.uri)
     return _EMPTY_RESULT
 
 
 @_request("prompts/get", mcp.GetPromptParams)
 async def _get_prompt(session: HostSession, params: mcp.GetPromptParams) -> mcp.GetPromptResult:
-    with _rpc_errors():
-        return await host_surface.get_prompt(session.core, params)
+    return await host_surface.get_prompt(session.core, params)
 
 
 @_request("completion/complete", mcp.CompleteRequestParams)
 async def _complete(session: HostSession, params: mcp.CompleteRequestParams) -> mcp.CompleteResult:
-    with _rpc_errors(not_found=mcp.INVALID_PARAMS):
+    try:
         return await host_surface.complete(session.core, params)
+    except UnknownResource as exc:
+        # A template the server does not have is an invalid reference to complete, as servers answer.
+        error = rpc_error(exc)
+        code = mcp.INVALID_PARAMS if server_refusal(exc) is None else error.code
+        raise RpcError(code, error.message, error.data) from None
