@@ -272,10 +272,13 @@ async def test_results_keep_their_meta(setup: Setup, kind: str, server: str) -> 
 
 
 @pytest.mark.parametrize("kind", HOSTS)
-async def test_progress_keeps_its_numbers_and_meta(setup: Setup, kind: str) -> None:
-    """Progress reaches the host as the server sent it: an integer stays one, ``_meta`` stays."""
+@pytest.mark.parametrize("server", SERVERS)
+async def test_progress_keeps_its_numbers_and_meta(setup: Setup, kind: str, server: str) -> None:
+    """Progress reaches the host as the server sent it: an integer stays one, ``_meta`` stays; from a
+    remote server too, whose notifications the daemon's SDK session gave mcpd as floats without
+    ``_meta`` (``1.0``, ``4.0``)."""
     async with raw(setup, kind) as through:
-        params = {"name": "full__progress", "arguments": {}, "_meta": {"progressToken": "tok"}}
+        params = {"name": f"{server}__progress", "arguments": {}, "_meta": {"progressToken": "tok"}}
         messages = await through.ask(5, "tools/call", params)
     progress = [m["params"] for m in messages if m.get("method") == "notifications/progress"]
     assert progress == [

@@ -31,6 +31,7 @@ from mcpd.supervisor.session import (
     Malformed,
     NotDelivered,
     ProgressCallback,
+    ProgressParams,
     RequestFailed,
 )
 from mcpd.supervisor.stdin import MAX_BACKLOG, STALLED_AFTER
@@ -68,16 +69,8 @@ class _Route(msgspec.Struct, frozen=True):
     method: str | None = None
 
 
-class _ProgressParams(msgspec.Struct, frozen=True, rename="camel"):
-    progress_token: int | str
-    progress: int | float
-    total: int | float | None = None
-    message: str | None = None
-    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
-
-
 class _ProgressNotification(msgspec.Struct, frozen=True):
-    params: _ProgressParams
+    params: ProgressParams
 
 
 class _Request(msgspec.Struct, frozen=True):

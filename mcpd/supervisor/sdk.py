@@ -4,12 +4,14 @@ HTTP) server, kept to the contract of ``session.Session``.
 Stdio children have a session of mcpd's own (``stdio_session``); this module, and so the SDK, is
 imported only once a remote server is configured (``sdkload``). An SDK upgrade touches this file
 and ``tests/test_sdk.py`` (which fails loudly when the SDK changes what this module relies on).
-It imports no private SDK module. It relies on two SDK behaviours beyond the public API. A
+It imports no private SDK module. It relies on three SDK behaviours beyond the public API. A
 request's HTTP POST runs in a copy of the context of the task that sent it (the SDK's context
 streams carry it), which is how ``track_call`` learns whether the server could have seen a
 request; and a server's request that arrives on that POST's response stream is answered in that
 same context, which is how the daemon knows exactly which call a remote server's sampling or
-elicitation request belongs to.
+elicitation request belongs to. And the session reads its transport's messages only through the
+read stream's ``receive`` and ``last_context`` (``_TappedStream``), where the server's progress
+notifications are picked up as it sent them.
 
 The HTTP client is ours, wrapped in ``_Watch``: it reports at once what the SDK would only log
 or retry quietly (a refused connection, a closed event stream, a session the server no longer
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
 import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -41,6 +44,7 @@ import structlog
 from mcp.client.session import ClientRequestContext, ClientSession, LoggingFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 
 import mcpd
 from mcpd.config.model import ServerConfig
@@ -72,6 +76,7 @@ from mcpd.supervisor.session import (
     Malformed,
     NotDelivered,
     ProgressCallback,
+    ProgressParams,
     Refused,
     RequestFailed,
     SessionHooks,
@@ -590,12 +595,100 @@ def _page(cursor: str | None) -> mcp_types.PaginatedRequestParams | None:
     return mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
 
 
+class _ProgressTap:
+    """Gives each progress notification of a call of ours to that call's relay as the server sent it,
+    read off the SDK's read stream (``tapping``): the SDK's own progress callback gets floats, and no
+    ``_meta``. A call's progress token is ours (the SDK's is its request id, given a callback), so
+    the SDK finds no request of its own for the notification and leaves it alone."""
+
+    def __init__(self) -> None:
+        self._relays: dict[str, ProgressCallback] = {}
+        self._tokens = itertools.count(1)
+
+    @contextlib.contextmanager
+    def relayed(
+        self, meta: dict[str, Any] | None, on_progress: ProgressCallback | None
+    ) -> Iterator[dict[str, Any] | None]:
+        """The request's ``_meta`` with a progress token of ours, whose notifications go to
+        ``on_progress`` until the request ends (``meta`` itself when no one asked for progress)."""
+        if on_progress is None:
+            yield meta
+            return
+        token = f"mcpd-{next(self._tokens)}"
+        self._relays[token] = on_progress
+        try:
+            yield {**(meta or {}), "progressToken": token}
+        finally:
+            del self._relays[token]
+
+    def tapping(self, inner: Any) -> Any:
+        """The SDK's read stream ``inner``, watched for progress (the session reads it through this)."""
+        return _TappedStream(inner, self)
+
+    def seen(self, item: object) -> None:
+        if not self._relays or not isinstance(item, SessionMessage):
+            return
+        message = item.message
+        if not isinstance(message, mcp_types.JSONRPCNotification) or message.method != mcp.PROGRESS:
+            return
+        try:
+            params = msgspec.convert(message.params, ProgressParams)
+        except msgspec.ValidationError:
+            return
+        relay = self._relays.get(str(params.progress_token))
+        if relay is None:
+            return
+        try:
+            relay(params.progress, params.total, params.message, params.meta)
+        except Exception:
+            # This runs in the SDK's receive loop: a relay that fails must not end the session.
+            log.exception("progress.relay_failed", token=str(params.progress_token))
+
+
+class _TappedStream:
+    """The SDK's ``ReadStream`` protocol over ``inner``, each item shown to the tap first. The
+    sender's context is ``inner``'s (``last_context``, which the SDK reads after each item)."""
+
+    def __init__(self, inner: Any, tap: _ProgressTap) -> None:
+        self._inner = inner
+        self._tap = tap
+
+    @property
+    def last_context(self) -> contextvars.Context | None:
+        context: contextvars.Context | None = getattr(self._inner, "last_context", None)
+        return context
+
+    async def receive(self) -> Any:
+        item = await self._inner.receive()
+        self._tap.seen(item)
+        return item
+
+    def __aiter__(self) -> _TappedStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _TappedStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
 class SdkSession:
     """``session.Session`` over the SDK's ``ClientSession`` (a remote server's)."""
 
-    def __init__(self, session: ClientSession, server: str) -> None:
+    def __init__(self, session: ClientSession, server: str, progress: _ProgressTap) -> None:
         self._session = session
         self._server = server
+        self._progress = progress
 
     async def initialize(self) -> ServerInfo:
         with _translated("initialize"):
@@ -671,19 +764,13 @@ class SdkSession:
         Raises ``TypeError`` for a result of a kind mcpd does not relay.
         """
 
-        async def relay(progress: float, total: float | None, message: str | None) -> None:
-            # The SDK passes on neither the notification's ``_meta`` nor an integer as such.
-            if on_progress is not None:
-                on_progress(progress, total, message, None)
-
         try:
-            with anyio.fail_after(max(0.0, deadline - anyio.current_time())), _translated("tools/call"):
-                result = await self._session.call_tool(
-                    tool,
-                    arguments,
-                    progress_callback=relay if on_progress is not None else None,
-                    meta=_request_meta(meta),
-                )
+            with (
+                anyio.fail_after(max(0.0, deadline - anyio.current_time())),
+                self._progress.relayed(meta, on_progress) as sent_meta,
+                _translated("tools/call"),
+            ):
+                result = await self._session.call_tool(tool, arguments, meta=_request_meta(sent_meta))
         except Refused as exc:
             return ToolResult.refused(exc.code, exc.message, exc.data)
         if not isinstance(result, mcp_types.CallToolResult):
@@ -805,6 +892,7 @@ async def open_http_session(
             hooks.resource_updated(str(message.params.uri), message.params.meta)
 
     callbacks = _server_request_callbacks(hooks.ask) if hooks.ask is not None else {}
+    progress = _ProgressTap()
     logging = _logging_callback(hooks.log) if hooks.log is not None else None
     async with (
         httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport) as http,
@@ -813,7 +901,7 @@ async def open_http_session(
             write,
         ),
         ClientSession(
-            read,
+            progress.tapping(read),
             write,
             message_handler=on_message,
             client_info=_CLIENT_INFO,
@@ -821,7 +909,7 @@ async def open_http_session(
             **callbacks,
         ) as session,
     ):
-        yield SdkSession(session, config.name)
+        yield SdkSession(session, config.name, progress)
 
 
 def is_connection_error(exc: BaseException) -> bool:

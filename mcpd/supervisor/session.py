@@ -121,6 +121,16 @@ def is_lost(exc: BaseException) -> bool:
     return isinstance(exc, ConnectionLost | NotDelivered)
 
 
+class ProgressParams(msgspec.Struct, frozen=True, rename="camel"):
+    """A server's ``notifications/progress``, its numbers as it wrote them (an integer stays one)."""
+
+    progress_token: int | str
+    progress: int | float
+    total: int | float | None = None
+    message: str | None = None
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
+
+
 ProgressCallback = Callable[[int | float, int | float | None, str | None, dict[str, Any] | None], None]
 """(progress, total, message, _meta) of a running request, as the server sent them."""
 

@@ -4,8 +4,9 @@ Run ``python -m mcpd.testing.fullserver [--transport stdio|http --port P]``. It 
 (no SDK, so nothing is dropped or added on its side): its tools, resources, templates and prompts
 carry ``icons``, ``annotations``, ``_meta``, ``execution``, argument titles and a field of a later
 revision (``x-later``); its answers and notifications carry ``_meta``; some requests fail with its
-own JSON-RPC errors (code, message and ``data``). Over HTTP it answers each POST with JSON and has
-no event stream, so it sends no notifications there.
+own JSON-RPC errors (code, message and ``data``). Over HTTP it has no standing event stream: it
+answers a POST with JSON, or, when it sent notifications while handling it (progress, log messages,
+updates), with an event stream of those and then the answer.
 
 What a test can ask of it, besides the lists:
 
@@ -156,8 +157,8 @@ def generic(name: str, count: int) -> list[dict[str, Any]]:
 class FullServer:
     def __init__(self, send: Any, name: str, tools: list[dict[str, Any]]) -> None:
         self._send = send
+        """Writes one message to the client (over HTTP, into the answer to the POST being handled)."""
         self.name = name
-        """Writes one message to the client, or None where the transport cannot (HTTP)."""
         self.tools = tools
         self.cancellations: list[Any] = []
         self.levels: list[str] = []
@@ -168,8 +169,7 @@ class FullServer:
         """Requests cancelled before their ``wait`` began (each runs on a thread of its own)."""
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
-        if self._send is not None:
-            self._send({"jsonrpc": "2.0", "method": method, "params": params})
+        self._send({"jsonrpc": "2.0", "method": method, "params": params})
 
     def handle(self, message: dict[str, Any]) -> dict[str, Any] | None:
         """The response to one message (None for a notification)."""
@@ -336,20 +336,37 @@ def serve_stdio(name: str, tools: list[dict[str, Any]]) -> None:
 
 
 def serve_http(port: int, name: str, tools: list[dict[str, Any]]) -> None:
-    server = FullServer(None, name, tools)
+    during = threading.local()
+    """What the server sent while handling the POST of this thread (each POST has a thread)."""
+
+    def send(message: dict[str, Any]) -> None:
+        sink = getattr(during, "sent", None)
+        if sink is not None:
+            sink.append(message)
+
+    server = FullServer(send, name, tools)
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            response = server.handle(json.loads(body))
+            during.sent = []
+            try:
+                response = server.handle(json.loads(body))
+            finally:
+                sent, during.sent = during.sent, None
             if response is None:
                 self.send_response(202)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
-            data = json.dumps(response).encode()
+            if sent:
+                events = [*sent, response]
+                data = b"".join(f"event: message\ndata: {json.dumps(m)}\n\n".encode() for m in events)
+                content_type = "text/event-stream"
+            else:
+                data, content_type = json.dumps(response).encode(), "application/json"
             self.send_response(200)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
