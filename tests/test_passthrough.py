@@ -250,6 +250,28 @@ async def test_fields_no_revision_defines_pass_too(setup: Setup, kind: str) -> N
 
 
 @pytest.mark.parametrize("kind", HOSTS)
+async def test_results_keep_fields_no_revision_defines(setup: Setup, kind: str) -> None:
+    """A stdio server's results of a call, a read, a prompt and a completion reach the host with the
+    fields mcpd does not model beside its own, as the server sent them (mcpd's session read each
+    into a struct of the fields it names, and dropped the rest)."""
+    greet = {"type": "ref/prompt", "name": "full__greet"}
+    async with raw(setup, kind) as through:
+        called = await through.result("tools/call", {"name": "full__plain", "arguments": {}})
+        read = await through.result("resources/read", {"uri": "mcpd://full/full://r/0"})
+        got = await through.result("prompts/get", {"name": "full__greet", "arguments": {"name": "Ada"}})
+        completed = await through.result(
+            "completion/complete", {"ref": greet, "argument": {"name": "name", "value": "A"}}
+        )
+    assert called == {
+        "content": [{"type": "text", "text": "plain done"}],
+        "_meta": META,
+        "x-later": {"kept": True},
+    }
+    assert [result["x-later"] for result in (read, got, completed)] == [{"kept": True}] * 3
+    assert read["contents"][0]["uri"] == "mcpd://full/full://r/0"  # mcpd's fields over the server's
+
+
+@pytest.mark.parametrize("kind", HOSTS)
 @pytest.mark.parametrize("server", SERVERS)
 async def test_results_keep_their_meta(setup: Setup, kind: str, server: str) -> None:
     """A read (and each of its contents), a prompt and a completion carry the server's ``_meta``."""

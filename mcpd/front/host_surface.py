@@ -98,9 +98,9 @@ async def prompts(core: Core, servers: list[str] | None) -> list[Prompt]:
     ]
 
 
-async def read(core: Core, params: mcp.ReadResourceParams) -> mcp.ReadResourceResult:
+async def read(core: Core, params: mcp.ReadResourceParams) -> mcp.ReadResourceResult | dict[str, Any]:
     result = await surface.read(core, ReadParams(uri=params.uri, meta=mcp.passed_meta(params.meta)))
-    return mcp.ReadResourceResult(
+    read = mcp.ReadResourceResult(
         contents=[
             mcp.with_extra(
                 mcp.ResourceContents(
@@ -112,15 +112,16 @@ async def read(core: Core, params: mcp.ReadResourceParams) -> mcp.ReadResourceRe
         ],
         meta=_opt(result.meta),
     )
+    return mcp.with_extra(read, result.extra)
 
 
-async def get_prompt(core: Core, params: mcp.GetPromptParams) -> mcp.GetPromptResult:
+async def get_prompt(core: Core, params: mcp.GetPromptParams) -> mcp.GetPromptResult | dict[str, Any]:
     actor, name = surface.resolve_prompt(core, params.name)
     get = PromptGetParams(
         name=name, server=actor.name, arguments=params.arguments or {}, meta=mcp.passed_meta(params.meta)
     )
     result = await surface.get_prompt(core, get)
-    return mcp.GetPromptResult(
+    got = mcp.GetPromptResult(
         description=_opt(result.description),
         messages=[
             mcp.PromptMessage(role=m.role, content=surface.qualify_content(actor.name, m.content))
@@ -128,17 +129,19 @@ async def get_prompt(core: Core, params: mcp.GetPromptParams) -> mcp.GetPromptRe
         ],
         meta=_opt(result.meta),
     )
+    return mcp.with_extra(got, result.extra)
 
 
-async def complete(core: Core, params: mcp.CompleteRequestParams) -> mcp.CompleteResult:
+async def complete(core: Core, params: mcp.CompleteRequestParams) -> mcp.CompleteResult | dict[str, Any]:
     ask = CompleteParams(
         ref=params.ref, argument=params.argument, context=params.context, meta=mcp.passed_meta(params.meta)
     )
     result = await surface.complete(core, ask)
     found = result.completion
-    return mcp.CompleteResult(
+    completed = mcp.CompleteResult(
         completion=mcp.CompletionValues(
             values=found.values, total=_opt(found.total), has_more=_opt(found.has_more)
         ),
         meta=_opt(result.meta),
     )
+    return mcp.with_extra(completed, result.extra)

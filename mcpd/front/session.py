@@ -84,14 +84,14 @@ _GAVE_UP = (ServerState.FAILED, ServerState.STOPPED, ServerState.DISABLED)
 @dataclass(frozen=True)
 class _Handler:
     params: type[msgspec.Struct]
-    run: Callable[[HostSession, Any], Awaitable[msgspec.Struct]]
+    run: Callable[[HostSession, Any], Awaitable[msgspec.Struct | dict[str, Any]]]
 
 
 _REQUESTS: dict[str, _Handler] = {}
 
 
 def _request(method: str, params: type[msgspec.Struct]) -> Callable[[Any], Any]:
-    def register(run: Callable[[HostSession, Any], Awaitable[msgspec.Struct]]) -> Any:
+    def register(run: Callable[[HostSession, Any], Awaitable[msgspec.Struct | dict[str, Any]]]) -> Any:
         _REQUESTS[method] = _Handler(params, run)
         return run
 
@@ -139,10 +139,11 @@ def _budgeted(tools: list[ToolEntry], rendered: Rendered, budget: int) -> mcp.Ca
         rendered = render(tools, max(0, budget - cost))
 
 
-def _relay(result: ToolResult, server: str | None) -> mcp.CallToolResult:
-    """The result as ``server`` gave it, the URIs of its resource links and embedded resources
-    qualified (the host reads them back by those); its JSON-RPC error as that error (-32042 and its
-    ``data`` ask the host for a URL elicitation, which a tool error's text cannot)."""
+def _relay(result: ToolResult, server: str | None) -> mcp.CallToolResult | dict[str, Any]:
+    """The result as ``server`` gave it (the fields mcpd does not model too), the URIs of its resource
+    links and embedded resources qualified (the host reads them back by those); its JSON-RPC error as
+    that error (-32042 and its ``data`` ask the host for a URL elicitation, which a tool error's text
+    cannot)."""
     if result.refusal is not None:
         raise server_error(result.refusal.code, result.refusal.message, result.refusal.data)
     structured = msgspec.UNSET if result.structured_content is None else result.structured_content
@@ -151,7 +152,10 @@ def _relay(result: ToolResult, server: str | None) -> mcp.CallToolResult:
     content = (
         result.content if server is None else [surface.qualify_content(server, b) for b in result.content]
     )
-    return mcp.CallToolResult(content=content, structured_content=structured, is_error=is_error, meta=meta_)
+    relayed = mcp.CallToolResult(
+        content=content, structured_content=structured, is_error=is_error, meta=meta_
+    )
+    return mcp.with_extra(relayed, result.extra)
 
 
 class _Tasks:
@@ -629,7 +633,7 @@ class HostSession:
 
     async def call(
         self, name: str, arguments: dict[str, Any], meta_: dict[str, Any] | None
-    ) -> mcp.CallToolResult:
+    ) -> mcp.CallToolResult | dict[str, Any]:
         if name == meta.SEARCH:
             return await self._search(arguments)
         if name == meta.CONNECT:
@@ -817,7 +821,7 @@ async def _list_tools(session: HostSession, params: mcp.Paginated) -> mcp.ListTo
 
 
 @_request("tools/call", mcp.CallToolParams)
-async def _call_tool(session: HostSession, params: mcp.CallToolParams) -> mcp.CallToolResult:
+async def _call_tool(session: HostSession, params: mcp.CallToolParams) -> mcp.CallToolResult | dict[str, Any]:
     try:
         return await session.call(params.name, params.arguments or {}, params.meta)
     except McpdError as exc:
@@ -847,7 +851,9 @@ async def _list_prompts(session: HostSession, params: mcp.Paginated) -> mcp.List
 
 
 @_request("resources/read", mcp.ReadResourceParams)
-async def _read_resource(session: HostSession, params: mcp.ReadResourceParams) -> mcp.ReadResourceResult:
+async def _read_resource(
+    session: HostSession, params: mcp.ReadResourceParams
+) -> mcp.ReadResourceResult | dict[str, Any]:
     return await host_surface.read(session.core, params)
 
 
@@ -864,12 +870,16 @@ async def _unsubscribe(session: HostSession, params: mcp.UriParams) -> mcp.Empty
 
 
 @_request("prompts/get", mcp.GetPromptParams)
-async def _get_prompt(session: HostSession, params: mcp.GetPromptParams) -> mcp.GetPromptResult:
+async def _get_prompt(
+    session: HostSession, params: mcp.GetPromptParams
+) -> mcp.GetPromptResult | dict[str, Any]:
     return await host_surface.get_prompt(session.core, params)
 
 
 @_request("completion/complete", mcp.CompleteRequestParams)
-async def _complete(session: HostSession, params: mcp.CompleteRequestParams) -> mcp.CompleteResult:
+async def _complete(
+    session: HostSession, params: mcp.CompleteRequestParams
+) -> mcp.CompleteResult | dict[str, Any]:
     try:
         return await host_surface.complete(session.core, params)
     except UnknownResource as exc:

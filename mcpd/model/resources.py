@@ -82,6 +82,8 @@ class ReadResult(msgspec.Struct, frozen=True, kw_only=True):
     contents: list[ResourceContents]
     meta: dict[str, Any] | None = None
     """The result's ``_meta``, as the server sent it."""
+    extra: Extra = None
+    """The result's fields mcpd does not model (as ``ResourceInfo.extra``)."""
 
 
 class PromptMessage(msgspec.Struct, frozen=True, kw_only=True):
@@ -95,6 +97,8 @@ class PromptResult(msgspec.Struct, frozen=True, kw_only=True):
     messages: list[PromptMessage]
     meta: dict[str, Any] | None = None
     """The result's ``_meta``, as the server sent it."""
+    extra: Extra = None
+    """The result's fields mcpd does not model (as ``ResourceInfo.extra``)."""
 
 
 # -- socket methods ---------------------------------------------------------------------------
@@ -209,3 +213,5 @@ class CompleteResult(msgspec.Struct, frozen=True, kw_only=True):
     completion: Completion
     meta: dict[str, Any] | None = None
     """The result's ``_meta``, as the server sent it."""
+    extra: Extra = None
+    """The result's fields mcpd does not model (as ``ResourceInfo.extra``)."""

@@ -73,6 +73,9 @@ class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
     """None: the server left ``isError`` out (no failure, as with ``False``; hosts get it left out)."""
     meta: dict[str, Any] | None = None
     """The result's ``_meta``, as the server sent it."""
+    extra: dict[str, Any] | None = None
+    """The result's fields mcpd does not model (fields of later protocol revisions), by their wire
+    names, as the server sent them (None: none)."""
     refusal: Refusal | None = None
     """The server's JSON-RPC error, relayed as such to hosts; ``content`` then holds its message
     (and ``is_error`` is set) for callers that read results alone."""

@@ -56,6 +56,7 @@ from mcpd.supervisor.session import (
     if_served,
     prompt_info,
     resource_info,
+    split,
     template_info,
     tool_info,
 )
@@ -65,6 +66,7 @@ from mcpd.tally import FIRST, Tally
 log = structlog.get_logger("mcpd.supervisor")
 
 T = TypeVar("T")
+W = TypeVar("W", bound=msgspec.Struct)
 Item = TypeVar("Item")
 
 
@@ -191,14 +193,18 @@ _resources = msgspec.json.Decoder(_Resources, strict=False)
 _templates = msgspec.json.Decoder(_Templates, strict=False)
 _prompts = msgspec.json.Decoder(_Prompts, strict=False)
 _item = msgspec.json.Decoder(dict[str, Any])
-_read = msgspec.json.Decoder(_Read, strict=False)
-_get_prompt = msgspec.json.Decoder(_GetPrompt, strict=False)
-_complete = msgspec.json.Decoder(_Complete, strict=False)
-_call_result = msgspec.json.Decoder(_CallResult, strict=False)
 _anything = msgspec.json.Decoder()
 _message = msgspec.json.Decoder(_Message)
 _batch = msgspec.json.Decoder(list[msgspec.Raw])
 _encoder = msgspec.json.Encoder()
+
+
+def _split(method: str, result: Any, shape: type[W]) -> tuple[W, dict[str, Any] | None]:
+    """``result`` as ``shape``, and its fields ``shape`` does not model (those of later revisions)."""
+    try:
+        return split(result, shape)
+    except DECODE_FAILURES as exc:
+        raise Malformed(f"an invalid answer to {method}: {exc}") from None
 
 
 def _params(raw: msgspec.Raw, shape: type[T]) -> T:
@@ -272,6 +278,12 @@ class StdioSession:
                     exc.answer, self._unreadable_answers, f"an answer to {method} mcpd could not read"
                 )
             raise
+
+    async def _result(
+        self, method: str, params: dict[str, Any] | None, shape: type[W]
+    ) -> tuple[W, dict[str, Any] | None]:
+        """The result as ``shape``, and its fields ``shape`` does not model as the server sent them."""
+        return _split(method, await self._request(method, params, _anything), shape)
 
     async def _request(
         self, method: str, params: dict[str, Any] | None, decoder: msgspec.json.Decoder[T]
@@ -378,7 +390,8 @@ class StdioSession:
         on_progress: ProgressCallback | None,
         meta: dict[str, Any] | None = None,
     ) -> ToolResult:
-        """The per-call hot path: one encode, one decode; content blocks relayed as they came."""
+        """The per-call hot path: one encode, one decode (and a shallow check of the result's shape,
+        which keeps the fields mcpd does not model); content blocks relayed as they came."""
         params = {"name": tool, "arguments": arguments}
         if meta:
             params["_meta"] = meta
@@ -387,14 +400,16 @@ class StdioSession:
             # A JSON-RPC error response: the server handled the request and refused it.
             return ToolResult.refused(reply.error.code, reply.error.message, reply.error.data)
         try:
-            result = _call_result.decode(reply.result)
+            answer = _anything.decode(reply.result)
         except DECODE_FAILURES as exc:
             raise Malformed(f"an invalid result: {exc}") from None
+        result, extra = _split("tools/call", answer, _CallResult)
         return ToolResult(
             content=result.content,
             structured_content=result.structured_content,
             is_error=result.is_error,
             meta=result.meta,
+            extra=extra,
         )
 
     def can_subscribe(self) -> bool:
@@ -402,20 +417,20 @@ class StdioSession:
         return resources is not None and bool(resources.get("subscribe"))
 
     async def read_resource(self, uri: str, meta: dict[str, Any] | None = None) -> ReadResult:
-        result = await self._request("resources/read", _with_meta({"uri": uri}, meta), _read)
+        result, extra = await self._result("resources/read", _with_meta({"uri": uri}, meta), _Read)
         try:
             parts = [contents(c) for c in result.contents]
         except DECODE_FAILURES as exc:
             raise Malformed(f"an invalid answer to resources/read: {exc}") from None
-        return ReadResult(contents=parts, meta=result.meta)
+        return ReadResult(contents=parts, meta=result.meta, extra=extra)
 
     async def get_prompt(
         self, name: str, arguments: dict[str, str], meta: dict[str, Any] | None = None
     ) -> PromptResult:
         params: dict[str, Any] = {"name": name, **({"arguments": arguments} if arguments else {})}
-        result = await self._request("prompts/get", _with_meta(params, meta), _get_prompt)
+        result, extra = await self._result("prompts/get", _with_meta(params, meta), _GetPrompt)
         messages = [PromptMessage(role=m.role, content=m.content) for m in result.messages]
-        return PromptResult(description=result.description, messages=messages, meta=result.meta)
+        return PromptResult(description=result.description, messages=messages, meta=result.meta, extra=extra)
 
     async def subscribe_resource(self, uri: str) -> None:
         await self._request("resources/subscribe", {"uri": uri}, _anything)
@@ -450,10 +465,10 @@ class StdioSession:
         params: dict[str, Any] = {"ref": reference, "argument": {"name": name, "value": value}}
         if context is not None:
             params["context"] = {"arguments": context}
-        result = await self._request("completion/complete", _with_meta(params, meta), _complete)
+        result, extra = await self._result("completion/complete", _with_meta(params, meta), _Complete)
         found = result.completion
         completion = Completion(values=found.values, total=found.total, has_more=found.has_more)
-        return CompleteResult(completion=completion, meta=result.meta)
+        return CompleteResult(completion=completion, meta=result.meta, extra=extra)
 
     # -- what the server sends on its own -------------------------------------------------------
 

@@ -3,10 +3,11 @@
 Run ``python -m mcpd.testing.fullserver [--transport stdio|http --port P]``. It speaks raw JSON-RPC
 (no SDK, so nothing is dropped or added on its side): its tools, resources, templates and prompts
 carry ``icons``, ``annotations``, ``_meta``, ``execution``, argument titles and a field of a later
-revision (``x-later``); its answers and notifications carry ``_meta``; some requests fail with its
-own JSON-RPC errors (code, message and ``data``). Over HTTP it has no standing event stream: it
-answers a POST with JSON, or, when it sent notifications while handling it (progress, log messages,
-updates), with an event stream of those and then the answer.
+revision (``x-later``, as do its results of calls, reads, prompts and completions); its answers and
+notifications carry ``_meta``; some requests fail with its own JSON-RPC errors (code, message and
+``data``). Over HTTP it has no standing event stream: it answers a POST with JSON, or, when it sent
+notifications while handling it (progress, log messages, updates), with an event stream of those
+and then the answer.
 
 What a test can ask of it, besides the lists:
 
@@ -232,7 +233,8 @@ class FullServer:
         if method == "completion/complete":
             if params["argument"]["name"] == "fail":
                 raise RpcError(-32050, "no completions today", {"why": "closed"})
-            return {"completion": {"values": ["v1", "v2"], "total": 2, "hasMore": False}, "_meta": META}
+            completion = {"values": ["v1", "v2"], "total": 2, "hasMore": False}
+            return {"completion": completion, "_meta": META, **LATER}
         if method == "tools/call":
             if "error" in (asked := params.get("arguments") or {}):  # fail as told, whatever the tool
                 raise RpcError(asked["error"]["code"], asked["error"]["message"], asked["error"].get("data"))
@@ -248,7 +250,7 @@ class FullServer:
             {"uri": uri, "mimeType": "text/plain", "text": "hello", "_meta": META, **LATER},
             {"uri": f"{uri}#blob", "blob": "AAEC"},
         ]
-        return {"contents": contents, "_meta": META}
+        return {"contents": contents, "_meta": META, **LATER}
 
     def _prompt(self, name: str, arguments: dict[str, str]) -> dict[str, Any]:
         if name == "broken":
@@ -260,6 +262,7 @@ class FullServer:
             "description": "a greeting",
             "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
             "_meta": META,
+            **LATER,
         }
 
     def _call(self, params: dict[str, Any], request_id: Any) -> dict[str, Any]:
@@ -307,7 +310,7 @@ class FullServer:
             return {"content": [{"type": "text", "text": json.dumps(self.cancellations)}]}
         elif name == "levels":
             return {"content": [{"type": "text", "text": json.dumps(self.levels)}]}
-        return {"content": [{"type": "text", "text": f"{name} done"}], "_meta": META}
+        return {"content": [{"type": "text", "text": f"{name} done"}], "_meta": META, **LATER}
 
 
 def serve_stdio(name: str, tools: list[dict[str, Any]]) -> None:
