@@ -16,7 +16,25 @@ import pytest
 from mcpd.client.aio import connect
 from mcpd.client.channel import Channel, open_channel
 from mcpd.discovery.render import estimate_tokens
-from mcpd.errors import ProtocolError
+from mcpd.errors import (
+    SERVER_ERROR,
+    CallTimeout,
+    ConfigError,
+    InvalidParams,
+    NotApproved,
+    PeerRejected,
+    ProtocolError,
+    ServerNotRunning,
+    TooManyRequests,
+    TransportError,
+    UnknownMethod,
+    UnknownPrompt,
+    UnknownResource,
+    UnknownServer,
+    UnknownTool,
+    Unsupported,
+)
+from mcpd.front.rpc_errors import rpc_code, rpc_error
 from mcpd.front.session import HELD_LIMIT
 from mcpd.model.mcp import TOO_MANY_REQUESTS, InitializeParams, SessionState
 from mcpd.testing import fixture_toml
@@ -31,6 +49,30 @@ async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Daem
     path.write_text(fixture_toml("tools"))
     async with running_daemon(path) as running:
         yield running
+
+
+def test_each_error_of_mcpd_has_the_json_rpc_code_mcp_names_for_it() -> None:
+    """A host is answered with JSON-RPC's and MCP's codes, one per class (a subclass has its
+    parent's, any class not listed -32603), the message alone, the class and its details in
+    ``data``; a server's own error behind one as the server sent it."""
+
+    class Later(UnknownTool):
+        pass
+
+    asked = [UnknownTool, Later, UnknownPrompt, UnknownServer, InvalidParams, UnknownResource]
+    asked += [UnknownMethod, Unsupported, CallTimeout, TooManyRequests]
+    asked += [ServerNotRunning, NotApproved, TransportError, ConfigError, PeerRejected]
+    codes = [-32602] * 5 + [-32002, -32601, -32601, -32001, -32012] + [-32603] * 5
+    assert [rpc_code(cls("x")) for cls in asked] == codes
+    down = rpc_error(ServerNotRunning("server 'x' is failed", {"server": "x", "state": "failed"}))
+    assert (down.code, down.message, down.data) == (
+        -32603,
+        "server 'x' is failed",
+        {"type": "ServerNotRunning", "server": "x", "state": "failed"},
+    )
+    server_error = {"code": -32050, "message": "not today", "data": [1]}
+    refused = rpc_error(UnknownResource("x refused it", {"server": "x", SERVER_ERROR: server_error}))
+    assert (refused.code, refused.message, refused.data) == (-32050, "not today", [1])
 
 
 class Peer:
