@@ -116,8 +116,13 @@ class Raw:
     """A host speaking raw JSON-RPC through the bridge or over HTTP: it sees every field and number
     as mcpd wrote it."""
 
-    def __init__(self, ask: Callable[[dict[str, Any]], Any]) -> None:
+    def __init__(self, ask: Callable[[dict[str, Any]], Any], tell: Callable[[dict[str, Any]], Any]) -> None:
         self._ask = ask
+        self._tell = tell
+
+    async def tell(self, method: str, params: dict[str, Any]) -> None:
+        """Send a notification."""
+        await self._tell({"method": method, "params": params})
 
     async def ask(self, request_id: int, method: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         """Every message the host gets until the answer, the answer last."""
@@ -148,7 +153,7 @@ async def raw(setup: Setup, kind: str) -> AsyncIterator[Raw]:
             await over_bridge({"id": 1, "method": "initialize", "params": initialize})
             await bridge.send({"method": "notifications/initialized"})
             try:
-                yield Raw(over_bridge)
+                yield Raw(over_bridge, bridge.send)
             finally:
                 process.terminate()
         return
@@ -163,12 +168,16 @@ async def raw(setup: Setup, kind: str) -> AsyncIterator[Raw]:
                 return [response.json()]
             return [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
 
+        async def tell_http(message: dict[str, Any]) -> None:
+            response = await http.post(url, json={"jsonrpc": "2.0", **message})
+            assert response.status_code == 202, response.text
+
         opened = await http.post(
             url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize}
         )
         http.headers["Mcp-Session-Id"] = opened.headers["mcp-session-id"]
         await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
-        yield Raw(over_http)
+        yield Raw(over_http, tell_http)
 
 
 def mine(items: list[dict[str, Any]], server: str, key: str) -> dict[str, dict[str, Any]]:
@@ -505,6 +514,33 @@ async def test_the_hosts_cancellation_reason_reaches_the_server(setup: Setup, ki
             while len(cancelled := json.loads(await text_of(through, "full__cancellations"))) == before:
                 await anyio.sleep(0.05)
     assert cancelled[-1]["reason"] == "caller cancelled"
+
+
+@pytest.mark.parametrize("kind", HOSTS)
+@pytest.mark.parametrize("server", SERVERS)
+async def test_a_hosts_own_cancellation_reason_reaches_the_server(
+    setup: Setup, kind: str, server: str
+) -> None:
+    """The reason a host gives when it cancels a call reaches the server as it gave it, a remote
+    server too (the daemon's SDK session gave its own instead, "caller cancelled")."""
+    call = {"name": f"{server}__wait", "arguments": {"seconds": 30}}
+    async with host(setup, kind) as watcher, raw(setup, kind) as through:
+        before = len(json.loads(await text_of(watcher, f"{server}__cancellations")))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(through.ask, 77, "tools/call", call)  # never answered: it is cancelled
+            with anyio.fail_after(30):
+                while await text_of(watcher, f"{server}__waiting") == "0":
+                    await anyio.sleep(0.05)
+            await through.tell(
+                "notifications/cancelled", {"requestId": 77, "reason": "the user pressed stop"}
+            )
+            with anyio.fail_after(30):
+                while (
+                    len(cancelled := json.loads(await text_of(watcher, f"{server}__cancellations"))) == before
+                ):
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+    assert cancelled[-1]["reason"] == "the user pressed stop"
 
 
 async def text_of(session: ClientSession, tool: str) -> str:

@@ -26,13 +26,13 @@ from msgspec import UNSET
 from mcpd.errors import DECODE_FAILURES
 from mcpd.supervisor import lenient
 from mcpd.supervisor.session import (
-    CancelReason,
     ConnectionLost,
     Malformed,
     NotDelivered,
     ProgressCallback,
     ProgressParams,
     RequestFailed,
+    cancel_reason,
 )
 from mcpd.supervisor.stdin import MAX_BACKLOG, STALLED_AFTER
 
@@ -97,10 +97,8 @@ WITHDRAWN = "cancelled by the caller"
 
 
 def _reason(exc: BaseException) -> str:
-    """The reason the caller gave with its cancellation (``CancelReason``), if it gave one."""
-    if isinstance(exc, asyncio.CancelledError) and exc.args and isinstance(exc.args[0], CancelReason):
-        return str(exc.args[0])
-    return WITHDRAWN
+    """The reason the caller gave with its cancellation, or ``WITHDRAWN``."""
+    return cancel_reason(exc) or WITHDRAWN
 
 
 class NotReading(RequestFailed):

@@ -4,14 +4,16 @@ HTTP) server, kept to the contract of ``session.Session``.
 Stdio children have a session of mcpd's own (``stdio_session``); this module, and so the SDK, is
 imported only once a remote server is configured (``sdkload``). An SDK upgrade touches this file
 and ``tests/test_sdk.py`` (which fails loudly when the SDK changes what this module relies on).
-It imports no private SDK module. It relies on three SDK behaviours beyond the public API. A
+It imports no private SDK module. It relies on four SDK behaviours beyond the public API. A
 request's HTTP POST runs in a copy of the context of the task that sent it (the SDK's context
 streams carry it), which is how ``track_call`` learns whether the server could have seen a
 request; and a server's request that arrives on that POST's response stream is answered in that
 same context, which is how the daemon knows exactly which call a remote server's sampling or
-elicitation request belongs to. And the session reads its transport's messages only through the
-read stream's ``receive`` and ``last_context`` (``_TappedStream``), where the server's progress
-notifications are picked up as it sent them.
+elicitation request belongs to. The session reads its transport's messages only through the read
+stream's ``receive`` and ``last_context`` (``_TappedStream``), where the server's progress
+notifications are picked up as it sent them. And it writes the cancellation of a request its caller
+cancelled in the caller's task, while handling that cancellation (``_ReasonedWrites`` gives it the
+caller's reason).
 
 The HTTP client is ours, wrapped in ``_Watch``: it reports at once what the SDK would only log
 or retry quietly (a refused connection, a closed event stream, a session the server no longer
@@ -30,6 +32,7 @@ import contextlib
 import contextvars
 import itertools
 import re
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -82,6 +85,7 @@ from mcpd.supervisor.session import (
     SessionHooks,
     StatusRefused,
     TransportFailed,
+    cancel_reason,
     carried,
     contents,
     every_page,
@@ -682,6 +686,38 @@ class _TappedStream:
         await self.aclose()
 
 
+class _ReasonedWrites:
+    """The SDK's ``WriteStream`` protocol over ``inner``: the cancellation the SDK sends for a request
+    whose caller cancelled it with a reason (``CancelReason``: a host's) carries that reason, not the
+    SDK's own "caller cancelled". The SDK writes it in the caller's task while it handles that
+    cancellation, so the cancellation is the exception being handled there (``sys.exc_info``)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    async def send(self, item: Any) -> None:
+        await self._inner.send(_with_reason(item, cancel_reason(sys.exc_info()[1])))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _ReasonedWrites:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+def _with_reason(item: Any, reason: str | None) -> Any:
+    if reason is None or not isinstance(item, SessionMessage):
+        return item
+    message = item.message
+    if not isinstance(message, mcp_types.JSONRPCNotification) or message.method != mcp.CANCELLED:
+        return item
+    params = {**(message.params or {}), "reason": reason}
+    return SessionMessage(message=message.model_copy(update={"params": params}), metadata=item.metadata)
+
+
 class SdkSession:
     """``session.Session`` over the SDK's ``ClientSession`` (a remote server's)."""
 
@@ -902,7 +938,7 @@ async def open_http_session(
         ),
         ClientSession(
             progress.tapping(read),
-            write,
+            _ReasonedWrites(write),
             message_handler=on_message,
             client_info=_CLIENT_INFO,
             logging_callback=logging,

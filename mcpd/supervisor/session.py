@@ -9,6 +9,7 @@ set, besides ``TimeoutError``: requests keep to the caller's cancel scope (``any
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -110,10 +111,17 @@ class Malformed(RequestFailed):
 
 class CancelReason(str):
     """Why a caller cancelled its request: cancelling the request's task with one as the message
-    (``task.cancel(CancelReason(...))``) gives it to the server in ``notifications/cancelled`` (stdio
-    servers). A plain message, such as anyio's, is not one."""
+    (``task.cancel(CancelReason(...))``) gives it to the server in ``notifications/cancelled``. A plain
+    message, such as anyio's, is not one."""
 
     __slots__ = ()
+
+
+def cancel_reason(exc: BaseException | None) -> str | None:
+    """The reason the caller gave with its cancellation ``exc`` (``CancelReason``), if it gave one."""
+    if isinstance(exc, asyncio.CancelledError) and exc.args and isinstance(exc.args[0], CancelReason):
+        return str(exc.args[0])
+    return None
 
 
 def is_lost(exc: BaseException) -> bool:
