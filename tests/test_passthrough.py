@@ -447,6 +447,26 @@ async def test_mcpds_own_refusals_of_a_call_have_mcps_codes(setup: Setup, kind: 
     ]
 
 
+@pytest.mark.parametrize("kind", HOSTS)
+async def test_wrong_arguments_of_a_tool_there_are_a_tool_error(setup: Setup, kind: str) -> None:
+    """Arguments mcpd refuses for a tool that is there (``mcpd_request_capability`` without its
+    ``capability``, arguments nested deeper than any server takes) are a tool error the model reads
+    and corrects, as MCP 2025-11-25 says of input validation errors (SEP-1303), not a protocol
+    error: only a tool that is not there is one."""
+    nested: dict[str, Any] = {}
+    for _ in range(80):
+        nested = {"n": nested}
+    async with host(setup, kind) as through:
+        missing = await through.call_tool("mcpd_request_capability", {})
+        deep = await through.call_tool("full__plain", nested)
+    assert missing.is_error and dump(missing)["content"] == [
+        {"type": "text", "text": "mcpd_request_capability needs a non-empty string `capability`"}
+    ]
+    assert deep.is_error and dump(deep)["content"] == [
+        {"type": "text", "text": "arguments nested deeper than 64 levels"}
+    ]
+
+
 async def test_socket_clients_get_the_servers_error_in_the_data(setup: Setup) -> None:
     """The library keeps its one class per code; the server's own error is in ``data``."""
     async with connect(setup.daemon.socket) as client:

@@ -47,10 +47,6 @@ RPC_CODES: dict[type[McpdError], int] = {
 internal error: the request was sound and mcpd could not carry it out (a server not running or
 gone, one the trust gate holds back, a configuration it cannot use)."""
 
-HOST_FAULTS = frozenset({mcp.METHOD_NOT_FOUND, mcp.INVALID_PARAMS, mcp.RESOURCE_NOT_FOUND})
-"""Codes that say the host asked for what is not there, or asked wrongly (a protocol error of a tool
-call, MCP says); the others say a sound request could not be carried out."""
-
 
 class RpcError(Exception):
     """Ends a request with a JSON-RPC error response."""

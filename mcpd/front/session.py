@@ -35,11 +35,12 @@ from mcpd.errors import (
     McpdError,
     UnknownResource,
     UnknownServer,
+    UnknownTool,
     server_refusal,
 )
 from mcpd.front import calls, host_surface, meta, surface
 from mcpd.front.core import Caller, Core
-from mcpd.front.rpc_errors import HOST_FAULTS, RpcError, rpc_error, server_error
+from mcpd.front.rpc_errors import RpcError, rpc_error, server_error
 from mcpd.front.server_requests import HOST_REQUEST, HostAnswerer, RunningCall
 from mcpd.model import mcp
 from mcpd.model.logs import LogMessage
@@ -825,12 +826,13 @@ async def _call_tool(session: HostSession, params: mcp.CallToolParams) -> mcp.Ca
     try:
         return await session.call(params.name, params.arguments or {}, params.meta)
     except McpdError as exc:
-        error = rpc_error(exc)
-        # A tool that is not there is a protocol error (MCP); a meta tool's wrong argument and a call
-        # that could not run now are the tool's errors: the host's model sees why, and can try
-        # something else.
-        if server_refusal(exc) is not None or (error.code in HOST_FAULTS and params.name not in meta.OWN):
-            raise error from None
+        # A tool that is not there is a protocol error (MCP). Wrong arguments of one that is (MCP
+        # 2025-11-25: input validation errors), a meta tool's wrong argument and a call that could
+        # not run now are the tool's errors: the host's model sees why, and can correct the call or
+        # try something else.
+        unknown = isinstance(exc, UnknownTool | UnknownServer) and params.name not in meta.OWN
+        if unknown or server_refusal(exc) is not None:
+            raise rpc_error(exc) from None
         return _text(exc.message, error=True)
 
 
