@@ -28,9 +28,7 @@ from mcpd.errors import (
     server_refusal,
 )
 from mcpd.model import mcp
-
-REQUEST_TIMEOUT = -32001
-"""No answer in time: the code both MCP SDKs (Python, TypeScript) give a request that timed out."""
+from mcpd.model.requests import TIMED_OUT
 
 RPC_CODES: dict[type[McpdError], int] = {
     UnknownMethod: mcp.METHOD_NOT_FOUND,
@@ -40,7 +38,7 @@ RPC_CODES: dict[type[McpdError], int] = {
     UnknownTool: mcp.INVALID_PARAMS,  # MCP: "Unknown tool" is invalid params
     UnknownPrompt: mcp.INVALID_PARAMS,
     UnknownResource: mcp.RESOURCE_NOT_FOUND,
-    CallTimeout: REQUEST_TIMEOUT,
+    CallTimeout: TIMED_OUT,  # no answer in time: what the MCP SDKs give a request that timed out
     TooManyRequests: mcp.TOO_MANY_REQUESTS,
 }
 """Each class's JSON-RPC code (a subclass has its parent's unless listed); any other is -32603, an
