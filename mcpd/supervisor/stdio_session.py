@@ -112,6 +112,10 @@ class _CallResult(msgspec.Struct, frozen=True, rename="camel"):
     meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
 
 
+class _PlainCallResult(_CallResult, frozen=True, forbid_unknown_fields=True):
+    """A result with only the fields mcpd models: the common case, decoded in one step."""
+
+
 class _Tools(msgspec.Struct, frozen=True, rename="camel"):
     tools: list[msgspec.Raw]
     """Each read apart (``_valid``): one invalid tool must not take the others with it."""
@@ -194,9 +198,17 @@ _templates = msgspec.json.Decoder(_Templates, strict=False)
 _prompts = msgspec.json.Decoder(_Prompts, strict=False)
 _item = msgspec.json.Decoder(dict[str, Any])
 _anything = msgspec.json.Decoder()
+_plain_call_result = msgspec.json.Decoder(_PlainCallResult, strict=False)
 _message = msgspec.json.Decoder(_Message)
 _batch = msgspec.json.Decoder(list[msgspec.Raw])
 _encoder = msgspec.json.Encoder()
+
+
+def _decoded(method: str, raw: msgspec.Raw) -> Any:
+    try:
+        return _anything.decode(raw)
+    except DECODE_FAILURES as exc:
+        raise Malformed(f"an invalid answer to {method}: {exc}") from None
 
 
 def _split(method: str, result: Any, shape: type[W]) -> tuple[W, dict[str, Any] | None]:
@@ -390,8 +402,8 @@ class StdioSession:
         on_progress: ProgressCallback | None,
         meta: dict[str, Any] | None = None,
     ) -> ToolResult:
-        """The per-call hot path: one encode, one decode (and a shallow check of the result's shape,
-        which keeps the fields mcpd does not model); content blocks relayed as they came."""
+        """The per-call hot path: one encode, one decode (two for a result with fields mcpd does not
+        model, which are kept); content blocks relayed as they came."""
         params = {"name": tool, "arguments": arguments}
         if meta:
             params["_meta"] = meta
@@ -400,10 +412,13 @@ class StdioSession:
             # A JSON-RPC error response: the server handled the request and refused it.
             return ToolResult.refused(reply.error.code, reply.error.message, reply.error.data)
         try:
-            answer = _anything.decode(reply.result)
+            result: _CallResult = _plain_call_result.decode(reply.result)
+            extra = None
+        except msgspec.ValidationError:
+            # Fields of a later revision, or not a result at all: the slower split tells them apart.
+            result, extra = _split("tools/call", _decoded("tools/call", reply.result), _CallResult)
         except DECODE_FAILURES as exc:
-            raise Malformed(f"an invalid result: {exc}") from None
-        result, extra = _split("tools/call", answer, _CallResult)
+            raise Malformed(f"an invalid answer to tools/call: {exc}") from None
         return ToolResult(
             content=result.content,
             structured_content=result.structured_content,
