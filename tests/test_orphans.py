@@ -1,23 +1,30 @@
 """The ledger of the daemon's children's sessions (``mcpd.supervisor.orphans``), on real files and
-processes; the reaping itself is end to end, in ``test_daemon`` (it needs a daemon that started
-after the processes it ends)."""
+processes; the reaping itself is end to end, here and in ``test_daemon`` (it needs a daemon that
+started after the processes it ends)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import anyio
 import pytest
+from anyio.abc import Process
 from structlog.testing import capture_logs
 
-from mcpd.supervisor.orphans import take_over
-from mcpd.testing import fixture_toml
+from mcpd.client.aio import connect
+from mcpd.config.model import ServerConfig
+from mcpd.supervisor.orphans import MARK, SUFFIX, open_ledger, start_of
+from mcpd.supervisor.stdio import open_stdio_child
+from mcpd.testing import fixture_toml, fullserver_toml, process_gone, rss_mib
 from mcpd.testing.daemon import running_daemon
 
 pytestmark = [
@@ -26,24 +33,35 @@ pytestmark = [
 ]
 
 
+async def until(condition: Callable[[], bool], timeout: float = 10) -> None:
+    """Wait for ``condition`` (what the ledger's task writes, in a thread, at its own pace)."""
+    with anyio.fail_after(timeout):
+        while not condition():
+            await anyio.sleep(0.01)
+
+
 async def test_an_unreadable_ledger_is_said_and_replaced(tmp_path: Path) -> None:
     """A ledger cut short (a full disk, a hand) does not keep the daemon from starting: it is said
-    (`supervisor.ledger_unreadable`) and ignored, then replaced by the new daemon's, which names its
-    child's session while it runs and is removed once the child is stopped."""
+    (`supervisor.ledger_unreadable`), removed, and ignored; the new daemon's names its child's
+    session once `add` is back, and is removed once the child is stopped."""
     socket = tmp_path / "mcpd.sock"
     path = tmp_path / "mcpd.sock.groups"
     path.write_bytes(b'{"boot": "x", "daemon": ')
-    with capture_logs() as logs:
-        ledger = await take_over(socket)
-    assert ledger is not None
-    assert [(e["event"], e["path"]) for e in logs] == [("supervisor.ledger_unreadable", str(path))]
     child = await anyio.open_process(["sleep", "300"], start_new_session=True)
     try:
-        ledger.add(child.pid)
-        record = json.loads(path.read_text())
-        assert (record["daemon"], [sid for sid, _start in record["groups"]]) == (os.getpid(), [child.pid])
-        ledger.discard(child.pid)
-        assert not path.exists()
+        with capture_logs() as logs:
+            async with open_ledger(socket, interval=10) as ledger:
+                assert ledger is not None
+                assert [(e["event"], e["path"]) for e in logs] == [
+                    ("supervisor.ledger_unreadable", str(path))
+                ]
+                start = start_of(child.pid)
+                assert start is not None and not path.exists()
+                await ledger.add(child.pid, start)
+                record = json.loads(path.read_text())
+                assert (record["daemon"], record["groups"]) == (os.getpid(), [[child.pid, start]])
+                ledger.discard(child.pid, start)
+                await until(lambda: not path.exists())
     finally:
         child.send_signal(signal.SIGKILL)
         with anyio.move_on_after(5):
@@ -63,5 +81,143 @@ async def test_a_fifo_in_place_of_the_ledger_does_not_hold_the_daemon_up(tmp_pat
         async with running_daemon(path, socket=socket, wait_ready=False) as daemon:
             ready = await daemon.wait_for("daemon.ready", timeout=20)
             assert ready["running"] == 1
+    finally:
+        shutil.rmtree(socket.parent, ignore_errors=True)
+
+
+def session_of(sid: int) -> list[int]:
+    """The processes running (zombies aside) in session ``sid``."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/{entry.name}/stat").read_text().rpartition(")")[2].split()
+                if int(fields[3]) == sid and fields[0] not in ("Z", "X"):
+                    found.append(int(entry.name))
+    return found
+
+
+async def test_a_job_in_a_group_of_its_own_is_ended_at_the_stop(tmp_path: Path) -> None:
+    """A background job of a shell with job control (`set -m`) leaves the server's process group but
+    not its session: the stop ends it too, with the group's steps (stdin closed, grace, SIGTERM),
+    and only then forgets the session in the ledger. Before, the signals went to the group only,
+    the job ran on, and the ledger dropped its session all the same."""
+    job = tmp_path / "job.pid"
+    script = f"set -m; sleep 300 & echo $! > {job}; exec sleep 200"
+    config = ServerConfig(name="jobs", command="bash", args=("-c", script), stop_grace=0.2)
+    socket = tmp_path / "mcpd.sock"
+    async with open_ledger(socket, interval=10) as ledger:
+        assert ledger is not None
+        async with open_stdio_child(config, groups=ledger) as (child, _lines):
+            await until(lambda: job.is_file() and job.read_text().endswith("\n"))
+            pid = int(job.read_text())
+            pidfd = os.pidfd_open(pid)
+            assert os.getpgid(pid) != child.pid and os.getsid(pid) == child.pid
+        try:
+            assert session_of(child.pid) == []
+            await until(lambda: not socket.with_name(socket.name + SUFFIX).exists())
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            os.close(pidfd)
+
+
+def dead_daemons_ledger(socket: Path, leader: int, mark: str) -> None:
+    """The ledger a killed daemon would have left at ``socket``, naming ``leader``'s session."""
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    start = start_of(leader)
+    assert start is not None
+    # The daemon: a number no process has with that start time (1 tick after boot).
+    record = {"boot": boot, "daemon": leader, "daemon_start": 1, "mark": mark, "groups": [[leader, start]]}
+    socket.with_name(socket.name + SUFFIX).write_text(json.dumps(record))
+
+
+@contextlib.asynccontextmanager
+async def left_session(argv: list[str], mark: str) -> AsyncIterator[Process]:
+    """``argv`` leading a session of its own, marked as a killed daemon's child; all of it is
+    killed at the end (its group, led by a process of ours, whatever the reaping left)."""
+    leader = await anyio.open_process(
+        argv, start_new_session=True, env={**os.environ, MARK: mark}, stdout=subprocess.DEVNULL
+    )
+    try:
+        yield leader
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(leader.pid, signal.SIGKILL)
+        with anyio.move_on_after(5):
+            await leader.wait()
+
+
+async def test_the_next_daemon_waits_for_what_it_killed_to_be_gone(tmp_path: Path) -> None:
+    """What a killed daemon left is gone (its memory, its ports given back) by the time the next
+    daemon says it reaped it and goes on to spawn its servers: 256 MiB take ~50 ms to exit after
+    the SIGKILL. Before, the new server could start while a port was still held, fail, back off."""
+    mark = "1" * 32
+    # Every page touched, so that each is given back at the exit.
+    script = (
+        "import time\nb = bytearray(256 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\ntime.sleep(300)"
+    )
+    socket = Path(tempfile.mkdtemp(prefix="mcpd-", dir="/tmp")) / "mcpd.sock"
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("echo"))
+    try:
+        async with left_session([sys.executable, "-c", script], mark) as leftover:
+            await until(lambda: (rss_mib(leftover.pid) if not process_gone(leftover.pid) else 0) > 250)
+            dead_daemons_ledger(socket, leftover.pid, mark)
+            async with running_daemon(config, socket=socket, wait_ready=False) as daemon:
+                reaped = await daemon.wait_for("supervisor.reaped")
+                assert process_gone(leftover.pid)
+                assert reaped["processes"] == 1
+    finally:
+        shutil.rmtree(socket.parent, ignore_errors=True)
+
+
+async def test_what_forks_while_the_next_daemon_starts_is_reaped_too(tmp_path: Path) -> None:
+    """A killed daemon's leftover that goes on starting processes (a shell loop) while the next
+    daemon starts up: the reaping leaves nothing of its session running. Before, what it started
+    after the new daemon did was spared (a process started after the daemon could not be a killed
+    one's, the reasoning went), and ran on for good."""
+    mark = "2" * 32
+    socket = Path(tempfile.mkdtemp(prefix="mcpd-", dir="/tmp")) / "mcpd.sock"
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("echo"))
+    try:
+        async with left_session(["sh", "-c", "while :; do sleep 300 & sleep 0.02; done"], mark) as loop:
+            dead_daemons_ledger(socket, loop.pid, mark)
+            async with running_daemon(config, socket=socket, wait_ready=False) as daemon:
+                await daemon.wait_for("supervisor.reaped")
+                assert session_of(loop.pid) == []
+    finally:
+        shutil.rmtree(socket.parent, ignore_errors=True)
+
+
+async def test_the_ledger_names_what_runs_after_restarts_at_once(tmp_path: Path) -> None:
+    """Servers restarted all at once, again and again: each spawn and stop changes the ledger while
+    earlier writes may still be under way in their thread; the file ends up naming exactly the
+    sessions that run (no earlier state written over a later one), and none once they are stopped."""
+    config = tmp_path / "config.toml"
+    config.write_text("".join(fullserver_toml(f"s{i}") for i in range(3)))
+    socket = Path(tempfile.mkdtemp(prefix="mcpd-", dir="/tmp")) / "mcpd.sock"
+    ledger = socket.with_name(socket.name + SUFFIX)
+    try:
+        async with running_daemon(config, socket=socket) as daemon, connect(daemon.socket) as client:
+
+            async def restart(name: str) -> None:
+                await client.restart(name)
+
+            async def stop(name: str) -> None:
+                await client.stop(name)
+
+            for _ in range(3):
+                async with anyio.create_task_group() as tg:
+                    for i in range(3):
+                        tg.start_soon(restart, f"s{i}")
+            pids = {s.pid for s in await client.status()}
+            assert None not in pids and len(pids) == 3
+            await until(lambda: {sid for sid, _ in json.loads(ledger.read_text())["groups"]} == pids)
+            async with anyio.create_task_group() as tg:
+                for i in range(3):
+                    tg.start_soon(stop, f"s{i}")
+            await until(lambda: not ledger.exists())
     finally:
         shutil.rmtree(socket.parent, ignore_errors=True)

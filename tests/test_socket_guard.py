@@ -96,6 +96,13 @@ async def ledgered_daemon(
         yield daemon, config, ledger
 
 
+async def written_again(ledger: Path) -> None:
+    """Wait for the ledger to be back: its task writes it in a thread, a moment after the look."""
+    with anyio.fail_after(RESTORED_WITHIN):
+        while not ledger.is_file():
+            await anyio.sleep(0.02)
+
+
 async def test_a_removed_directory_is_made_again(tmp_path: Path, socket_dir: Path) -> None:
     """The whole socket directory deleted (a logout emptying the runtime dir): the daemon makes it again,
     takes a new lock, binds a new socket, writes its children's ledger again (else a kill -9 then
@@ -106,7 +113,7 @@ async def test_a_removed_directory_is_made_again(tmp_path: Path, socket_dir: Pat
         await first.wait_for("daemon.socket_restored", timeout=RESTORED_WITHIN)
         assert await daemon_pid(socket) == first.process.pid
         assert (socket_dir.stat().st_mode & 0o777) == 0o700
-        assert ledger.is_file()
+        await written_again(ledger)
         async with running_daemon(config, socket=socket, wait_ready=False) as second:
             assert await second.wait_exit() == 4
             await second.wait_for("daemon.socket_unavailable")
@@ -122,7 +129,19 @@ async def test_a_cleaner_of_plain_files_has_the_ledger_rewritten(tmp_path: Path,
         ledger.unlink()
         event = await daemon.wait_for("daemon.socket_restored", timeout=RESTORED_WITHIN)
         assert event["reason"] == "the lock file was removed or replaced"
-        assert ledger.is_file()
+        await written_again(ledger)
+
+
+async def test_a_ledger_removed_alone_is_written_again(tmp_path: Path, socket_dir: Path) -> None:
+    """The ledger removed, lock and socket left (a hand, a cleaner of one pattern): the daemon
+    writes it again at its next look, and a kill -9 then still lets the next daemon find what its
+    children started. Before, it was written again only at the next spawn or stop."""
+    async with ledgered_daemon(tmp_path, socket_dir) as (daemon, _config, ledger):
+        before = json.loads(ledger.read_text())
+        ledger.unlink()
+        await written_again(ledger)
+        assert json.loads(ledger.read_text()) == before
+        assert daemon.process.returncode is None
 
 
 async def test_one_daemon_serves_when_a_second_starts_in_the_gap(tmp_path: Path, socket_dir: Path) -> None:

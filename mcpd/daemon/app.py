@@ -37,7 +37,7 @@ from mcpd.model.trust import AcceptedFindings, PinRecord
 from mcpd.registry.catalog import Catalog
 from mcpd.store.db import Learn, Store, StoreUnavailable
 from mcpd.store.pins import accepted_rows, pin_rows
-from mcpd.supervisor.orphans import GroupLedger, take_over
+from mcpd.supervisor.orphans import GroupLedger, open_ledger
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor
 from mcpd.trust.gate import TrustGate
 
@@ -328,25 +328,26 @@ async def _run(
 ) -> bool:
     """Serve until a signal stops the daemon (False) or another daemon took its socket path (True)."""
     log.info("daemon.starting", config=config.source, servers=len(config.servers), socket=str(claim.path))
-    # Under the socket's lock (one daemon per path), before any child is spawned.
-    groups = await take_over(claim.path)
-    usage, prior, gate = await _open_usage(config)
-    try:
-        return await _serve_with(
-            config,
-            config_path,
-            claim,
-            listener,
-            signals,
-            usage=usage,
-            prior=prior,
-            gate=gate,
-            groups=groups,
-            http=http,
-            http_flag=http_flag,
-        )
-    finally:
-        await anyio.to_thread.run_sync(usage.close)
+    # Under the socket's lock (one daemon per path), before any child is spawned; looked at as
+    # often as the socket's claim.
+    async with open_ledger(claim.path, config.daemon.socket_check_interval) as groups:
+        usage, prior, gate = await _open_usage(config)
+        try:
+            return await _serve_with(
+                config,
+                config_path,
+                claim,
+                listener,
+                signals,
+                usage=usage,
+                prior=prior,
+                gate=gate,
+                groups=groups,
+                http=http,
+                http_flag=http_flag,
+            )
+        finally:
+            await anyio.to_thread.run_sync(usage.close)
 
 
 def _everyone(broadcast: Callable[[Event], None]) -> Callable[[ServerEvent], None]:

@@ -10,24 +10,41 @@ there, before it spawns anything, SIGKILLs what is left in the sessions of a dae
 
 Against reused numbers, the ledger holds the boot it was written in, the daemon's pid and start
 time, and each session's id (its leader's pid) with the leader's start time. A process is ended
-only when it is this user's, in a recorded session, started no earlier than the session's leader
-and no later than the new daemon, and carries the daemon's mark in its environment (``MARK``, set
-in each child's and inherited by what it starts); a session whose id now names a different process
-(the number was given again) is left alone. The mark is what tells a killed daemon's session from
+only when it is this user's, in a recorded session, started no earlier than the session's leader,
+and carries the daemon's mark in its environment (``MARK``, set in each child's and inherited by
+what it starts); a session whose id now names a different process (the number was given again) is
+left alone, and so is the new daemon itself. The mark is what tells a killed daemon's session from
 one whose leader took the number after it and is gone too (a program that put itself in the
-background by a double fork): the numbers and start times of what is left in both look alike.
+background by a double fork): the numbers and start times of what is left in both look alike. It
+is also why no process is spared for starting after the new daemon: only the killed daemon's
+processes carry its mark, and one that forks on (a shell loop) would otherwise leave what it
+forked meanwhile running for good. The look is made again until it finds nothing new, and the
+new daemon spawns nothing before what it killed is gone (a port it held is free only then).
+
+The same look ends what a child's session keeps after its process group is gone, at each stop
+(``leftovers``): a descendant that moved to a group of its own (``setpgid``, a shell's job
+control) is missed by a signal to the group.
+
+The ledger is written in a worker thread by one task (``open_ledger``): spawns and stops never
+wait on the file (a slow filesystem), and each write holds the whole state as it was when the
+write began, so a later state is never overwritten by an earlier one. That task also writes the
+ledger again when it is found gone (a cleaner of plain files), and at the end waits for the
+last write, bounded.
 
 Linux only: the start times and session ids come from ``/proc``. Elsewhere nothing is recorded
-(``take_over`` gives None) and a killed daemon's grandchildren may stay.
+(``open_ledger`` gives None) and a killed daemon's grandchildren may stay.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
 import stat
 import sys
+import time
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,14 +52,27 @@ import anyio
 import msgspec
 import structlog
 
+from mcpd.supervisor.wakeup import Wakeup
+
 log = structlog.get_logger("mcpd.supervisor")
 
 SUFFIX = ".groups"
 """The ledger is the socket path with this added (as the lock adds ``.lock``)."""
 MARK = "MCPD_DAEMON_MARK"
 """The variable in each child's environment whose value (random, one per daemon) the ledger holds."""
+_OWN_MARK = secrets.token_hex(16)
+"""This process's mark: one daemon (or ``mcpd check``) per process."""
 _MAX_LEDGER_BYTES = 1024 * 1024
 """More than any number of servers writes: a larger file is not ours, and not read."""
+REAP_WAIT = 5.0
+"""Seconds the next daemon waits for what it SIGKILLed to be gone (a port, a lock it held),
+before it spawns anything: a large process takes a while to exit (2 GiB: ~0.3 s, measured)."""
+_REAP_PASSES = 10
+"""Looks at ``/proc`` at most, each killing what the one before it missed: a leftover that forked
+meanwhile. Each pass kills every process forking there, so two are the rule."""
+FLUSH_WAIT = 5.0
+"""Seconds the daemon's end waits for the ledger's last write (a hung filesystem)."""
+_POLL = 0.02
 
 
 class _Group(msgspec.Struct, frozen=True, array_like=True):
@@ -81,9 +111,86 @@ def _stat(pid: int | str) -> tuple[int, int] | None:
         return None
 
 
+def start_of(pid: int) -> int | None:
+    """``pid``'s start time (clock ticks since boot); None when it is gone or off Linux."""
+    found = _stat(pid) if sys.platform.startswith("linux") else None
+    return None if found is None else found[1]
+
+
+def marked_environment() -> dict[str, str]:
+    """What each child's environment gets, so that its processes are known for this daemon's."""
+    return {MARK: _OWN_MARK}
+
+
 def _boot_id() -> str:
     with open("/proc/sys/kernel/random/boot_id") as file:
         return file.read().strip()
+
+
+def _marked(pid: str, mark: bytes) -> bool:
+    """``pid`` was started with ``mark`` in its environment (False when that cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as file:
+            return mark in file.read().split(b"\0")
+    except OSError:  # gone, or not ours to read
+        return False
+
+
+def _members(sessions: dict[int, int], mark: str) -> list[tuple[int, int]]:
+    """(pid, start) of this user's processes in ``sessions`` (id -> its leader's start) started no
+    earlier than the leader, with ``mark`` in their environment; never this process. A session
+    whose id names a living process of another start time is another session (the number given
+    again), and skipped."""
+    own: dict[int, int] = {}
+    for sid, first in sessions.items():
+        now = _stat(sid)
+        if now is None or now[1] == first:
+            own[sid] = first
+    entry_mark = f"{MARK}={mark}".encode()
+    uid = os.getuid()
+    found: list[tuple[int, int]] = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or (seen := _stat(entry.name)) is None:
+            continue
+        sid, start = seen
+        if (leader := own.get(sid)) is None or start < leader or int(entry.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):  # gone meanwhile
+            if entry.stat().st_uid == uid and _marked(entry.name, entry_mark):
+                found.append((int(entry.name), start))
+    return found
+
+
+def _signal(processes: Iterable[tuple[int, int]], signum: int) -> None:
+    """Send ``signum`` to each of ``processes`` that is still the one seen: through a pidfd, opened
+    before its start time is checked again, so that a number given again is never hit."""
+    for pid, start in processes:
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:  # gone meanwhile
+            continue
+        try:
+            if (found := _stat(pid)) is not None and found[1] == start:
+                signal.pidfd_send_signal(pidfd, signum)
+        except OSError:  # gone meanwhile
+            pass
+        finally:
+            os.close(pidfd)
+
+
+def leftovers(sid: int, start: int) -> list[tuple[int, int]]:
+    """What is left of this daemon's child's session ``sid`` (its leader started at ``start``):
+    (pid, start) of each process; ``OSError`` when ``/proc`` cannot be read."""
+    return _members({sid: start}, _OWN_MARK)
+
+
+def signal_all(processes: Iterable[tuple[int, int]], signum: int) -> None:
+    """Send ``signum`` to each of ``processes`` (from ``leftovers``) still there."""
+    _signal(processes, signum)
+
+
+def _gone(processes: Iterable[tuple[int, int]]) -> bool:
+    return all((found := _stat(pid)) is None or found[1] != start for pid, start in processes)
 
 
 class GroupLedger:
@@ -93,27 +200,39 @@ class GroupLedger:
         self.path = path
         self._boot = boot
         self._start = start
-        self._mark = secrets.token_hex(16)
         self._groups: dict[int, int] = {}
         self._given_up = False
+        self._changed = Wakeup()
+        self._dirty = False
+        """Changed since the last write began."""
+        self._version = 0
+        """Changes so far; ``_saved_version``: of those, how many the file holds (or were let go)."""
+        self._saved_version = 0
+        self._saved = anyio.Event()
+        self._written: tuple[int, int] | None = None
+        """The file this daemon wrote last, to tell it was removed or replaced."""
+        self._failing: str | None = None
+        """The error the last write failed with (written in the worker thread only)."""
+        self._closing = False
+        self._closed = anyio.Event()
 
-    @property
-    def environment(self) -> dict[str, str]:
-        """What a child's environment gets, so that the next daemon knows its processes for ours."""
-        return {MARK: self._mark}
+    async def add(self, pid: int, start: int) -> None:
+        """Record the session that the child ``pid`` (started at ``start``), just spawned, leads;
+        back once it is written (bounded by ``FLUSH_WAIT``: a hung filesystem holds no server up),
+        so that nothing it starts runs unrecorded for long."""
+        self._groups[pid] = start
+        self._change()
+        wanted = self._version
+        with anyio.move_on_after(FLUSH_WAIT):
+            while self._saved_version < wanted:
+                await self._saved.wait()
 
-    def add(self, pid: int) -> None:
-        """Record the session that the child ``pid``, just spawned, leads."""
-        found = _stat(pid)
-        if found is None:
-            return  # gone already: its stop, which follows at once, ends what it left
-        self._groups[pid] = found[1]
-        self.save()
-
-    def discard(self, pid: int) -> None:
-        """Forget ``pid``'s session: it was stopped and nothing of it is left."""
-        if self._groups.pop(pid, None) is not None:
-            self.save()
+    def discard(self, pid: int, start: int) -> None:
+        """Forget ``pid``'s session: it was stopped and nothing of it is left. Only that one: a
+        child spawned since may have been given the same number."""
+        if self._groups.get(pid) == start:
+            del self._groups[pid]
+            self._change()
 
     def give_up(self) -> None:
         """Another daemon took the socket path, and the ledger beside it is that one's: written no
@@ -121,33 +240,97 @@ class GroupLedger:
         self._given_up = True
 
     def save(self) -> None:
-        """The ledger as it is now, replaced whole (a daemon killed while writing leaves the last
-        one complete); removed when it holds nothing. Not synced: a crash of the machine, the one
-        thing that would lose it, takes the processes with it."""
-        if self._given_up:
-            return
+        """Write the ledger again (soon, from its task): what removed other files beside it may
+        have taken it too."""
+        self._change()
+
+    def _change(self) -> None:
+        self._dirty = True
+        self._version += 1
+        self._changed.set()
+
+    async def _keep(self, interval: float) -> None:
+        """Write each change, one write at a time, each with the state as it is when it begins;
+        every ``interval`` seconds, look whether the file is still the one written, else write it
+        again. After ``_close``, one last write, then ``_closed``."""
+        while True:
+            with anyio.move_on_after(interval):
+                await self._changed.wait()
+            last = self._closing
+            await self._write_now()
+            if last:
+                self._closed.set()
+                return
+
+    def _close(self) -> None:
+        self._closing = True
+        self._changed.set()
+
+    async def _write_now(self) -> None:
+        version = self._version
+        if not self._given_up and (self._dirty or self._groups):
+            dirty, self._dirty = self._dirty, False
+            data = self._encoded()
+            written = None if dirty else self._written
+            self._written = await anyio.to_thread.run_sync(self._write, data, written, abandon_on_cancel=True)
+        self._saved_version = version
+        saved, self._saved = self._saved, anyio.Event()
+        saved.set()
+
+    def _encoded(self) -> bytes | None:
+        """The ledger as it is now; None when it names nothing (then no file)."""
+        if not self._groups:
+            return None
+        groups = tuple(_Group(sid, start) for sid, start in self._groups.items())
+        return _encode(_Ledger(self._boot, os.getpid(), self._start, _OWN_MARK, groups))
+
+    def _write(self, data: bytes | None, written: tuple[int, int] | None) -> tuple[int, int] | None:
+        """Replace the file whole with ``data`` (a daemon killed while writing leaves the last one
+        complete), unless it is still ``written`` (the file written last, unchanged since);
+        removed when ``data`` is None. Not synced: a crash of the machine, the one thing that
+        would lose it, takes the processes with it. Returns the file now there."""
         temp = self.path.with_name(self.path.name + ".tmp")
         try:
-            if not self._groups:
+            if data is None:
                 self.path.unlink(missing_ok=True)
-                return
-            groups = tuple(_Group(sid, start) for sid, start in self._groups.items())
-            data = _encode(_Ledger(self._boot, os.getpid(), self._start, self._mark, groups))
-            # Made anew, never followed or opened in place: a FIFO there would hold the event loop
+                return None
+            if written is not None and _identity(self.path) == written:
+                return written
+            # Made anew, never followed or opened in place: a FIFO there would hold the write
             # at the open, and a link would have another file written.
             temp.unlink(missing_ok=True)
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             with open(fd, "wb") as file:
                 file.write(data)
+                identity = _identity_of(os.fstat(fd))
             os.replace(temp, self.path)
         except OSError as exc:
-            log.warning("supervisor.ledger_unwritable", path=str(self.path), error=str(exc))
+            # Said once while it stays the same: a look tries again every interval.
+            if str(exc) != self._failing:
+                log.warning("supervisor.ledger_unwritable", path=str(self.path), error=str(exc))
+            self._failing = str(exc)
+            return None
+        self._failing = None
+        return identity
+
+
+def _identity_of(info: os.stat_result) -> tuple[int, int]:
+    return info.st_dev, info.st_ino
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        return _identity_of(os.lstat(path))
+    except OSError:
+        return None
 
 
 @dataclass(frozen=True)
 class _Reaped:
     groups: int
     processes: int
+    left: int
+    """Of those, how many were still there when the wait for them ended."""
 
 
 def _read(path: Path) -> _Ledger | None:
@@ -175,41 +358,24 @@ def _load(path: Path) -> _Ledger | None:
     return _decode(data)
 
 
-def _marked(pid: str, mark: bytes) -> bool:
-    """``pid`` was started with ``mark`` in its environment (False when that cannot be read)."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as file:
-            return mark in file.read().split(b"\0")
-    except OSError:  # gone, or not ours to read
-        return False
-
-
-def _kill_sessions(groups: tuple[_Group, ...], until: int, mark: str) -> int:
-    """SIGKILL this user's processes in ``groups``' sessions started by ``until`` with ``mark`` in
-    their environment; how many."""
-    entry_mark = f"{MARK}={mark}".encode()
-    sessions: dict[int, int] = {}
-    for group in groups:
-        leader = _stat(group.sid)
-        # A leader that is there with another start time is another process: not our session.
-        if leader is None or leader[1] == group.start:
-            sessions[group.sid] = group.start
-    killed = 0
-    uid = os.getuid()
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or (found := _stat(entry.name)) is None:
-            continue
-        sid, start = found
-        first = sessions.get(sid)
-        if first is None or not first <= start <= until or not _marked(entry.name, entry_mark):
-            continue
-        try:
-            if entry.stat().st_uid == uid:
-                os.kill(int(entry.name), signal.SIGKILL)
-                killed += 1
-        except OSError:  # gone meanwhile
-            continue
-    return killed
+def _kill_sessions(groups: tuple[_Group, ...], mark: str) -> tuple[int, int]:
+    """SIGKILL this user's processes in ``groups``' sessions with ``mark`` in their environment,
+    look after look until one finds none (what forked meanwhile), then wait for them to be gone
+    (what they held, a port, is free only then); how many were killed, and left."""
+    sessions = {group.sid: group.start for group in groups}
+    killed: set[tuple[int, int]] = set()
+    for _ in range(_REAP_PASSES):
+        # What was killed may not have exited yet: seen again, it is not killed again.
+        found = set(_members(sessions, mark)) - killed
+        if not found:
+            break
+        _signal(found, signal.SIGKILL)
+        killed |= found
+    deadline = time.monotonic() + REAP_WAIT
+    while not _gone(killed) and time.monotonic() < deadline:
+        time.sleep(_POLL)
+    left = [process for process in killed if not _gone([process])]
+    return len(killed), len(left)
 
 
 def _take_over(path: Path) -> tuple[GroupLedger, _Reaped | None]:
@@ -221,33 +387,45 @@ def _take_over(path: Path) -> tuple[GroupLedger, _Reaped | None]:
         boot = ""  # a ledger is then never taken for this boot's: nothing is reaped, nothing wrong killed
     ledger = GroupLedger(path, boot, own[1])
     old = _read(path)
-    if old is None:
-        return ledger, None
-    # Dealt with below, whatever it held: this daemon's children start a new one.
-    ledger.save()
-    if not boot or old.boot != boot or not old.groups:
+    # Dealt with below, whatever it held (unreadable too): this daemon's children start a new one.
+    ledger._write(None, None)
+    if old is None or not boot or old.boot != boot or not old.groups:
         return ledger, None
     daemon = _stat(old.daemon)
     if daemon is not None and daemon[1] == old.daemon_start:
         return ledger, None  # its daemon lives on (it lost this path): its children are its to stop
     try:
-        killed = _kill_sessions(old.groups, own[1], old.mark)
+        killed, left = _kill_sessions(old.groups, old.mark)
     except OSError as exc:  # /proc unreadable: the daemon runs on without reaping
         log.warning("supervisor.reap_failed", path=str(path), error=str(exc))
         return ledger, None
-    return ledger, _Reaped(len(old.groups), killed)
+    return ledger, _Reaped(len(old.groups), killed, left)
 
 
-async def take_over(socket: Path) -> GroupLedger | None:
-    """End what a killed daemon at ``socket`` left running; the ledger for this daemon's children.
+@contextlib.asynccontextmanager
+async def open_ledger(socket: Path, interval: float) -> AsyncIterator[GroupLedger | None]:
+    """End what a killed daemon at ``socket`` left running; yield the ledger for this daemon's
+    children, kept written (and looked at every ``interval`` seconds) by a task of its own.
 
-    Call it holding the socket's lock, before any child is spawned. None off Linux (see the module).
+    Enter it holding the socket's lock, before any child is spawned; on exit the last state is
+    written (bounded by ``FLUSH_WAIT``). None off Linux (see the module).
     """
     if not sys.platform.startswith("linux"):
-        return None
+        yield None
+        return
     path = socket.with_name(socket.name + SUFFIX)
-    # A look at every process in /proc: milliseconds, off the event loop.
+    # A look at every process in /proc, and a wait for what it killed: off the event loop.
     ledger, reaped = await anyio.to_thread.run_sync(_take_over, path)
     if reaped is not None:
-        log.warning("supervisor.reaped", groups=reaped.groups, processes=reaped.processes)
-    return ledger
+        log.warning("supervisor.reaped", groups=reaped.groups, processes=reaped.processes, left=reaped.left)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ledger._keep, interval)
+        try:
+            yield ledger
+        finally:
+            # The last state written by the task itself, after any write it is in: never two at once.
+            ledger._close()
+            with anyio.CancelScope(shield=True):
+                with anyio.move_on_after(FLUSH_WAIT):
+                    await ledger._closed.wait()
+                tg.cancel_scope.cancel()

@@ -7,7 +7,8 @@ are taken off stdout as they arrive (once the session has taken every line befor
 other line goes to the session (``stdio_session``).
 
 Each child gets its own session and process group, so stopping it reaches the
-grandchildren too (``npx`` -> ``node``, ``uvx`` -> ``python``). On Linux the child
+grandchildren too (``npx`` -> ``node``, ``uvx`` -> ``python``), and on Linux also those that
+left the group but not the session (``orphans.leftovers``: a shell's background job). On Linux the child
 also gets ``PR_SET_PDEATHSIG = SIGKILL`` (through ``setpriv``, else a ``preexec_fn``): if
 the daemon is killed with SIGKILL, the kernel kills the child at once; its own children
 see stdin close and exit, and those that never read it are ended by the next daemon (``orphans``).
@@ -37,7 +38,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcpd import memory
 from mcpd.config.model import ServerConfig
 from mcpd.readsize import read_in_pieces
-from mcpd.supervisor.orphans import GroupLedger
+from mcpd.supervisor.orphans import GroupLedger, leftovers, marked_environment, signal_all, start_of
 from mcpd.supervisor.rawrpc import RawRpc
 from mcpd.supervisor.replies import DirectPipe, RoutingReader
 from mcpd.supervisor.stdin import StdinPipe
@@ -55,6 +56,8 @@ STDERR_LINE_BYTES = 64 * 1024
 KILL_WAIT = 2.0
 """Seconds to wait for the group to go after SIGKILL."""
 _GROUP_POLL = 0.02
+_SESSION_POLL = 0.1
+"""A look at the session is a read of all ``/proc``: less often than at the group."""
 _STDERR_TURN = 64
 """stderr lines read between two yields to the event loop."""
 _INHERITED_ENV = (
@@ -273,6 +276,8 @@ class StdioChild:
     lines: MemoryObjectSendStream[bytes]
     """Where the lines of stdout that the raw path does not take go, in order, for the session."""
     exited: anyio.Event = field(default_factory=anyio.Event)
+    started: int | None = None
+    """Its start time (clock ticks since boot; Linux), which tells its session from a later one."""
     stdout_closed: anyio.Event = field(default_factory=anyio.Event)
     """Set at EOF on stdout: from then on no answer can come, whether or not the exit was seen yet."""
     ended_by_mcpd: bool = False
@@ -397,19 +402,38 @@ class StdioChild:
             return False
         return True
 
-    async def _wait_group_gone(self, timeout: float) -> bool:
-        """Wait until the leader has exited and no process is left in its group."""
+    async def _leftovers(self) -> list[tuple[int, int]]:
+        """The processes left in the child's session (Linux; a read of ``/proc``, in a thread)."""
+        if self.started is None:
+            return []
+        try:
+            return await anyio.to_thread.run_sync(leftovers, self.pid, self.started)
+        except OSError:  # /proc unreadable: the group is all that can be seen
+            return []
+
+    async def _signal_session(self, signum: int) -> bool:
+        """Send ``signum`` to the child's group and what else is left of its session; False when
+        nothing is."""
+        sent = self._signal_group(signum)
+        rest = await self._leftovers()
+        signal_all(rest, signum)
+        return sent or bool(rest)
+
+    async def _wait_session_gone(self, timeout: float) -> bool:
+        """Wait until the leader has exited and no process is left in its group or session."""
         with anyio.move_on_after(timeout):
             await self.exited.wait()
             # Grandchildren are not ours to wait for; polling the group is the only way to see them go.
             while self._signal_group(0):  # noqa: ASYNC110
                 await anyio.sleep(_GROUP_POLL)
+            while await self._leftovers():  # noqa: ASYNC110 - as the group, not ours to wait for
+                await anyio.sleep(_SESSION_POLL)
             return True
         return False
 
     async def stop(self, grace: float) -> bool:
-        """Close stdin, wait ``grace``; SIGTERM the group, wait ``grace``; SIGKILL the group.
-        True once the group is gone.
+        """Close stdin, wait ``grace``; SIGTERM the session, wait ``grace``; SIGKILL the session.
+        True once the session is gone.
 
         The requests still waiting end first: those the child never read go to the next
         process, those it read fail.
@@ -425,11 +449,11 @@ class StdioChild:
             # would pass for a failure of the tool.
             self._settle()
             self.stdin.close()
-            if await self._wait_group_gone(grace):
+            if await self._wait_session_gone(grace):
                 return True
-            if self._signal_group(signal.SIGTERM) and await self._wait_group_gone(grace):
+            if await self._signal_session(signal.SIGTERM) and await self._wait_session_gone(grace):
                 return True
-            if self._signal_group(signal.SIGKILL) and not await self._wait_group_gone(KILL_WAIT):
+            if await self._signal_session(signal.SIGKILL) and not await self._wait_session_gone(KILL_WAIT):
                 log.error("server.unkillable", server=self.server, pid=self.pid)
                 return False
         return True
@@ -449,9 +473,10 @@ class SpawnError(Exception):
 
 
 async def _spawn(
-    config: ServerConfig, exited: anyio.Event, groups: GroupLedger | None
+    config: ServerConfig, exited: anyio.Event
 ) -> tuple[asyncio.SubprocessTransport, asyncio.subprocess.SubprocessStreamProtocol, StdinPipe]:
-    env = child_environment({**config.env, **(groups.environment if groups is not None else {})})
+    # Marked whether or not a ledger is kept: a stop ends what is left of the child's session by it.
+    env = child_environment({**config.env, **marked_environment()})
     problem = _cwd_problem(os.path.expanduser(config.cwd)) if config.cwd else None  # noqa: ASYNC240 - a stat
     if problem is not None:
         # exec would blame the command for it ("No such file or directory: '/bin/cat'").
@@ -508,7 +533,7 @@ async def open_stdio_child(
     loop = asyncio.get_running_loop()
     exited = anyio.Event()
     try:
-        transport, protocol, stdin = await _spawn(config, exited, groups)
+        transport, protocol, stdin = await _spawn(config, exited)
     except (OSError, ValueError) as exc:
         named = exc.filename if isinstance(exc, OSError) and exc.filename == config.cwd else config.command
         reason = f"{exc.strerror} ({named!r})" if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -525,9 +550,10 @@ async def open_stdio_child(
         stderr=stderr or StderrLog(config.name),
         lines=read_in,
         exited=exited,
+        started=start_of(transport.get_pid()),
     )
-    if groups is not None:
-        groups.add(child.pid)
+    if groups is not None and child.started is not None:
+        await groups.add(child.pid, child.started)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(child._read_stdout)
@@ -535,8 +561,8 @@ async def open_stdio_child(
             try:
                 yield child, read_out
             finally:
-                if await child.stop(config.stop_grace) and groups is not None:
-                    groups.discard(child.pid)
+                if await child.stop(config.stop_grace) and groups is not None and child.started is not None:
+                    groups.discard(child.pid, child.started)
                 tg.cancel_scope.cancel()
     finally:
         read_out.close()
