@@ -5,6 +5,7 @@ started after the processes it ends)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -24,7 +25,7 @@ from mcpd.client.aio import connect
 from mcpd.config.model import ServerConfig
 from mcpd.supervisor.orphans import MARK, SUFFIX, open_ledger, start_of
 from mcpd.supervisor.stdio import open_stdio_child
-from mcpd.testing import fixture_toml, fullserver_toml, process_gone, rss_mib
+from mcpd.testing import fixture_toml, fullserver_toml, process_gone, rss_mib, run_cli
 from mcpd.testing.daemon import running_daemon
 
 pytestmark = [
@@ -221,3 +222,48 @@ async def test_the_ledger_names_what_runs_after_restarts_at_once(tmp_path: Path)
             await until(lambda: not ledger.exists())
     finally:
         shutil.rmtree(socket.parent, ignore_errors=True)
+
+
+async def test_a_killed_check_leaves_nothing_once_the_next_check_ran(tmp_path: Path) -> None:
+    """kill -9 of `mcpd check` while it waits for a server: the server's background child outlives
+    it (the parent-death signal reaches the server only), and the next `mcpd check` ends it before
+    it starts its own servers, and removes the killed one's ledger. Before, a check kept no ledger
+    and the child ran on for good."""
+    leftover = tmp_path / "sleep.pid"
+    script = f"sleep 300 & echo $! > {leftover}; exec sleep 300"
+    hung = tmp_path / "hung.toml"
+    hung.write_text(
+        f'[servers.hung]\ncommand = "sh"\nargs = ["-c", {json.dumps(script)}]\nconnect_timeout = 60\n'
+    )
+    quick = tmp_path / "quick.toml"
+    quick.write_text(fullserver_toml("quick"))
+    # As a session's runtime directory is: platformdirs passes over one that others may read.
+    (tmp_path / "run").mkdir(mode=0o700)
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path / "run")}
+    ledgers = tmp_path / "run" / "mcpd" / "checks"
+    argv = [sys.executable, "-m", "mcpd", "check", "--config", str(hung)]
+    check = await anyio.open_process(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pidfds: list[int] = []
+    try:
+        await until(lambda: leftover.is_file() and leftover.read_text().endswith("\n"))
+        orphan = int(leftover.read_text())
+        pidfds.append(os.pidfd_open(orphan))
+        await until(lambda: ledgers.is_dir() and any(ledgers.glob(f"*{SUFFIX}")))
+        check.kill()
+        await check.wait()
+        assert not process_gone(orphan)
+        done = await anyio.to_thread.run_sync(
+            functools.partial(run_cli, "check", "--config", str(quick), env=env)
+        )
+        assert "quick:" in done.stdout, done.stderr
+        assert process_gone(orphan)
+        assert list(ledgers.glob("*")) == []
+    finally:
+        for pidfd in pidfds:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            os.close(pidfd)
+        with contextlib.suppress(ProcessLookupError):
+            check.kill()
+        with anyio.move_on_after(5):
+            await check.wait()

@@ -17,8 +17,10 @@ import msgspec
 
 from mcpd.config.load import load_config
 from mcpd.config.model import ConfigIssue
+from mcpd.config.paths import default_runtime_dir
 from mcpd.model.states import LIVE_STATES
 from mcpd.model.trust import HIGH, Finding
+from mcpd.supervisor.orphans import open_run_ledger
 from mcpd.supervisor.supervisor import open_supervisor
 from mcpd.trust.gate import inspect
 
@@ -52,7 +54,14 @@ async def run_check(config_path: Path | None) -> CheckReport:
     servers = [s for s in config.servers if s.enabled]
     timeout = max((s.connect_timeout for s in servers), default=0.0) + 5
     results: list[ServerCheck] = []
-    async with open_supervisor(msgspec.structs.replace(config, servers=tuple(servers))) as supervisor:
+    checked = msgspec.structs.replace(config, servers=tuple(servers))
+    # A kill -9 of the check leaves its servers' own children running, as a daemon's: the next
+    # check ends them (a directory of its own: checks run side by side, with no socket or lock).
+    ledgers = default_runtime_dir() / "checks"
+    async with (
+        open_run_ledger(ledgers, config.daemon.socket_check_interval) as groups,
+        open_supervisor(checked, groups=groups) as supervisor,
+    ):
         await supervisor.wait_started(timeout)
         for actor in supervisor.actors():
             # `check` always runs the verifier, whatever the server's `verify` policy in the daemon.

@@ -38,6 +38,7 @@ Linux only: the start times and session ids come from ``/proc``. Elsewhere nothi
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import secrets
 import signal
@@ -378,7 +379,28 @@ def _kill_sessions(groups: tuple[_Group, ...], mark: str) -> tuple[int, int]:
     return len(killed), len(left)
 
 
-def _take_over(path: Path) -> tuple[GroupLedger, _Reaped | None]:
+def _reap(path: Path, boot: str) -> tuple[bool, _Reaped | None]:
+    """End what the ledger at ``path`` names if the daemon that wrote it is gone; whether the file
+    is done with (none, unreadable, of another boot, its daemon gone), and what was reaped."""
+    old = _read(path)
+    if old is None or old.boot != boot:
+        return True, None
+    daemon = _stat(old.daemon)
+    if daemon is not None and daemon[1] == old.daemon_start:
+        return False, None  # its daemon lives on (it lost this path): its children are its to stop
+    if not old.groups:
+        return True, None
+    try:
+        killed, left = _kill_sessions(old.groups, old.mark)
+    except OSError as exc:  # /proc unreadable: the daemon runs on without reaping
+        log.warning("supervisor.reap_failed", path=str(path), error=str(exc))
+        return True, None
+    return True, _Reaped(len(old.groups), killed, left)
+
+
+def _take_over(path: Path, siblings: bool) -> tuple[GroupLedger, list[_Reaped]]:
+    """The ledger at ``path``, once what the one there named is ended; with ``siblings``, also
+    what the ledgers beside it name whose daemons are gone (removed then)."""
     own = _stat("self")
     assert own is not None  # /proc is there (Linux), and we run
     try:
@@ -386,20 +408,19 @@ def _take_over(path: Path) -> tuple[GroupLedger, _Reaped | None]:
     except OSError:
         boot = ""  # a ledger is then never taken for this boot's: nothing is reaped, nothing wrong killed
     ledger = GroupLedger(path, boot, own[1])
-    old = _read(path)
-    # Dealt with below, whatever it held (unreadable too): this daemon's children start a new one.
-    ledger._write(None, None)
-    if old is None or not boot or old.boot != boot or not old.groups:
-        return ledger, None
-    daemon = _stat(old.daemon)
-    if daemon is not None and daemon[1] == old.daemon_start:
-        return ledger, None  # its daemon lives on (it lost this path): its children are its to stop
-    try:
-        killed, left = _kill_sessions(old.groups, old.mark)
-    except OSError as exc:  # /proc unreadable: the daemon runs on without reaping
-        log.warning("supervisor.reap_failed", path=str(path), error=str(exc))
-        return ledger, None
-    return ledger, _Reaped(len(old.groups), killed, left)
+    reaped: list[_Reaped] = []
+    others = sorted(path.parent.glob(f"*{SUFFIX}")) if siblings and boot else []
+    for other in [path, *(other for other in others if other != path)]:
+        done, found = _reap(other, boot) if boot else (True, None)
+        if found is not None:
+            reaped.append(found)
+        # Ours whatever it held (unreadable too): this daemon's children start a new one.
+        if other == path:
+            ledger._write(None, None)
+        elif done:
+            with contextlib.suppress(OSError):
+                other.unlink()
+    return ledger, reaped
 
 
 @contextlib.asynccontextmanager
@@ -410,14 +431,37 @@ async def open_ledger(socket: Path, interval: float) -> AsyncIterator[GroupLedge
     Enter it holding the socket's lock, before any child is spawned; on exit the last state is
     written (bounded by ``FLUSH_WAIT``). None off Linux (see the module).
     """
+    async with _open(socket.with_name(socket.name + SUFFIX), interval, siblings=False) as ledger:
+        yield ledger
+
+
+@contextlib.asynccontextmanager
+async def open_run_ledger(directory: Path, interval: float) -> AsyncIterator[GroupLedger | None]:
+    """The ledger of a run with no socket (``mcpd check``): one file per process in ``directory``,
+    where each run first ends what the runs killed before it left (their files removed). None off
+    Linux, or when ``directory`` cannot be made (said)."""
+    path = directory / f"{os.getpid()}{SUFFIX}"
+    try:
+        await anyio.to_thread.run_sync(
+            functools.partial(directory.mkdir, mode=0o700, parents=True, exist_ok=True)
+        )
+    except OSError as exc:
+        log.warning("supervisor.ledger_unwritable", path=str(path), error=str(exc))
+        yield None
+        return
+    async with _open(path, interval, siblings=True) as ledger:
+        yield ledger
+
+
+@contextlib.asynccontextmanager
+async def _open(path: Path, interval: float, *, siblings: bool) -> AsyncIterator[GroupLedger | None]:
     if not sys.platform.startswith("linux"):
         yield None
         return
-    path = socket.with_name(socket.name + SUFFIX)
     # A look at every process in /proc, and a wait for what it killed: off the event loop.
-    ledger, reaped = await anyio.to_thread.run_sync(_take_over, path)
-    if reaped is not None:
-        log.warning("supervisor.reaped", groups=reaped.groups, processes=reaped.processes, left=reaped.left)
+    ledger, reaped = await anyio.to_thread.run_sync(_take_over, path, siblings)
+    for found in reaped:
+        log.warning("supervisor.reaped", groups=found.groups, processes=found.processes, left=found.left)
     async with anyio.create_task_group() as tg:
         tg.start_soon(ledger._keep, interval)
         try:
