@@ -552,13 +552,14 @@ async def open_stdio_child(
         exited=exited,
         started=start_of(transport.get_pid()),
     )
-    if groups is not None and child.started is not None:
-        await groups.add(child.pid, child.started)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(child._read_stdout)
             tg.start_soon(child._read_stderr)
             try:
+                # Inside: a run cancelled while the ledger is written still stops the child.
+                if groups is not None and child.started is not None:
+                    await groups.add(child.pid, child.started)
                 yield child, read_out
             finally:
                 if await child.stop(config.stop_grace) and groups is not None and child.started is not None:
