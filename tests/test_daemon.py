@@ -146,6 +146,59 @@ async def test_a_session_of_a_reused_number_is_not_reaped(tmp_path: Path) -> Non
         shutil.rmtree(socket.parent, ignore_errors=True)
 
 
+def job_server(name: str, jobs: Path, before: str = "", after: str = "") -> str:
+    """A ``[servers.NAME]`` section: a shell with job control (``set -m``) that leaves a ``sleep``
+    in a process group of its own (its pid in ``jobs/NAME``), then execs the server; ``before``
+    runs ahead of the job (``trap '' TERM``: a job deaf to SIGTERM), ``after`` ahead of the exec."""
+    script = f'set -m; {before} sleep 300 & echo $! > {jobs / name}; {after} exec "$@"'
+    args = json.dumps(["-c", script, "sh", *fullserver_command()])
+    return f'[servers.{name}]\ncommand = "bash"\nargs = {args}\nstop_grace = 0.3\n'
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="sessions are looked up in /proc (Linux only)"
+)
+async def test_a_job_in_a_group_of_its_own_ends_with_its_server_however_it_stops(tmp_path: Path) -> None:
+    """A server's background job in a process group of its own (a shell's job control) is ended
+    whichever way the server stops: stopped while it starts, removed by a reload, and at the
+    daemon's SIGTERM, one job deaf to SIGTERM. Before, each stop signalled the group only, and the
+    job ran on (stopped without error, its session dropped from the ledger)."""
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    path = tmp_path / "config.toml"
+    kept = job_server("keep", jobs) + job_server("deaf", jobs, before="trap '' TERM;")
+    path.write_text(kept + job_server("drop", jobs) + job_server("slow", jobs, after="sleep 3;"))
+    pidfds: list[int] = []
+
+    async def job(name: str) -> int:
+        with anyio.fail_after(20):
+            while not (jobs / name).is_file() or not (jobs / name).read_text().endswith("\n"):
+                await anyio.sleep(0.02)
+        pid = int((jobs / name).read_text())
+        pidfds.append(os.pidfd_open(pid))
+        return pid
+
+    try:
+        async with running_daemon(path, wait_ready=False) as daemon:
+            slow = await job("slow")
+            async with connect(daemon.socket) as client:
+                await client.stop("slow")
+                await wait_all_gone([slow], timeout=5)
+                await daemon.wait_for("daemon.ready")
+                drop, keep, deaf = [await job(name) for name in ("drop", "keep", "deaf")]
+                path.write_text(kept)
+                await client.reload()
+                await wait_all_gone([drop], timeout=5)
+            daemon.signal(signal.SIGTERM)
+            assert await daemon.wait_exit(15) == 0
+            assert process_gone(keep) and process_gone(deaf)
+    finally:
+        for pidfd in pidfds:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            os.close(pidfd)
+
+
 async def test_sighup_reloads_the_diff(tmp_path: Path) -> None:
     """SIGHUP re-reads the file: added starts, removed stops, unchanged keeps its process, changed
     restarts (and counts as a restart); a broken file changes nothing."""
