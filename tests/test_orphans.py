@@ -15,6 +15,7 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import anyio
 import pytest
@@ -224,19 +225,25 @@ async def test_the_ledger_names_what_runs_after_restarts_at_once(tmp_path: Path)
         shutil.rmtree(socket.parent, ignore_errors=True)
 
 
-async def test_a_killed_check_leaves_nothing_once_the_next_check_ran(tmp_path: Path) -> None:
-    """kill -9 of `mcpd check` while it waits for a server: the server's background child outlives
-    it (the parent-death signal reaches the server only), and the next `mcpd check` ends it before
-    it starts its own servers, and removes the killed one's ledger. Before, a check kept no ledger
-    and the child ran on for good."""
+class HungCheck(NamedTuple):
+    process: Process
+    job: int
+    """The pid of the background child of the check's server (a ``sleep`` that never reads stdin)."""
+    env: dict[str, str]
+    """The environment of a check, whose runtime directory is ``ledgers``' parent's."""
+    ledgers: Path
+
+
+@contextlib.asynccontextmanager
+async def hung_check(tmp_path: Path) -> AsyncIterator[HungCheck]:
+    """`mcpd check` waiting for a server that never answers, once the check's ledger names it;
+    whatever is left of the check and the server's job is killed at the end."""
     leftover = tmp_path / "sleep.pid"
     script = f"sleep 300 & echo $! > {leftover}; exec sleep 300"
     hung = tmp_path / "hung.toml"
     hung.write_text(
         f'[servers.hung]\ncommand = "sh"\nargs = ["-c", {json.dumps(script)}]\nconnect_timeout = 60\n'
     )
-    quick = tmp_path / "quick.toml"
-    quick.write_text(fullserver_toml("quick"))
     # As a session's runtime directory is: platformdirs passes over one that others may read.
     (tmp_path / "run").mkdir(mode=0o700)
     env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path / "run")}
@@ -246,18 +253,10 @@ async def test_a_killed_check_leaves_nothing_once_the_next_check_ran(tmp_path: P
     pidfds: list[int] = []
     try:
         await until(lambda: leftover.is_file() and leftover.read_text().endswith("\n"))
-        orphan = int(leftover.read_text())
-        pidfds.append(os.pidfd_open(orphan))
+        job = int(leftover.read_text())
+        pidfds.append(os.pidfd_open(job))
         await until(lambda: ledgers.is_dir() and any(ledgers.glob(f"*{SUFFIX}")))
-        check.kill()
-        await check.wait()
-        assert not process_gone(orphan)
-        done = await anyio.to_thread.run_sync(
-            functools.partial(run_cli, "check", "--config", str(quick), env=env)
-        )
-        assert "quick:" in done.stdout, done.stderr
-        assert process_gone(orphan)
-        assert list(ledgers.glob("*")) == []
+        yield HungCheck(check, job, env, ledgers)
     finally:
         for pidfd in pidfds:
             with contextlib.suppress(ProcessLookupError):
@@ -267,3 +266,37 @@ async def test_a_killed_check_leaves_nothing_once_the_next_check_ran(tmp_path: P
             check.kill()
         with anyio.move_on_after(5):
             await check.wait()
+
+
+async def test_a_killed_check_leaves_nothing_once_the_next_check_ran(tmp_path: Path) -> None:
+    """kill -9 of `mcpd check` while it waits for a server: the server's background child outlives
+    it (the parent-death signal reaches the server only), and the next `mcpd check` ends it before
+    it starts its own servers, and removes the killed one's ledger. Before, a check kept no ledger
+    and the child ran on for good."""
+    quick = tmp_path / "quick.toml"
+    quick.write_text(fullserver_toml("quick"))
+    async with hung_check(tmp_path) as check:
+        check.process.kill()
+        await check.process.wait()
+        assert not process_gone(check.job)
+        run = functools.partial(run_cli, "check", "--config", str(quick), env=check.env)
+        done = await anyio.to_thread.run_sync(run)
+        assert "quick:" in done.stdout, done.stderr
+        assert process_gone(check.job)
+        assert list(check.ledgers.glob("*")) == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+async def test_a_check_ended_by_a_signal_stops_what_its_servers_started(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """SIGTERM or SIGHUP (a closed terminal) of `mcpd check` while it waits for a server: it stops
+    its servers as at its end, their background children included, removes its ledger, and exits
+    with 128 + the signal's number. Before, Python's default ending left the child running until
+    the next check."""
+    async with hung_check(tmp_path) as check:
+        check.process.send_signal(signum)
+        with anyio.fail_after(20):
+            assert await check.process.wait() == 128 + signum
+        assert process_gone(check.job)
+        assert list(check.ledgers.glob("*")) == []

@@ -37,11 +37,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     import anyio
 
-    from mcpd.daemon.check import run_check
+    from mcpd.daemon.check import run_check_unless_stopped
     from mcpd.daemon.logging import configure_logging
 
     configure_logging("error", "json")
-    report = anyio.run(run_check, args.config)
+    report = anyio.run(run_check_unless_stopped, args.config)
+    if isinstance(report, signal.Signals):
+        return 128 + report
     if args.json:
         emit_json(report)
         return report.exit_status()

@@ -11,9 +11,12 @@ every other text a server wrote.
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
+import anyio
 import msgspec
+from anyio.abc import TaskStatus
 
 from mcpd.config.load import load_config
 from mcpd.config.model import ConfigIssue
@@ -81,3 +84,26 @@ async def run_check(config_path: Path | None) -> CheckReport:
                 )
             )
     return CheckReport(servers=results, issues=config.issues)
+
+
+async def run_check_unless_stopped(config_path: Path | None) -> CheckReport | signal.Signals:
+    """``run_check``, given up at SIGTERM or SIGHUP (a closed terminal), whose number it returns:
+    its servers are stopped as at its end, what they started included. Else Python's default
+    ending of the process would leave that running until the next check reaped it."""
+    outcome: CheckReport | signal.Signals | None = None
+    async with anyio.create_task_group() as tg:
+
+        async def stop_at_signal(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+            nonlocal outcome
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+                task_status.started()
+                async for signum in signals:
+                    outcome = signal.Signals(signum)
+                    tg.cancel_scope.cancel()
+                    return
+
+        await tg.start(stop_at_signal)
+        outcome = await run_check(config_path)
+        tg.cancel_scope.cancel()
+    assert outcome is not None
+    return outcome

@@ -52,6 +52,7 @@ from pathlib import Path
 import anyio
 import msgspec
 import structlog
+from anyio.abc import TaskStatus
 
 from mcpd.supervisor.wakeup import Wakeup
 
@@ -216,6 +217,8 @@ class GroupLedger:
         """The error the last write failed with (written in the worker thread only)."""
         self._closing = False
         self._closed = anyio.Event()
+        self._scope: anyio.CancelScope | None = None
+        """The writing task's: shielded from its owner's cancellation, cancelled by ``_open``."""
 
     async def add(self, pid: int, start: int) -> None:
         """Record the session that the child ``pid`` (started at ``start``), just spawned, leads;
@@ -250,18 +253,24 @@ class GroupLedger:
         self._version += 1
         self._changed.set()
 
-    async def _keep(self, interval: float) -> None:
+    async def _keep(
+        self, interval: float, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
         """Write each change, one write at a time, each with the state as it is when it begins;
         every ``interval`` seconds, look whether the file is still the one written, else write it
         again. After ``_close``, one last write, then ``_closed``."""
-        while True:
-            with anyio.move_on_after(interval):
-                await self._changed.wait()
-            last = self._closing
-            await self._write_now()
-            if last:
-                self._closed.set()
-                return
+        # Shielded: a cancelled owner (a check given up at a signal) still has the last state
+        # written; only its own end (``_stop``) cancels it.
+        with anyio.CancelScope(shield=True) as self._scope:
+            task_status.started()
+            while True:
+                with anyio.move_on_after(interval):
+                    await self._changed.wait()
+                last = self._closing
+                await self._write_now()
+                if last:
+                    self._closed.set()
+                    return
 
     def _close(self) -> None:
         self._closing = True
@@ -463,7 +472,7 @@ async def _open(path: Path, interval: float, *, siblings: bool) -> AsyncIterator
     for found in reaped:
         log.warning("supervisor.reaped", groups=found.groups, processes=found.processes, left=found.left)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(ledger._keep, interval)
+        await tg.start(ledger._keep, interval)
         try:
             yield ledger
         finally:
@@ -472,4 +481,5 @@ async def _open(path: Path, interval: float, *, siblings: bool) -> AsyncIterator
             with anyio.CancelScope(shield=True):
                 with anyio.move_on_after(FLUSH_WAIT):
                     await ledger._closed.wait()
-                tg.cancel_scope.cancel()
+                assert ledger._scope is not None  # set when the task started
+                ledger._scope.cancel()
