@@ -163,9 +163,10 @@ def _members(sessions: dict[int, int], mark: str) -> list[tuple[int, int]]:
     return found
 
 
-def _signal(processes: Iterable[tuple[int, int]], signum: int) -> None:
-    """Send ``signum`` to each of ``processes`` that is still the one seen: through a pidfd, opened
-    before its start time is checked again, so that a number given again is never hit."""
+def signal_all(processes: Iterable[tuple[int, int]], signum: int) -> None:
+    """Send ``signum`` to each of ``processes`` ((pid, start), as ``leftovers`` gives) that is still
+    the one seen: through a pidfd, opened before its start time is checked again, so that a number
+    given again is never hit."""
     for pid, start in processes:
         try:
             pidfd = os.pidfd_open(pid)
@@ -184,11 +185,6 @@ def leftovers(sid: int, start: int) -> list[tuple[int, int]]:
     """What is left of this daemon's child's session ``sid`` (its leader started at ``start``):
     (pid, start) of each process; ``OSError`` when ``/proc`` cannot be read."""
     return _members({sid: start}, _OWN_MARK)
-
-
-def signal_all(processes: Iterable[tuple[int, int]], signum: int) -> None:
-    """Send ``signum`` to each of ``processes`` (from ``leftovers``) still there."""
-    _signal(processes, signum)
 
 
 def _gone(processes: Iterable[tuple[int, int]]) -> bool:
@@ -260,7 +256,7 @@ class GroupLedger:
         every ``interval`` seconds, look whether the file is still the one written, else write it
         again. After ``_close``, one last write, then ``_closed``."""
         # Shielded: a cancelled owner (a check given up at a signal) still has the last state
-        # written; only its own end (``_stop``) cancels it.
+        # written; only the end of ``_open``, after that write, cancels it.
         with anyio.CancelScope(shield=True) as self._scope:
             task_status.started()
             while True:
@@ -379,7 +375,7 @@ def _kill_sessions(groups: tuple[_Group, ...], mark: str) -> tuple[int, int]:
         found = set(_members(sessions, mark)) - killed
         if not found:
             break
-        _signal(found, signal.SIGKILL)
+        signal_all(found, signal.SIGKILL)
         killed |= found
     deadline = time.monotonic() + REAP_WAIT
     while not _gone(killed) and time.monotonic() < deadline:
