@@ -13,6 +13,7 @@ import anyio
 import msgspec
 import pytest
 
+from mcpd.client import _wire
 from mcpd.client.aio import connect
 from mcpd.client.channel import Channel, open_channel
 from mcpd.discovery.render import estimate_tokens
@@ -37,6 +38,8 @@ from mcpd.errors import (
 from mcpd.front.rpc_errors import rpc_code, rpc_error
 from mcpd.front.session import HELD_LIMIT
 from mcpd.model.mcp import TOO_MANY_REQUESTS, InitializeParams, SessionState
+from mcpd.model.protocol import ToolsCallParams
+from mcpd.model.tools import ToolResult
 from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
@@ -447,3 +450,13 @@ async def test_a_hosts_request_meta_reaches_the_server(daemon: DaemonProcess) ->
         host.channel.close()
     assert seen["vendor.example/trace"] == "abc"
     assert seen.get("progressToken") != "host-token"  # mcpd gives the server its own token
+
+
+async def test_a_socket_clients_progress_token_never_reaches_the_server(daemon: DaemonProcess) -> None:
+    """A socket client's `meta` reaches the server without a `progressToken` of the client's own: the
+    server's progress for it would be routed by that token, which may name another caller's call."""
+    meta = {"vendor.example/trace": "abc", "progressToken": "mcpd-1"}
+    call = _wire.Call("tools.call", ToolsCallParams(tool="tools__request_meta", meta=meta), ToolResult)
+    async with connect(daemon.socket, name="test") as client:
+        result = await client.request(call)
+    assert json.loads(result.content[0]["text"]) == {"vendor.example/trace": "abc"}

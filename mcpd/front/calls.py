@@ -25,6 +25,7 @@ from mcpd.errors import (
 )
 from mcpd.front.core import Caller, Core
 from mcpd.front.server_requests import Answerer
+from mcpd.model import mcp
 from mcpd.model.protocol import ConnectResult, ToolsCallParams, ToolsListParams, ToolsListResult
 from mcpd.model.states import LIVE_STATES, ServerState
 from mcpd.model.tools import ToolResult
@@ -72,7 +73,10 @@ async def call_tool(
     call = _CallRecorder(core, caller, server, tool, params.query)
     running, token = core.requests.begin(server, answerer, caller.client, caller.session)
     try:
-        result = await actor.call_tool(tool, params.arguments, params.timeout, on_progress, params.meta)
+        # A caller's own progress token would route the server's progress by a name that may be
+        # another call's: mcpd sets its own when it relays progress.
+        meta = mcp.passed_meta(params.meta)
+        result = await actor.call_tool(tool, params.arguments, params.timeout, on_progress, meta)
     except McpdError as exc:
         call.done(_OUTCOMES.get(type(exc), "error"), type(exc).__name__)
         raise

@@ -648,15 +648,13 @@ class HostSession:
         server, tool = (None, name) if reserved.is_reserved(name, None) else self.core.catalog.resolve(name)
         try:
             # Converted, not constructed: the socket API's limits (a name's length) hold here too.
-            # The host's own progress token stays here: the server is given mcpd's.
-            forwarded = {key: value for key, value in (meta_ or {}).items() if key != "progressToken"}
             params = msgspec.convert(
                 {
                     "tool": tool,
                     "server": server,
                     "arguments": arguments,
                     "query": self.learned_query(),
-                    "meta": forwarded or None,
+                    "meta": meta_,
                 },
                 ToolsCallParams,
             )
