@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -286,10 +287,11 @@ def _caller(conn: Connection) -> Caller:
 
 
 @methods.method("tools.call", ToolsCallParams, max_bytes=MAX_CALL_PARAMS)
-async def tools_call(daemon: Daemon, conn: Connection, params: ToolsCallParams) -> ToolResult:
+def tools_call(daemon: Daemon, conn: Connection, params: ToolsCallParams) -> Awaitable[ToolResult]:
+    # The call itself, not a coroutine around it: one level less for every resume of its await chain.
     on_progress = _progress_relay(conn, current_request.get()) if params.progress else None
     answerer = daemon.requests.clients.get(conn)
-    return await calls.call_tool(daemon, _caller(conn), params, on_progress, answerer)
+    return calls.call_tool(daemon, _caller(conn), params, on_progress, answerer)
 
 
 def _progress_relay(conn: Connection, request_id: int) -> ProgressCallback:

@@ -118,12 +118,25 @@ class Limits:
     grow the daemon for as long as the client keeps reading slowly."""
 
 
-def encode_message(message: Response | Notification) -> bytes:
+class _Answer(msgspec.Struct, array_like=True, tag=1, frozen=True):
+    """A ``Response`` as it is sent, its result still the handler's struct: encoded once into the
+    frame, not into bytes of its own first and then copied in (the same bytes on the wire)."""
+
+    id: int | None
+    result: Any
+    error: None = None
+
+
+def encode_message(message: Response | Notification | _Answer) -> bytes:
     """One frame: length prefix, then the msgpack message, built in one buffer."""
     buffer = bytearray(4)
     _encoder.encode_into(message, buffer, 4)
     buffer[:4] = (len(buffer) - 4).to_bytes(4, "big")
     return bytes(buffer)
+
+
+def result_response(request_id: int | None, result: msgspec.Struct) -> bytes:
+    return encode_message(_Answer(request_id, result))
 
 
 def error_response(request_id: int | None, error: McpdError) -> bytes:
@@ -314,10 +327,13 @@ class MethodTable(Generic[Ctx]):
         return sorted(["hello", *self._methods])
 
     def get(self, name: str) -> _Method[Ctx]:
-        try:
-            return self._methods[name]
-        except KeyError:
-            raise UnknownMethod(f"unknown method {name!r}", {"method": name}) from None
+        method = self._methods.get(name)
+        if method is None:
+            raise UnknownMethod(f"unknown method {name!r}", {"method": name})
+        return method
+
+    def find(self, name: str) -> _Method[Ctx] | None:
+        return self._methods.get(name)
 
 
 def _check_size(name: str, raw: msgspec.Raw, limit: int) -> None:
@@ -491,8 +507,14 @@ class RpcServer(Generic[Ctx]):
     async def _serve_requests(self, conn: Connection, requests: InFlight) -> None:
         frames = conn.stream.frames(self.limits.max_frame)
         async for data in frames:
-            message = await self._request(conn, data)
-            if message is None:
+            if conn.client is None:
+                # Until its hello is answered a client is still arriving: its frames take turns
+                # with the other arrivals, or a crowd that connected and then sent its hellos at
+                # once would have them all read, logged and answered in one loop turn.
+                await self._churn.take()
+            message = self._request(conn, data)
+            if not isinstance(message, Request):
+                await conn.send(message)  # the frame held no request: the client is told why
                 continue
             if message.method == "cancel":
                 await conn.send(self._cancel(message, requests, conn.id))
@@ -514,23 +536,20 @@ class RpcServer(Generic[Ctx]):
                     continue
                 finally:
                     del large
-            if self._inline(message.method):
-                await conn.send(await self._dispatch(conn, message, params))
+            # Looked up once, here: None (an unknown method) is refused the usual way, by ``_run``.
+            method = self._find(message.method)
+            if method is not None and method.inline:
+                await conn.send(await self._dispatch(conn, message, method, params))
             elif requests.full():
                 # Refused, not waited for: the reader must go on reading the frames the
                 # running requests may be waiting for (``server.reply``), and ``cancel``.
                 await conn.send(error_response(message.id, self._too_many))
             else:
-                requests.start(message.id, self._answer(conn, message, requests, params))
+                requests.start(message.id, self._answer(conn, message, method, requests, params))
             del params
 
-    async def _request(self, conn: Connection, data: bytes) -> Request | None:
-        """The request in a frame; None when the frame held none (the client has been told)."""
-        if conn.client is None:
-            # Until its hello is answered a client is still arriving: its frames take turns
-            # with the other arrivals, or a crowd that connected and then sent its hellos at
-            # once would have them all read, logged and answered in one loop turn.
-            await self._churn.take()
+    def _request(self, conn: Connection, data: bytes) -> Request | bytes:
+        """The request in a frame, or the error frame that tells the client it held none."""
         try:
             message = codec.decode_request(data)
             if not isinstance(message, Request):
@@ -542,8 +561,7 @@ class RpcServer(Generic[Ctx]):
             if not conn.bad_messages:
                 log.warning("client.bad_message", conn=conn.id, client=conn.client, error=exc.message)
             conn.bad_messages += 1
-            await conn.send(error_response(None, exc))
-            return None
+            return error_response(None, exc)
         return message
 
     @staticmethod
@@ -556,16 +574,13 @@ class RpcServer(Generic[Ctx]):
         found = requests.cancel(params.id)
         # Debug for an id that names nothing running: a client may send any number of them.
         (log.info if found else log.debug)("request.cancelled", conn=conn_id, request=params.id, found=found)
-        return encode_message(Response(request.id, msgspec.Raw(_encoder.encode(Ok(ok=found)))))
+        return result_response(request.id, Ok(ok=found))
 
     def _method(self, name: str) -> _Method[Ctx]:
         return self._hello_method if name == "hello" else self.table.get(name)
 
-    def _inline(self, name: str) -> bool:
-        try:
-            return self._method(name).inline
-        except UnknownMethod:
-            return False  # answered (refused) the usual way
+    def _find(self, name: str) -> _Method[Ctx] | None:
+        return self._hello_method if name == "hello" else self.table.find(name)
 
     async def _large_params(self, request: Request) -> msgspec.Struct:
         """Params of a large frame: size limit, then a sliced walk, then one decode at a time."""
@@ -583,21 +598,37 @@ class RpcServer(Generic[Ctx]):
         return params
 
     async def _answer(
-        self, conn: Connection, request: Request, requests: InFlight, params: msgspec.Struct | None
+        self,
+        conn: Connection,
+        request: Request,
+        method: _Method[Ctx] | None,
+        requests: InFlight,
+        params: msgspec.Struct | None,
     ) -> None:
         current_request.set(request.id)
         try:
-            await conn.send(await self._dispatch(conn, request, params))
+            await conn.stream.send(await self._dispatch(conn, request, method, params))
         except _DISCONNECTS:
             pass  # the client left before its answer; nothing to do
         finally:
             requests.finished()
 
-    async def _dispatch(self, conn: Connection, request: Request, params: msgspec.Struct | None) -> bytes:
-        """The encoded answer to ``request``: its result, or the error it ended in. Never raises."""
+    async def _dispatch(
+        self, conn: Connection, request: Request, method: _Method[Ctx] | None, params: msgspec.Struct | None
+    ) -> bytes:
+        """The encoded answer to ``request`` (``method``: its entry in the table, None if unknown): its
+        result, or the error it ended in. Never raises."""
         try:
-            result = await self._run(conn, request, params)
-            response = encode_message(Response(request.id, msgspec.Raw(_encoder.encode(result))))
+            if conn.client is None and request.method != "hello":
+                raise ProtocolError("the first request on a connection must be `hello`")  # noqa: TRY301
+            if method is None:
+                method = self._method(request.method)  # raises UnknownMethod
+            if params is None:
+                _check_size(request.method, request.params, method.max_bytes)
+                params = _decode_params(request.params, method.params)
+            # Run here, not in a coroutine of its own: one level less for each resume of the handler.
+            result = await method.handler(self.ctx, conn, params)
+            response = result_response(request.id, result)
         except McpdError as exc:
             return error_response(request.id, exc)
         except (msgspec.EncodeError, OverflowError, TypeError) as exc:
@@ -614,16 +645,6 @@ class RpcServer(Generic[Ctx]):
             )
             return error_response(request.id, too_big)
         return response
-
-    async def _run(self, conn: Connection, request: Request, params: msgspec.Struct | None) -> msgspec.Struct:
-        """Run the handler; ``params`` were decoded already when the frame was large."""
-        if conn.client is None and request.method != "hello":
-            raise ProtocolError("the first request on a connection must be `hello`")
-        method = self._method(request.method)
-        if params is None:
-            _check_size(request.method, request.params, method.max_bytes)
-            params = _decode_params(request.params, method.params)
-        return await method.handler(self.ctx, conn, params)
 
     async def _upgrade(self, conn: Connection, request: Request, frames: AsyncIterator[bytes]) -> bool:
         """A ``hello`` with a ``mode``: answer it, then hand the connection to that mode's handler.
@@ -655,7 +676,7 @@ class RpcServer(Generic[Ctx]):
         except McpdError as exc:
             await conn.send(error_response(request.id, exc))
             return True
-        await conn.send(encode_message(Response(request.id, msgspec.Raw(_encoder.encode(hello)))))
+        await conn.send(result_response(request.id, hello))
         await upgrade(conn, frames, params.resume)
         return True
 

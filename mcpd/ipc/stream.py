@@ -90,8 +90,13 @@ class FrameStream:
 
     async def send(self, data: bytes) -> None:
         """Queue ``data`` and wait only if the peer has let the write buffer fill up."""
-        self._writer.write(data)
-        await self._writer.drain()
+        transport = self._writer.transport
+        transport.write(data)
+        # Sent whole at once (the usual case), the writer cannot be paused (it is only while more
+        # than the low-water mark waits): ``drain`` would return at once, a few calls later, and
+        # this is every answer's path.
+        if transport.get_write_buffer_size() or transport.is_closing():
+            await self._writer.drain()
 
     def send_nowait(self, data: bytes) -> None:
         """Queue ``data`` without waiting (for a last word from a task being cancelled)."""

@@ -187,7 +187,8 @@ class Catalog:
         """Why the config or the trust gate keeps this tool out, or None."""
         if tool in actor.config.disabled_tools:
             return f"disabled in the config (`disabled_tools` of server {actor.name!r})"
-        if actor.tools or actor.server_info:
+        # The verdict is almost always current (``current_review``): no coroutine for ``review``.
+        if (actor.tools or actor.server_info) and self.current_review(actor) is None:
             await self.review(actor)
         return self.gate.denied(actor.name, tool)
 

@@ -14,6 +14,7 @@ keeps the state, walks the transitions and connects the pieces.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import random
 import time
@@ -304,14 +305,14 @@ class ServerActor:
                 await self._changed.wait()
         return self._state
 
-    async def call_tool(
+    def call_tool(
         self,
         tool: str,
         arguments: dict[str, Any],
         timeout: float | None = None,
         on_progress: ProgressCallback | None = None,
         meta: dict[str, Any] | None = None,
-    ) -> ToolResult:
+    ) -> Awaitable[ToolResult]:
         """Call ``tool``; waits for a (re)starting server, all within ``timeout`` seconds.
 
         ``on_progress`` receives the server's progress notifications for this call (stdio servers).
@@ -328,8 +329,9 @@ class ServerActor:
                     f"server {actor.name!r} has no tool {tool!r}", {"server": actor.name, "tool": tool}
                 )
 
-        async def send(link: Link, deadline: float, limit: float) -> ToolResult:
-            return await send_call(
+        # Not a coroutine of its own: one level less for every resume of the call's await chain.
+        def send(link: Link, deadline: float, limit: float) -> Awaitable[ToolResult]:
+            return send_call(
                 link,
                 server=self.name,
                 tool=tool,
@@ -340,20 +342,23 @@ class ServerActor:
                 meta=meta,
             )
 
-        return await self.on_live(timeout, known, send)
+        return self.on_live(timeout, known, send)
 
-    async def on_live(
+    def on_live(
         self,
         timeout: float | None,
         known: Callable[[ServerActor], None],
         send: Callable[[Link, float, float], Awaitable[T]],
-    ) -> T:
+    ) -> Awaitable[T]:
         """Run ``send`` on a live link within ``timeout`` (default ``call_timeout``), waiting for a
         (re)start; a request the server never received goes again on the next link. ``known`` checks
         the target against the live lists before each attempt (``surface_requests`` builds on this).
         A reload that changes the server hands what waits here over to its successor."""
         limit = timeout if timeout is not None else self.config.call_timeout
-        return await self._on_live(anyio.current_time() + limit, limit, known, send)
+        # The loop's clock, as ``anyio.current_time`` reads it, without its four calls to find the backend.
+        # Not a coroutine itself (the deadline starts when it is called, as the caller awaits it):
+        # one level less for every resume of a call's await chain.
+        return self._on_live(asyncio.get_running_loop().time() + limit, limit, known, send)
 
     async def _on_live(
         self,
