@@ -175,6 +175,40 @@ async def test_timeout_withdraws_the_request() -> None:
     assert not rpc.route(reply(request["id"], "too late"))
 
 
+async def test_each_request_expires_at_its_own_deadline() -> None:
+    """Deadlines share one timer: a request sent after another with an earlier deadline still expires
+    at its own, one answered in time never expires, and the rest wait for theirs. Thousands of answered
+    requests before them (whose deadlines are still ahead) change none of that."""
+    pipe = Pipe()
+    rpc = pipe.rpc()
+    now = anyio.current_time()
+    for number in range(3000):  # answered at once: their deadlines stay ahead, their requests gone
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(rpc.request, "tools/call", {}, now + 30)
+            await pipe.wait_lines(number + 1)
+            assert rpc.route(reply(pipe.lines[-1]["id"], number))
+    ended: dict[str, float] = {}
+
+    async def call(name: str, timeout: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await rpc.request("tools/call", {"name": name}, anyio.current_time() + timeout)
+            ended[name] = -1  # answered
+            return
+        ended[name] = anyio.current_time() - start
+
+    start = anyio.current_time()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call, "late", 0.6)
+        tg.start_soon(call, "answered", 0.2)
+        tg.start_soon(call, "early", 0.2)
+        sent = await pipe.wait_lines(3003)
+        answered = next(line for line in sent[3000:] if line["params"]["name"] == "answered")
+        assert rpc.route(reply(answered["id"], "in time"))
+    assert ended["answered"] == -1
+    assert 0.2 <= ended["early"] < 0.5
+    assert 0.6 <= ended["late"] < 0.9
+
+
 async def test_cancelled_caller_withdraws_the_request() -> None:
     """A caller that is cancelled (the client went away) withdraws its request the same way."""
     pipe = Pipe()

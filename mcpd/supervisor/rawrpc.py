@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import heapq
 import itertools
 import math
 import re
@@ -144,6 +145,13 @@ class RawRpc:
         """Each request waiting for its reply, with the offset of its last byte in the stream."""
         self._progress: dict[str, ProgressCallback] = {}
         self._closed = False
+        self._deadlines: list[tuple[float, str]] = []
+        """(deadline, request id) of the requests sent with one, a heap. One loop timer stands for
+        them all (``_alarm``, for the earliest), not one per request: a timer's making, ordering in the
+        loop's heap and cancelling were one in twenty of the Python calls of a proxied tool call. An entry
+        outlives its request (answered, withdrawn) until it comes up or the heap is compacted."""
+        self._alarm: asyncio.TimerHandle | None = None
+        self._alarm_at = math.inf
 
     def route(self, line: bytes) -> bool:
         """Take ``line`` if it answers one of our requests; False leaves it to the session.
@@ -223,6 +231,39 @@ class RawRpc:
         for waiter, end in self._waiters.values():
             _settle(waiter, _End.UNREAD if read is not None and end > read else _End.LOST)
         self._waiters.clear()
+        self._deadlines.clear()
+        self._disarm()
+
+    def _expect_by(self, loop: asyncio.AbstractEventLoop, deadline: float, request_id: str) -> None:
+        """Have the request end as ``_End.EXPIRED`` at ``deadline`` unless it has ended before."""
+        heapq.heappush(self._deadlines, (deadline, request_id))
+        if deadline < self._alarm_at:
+            self._disarm()
+            self._alarm, self._alarm_at = loop.call_at(deadline, self._expire, loop), deadline
+        elif len(self._deadlines) > 2 * len(self._waiters) + 64:
+            # Entries of requests long answered: dropped, or they would pile up for as long as
+            # the call timeout while calls keep coming.
+            self._deadlines = [entry for entry in self._deadlines if entry[1] in self._waiters]
+            heapq.heapify(self._deadlines)
+
+    def _expire(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The alarm: end the requests whose deadline has come, and set it for the next one still waiting."""
+        self._alarm, self._alarm_at = None, math.inf
+        now = loop.time()
+        while self._deadlines:
+            deadline, request_id = self._deadlines[0]
+            waiting = self._waiters.get(request_id)
+            if waiting is not None and deadline > now:
+                self._alarm, self._alarm_at = loop.call_at(deadline, self._expire, loop), deadline
+                return
+            heapq.heappop(self._deadlines)
+            if waiting is not None:
+                _settle(waiting[0], _End.EXPIRED)
+
+    def _disarm(self) -> None:
+        if self._alarm is not None:
+            self._alarm.cancel()
+            self._alarm, self._alarm_at = None, math.inf
 
     def _withdraw(self, request_id: str, tell: bool, reason: str = WITHDRAWN) -> None:
         """Forget a request nobody waits for any more, and tell the server so (``tell``), and why."""
@@ -246,8 +287,8 @@ class RawRpc:
         server read it (or may have), ``NotReading`` when the server leaves its input unread,
         ``Malformed`` for a reply that is not JSON-RPC. A timed-out or cancelled request is
         withdrawn with ``notifications/cancelled`` (but ``initialize``, which MCP forbids). The
-        deadline is a loop timer, not a cancel scope: this is the per-call hot path, and a
-        timer costs a fraction of a scope.
+        deadline is a loop timer shared by the stream's requests (``_expect_by``), not a cancel
+        scope: this is the per-call hot path, and a timer costs a fraction of a scope.
         """
         if self._closed:
             raise NotDelivered
@@ -271,7 +312,8 @@ class RawRpc:
         self._waiters[request_id] = (waiter, end)
         if on_progress is not None:
             self._progress[request_id] = on_progress
-        timer = loop.call_at(deadline, _settle, waiter, _End.EXPIRED) if deadline < math.inf else None
+        if deadline < math.inf:
+            self._expect_by(loop, deadline, request_id)
         # MCP forbids cancelling initialize: the server would be left half set up.
         tell = method != "initialize"
         try:
@@ -280,8 +322,6 @@ class RawRpc:
             self._withdraw(request_id, tell, _reason(exc))
             raise
         finally:
-            if timer is not None:
-                timer.cancel()
             self._progress.pop(request_id, None)
         if reply is _End.EXPIRED:
             self._withdraw(request_id, tell)
