@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import gc
 import itertools
 import os
@@ -505,6 +506,13 @@ class RpcServer(Generic[Ctx]):
             await requests.aclose()  # the client is gone, or the connection ends: nobody to answer
 
     async def _serve_requests(self, conn: Connection, requests: InFlight) -> None:
+        conn.stream.express(functools.partial(self._express, conn, requests))
+        try:
+            await self._read_frames(conn, requests)
+        finally:
+            conn.stream.express(None)
+
+    async def _read_frames(self, conn: Connection, requests: InFlight) -> None:
         frames = conn.stream.frames(self.limits.max_frame)
         async for data in frames:
             if conn.client is None:
@@ -547,6 +555,24 @@ class RpcServer(Generic[Ctx]):
             else:
                 requests.start(message.id, self._answer(conn, message, method, requests, params))
             del params
+
+    def _express(self, conn: Connection, requests: InFlight, data: bytes) -> bool:
+        """Start an established client's plain request straight from the read callback (see
+        ``FrameStream.express``); False leaves the frame to the reader: anything before hello,
+        undecodable, ``cancel``, ``hello``, inline, unknown or refused, whose answers it writes."""
+        if conn.client is None or conn._ended:
+            return False
+        try:
+            message = codec.decode_request(data)
+        except ProtocolError:
+            return False
+        if not isinstance(message, Request) or message.method == "cancel":
+            return False
+        method = self.table.find(message.method)  # None for hello too
+        if method is None or method.inline or requests.full():
+            return False
+        requests.start(message.id, self._answer(conn, message, method, requests, None))
+        return True
 
     def _request(self, conn: Connection, data: bytes) -> Request | bytes:
         """The request in a frame, or the error frame that tells the client it held none."""
@@ -668,6 +694,7 @@ class RpcServer(Generic[Ctx]):
             return False
         if params.mode is None:
             return False
+        conn.stream.express(None)  # the mode's handler reads the frames from here on
         try:
             upgrade = self.upgrades.get(params.mode)
             if upgrade is None:

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import SupportsIndex
 
 from mcpd.ipc.endpoint import QUEUE_RETRY, connect_now
-from mcpd.ipc.framing import DEFAULT_MAX_FRAME, FrameBuffer, TruncatedFrame
+from mcpd.ipc.framing import DEFAULT_MAX_FRAME, HEADER, FrameBuffer, TruncatedFrame
 from mcpd.readsize import READ_SIZE, read_in_pieces
 
 _BUFFERED = 256 * 1024
@@ -27,6 +28,44 @@ TURN = 32
 """Units of work one connection does before it yields to the event loop: a frame, or a
 read and each 64 KiB it brought."""
 _WORK_BYTES = 64 * 1024
+
+
+EXPRESS_FRAME = 16 * 1024
+"""Largest frame offered to ``express``: above it a frame's decoding takes the careful way (``codec``)."""
+
+
+class _ExpressReader(asyncio.StreamReader):
+    """A ``StreamReader`` that offers a read holding one whole small frame to ``express`` in the read
+    callback itself, while the reading task waits for data with nothing read ahead of it.
+
+    The task would take the frame only in the next event-loop iteration, and what it starts for it
+    in the one after: one iteration, and the task's resume through its frames, less per request (see
+    ``mcpd.supervisor.replies`` for the same on a child's stdout). Only then: the reading task has
+    finished with every frame before (it waits in ``read``) and holds no part of one (``framing``),
+    so frames are still handled in the order they came. Only a read of one frame alone: frames read
+    together are handled together by the task, as before (a request and its ``cancel`` in one read
+    stop the request before its first step). What ``express`` declines is read by the task.
+    """
+
+    express: Callable[[bytes], bool] | None = None
+    """Takes a frame and says whether it took it."""
+    framing: FrameBuffer | None = None
+    """The reading task's frame buffer (``FrameStream.frames``)."""
+
+    def feed_data(self, data: Iterable[SupportsIndex]) -> None:
+        # ``_buffer`` and ``_waiter`` are StreamReader's own: nothing unread, and a read waiting.
+        if (
+            self.express is not None
+            and self._waiter is not None  # type: ignore[attr-defined]
+            and not self._buffer  # type: ignore[attr-defined]
+            and (self.framing is None or not self.framing.pending)
+            and isinstance(data, bytes)
+            and HEADER < len(data) <= HEADER + EXPRESS_FRAME
+            and int.from_bytes(data[:HEADER], "big") == len(data) - HEADER
+            and self.express(data[HEADER:])
+        ):
+            return
+        super().feed_data(data)
 
 
 class FrameStream:
@@ -53,9 +92,18 @@ class FrameStream:
 
     @classmethod
     async def adopt(cls, sock: socket.socket) -> FrameStream:
-        """Wrap a socket accepted by the listener."""
-        reader, writer = await asyncio.open_unix_connection(sock=sock, limit=_BUFFERED)
-        return cls(reader, writer)
+        """Wrap a socket accepted by the listener (its frames may go ``express``)."""
+        loop = asyncio.get_running_loop()
+        reader = _ExpressReader(limit=_BUFFERED, loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        transport, _ = await loop.create_unix_connection(lambda: protocol, sock=sock)
+        return cls(reader, asyncio.StreamWriter(transport, protocol, reader, loop))
+
+    def express(self, take: Callable[[bytes], bool] | None) -> None:
+        """Offer frames to ``take`` as they arrive while ``frames()`` waits for more (None: no longer).
+        ``take`` runs in the read callback: it must not raise, nor wait."""
+        if isinstance(self._reader, _ExpressReader):
+            self._reader.express = take
 
     @property
     def socket(self) -> socket.socket:
@@ -65,6 +113,8 @@ class FrameStream:
     async def frames(self, max_frame: int = DEFAULT_MAX_FRAME) -> AsyncIterator[bytes]:
         """Each frame until the peer closes; ``TruncatedFrame`` if it closes mid-frame."""
         buffer = FrameBuffer(max_frame)
+        if isinstance(self._reader, _ExpressReader):
+            self._reader.framing = buffer
         work = 0
         while True:
             chunk = await self._reader.read(READ_SIZE)
