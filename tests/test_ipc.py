@@ -547,6 +547,23 @@ async def test_truncated_frame_and_disconnect_mid_request(daemon: DaemonProcess)
         assert (await client.call_tool("alpha__echo", {"text": "ok"})).content[0]["text"] == "ok"
 
 
+async def test_requests_in_pieces_and_alone_in_a_read_are_answered(daemon: DaemonProcess) -> None:
+    """A request read in pieces is answered once whole (its last piece is read as the rest of the
+    frame begun before it, not offered alone to ``FrameStream.express``), and so are requests that
+    arrive alone in a read, one per read, which ``express`` starts."""
+    with raw_socket(daemon) as sock:
+        sock.sendall(hello_frame())
+        read_response(sock)
+        whole = frame(Request(2, "status", msgspec.Raw(encoder.encode(NoParams()))))
+        for piece in (whole[:3], whole[3:9], whole[9:]):
+            sock.sendall(piece)
+            await anyio.sleep(0.1)  # each piece is read on its own
+        assert read_response(sock)[1:4:2] == [2, None]
+        for request_id in range(3, 6):
+            sock.sendall(frame(Request(request_id, "status", msgspec.Raw(encoder.encode(NoParams())))))
+            assert read_response(sock)[1:4:2] == [request_id, None]
+
+
 async def test_client_that_never_reads_is_dropped(daemon: DaemonProcess) -> None:
     """A client that floods requests and reads nothing is disconnected; others are served throughout."""
     sock = raw_socket(daemon)
