@@ -255,3 +255,36 @@ async def test_a_reconnecting_reader_of_events_leaves_a_daemon_that_stopped_answ
                         await other.stop("tools")  # an event that starts no new server process
         finally:
             first.signal(signal.SIGCONT)
+
+
+async def test_a_reconnect_leaves_a_daemon_that_does_not_answer_its_hello(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keeper's hello to a daemon that accepts but never answers (frozen: SIGSTOP, a hung loop;
+    here a listener of the test's that reads nothing) is given up once a ping goes unanswered, as any
+    request is, so the client finds the daemon that replaced it within seconds. The watchdog used to
+    skip a connection being restored, and the hello waited out its whole 30 s."""
+    monkeypatch.setattr(_wire, "PROBE_AFTER", 0.5)
+    monkeypatch.setattr(_wire, "PROBE_WAIT", 2.0)
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("tools"))
+    async with running_daemon(config) as first, connect(first.socket, reconnect=True, name="reader"):
+        first.signal(signal.SIGKILL)
+        await first.wait_exit()
+        first.socket.unlink()
+        lock_path(first.socket).unlink(missing_ok=True)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as silent:
+            silent.bind(str(first.socket))
+            silent.listen()
+            silent.setblocking(False)
+            with anyio.fail_after(10):
+                while True:  # the keeper's next try connects here
+                    try:
+                        held, _ = silent.accept()
+                        break
+                    except BlockingIOError:
+                        await anyio.sleep(0.05)
+            first.socket.unlink()
+        with held:
+            async with running_daemon(config, socket=first.socket) as second:
+                await second.wait_for("client.connected", client="reader", timeout=15)

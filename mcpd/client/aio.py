@@ -107,7 +107,8 @@ class AsyncClient(Api):
             return result
 
     async def _request_once(self, call: _wire.Call[T]) -> T:
-        if self._reader is None or self._reader.done():
+        reader = self._reader
+        if reader is None or reader.done():
             # Nothing would ever answer: the connection is gone (the keeper's next try may revive it).
             raise self._closed or TransportError("the client is not connected")
         request_id = next(self._ids)
@@ -138,9 +139,13 @@ class AsyncClient(Api):
             self._waiters.pop(request_id, None)
             self._progress.pop(request_id, None)
         if response is None:
-            if self._closed is not None:
+            # The reader settles what waits once it has ended (and said why); the timer, while it
+            # reads on. ``_closed`` alone is set too while the keeper's hello and restore run, on a
+            # live connection.
+            lost = self._closed if reader.done() else None
+            if lost is not None:
                 if call.safe or not self._reconnect:
-                    raise self._closed
+                    raise lost
                 raise TransportError(
                     f"the daemon connection dropped during {call.method}; it may or may not have run",
                     {"method": call.method},
@@ -229,11 +234,15 @@ class AsyncClient(Api):
         answer that either, it is frozen (SIGSTOP, a hung loop) and the connection is dropped as if
         the daemon had gone: requests fail with ``TransportError`` rather than wait out their
         timeouts (an hour for a tool call without one), the streams end (a reconnecting client's
-        connects again instead). One task for all: nothing is added to each request's own path."""
+        connects again instead). One task for all: nothing is added to each request's own path.
+
+        A connection being restored is watched too: the keeper's hello to a daemon that accepts but
+        never answers would otherwise wait out its whole timeout before the next try."""
         while True:
             heard = self._heard
             await asyncio.sleep(_wire.PROBE_AFTER)
-            if self._heard != heard or self._closed is not None or not self._awaited():
+            reading = self._reader is not None and not self._reader.done()
+            if self._heard != heard or not reading or not self._awaited():
                 continue
             try:
                 await self._request_once(_wire.ping())
