@@ -182,7 +182,8 @@ class Relay:
         self._delay = FIRST_DELAY
         self._autostart_at = 0.0
         self._autostart_wait = AUTOSTART_AFTER
-        self._attached_at = 0.0
+        self._daemon_up_since = 0.0
+        """When the daemon of the current connection came up (by its hello), else when it was attached."""
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -391,7 +392,9 @@ class Relay:
 
     def _attach(self, channel: Channel) -> None:
         self.channel = channel
-        self._attached_at = time.monotonic()
+        now = time.monotonic()
+        uptime = channel.hello.uptime_s
+        self._daemon_up_since = now if uptime is None else now - uptime
         self._read_daemon(len(self._out) < OUT_LIMIT)
         self._deliver(channel.backlog)
 
@@ -428,13 +431,20 @@ class Relay:
         # This daemon came up, whoever started it: a new gap, not a start that failed, so the next
         # start comes ``AUTOSTART_AFTER`` into it (a daemon killed twice in a row cost the hosts
         # 10 s); later at each daemon that dies soon after it came up (one that crashes on what it
-        # is sent would otherwise be started every second, by every bridge).
-        lived = now - self._attached_at
+        # is sent would otherwise be started every second, by every bridge). Its life counts from its
+        # own start: one restarted by hand soon after this bridge attached had lived, however briefly seen.
+        lived = now - self._daemon_up_since
         self._autostart_wait = (
             AUTOSTART_AFTER if lived >= AUTOSTART_RETRY else min(AUTOSTART_MAX, 2 * self._autostart_wait)
         )
         self._autostart_at = now + self._autostart_wait
-        _log("bridge.daemon_lost", failed=len(answers), resent=len(resend), withdrawn=len(withdrawn))
+        _log(
+            "bridge.daemon_lost",
+            failed=len(answers),
+            resent=len(resend),
+            withdrawn=len(withdrawn),
+            autostart_in=self._autostart_wait,
+        )
 
     def _fresh_state(self) -> bytes:
         """A session from our options alone; one the host has initialized, as of unknown capabilities."""

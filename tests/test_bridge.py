@@ -437,6 +437,30 @@ async def test_daemons_killed_in_a_row_are_started_again_soon_then_less_often(tm
         assert text(await host.call("solo__echo", {"text": "again"})) == "again"
 
 
+async def test_a_daemon_that_had_lived_before_the_bridge_came_costs_no_longer_wait(tmp_path: Path) -> None:
+    """A daemon up for ``AUTOSTART_RETRY`` before a bridge attached and killed at once after counts as
+    one that lived (its age comes with hello): the bridge starts the next ``AUTOSTART_AFTER`` into the
+    gap. Its life used to count from the bridge's attach, so the wait doubled as after a crash loop."""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("solo"))
+    log_path = tmp_path / "bridge.log"
+    errlog = await anyio.to_thread.run_sync(lambda: log_path.open("w"))
+    try:
+        async with (
+            autostart_socket(tmp_path) as socket,
+            running_daemon(config, socket=socket) as first,
+        ):
+            await anyio.sleep(AUTOSTART_RETRY)  # the daemon's age is what is under test
+            async with bridge(socket, "--config", str(config), errlog=errlog):
+                first.signal(signal.SIGKILL)
+                await wait_logged(log_path, "bridge.daemon_lost")
+                await wait_daemon_on(socket, [first.process.pid])
+    finally:
+        errlog.close()
+    (lost,) = [json.loads(line) for line in log_path.read_text().splitlines() if "bridge.daemon_lost" in line]
+    assert lost["autostart_in"] == AUTOSTART_AFTER
+
+
 async def test_cold_bridge_connects_servers_as_they_run(tmp_path: Path) -> None:
     """A cold `bridge --config X --connect S`: the instructions list every configured server (with the
     state of one that is not running), S's tools reach the host, and a server that cannot start is

@@ -25,6 +25,7 @@ import gc
 import itertools
 import os
 import socket
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -373,6 +374,7 @@ class RpcServer(Generic[Ctx]):
         self.upgrades = dict(upgrades or {})
         self.connections: set[Connection] = set()
         self._uid = os.getuid()
+        self._started = time.monotonic()
         self._churn = Turns(CHURN_PER_ITERATION)
         self._reclaimer = Reclaimer()
         self._accepting = anyio.CancelScope()
@@ -717,4 +719,7 @@ class RpcServer(Generic[Ctx]):
         if conn.client is None:
             log.info("client.connected", conn=conn.id, client=params.client)
         conn.client = params.client
-        return HelloResult(protocol=PROTOCOL_VERSION, version=mcpd.__version__, pid=os.getpid())
+        uptime = time.monotonic() - self._started
+        return HelloResult(
+            protocol=PROTOCOL_VERSION, version=mcpd.__version__, pid=os.getpid(), uptime_s=uptime
+        )

@@ -92,6 +92,9 @@ class HelloResult(msgspec.Struct, frozen=True, kw_only=True):
     version: str
     pid: int
     """The daemon's process id."""
+    uptime_s: float | None = None
+    """Seconds the daemon has been serving (None from a daemon too old to say): a bridge that came
+    later can still tell a daemon that died soon after it came up from one that had lived."""
 
 
 class StatusResult(msgspec.Struct, frozen=True, kw_only=True):
