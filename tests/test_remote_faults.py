@@ -141,6 +141,32 @@ async def test_an_error_under_another_event_type_is_no_answer() -> None:
             await actor.call_tool("echo", {"text": "x"}, timeout=30)
 
 
+async def test_a_servers_own_minus_32000_on_a_resumed_event_stream_is_its_answer() -> None:
+    """The call's event stream closes before its answer and the SDK resumes it (a GET with
+    Last-Event-ID), on which the server answers with its own -32000: the server's refusal, not the
+    connection lost (the resumed stream was scanned for no request id, so the error went unseen)."""
+    async with hostile() as (actor, url):
+        await actor.wait_state(S.RUNNING, timeout=60)
+        await control(url, mode="sse_drop", methods=["tools/call"], count=1, resume="error")
+        result = await actor.call_tool("echo", {"text": "x"}, timeout=30)
+        assert result.is_error and result.refusal is not None
+        assert (result.refusal.code, result.refusal.message) == (-32000, "busy")
+        assert (await control(url))["resumes"] == 1
+        assert actor.restarts == 0
+
+
+async def test_a_servers_own_minus_32000_on_a_gzipped_event_stream_is_its_answer() -> None:
+    """A gateway that gzips the event stream (Content-Encoding: gzip): the server's own -32000 on it
+    is still its answer (the stream was scanned before it was decoded, so the error went unseen)."""
+    async with hostile() as (actor, url):
+        await actor.wait_state(S.RUNNING, timeout=60)
+        await control(url, mode="sse_gzip", methods=["tools/call"], count=1)
+        result = await actor.call_tool("echo", {"text": "x"}, timeout=30)
+        assert result.is_error and result.refusal is not None
+        assert (result.refusal.code, result.refusal.message) == (-32000, "busy")
+        assert actor.restarts == 0
+
+
 @pytest.mark.parametrize("status", [401, 403])
 async def test_a_call_refused_before_it_ran_is_sent_again_once(status: int) -> None:
     """A 401/403 to one call: the tool never ran, so the call is sent again (once) and runs there, on

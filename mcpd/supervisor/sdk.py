@@ -165,6 +165,9 @@ class CallMark:
     """The server's answer to the request, as JSON or on its event stream, is a JSON-RPC error: the
     SDK's error is the server's word, whatever its code (-32000 too, which the SDK also gives the
     errors it makes up itself, "connection closed")."""
+    request_id: object = None
+    """The id of the request of ours sent last (one at a time per task): a resumed event stream
+    (a GET with Last-Event-ID) carries its answer, and the GET itself says no id."""
     over: bool = False
     """The caller has its answer or gave up: what is still open of its request is closed."""
     scopes: set[anyio.CancelScope] = field(default_factory=set)
@@ -351,6 +354,22 @@ class _AnswerStream(httpx2.AsyncByteStream):
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 
+
+class _Decoded(httpx2.AsyncByteStream):
+    """A body sent with a content encoding (a gateway's gzip), decoded as httpx decodes it: through a
+    response of its own that holds only that encoding."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream, encodings: list[str]) -> None:
+        self._raw = httpx2.Response(200, headers=[("content-encoding", e) for e in encodings], stream=inner)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._raw.aiter_bytes():
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._raw.aclose()
+
+
 NOTICE_WAIT = 2.0
 """Seconds a remote server gets to accept a notification (a cancellation, initialized)."""
 
@@ -465,11 +484,13 @@ class _Watch(httpx2.AsyncBaseTransport):
         # A request of ours (or its event stream resumed): it lives only as long as its caller waits.
         if mark.over:
             return _stand_in(request)
+        if message is not None:
+            mark.request_id = message.id
         with anyio.CancelScope() as scope:
             mark.scopes.add(scope)
             try:
                 response = await self._send(request, mark if request_post else None)
-                return await self._answer(request, response, mark, message.id if message else None)
+                return await self._answer(request, response, mark, mark.request_id)
             finally:
                 mark.scopes.discard(scope)
         return _stand_in(request)  # the caller gave up first
@@ -507,7 +528,13 @@ class _Watch(httpx2.AsyncBaseTransport):
             return response  # accepted (no answer follows), or a redirect: the SDK's own handling
         kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
         if kind == "text/event-stream" and isinstance(response.stream, httpx2.AsyncByteStream):
-            response.stream = _AnswerStream(response.stream, mark, request_id)
+            stream = response.stream
+            if "content-encoding" in response.headers:
+                # Scanned as the SDK reads it: decoded here, so passed on as plain text.
+                stream = _Decoded(stream, response.headers.get_list("content-encoding", split_commas=True))
+                for header in ("content-encoding", "content-length"):
+                    response.headers.pop(header, None)
+            response.stream = _AnswerStream(stream, mark, request_id)
             return response
         if kind != "application/json" or request.method != "POST":
             mark.failure = f"an answer of content type {kind or 'none'!r}, not JSON nor an event stream"

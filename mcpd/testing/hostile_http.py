@@ -21,10 +21,13 @@ Faults apply to POSTs of requests whose method is in ``methods`` (every request 
                        several data lines ended by ``arg`` (CR, LF or CRLF), sent a byte at a time
     sse_other          (tools/call) the same error as an event of another type than ``message``
                        (which a client ignores), then the stream closed
+    sse_gzip           (tools/call) the same error as a ``message`` event, the stream gzipped
+                       (``content-encoding: gzip``, as a gateway that compresses event streams sends it)
 
 ``get`` sets what the event stream (GET) does: ``ok`` (open, quiet), ``prime_close`` (an event with
 an id, then closed: resumable), or a status ``"502"`` (refused and closed). ``resume`` is the status
-that answers a GET resuming a stream (``Last-Event-ID``), ``"503"`` by default.
+that answers a GET resuming a stream (``Last-Event-ID``), ``"503"`` by default, or ``"error"``: an
+event stream holding the server's -32000 error answering the call ``sse_drop`` cut, then closed.
 ``forget: true`` forgets every session (the next request with one gets a 404).
 ``--hang-connections`` accepts connections and never reads them (a hung handshake).
 Loopback only; for tests and benchmarks.
@@ -38,6 +41,7 @@ import itertools
 import json
 import sys
 import uuid
+import zlib
 from typing import Any
 
 import httpx2
@@ -52,6 +56,8 @@ STATE: dict[str, Any] = {
     "tools": None,
 }
 SESSIONS: set[str] = set()
+DROPPED: dict[str, Any] = {}
+"""The id of the call whose event stream ``sse_drop`` cut last (``id``), for a resume to answer."""
 STATS = {"posts": 0, "calls": 0, "open": 0, "events": 0}
 TOOLS = [
     {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
@@ -73,6 +79,11 @@ def _answer(
     status: int, body: bytes, ctype: str = "application/json", extra: dict[str, str] | None = None
 ) -> bytes:
     return _head(status, ctype, extra, len(body)) + body
+
+
+def _busy(request_id: object) -> dict[str, Any]:
+    """The server's own JSON-RPC error, with the code the SDK also gives errors of its own making."""
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32000, "message": "busy"}}
 
 
 def _result(message: dict[str, Any]) -> dict[str, Any]:
@@ -162,6 +173,11 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
             writer.write(_answer(200, b""))
         elif method == "GET" and "last-event-id" in headers:
             STATS["resumes"] = STATS.get("resumes", 0) + 1
+            if STATE["resume"] == "error":
+                await _event_stream(writer)
+                writer.write(f"id: 2\nevent: message\ndata: {json.dumps(_busy(DROPPED['id']))}\n\n".encode())
+                await writer.drain()
+                return
             code = int(STATE["resume"])
             writer.write(
                 _answer(
@@ -218,6 +234,7 @@ async def _run_call(message: dict[str, Any], fault: str, writer: asyncio.StreamW
         writer.write(_answer(502, b"upstream prematurely closed", "text/plain"))
         return True
     if fault == "sse_drop":  # the call runs; its event stream (resumable) drops before the answer
+        DROPPED["id"] = message["id"]
         await _event_stream(writer)
         writer.write(b"id: 1\nevent: message\ndata: \n\n")
         await writer.drain()
@@ -225,8 +242,8 @@ async def _run_call(message: dict[str, Any], fault: str, writer: asyncio.StreamW
     if fault == "sse_error":
         await _event_stream(writer)
         end = str(STATE["arg"] or "\n")
-        error = {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32000, "message": "busy"}}
-        lines = ["event: message", *(f"data: {line}" for line in json.dumps(error, indent=1).splitlines())]
+        error = json.dumps(_busy(message["id"]), indent=1)
+        lines = ["event: message", *(f"data: {line}" for line in error.splitlines())]
         for byte in "".join(line + end for line in [*lines, ""]).encode():
             writer.write(bytes([byte]))
             await writer.drain()
@@ -234,8 +251,14 @@ async def _run_call(message: dict[str, Any], fault: str, writer: asyncio.StreamW
         return False
     if fault == "sse_other":
         await _event_stream(writer)
-        error = {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32000, "message": "busy"}}
-        writer.write(f"event: other\ndata: {json.dumps(error)}\n\n".encode())
+        writer.write(f"event: other\ndata: {json.dumps(_busy(message['id']))}\n\n".encode())
+        await writer.drain()
+        return False
+    if fault == "sse_gzip":
+        head = {"cache-control": "no-cache", "connection": "close", "content-encoding": "gzip"}
+        gzip = zlib.compressobj(wbits=31)
+        event = f"event: message\ndata: {json.dumps(_busy(message['id']))}\n\n".encode()
+        writer.write(_head(200, "text/event-stream", head) + gzip.compress(event) + gzip.flush())
         await writer.drain()
         return False
     if message["params"]["name"] == "sleep":
