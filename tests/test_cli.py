@@ -21,7 +21,7 @@ import anyio
 import pytest
 from anyio.streams.text import TextReceiveStream
 
-from mcpd.testing import fixture_toml, run_cli
+from mcpd.testing import fixture_toml, fullserver_toml, run_cli
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -192,6 +192,18 @@ async def test_call_summarises_what_is_not_text(daemon: DaemonProcess) -> None:
     assert raw.stdout == b"a test image" + PNG + bytes(2048 - len(PNG))
     document = json.loads(mcpd("call", "fx", "image", "--json", "--socket", sock).stdout)
     assert base64.b64decode(document["content"][1]["data"]).startswith(PNG)
+
+
+async def test_call_json_says_false_where_the_server_left_is_error_out(tmp_path: Path) -> None:
+    """`mcpd call --json` is mcpd's own output, not MCP passed on: a result without `isError` (the
+    full server's `plain`) has `"is_error": false`, a boolean a script can compare (it was null)."""
+    config = tmp_path / "config.toml"
+    config.write_text(fullserver_toml("full"))
+    async with running_daemon(config) as running:
+        await running.wait_for("server.state", server="full", new="running", timeout=120)
+        called = mcpd("call", "full", "plain", "--json", socket=running.socket)
+    assert called.returncode == 0
+    assert json.loads(called.stdout)["is_error"] is False
 
 
 async def test_progress_bar_on_a_terminal_only(daemon: DaemonProcess) -> None:

@@ -9,6 +9,8 @@ import json
 import sys
 from typing import Any
 
+import msgspec
+
 from mcpd.cli import output
 from mcpd.cli.output import EXIT_ERROR, EXIT_OK, UsageError, clip, emit_json
 from mcpd.cli.parsing import (
@@ -99,7 +101,9 @@ def cmd_call(args: argparse.Namespace, client: Client) -> int:
             on_progress=bar.update if bar.enabled else None,
         )
     if args.json:
-        emit_json(result)
+        # mcpd's own output, not MCP passed on: a boolean a script can compare. The library keeps
+        # None (``isError`` left out), which hosts get left out too.
+        emit_json(msgspec.structs.replace(result, is_error=bool(result.is_error)))
     elif args.raw and not (sys.stdout.isatty() and any(_binary(b) for b in result.content)):
         for block in result.content:
             sys.stdout.buffer.write(raw_bytes(block))
