@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -37,11 +38,13 @@ from mcpd.errors import (
 )
 from mcpd.front.rpc_errors import rpc_code, rpc_error
 from mcpd.front.session import HELD_LIMIT
+from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer
 from mcpd.model.mcp import TOO_MANY_REQUESTS, InitializeParams, SessionState
-from mcpd.model.protocol import ToolsCallParams
+from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, Response, ToolsCallParams
 from mcpd.model.tools import ToolResult
 from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
+from mcpd.testing.hostile import hello, request
 
 pytestmark = pytest.mark.anyio
 
@@ -221,6 +224,29 @@ async def test_unknown_mode_is_refused(daemon: DaemonProcess) -> None:
     """A hello asking for a mode the daemon does not have gets a clear error."""
     with pytest.raises(ProtocolError, match="unknown connection mode"):
         await anyio.to_thread.run_sync(lambda: open_channel(daemon.socket, mode="nope", name="test"))
+
+
+async def test_a_mode_asked_for_after_the_first_hello_is_refused(daemon: DaemonProcess) -> None:
+    """A hello with a mode after a plain hello, a call still running, is refused and the connection
+    closed: it was upgraded, and the call's msgpack answer came among the MCP session's JSON."""
+    call = request(2, "tools.call", {"tool": "tools__sleep", "arguments": {"seconds": 1}})
+    upgrade = request(3, "hello", HelloParams(protocol=PROTOCOL_VERSION, client="late", mode="mcp"))
+
+    def answers() -> list[Response]:
+        """Every answer until the daemon closes the connection."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(30)
+            sock.connect(str(daemon.socket))
+            sock.sendall(hello() + call + upgrade)
+            frames = FrameBuffer(MAX_CLIENT_FRAME)
+            received: list[Response] = []
+            while data := sock.recv(65536):
+                received += [msgspec.msgpack.decode(f, type=Response) for f in frames.feed(data)]
+            return received
+
+    by_id = {answer.id: answer for answer in await anyio.to_thread.run_sync(answers)}
+    assert by_id[3].error is not None and "first hello" in by_id[3].error.message
+    assert set(by_id) == {1, 3}  # the call's answer went nowhere: the connection is closed
 
 
 async def test_notifications_held_before_initialized_are_bounded(daemon: DaemonProcess) -> None:

@@ -698,6 +698,10 @@ class RpcServer(Generic[Ctx]):
             return False
         conn.stream.express(None)  # the mode's handler reads the frames from here on
         try:
+            if conn.client is not None:
+                # Answers to requests still running would be sent among the mode's messages.
+                asked = {"mode": params.mode}
+                raise ProtocolError("only a connection's first hello may ask for a mode", asked)
             upgrade = self.upgrades.get(params.mode)
             if upgrade is None:
                 raise ProtocolError(f"unknown connection mode {params.mode!r}", {"mode": params.mode})
