@@ -42,7 +42,7 @@ from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer
 from mcpd.model.mcp import TOO_MANY_REQUESTS, InitializeParams, SessionState
 from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, Response, ToolsCallParams
 from mcpd.model.tools import ToolResult
-from mcpd.testing import fixture_toml
+from mcpd.testing import fixture_toml, fullserver_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.testing.hostile import hello, request
 
@@ -218,6 +218,32 @@ async def test_resume_carries_the_session_on(daemon: DaemonProcess) -> None:
                 association = (echo.score_parts or {}).get("association", 0.0)
                 await anyio.sleep(0.02)
     assert association > 0
+
+
+async def test_a_resumed_session_of_many_subscriptions_is_told_its_state_once_they_are_back(
+    tmp_path: Path,
+) -> None:
+    """A relay resumes a session of 500 subscriptions: they are all taken again, and the relay is
+    sent the session's state a few times (once at the start, once when the server's are back), not
+    once per subscription (before: 501 states of up to 64 KiB, quadratic in the subscriptions)."""
+    config = tmp_path / "config.toml"
+    config.write_text(fullserver_toml("full"))
+    uris = sorted(f"mcpd://full/full://r/{index}" for index in range(500))
+    async with running_daemon(config) as running:
+        await running.wait_for("server.state", server="full", new="running", timeout=120)
+        host = await peer(running, SessionState(subscribed=uris))
+
+        def states_until_back() -> list[dict[str, Any]]:
+            while not (host.states() and host.states()[-1]["subscribed"] == uris):
+                host.seen += [json.loads(frame) for frame in host.receive()]
+            return host.states()
+
+        try:
+            with anyio.fail_after(120):
+                states = await anyio.to_thread.run_sync(states_until_back, abandon_on_cancel=True)
+        finally:
+            host.channel.close()
+    assert len(states) <= 3, len(states)
 
 
 async def test_unknown_mode_is_refused(daemon: DaemonProcess) -> None:
