@@ -98,12 +98,16 @@ async def test_a_refused_request_is_not_delivered() -> None:
 # -- the adapter loaded off the event loop (sdkload) ------------------------------------------------
 
 
+SERVE_IMPORTS = "mcpd.cli.app, mcpd.daemon.app, mcpd.daemon.serving"
+"""What ``mcpd serve`` imports: up to its first spawn (``app``), then while the children boot."""
+
+
 def test_the_daemon_imports_no_sdk_at_start() -> None:
     """What `mcpd serve` imports holds none of the SDK's stack: only an actor of a remote server has
     it imported, in a worker thread (``sdkload``); stdio children have mcpd's own session."""
     stack = {"mcp", "mcp_types", "pydantic", "httpx2", "starlette", "uvicorn", "sse_starlette"}
     loaded = subprocess.check_output(
-        [sys.executable, "-c", "import sys, mcpd.cli.app, mcpd.daemon.app; print(*sys.modules)"],
+        [sys.executable, "-c", f"import sys, {SERVE_IMPORTS}; print(*sys.modules)"],
         text=True,
         timeout=60,
     )
@@ -116,7 +120,7 @@ def test_the_daemon_never_imports_rich(tmp_path: Path) -> None:
     stops the process when imported shows it, whether or not the real one is installed."""
     (tmp_path / "rich").mkdir()
     (tmp_path / "rich" / "__init__.py").write_text("raise SystemExit('rich was imported')\n")
-    script = "import mcpd.cli.app, mcpd.daemon.app, mcpd.daemon.check, structlog.dev; print('ok')"
+    script = f"import {SERVE_IMPORTS}, mcpd.daemon.check, structlog.dev; print('ok')"
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     done = subprocess.run(
         [sys.executable, "-c", script], check=False, capture_output=True, text=True, env=env, timeout=60

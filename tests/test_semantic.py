@@ -151,7 +151,7 @@ def test_off_imports_nothing_extra() -> None:
     script = """
 import sys, anyio
 from mcpd.config.model import DaemonSettings
-from mcpd.daemon.app import semantic_indexes
+from mcpd.daemon.serving import semantic_indexes
 from mcpd.discovery.index import ToolIndex, ToolText
 assert anyio.run(semantic_indexes, DaemonSettings()) is None
 index = ToolIndex()

@@ -20,7 +20,7 @@ import pytest
 import structlog
 
 from mcpd.client.aio import connect
-from mcpd.daemon.app import keep_store
+from mcpd.daemon.serving import keep_store
 from mcpd.discovery.groups import group_similar
 from mcpd.discovery.index import ToolIndex, ToolText
 from mcpd.discovery.prior import UsagePrior
