@@ -95,8 +95,16 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="another mcpd checkout to measure beside this one")
     args = parser.parse_args()
     configure_logging("warning")
+    baseline = args.baseline.resolve() if args.baseline else None
+    paths = os.environ.get("PYTHONPATH")
+    if paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in paths.split(os.pathsep))
     with tempfile.TemporaryDirectory(prefix="starts-") as workroot:
-        seconds = anyio.run(run, args.rounds, args.baseline, Path(workroot))
+        # The daemons run ``python -m mcpd``, which puts the working directory first on sys.path:
+        # started from inside a checkout, every column would run that checkout's code whatever
+        # PYTHONPATH says (so the paths above are made absolute, and the daemons start here).
+        os.chdir(workroot)
+        seconds = anyio.run(run, args.rounds, baseline, Path(workroot))
     report(seconds)
 
 
