@@ -387,3 +387,38 @@ async def test_embedded_default_runs_the_demo(tmp_path: Path) -> None:
         assert ready["running"] == 1
         daemon.signal(signal.SIGINT)
         assert await daemon.wait_exit(15) == 0
+
+
+def test_the_first_spawn_waits_on_no_more_than_it_needs(tmp_path: Path) -> None:
+    """What `mcpd serve` imports before it spawns its children (the CLI, ``daemon.app``, and with
+    ``[daemon] http`` set the address bound and the token read) holds none of what only serves
+    them later: the methods, the socket server, the catalogue, discovery, the usage store, the
+    trust gate, starlette and uvicorn are imported (``daemon.serving``) while the children boot."""
+    later = [
+        "mcpd.daemon.serving",
+        "mcpd.daemon.methods",
+        "mcpd.ipc.server",
+        "mcpd.registry",
+        "mcpd.discovery",
+        "mcpd.store",
+        "mcpd.trust",
+        "mcpd.front.http.server",
+        "sqlite3",
+        "starlette",
+        "uvicorn",
+    ]
+    config = tmp_path / "config.toml"
+    token = json.dumps(str(tmp_path / "token"))
+    config.write_text(f'[daemon]\nhttp = "127.0.0.1:0"\nhttp_token_file = {token}\n')
+    script = f"""
+import sys, mcpd.cli.app
+from pathlib import Path
+from mcpd.config.load import load_config
+from mcpd.daemon import app
+front = app._open_http(load_config(Path({str(config)!r})))
+assert front is not None
+front.listener.close()
+print(*sys.modules)
+"""
+    loaded = set(subprocess.check_output([sys.executable, "-c", script], text=True, timeout=60).split())
+    assert [name for name in later if name in loaded] == []

@@ -29,7 +29,7 @@ from mcpd.supervisor.orphans import open_ledger
 from mcpd.supervisor.supervisor import open_supervisor
 
 if TYPE_CHECKING:
-    from mcpd.front.http.server import HttpFront
+    from mcpd.front.http.listener import HttpFront
 
 log = structlog.get_logger("mcpd.daemon")
 
@@ -82,8 +82,8 @@ def _open_http(config: Config) -> HttpFront | None:
     """The HTTP front end bound and its token read, if configured; None when HTTP is off."""
     if config.daemon.http is None:
         return None
-    # Imported here: a daemon without HTTP never loads starlette or uvicorn.
-    from mcpd.front.http.server import HttpFront  # noqa: PLC0415
+    # Imported here: a daemon without HTTP never loads it (nor, in ``serving``, starlette or uvicorn).
+    from mcpd.front.http.listener import HttpFront  # noqa: PLC0415
 
     return HttpFront.open(config.daemon)
 

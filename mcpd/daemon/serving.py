@@ -43,7 +43,7 @@ from mcpd.supervisor.supervisor import Supervisor
 from mcpd.trust.gate import TrustGate
 
 if TYPE_CHECKING:
-    from mcpd.front.http.server import HttpFront
+    from mcpd.front.http.listener import HttpFront
 
 log = structlog.get_logger("mcpd.daemon")
 
@@ -319,8 +319,11 @@ async def _serve_with(
         tg.start_soon(_announce_ready, supervisor, notifier)
         tg.start_soon(_watchdog, notifier)
         if http is not None:
-            # The same host sessions as the bridge's, over MCP Streamable HTTP.
-            await tg.start(http.serve, hosts)
+            # The same host sessions as the bridge's, over MCP Streamable HTTP. Imported here: a
+            # daemon without HTTP never loads starlette or uvicorn.
+            from mcpd.front.http.server import serve as serve_http  # noqa: PLC0415
+
+            await tg.start(serve_http, http, hosts)
         async for signum in signals:
             if signum == signal.SIGHUP:
                 log.info("daemon.reload", signal="SIGHUP")

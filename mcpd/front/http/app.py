@@ -51,6 +51,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcpd.config.model import is_loopback
 from mcpd.errors import DECODE_FAILURES
+from mcpd.front.http.listener import MCP_PATH
 from mcpd.front.http.protocol import ABORT
 from mcpd.front.http.sessions import (
     DuplicateRequest,
@@ -66,7 +67,6 @@ from mcpd.readsize import read_at_most
 
 log = structlog.get_logger("mcpd.front")
 
-MCP_PATH = "/mcp"
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = "mcp-protocol-version"
 LAST_EVENT_HEADER = "last-event-id"

@@ -1,8 +1,7 @@
 """uvicorn inside the daemon: bound at start like the socket, stopped with the daemon.
 
-``HttpFront.open`` binds the address and reads (or makes) the token before any server is
-started, so a port in use or an unsafe token file stops ``mcpd serve`` at once with a clear
-line. ``serve`` runs uvicorn in the daemon's task group, on that socket: lifespan off, no
+``listener.HttpFront.open`` binds the address and reads (or makes) the token before any server
+is started. ``serve`` runs uvicorn in the daemon's task group, on that socket: lifespan off, no
 access log, no logging set-up of its own, and no signal handlers (the daemon owns SIGTERM,
 SIGINT and SIGHUP). When the daemon stops, every session ends first (event streams close,
 waiting POSTs are answered), then uvicorn closes its listener and connections, waiting at
@@ -12,21 +11,19 @@ most ``SHUTDOWN_GRACE`` for responses in flight.
 from __future__ import annotations
 
 import contextlib
-import socket
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import anyio
 import structlog
 import uvicorn
 from anyio.abc import TaskStatus
 
-from mcpd.config.model import DaemonSettings, http_address, is_loopback
+from mcpd.config.model import is_loopback
 from mcpd.front.hosts import Hosts
-from mcpd.front.http.app import MCP_PATH, HttpLimits, build_app
+from mcpd.front.http.app import HttpLimits, build_app
+from mcpd.front.http.listener import HttpFront
 from mcpd.front.http.protocol import limited_protocol
 from mcpd.front.http.sessions import HttpSessions, saved_sessions
-from mcpd.front.http.token import load_token, token_path
 
 log = structlog.get_logger("mcpd.front")
 
@@ -44,91 +41,56 @@ class _Server(uvicorn.Server):
         yield
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    # IPPROTO_TCP named, not left 0: asyncio sets TCP_NODELAY only on sockets whose proto says TCP,
-    # and without it each answer (headers, then body) waits out the host's delayed ACK (~40 ms).
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    with contextlib.ExitStack() as on_failure:
-        on_failure.callback(sock.close)
-        # A restarted daemon need not wait out the old one's TIME_WAIT connections.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(1024)
-        sock.setblocking(False)
-        on_failure.pop_all()
-    return sock
-
-
-@dataclass
-class HttpFront:
-    """The bound listener and the token; ``serve`` it for as long as the daemon runs."""
-
-    listener: socket.socket
-    token: str
-    settings: DaemonSettings
-
-    @classmethod
-    def open(cls, settings: DaemonSettings) -> HttpFront:
-        """Read (or make) the token and bind ``settings.http``: ``McpdError`` or ``OSError``."""
-        assert settings.http is not None
-        token = load_token(token_path(settings))
-        return cls(_bind(*http_address(settings.http)), token, settings)
-
-    @property
-    def url(self) -> str:
-        host, port = self.listener.getsockname()[:2]
-        return f"http://[{host}]:{port}{MCP_PATH}" if ":" in host else f"http://{host}:{port}{MCP_PATH}"
-
-    async def serve(self, hosts: Hosts, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        settings = self.settings
-        limits = HttpLimits(max_body=settings.max_frame_bytes, io_timeout=settings.client_write_timeout)
-        host = self.listener.getsockname()[0]
-        async with anyio.create_task_group() as tg:
-            idle = settings.http_session_idle
-            saved = await saved_sessions(hosts.core.usage, idle)
-            sessions = HttpSessions(
-                hosts, tg, max_sessions=settings.http_max_sessions, idle=idle, saved=saved
+async def serve(
+    front: HttpFront, hosts: Hosts, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """Serve ``front`` to ``hosts`` until cancelled, then end its sessions and stop uvicorn."""
+    settings = front.settings
+    limits = HttpLimits(max_body=settings.max_frame_bytes, io_timeout=settings.client_write_timeout)
+    host = front.listener.getsockname()[0]
+    async with anyio.create_task_group() as tg:
+        idle = settings.http_session_idle
+        saved = await saved_sessions(hosts.core.usage, idle)
+        sessions = HttpSessions(hosts, tg, max_sessions=settings.http_max_sessions, idle=idle, saved=saved)
+        hosts.core.resavers.append(sessions.resave)
+        app = build_app(sessions, front.token, limits, check_host=is_loopback(host))
+        server = _Server(
+            uvicorn.Config(
+                app,
+                lifespan="off",
+                log_config=None,
+                access_log=False,
+                http=limited_protocol(limits.io_timeout, MAX_CONNECTIONS, front.token),
+                ws="none",
+                proxy_headers=False,
+                server_header=False,
+                date_header=False,
+                timeout_graceful_shutdown=SHUTDOWN_GRACE,
             )
-            hosts.core.resavers.append(sessions.resave)
-            app = build_app(sessions, self.token, limits, check_host=is_loopback(host))
-            server = _Server(
-                uvicorn.Config(
-                    app,
-                    lifespan="off",
-                    log_config=None,
-                    access_log=False,
-                    http=limited_protocol(limits.io_timeout, MAX_CONNECTIONS, self.token),
-                    ws="none",
-                    proxy_headers=False,
-                    server_header=False,
-                    date_header=False,
-                    timeout_graceful_shutdown=SHUTDOWN_GRACE,
-                )
-            )
-            running = anyio.CancelScope(shield=True)
-            stopped = anyio.Event()
+        )
+        running = anyio.CancelScope(shield=True)
+        stopped = anyio.Event()
 
-            async def run() -> None:
-                # Shielded: a cancelled main loop would skip uvicorn's shutdown (listener, connections).
-                with running:
-                    try:
-                        await server.serve(sockets=[self.listener])
-                    finally:
-                        stopped.set()
+        async def run() -> None:
+            # Shielded: a cancelled main loop would skip uvicorn's shutdown (listener, connections).
+            with running:
+                try:
+                    await server.serve(sockets=[front.listener])
+                finally:
+                    stopped.set()
 
-            tg.start_soon(run)
-            tg.start_soon(sessions.expire)
-            log.info("http.listening", url=self.url, remote=not is_loopback(host))
-            task_status.started()
-            try:
-                await anyio.sleep_forever()
-            finally:
-                with anyio.CancelScope(shield=True):
-                    hosts.core.resavers.remove(sessions.resave)
-                    sessions.end_all("the daemon is stopping")
-                    server.should_exit = True
-                    with anyio.move_on_after(SHUTDOWN_GRACE + 1):
-                        await stopped.wait()
-                    running.cancel()  # only if uvicorn overran its own grace
-                tg.cancel_scope.cancel()
+        tg.start_soon(run)
+        tg.start_soon(sessions.expire)
+        log.info("http.listening", url=front.url, remote=not is_loopback(host))
+        task_status.started()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                hosts.core.resavers.remove(sessions.resave)
+                sessions.end_all("the daemon is stopping")
+                server.should_exit = True
+                with anyio.move_on_after(SHUTDOWN_GRACE + 1):
+                    await stopped.wait()
+                running.cancel()  # only if uvicorn overran its own grace
+            tg.cancel_scope.cancel()
