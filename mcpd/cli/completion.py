@@ -10,7 +10,6 @@ import argparse
 import sys
 
 from mcpd.cli.parsing import Commands
-from mcpd.client import Client
 from mcpd.errors import McpdError
 
 SHELLS = ("bash", "zsh", "fish")
@@ -39,6 +38,8 @@ def register(commands: Commands, parser: argparse.ArgumentParser) -> None:
 
 def print_servers() -> int:
     """The configured server names, one a line; nothing at all when no daemon answers."""
+    from mcpd.client import Client
+
     try:
         with Client(name="mcpd-cli/complete") as client:
             names = [s.name for s in client.status()]

@@ -15,11 +15,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from mcpd.cli.output import EXIT_OK, Style, emit_json, visible
 from mcpd.cli.parsing import Commands, Parser, connected, count, nonempty_name
-from mcpd.client import Client
 from mcpd.model.logs import LogEntry
+
+if TYPE_CHECKING:
+    from mcpd.client import Client
 
 _LEVEL_COLOURS = {
     "debug": "dim",

@@ -11,16 +11,18 @@ import json
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeAlias
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 import msgspec
 
 from mcpd.cli.output import UsageError
-from mcpd.client import Client
 from mcpd.model.protocol import MAX_CALL_TIMEOUT
 
+if TYPE_CHECKING:
+    from mcpd.client import Client
+
 Handler = Callable[[argparse.Namespace], int]
-ClientHandler = Callable[[argparse.Namespace, Client], int]
+ClientHandler: TypeAlias = "Callable[[argparse.Namespace, Client], int]"
 Commands: TypeAlias = "argparse._SubParsersAction[Parser]"
 
 
@@ -164,6 +166,9 @@ def connected(handler: ClientHandler) -> Handler:
             from mcpd.client.autostart import ensure_daemon
 
             ensure_daemon(args.socket)
+        # Imported here: the parser serves commands that need no client too (serve, config, ...).
+        from mcpd.client import Client
+
         with Client(args.socket, name=f"mcpd-cli/{args.command}") as client:
             return handler(args, client)
 

@@ -14,14 +14,17 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from mcpd.cli import output
 from mcpd.cli.output import EXIT_ERROR, EXIT_OK, STATE_COLOURS, Style, clip, duration, emit_json, visible
 from mcpd.cli.parsing import Commands, Parser, connected, nonempty_name
-from mcpd.client import Client
 from mcpd.model.servers import ServerDetail, ServerStatus
 from mcpd.model.states import LIVE_STATES
 from mcpd.model.usage import StoreState
+
+if TYPE_CHECKING:
+    from mcpd.client import Client
 
 
 def state_label(status: ServerStatus) -> str:

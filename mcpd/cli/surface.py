@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpd.cli import output
 from mcpd.cli.output import EXIT_OK, clip, emit_json
 from mcpd.cli.parsing import Commands, Parser, connected, json_object, seconds
 from mcpd.cli.tools import describe_block, raw_bytes
-from mcpd.client import Client
 from mcpd.model.resources import ReadResult, ResourceContents
 from mcpd.model.servers import ResourceUpdated
+
+if TYPE_CHECKING:
+    from mcpd.client import Client
 
 
 def cmd_resources(args: argparse.Namespace, client: Client) -> int:

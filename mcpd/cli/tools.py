@@ -7,7 +7,7 @@ import base64
 import binascii
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -24,8 +24,10 @@ from mcpd.cli.parsing import (
     seconds,
 )
 from mcpd.cli.progress import ProgressBar
-from mcpd.client import Client
 from mcpd.model.tools import ToolEntry, ToolResult
+
+if TYPE_CHECKING:
+    from mcpd.client import Client
 
 
 def run_tools(args: argparse.Namespace) -> int:

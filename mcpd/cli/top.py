@@ -14,11 +14,11 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mcpd.cli import output
 from mcpd.cli.output import EXIT_OK, STATE_COLOURS, Style, clip, duration, emit_json
 from mcpd.cli.parsing import Commands, Parser, connected
-from mcpd.client import Client
 from mcpd.model.servers import (
     CallActivity,
     Event,
@@ -28,6 +28,9 @@ from mcpd.model.servers import (
     ToolsChanged,
 )
 from mcpd.model.states import LIVE_STATES
+
+if TYPE_CHECKING:
+    from mcpd.client import Client
 
 _HOME_CLEAR = "\x1b[H\x1b[2J"
 _ALTERNATE_SCREEN = ("\x1b[?1049h", "\x1b[?1049l")

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from mcpd.cli.output import EXIT_ERROR, EXIT_OK, emit_json, visible
 from mcpd.cli.parsing import Commands, Parser, connected, nonempty_name
-from mcpd.client import Client
 from mcpd.model.trust import describe
+
+if TYPE_CHECKING:
+    from mcpd.client import Client
 
 
 def cmd_approve(args: argparse.Namespace, client: Client) -> int:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from mcpd.cli import output
 from mcpd.cli.output import EXIT_OK, emit_json
 from mcpd.cli.parsing import Commands, Parser, age, bounded_int, connected
-from mcpd.client import Client
+
+if TYPE_CHECKING:
+    from mcpd.client import Client
 
 
 def cmd_report(args: argparse.Namespace, client: Client) -> int:
