@@ -30,7 +30,7 @@ class Core:
     """The log level hosts want, asked of every server."""
     resavers: list[Callable[[], int]] = field(default_factory=list)
     """What keeps records in memory that a store which lost them (its file deleted, or read-only
-    meanwhile) is given again; each returns how many it saved (``daemon.app.keep_store``)."""
+    meanwhile) is given again; each returns how many it saved (``daemon.serving.keep_store``)."""
 
     def __post_init__(self) -> None:
         self.subscriptions = Subscriptions(self.supervisor)
