@@ -277,8 +277,9 @@ class GroupLedger:
         if not self._given_up and (self._dirty or self._groups):
             dirty, self._dirty = self._dirty, False
             data = self._encoded()
-            written = None if dirty else self._written
-            self._written = await anyio.to_thread.run_sync(self._write, data, written, abandon_on_cancel=True)
+            self._written = await anyio.to_thread.run_sync(
+                self._write, data, self._written, dirty, abandon_on_cancel=True
+            )
         self._saved_version = version
         saved, self._saved = self._saved, anyio.Event()
         saved.set()
@@ -290,17 +291,23 @@ class GroupLedger:
         groups = tuple(_Group(sid, start) for sid, start in self._groups.items())
         return _encode(_Ledger(self._boot, os.getpid(), self._start, _OWN_MARK, groups))
 
-    def _write(self, data: bytes | None, written: tuple[int, int] | None) -> tuple[int, int] | None:
+    def _write(
+        self, data: bytes | None, written: tuple[int, int] | None, dirty: bool
+    ) -> tuple[int, int] | None:
         """Replace the file whole with ``data`` (a daemon killed while writing leaves the last one
-        complete), unless it is still ``written`` (the file written last, unchanged since);
-        removed when ``data`` is None. Not synced: a crash of the machine, the one thing that
-        would lose it, takes the processes with it. Returns the file now there."""
+        complete) if it is missing, or ``written`` (the file this daemon wrote last) and ``dirty``;
+        removed when ``data`` is None. Any other file there is another daemon's, which took the
+        socket path before this one saw it go: left alone. Not synced: a crash of the machine, the
+        one thing that would lose it, takes the processes with it. Returns the file now there."""
         temp = self.path.with_name(self.path.name + ".tmp")
         try:
+            there = _identity(self.path)
+            if there is not None and there != written:
+                return written
             if data is None:
                 self.path.unlink(missing_ok=True)
                 return None
-            if written is not None and _identity(self.path) == written:
+            if there is not None and not dirty:
                 return written
             # Made anew, never followed or opened in place: a FIFO there would hold the write
             # at the open, and a link would have another file written.
@@ -318,6 +325,13 @@ class GroupLedger:
             return None
         self._failing = None
         return identity
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        log.warning("supervisor.ledger_unwritable", path=str(path), error=str(exc))
 
 
 def _identity_of(info: os.stat_result) -> tuple[int, int]:
@@ -421,7 +435,7 @@ def _take_over(path: Path, siblings: bool) -> tuple[GroupLedger, list[_Reaped]]:
             reaped.append(found)
         # Ours whatever it held (unreadable too): this daemon's children start a new one.
         if other == path:
-            ledger._write(None, None)
+            _remove(path)
         elif done:
             with contextlib.suppress(OSError):
                 other.unlink()
