@@ -300,3 +300,20 @@ async def test_a_check_ended_by_a_signal_stops_what_its_servers_started(
             assert await check.process.wait() == 128 + signum
         assert process_gone(check.job)
         assert list(check.ledgers.glob("*")) == []
+
+
+async def test_a_check_signalled_again_while_it_stops_still_stops_what_its_servers_started(
+    tmp_path: Path,
+) -> None:
+    """A closed terminal sends SIGHUP more than once (the tty's hangup to the foreground group, then
+    the shell's to its jobs): one that comes while the check stops its servers (the hung one takes
+    its grace, 2 s, to end) does not end the check before it has. Before, the first signal closed the
+    check's receiver, the second took Python's default action (exit status -1), the job ran on."""
+    async with hung_check(tmp_path) as check:
+        check.process.send_signal(signal.SIGHUP)
+        await anyio.sleep(0.5)
+        check.process.send_signal(signal.SIGHUP)
+        with anyio.fail_after(20):
+            assert await check.process.wait() == 128 + signal.SIGHUP
+        assert process_gone(check.job)
+        assert list(check.ledgers.glob("*")) == []

@@ -90,20 +90,28 @@ async def run_check_unless_stopped(config_path: Path | None) -> CheckReport | si
     """``run_check``, given up at SIGTERM or SIGHUP (a closed terminal), whose number it returns:
     its servers are stopped as at its end, what they started included. Else Python's default
     ending of the process would leave that running until the next check reaped it."""
-    outcome: CheckReport | signal.Signals | None = None
+    stopped_by: signal.Signals | None = None
+    report: CheckReport | None = None
+    checking = anyio.CancelScope()
     async with anyio.create_task_group() as tg:
 
         async def stop_at_signal(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-            nonlocal outcome
+            nonlocal stopped_by
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
                 task_status.started()
+                # Open until the servers are stopped: a closed terminal sends SIGHUP more than once
+                # (the tty's, the shell's), and one taking Python's default action meanwhile would
+                # end the check before its stops end what the servers started.
                 async for signum in signals:
-                    outcome = signal.Signals(signum)
-                    tg.cancel_scope.cancel()
-                    return
+                    if stopped_by is None:
+                        stopped_by = signal.Signals(signum)
+                        checking.cancel()
 
         await tg.start(stop_at_signal)
-        outcome = await run_check(config_path)
+        with checking:
+            report = await run_check(config_path)
         tg.cancel_scope.cancel()
-    assert outcome is not None
-    return outcome
+    if report is None:
+        assert stopped_by is not None  # only a signal cancels the check
+        return stopped_by
+    return report
