@@ -24,7 +24,7 @@ from structlog.testing import capture_logs
 
 from mcpd.client.aio import connect
 from mcpd.config.model import ServerConfig
-from mcpd.supervisor.orphans import MARK, SUFFIX, open_ledger, start_of
+from mcpd.supervisor.orphans import MARK, SUFFIX, open_ledger, open_run_ledger, start_of
 from mcpd.supervisor.stdio import open_stdio_child
 from mcpd.testing import fixture_toml, fullserver_toml, process_gone, rss_mib, run_cli
 from mcpd.testing.daemon import running_daemon
@@ -317,3 +317,30 @@ async def test_a_check_signalled_again_while_it_stops_still_stops_what_its_serve
             assert await check.process.wait() == 128 + signal.SIGHUP
         assert process_gone(check.job)
         assert list(check.ledgers.glob("*")) == []
+
+
+@pytest.mark.parametrize("unsafe", ["a symlink", "another user's", "writable by others"])
+async def test_a_checks_directory_not_privately_ours_is_not_used(tmp_path: Path, unsafe: str) -> None:
+    """The checks' ledgers name what a check kills: in a directory that is a link elsewhere, another
+    user's, or one others may write to, a ledger may be anyone's. The check keeps none there (said)
+    and reaps nothing from it. Before, it followed the link and killed what a planted ledger named."""
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    checks = tmp_path / "checks"
+    if unsafe == "a symlink":
+        checks.symlink_to(real)
+    else:
+        checks = real
+        if unsafe == "another user's":
+            os.chown(real, os.getuid() + 1, -1)
+        else:
+            real.chmod(0o777)
+    mark = "3" * 32
+    async with left_session(["sleep", "300"], mark) as leftover:
+        dead_daemons_ledger(real / "4242", leftover.pid, mark)
+        with capture_logs() as logs:
+            async with open_run_ledger(checks, interval=10) as ledger:
+                assert ledger is None
+        assert [e["event"] for e in logs] == ["supervisor.ledger_unwritable"]
+        assert not process_gone(leftover.pid)
+        assert (real / f"4242{SUFFIX}").is_file()

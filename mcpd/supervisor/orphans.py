@@ -38,7 +38,7 @@ Linux only: the start times and session ids come from ``/proc``. Elsewhere nothi
 from __future__ import annotations
 
 import contextlib
-import functools
+import errno
 import os
 import secrets
 import signal
@@ -454,6 +454,16 @@ async def open_ledger(socket: Path, interval: float) -> AsyncIterator[GroupLedge
         yield ledger
 
 
+def _private_directory(directory: Path) -> None:
+    """Make ``directory`` (0700) unless it is there; ``OSError`` unless it is a real directory of
+    this user's that no one else may write to: what the ledgers in it name is killed, and one that
+    anyone else could have put there must not be read (a link is refused, not followed)."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = os.lstat(directory)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise OSError(errno.EPERM, "not a directory of this user's alone", str(directory))
+
+
 @contextlib.asynccontextmanager
 async def open_run_ledger(directory: Path, interval: float) -> AsyncIterator[GroupLedger | None]:
     """The ledger of a run with no socket (``mcpd check``): one file per process in ``directory``,
@@ -461,9 +471,7 @@ async def open_run_ledger(directory: Path, interval: float) -> AsyncIterator[Gro
     Linux, or when ``directory`` cannot be made (said)."""
     path = directory / f"{os.getpid()}{SUFFIX}"
     try:
-        await anyio.to_thread.run_sync(
-            functools.partial(directory.mkdir, mode=0o700, parents=True, exist_ok=True)
-        )
+        await anyio.to_thread.run_sync(_private_directory, directory)
     except OSError as exc:
         log.warning("supervisor.ledger_unwritable", path=str(path), error=str(exc))
         yield None
