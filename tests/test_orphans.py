@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -24,6 +25,7 @@ from structlog.testing import capture_logs
 
 from mcpd.client.aio import connect
 from mcpd.config.model import ServerConfig
+from mcpd.ipc.endpoint import prepare_directory
 from mcpd.supervisor.orphans import MARK, SUFFIX, open_ledger, open_run_ledger, start_of
 from mcpd.supervisor.stdio import open_stdio_child
 from mcpd.testing import fixture_toml, fullserver_toml, process_gone, rss_mib, run_cli
@@ -344,3 +346,20 @@ async def test_a_checks_directory_not_privately_ours_is_not_used(tmp_path: Path,
         assert [e["event"] for e in logs] == ["supervisor.ledger_unwritable"]
         assert not process_gone(leftover.pid)
         assert (real / f"4242{SUFFIX}").is_file()
+
+
+async def test_a_check_run_first_leaves_the_daemons_directory_fit_for_its_socket(tmp_path: Path) -> None:
+    """`mcpd check` run before any daemon, under a umask that lets the group write (002, the rule with
+    a group per user): the runtime directory's `mcpd` that it makes for its ledgers is 0700, as the
+    daemon makes it, so that a daemon started later takes its socket there. Before, it was made
+    775 and the daemon refused it (writable by group)."""
+    (tmp_path / "run").mkdir(mode=0o700)
+    checks = tmp_path / "run" / "mcpd" / "checks"
+    before = os.umask(0o002)
+    try:
+        async with open_run_ledger(checks, interval=10) as ledger:
+            assert ledger is not None
+    finally:
+        os.umask(before)
+    prepare_directory(checks.parent / "mcpd.sock")  # the daemon's look at its socket's directory
+    assert stat.S_IMODE(checks.parent.stat().st_mode) == 0o700

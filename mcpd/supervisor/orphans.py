@@ -457,8 +457,11 @@ async def open_ledger(socket: Path, interval: float) -> AsyncIterator[GroupLedge
 def _private_directory(directory: Path) -> None:
     """Make ``directory`` (0700) unless it is there; ``OSError`` unless it is a real directory of
     this user's that no one else may write to: what the ledgers in it name is killed, and one that
-    anyone else could have put there must not be read (a link is refused, not followed)."""
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    anyone else could have put there must not be read (a link is refused, not followed). Its parent
+    too, when missing, is made 0700 (not by the umask): a check's is the daemon's socket directory,
+    which the daemon refuses when its group may write to it."""
+    directory.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    directory.mkdir(mode=0o700, exist_ok=True)
     info = os.lstat(directory)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
         raise OSError(errno.EPERM, "not a directory of this user's alone", str(directory))
