@@ -237,9 +237,9 @@ class HungCheck(NamedTuple):
 
 
 @contextlib.asynccontextmanager
-async def hung_check(tmp_path: Path) -> AsyncIterator[HungCheck]:
-    """`mcpd check` waiting for a server that never answers, once the check's ledger names it;
-    whatever is left of the check and the server's job is killed at the end."""
+async def hung_check(tmp_path: Path, launcher: tuple[str, ...] = ()) -> AsyncIterator[HungCheck]:
+    """`mcpd check` (started through ``launcher``) waiting for a server that never answers, once the
+    check's ledger names it; whatever is left of the check and the server's job is killed at the end."""
     leftover = tmp_path / "sleep.pid"
     script = f"sleep 300 & echo $! > {leftover}; exec sleep 300"
     hung = tmp_path / "hung.toml"
@@ -250,7 +250,7 @@ async def hung_check(tmp_path: Path) -> AsyncIterator[HungCheck]:
     (tmp_path / "run").mkdir(mode=0o700)
     env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path / "run")}
     ledgers = tmp_path / "run" / "mcpd" / "checks"
-    argv = [sys.executable, "-m", "mcpd", "check", "--config", str(hung)]
+    argv = [*launcher, sys.executable, "-m", "mcpd", "check", "--config", str(hung)]
     check = await anyio.open_process(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pidfds: list[int] = []
     try:
@@ -363,3 +363,17 @@ async def test_a_check_run_first_leaves_the_daemons_directory_fit_for_its_socket
         os.umask(before)
     prepare_directory(checks.parent / "mcpd.sock")  # the daemon's look at its socket's directory
     assert stat.S_IMODE(checks.parent.stat().st_mode) == 0o700
+
+
+async def test_a_check_started_with_sighup_ignored_runs_on_at_a_sighup(tmp_path: Path) -> None:
+    """`nohup mcpd check` (SIGHUP ignored when it starts): a closed terminal does not stop it, as
+    the caller asked. Before, the check put its own handler in place of the ignoring, and gave up
+    at the first SIGHUP (exit status 129)."""
+    ignoring = ("sh", "-c", 'trap "" HUP; exec "$@"', "sh")
+    async with hung_check(tmp_path, ignoring) as check:
+        check.process.send_signal(signal.SIGHUP)
+        # Long enough for a check that gave up to stop its server (a grace of 2 s) and exit.
+        with anyio.move_on_after(5):
+            await check.process.wait()
+        assert check.process.returncode is None
+        assert not process_gone(check.job)

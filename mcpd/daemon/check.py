@@ -89,7 +89,10 @@ async def run_check(config_path: Path | None) -> CheckReport:
 async def run_check_unless_stopped(config_path: Path | None) -> CheckReport | signal.Signals:
     """``run_check``, given up at SIGTERM or SIGHUP (a closed terminal), whose number it returns:
     its servers are stopped as at its end, what they started included. Else Python's default
-    ending of the process would leave that running until the next check reaped it."""
+    ending of the process would leave that running until the next check reaped it. A signal
+    ignored when the check starts (``nohup``) stays ignored: the caller asked the check to outlive
+    its terminal."""
+    stopping = [s for s in (signal.SIGTERM, signal.SIGHUP) if signal.getsignal(s) is not signal.SIG_IGN]
     stopped_by: signal.Signals | None = None
     report: CheckReport | None = None
     checking = anyio.CancelScope()
@@ -97,7 +100,7 @@ async def run_check_unless_stopped(config_path: Path | None) -> CheckReport | si
 
         async def stop_at_signal(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
             nonlocal stopped_by
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+            with anyio.open_signal_receiver(*stopping) as signals:
                 task_status.started()
                 # Open until the servers are stopped: a closed terminal sends SIGHUP more than once
                 # (the tty's, the shell's), and one taking Python's default action meanwhile would
