@@ -195,6 +195,27 @@ async def test_what_forks_while_the_next_daemon_starts_is_reaped_too(tmp_path: P
         shutil.rmtree(socket.parent, ignore_errors=True)
 
 
+async def test_the_next_daemon_spares_its_own_ancestors(tmp_path: Path) -> None:
+    """A daemon started from a killed daemon's server through a wrapper that stays (``sh -c`` with
+    more to do, ``uv run``) carries on in that server's session: its reap ends the rest of the
+    session, never the wrapper it runs under (before: the shell was SIGKILLed under it)."""
+    mark = "3" * 32
+    socket = Path(tempfile.mkdtemp(prefix="mcpd-", dir="/tmp")) / "mcpd.sock"
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("echo"))
+    serve = f"{sys.executable} -m mcpd serve --config {config} --socket {socket}"
+    try:
+        async with left_session(["sh", "-c", f"sleep 300 & {serve}; sleep 300"], mark) as shell:
+            dead_daemons_ledger(socket, shell.pid, mark)
+            await until(socket.exists, timeout=30)
+            async with connect(socket, name="test") as client:
+                await client.status()  # served: the reap is over
+            assert not process_gone(shell.pid)
+            assert len(session_of(shell.pid)) == 2  # the shell and the daemon: the sleep was reaped
+    finally:
+        shutil.rmtree(socket.parent, ignore_errors=True)
+
+
 async def test_the_ledger_names_what_runs_after_restarts_at_once(tmp_path: Path) -> None:
     """Servers restarted all at once, again and again: each spawn and stop changes the ledger while
     earlier writes may still be under way in their thread; the file ends up naming exactly the

@@ -96,21 +96,41 @@ _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(_Ledger).decode
 
 
-def _stat(pid: int | str) -> tuple[int, int] | None:
-    """``pid``'s session id and start time, from ``/proc/<pid>/stat``; None when it is gone (a
+def _fields(pid: int | str) -> list[bytes]:
+    """The fields of ``/proc/<pid>/stat`` from the state on (field 3); none when it is gone (a
     zombie included: it has exited, only its parent has yet to collect it)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as file:
             text = file.read()
     except OSError:
-        return None
-    # The command (field 2) may hold spaces and parentheses: the fields count from its last ")",
-    # after which field 3 (the state) comes first: the session is field 6, the start time field 22.
+        return []
+    # The command (field 2) may hold spaces and parentheses: the fields count from its last ")".
     fields = text.rpartition(b")")[2].split()
+    return [] if len(fields) < 20 or fields[0] in (b"Z", b"X") else fields
+
+
+def _stat(pid: int | str) -> tuple[int, int] | None:
+    """``pid``'s session id (field 6) and start time (field 22); None when it is gone."""
+    fields = _fields(pid)
     try:
-        return None if fields[0] in (b"Z", b"X") else (int(fields[3]), int(fields[19]))
-    except (IndexError, ValueError):
+        return (int(fields[3]), int(fields[19])) if fields else None
+    except ValueError:
         return None
+
+
+def _lineage() -> set[int]:
+    """This process and its ancestors: a daemon started from a killed daemon's server through a
+    wrapper that stays (``sh -c`` with more to do) runs in that server's session, under a process
+    with the killed daemon's mark."""
+    found: set[int] = set()
+    pid = os.getpid()
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        try:
+            pid = int(_fields(pid)[1])  # field 4, the parent
+        except (IndexError, ValueError):
+            break
+    return found
 
 
 def start_of(pid: int) -> int | None:
@@ -140,9 +160,9 @@ def _marked(pid: str, mark: bytes) -> bool:
 
 def _members(sessions: dict[int, int], mark: str) -> list[tuple[int, int]]:
     """(pid, start) of this user's processes in ``sessions`` (id -> its leader's start) started no
-    earlier than the leader, with ``mark`` in their environment; never this process. A session
-    whose id names a living process of another start time is another session (the number given
-    again), and skipped."""
+    earlier than the leader, with ``mark`` in their environment; never this process or its
+    ancestors. A session whose id names a living process of another start time is another session
+    (the number given again), and skipped."""
     own: dict[int, int] = {}
     for sid, first in sessions.items():
         now = _stat(sid)
@@ -150,12 +170,13 @@ def _members(sessions: dict[int, int], mark: str) -> list[tuple[int, int]]:
             own[sid] = first
     entry_mark = f"{MARK}={mark}".encode()
     uid = os.getuid()
+    spared = _lineage()
     found: list[tuple[int, int]] = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit() or (seen := _stat(entry.name)) is None:
             continue
         sid, start = seen
-        if (leader := own.get(sid)) is None or start < leader or int(entry.name) == os.getpid():
+        if (leader := own.get(sid)) is None or start < leader or int(entry.name) in spared:
             continue
         with contextlib.suppress(OSError):  # gone meanwhile
             if entry.stat().st_uid == uid and _marked(entry.name, entry_mark):
