@@ -533,6 +533,24 @@ async def test_oversized_frame_is_refused(daemon: DaemonProcess) -> None:
     await assert_healthy(daemon)
 
 
+async def test_a_frame_over_a_small_max_frame_is_refused_when_it_arrives_alone(tmp_path: Path) -> None:
+    """``max_frame_bytes`` may be set below the largest frame ``FrameStream.express`` takes (16 KiB):
+    a frame over it is refused and its connection closed even when it arrives alone in a read from
+    an established client, as when it arrives with others (the express path had answered it)."""
+    config = tmp_path / "config.toml"
+    config.write_text("[daemon]\nmax_frame_bytes = 1024\n")
+    async with running_daemon(config) as running:
+        with contextlib.closing(raw_socket(running)) as sock:
+            sock.sendall(hello_frame())
+            assert read_response(sock)[1] == 1
+            await anyio.sleep(0.1)  # the daemon's reader waits for the next read
+            sock.sendall(frame(Request(2, "status", msgspec.Raw(encoder.encode({"pad": "x" * 2000})))))
+            response = read_response(sock)
+            assert response[1] is None
+            assert response[3] is not None and response[3]["code"] == ProtocolError.code  # type: ignore[index]
+            assert sock.recv(1) == b""  # closed: the stream cannot be trusted past such a frame
+
+
 async def test_truncated_frame_and_disconnect_mid_request(daemon: DaemonProcess) -> None:
     """Half a frame then EOF, or leaving while a call runs, disturbs nobody."""
     with raw_socket(daemon) as sock:

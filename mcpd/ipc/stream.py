@@ -53,14 +53,18 @@ class _ExpressReader(asyncio.StreamReader):
     """The reading task's frame buffer (``FrameStream.frames``)."""
 
     def feed_data(self, data: Iterable[SupportsIndex]) -> None:
+        framing = self.framing
         # ``_buffer`` and ``_waiter`` are StreamReader's own: nothing unread, and a read waiting.
+        # The frame's size is checked against the reader's own limit too: ``max_frame`` may be
+        # configured below ``EXPRESS_FRAME``, and a frame over it must close the connection.
         if (
             self.express is not None
+            and framing is not None
             and self._waiter is not None  # type: ignore[attr-defined]
             and not self._buffer  # type: ignore[attr-defined]
-            and (self.framing is None or not self.framing.pending)
+            and not framing.pending
             and isinstance(data, bytes)
-            and HEADER < len(data) <= HEADER + EXPRESS_FRAME
+            and HEADER < len(data) <= HEADER + min(EXPRESS_FRAME, framing.max_frame)
             and int.from_bytes(data[:HEADER], "big") == len(data) - HEADER
             and self.express(data[HEADER:])
         ):
