@@ -246,6 +246,33 @@ async def test_a_resumed_session_of_many_subscriptions_is_told_its_state_once_th
     assert len(states) <= 3, len(states)
 
 
+async def test_every_state_of_a_resumed_session_keeps_the_subscriptions_still_being_taken_again(
+    tmp_path: Path,
+) -> None:
+    """The relay keeps the state it was sent last and resumes the next daemon with it: a state sent
+    while the resumed subscriptions are being taken again must still hold them, or a daemon that dies
+    then (kill -9) hands the next one a session without them (before: the state sent at the start,
+    and every one until the server's were all back, said none)."""
+    config = tmp_path / "config.toml"
+    config.write_text(fullserver_toml("full"))
+    uris = sorted(f"mcpd://full/full://r/{index}" for index in range(50))
+    async with running_daemon(config) as running:
+        await running.wait_for("server.state", server="full", new="running", timeout=120)
+        host = await peer(running, SessionState(subscribed=uris))
+
+        def states_until_back() -> list[dict[str, Any]]:
+            while not (host.states() and host.states()[-1]["subscribed"] == uris):
+                host.seen += [json.loads(frame) for frame in host.receive()]
+            return host.states()
+
+        try:
+            with anyio.fail_after(120):
+                states = await anyio.to_thread.run_sync(states_until_back, abandon_on_cancel=True)
+        finally:
+            host.channel.close()
+    assert [len(state["subscribed"]) for state in states] == [len(uris)] * len(states)
+
+
 async def test_unknown_mode_is_refused(daemon: DaemonProcess) -> None:
     """A hello asking for a mode the daemon does not have gets a clear error."""
     with pytest.raises(ProtocolError, match="unknown connection mode"):

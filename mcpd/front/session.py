@@ -272,8 +272,11 @@ class HostSession:
         self._shown: dict[str, Any] = {}
         """The resources, templates and prompts the host was last given or told of, by kind (missing:
         none yet)."""
-        self._resubscribe = list(state.subscribed)
-        """Subscriptions of a resumed session, taken again by ``start``."""
+        self._resubscribe = dict.fromkeys(state.subscribed)
+        """Subscriptions of a resumed session, taken again by ``start``: each stays in the state sent
+        to the relay until it is back or refused. The relay keeps the state it was sent last and
+        hands it to the next daemon: one sent without them (at ``start``, or while a server's are
+        taken again one after another) lost them all to a daemon that died meanwhile."""
         if self.init is not None:
             self._name_client(self.init)
         self.answers = HostAnswerer(self._emit, lambda: self.init)
@@ -485,7 +488,9 @@ class HostSession:
             expose_all=self.expose_all,
             query=self.query,
             query_at=self.query_at,
-            subscribed=[qualify_uri(*key) for key in self.core.subscriptions.holds(self)],
+            subscribed=sorted(
+                {qualify_uri(*key) for key in self.core.subscriptions.holds(self)}.union(self._resubscribe)
+            ),
             log_level=self.log_level,
         )
 
@@ -754,6 +759,7 @@ class HostSession:
         self._state_changed()
 
     async def unsubscribe(self, uri: str) -> None:
+        self._resubscribe.pop(uri, None)  # not to be taken again behind the host's back
         await surface.unsubscribe(self.core, self, ReadParams(uri=uri))
         self._state_changed()
 
@@ -769,12 +775,16 @@ class HostSession:
         each, 2,300 subscriptions (a resume state's 64 KiB) were 2,300 states of up to 64 KiB: 72 MB."""
         self.core.subscriptions.register(self, self._resource_updated)
         for uri in uris:
+            if uri not in self._resubscribe:
+                continue  # the host unsubscribed meanwhile
             try:
                 await surface.subscribe(self.core, self, ReadParams(uri=uri))
             except McpdError as exc:
                 log.warning(
                     "front.resubscribe_failed", uri=uri, error=exc.message, session=self.caller.session
                 )
+            finally:
+                self._resubscribe.pop(uri, None)
         self._state_changed()
 
 
