@@ -302,6 +302,40 @@ async def test_a_mode_asked_for_after_the_first_hello_is_refused(daemon: DaemonP
     assert set(by_id) == {1, 3}  # the call's answer went nowhere: the connection is closed
 
 
+async def test_a_call_sent_before_the_hello_that_asks_for_a_mode_is_refused_not_run(
+    daemon: DaemonProcess,
+) -> None:
+    """A call and then a hello with a mode, in one write: the call is refused at once (the first
+    request must be hello). It was started in a task that ran only after the hello had been handled,
+    so it found the connection greeted, ran, and its msgpack answer came among the MCP session's JSON."""
+    call = request(2, "tools.call", {"tool": "tools__sleep", "arguments": {"seconds": 0.2}})
+    upgrade = request(3, "hello", HelloParams(protocol=PROTOCOL_VERSION, client="early", mode="mcp"))
+
+    def frames_for(seconds: float) -> list[bytes]:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(str(daemon.socket))
+            sock.sendall(call + upgrade)
+            buffer, received = FrameBuffer(MAX_CLIENT_FRAME), []
+            deadline = time.monotonic() + seconds
+            while (left := deadline - time.monotonic()) > 0:
+                sock.settimeout(left)
+                try:
+                    data = sock.recv(65536)
+                except TimeoutError:
+                    break
+                if not data:
+                    break
+                received += buffer.feed(data)
+            return received
+
+    frames = await anyio.to_thread.run_sync(frames_for, 2.0)
+    refusal = msgspec.msgpack.decode(frames[0], type=Response)
+    assert refusal.id == 2 and refusal.error is not None and "hello" in refusal.error.message, refusal
+    hello_answer = msgspec.msgpack.decode(frames[1], type=Response)
+    assert hello_answer.id == 3 and hello_answer.error is None
+    assert all(f.startswith(b"{") for f in frames[2:]), frames[2:]  # the MCP session's JSON alone
+
+
 async def test_notifications_held_before_initialized_are_bounded(daemon: DaemonProcess) -> None:
     """A host that never sends ``notifications/initialized`` cannot make the daemon hold every
     notification meant for it: the latest ``HELD_LIMIT`` are kept, and delivered once it does."""

@@ -548,7 +548,10 @@ class RpcServer(Generic[Ctx]):
                     del large
             # Looked up once, here: None (an unknown method) is refused the usual way, by ``_run``.
             method = self._find(message.method)
-            if method is not None and method.inline:
+            if (method is not None and method.inline) or conn.client is None:
+                # Before hello, too (refused there): a task would run only after a hello read just
+                # behind it had greeted the connection, and then serve the request (among the
+                # messages of the mode that hello asked for).
                 await conn.send(await self._dispatch(conn, message, method, params))
             elif requests.full():
                 # Refused, not waited for: the reader must go on reading the frames the
