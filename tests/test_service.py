@@ -22,7 +22,7 @@ from mcpd import service
 from mcpd.cli.app import build_parser
 from mcpd.cli.shells import tree
 from mcpd.client import Client
-from mcpd.testing import fullserver_toml
+from mcpd.testing import fixture_toml, fullserver_toml
 from mcpd.testing.daemon import running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -85,6 +85,24 @@ async def test_sd_notify_sequence(tmp_path: Path, abstract: bool) -> None:
             stopping = await wait_for_key(sock, "STOPPING")
             assert stopping == {"STOPPING": "1"}
             assert await daemon.wait_exit() == 0
+
+
+async def test_a_reload_during_start_up_leaves_ready_to_the_first_start_attempts(tmp_path: Path) -> None:
+    """A SIGHUP while a server is still in its first start attempt (one that never answers
+    ``initialize`` here) reloads, but systemd hears READY=1 only once that attempt is over, as
+    without the reload: READY=1 ends a unit's start-up whichever message it comes in."""
+    config = tmp_path / "c.toml"
+    config.write_text(fullserver_toml("one") + fixture_toml("hung", "--hang-initialize", connect_timeout=8.0))
+    with notify_socket(False) as (address, sock):
+        env = {"NOTIFY_SOCKET": address}
+        async with running_daemon(config, env=env, wait_ready=False) as daemon:
+            await daemon.wait_for("server.state", server="one", new="running")
+            daemon.signal(signal.SIGHUP)
+            await daemon.wait_for("config.reloaded")
+            ready = await wait_for_key(sock, "READY")
+            # Logged just before the first READY=1 is sent: there already, or READY came early.
+            await daemon.wait_for("daemon.ready", timeout=2)
+            assert "trouble: hung" in ready["STATUS"]
 
 
 async def test_watchdog_pings(tmp_path: Path) -> None:

@@ -97,7 +97,8 @@ class Daemon(Core):
     async def reload(self) -> ReloadResult:
         """Re-read the config and apply the diff; a broken file raises ``ConfigError`` and changes nothing.
 
-        systemd hears RELOADING=1 before and READY=1 after, whether the reload applied or not.
+        systemd hears RELOADING=1 before and READY=1 after, whether the reload applied or not (once
+        the start-up is over: a READY=1 sooner would end it before the servers' first attempts).
         """
         self.notifier.reloading()
         try:
@@ -108,7 +109,7 @@ class Daemon(Core):
             log.error("config.reload_rejected", error=exc.message)
             raise
         finally:
-            self.notifier.ready(summary(self.supervisor))
+            self.notifier.reloaded(summary(self.supervisor))
 
     async def _reload(self) -> ReloadResult:
         async with self.reload_lock:

@@ -1,9 +1,9 @@
 """sd_notify, with the standard library: one datagram to ``$NOTIFY_SOCKET`` per message.
 
 Tells systemd the truth about the daemon: ``READY=1`` once the socket listens and every
-enabled server has had its first start attempt, ``RELOADING=1``/``READY=1`` around a reload,
-``STOPPING=1`` on shutdown, ``STATUS=`` a one-line summary, and ``WATCHDOG=1`` pings when
-the unit sets ``WatchdogSec``. Outside systemd (no ``NOTIFY_SOCKET``) every call is a no-op.
+enabled server has had its first start attempt, ``RELOADING=1``/``READY=1`` around a reload
+(once started), ``STOPPING=1`` on shutdown, ``STATUS=`` a one-line summary, and ``WATCHDOG=1``
+pings when the unit sets ``WatchdogSec``. Outside systemd (no ``NOTIFY_SOCKET``) every call is a no-op.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ class Notifier:
         if address:
             # A leading '@' names a socket in the abstract namespace.
             self._address = b"\0" + address[1:].encode() if address.startswith("@") else address
+        self._started = False
+        """READY=1 of the start-up is sent: until then a reload's READY=1 would end the start-up early."""
 
     @property
     def enabled(self) -> bool:
@@ -41,11 +43,22 @@ class Notifier:
             log.warning("sd_notify.failed", error=str(exc))
 
     def ready(self, status: str) -> None:
+        """The start-up is over (every server had its first start attempt)."""
+        self._started = True
         self.send("READY=1", f"STATUS={status}")
 
     def reloading(self) -> None:
-        # MONOTONIC_USEC lets Type=notify-reload units match the reload to this message.
-        self.send("RELOADING=1", f"MONOTONIC_USEC={time.monotonic_ns() // 1000}")
+        # During the start-up systemd reloads nothing (it waits for READY=1): nothing to say.
+        if self._started:
+            # MONOTONIC_USEC lets Type=notify-reload units match the reload to this message.
+            self.send("RELOADING=1", f"MONOTONIC_USEC={time.monotonic_ns() // 1000}")
+
+    def reloaded(self, status: str) -> None:
+        """A reload is over: READY=1 again once started, the status alone during the start-up."""
+        if self._started:
+            self.ready(status)
+        else:
+            self.status(status)
 
     def stopping(self) -> None:
         self.send("STOPPING=1")
