@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from mcpd.cli.output import Style, duration, size, table
+from mcpd.cli.output import InternalError, Style, duration, size, table
 from mcpd.cli.progress import line
 from mcpd.cli.servers import problems, show, state_label, tool_count
 from mcpd.cli.top import TopView
@@ -114,3 +114,16 @@ def test_server_info_without_a_version(capsys: pytest.CaptureFixture[str]) -> No
         detail = ServerDetail(status=status(server_info=info), history=[], stderr=[])
         show(argparse.Namespace(json=False), detail)
         assert shown in capsys.readouterr().out.splitlines()
+
+
+def test_an_internal_error_from_a_task_group_names_what_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fault inside task groups (``mcpd serve``'s set-up runs inside the supervisor's, once the
+    servers are spawned) is said as the one exception it is, not as the groups around it; a group
+    of several stays a group."""
+    monkeypatch.delenv("MCPD_TRACEBACK", raising=False)
+    nested = ExceptionGroup(
+        "unhandled errors in a TaskGroup", [ExceptionGroup("inner", [RuntimeError("boom")])]
+    )
+    assert str(InternalError.of(nested)).startswith("internal error: RuntimeError: boom (")
+    several = ExceptionGroup("unhandled errors in a TaskGroup", [RuntimeError("a"), OSError("b")])
+    assert str(InternalError.of(several)).startswith("internal error: ExceptionGroup: ")

@@ -47,6 +47,11 @@ class InternalError(Exception):
         """``exc`` as the user sees it: one line that says it is a bug, never a traceback."""
         if os.environ.get("MCPD_TRACEBACK"):
             raise exc
+        # A task group's one failure is named, not the group: a fault of ``mcpd serve`` once its
+        # servers are spawned comes out of the supervisor's task group ("ExceptionGroup: unhandled
+        # errors in a TaskGroup (1 sub-exception)" said nothing of what failed).
+        while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+            exc = exc.exceptions[0]
         return cls(f"internal error: {type(exc).__name__}: {exc} (MCPD_TRACEBACK=1 shows where)")
 
 
