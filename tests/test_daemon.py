@@ -389,6 +389,48 @@ async def test_embedded_default_runs_the_demo(tmp_path: Path) -> None:
         assert await daemon.wait_exit(15) == 0
 
 
+SPAWN_WATCH = """
+import json, sys
+from mcpd.cli import main
+out = sys.argv[1]
+def watch(event, args):
+    # The first server's spawn: what the daemon had imported by then.
+    if event == "subprocess.Popen" and "mcpd.testing.fullserver" in args[1] and not watch.seen:
+        watch.seen = True
+        with open(out, "w") as file:
+            json.dump(sorted(sys.modules), file)
+watch.seen = False
+sys.addaudithook(watch)
+sys.argv = ["mcpd", *sys.argv[5:]]  # past the out file and `python -m mcpd`
+main()
+"""
+
+
+async def test_the_servers_are_spawned_before_the_rest_of_the_daemon_is_imported(tmp_path: Path) -> None:
+    """A running `mcpd serve` spawns its servers before it imports what serves them (the methods,
+    the socket server, the catalogue, the usage store, the trust gate), as the import set of
+    ``daemon.app`` alone (the test below) cannot show: an import at run time before the spawn
+    would pass that one."""
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f"[daemon]\nusage_db = {json.dumps(str(tmp_path / 'usage.db'))}\n" + fullserver_toml("a")
+    )
+    launcher, seen = tmp_path / "launcher.py", tmp_path / "modules.json"
+    launcher.write_text(SPAWN_WATCH)
+    wrapper = [sys.executable, str(launcher), str(seen)]
+    async with running_daemon(config, wrapper=wrapper):
+        pass
+    later = [
+        "mcpd.daemon.methods",
+        "mcpd.ipc.server",
+        "mcpd.registry.catalog",
+        "mcpd.store.db",
+        "mcpd.trust.gate",
+    ]
+    loaded = set(json.loads(seen.read_text()))
+    assert [name for name in later if name in loaded] == []
+
+
 def test_the_first_spawn_waits_on_no_more_than_it_needs(tmp_path: Path) -> None:
     """What `mcpd serve` imports before it spawns its children (the CLI, ``daemon.app``, and with
     ``[daemon] http`` set the address bound and the token read) holds none of what only serves
