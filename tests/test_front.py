@@ -220,15 +220,12 @@ async def test_resume_carries_the_session_on(daemon: DaemonProcess) -> None:
     assert association > 0
 
 
-async def test_a_resumed_session_of_many_subscriptions_is_told_its_state_once_they_are_back(
-    tmp_path: Path,
-) -> None:
-    """A relay resumes a session of 500 subscriptions: they are all taken again, and the relay is
-    sent the session's state a few times (once at the start, once when the server's are back), not
-    once per subscription (before: 501 states of up to 64 KiB, quadratic in the subscriptions)."""
+async def resumed_states(tmp_path: Path, count: int) -> tuple[list[str], list[dict[str, Any]]]:
+    """A relay resumes a session of ``count`` subscriptions: the URIs, and the session states it is
+    sent until they are all taken again."""
     config = tmp_path / "config.toml"
     config.write_text(fullserver_toml("full"))
-    uris = sorted(f"mcpd://full/full://r/{index}" for index in range(500))
+    uris = sorted(f"mcpd://full/full://r/{index}" for index in range(count))
     async with running_daemon(config) as running:
         await running.wait_for("server.state", server="full", new="running", timeout=120)
         host = await peer(running, SessionState(subscribed=uris))
@@ -240,9 +237,18 @@ async def test_a_resumed_session_of_many_subscriptions_is_told_its_state_once_th
 
         try:
             with anyio.fail_after(120):
-                states = await anyio.to_thread.run_sync(states_until_back, abandon_on_cancel=True)
+                return uris, await anyio.to_thread.run_sync(states_until_back, abandon_on_cancel=True)
         finally:
             host.channel.close()
+
+
+async def test_a_resumed_session_of_many_subscriptions_is_told_its_state_once_they_are_back(
+    tmp_path: Path,
+) -> None:
+    """A relay resumes a session of 500 subscriptions: they are all taken again, and the relay is
+    sent the session's state a few times (once at the start, once when the server's are back), not
+    once per subscription (before: 501 states of up to 64 KiB, quadratic in the subscriptions)."""
+    _, states = await resumed_states(tmp_path, 500)
     assert len(states) <= 3, len(states)
 
 
@@ -253,23 +259,7 @@ async def test_every_state_of_a_resumed_session_keeps_the_subscriptions_still_be
     while the resumed subscriptions are being taken again must still hold them, or a daemon that dies
     then (kill -9) hands the next one a session without them (before: the state sent at the start,
     and every one until the server's were all back, said none)."""
-    config = tmp_path / "config.toml"
-    config.write_text(fullserver_toml("full"))
-    uris = sorted(f"mcpd://full/full://r/{index}" for index in range(50))
-    async with running_daemon(config) as running:
-        await running.wait_for("server.state", server="full", new="running", timeout=120)
-        host = await peer(running, SessionState(subscribed=uris))
-
-        def states_until_back() -> list[dict[str, Any]]:
-            while not (host.states() and host.states()[-1]["subscribed"] == uris):
-                host.seen += [json.loads(frame) for frame in host.receive()]
-            return host.states()
-
-        try:
-            with anyio.fail_after(120):
-                states = await anyio.to_thread.run_sync(states_until_back, abandon_on_cancel=True)
-        finally:
-            host.channel.close()
+    uris, states = await resumed_states(tmp_path, 50)
     assert [len(state["subscribed"]) for state in states] == [len(uris)] * len(states)
 
 
