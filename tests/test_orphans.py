@@ -72,6 +72,41 @@ async def test_an_unreadable_ledger_is_said_and_replaced(tmp_path: Path) -> None
             await child.wait()
 
 
+async def test_a_write_that_failed_is_made_at_the_next_look(tmp_path: Path) -> None:
+    """A write of the ledger that fails (a full runtime directory; here a directory where its
+    temporary file goes) is said, and made at the next look once it can be: the file then names the
+    child spawned meanwhile, and is removed at the end. Before, the failed write left the daemon
+    without the identity of the file it had written before, which it then took for another
+    daemon's: never written again (a kill -9 left that child's leftovers running) nor removed."""
+    socket = tmp_path / "mcpd.sock"
+    path = tmp_path / "mcpd.sock.groups"
+    temp = tmp_path / "mcpd.sock.groups.tmp"
+    first = await anyio.open_process(["sleep", "300"], start_new_session=True)
+    second = await anyio.open_process(["sleep", "300"], start_new_session=True)
+    try:
+        starts = start_of(first.pid), start_of(second.pid)
+        assert None not in starts
+        with capture_logs() as logs:
+            async with open_ledger(socket, interval=0.05) as ledger:
+                assert ledger is not None and starts[0] is not None and starts[1] is not None
+                await ledger.add(first.pid, starts[0])
+                assert json.loads(path.read_text())["groups"] == [[first.pid, starts[0]]]
+                temp.mkdir()
+                await ledger.add(second.pid, starts[1])
+                assert [e["event"] for e in logs] == ["supervisor.ledger_unwritable"]
+                temp.rmdir()
+                wanted = [[first.pid, starts[0]], [second.pid, starts[1]]]
+                await until(lambda: json.loads(path.read_text())["groups"] == wanted)
+                ledger.discard(first.pid, starts[0])
+                ledger.discard(second.pid, starts[1])
+            assert not path.exists()
+    finally:
+        for child in (first, second):
+            child.send_signal(signal.SIGKILL)
+            with anyio.move_on_after(5):
+                await child.wait()
+
+
 @pytest.mark.parametrize("name", ["mcpd.sock.groups", "mcpd.sock.groups.tmp"])
 async def test_a_fifo_in_place_of_the_ledger_does_not_hold_the_daemon_up(tmp_path: Path, name: str) -> None:
     """A FIFO where the ledger or its temporary file goes (as for the lock file): the daemon starts

@@ -301,6 +301,8 @@ class GroupLedger:
             self._written = await anyio.to_thread.run_sync(
                 self._write, data, self._written, dirty, abandon_on_cancel=True
             )
+            if self._failing is not None:
+                self._dirty = True  # made again at the next look
         self._saved_version = version
         saved, self._saved = self._saved, anyio.Event()
         saved.set()
@@ -319,7 +321,8 @@ class GroupLedger:
         complete) if it is missing, or ``written`` (the file this daemon wrote last) and ``dirty``;
         removed when ``data`` is None. Any other file there is another daemon's, which took the
         socket path before this one saw it go: left alone. Not synced: a crash of the machine, the
-        one thing that would lose it, takes the processes with it. Returns the file now there."""
+        one thing that would lose it, takes the processes with it. Returns the file now there (the
+        one there before when the write failed)."""
         temp = self.path.with_name(self.path.name + ".tmp")
         try:
             there = _identity(self.path)
@@ -343,7 +346,9 @@ class GroupLedger:
             if str(exc) != self._failing:
                 log.warning("supervisor.ledger_unwritable", path=str(self.path), error=str(exc))
             self._failing = str(exc)
-            return None
+            # Unchanged: what is there is still the file written last (or none). Taken for none,
+            # that file would be another daemon's from then on, never written again nor removed.
+            return written
         self._failing = None
         return identity
 
