@@ -431,6 +431,49 @@ async def test_the_servers_are_spawned_before_the_rest_of_the_daemon_is_imported
     assert [name for name in later if name in loaded] == []
 
 
+LEDGER_WATCH = """
+import json, sys
+from pathlib import Path
+from mcpd.cli import main
+out, ledger = sys.argv[1], Path(sys.argv[2])
+def watch(event, args):
+    # The rest of the daemon imported, once its servers are spawned: what the ledger held by then.
+    if event == "import" and args[0] == "mcpd.daemon.serving" and not watch.seen:
+        watch.seen = True
+        with open(out, "w") as file:
+            json.dump(json.loads(ledger.read_text())["groups"] if ledger.exists() else [], file)
+watch.seen = False
+sys.addaudithook(watch)
+sys.argv = ["mcpd", *sys.argv[6:]]  # past the out file, the ledger and `python -m mcpd`
+main()
+"""
+
+
+async def test_the_ledger_names_the_first_children_before_the_rest_of_the_daemon_is_imported(
+    tmp_path: Path,
+) -> None:
+    """The servers spawned first, at start-up, are in the ledger before the daemon goes on to import
+    and open the rest of itself (``daemon.serving``, tens of milliseconds of CPU on the event loop):
+    a kill -9 meanwhile must not leave what they started (a wrapper's background job) unknown to the
+    next daemon. Before, the spawn's pipes were connected, and the ledger written, only after that
+    import: the file did not exist yet when it began."""
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f"[daemon]\nusage_db = {json.dumps(str(tmp_path / 'usage.db'))}\n" + fullserver_toml("a")
+    )
+    socket = Path(tempfile.mkdtemp(prefix="mcpd-", dir="/tmp")) / "mcpd.sock"
+    launcher, seen = tmp_path / "launcher.py", tmp_path / "ledger.json"
+    launcher.write_text(LEDGER_WATCH)
+    wrapper = [sys.executable, str(launcher), str(seen), str(socket) + ".groups"]
+    try:
+        async with running_daemon(config, socket=socket, wrapper=wrapper), connect(socket) as client:
+            (status,) = await client.status()
+        assert status.restarts == 0 and status.pid is not None
+        assert [sid for sid, _start in json.loads(seen.read_text())] == [status.pid]
+    finally:
+        shutil.rmtree(socket.parent, ignore_errors=True)
+
+
 def test_the_first_spawn_waits_on_no_more_than_it_needs(tmp_path: Path) -> None:
     """What `mcpd serve` imports before it spawns its children (the CLI, ``daemon.app``, and with
     ``[daemon] http`` set the address bound and the token read) holds none of what only serves

@@ -25,7 +25,7 @@ from mcpd.config.paths import default_socket_path
 from mcpd.errors import ConfigError, McpdError
 from mcpd.front.server_requests import ServerRequests
 from mcpd.ipc import endpoint
-from mcpd.supervisor.orphans import open_ledger
+from mcpd.supervisor.orphans import FLUSH_WAIT, open_ledger
 from mcpd.supervisor.supervisor import open_supervisor
 
 if TYPE_CHECKING:
@@ -174,6 +174,11 @@ async def _run(
         # the daemon (its methods, the usage store, the trust gate, the catalogue) is imported
         # and opened while the children boot, not before: the boot of every child waited on it.
         await anyio.lowlevel.checkpoint()
+        if groups is not None:
+            # The import below holds the loop for tens of milliseconds: the children spawned are
+            # written to the ledger first, or a kill -9 meanwhile would leave what they start unknown.
+            with anyio.move_on_after(FLUSH_WAIT):
+                await groups.settled()
         from mcpd.daemon import serving  # noqa: PLC0415
 
         return await serving.serve_spawned(

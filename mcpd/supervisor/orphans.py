@@ -45,7 +45,7 @@ import signal
 import stat
 import sys
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -236,6 +236,9 @@ class GroupLedger:
         self._closed = anyio.Event()
         self._scope: anyio.CancelScope | None = None
         """The writing task's: shielded from its owner's cancellation, cancelled by ``_open``."""
+        self._spawning = 0
+        """Children being spawned whose ``add`` is not back yet (``spawning``)."""
+        self._spawned = anyio.Event()
 
     async def add(self, pid: int, start: int) -> None:
         """Record the session that the child ``pid`` (started at ``start``), just spawned, leads;
@@ -247,6 +250,24 @@ class GroupLedger:
         with anyio.move_on_after(FLUSH_WAIT):
             while self._saved_version < wanted:
                 await self._saved.wait()
+
+    @contextlib.contextmanager
+    def spawning(self) -> Iterator[None]:
+        """Around a child's spawn and its ``add`` (or the spawn's failure): ``settled`` waits for it."""
+        self._spawning += 1
+        try:
+            yield
+        finally:
+            self._spawning -= 1
+            if not self._spawning:
+                spawned, self._spawned = self._spawned, anyio.Event()
+                spawned.set()
+
+    async def settled(self) -> None:
+        """Wait until the children being spawned are written (or failed to spawn); the caller
+        bounds it (``add`` is bounded by ``FLUSH_WAIT``)."""
+        while self._spawning:
+            await self._spawned.wait()
 
     def discard(self, pid: int, start: int) -> None:
         """Forget ``pid``'s session: it was stopped and nothing of it is left. Only that one: a

@@ -532,40 +532,52 @@ async def open_stdio_child(
     assert config.command is not None
     loop = asyncio.get_running_loop()
     exited = anyio.Event()
-    try:
-        transport, protocol, stdin = await _spawn(config, exited)
-    except (OSError, ValueError) as exc:
-        named = exc.filename if isinstance(exc, OSError) and exc.filename == config.cwd else config.command
-        reason = f"{exc.strerror} ({named!r})" if isinstance(exc, OSError) and exc.strerror else str(exc)
-        if isinstance(exc, FileNotFoundError) and named == config.command and _spaced(config.command):
-            # `command = "npx -y server"`, as a shell line: exec looks for a program of that name.
-            reason += "; `command` is one program, its arguments go in `args`"
-        transient = isinstance(exc, OSError) and exc.errno in _TRANSIENT_SPAWN_ERRORS
-        raise SpawnError(reason, transient=transient) from exc
-    read_in, read_out = anyio.create_memory_object_stream[bytes](32)
-    child = StdioChild(
-        server=config.name,
-        process=asyncio.subprocess.Process(transport, protocol, loop),
-        stdin=stdin,
-        stderr=stderr or StderrLog(config.name),
-        lines=read_in,
-        exited=exited,
-        started=start_of(transport.get_pid()),
-    )
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(child._read_stdout)
-            tg.start_soon(child._read_stderr)
-            try:
-                # Inside: a run cancelled while the ledger is written still stops the child.
-                if groups is not None and child.started is not None:
-                    await groups.add(child.pid, child.started)
-                yield child, read_out
-            finally:
-                if await child.stop(config.stop_grace) and groups is not None and child.started is not None:
-                    groups.discard(child.pid, child.started)
-                tg.cancel_scope.cancel()
-    finally:
-        read_out.close()
-        stdin.close()
-        transport.close()
+    # Until the child is in the ledger: the daemon's start-up waits for that (``GroupLedger.settled``).
+    spawning = contextlib.ExitStack()
+    if groups is not None:
+        spawning.enter_context(groups.spawning())
+    with spawning:
+        try:
+            transport, protocol, stdin = await _spawn(config, exited)
+        except (OSError, ValueError) as exc:
+            named = (
+                exc.filename if isinstance(exc, OSError) and exc.filename == config.cwd else config.command
+            )
+            reason = f"{exc.strerror} ({named!r})" if isinstance(exc, OSError) and exc.strerror else str(exc)
+            if isinstance(exc, FileNotFoundError) and named == config.command and _spaced(config.command):
+                # `command = "npx -y server"`, as a shell line: exec looks for a program of that name.
+                reason += "; `command` is one program, its arguments go in `args`"
+            transient = isinstance(exc, OSError) and exc.errno in _TRANSIENT_SPAWN_ERRORS
+            raise SpawnError(reason, transient=transient) from exc
+        read_in, read_out = anyio.create_memory_object_stream[bytes](32)
+        child = StdioChild(
+            server=config.name,
+            process=asyncio.subprocess.Process(transport, protocol, loop),
+            stdin=stdin,
+            stderr=stderr or StderrLog(config.name),
+            lines=read_in,
+            exited=exited,
+            started=start_of(transport.get_pid()),
+        )
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(child._read_stdout)
+                tg.start_soon(child._read_stderr)
+                try:
+                    # Inside: a run cancelled while the ledger is written still stops the child.
+                    if groups is not None and child.started is not None:
+                        await groups.add(child.pid, child.started)
+                    spawning.close()
+                    yield child, read_out
+                finally:
+                    if (
+                        await child.stop(config.stop_grace)
+                        and groups is not None
+                        and child.started is not None
+                    ):
+                        groups.discard(child.pid, child.started)
+                    tg.cancel_scope.cancel()
+        finally:
+            read_out.close()
+            stdin.close()
+            transport.close()
