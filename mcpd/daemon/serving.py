@@ -212,6 +212,20 @@ def _everyone(broadcast: Callable[[Event], None]) -> Callable[[ServerEvent], Non
     return listener
 
 
+def _listen(daemon: Daemon, rpc: RpcServer[Daemon], hosts: Hosts) -> None:
+    """Everyone who hears of the servers' events, from now on."""
+    supervisor, catalog, notifier = daemon.supervisor, daemon.catalog, daemon.notifier
+    supervisor.add_listener(catalog.on_event)
+    catalog.catch_up()  # servers may have gone live since their spawn (the store opened, a model loaded)
+    supervisor.add_listener(_everyone(rpc.broadcast))
+    supervisor.add_listener(hosts.on_event)
+    supervisor.add_log_listener(hosts.on_log)
+    supervisor.add_listener(daemon.subscriptions.on_event)
+    supervisor.add_listener(daemon.log_levels.on_event)
+    if notifier.enabled:
+        supervisor.add_listener(lambda event: notifier.status(summary(supervisor)))
+
+
 async def serve_spawned(
     config: Config,
     config_path: Path | None,
@@ -231,39 +245,6 @@ async def serve_spawned(
     once the supervisor has stopped every server."""
     usage, prior, gate = await _open_usage(config)
     after_servers.push_async_callback(anyio.to_thread.run_sync, usage.close)
-    return await _serve_with(
-        config,
-        config_path,
-        claim,
-        listener,
-        signals,
-        supervisor=supervisor,
-        requests=requests,
-        usage=usage,
-        prior=prior,
-        gate=gate,
-        groups=groups,
-        http=http,
-        http_flag=http_flag,
-    )
-
-
-async def _serve_with(
-    config: Config,
-    config_path: Path | None,
-    claim: endpoint.Claim,
-    listener: socket.socket,
-    signals: AsyncIterator[signal.Signals],
-    *,
-    supervisor: Supervisor,
-    requests: ServerRequests,
-    usage: Store,
-    prior: UsagePrior,
-    gate: TrustGate,
-    groups: GroupLedger | None,
-    http: HttpFront | None,
-    http_flag: str | None,
-) -> bool:
     notifier = Notifier()
     displaced = False
     catalog = Catalog(supervisor, gate=gate, semantic=await semantic_indexes(config.daemon))
@@ -283,15 +264,7 @@ async def _serve_with(
     hosts = Hosts(daemon, max_in_flight=limits.max_in_flight)
     upgrades = {mcp_socket.MODE: functools.partial(mcp_socket.serve_socket, hosts)}
     rpc = RpcServer(methods, daemon, limits, upgrades)
-    supervisor.add_listener(catalog.on_event)
-    catalog.catch_up()  # servers may have gone live since their spawn (the store opened, a model loaded)
-    supervisor.add_listener(_everyone(rpc.broadcast))
-    supervisor.add_listener(hosts.on_event)
-    supervisor.add_log_listener(hosts.on_log)
-    supervisor.add_listener(daemon.subscriptions.on_event)
-    supervisor.add_listener(daemon.log_levels.on_event)
-    if notifier.enabled:
-        supervisor.add_listener(lambda event: notifier.status(summary(supervisor)))
+    _listen(daemon, rpc, hosts)
     async with anyio.create_task_group() as tg:
 
         def stop_displaced() -> None:
