@@ -120,8 +120,9 @@ class Unsupported(McpdError):
 
 
 class TooManyRequests(McpdError):
-    """``max_in_flight`` requests of the connection run and as many wait for a slot: this one was
-    not started (the client may send it again once some are answered)."""
+    """A limit of the client is reached: ``max_in_flight`` requests of the connection run and as many
+    wait for a slot (this one was not started: send it again once some are answered), or it holds
+    as many subscriptions as one may."""
 
     code = 1017
 

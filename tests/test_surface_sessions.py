@@ -8,6 +8,7 @@ once its ``toggle-subscriber-updates`` tool is on: at once, then every five seco
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
@@ -28,7 +29,7 @@ from test_surface import everything_daemon
 
 from mcpd.client.aio import AsyncClient, connect
 from mcpd.config.model import Config
-from mcpd.errors import UnknownPrompt, UnknownResource, Unsupported
+from mcpd.errors import TooManyRequests, UnknownPrompt, UnknownResource, Unsupported
 from mcpd.front.subscriptions import Subscriptions, covers
 from mcpd.model.mcp import (
     RESOURCE_UPDATED,
@@ -364,3 +365,34 @@ async def test_a_subscriber_of_thousands_of_uris_leaves_without_stalling_the_dae
                         seen = len(logged)
             tg.cancel_scope.cancel()
     assert longest < 0.25, f"a loop iteration took {longest:.3f} s"
+
+
+def note(log: list[tuple[str, str]], server: str, uri: str, meta: dict[str, Any] | None) -> None:
+    log.append((server, uri))
+
+
+async def test_a_subscriber_holds_at_most_its_limit_and_hears_only_its_servers_updates() -> None:
+    """A client may hold ``limit`` subscriptions (it could grow the daemon without bound): one more
+    is refused with a typed error and not taken, one it holds already or one that replaces a dropped
+    one is fine, another client is not held back; an update reaches the subscribers of that server's
+    URIs only (they are looked up by server)."""
+    config = Config(source="<test>", servers=(fullserver_config("full"), fullserver_config("other")))
+    async with open_supervisor(config) as sup:
+        for name in ("full", "other"):
+            await sup.actor(name).wait_state(ServerState.RUNNING, timeout=60)
+        subscriptions = Subscriptions(sup, limit=2)
+        heard: dict[str, list[tuple[str, str]]] = {"first": [], "second": []}
+        for owner, log in heard.items():
+            subscriptions.register(owner, functools.partial(note, log))
+        await subscriptions.subscribe("first", "full", "full://r/0")
+        await subscriptions.subscribe("first", "full", "full://r/1")
+        with pytest.raises(TooManyRequests, match="holds 2 subscriptions"):
+            await subscriptions.subscribe("first", "full", "full://r/2")
+        assert subscriptions.holds("first") == [("full", "full://r/0"), ("full", "full://r/1")]
+        await subscriptions.subscribe("first", "full", "full://r/1")
+        await subscriptions.subscribe("second", "other", "full://r/0")
+        assert await subscriptions.unsubscribe("first", "full", "full://r/1")
+        await subscriptions.subscribe("first", "full", "full://r/2")
+        subscriptions.on_event(ResourceUpdated(server="full", uri="full://r/0"))
+        subscriptions.on_event(ResourceUpdated(server="nobody", uri="full://r/0"))
+    assert heard == {"first": [("full", "full://r/0")], "second": []}

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import structlog
 
-from mcpd.errors import McpdError
+from mcpd.errors import McpdError, TooManyRequests
 from mcpd.front.background import Background
 from mcpd.model.servers import ResourceUpdated, ServerEvent, StateChanged
 from mcpd.model.states import ServerState
@@ -33,6 +33,10 @@ Key = tuple[str, str]
 
 UNSUBSCRIBE_TIMEOUT = 10.0
 """Seconds an ``resources/unsubscribe`` nobody waits for may take."""
+
+MAX_SUBSCRIPTIONS = 10_000
+"""Subscriptions one subscriber may hold (a host watches a handful): each costs memory for as long
+as it is held, and a client taking millions would grow the daemon without bound."""
 
 
 async def _each(work: Callable[[Key], Coroutine[Any, Any, None]], keys: list[Key]) -> None:
@@ -52,10 +56,15 @@ def covers(subscribed: str, updated: str) -> bool:
 class Subscriptions:
     """``on_event`` must be a supervisor listener, and ``run()`` a task of the daemon."""
 
-    def __init__(self, supervisor: Supervisor) -> None:
+    def __init__(self, supervisor: Supervisor, limit: int = MAX_SUBSCRIPTIONS) -> None:
         self._supervisor = supervisor
+        self._limit = limit
         self._holders: dict[Key, set[Hashable]] = {}
         """Who holds each subscription; a key is here from the first subscriber's request on."""
+        self._uris: dict[str, set[str]] = {}
+        """The URIs of ``_holders`` by server: an update looks at its own server's only (a server
+        that sends updates by the thousand, beside thousands of other subscriptions, costs what its
+        own cost)."""
         self._owned: dict[Hashable, set[Key]] = {}
         self._deliver: dict[Hashable, Deliver] = {}
         self._locks: dict[str, anyio.Lock] = {}
@@ -79,14 +88,21 @@ class Subscriptions:
 
     async def subscribe(self, owner: Hashable, server: str, uri: str, timeout: float | None = None) -> None:
         """Subscribe a registered ``owner``; raises what ``ServerActor.subscribe_resource`` raises
-        (and ``UnknownServer``), the subscription then not taken."""
+        (and ``UnknownServer``; ``TooManyRequests`` past the limit), the subscription then not taken."""
         key = (server, uri)
         actor = self._supervisor.actor(server)
         async with self._lock(key):
+            owned = self._owned[owner]
+            if key not in owned and len(owned) >= self._limit:
+                raise TooManyRequests(
+                    f"this client holds {len(owned)} subscriptions, the most one may: unsubscribe some first",
+                    {"limit": self._limit},
+                )
             holders = self._holders.setdefault(key, set())
+            self._uris.setdefault(server, set()).add(uri)
             first = not holders
             holders.add(owner)
-            self._owned[owner].add(key)
+            owned.add(key)
             if not first:
                 return
             try:
@@ -118,9 +134,9 @@ class Subscriptions:
         """Deliver updates to their subscribers; subscribe again when a server starts a new run."""
         if isinstance(event, ResourceUpdated):
             owners: set[Hashable] = set()  # once each, however many of its subscriptions cover the URI
-            for (server, uri), holders in self._holders.items():
-                if server == event.server and covers(uri, event.uri):
-                    owners |= holders
+            for uri in self._uris.get(event.server, ()):
+                if covers(uri, event.uri):
+                    owners |= self._holders[event.server, uri]
             for owner in owners:
                 deliver = self._deliver.get(owner)
                 if deliver is None:
@@ -134,7 +150,8 @@ class Subscriptions:
             ServerState.STARTING,
             ServerState.RUNNING,
         ):
-            self._in_background(self._resubscribe, [key for key in self._holders if key[0] == event.server])
+            uris = sorted(self._uris.get(event.server, ()))
+            self._in_background(self._resubscribe, [(event.server, uri) for uri in uris])
 
     # -- inside ------------------------------------------------------------------------------------
 
@@ -149,6 +166,10 @@ class Subscriptions:
         if holders:
             return False
         self._holders.pop(key, None)
+        uris = self._uris.get(key[0], set())
+        uris.discard(key[1])
+        if not uris:
+            self._uris.pop(key[0], None)
         return True
 
     def _in_background(self, work: Callable[[Key], Coroutine[Any, Any, None]], keys: list[Key]) -> None:
