@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from mcpd.client.aio import connect
-from mcpd.testing import fixture_toml, fullserver_command, fullserver_toml, process_gone, run_cli
+from mcpd.testing import fixture_toml, fullserver_command, fullserver_toml, open_quiet, process_gone, run_cli
 from mcpd.testing.daemon import running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -73,7 +73,7 @@ async def test_next_daemon_reaps_what_a_killed_one_left(tmp_path: Path) -> None:
     path.write_text(f'[servers.wrapped]\ncommand = "sh"\nargs = {json.dumps(argv)}\n')
     # One socket path for both daemons, short enough for a Unix socket.
     socket = Path(tempfile.mkdtemp(prefix="mcpd-", dir="/tmp")) / "mcpd.sock"
-    bystander = await anyio.open_process(["sleep", "300"], start_new_session=True)
+    bystander = await open_quiet(["sleep", "300"], start_new_session=True)
     # pidfds: the cleanup can never hit a process that took a reaped one's number.
     started = [os.pidfd_open(bystander.pid)]
     try:
@@ -120,9 +120,7 @@ async def test_a_session_of_a_reused_number_is_not_reaped(tmp_path: Path) -> Non
     path = tmp_path / "config.toml"
     path.write_text(fixture_toml("echo"))
     leftover = tmp_path / "sleep.pid"
-    leader = await anyio.open_process(
-        ["sh", "-c", f"sleep 300 & echo $! > {leftover}"], start_new_session=True
-    )
+    leader = await open_quiet(["sh", "-c", f"sleep 300 & echo $! > {leftover}"], start_new_session=True)
     await leader.wait()
     other = int(leftover.read_text())
     pidfd = os.pidfd_open(other)

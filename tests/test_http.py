@@ -14,7 +14,6 @@ import signal
 import socket
 import sqlite3
 import stat
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -48,7 +47,7 @@ from mcpd.front.http.sessions import (
 )
 from mcpd.model.mcp import SESSION_ENDED, SavedSession, SessionState
 from mcpd.store.db import Store
-from mcpd.testing import fixture_toml, run_cli
+from mcpd.testing import fixture_toml, open_quiet, run_cli
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.testing.remote import free_port, running_http_fixture
 
@@ -996,9 +995,7 @@ async def test_connections_trickling_a_head_cannot_lock_new_hosts_out(tmp_path: 
     kept over a newcomer, so 20-24 of 40 of a host's new connections were closed unanswered)."""
     async with http_daemon(tmp_path) as front:
         host, port = address_of(front.url)
-        attacker = await anyio.open_process(
-            [sys.executable, "-c", _TRICKLE, host, str(port), "300", "120"], stdout=subprocess.DEVNULL
-        )
+        attacker = await open_quiet([sys.executable, "-c", _TRICKLE, host, str(port), "300", "120"])
         try:
             await anyio.sleep(1.5)  # the pool of connections without the token is full by now
             for _ in range(10):

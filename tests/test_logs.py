@@ -234,6 +234,7 @@ async def test_cli_follow_prints_new_lines_and_ctrl_c_exits_130(setup: Setup) ->
     with anyio.fail_after(30):
         status = await process.wait()
     errors = await _rest(process.stderr)
+    await process.aclose()  # its pipes closed: nothing left for the garbage collector after the loop
     assert (status, errors) == (130, b"")
 
 
@@ -360,6 +361,7 @@ async def test_a_changed_server_keeps_its_log_and_a_removed_one_ends_it(setup: S
     with anyio.fail_after(30):
         followed += await _rest(follower.stdout)
         assert (await follower.wait(), await _rest(follower.stderr)) == (0, b"")
+    await follower.aclose()
     lines = followed.splitlines()
     assert lines and all("text" in json.loads(line) for line in lines), followed
 

@@ -11,7 +11,6 @@ import os
 import shutil
 import signal
 import stat
-import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable
@@ -28,7 +27,7 @@ from mcpd.config.model import ServerConfig
 from mcpd.ipc.endpoint import prepare_directory
 from mcpd.supervisor.orphans import MARK, SUFFIX, open_ledger, open_run_ledger, start_of
 from mcpd.supervisor.stdio import open_stdio_child
-from mcpd.testing import fixture_toml, fullserver_toml, process_gone, rss_mib, run_cli
+from mcpd.testing import fixture_toml, fullserver_toml, open_quiet, process_gone, rss_mib, run_cli
 from mcpd.testing.daemon import running_daemon
 
 pytestmark = [
@@ -51,7 +50,7 @@ async def test_an_unreadable_ledger_is_said_and_replaced(tmp_path: Path) -> None
     socket = tmp_path / "mcpd.sock"
     path = tmp_path / "mcpd.sock.groups"
     path.write_bytes(b'{"boot": "x", "daemon": ')
-    child = await anyio.open_process(["sleep", "300"], start_new_session=True)
+    child = await open_quiet(["sleep", "300"], start_new_session=True)
     try:
         with capture_logs() as logs:
             async with open_ledger(socket, interval=10) as ledger:
@@ -81,8 +80,8 @@ async def test_a_write_that_failed_is_made_at_the_next_look(tmp_path: Path) -> N
     socket = tmp_path / "mcpd.sock"
     path = tmp_path / "mcpd.sock.groups"
     temp = tmp_path / "mcpd.sock.groups.tmp"
-    first = await anyio.open_process(["sleep", "300"], start_new_session=True)
-    second = await anyio.open_process(["sleep", "300"], start_new_session=True)
+    first = await open_quiet(["sleep", "300"], start_new_session=True)
+    second = await open_quiet(["sleep", "300"], start_new_session=True)
     try:
         starts = start_of(first.pid), start_of(second.pid)
         assert None not in starts
@@ -175,9 +174,7 @@ def dead_daemons_ledger(socket: Path, leader: int, mark: str) -> None:
 async def left_session(argv: list[str], mark: str) -> AsyncIterator[Process]:
     """``argv`` leading a session of its own, marked as a killed daemon's child; all of it is
     killed at the end (its group, led by a process of ours, whatever the reaping left)."""
-    leader = await anyio.open_process(
-        argv, start_new_session=True, env={**os.environ, MARK: mark}, stdout=subprocess.DEVNULL
-    )
+    leader = await open_quiet(argv, start_new_session=True, env={**os.environ, MARK: mark})
     try:
         yield leader
     finally:
@@ -307,7 +304,7 @@ async def hung_check(tmp_path: Path, launcher: tuple[str, ...] = ()) -> AsyncIte
     env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path / "run")}
     ledgers = tmp_path / "run" / "mcpd" / "checks"
     argv = [*launcher, sys.executable, "-m", "mcpd", "check", "--config", str(hung)]
-    check = await anyio.open_process(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    check = await open_quiet(argv, env=env)
     pidfds: list[int] = []
     try:
         await until(lambda: leftover.is_file() and leftover.read_text().endswith("\n"))

@@ -13,7 +13,11 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from typing import Any
+
+import anyio
+from anyio.abc import Process
 
 from mcpd.config.model import RestartPolicy, ServerConfig
 
@@ -131,3 +135,11 @@ def process_gone(pid: int) -> bool:
         return True
     except OSError:  # no /proc (macOS): a signal-able pid is taken as running
         return False
+
+
+async def open_quiet(argv: Sequence[str], **options: Any) -> Process:
+    """``argv`` started with none of its standard streams piped: asyncio's transport of it closes
+    once it has exited. (A piped stdin left open kept it; collected after the test's event loop had
+    closed, it raised in whatever test ran then.)"""
+    devnull = subprocess.DEVNULL
+    return await anyio.open_process(list(argv), stdin=devnull, stdout=devnull, stderr=devnull, **options)
