@@ -17,7 +17,7 @@ from mcpd.client import _wire
 from mcpd.client.aio import connect
 from mcpd.errors import TransportError
 from mcpd.ipc.endpoint import lock_path
-from mcpd.model.protocol import Progress
+from mcpd.model.protocol import ErrorInfo, Progress, Request, Response
 from mcpd.model.requests import ServerAsk
 from mcpd.model.servers import Event, ServerStatus, StateChanged
 from mcpd.testing import fixture_toml, fullserver_toml
@@ -288,3 +288,31 @@ async def test_a_reconnect_leaves_a_daemon_that_does_not_answer_its_hello(
         with held:
             async with running_daemon(config, socket=first.socket) as second:
                 await second.wait_for("client.connected", client="reader", timeout=15)
+
+
+async def test_a_reconnect_refused_at_the_hello_leaves_no_connection_open(tmp_path: Path) -> None:
+    """The next daemon refuses the keeper's hello (another protocol version, after an upgrade): the
+    client stops reconnecting, and closes that connection (it stayed open, with its reader, for as
+    long as the client lived)."""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("tools"))
+    async with running_daemon(config) as first, connect(first.socket, reconnect=True, name="reader"):
+        first.signal(signal.SIGKILL)
+        await first.wait_exit()
+        first.socket.unlink()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as refusing:
+            refusing.bind(str(first.socket))
+            refusing.listen()
+            refusing.settimeout(10)
+            held, _ = await anyio.to_thread.run_sync(refusing.accept)
+        with held:
+            held.settimeout(10)
+
+            def refuse_then_read() -> bytes:
+                size = int.from_bytes(held.recv(4, socket.MSG_WAITALL), "big")
+                hello = msgspec.msgpack.decode(held.recv(size, socket.MSG_WAITALL), type=Request)
+                no = msgspec.msgpack.encode(Response(hello.id, error=ErrorInfo(1002, "protocol 9 only")))
+                held.sendall(len(no).to_bytes(4, "big") + no)
+                return held.recv(1)  # b"": the client closed it
+
+            assert await anyio.to_thread.run_sync(refuse_then_read) == b""

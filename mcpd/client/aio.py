@@ -362,12 +362,18 @@ class AsyncClient(Api):
                 refused = [call for call in list(self._restore) if not await self._restored(call)]
             except (TransportError, CallTimeout):
                 # Gone again, or listening but not answering: drop this connection and try anew.
-                stream.close()
-                assert self._reader is not None
-                await asyncio.wait([self._reader])
+                await self._let_go(stream)
                 continue
+            except McpdError:
+                await self._let_go(stream)  # refused for good (another protocol): nothing left open
+                raise
             self._closed = None
             return refused
+
+    async def _let_go(self, stream: FrameStream) -> None:
+        stream.close()
+        assert self._reader is not None
+        await asyncio.wait([self._reader])
 
     def _deliver(self, response: Response) -> None:
         if response.id is None:  # the daemon could not tell which request failed: fail them all
