@@ -245,7 +245,7 @@ async def test_the_same_trouble_is_said_once_whichever_file_a_look_fails_on(sock
     try:
         with capture_logs() as logs, anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(guard_socket, claim, lambda _: None, lambda: None, lambda: None, 0.01)
+                tg.start_soon(guard_socket, claim, lambda _: None, lambda: None, 0.01)
                 while claim.looks < 4:
                     await anyio.sleep(0.01)
                 tg.cancel_scope.cancel()

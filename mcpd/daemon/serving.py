@@ -275,15 +275,9 @@ async def serve_spawned(
             notifier.stopping()
             tg.cancel_scope.cancel()
 
-        def resave() -> None:
-            # What took the lock or the socket (a logout, a temp cleaner) may have taken the
-            # children's ledger too, and a kill -9 then would leave what they started running.
-            if groups is not None:
-                groups.save()
-
         tg.start_soon(rpc.serve, listener)
         looks = config.daemon.socket_check_interval
-        tg.start_soon(guard_socket, claim, rpc.listen, resave, stop_displaced, looks)
+        tg.start_soon(guard_socket, claim, rpc.listen, stop_displaced, looks)
         tg.start_soon(catalog.run)
         tg.start_soon(keep_store, usage, gate, prior, daemon.resavers)
         tg.start_soon(daemon.subscriptions.run)

@@ -26,16 +26,11 @@ log = structlog.get_logger("mcpd.daemon")
 
 
 async def guard_socket(
-    claim: Claim,
-    listen: Callable[[socket.socket], None],
-    renewed: Callable[[], None],
-    displaced: Callable[[], None],
-    interval: float,
+    claim: Claim, listen: Callable[[socket.socket], None], displaced: Callable[[], None], interval: float
 ) -> None:
     """Look at ``claim`` every ``interval`` seconds and renew it whenever part of it is lost, handing
-    a new listener to ``listen`` and calling ``renewed()`` after any renewal (a lock taken again
-    alone too: what removed it may have taken other files beside it); ``displaced()`` (after
-    logging why) once another daemon holds the path."""
+    a new listener to ``listen``; ``displaced()`` (after logging why) once another daemon holds the
+    path. (The children's ledger beside it is looked at as often by its own task: ``orphans``.)"""
     reported: str | None = None
     while True:
         await anyio.sleep(interval)
@@ -68,7 +63,6 @@ async def guard_socket(
         reported = None
         if listener is not None:
             listen(listener)
-        renewed()
         log.warning("daemon.socket_restored", socket=str(claim.path), reason=lost)
 
 

@@ -281,11 +281,6 @@ class GroupLedger:
         more (what this daemon stops would replace it, the last stop remove it)."""
         self._given_up = True
 
-    def save(self) -> None:
-        """Write the ledger again (soon, from its task): what removed other files beside it may
-        have taken it too."""
-        self._change()
-
     def _change(self) -> None:
         self._dirty = True
         self._version += 1
