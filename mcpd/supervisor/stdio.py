@@ -518,6 +518,18 @@ def _cwd_problem(cwd: str) -> str | None:
         return f"cannot be reached: {exc.strerror or exc}"
 
 
+def _spawn_error(config: ServerConfig, exc: OSError | ValueError) -> SpawnError:
+    """What the user is told of a spawn that failed: the command (or the cwd) named."""
+    assert config.command is not None
+    named = exc.filename if isinstance(exc, OSError) and exc.filename == config.cwd else config.command
+    reason = f"{exc.strerror} ({named!r})" if isinstance(exc, OSError) and exc.strerror else str(exc)
+    if isinstance(exc, FileNotFoundError) and named == config.command and _spaced(config.command):
+        # `command = "npx -y server"`, as a shell line: exec looks for a program of that name.
+        reason += "; `command` is one program, its arguments go in `args`"
+    transient = isinstance(exc, OSError) and exc.errno in _TRANSIENT_SPAWN_ERRORS
+    return SpawnError(reason, transient=transient)
+
+
 @contextlib.asynccontextmanager
 async def open_stdio_child(
     config: ServerConfig, stderr: StderrLog | None = None, groups: GroupLedger | None = None
@@ -540,15 +552,7 @@ async def open_stdio_child(
         try:
             transport, protocol, stdin = await _spawn(config, exited)
         except (OSError, ValueError) as exc:
-            named = (
-                exc.filename if isinstance(exc, OSError) and exc.filename == config.cwd else config.command
-            )
-            reason = f"{exc.strerror} ({named!r})" if isinstance(exc, OSError) and exc.strerror else str(exc)
-            if isinstance(exc, FileNotFoundError) and named == config.command and _spaced(config.command):
-                # `command = "npx -y server"`, as a shell line: exec looks for a program of that name.
-                reason += "; `command` is one program, its arguments go in `args`"
-            transient = isinstance(exc, OSError) and exc.errno in _TRANSIENT_SPAWN_ERRORS
-            raise SpawnError(reason, transient=transient) from exc
+            raise _spawn_error(config, exc) from exc
         read_in, read_out = anyio.create_memory_object_stream[bytes](32)
         child = StdioChild(
             server=config.name,
