@@ -754,9 +754,12 @@ class HostSession:
 
     async def subscribe(self, uri: str) -> None:
         """Subscribe the host to a qualified resource URI; updates arrive as notifications."""
+        await self._take(uri)
+        self._state_changed()
+
+    async def _take(self, uri: str) -> None:
         self.core.subscriptions.register(self, self._resource_updated)
         await surface.subscribe(self.core, self, ReadParams(uri=uri))
-        self._state_changed()
 
     async def unsubscribe(self, uri: str) -> None:
         self._resubscribe.pop(uri, None)  # not to be taken again behind the host's back
@@ -773,12 +776,11 @@ class HostSession:
         """A resumed session's subscriptions to one server, taken again in this daemon (it may still
         be starting), one after another; then the relay is sent the session's state once. Sent at
         each, 2,300 subscriptions (a resume state's 64 KiB) were 2,300 states of up to 64 KiB: 72 MB."""
-        self.core.subscriptions.register(self, self._resource_updated)
         for uri in uris:
             if uri not in self._resubscribe:
                 continue  # the host unsubscribed meanwhile
             try:
-                await surface.subscribe(self.core, self, ReadParams(uri=uri))
+                await self._take(uri)
             except McpdError as exc:
                 log.warning(
                     "front.resubscribe_failed", uri=uri, error=exc.message, session=self.caller.session

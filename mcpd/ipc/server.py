@@ -329,7 +329,7 @@ class MethodTable(Generic[Ctx]):
         return sorted(["hello", *self._methods])
 
     def get(self, name: str) -> _Method[Ctx]:
-        method = self._methods.get(name)
+        method = self.find(name)
         if method is None:
             raise UnknownMethod(f"unknown method {name!r}", {"method": name})
         return method

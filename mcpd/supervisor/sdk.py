@@ -345,7 +345,7 @@ class _AnswerStream(httpx2.AsyncByteStream):
         # Only an event that may hold an error is decoded: results and progress are not read twice.
         if self._erred and not self._typed:
             data = b"\n".join(line[5:] for line in self._data)
-            self._mark.answered_error |= _is_error_answer(data, self._request_id)
+            self._mark.answered_error |= _check_answer(data, self._request_id)[1]
         self._data, self._erred, self._typed = [], False, False
 
     async def aclose(self) -> None:
@@ -414,15 +414,6 @@ def _check_answer(body: bytes, request_id: object) -> tuple[str | None, bool]:
     if not mine:
         return f"an answer to another request (id {answer.id!r}, not {request_id!r})", False
     return None, False
-
-
-def _is_error_answer(data: bytes, request_id: object) -> bool:
-    """Whether an event's data is the JSON-RPC error answering the request ``request_id``."""
-    try:
-        answer = _answer_body.decode(data)
-    except DECODE_FAILURES:
-        return False
-    return answer.error is not msgspec.UNSET and str(answer.id) == str(request_id)
 
 
 def _stand_in(request: httpx2.Request) -> httpx2.Response:

@@ -404,9 +404,7 @@ class StdioSession:
     ) -> ToolResult:
         """The per-call hot path: one encode, one decode (two for a result with fields mcpd does not
         model, which are kept); content blocks relayed as they came."""
-        params = {"name": tool, "arguments": arguments}
-        if meta:
-            params["_meta"] = meta
+        params = _with_meta({"name": tool, "arguments": arguments}, meta)
         reply = await self._raw_request("tools/call", params, deadline, on_progress)
         if reply.error is not None:
             # A JSON-RPC error response: the server handled the request and refused it.
