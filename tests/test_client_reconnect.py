@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -257,6 +259,33 @@ async def test_a_reconnecting_reader_of_events_leaves_a_daemon_that_stopped_answ
             first.signal(signal.SIGCONT)
 
 
+@contextlib.asynccontextmanager
+async def in_the_daemons_place(tmp_path: Path) -> AsyncIterator[tuple[Path, Path, socket.socket]]:
+    """A daemon killed under a reconnecting client ("reader"), and a listener of the test's at its
+    socket: the config, the socket path (free again) and the keeper's connection to that listener."""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("tools"))
+    async with running_daemon(config) as first, connect(first.socket, reconnect=True, name="reader"):
+        first.signal(signal.SIGKILL)
+        await first.wait_exit()
+        first.socket.unlink()
+        lock_path(first.socket).unlink(missing_ok=True)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            listener.bind(str(first.socket))
+            listener.listen()
+            listener.setblocking(False)
+            with anyio.fail_after(10):
+                while True:  # the keeper's next try connects here
+                    try:
+                        held, _ = listener.accept()
+                        break
+                    except BlockingIOError:
+                        await anyio.sleep(0.05)
+            first.socket.unlink()
+        with held:
+            yield config, first.socket, held
+
+
 async def test_a_reconnect_leaves_a_daemon_that_does_not_answer_its_hello(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -266,53 +295,25 @@ async def test_a_reconnect_leaves_a_daemon_that_does_not_answer_its_hello(
     skip a connection being restored, and the hello waited out its whole 30 s."""
     monkeypatch.setattr(_wire, "PROBE_AFTER", 0.5)
     monkeypatch.setattr(_wire, "PROBE_WAIT", 2.0)
-    config = tmp_path / "config.toml"
-    config.write_text(fixture_toml("tools"))
-    async with running_daemon(config) as first, connect(first.socket, reconnect=True, name="reader"):
-        first.signal(signal.SIGKILL)
-        await first.wait_exit()
-        first.socket.unlink()
-        lock_path(first.socket).unlink(missing_ok=True)
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as silent:
-            silent.bind(str(first.socket))
-            silent.listen()
-            silent.setblocking(False)
-            with anyio.fail_after(10):
-                while True:  # the keeper's next try connects here
-                    try:
-                        held, _ = silent.accept()
-                        break
-                    except BlockingIOError:
-                        await anyio.sleep(0.05)
-            first.socket.unlink()
-        with held:
-            async with running_daemon(config, socket=first.socket) as second:
-                await second.wait_for("client.connected", client="reader", timeout=15)
+    async with (
+        in_the_daemons_place(tmp_path) as (config, path, _silent),
+        running_daemon(config, socket=path) as second,
+    ):
+        await second.wait_for("client.connected", client="reader", timeout=15)
 
 
 async def test_a_reconnect_refused_at_the_hello_leaves_no_connection_open(tmp_path: Path) -> None:
     """The next daemon refuses the keeper's hello (another protocol version, after an upgrade): the
     client stops reconnecting, and closes that connection (it stayed open, with its reader, for as
     long as the client lived)."""
-    config = tmp_path / "config.toml"
-    config.write_text(fixture_toml("tools"))
-    async with running_daemon(config) as first, connect(first.socket, reconnect=True, name="reader"):
-        first.signal(signal.SIGKILL)
-        await first.wait_exit()
-        first.socket.unlink()
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as refusing:
-            refusing.bind(str(first.socket))
-            refusing.listen()
-            refusing.settimeout(10)
-            held, _ = await anyio.to_thread.run_sync(refusing.accept)
-        with held:
-            held.settimeout(10)
+    async with in_the_daemons_place(tmp_path) as (_config, _path, held):
+        held.settimeout(10)
 
-            def refuse_then_read() -> bytes:
-                size = int.from_bytes(held.recv(4, socket.MSG_WAITALL), "big")
-                hello = msgspec.msgpack.decode(held.recv(size, socket.MSG_WAITALL), type=Request)
-                no = msgspec.msgpack.encode(Response(hello.id, error=ErrorInfo(1002, "protocol 9 only")))
-                held.sendall(len(no).to_bytes(4, "big") + no)
-                return held.recv(1)  # b"": the client closed it
+        def refuse_then_read() -> bytes:
+            size = int.from_bytes(held.recv(4, socket.MSG_WAITALL), "big")
+            hello = msgspec.msgpack.decode(held.recv(size, socket.MSG_WAITALL), type=Request)
+            no = msgspec.msgpack.encode(Response(hello.id, error=ErrorInfo(1002, "protocol 9 only")))
+            held.sendall(len(no).to_bytes(4, "big") + no)
+            return held.recv(1)  # b"": the client closed it
 
-            assert await anyio.to_thread.run_sync(refuse_then_read) == b""
+        assert await anyio.to_thread.run_sync(refuse_then_read) == b""
