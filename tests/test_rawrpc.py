@@ -168,11 +168,26 @@ async def test_timeout_withdraws_the_request() -> None:
     pipe = Pipe()
     rpc = pipe.rpc()
     with pytest.raises(TimeoutError):
-        await rpc.request("tools/call", {}, anyio.current_time())
+        await rpc.request("tools/call", {}, anyio.current_time() + 0.05)
     request, cancel = pipe.lines
     assert cancel["method"] == "notifications/cancelled"
     assert cancel["params"]["requestId"] == request["id"]
     assert not rpc.route(reply(request["id"], "too late"))
+
+
+async def test_a_request_already_past_its_deadline_is_not_sent() -> None:
+    """A caller whose scope is cancelled already (its effective deadline is -inf) gets its cancellation,
+    one whose deadline has passed gets TimeoutError, and the server is sent nothing: it would have
+    started on the request (a tool call's side effects) only to be told at once to drop it."""
+    pipe = Pipe()
+    rpc = pipe.rpc()
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await rpc.request("tools/call", {}, anyio.current_effective_deadline())
+    assert scope.cancelled_caught
+    with pytest.raises(TimeoutError):
+        await rpc.request("tools/call", {}, anyio.current_time() - 1)
+    assert pipe.lines == []
 
 
 async def test_each_request_expires_at_its_own_deadline() -> None:

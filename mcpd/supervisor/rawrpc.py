@@ -20,6 +20,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import anyio
+import anyio.lowlevel
 import msgspec
 import structlog
 from msgspec import UNSET
@@ -272,6 +274,14 @@ class RawRpc:
             with contextlib.suppress(OSError):
                 self._write(_encoder.encode(cancel) + b"\n")
 
+    def _refuse_unsendable(self) -> None:
+        if self._closed:
+            raise NotDelivered
+        # Never wait for the pipe to drain: a server that stopped reading would hold the call
+        # past its deadline. Refuse instead once too much is queued for it.
+        if self._not_reading():
+            raise NotReading
+
     async def request(
         self,
         method: str,
@@ -282,20 +292,23 @@ class RawRpc:
         """Send one request and wait for its reply until ``deadline`` (event-loop time; inf: none
         but the caller's cancel scope).
 
-        Raises ``TimeoutError`` past the deadline, ``NotDelivered`` if the stream refused the
-        request or ended before the server read it, ``ConnectionLost`` if it ended after the
-        server read it (or may have), ``NotReading`` when the server leaves its input unread,
-        ``Malformed`` for a reply that is not JSON-RPC. A timed-out or cancelled request is
-        withdrawn with ``notifications/cancelled`` (but ``initialize``, which MCP forbids). The
-        deadline is a loop timer shared by the stream's requests (``_expect_by``), not a cancel
-        scope: this is the per-call hot path, and a timer costs a fraction of a scope.
+        Raises ``TimeoutError`` past the deadline (nothing is sent if it is past already), the
+        caller's cancellation if its scope is cancelled already (its deadline is then -inf),
+        ``NotDelivered`` if the stream refused the request or ended before the server read it,
+        ``ConnectionLost`` if it ended after the server read it (or may have), ``NotReading`` when
+        the server leaves its input unread, ``Malformed`` for a reply that is not JSON-RPC. A
+        timed-out or cancelled request is withdrawn with ``notifications/cancelled`` (but
+        ``initialize``, which MCP forbids). The deadline is a loop timer shared by the stream's
+        requests (``_expect_by``), not a cancel scope: this is the per-call hot path, and a timer
+        costs a fraction of a scope.
         """
-        if self._closed:
-            raise NotDelivered
-        # Never wait for the pipe to drain: a server that stopped reading would hold the call
-        # past its deadline. Refuse instead once too much is queued for it.
-        if self._not_reading():
-            raise NotReading
+        self._refuse_unsendable()
+        loop = asyncio.get_running_loop()
+        if deadline <= loop.time():
+            # Not written: the server would start on it (a tool call's side effects) only to be
+            # told at once to drop it.
+            await anyio.lowlevel.checkpoint()
+            raise TimeoutError
         request_id = f"{PREFIX}{next(self._ids)}"
         if on_progress is not None:
             # Our request id doubles as the progress token: unique, and ours.
@@ -303,7 +316,6 @@ class RawRpc:
             params = {**params, "_meta": {**params.get("_meta", {}), "progressToken": request_id}}
         # Encoded before anything is registered, so arguments JSON cannot carry fail cleanly here.
         line = _encoder.encode(_Request(request_id, method, UNSET if params is None else params)) + b"\n"
-        loop = asyncio.get_running_loop()
         waiter: _Waiter = loop.create_future()
         try:
             end = self._write(line) - 1
