@@ -513,23 +513,35 @@ for line in sys.stdin:
 )
 
 
-async def test_an_error_the_server_could_not_tie_to_a_request_is_said(tmp_path: Path) -> None:
-    """JSON-RPC's error with a null id (a server that could not read our request's id) cannot end
-    any call, which waits out its deadline; the daemon's log says why (it said nothing above debug),
-    and so does the server's own (``mcpd logs``), where the person debugging it looks."""
+async def test_an_error_the_server_could_not_tie_to_a_request_answers_the_one_waiting(tmp_path: Path) -> None:
+    """JSON-RPC's error with a null id (a server that could not read our request's id): with one request
+    waiting it can be no other's, and that call ends with the server's words at once, not at its
+    deadline; with two waiting it could be either's, and both wait out their deadline. The daemon's
+    log says each, and so does the server's own (``mcpd logs``), where the person debugging it looks."""
     config = script_server(tmp_path, "numbers", NUMBERS_ONLY)
     shown: list[str] = []
     hooks = SessionHooks(lambda: None, lambda: None, stdout=shown.append)
+
+    async def times_out(session: StdioSession) -> None:
+        with pytest.raises(TimeoutError):
+            await session.call_tool("t", {}, anyio.current_time() + 1, None)
+
     with structlog.testing.capture_logs() as logs:
         async with session_of(config, hooks) as session:
             with anyio.fail_after(30):
                 await session.initialize()
-                with pytest.raises(TimeoutError):
-                    await session.call_tool("t", {}, anyio.current_time() + 1, None)
-    (said,) = [entry for entry in logs if entry["event"] == "server.error_without_id"]
-    assert "id must be an integer" in said["error"]
-    (line,) = shown
-    assert line.startswith("[an error tied to no request] {") and "id must be an integer" in line
+                with anyio.fail_after(5):
+                    result = await session.call_tool("t", {}, anyio.current_time() + 20, None)
+                assert result.refusal is not None
+                assert (result.refusal.code, result.refusal.message) == (-32600, "id must be an integer")
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(times_out, session)
+                    tg.start_soon(times_out, session)
+    said = [entry for entry in logs if entry["event"] == "server.error_without_id"]
+    assert [entry["answered"] for entry in said] == [True, False, False]
+    assert "id must be an integer" in said[0]["error"]
+    assert len(shown) == 3
+    assert shown[0].startswith("[an error tied to no request] {") and "id must be an integer" in shown[0]
 
 
 COERCING = (

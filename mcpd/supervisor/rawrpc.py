@@ -205,6 +205,15 @@ class RawRpc:
         _settle(waiting[0], line)
         return True
 
+    def route_sole(self, line: bytes) -> bool:
+        """Take ``line``, an error whose id the server could not read (``null``), as the answer to our
+        one waiting request; False if none or several wait (which one it answers is unknowable)."""
+        if len(self._waiters) != 1:
+            return False
+        (request_id,) = self._waiters
+        _settle(self._waiters.pop(request_id)[0], line)
+        return True
+
     def _route_progress(self, line: bytes) -> bool:
         try:
             params = _progress.decode(line).params

@@ -174,6 +174,24 @@ class _Message(msgspec.Struct, frozen=True):
     error: msgspec.Raw | UnsetType = UNSET
 
 
+class _ErrorCode(msgspec.Struct, frozen=True):
+    code: int
+
+
+_error_code = msgspec.json.Decoder(_ErrorCode)
+
+
+def _unreadable_request(error: msgspec.Raw | UnsetType) -> bool:
+    """The error is the one JSON-RPC sends, with id ``null``, for a request it could not read
+    (parse error, invalid request); with any other code it answers something else, such as a
+    notification (which no answer is due for), not a request of ours."""
+    try:
+        code = _error_code.decode(error).code if isinstance(error, msgspec.Raw) else None
+    except DECODE_FAILURES:
+        return False
+    return code in (mcp.PARSE_ERROR, mcp.INVALID_REQUEST)
+
+
 class _LogMessage(msgspec.Struct, frozen=True):
     level: str
     data: Any = None
@@ -511,12 +529,15 @@ class StdioSession:
                 self._garbage(line)  # JSON, but not JSON-RPC (a structured log line)
             elif message.id is None:
                 # JSON-RPC's error to a request whose id the server could not read: often every
-                # request of ours (a server that takes only numeric ids), which then time out.
+                # request of ours (a server that takes only numeric ids). With one request waiting
+                # it can be no other's, and that request ends with it rather than at its deadline.
+                answered = _unreadable_request(message.error) and self._rpc.route_sole(line)
                 if self._unplaced_errors.due():
                     log.warning(
                         "server.error_without_id",
                         server=self._child.server,
                         error=bytes(message.error or b"")[:300].decode("utf-8", "replace"),
+                        answered=answered,
                         count=self._unplaced_errors.count,
                     )
                     self._show(line, self._unplaced_errors, "an error tied to no request")
