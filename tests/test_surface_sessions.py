@@ -30,6 +30,7 @@ from test_surface import everything_daemon
 from mcpd.client.aio import AsyncClient, connect
 from mcpd.config.model import Config
 from mcpd.errors import TooManyRequests, UnknownPrompt, UnknownResource, Unsupported
+from mcpd.front.background import Background
 from mcpd.front.subscriptions import Subscriptions, covers
 from mcpd.model.mcp import (
     RESOURCE_UPDATED,
@@ -365,6 +366,34 @@ async def test_a_subscriber_of_thousands_of_uris_leaves_without_stalling_the_dae
                         seen = len(logged)
             tg.cancel_scope.cancel()
     assert longest < 0.25, f"a loop iteration took {longest:.3f} s"
+
+
+async def test_background_work_that_fails_unexpectedly_ends_only_itself() -> None:
+    """A piece of the daemon's background work (an unsubscription, a log-level request) that fails
+    with what nobody expected (a bug, an OSError) is logged and ends only itself: the task group it
+    runs in, the daemon's, goes on, and later work still runs. It used to end that group, and the
+    daemon with it."""
+    background = Background()
+    done = anyio.Event()
+
+    async def fails() -> None:
+        raise OSError("no space left on device")
+
+    async def works() -> None:
+        done.set()
+
+    with structlog.testing.capture_logs() as logged:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(background.run)
+            await anyio.wait_all_tasks_blocked()
+            assert background.start(fails)
+            await anyio.wait_all_tasks_blocked()
+            assert background.start(works)
+            with anyio.fail_after(5):
+                await done.wait()
+            tg.cancel_scope.cancel()
+    (failed,) = [entry for entry in logged if entry["event"] == "background.failed"]
+    assert failed["work"].endswith("fails") and failed["log_level"] == "error"
 
 
 def note(log: list[tuple[str, str]], server: str, uri: str, meta: dict[str, Any] | None) -> None:

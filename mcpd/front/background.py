@@ -7,7 +7,19 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 import anyio
+import structlog
 from anyio.abc import TaskGroup
+
+log = structlog.get_logger("mcpd.front")
+
+
+async def _contained(work: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+    try:
+        await work(*args)
+    except Exception:
+        # Nobody waits for this work to hear of its failure, and the task group it would end is
+        # the daemon's: a bug or an OSError in one unsubscription must not take the daemon down.
+        log.exception("background.failed", work=getattr(work, "__qualname__", repr(work)))
 
 
 class Background:
@@ -24,8 +36,9 @@ class Background:
             self._tg = None  # clients that leave after it (at shutdown) start nothing more
 
     def start(self, work: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> bool:
-        """Start ``work(*args)``; False, nothing started, before ``run`` or after it ended."""
+        """Start ``work(*args)``; False, nothing started, before ``run`` or after it ended. What it
+        raises (but cancellation) is logged, and ends only itself."""
         if self._tg is None:
             return False
-        self._tg.start_soon(work, *args)
+        self._tg.start_soon(_contained, work, *args)
         return True
