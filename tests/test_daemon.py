@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -505,3 +506,22 @@ print(*sys.modules)
 """
     loaded = set(subprocess.check_output([sys.executable, "-c", script], text=True, timeout=60).split())
     assert [name for name in later if name in loaded] == []
+
+
+async def test_a_stop_signal_at_start_up_stops_the_daemon_and_its_children_at_once(tmp_path: Path) -> None:
+    """SIGINT (a user's Ctrl-C) while the daemon still opens its usage store (another process holds
+    it locked: SQLite waits out its 5 s busy timeout) stops it at once, and the children it spawned
+    already with it. Before, the signal was acted on only once serving was set up, seconds later."""
+    usage = tmp_path / "usage.db"
+    config = tmp_path / "config.toml"
+    config.write_text(f"[daemon]\nusage_db = {json.dumps(str(usage))}\n" + fullserver_toml("a"))
+    holder = sqlite3.connect(usage, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        async with running_daemon(config, wait_ready=False) as daemon:
+            running = await daemon.wait_for("server.state", server="a", new="running", timeout=30)
+            daemon.signal(signal.SIGINT)
+            assert await daemon.wait_exit(3) == 0
+            assert process_gone(running["pid"])
+    finally:
+        holder.close()

@@ -7,11 +7,14 @@ set-up run while they boot.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import signal
 import socket
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -61,6 +64,35 @@ async def _reload(daemon: Daemon) -> None:
         log.exception("config.reload_failed")
 
 
+class _Early:
+    """The signals that came while serving was being set up."""
+
+    def __init__(self) -> None:
+        self.stop: signal.Signals | None = None
+        self.reload = False
+
+
+@contextlib.asynccontextmanager
+async def _heeding(signals: AsyncIterator[signal.Signals]) -> AsyncIterator[_Early]:
+    """The body, cancelled by SIGTERM or SIGINT: a user's Ctrl-C while the usage store is opened
+    (seconds, if another process holds it locked) stops the daemon and its children at once, not
+    once serving is set up. A SIGHUP meanwhile is noted, for a reload once serving."""
+    early = _Early()
+    async with anyio.create_task_group() as tg:
+
+        async def heed() -> None:
+            async for signum in signals:
+                if signum != signal.SIGHUP:
+                    early.stop = signum
+                    tg.cancel_scope.cancel()
+                    return
+                early.reload = True
+
+        tg.start_soon(heed)
+        yield early
+        tg.cancel_scope.cancel()
+
+
 async def _announce_ready(supervisor: Supervisor, notifier: Notifier) -> None:
     await supervisor.wait_started(START_WAIT)
     running = sum(1 for s in supervisor.status() if s.state in LIVE_STATES)
@@ -104,9 +136,9 @@ async def _open_usage(config: Config) -> tuple[Store, UsagePrior, TrustGate]:
         return Store.disabled("usage recording is off in the config"), prior, TrustGate()
     path = Path(settings.usage_db).expanduser() if settings.usage_db else None  # noqa: ASYNC240 - no I/O
     opener = functools.partial(
-        Store.open, analyse=learned_terms, retention_days=settings.usage_retention_days
+        Store.open, path, analyse=learned_terms, retention_days=settings.usage_retention_days
     )
-    store = await anyio.to_thread.run_sync(opener, path)
+    store = await _open_store(opener)
     if not store.readable:
         if store.condition == "retrying" or await anyio.to_thread.run_sync(_may_exist, store.path):
             # Approvals may be in there: without them, a changed tool must not pass for a new server's.
@@ -121,6 +153,23 @@ async def _open_usage(config: Config) -> tuple[Store, UsagePrior, TrustGate]:
         gate = TrustGate(*stored, persist=store.save_trust)
     await _follow(store, prior, prior.load)
     return store, prior, gate
+
+
+async def _open_store(open_store: Callable[[], Store]) -> Store:
+    """``open_store()`` off the loop, in a daemon thread of its own: its first attempt can wait out
+    SQLite's busy timeout (seconds), which a stop signal at start-up must not wait for, nor the
+    process's exit (anyio's worker threads are joined at exit). A store it opens after it was
+    cancelled is never used, and goes with the process."""
+    opened: concurrent.futures.Future[Store] = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            opened.set_result(open_store())
+        except Exception as exc:
+            opened.set_exception(exc)
+
+    threading.Thread(target=run, name="mcpd-usage-open", daemon=True).start()
+    return await asyncio.wrap_future(opened)
 
 
 async def _read_pins(store: Store) -> tuple[list[PinRecord], list[AcceptedFindings]] | str:
@@ -243,11 +292,16 @@ async def serve_spawned(
     """Serve ``supervisor``'s servers until a signal stops the daemon (False) or another daemon took
     its socket path (True). The usage store is closed by ``after_servers``, which its caller exits
     once the supervisor has stopped every server."""
-    usage, prior, gate = await _open_usage(config)
-    after_servers.push_async_callback(anyio.to_thread.run_sync, usage.close)
+    async with _heeding(signals) as early:
+        usage, prior, gate = await _open_usage(config)
+        after_servers.push_async_callback(anyio.to_thread.run_sync, usage.close)
+        semantic = await semantic_indexes(config.daemon)
+    if early.stop is not None:
+        log.info("daemon.stopping", signal=early.stop.name, serving=False)
+        return False
     notifier = Notifier()
     displaced = False
-    catalog = Catalog(supervisor, gate=gate, semantic=await semantic_indexes(config.daemon))
+    catalog = Catalog(supervisor, gate=gate, semantic=semantic)
     daemon = Daemon(
         supervisor=supervisor,
         catalog=catalog,
@@ -291,6 +345,9 @@ async def serve_spawned(
             from mcpd.front.http.server import serve as serve_http  # noqa: PLC0415
 
             await tg.start(serve_http, http, hosts)
+        if early.reload:
+            log.info("daemon.reload", signal="SIGHUP")
+            await _reload(daemon)
         async for signum in signals:
             if signum == signal.SIGHUP:
                 log.info("daemon.reload", signal="SIGHUP")
