@@ -106,6 +106,39 @@ async def test_a_write_that_failed_is_made_at_the_next_look(tmp_path: Path) -> N
                 await child.wait()
 
 
+async def test_another_daemons_ledger_given_our_files_inode_number_is_left_alone(tmp_path: Path) -> None:
+    """A daemon that took over the socket path removes this one's ledger and writes its own, which
+    ext4 can give the inode number just freed: the same (device, inode) as the file this daemon
+    wrote. Its next change must leave that file alone all the same (it names the other daemon), or
+    the other daemon's children would be unknown after a kill -9 of it, and that daemon, finding a
+    file it did not write, would never write its own again. (The file is written in place here: the
+    same identity on any filesystem.)"""
+    socket = tmp_path / "mcpd.sock"
+    path = tmp_path / "mcpd.sock.groups"
+    first = await open_quiet(["sleep", "300"], start_new_session=True)
+    second = await open_quiet(["sleep", "300"], start_new_session=True)
+    try:
+        starts = start_of(first.pid), start_of(second.pid)
+        assert starts[0] is not None and starts[1] is not None
+        async with open_ledger(socket, interval=0.05) as ledger:
+            assert ledger is not None
+            await ledger.add(first.pid, starts[0])
+            inode = path.stat().st_ino
+            theirs = {**json.loads(path.read_text()), "daemon": second.pid, "daemon_start": starts[1]}
+            path.write_text(json.dumps(theirs))
+            assert path.stat().st_ino == inode
+            await ledger.add(second.pid, starts[1])  # back once its write was made (or not)
+            assert json.loads(path.read_text()) == theirs
+            ledger.discard(first.pid, starts[0])
+            ledger.discard(second.pid, starts[1])
+        assert json.loads(path.read_text()) == theirs
+    finally:
+        for child in (first, second):
+            child.send_signal(signal.SIGKILL)
+            with anyio.move_on_after(5):
+                await child.wait()
+
+
 @pytest.mark.parametrize("name", ["mcpd.sock.groups", "mcpd.sock.groups.tmp"])
 async def test_a_fifo_in_place_of_the_ledger_does_not_hold_the_daemon_up(tmp_path: Path, name: str) -> None:
     """A FIFO where the ledger or its temporary file goes (as for the lock file): the daemon starts

@@ -342,7 +342,7 @@ class GroupLedger:
         temp = self.path.with_name(self.path.name + ".tmp")
         try:
             there = _identity(self.path)
-            if there is not None and there != written:
+            if there is not None and (there != written or not self._names_us()):
                 return written
             if data is None:
                 self.path.unlink(missing_ok=True)
@@ -367,6 +367,17 @@ class GroupLedger:
             return written
         self._failing = None
         return identity
+
+    def _names_us(self) -> bool:
+        """Whether the file at ``path`` (of the identity written last) names this daemon: a file
+        another daemon wrote after ours was removed (at its take-over) can have been given our
+        file's inode number (ext4 gives a freed one out again at once). One that cannot be read
+        is ours still, as its identity says."""
+        try:
+            there = _load(self.path)
+        except (OSError, ValueError):
+            return True
+        return there is None or (there.daemon, there.daemon_start) == (os.getpid(), self._start)
 
 
 def _remove(path: Path) -> None:
