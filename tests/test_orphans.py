@@ -374,6 +374,27 @@ async def test_a_killed_check_leaves_nothing_once_the_next_check_ran(tmp_path: P
         assert list(check.ledgers.glob("*")) == []
 
 
+async def test_the_next_check_removes_the_temporary_ledger_of_a_check_gone(tmp_path: Path) -> None:
+    """A check killed while it wrote its ledger (or whose last write failed) leaves
+    ``<pid>.groups.tmp``: the next check removes it, and leaves a running check's alone. Before,
+    they stayed for good (only ``*.groups`` files were looked at)."""
+    ledgers = tmp_path / "checks"
+    ledgers.mkdir(mode=0o700)
+    gone = await open_quiet(["true"])
+    await gone.wait()
+    running = await open_quiet(["sleep", "300"])
+    try:
+        (ledgers / f"{gone.pid}{SUFFIX}.tmp").write_bytes(b'{"boot": ')
+        (ledgers / f"{running.pid}{SUFFIX}.tmp").write_bytes(b'{"boot": ')
+        async with open_run_ledger(ledgers, interval=10) as ledger:
+            assert ledger is not None
+        assert [p.name for p in ledgers.iterdir()] == [f"{running.pid}{SUFFIX}.tmp"]
+    finally:
+        running.send_signal(signal.SIGKILL)
+        with anyio.move_on_after(5):
+            await running.wait()
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 async def test_a_check_ended_by_a_signal_stops_what_its_servers_started(
     tmp_path: Path, signum: signal.Signals

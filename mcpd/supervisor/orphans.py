@@ -470,6 +470,16 @@ def _reap(path: Path, boot: str) -> tuple[bool, _Reaped | None]:
     return True, _Reaped(len(old.groups), killed, left)
 
 
+def _sweep_temporaries(directory: Path) -> None:
+    """Remove the temporary files of runs gone (the pid they are named after): one killed while it
+    wrote its ledger, or whose last write failed, left it, and no later run would make it again."""
+    for temp in directory.glob(f"*{SUFFIX}.tmp"):
+        pid = temp.name.removesuffix(f"{SUFFIX}.tmp")
+        if pid.isdigit() and _stat(pid) is None:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+
+
 def _take_over(path: Path, siblings: bool) -> tuple[GroupLedger, list[_Reaped]]:
     """The ledger at ``path``, once what the one there named is ended; with ``siblings``, also
     what the ledgers beside it name whose daemons are gone (removed then)."""
@@ -481,6 +491,8 @@ def _take_over(path: Path, siblings: bool) -> tuple[GroupLedger, list[_Reaped]]:
         boot = ""  # a ledger is then never taken for this boot's: nothing is reaped, nothing wrong killed
     ledger = GroupLedger(path, boot, own[1])
     reaped: list[_Reaped] = []
+    if siblings:
+        _sweep_temporaries(path.parent)
     others = sorted(path.parent.glob(f"*{SUFFIX}")) if siblings and boot else []
     for other in [path, *(other for other in others if other != path)]:
         done, found = _reap(other, boot) if boot else (True, None)
