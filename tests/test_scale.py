@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
+from structlog.testing import capture_logs
 
-from mcpd.config.model import Config
+from mcpd.config.model import Config, ServerConfig
 from mcpd.model.states import ServerState
+from mcpd.registry import catalog as catalog_module
 from mcpd.registry.catalog import Catalog
 from mcpd.supervisor.supervisor import open_supervisor
 from mcpd.testing import fixture_server
+from mcpd.trust.gate import inspect
 
 pytestmark = pytest.mark.anyio
 
@@ -85,3 +90,51 @@ async def test_a_catalogue_made_after_servers_went_live_reviews_and_indexes_them
                 await catalog.wait_indexed()
             assert not catalog.indexing
             tg.cancel_scope.cancel()
+
+
+async def test_a_review_or_an_index_that_fails_unexpectedly_costs_only_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bug that a server's texts trip in the inspection (made here: ``inspect`` raises for "bad")
+    is logged, and costs that server its review and its place in the index only: the catalogue's
+    task (the daemon's) goes on, the other server is reviewed and indexed, and queries neither fail
+    nor log it again. An index update that fails (made here: once) leaves the front index
+    answering, and the next change is indexed. Before, either ended the catalogue's task group, and
+    the daemon with it."""
+    apply = catalog_module._Version.apply
+    failing_applies = [True]
+
+    def inspect_but_bad(config: ServerConfig, *args: Any) -> Any:
+        if config.name == "bad":
+            raise RecursionError("a bug the server's texts trip")
+        return inspect(config, *args)
+
+    def apply_failing_once(version: Any, changes: Any) -> None:
+        if failing_applies and failing_applies.pop():
+            raise IndexError("a bug in the index")
+        apply(version, changes)
+
+    monkeypatch.setattr(catalog_module, "inspect", inspect_but_bad)
+    monkeypatch.setattr(catalog_module._Version, "apply", apply_failing_once)
+    config = Config(source="<test>", servers=(fixture_server("good"), fixture_server("bad")))
+    async with open_supervisor(config) as supervisor:
+        for name in ("good", "bad"):
+            await supervisor.actor(name).wait_state(ServerState.RUNNING, timeout=60)
+        catalog = Catalog(supervisor)
+        with capture_logs() as logs:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(catalog.run)
+                with anyio.fail_after(60):
+                    catalog.catch_up()
+                    await catalog.wait_indexed()
+                    assert [e["event"] for e in logs if e["event"] == "index.update_failed"] == [
+                        "index.update_failed"
+                    ]
+                    catalog.catch_up()
+                    await catalog.wait_indexed()
+                said = sum(e["event"] == "catalog.review_failed" for e in logs)
+                assert {t.server for t in await catalog.search("echo")} == {"good"}
+                assert {t.server for t in await catalog.search("echo")} == {"good"}
+                tg.cancel_scope.cancel()
+    assert {e["server"] for e in logs if e["event"] == "catalog.review_failed"} == {"bad"}
+    assert sum(e["event"] == "catalog.review_failed" for e in logs) == said

@@ -109,6 +109,8 @@ class Catalog:
         self._indexed_event = anyio.Event()
         self._inspections: dict[str, Inspection] = {}
         self._inspecting: dict[str, anyio.Lock] = {}
+        self._failed: dict[str, tuple[object, ...]] = {}
+        """The texts (tools, info, surface) each server's review last failed on unexpectedly."""
         self._to_review, self._review_queue = anyio.create_memory_object_stream[str](_REVIEW_BACKLOG)
 
     def on_event(self, event: ServerEvent) -> None:
@@ -139,8 +141,25 @@ class Catalog:
             tg.start_soon(self._index_in_background)
             async for name in self._review_queue:
                 with contextlib.suppress(UnknownServer):
-                    await self.review(self._supervisor.actor(name))
+                    await self._reviewed(self._supervisor.actor(name))
             tg.cancel_scope.cancel()
+
+    async def _reviewed(self, actor: ServerActor) -> Review | None:
+        """``review``, or None when it failed unexpectedly (logged once for the texts it failed on).
+        What a server says is anyone's text: a bug it trips in the inspection costs that server its
+        review (its tools are left out of the index, as while under review), not the catalogue's
+        task and the daemon with it (again at each start, while the server says it), nor the
+        index of every other server."""
+        texts = (actor.tools, actor.server_info, actor.surface)
+        failed = self._failed.get(actor.name)
+        if failed is not None and all(then is now for then, now in zip(failed, texts, strict=True)):
+            return None
+        try:
+            return await self.review(actor)
+        except Exception:
+            self._failed[actor.name] = texts
+            log.exception("catalog.review_failed", server=actor.name)
+            return None
 
     async def review(self, actor: ServerActor) -> Review:
         """The trust gate's verdict on what the server says now; new texts are inspected off the loop."""
@@ -163,7 +182,7 @@ class Catalog:
         """Forget what is kept for servers no longer supervised (a reload removed them): their
         inspected texts, verdicts and entries, which would otherwise stay for the daemon's life."""
         names = set(self._supervisor.names())
-        for kept in (self._entries, self._inspections, self._inspecting):
+        for kept in (self._entries, self._inspections, self._inspecting, self._failed):
             for name in kept.keys() - names:
                 del kept[name]
         self.gate.prune(names)
@@ -312,7 +331,9 @@ class Catalog:
                     self._reindex.set()
                     continue
                 budget -= len(actor.tools)
-                review = await self.review(actor)
+                review = await self._reviewed(actor)
+                if review is None:
+                    continue
             key = (actor.tools, self.gate.revision(name))
             indexed = version.indexed.get(name)
             # A server is re-indexed when its tool list or the trust gate's verdict on it changed.
@@ -349,10 +370,16 @@ class Catalog:
                 # Analysing thousands of tools takes seconds of CPU: off the loop, on the index
                 # no query reads, so queries go on meanwhile (answered from the front index).
                 await anyio.to_thread.run_sync(back.apply, changes)
+            except Exception:
+                # The tools indexed are servers' texts too: a bug one trips leaves the front index
+                # answering (the servers it failed on are not marked indexed: the next change
+                # tries them again), and the daemon up.
+                log.exception("index.update_failed")
+            else:
+                self._front, self._back = back, self._front
+                log.info("index.updated", servers=len(back.indexed), tools=len(back.index))
             finally:
                 self._building = False
-            self._front, self._back = back, self._front
-            log.info("index.updated", servers=len(back.indexed), tools=len(back.index))
             # Small changes made to the old front since are found again by the next query.
             self._indexed_event.set()
             self._indexed_event = anyio.Event()
