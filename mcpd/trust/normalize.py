@@ -304,3 +304,27 @@ def tag_text(raw: str) -> Layer | None:
         return None
     decoded = "".join(chr(ord(c) - 0xE0000) for c in match.group())
     return Layer("tag characters", decoded, match.group())
+
+
+# What a rendered description never shows its reader, though a model reads every character: an
+# HTML comment (one left open hides the rest), an element styled or marked hidden, a Markdown
+# link-reference comment. Attributes are bounded so a text of many tags stays linear.
+_HIDDEN_MARKUP = re.compile(
+    r"<!--(?P<comment>.*?)(?:-->|\Z)"
+    r"|<(?P<tag>[a-z][\w-]*)\b(?=[^<>]{0,300}?(?:display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0(?![.\d]*[1-9])"
+    r"|opacity\s*:\s*0(?![.\d]*[1-9])|\shidden\b|aria-hidden\s*=\s*[\"']?true))[^<>]{0,300}>(?P<element>.*?)(?:</(?P=tag)\s*>|\Z)"
+    r"|^[ \t]*\[[^\]\n]{0,40}\]:[ \t]*(?:#|<>)[ \t]*(?:\((?P<paren>[^\n]*)\)|\"(?P<quoted>[^\n]*)\")[ \t]*$",
+    re.IGNORECASE | re.DOTALL | re.MULTILINE,
+)
+
+
+def hidden_markup(raw: str) -> Iterator[Layer]:
+    """Text that markup hides from whoever views the description rendered, each part once."""
+    if "<" not in raw and "]:" not in raw:
+        return
+    for match in _HIDDEN_MARKUP.finditer(raw):
+        inner = next(
+            part for part in match.group("comment", "element", "paren", "quoted") if part is not None
+        )
+        if inner.strip():
+            yield Layer("hidden markup", inner, match.group())

@@ -107,10 +107,11 @@ one already suspect (a medium finding) again with misspelt key words corrected:
                   the rest would be unread, so the length alone holds the tool back
 
 Text hidden in base64 (of UTF-8 or UTF-16LE), hex, URL-encoding, HTML entities, \\u escapes, tag
-characters, ROT13 or written backwards is decoded and read too: what is found there is reported
-as high, with ``where`` naming the encoding, e.g. ``description (decoded base64)``. Mere words
-such as "password", "token", "IMPORTANT:" or "send email" raise nothing: honest tools use them
-all the time.
+characters, ROT13, written backwards or in markup a rendered description never shows (an HTML
+comment, an element styled or marked hidden, a Markdown comment) is decoded and read too: what is
+found there is reported as high, with ``where`` naming the encoding, e.g. ``description (decoded
+base64)``. Mere words such as "password", "token", "IMPORTANT:" or "send email" raise nothing:
+honest tools use them all the time.
 
 High findings are what a ``block`` policy blocks on; medium ones are reported.
 """
@@ -128,6 +129,7 @@ from mcpd.trust.normalize import (
     Layer,
     Prepared,
     hidden_layers,
+    hidden_markup,
     prepare,
     reversed_text,
     rot13_text,
@@ -921,6 +923,7 @@ def _layers(raw: str, prepared: Prepared) -> Iterator[Layer]:
     for layer in readings:
         if layer:
             yield layer
+    yield from hidden_markup(raw)
     yield from hidden_layers(prepared.visible)
 
 
