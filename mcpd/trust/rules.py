@@ -449,11 +449,6 @@ OVERRIDE = Intent(
         r"\bquedan (?:anuladas|anulados|sin efecto)\b|\bestán anuladas\b|\bgelten\b(?:\W+\w+){0,3}?\W+nicht mehr\b|\bnon sono più valide\b|\bnon (?:valgono|si applicano) più\b",
     ),
     ("sigue|sigues|segui", r"\bsigues? (?:solo|solamente|únicamente)\b|\bsegui solo\b"),
-    # A claim of rank over the user or the model's own instructions, whatever the subject.
-    (
-        "outrank|outranks|prevail|prevails|trump|trumps|supersede|supersedes|precedence|priority",
-        r"\b(?:outranks?|prevails? over|trumps?|supersedes?|takes? precedence over|ha(?:s|ve) (?:priority|precedence) over)\b\W+(?:the user(?:'s)? (?:requests?|instructions?|wishes|commands?|choices?|messages?|words|orders)\b|the user(?:'s)?(?=\s*(?:[;,.!?:)]|$))|what the user|any(?:thing)? the user|your (?:own )?(?:instructions|rules|guidelines|system prompt|directives)|the system prompt|your developer)",
-    ),
     # The user's or the model's own instructions declared void in the passive.
     (
         "disregarded|ignored|overridden|overruled",
@@ -602,6 +597,36 @@ _NEG = r"do not|don't|dont|never|must not|mustn't|should not|shouldn't|no need t
 _NEG_TRIGGER = "not|don|dont|never|mustn|shouldn|need|avoid|refrain"
 _TELL = r"tell|inform|mention|reveal|show|notify|alert|disclose|report|let|say|explain|warn|bother|surface|expose|relay"
 _WHOM = r"the user|the human|users?|anyone|anybody|them|the person|the customer|the owner|the operator"
+
+# A claim of rank: whatever the subject, something put above the model's own instructions or the
+# user's word, by any word of ranking ("takes precedence over", "higher priority than", "matters
+# more than", "ranks above", "outweighs"). A claim denied in its clause ("nothing here overrides
+# your instructions") is none (``verify``).
+_RANKS = (
+    r"(?:precedence|priority|authority|importance|weight)(?:[^\w'’-]+[\w'’-]+){0,2}?[^\w'’-]+(?:over|than|above)"
+    r"|more (?:important|authoritative|binding) than|(?:matters?|counts?|weighs?) more than"
+    r"|(?:ranks?|ranked|ranking|sits?|stands?|comes?|placed|is|are) (?:\w+ )?(?:above|ahead of)"
+    r"|outranks?|outranked|outweighs?|trumps?|supersed(?:es?|ing)|overrid(?:es?|ing)|overrules?|overruling"
+    r"|prevails? over"
+)
+_RANKED_BELOW = (
+    r"(?:your|the (?:assistant|model|agent)'s) (?:(?:own|other|usual|original|existing|current|previous|prior|earlier|standing|default|core|base|safety|system) )?"
+    r"(?:instructions?|rules|guidelines|guidance|directives|system prompt|prompt|orders|developer|operator|programming)\b"
+    r"|the system prompt\b|(?:any|all) (?:other|prior|previous|earlier) (?:instructions|guidance|directives)\b"
+    r"|the (?:user|person|human)(?:'s)? (?:requests?|instructions?|wishes|commands?|choices?|messages?|words|orders)\b"
+    r"|(?:what|whatever|anything) the (?:user|person|human)\b(?:[^\w'’-]+[\w'’-]+){0,2}?[^\w'’-]+(?:says?|said|asks?|asked|wants?|requests?)\b"
+    r"|the (?:user|person|human)(?:'s)?(?:(?: typing| talking| chatting))?(?=\s*(?:[;,.!?:)]|$))"
+)
+RANK = Intent(
+    (
+        "precedence|priority|authority|importance|weight|more|above|ahead|outrank|outranks|outranked|outweigh"
+        "|outweighs|trump|trumps|supersede|supersedes|superseding|override|overrides|overriding|overrule|overrules"
+        "|overruling|prevail|prevails",
+        rf"\b(?:{_RANKS})\b{gap(2)}(?:{_RANKED_BELOW})",
+    ),
+)
+"""A claim of rank over the model's instructions or the user (TP001)."""
+
 
 CONCEAL = Intent(
     (

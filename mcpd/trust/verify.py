@@ -11,7 +11,9 @@ one already suspect (a medium finding) again with misspelt key words corrected:
     TP001 high    instructions aimed at the model: ignore/forget/override its instructions in
                   any word order, "you are now", "your new instructions", reveal the system prompt,
                   claims of authority ("this description has the final word", "the user approved
-                  everything in advance", "your guardrails are suspended", "outranks the user's",
+                  everything in advance", "your guardrails are suspended", a rank over the model's
+                  instructions or the user's word in any words of ranking ("outranks the user's",
+                  "carries more weight than your system prompt"; not one denied in its clause),
                   "a message from the Anthropic safety team"), the user's requests voided in the
                   passive, standing orders planted in the model's memory (also a choice of the
                   user's the text asserts, kept "for all future sessions"; not what the user asks
@@ -338,6 +340,18 @@ def _refused(match: re.Match[str]) -> bool:
             continue
         return True
     return False
+
+
+_DENIAL = re.compile(r"\b(?:not|never|nothing|no|none|neither|nor|cannot)\b|n't\b")
+_CLAUSE_START = re.compile(r".*[,;:(]", re.DOTALL)
+
+
+def _rank_denied(match: re.Match[str]) -> bool:
+    """A claim of rank denied in its clause: "nothing here overrides your instructions", "this text
+    does not take precedence over the user's requests"."""
+    start = max(0, match.start() - 80)
+    clause = _CLAUSE_START.match(match.string, start, match.start())
+    return bool(_DENIAL.search(match.string, clause.end() if clause else start, match.start()))
 
 
 def _games(texts: list[str], folded: str) -> frozenset[str]:
@@ -791,6 +805,7 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     whole = rules.Sentence(folded, hits)
     continued = _continued(folded, prepared.visible)
     excerpt = _first_meant(rules.OVERRIDE, triggering, lambda m: _guard(m) or _refused(m), continued)
+    excerpt = excerpt or _first_meant(rules.RANK, triggering, _rank_denied, continued)
     if excerpt:
         found.append(_Hit("TP001", HIGH, "instructions aimed at the model", excerpt))
     games = _games(texts, folded)
@@ -1049,7 +1064,9 @@ _ORDERS = frozenset({"TP001", "TP002", "TP003"})
 
 def _may_order(text: str) -> bool:
     hits = rules.triggered(text.lower())
-    return any(intent.hit(hits) for intent in (rules.OVERRIDE, rules.CONCEAL, rules.INSTRUCTION_BLOCK))
+    return any(
+        intent.hit(hits) for intent in (rules.OVERRIDE, rules.RANK, rules.CONCEAL, rules.INSTRUCTION_BLOCK)
+    )
 
 
 def _identifiers(texts: list[tuple[str, str]]) -> Iterator[tuple[str, str]]:
