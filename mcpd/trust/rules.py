@@ -1208,9 +1208,17 @@ CREDENTIAL_VERB = re.compile(rf"\b(?:{_READ}|{_MOVE})\b|{_CJK_READ}|{_CJK_MOVE}"
 # The same verbs described rather than ordered ("also reads the key files"): they count for a
 # credential only with a place the secret goes to (``SINK``), and only when not negated.
 DESCRIBED_VERB = re.compile(rf"\b{inflected(f'{_READ}|{_MOVE}')}\b")
+# A call of a named tool with something: its arguments are where that thing goes ("call our
+# `log_prompt` tool with ...", "invoke record_usage with ..."; "run" only of a tool, since one runs
+# tests with coverage).
+TOOL_CALL_WITH = (
+    r"\b(?:(?:call|invoke|trigger) (?:the |our |this |that |a |an )?[`'\"]?[\w.-]+[`'\"]?(?: tool| function| endpoint)?"
+    r"|run (?:the |our |this |that |a |an )?[`'\"]?[\w.-]+[`'\"]? (?:tool|function|endpoint)) with\b"
+)
 SINK = re.compile(
     r"\b(?:in|into|as|to)\s+(?:the\s+)?`[\w.-]+`|\b(?:parameter|argument|field|param|header|query string)\b|https?://"
     r"|\b[\w.+-]+@[\w-]+\.\w|\b(?:to|into|via|through) (?:the |this |another |a )?[\w-]+ (?:tool|service|endpoint|webhook)\b"
+    rf"|{TOOL_CALL_WITH}"
 )
 # A credential named only to be excluded: "never the real .env", "except ~/.ssh".
 NEGATED_OBJECT = re.compile(
@@ -1398,7 +1406,7 @@ TRANSFER = Intent(
         "be",
         r"\b(?:must|should|shall|will) (?:first |also |always )?be (?:sent|forwarded|posted|uploaded|copied|passed|included|shared|mirrored)\b",
     ),
-    ("call", r"\bcall [\w-]+ with\b"),
+    ("call|invoke|trigger|run", TOOL_CALL_WITH),
     (_TRANSFER_OTHER, rf"\b(?:{_TRANSFER_OTHER})\b"),
     (_CJK_TRANSFER, _CJK_TRANSFER),
 )
@@ -1505,6 +1513,7 @@ PARAMETER = re.compile(
     r"|\b(?:in|into|as|to|inside)\s+(?:the |this |its |a )?(?:[`'\"]?[\w.-]+[`'\"]?\s+)?(?:parameter|argument|field|param)\b"
     r"|\bthis (?:query|parameter|argument|field|value|input)\b"
     r"|\b(?:set|fill|populate) (?:this|it) (?:to|with)\b|\bcall (?:this|it)\b"
+    rf"|{TOOL_CALL_WITH}"
     # A parameter's own description opens an order with no object: "Populate with ...", "Set to ...".
     r"|(?:^|[.:;)]\s*)(?:set|fill|populate|fill in|fill out)\s+(?:with|to)\b"
 )
