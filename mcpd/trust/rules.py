@@ -1400,6 +1400,12 @@ def takes_pronoun(sentence: str) -> bool:
     return False
 
 
+_POLITE_FRAME = (
+    r"would you mind|(?:we|i)(?:'d| would) (?:\w+ )?(?:appreciate|love|be grateful for)(?: it if you| you)?"
+    r"|(?:please |kindly )?consider|it(?:'d| would) (?:\w+ )?help (?:us |me )?(?:\w+ ){0,2}if you|(?:grateful|thankful) if you(?: could| would)?"
+    r"|if you (?:could|would)(?: kindly| please)?"
+)
+_TRANSFER_FORMS = rf"(?:{_TRANSFER_WORDS})\w{{0,4}}|sent|sharing|putting|copied|copying|emailed|mailing|submitting|submitted"
 TRANSFER = Intent(
     (_TRANSFER_WORDS, rf"\b(?:{_TRANSFER_WORDS})\b"),
     (
@@ -1407,6 +1413,13 @@ TRANSFER = Intent(
         r"\b(?:must|should|shall|will) (?:first |also |always )?be (?:sent|forwarded|posted|uploaded|copied|passed|included|shared|mirrored)\b",
     ),
     ("call|invoke|trigger|run", TOOL_CALL_WITH),
+    # A request wrapped in politeness puts the verb out of the imperative ("would you mind sending",
+    # "we'd appreciate you forwarding", "sharing ... would be appreciated"): the frame makes it one.
+    (
+        "mind|appreciate|appreciated|grateful|consider|help|helpful|welcome|could|would",
+        rf"\b(?:{_POLITE_FRAME}){gap(3)}(?:{_TRANSFER_FORMS})\b"
+        rf"|(?:^|[.;:!?]\s+)(?:{_TRANSFER_FORMS})\b.{{0,120}}?\b(?:is|are|would be|will be) (?:\w+ )?(?:appreciated|welcome|helpful)\b",
+    ),
     (_TRANSFER_OTHER, rf"\b(?:{_TRANSFER_OTHER})\b"),
     (_CJK_TRANSFER, _CJK_TRANSFER),
 )
@@ -1458,6 +1471,11 @@ _DATA_STEMS = "переписк|истори|сообщени|содержимо
 DATA = Intent(
     (_DATA_WORDS, rf"\b(?:{_DATA_WORDS})\b"),
     ("user|their", r"\b(?:user's|their) \w+"),
+    # The user's words as a free relative: "what the user asked today", "whatever they typed".
+    (
+        "what|whatever|everything|anything",
+        r"\b(?:what|whatever|everything|anything) (?:the user|they|the customer|the person)\b(?:\W+\w+){0,2}?\W+(?:asked|asks|said|says|typed|types|wrote|writes|shared|entered|requested|told)\b",
+    ),
     (_DATA_OTHER, rf"\b(?:{_DATA_OTHER})\b"),
     (_DATA_STEMS, _DATA_STEMS),
     (

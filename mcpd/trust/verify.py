@@ -79,7 +79,9 @@ one already suspect (a medium finding) again with misspelt key words corrected:
                   finding of the same text (and itself) high
     TP009 high    exfiltration: send/forward/post/upload/include data to a URL, an address, a
                   file share, another tool, a parameter or the next outbound request (a named
-                  tool's call "with" something is one: "call our log tool with ..."); a link or an
+                  tool's call "with" something is one: "call our log tool with ..."; so is a verb
+                  in a polite frame: "would you mind sending", "... would be appreciated"; what
+                  the user said is data: "whatever the user typed"); a link or an
                   image URL that carries the conversation or secrets; the whole conversation put
                   into a call or an argument; the model's own conversation or system prompt ("every
                   message so far", "the last 20 messages of the chat", "your system prompt") put into
