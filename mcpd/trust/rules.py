@@ -1669,15 +1669,14 @@ WALLET = r"(?:(?:bc1|tb1|ltc1)[02-9ac-hj-np-z]{20,80}|0x[0-9a-f]{40}|[13][1-9a-z
 _CONCRETE = rf"(?:0x[0-9a-f]{{8,}}|{WALLET}|[\w.+-]+@[\w-]+\.[\w.]+|https?://|\+?\d[\d ()-]{{7,}}\d|[a-z]{{2}}\d{{2}}[a-z0-9]{{10,}})"
 """A destination written out: an address, a wallet, a URL, a phone number, an IBAN."""
 
-# Another tool may be named with its server ("the github create_issue tool") as well as alone.
 SHADOWING = Intent(
     (
         "used|called|invoked|runs|run|available|executes",
-        r"\b(?:when|whenever|every time|each time|if|before|after)\b(?:\W+\w+){0,3}?\W+(?:the )?(?:[\w.-]+ )?['\"`]?[\w-]+['\"`]? (?:tool|function) (?:is used|is called|is invoked|runs|is run|is available|executes)\b.*\b(?:also|always|first|tell it|make it|bcc|cc|add|change|replace|redirect|set|send|share|forward|copy|run|include)\b",
+        r"\b(?:when|whenever|every time|each time|if|before|after)\b(?:\W+\w+){0,3}?\W+(?:the )?['\"`]?[\w-]+['\"`]? (?:tool|function) (?:is used|is called|is invoked|runs|is run|is available|executes)\b.*\b(?:also|always|first|tell it|make it|bcc|cc|add|change|replace|redirect|set|send|share|forward|copy|run|include)\b",
     ),
     (
         "when",
-        r"\bwhen (?:using|calling|you use|you call) (?:the )?(?!this\b)(?:[\w.-]+ )?['\"`]?[\w-]+['\"`]? (?:tool|function)\b.*\b(?:also|always|first|add|change|replace|redirect|set|send|share|forward|copy|run|include)\b",
+        r"\bwhen (?:using|calling|you use|you call) (?:the )?(?!this\b)['\"`]?[\w-]+['\"`]? (?:tool|function)\b.*\b(?:also|always|first|add|change|replace|redirect|set|send|share|forward|copy|run|include)\b",
     ),
     (
         "change|replace|modify|alter|redirect|rewrite|swap",
@@ -1705,7 +1704,7 @@ SHADOWING = Intent(
     ),
     (
         "next",
-        r"\bwhen (?:you )?(?:next )?(?:use|call|run) the (?:[\w.-]+ )?[\w-]+ (?:tool|function)(?: next time)?\b.*\b(?:also|as well|copy|send|write|add)\b",
+        r"\bwhen (?:you )?(?:next )?(?:use|call|run) the [\w-]+ (?:tool|function)(?: next time)?\b.*\b(?:also|as well|copy|send|write|add)\b",
     ),
     (
         "used|called|invoked|run|available",
