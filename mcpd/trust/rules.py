@@ -604,16 +604,16 @@ _WHOM = r"the user|the human|users?|anyone|anybody|them|the person|the customer|
 # your instructions") is none (``verify``).
 _RANKS = (
     r"(?:precedence|priority|authority|importance|weight)(?:[^\w'’-]+[\w'’-]+){0,2}?[^\w'’-]+(?:over|than|above)"
-    r"|more (?:important|authoritative|binding) than|(?:matters?|counts?|weighs?) more than"
+    r"|more (?:important|authoritative|binding) than|(?:matters?|counts?|weighs?) (?:for )?more than"
     r"|(?:ranks?|ranked|ranking|sits?|stands?|comes?|placed|is|are) (?:\w+ )?(?:above|ahead of)"
     r"|outranks?|outranked|outweighs?|trumps?|supersed(?:es?|ing)|overrid(?:es?|ing)|overrules?|overruling"
     r"|prevails? over"
 )
 _RANKED_BELOW = (
-    r"(?:your|the (?:assistant|model|agent)'s) (?:(?:own|other|usual|original|existing|current|previous|prior|earlier|standing|default|core|base|safety|system) )?"
+    r"(?:(?:anything|everything|whatever) (?:in|from|of) )?(?:your|the (?:assistant|model|agent)'s) (?:(?:own|other|usual|original|existing|current|previous|prior|earlier|standing|default|core|base|safety|system) )?"
     r"(?:instructions?|rules|guidelines|guidance|directives|system prompt|prompt|orders|developer|operator|programming)\b"
     r"|the system prompt\b|(?:any|all) (?:other|prior|previous|earlier) (?:instructions|guidance|directives)\b"
-    r"|the (?:user|person|human)(?:'s)? (?:requests?|instructions?|wishes|commands?|choices?|messages?|words|orders)\b"
+    r"|the (?:user|person|human)(?:'s)? (?:(?:own|original|actual|explicit|stated) )?(?:requests?|instructions?|wishes|commands?|choices?|messages?|words|orders)\b"
     r"|(?:what|whatever|anything) the (?:user|person|human)\b(?:[^\w'’-]+[\w'’-]+){0,2}?[^\w'’-]+(?:says?|said|asks?|asked|wants?|requests?)\b"
     r"|the (?:user|person|human)(?:'s)?(?:(?: typing| talking| chatting))?(?=\s*(?:[;,.!?:)]|$))"
 )
