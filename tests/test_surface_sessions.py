@@ -359,13 +359,15 @@ async def test_a_subscriber_of_thousands_of_uris_leaves_without_stalling_the_dae
                 subscriptions.drop(owner)
                 with anyio.fail_after(120):
                     while unsubscribed < count:
-                        before = time.monotonic()
+                        # The loop's own CPU (this thread's), not the wall clock: a loaded machine
+                        # that takes the core away mid-iteration is no stall of the daemon's.
+                        before = time.thread_time()
                         await anyio.lowlevel.checkpoint()  # one loop iteration, whatever else it runs
-                        longest = max(longest, time.monotonic() - before)
+                        longest = max(longest, time.thread_time() - before)
                         unsubscribed += sum(e["event"] == "resource.unsubscribed" for e in logged[seen:])
                         seen = len(logged)
             tg.cancel_scope.cancel()
-    assert longest < 0.25, f"a loop iteration took {longest:.3f} s"
+    assert longest < 0.25, f"a loop iteration took {longest:.3f} s of CPU"
 
 
 async def test_background_work_that_fails_unexpectedly_ends_only_itself() -> None:
