@@ -55,7 +55,9 @@ from mcpd.ipc.turns import Turns
 from mcpd.memory import CONNECTION_BYTES, Reclaimer
 from mcpd.model.protocol import (
     EVENT_NOTIFICATION,
+    HELLO_MAX_PARAMS,
     PROTOCOL_VERSION,
+    UPGRADE_MAX_PARAMS,
     CancelParams,
     ErrorInfo,
     HelloParams,
@@ -98,10 +100,6 @@ _ids = itertools.count(1)
 
 DEFAULT_MAX_PARAMS = 64 * 1024
 """Bytes of params a method accepts unless it declares otherwise."""
-HELLO_MAX_PARAMS = 1024
-"""Bytes of ``hello`` params: a version and a client name."""
-UPGRADE_MAX_PARAMS = 64 * 1024
-"""A hello that upgrades the connection (its ``resume`` state included)."""
 
 
 @dataclass

@@ -78,6 +78,15 @@ class NoParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     pass
 
 
+HELLO_MAX_PARAMS = 1024
+"""Bytes of ``hello`` params: a version and a client name."""
+UPGRADE_MAX_PARAMS = 64 * 1024
+"""Bytes of a hello that upgrades the connection (its ``resume`` state included)."""
+RESUME_MAX = UPGRADE_MAX_PARAMS - HELLO_MAX_PARAMS
+"""Bytes of ``resume`` a relay sends at most: what an upgrading hello may hold, less room for its
+other params (those of a plain hello)."""
+
+
 class HelloParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     protocol: int
     client: Name = "unknown"
