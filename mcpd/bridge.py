@@ -6,8 +6,9 @@ upgraded to ``mcp``, and frames from the daemon become lines on stdout. One thre
 ``selectors``, no event loop, no MCP SDK: a bridge costs a few MB per host.
 
 It parses only what it must (with msgspec): the ids and methods of the host's requests,
-to answer them itself during a gap, and the daemon's private session notification, the
-state it hands a new daemon to carry the session on.
+to answer them itself during a gap, and the daemon's private notifications: the session's
+state and the changes of its subscriptions, which together it hands a new daemon to carry the
+session on (as many subscriptions as the hello may hold: the rest are dropped, never the session).
 
 When the daemon goes away (a restart, a crash) the bridge stays: it reconnects with
 backoff, starting a daemon itself after ``AUTOSTART_AFTER`` unless ``--no-autostart``,
@@ -36,6 +37,7 @@ from mcpd.client.autostart import ensure_daemon
 from mcpd.client.channel import Channel, open_channel
 from mcpd.errors import DECODE_FAILURES, DaemonNotRunning, McpdError, TransportError
 from mcpd.model import mcp
+from mcpd.model.protocol import RESUME_MAX
 from mcpd.readsize import READ_SIZE
 
 GAP_WAIT = 60.0
@@ -81,8 +83,11 @@ RESENDABLE = frozenset(
 
 _route = msgspec.json.Decoder(mcp.Route)
 _session = msgspec.json.Decoder(mcp.SessionEnvelope)
+_subscriptions = msgspec.json.Decoder(mcp.SubscriptionsEnvelope)
+_state = msgspec.json.Decoder(mcp.SessionState)
 _encoder = msgspec.json.Encoder()
 _SESSION_MARK = mcp.SESSION_NOTIFICATION.encode()
+_SUBSCRIPTIONS_MARK = mcp.SUBSCRIPTIONS_NOTIFICATION.encode()
 _LIST_CHANGED = b"".join(
     _encoder.encode(mcp.Notification(method)) + b"\n"
     for method in (mcp.TOOLS_LIST_CHANGED, mcp.RESOURCES_LIST_CHANGED, mcp.PROMPTS_LIST_CHANGED)
@@ -158,6 +163,9 @@ class Relay:
         self.autostart = autostart
         self.state = _encoder.encode(state)
         """What the daemon needs to carry the session on: our options at first, then its latest state."""
+        self.subscribed: dict[str, None] = {}
+        """The session's subscriptions (qualified URIs), as the daemon told their changes: they go
+        back with ``state``, which leaves them out."""
         self._options = state
         self.channel: Channel | None = None
         self.inflight: dict[mcp.RequestId, tuple[str, bytes | None]] = {}
@@ -194,7 +202,7 @@ class Relay:
         if stat.S_ISFIFO(os.fstat(self._stdout).st_mode) or stat.S_ISSOCK(os.fstat(self._stdout).st_mode):
             # A pipe (as hosts give): writes that never block. Not a terminal's, which a shell shares.
             os.set_blocking(self._stdout, False)
-        self._attach(self._open())
+        self._attach(self._open(self._resume()))
         self._selector.register(self._stdin, selectors.EVENT_READ)
         pending = b""
         input_ended: float | None = None
@@ -310,13 +318,8 @@ class Relay:
     def _deliver(self, frames: list[bytes]) -> None:
         out: list[bytes] = []
         for data in frames:
-            if _SESSION_MARK in data[:80]:
-                try:
-                    self.state = bytes(_session.decode(data).params)
-                except DECODE_FAILURES:
-                    pass
-                else:
-                    continue  # private to the relay: the host never sees it
+            if self._kept(data):
+                continue  # private to the relay: the host never sees it
             route = _route_of(data)
             answered = _response_id(route)
             if answered is not None:
@@ -335,6 +338,23 @@ class Relay:
             out.append(data)
             out.append(b"\n")
         self._write(b"".join(out))
+
+    def _kept(self, data: bytes) -> bool:
+        """Keep the daemon's private notification ``data`` is (True), if it is one."""
+        head = data[:80]
+        try:
+            if _SESSION_MARK in head:
+                self.state = bytes(_session.decode(data).params)
+                return True
+            if _SUBSCRIPTIONS_MARK in head:
+                change = _subscriptions.decode(data).params
+                self.subscribed.update(dict.fromkeys(change.added))
+                for uri in change.removed:
+                    self.subscribed.pop(uri, None)
+                return True
+        except DECODE_FAILURES:
+            pass  # a message of the host's that happens to name them
+        return False
 
     def _write(self, data: bytes) -> None:
         if not data:
@@ -387,8 +407,32 @@ class Relay:
 
     # -- the daemon connection --------------------------------------------------------------
 
-    def _open(self) -> Channel:
-        return open_channel(self.socket_path, mode="mcp", name="mcpd-bridge", resume=self.state, timeout=10.0)
+    def _open(self, resume: bytes) -> Channel:
+        return open_channel(self.socket_path, mode="mcp", name="mcpd-bridge", resume=resume, timeout=10.0)
+
+    def _resume(self) -> bytes:
+        """``state`` with our subscriptions, as many as the daemon takes in a hello (``RESUME_MAX``),
+        the first ones; those beyond are dropped, said in the log: the session (its ``initialize``,
+        its connected servers) is never refused for the sake of its subscriptions."""
+        if not self.subscribed:
+            return self.state
+        state = _state.decode(self.state)
+        # A daemon of an earlier mcpd sent them in its states.
+        subscribed = {**dict.fromkeys(state.subscribed), **self.subscribed}
+        resume = _encoder.encode(msgspec.structs.replace(state, subscribed=list(subscribed)))
+        if len(resume) > RESUME_MAX:
+            room = RESUME_MAX - len(_encoder.encode(msgspec.structs.replace(state, subscribed=[])))
+            kept: list[str] = []
+            for uri in subscribed:
+                room -= len(_encoder.encode(uri)) + 1  # and its comma
+                if room < 0:
+                    break
+                kept.append(uri)
+            _log("bridge.subscriptions_dropped", dropped=len(subscribed) - len(kept), kept=len(kept))
+            subscribed = dict.fromkeys(kept)
+            resume = _encoder.encode(msgspec.structs.replace(state, subscribed=kept))
+        self.subscribed = subscribed
+        return resume
 
     def _attach(self, channel: Channel) -> None:
         self.channel = channel
@@ -453,18 +497,20 @@ class Relay:
         return _encoder.encode(msgspec.structs.replace(self._options, initialize=mcp.InitializeParams()))
 
     def _reconnect(self, now: float) -> None:
+        resume = self._resume()
         try:
             if self.autostart and now - self._gap_since >= AUTOSTART_AFTER and now >= self._autostart_at:
                 self._autostart_at = now + AUTOSTART_RETRY
                 ensure_daemon(self.socket_path, config=self.config, timeout=AUTOSTART_RETRY)
-            channel = self._open()
+            channel = self._open(resume)
         except McpdError as exc:
             fresh = self._fresh_state()
-            if self.state != fresh and not isinstance(exc, DaemonNotRunning | TransportError):
+            if resume != fresh and not isinstance(exc, DaemonNotRunning | TransportError):
                 # A daemon that refuses to carry the session on (its state too large, or one it
                 # cannot read) still serves a new one: better than retrying the refusal for ever.
                 _log("bridge.resume_refused", error=str(exc))
                 self.state = fresh
+                self.subscribed = {}
                 return
             self._retry_at = time.monotonic() + self._delay
             self._delay = min(MAX_DELAY, self._delay * 2)
@@ -490,5 +536,7 @@ def run_bridge(
     socket_path: str | None, *, config: str | None, preconnect: list[str], expose_all: bool, autostart: bool
 ) -> int:
     """Serve a host on stdin/stdout until it closes stdin."""
-    state = mcp.SessionState(preconnect=sorted(set(preconnect)), expose_all=expose_all)
+    state = mcp.SessionState(
+        preconnect=sorted(set(preconnect)), expose_all=expose_all, subscription_deltas=True
+    )
     return Relay(socket_path, config=config, state=state, autostart=autostart).run()

@@ -39,7 +39,13 @@ from mcpd.errors import (
 from mcpd.front.rpc_errors import rpc_code, rpc_error
 from mcpd.front.session import HELD_LIMIT
 from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer
-from mcpd.model.mcp import TOO_MANY_REQUESTS, InitializeParams, SessionState
+from mcpd.model.mcp import (
+    SESSION_NOTIFICATION,
+    SUBSCRIPTIONS_NOTIFICATION,
+    TOO_MANY_REQUESTS,
+    InitializeParams,
+    SessionState,
+)
 from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, Response, ToolsCallParams
 from mcpd.model.tools import ToolResult
 from mcpd.testing import fixture_toml, fullserver_toml
@@ -47,6 +53,8 @@ from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.testing.hostile import hello, request
 
 pytestmark = pytest.mark.anyio
+
+MCPD_PRIVATE = "notifications/mcpd/"
 
 
 @pytest.fixture(scope="module")
@@ -261,6 +269,84 @@ async def test_every_state_of_a_resumed_session_keeps_the_subscriptions_still_be
     and every one until the server's were all back, said none)."""
     uris, states = await resumed_states(tmp_path, 50)
     assert [len(state["subscribed"]) for state in states] == [len(uris)] * len(states)
+
+
+async def test_a_relay_taking_deltas_is_told_only_the_resumed_subscriptions_refused(tmp_path: Path) -> None:
+    """A relay that keeps the subscriptions itself resumes a session of 300 of them, two of which
+    this daemon refuses (a server it does not have, a URI of no server): it is told only that those
+    two are gone, once each, and no state it is sent carries subscriptions (before: each state carried
+    all 302, and the relay was sent them again once they were back)."""
+    config = tmp_path / "config.toml"
+    config.write_text(fullserver_toml("full"))
+    uris = [f"mcpd://full/full://r/{index}" for index in range(300)]
+    refused = ["mcpd://gone/full://r/0", "file:///not-qualified"]
+    async with running_daemon(config) as running:
+        await running.wait_for("server.state", server="full", new="running", timeout=120)
+        mark = len(running.events)
+        resumed = SessionState(subscribed=[*refused, *uris], subscription_deltas=True)
+        host = await peer(running, resumed)
+        try:
+            with anyio.fail_after(120):
+                while sum(e.get("event") == "resource.subscribed" for e in running.events[mark:]) < len(uris):
+                    await anyio.sleep(0.05)
+                # Anything the last retake made the session send has come by the answer to a ping.
+                await anyio.to_thread.run_sync(lambda: host.request(1, "ping"))
+        finally:
+            host.channel.close()
+    changes = [m["params"] for m in host.seen if m["method"] == SUBSCRIPTIONS_NOTIFICATION]
+    assert sorted(uri for change in changes for uri in change.get("removed", [])) == sorted(refused)
+    assert not any(change.get("added") for change in changes)
+    assert host.states() and all(state["subscribed"] == [] for state in host.states())
+
+
+def relay_subscriptions(host: Peer, told: dict[str, None]) -> None:
+    """Apply the subscription changes ``host`` was sent (as a relay does) to ``told``."""
+    for message in host.seen:
+        if message["method"] == SUBSCRIPTIONS_NOTIFICATION:
+            told.update(dict.fromkeys(message["params"].get("added", [])))
+            for uri in message["params"].get("removed", []):
+                told.pop(uri, None)
+    host.seen.clear()
+
+
+async def test_a_host_subscribing_one_by_one_costs_its_relay_what_each_change_is(tmp_path: Path) -> None:
+    """A host subscribes to 2,000 URIs one by one, then drops one: its relay (taking deltas) is told
+    each change before its answer, in a notification of that change alone, and no session state
+    carries the subscriptions; the relay's set is then the session's. Before, each change sent the
+    whole state, every URI in it: 2,000 subscribes made 2,000 states, 56 MB, and 2.5 GB for 10,000."""
+    config = tmp_path / "config.toml"
+    config.write_text(fullserver_toml("full"))
+    count = 2000
+    uris = [f"mcpd://full/full://r/{index}" for index in range(count)]
+    async with running_daemon(config) as running:
+        await running.wait_for("server.state", server="full", new="running", timeout=120)
+        host = await peer(running, SessionState(subscription_deltas=True))
+
+        def run() -> tuple[dict[str, None], int, list[int]]:
+            host.request(0, "initialize", initialize("2025-06-18"))
+            told: dict[str, None] = {}
+            private, late = 0, []
+            for index, uri in enumerate(uris):
+                host.seen.clear()
+                host.request(index + 1, "resources/subscribe", {"uri": uri})
+                private += sum(len(json.dumps(m)) for m in host.seen if m["method"].startswith(MCPD_PRIVATE))
+                if any(m["method"] == SESSION_NOTIFICATION for m in host.seen):
+                    late.append(index)  # a state at a subscribe: one would carry them all
+                relay_subscriptions(host, told)
+                if uri not in told:
+                    late.append(index)
+            host.request(count + 1, "resources/unsubscribe", {"uri": uris[5]})
+            relay_subscriptions(host, told)
+            return told, private, late
+
+        try:
+            with anyio.fail_after(300):
+                told, private, late = await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+        finally:
+            host.channel.close()
+    assert list(told) == uris[:5] + uris[6:]
+    assert late == []
+    assert private < count * 200, private  # about 80 bytes each
 
 
 async def test_unknown_mode_is_refused(daemon: DaemonProcess) -> None:

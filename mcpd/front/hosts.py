@@ -10,7 +10,7 @@ import anyio
 from mcpd.front.core import Caller, Core
 from mcpd.front.session import COLD_START_WAIT, HostSession, Send, always_room
 from mcpd.model.logs import LogMessage
-from mcpd.model.mcp import SessionState
+from mcpd.model.mcp import SessionState, SubscriptionsChanged
 from mcpd.model.servers import ServerEvent
 
 
@@ -45,6 +45,7 @@ class Hosts:
         state: SessionState,
         *,
         on_state: Callable[[SessionState], None] | None,
+        on_subscriptions: Callable[[SubscriptionsChanged], None] | None = None,
         room_for_advice: Callable[[str], bool] = always_room,
     ) -> AsyncIterator[HostSession]:
         """A session for one host, live until the block ends (then its requests are cancelled)."""
@@ -54,6 +55,7 @@ class Hosts:
             caller=caller,
             state=state,
             on_state=on_state,
+            on_subscriptions=on_subscriptions,
             room_for_advice=room_for_advice,
             max_in_flight=self._max_in_flight,
             cold_start_wait=self._cold_start_wait,

@@ -232,6 +232,7 @@ class HostSession:
         caller: Caller,
         state: mcp.SessionState,
         on_state: Callable[[mcp.SessionState], None] | None,
+        on_subscriptions: Callable[[mcp.SubscriptionsChanged], None] | None = None,
         room_for_advice: Callable[[str], bool] = always_room,
         max_in_flight: int = 256,
         cold_start_wait: float = COLD_START_WAIT,
@@ -253,6 +254,8 @@ class HostSession:
         """The host sent ``notifications/initialized`` (or this session resumes one that had)."""
         self._on_state = on_state
         """Told the session's state at each change: what a new daemon needs to carry it on."""
+        self._on_subscriptions = on_subscriptions
+        """Told each change of the subscriptions, which the states it is given then leave out."""
         self._last_state: mcp.SessionState | None = None
         self._cold_start_wait = cold_start_wait
         self._tasks = _Tasks(max_in_flight)
@@ -273,10 +276,12 @@ class HostSession:
         """The resources, templates and prompts the host was last given or told of, by kind (missing:
         none yet)."""
         self._resubscribe = dict.fromkeys(state.subscribed)
-        """Subscriptions of a resumed session, taken again by ``start``: each stays in the state sent
-        to the relay until it is back or refused. The relay keeps the state it was sent last and
-        hands it to the next daemon: one sent without them (at ``start``, or while a server's are
-        taken again one after another) lost them all to a daemon that died meanwhile."""
+        """Subscriptions of a resumed session, taken again by ``start``: each stays in
+        ``_subscribed`` until it is back or refused. The relay hands what it was told to the next
+        daemon: one told without them lost them all to a daemon that died meanwhile."""
+        self._subscribed = dict.fromkeys(state.subscribed)
+        """The subscriptions the relay (or the saved state) was told of, in the order it was: those
+        held and those still to be taken again, kept up to date at each change of one (``_settle``)."""
         if self.init is not None:
             self._name_client(self.init)
         self.answers = HostAnswerer(self._emit, lambda: self.init)
@@ -481,6 +486,10 @@ class HostSession:
     # -- session state -------------------------------------------------------------------------
 
     def state(self) -> mcp.SessionState:
+        """What a new daemon needs to carry the session on, its subscriptions included."""
+        return self._state(list(self._subscribed))
+
+    def _state(self, subscribed: list[str]) -> mcp.SessionState:
         return mcp.SessionState(
             initialize=_resumable(self.init),
             connected=sorted(self.connected),
@@ -488,16 +497,16 @@ class HostSession:
             expose_all=self.expose_all,
             query=self.query,
             query_at=self.query_at,
-            subscribed=sorted(
-                {qualify_uri(*key) for key in self.core.subscriptions.holds(self)}.union(self._resubscribe)
-            ),
+            subscribed=subscribed,
+            subscription_deltas=self._on_subscriptions is not None,
             log_level=self.log_level,
         )
 
     def _state_changed(self) -> None:
         if self._on_state is None:
             return
-        state = self.state()
+        # A relay told of each change of the subscriptions keeps them: they stay out of its states.
+        state = self._state([] if self._on_subscriptions is not None else list(self._subscribed))
         if state != self._last_state:
             self._last_state = state
             self._on_state(state)
@@ -753,9 +762,12 @@ class HostSession:
                 self._notify(method)
 
     async def subscribe(self, uri: str) -> None:
-        """Subscribe the host to a qualified resource URI; updates arrive as notifications."""
-        await self._take(uri)
-        self._state_changed()
+        """Subscribe the host to a qualified resource URI; updates arrive as notifications. The relay
+        is told before the host is answered: a daemon killed after the answer cannot lose it."""
+        try:
+            await self._take(uri)
+        finally:
+            self._settle((uri,))
 
     async def _take(self, uri: str) -> None:
         self.core.subscriptions.register(self, self._resource_updated)
@@ -763,8 +775,36 @@ class HostSession:
 
     async def unsubscribe(self, uri: str) -> None:
         self._resubscribe.pop(uri, None)  # not to be taken again behind the host's back
-        await surface.unsubscribe(self.core, self, ReadParams(uri=uri))
-        self._state_changed()
+        try:
+            await surface.unsubscribe(self.core, self, ReadParams(uri=uri))
+        finally:
+            self._settle((uri,))
+
+    def _holds(self, uri: str) -> bool:
+        key = split_uri(uri)
+        return key is not None and self.core.subscriptions.held(self, *key)
+
+    def _settle(self, uris: Iterable[str]) -> None:
+        """Bring what the relay was told of ``uris`` in line with the session (held, or still to be
+        taken again), telling it what changed: the whole set at each change cost O(n) per
+        subscription, quadratic for a host subscribing to thousands one by one. A relay that keeps
+        no set is sent the whole state instead (HTTP saves it)."""
+        added: list[str] = []
+        removed: list[str] = []
+        for uri in uris:
+            subscribed = uri in self._resubscribe or self._holds(uri)
+            if subscribed and uri not in self._subscribed:
+                self._subscribed[uri] = None
+                added.append(uri)
+            elif not subscribed and uri in self._subscribed:
+                del self._subscribed[uri]
+                removed.append(uri)
+        if not added and not removed:
+            return
+        if self._on_subscriptions is None:
+            self._state_changed()
+        else:
+            self._on_subscriptions(mcp.SubscriptionsChanged(added, removed))
 
     def _resource_updated(self, server: str, uri: str, meta_: dict[str, Any] | None) -> None:
         params = mcp.ResourceUpdatedParams(
@@ -774,8 +814,8 @@ class HostSession:
 
     async def _subscribe_again(self, uris: list[str]) -> None:
         """A resumed session's subscriptions to one server, taken again in this daemon (it may still
-        be starting), one after another; then the relay is sent the session's state once. Sent at
-        each, 2,300 subscriptions (a resume state's 64 KiB) were 2,300 states of up to 64 KiB: 72 MB."""
+        be starting), one after another; then the relay is told of those refused, at once. The relay
+        knows them all already: those taken again cost it nothing."""
         for uri in uris:
             if uri not in self._resubscribe:
                 continue  # the host unsubscribed meanwhile
@@ -787,7 +827,7 @@ class HostSession:
                 )
             finally:
                 self._resubscribe.pop(uri, None)
-        self._state_changed()
+        self._settle(uris)
 
 
 L = TypeVar("L")

@@ -2,7 +2,8 @@
 
 This is what ``mcpd bridge`` talks to: each frame holds one JSON-RPC message, as bytes,
 in both directions. ``resume`` in the hello carries a ``SessionState`` (the relay's
-options at first, the daemon's last state after a reconnect).
+options at first, the daemon's last state after a reconnect, with the subscriptions the relay
+was told of).
 """
 
 from __future__ import annotations
@@ -54,11 +55,21 @@ async def serve_socket(
         with contextlib.suppress(ConnectionError, OSError, RuntimeError):
             send(_encoder.encode(mcp.Notification(mcp.SESSION_NOTIFICATION, state)))
 
+    def tell(change: mcp.SubscriptionsChanged) -> None:
+        # The relay adds it to the state it keeps: the whole set at each change cost O(n) each.
+        with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+            send(_encoder.encode(mcp.Notification(mcp.SUBSCRIPTIONS_NOTIFICATION, change)))
+
     state = _resumed(resume, conn)
     caller = Caller(conn.client, str(conn.id))
     log.info("front.session", conn=conn.id, client=conn.client, resumed=state.initialize is not None)
     async with hosts.open_session(
-        send, caller, state, on_state=hand_over, room_for_advice=conn.room_for_advice
+        send,
+        caller,
+        state,
+        on_state=hand_over,
+        on_subscriptions=tell if state.subscription_deltas else None,
+        room_for_advice=conn.room_for_advice,
     ) as session:
         with contextlib.suppress(ConnectionError, OSError):
             async for data in frames:

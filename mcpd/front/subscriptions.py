@@ -86,6 +86,10 @@ class Subscriptions:
         """``owner``'s subscriptions, sorted."""
         return sorted(self._owned.get(owner, ()))
 
+    def held(self, owner: Hashable, server: str, uri: str) -> bool:
+        """Whether ``owner`` holds the subscription to ``server``'s ``uri`` (or is taking it now)."""
+        return (server, uri) in self._owned.get(owner, ())
+
     async def subscribe(self, owner: Hashable, server: str, uri: str, timeout: float | None = None) -> None:
         """Subscribe a registered ``owner``; raises what ``ServerActor.subscribe_resource`` raises
         (and ``UnknownServer``; ``TooManyRequests`` past the limit), the subscription then not taken."""

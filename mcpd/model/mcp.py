@@ -4,9 +4,10 @@ msgspec structs for the hot paths (``tools/list``, ``tools/call``, notifications
 host's messages are never modelled with pydantic. Field names are the protocol's own
 (camelCase); optional fields left ``UNSET`` are omitted from the JSON.
 
-Also the private session notification the daemon sends its relay (``mcpd bridge``):
-``notifications/mcpd/session`` carries a ``SessionState`` that the relay keeps and hands
-back on reconnect, and never forwards to the host.
+Also the private notifications the daemon sends its relay (``mcpd bridge``), which it never
+forwards to the host: ``notifications/mcpd/session`` carries a ``SessionState`` that the relay
+keeps and hands back on reconnect, ``notifications/mcpd/subscriptions`` what changed in the
+session's subscriptions (``SubscriptionsChanged``), which the relay adds to that state then.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ SESSION_ENDED = -32013
 held the request: it may or may not have run."""
 
 SESSION_NOTIFICATION = "notifications/mcpd/session"
+SUBSCRIPTIONS_NOTIFICATION = "notifications/mcpd/subscriptions"
 TOOLS_LIST_CHANGED = "notifications/tools/list_changed"
 PROGRESS = "notifications/progress"
 CANCELLED = "notifications/cancelled"
@@ -91,6 +93,21 @@ class SessionEnvelope(msgspec.Struct, frozen=True):
     """The private session notification, with its state left raw (the relay never reads it)."""
 
     params: msgspec.Raw
+
+
+class SubscriptionsChanged(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What changed in a session's subscriptions (qualified URIs), told to its relay before the
+    host's answer: the relay keeps the set, the state's ``subscribed`` when it resumes. A set of
+    thousands sent whole at each change cost the daemon and the relay quadratic time."""
+
+    added: list[str] = msgspec.field(default_factory=list)
+    removed: list[str] = msgspec.field(default_factory=list)
+
+
+class SubscriptionsEnvelope(msgspec.Struct, frozen=True):
+    """The private subscriptions notification, as the relay reads it."""
+
+    params: SubscriptionsChanged
 
 
 class ErrorObject(msgspec.Struct, frozen=True):
@@ -384,7 +401,11 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     query_at: float | None = None
     """... and when it was made (Unix time)."""
     subscribed: list[str] = msgspec.field(default_factory=list)
-    """Qualified URIs of the resources the host subscribed to."""
+    """Qualified URIs of the resources the host subscribed to: empty in the states sent to a relay
+    that takes ``subscription_deltas``, which keeps them itself."""
+    subscription_deltas: bool = False
+    """The relay keeps the subscriptions from ``notifications/mcpd/subscriptions`` (a relay of an
+    earlier mcpd, under a daemon just upgraded, takes them in the states as before)."""
     log_level: LogLevel | None = None
     """The level the host set with ``logging/setLevel`` (None: it never did, so no log messages)."""
 
