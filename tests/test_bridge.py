@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 from mcpd.bridge import AUTOSTART_AFTER, AUTOSTART_MAX, AUTOSTART_RETRY
 from mcpd.client.aio import connect
 from mcpd.model.mcp import DAEMON_RESTARTED
-from mcpd.testing import fixture_toml, pids_with_args, process_gone
+from mcpd.testing import fixture_toml, fullserver_toml, pids_with_args, process_gone
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -744,6 +744,55 @@ async def test_a_host_that_declares_much_still_resumes_and_searches_within_limit
             (pinged,) = [m for m in await host.until_answer(3) if m.get("id") == 3]
     assert refused["result"]["isError"] and "invalid search" in refused["result"]["content"][0]["text"]
     assert pinged == {"jsonrpc": "2.0", "id": 3, "result": {}}
+
+
+@pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
+async def test_a_session_of_more_subscriptions_than_a_hello_holds_resumes_with_those_that_fit(
+    tmp_path: Path,
+) -> None:
+    """A host subscribes through a bridge to 3,000 URIs one by one (94 kB of them, over what a hello
+    may hold) and drops one; the daemon is killed (-9) and another started: the bridge resumes the
+    session with the first ones that fit, says how many it dropped, the new daemon takes those again
+    (not the one dropped by the host) and their updates reach the host. Before, the whole set went
+    back in the hello, which the daemon refused: the bridge began a fresh session, every
+    subscription lost."""
+    config = tmp_path / "config.toml"
+    config.write_text(fullserver_toml("full"))
+    uris = [f"mcpd://full/full://r/{index}" for index in range(3000)]
+    log_path = tmp_path / "bridge.log"
+    errlog = await anyio.to_thread.run_sync(lambda: log_path.open("w"))
+    try:
+        async with (
+            running_daemon(config) as first,
+            bridge(first.socket, "--no-autostart", "--connect", "full", errlog=errlog) as host,
+        ):
+            await first.wait_for("server.state", server="full", new="running", timeout=120)
+            with anyio.fail_after(300):  # a guard against a hang: 3,000 round trips on a slow machine
+                for uri in uris:
+                    await host.session.subscribe_resource(uri)
+                await host.session.unsubscribe_resource(uris[1])
+            first.signal(signal.SIGKILL)
+            await first.wait_exit()
+            async with running_daemon(config, socket=first.socket) as second:
+                await wait_logged(log_path, "bridge.subscriptions_dropped")
+                (said,) = [
+                    json.loads(line)
+                    for line in log_path.read_text().splitlines()
+                    if "subscriptions_dropped" in line
+                ]
+                kept = [uris[0], *uris[2:]][: said["kept"]]
+                assert said["dropped"] == len(uris) - 1 - len(kept) > 0
+                await second.wait_for("resource.subscribed", server="full", uri=kept[-1][12:], timeout=120)
+                taken = [e["uri"] for e in second.events if e.get("event") == "resource.subscribed"]
+                assert taken == [uri[12:] for uri in kept]  # in order; the one dropped by the host not
+                mark = len(host.received)
+                await host.call("full__touch", {"uri": "full://r/0"})
+                update = await host.wait_received(
+                    lambda m: isinstance(m, types.ResourceUpdatedNotification), after=mark
+                )
+    finally:
+        errlog.close()
+    assert update.params.uri == uris[0]
 
 
 LOG_FLOOD = """
