@@ -47,7 +47,7 @@ from mcpd.front.http.sessions import (
 )
 from mcpd.model.mcp import SESSION_ENDED, SavedSession, SessionState
 from mcpd.store.db import Store
-from mcpd.testing import fixture_toml, open_quiet, run_cli
+from mcpd.testing import fixture_toml, fullserver_toml, open_quiet, run_cli
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.testing.remote import free_port, running_http_fixture
 
@@ -714,6 +714,44 @@ async def test_a_session_outlives_a_daemon_restart(tmp_path: Path) -> None:
                 # Every session of the second daemon is one of the first's, resumed.
                 names = [e["event"] for e in second.events if e["event"].startswith("http.session")]
                 assert names.count("http.session") == names.count("http.session_resumed") == 2
+
+
+@pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
+async def test_a_sessions_subscriptions_are_saved_at_each_change_and_taken_again(tmp_path: Path) -> None:
+    """An HTTP host subscribes to three resources and drops one: its session's saved state holds the
+    two others once the changes are answered (an HTTP session is saved whole at each change, as it
+    was before a bridge was told of its subscriptions by deltas), and a daemon killed (-9) then hands
+    them to the next one, which takes those two again, not the one dropped."""
+    port, db = free_port(), tmp_path / "usage.db"
+    config = http_config(tmp_path, http=f'"127.0.0.1:{port}"', usage_db=f'"{db}"')
+    config.write_text(config.read_text() + fullserver_toml("full"))
+    uris = [f"mcpd://full/full://r/{index}" for index in range(3)]
+
+    def saved() -> list[list[str]]:
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            return [
+                json.loads(state)["subscribed"]
+                for (state,) in conn.execute("SELECT state FROM http_sessions")
+            ]
+
+    async with running_daemon(config) as first:
+        url = (await first.wait_for("http.listening"))["url"]
+        await first.wait_for("server.state", server="full", new="running", timeout=120)
+        async with sdk_host(Front(first, url, token_in(tmp_path), config)) as host:
+            for uri in uris:
+                await host.session.subscribe_resource(uri)
+            await host.session.unsubscribe_resource(uris[1])
+            with anyio.fail_after(30):
+                while [uris[0], uris[2]] not in await anyio.to_thread.run_sync(saved):
+                    await anyio.sleep(0.02)
+            first.signal(signal.SIGKILL)
+            await first.wait_exit()
+            async with running_daemon(config) as second:
+                await second.wait_for("http.listening")
+                await host.tool_names()  # the session resumed from its saved state
+                await second.wait_for("resource.subscribed", server="full", uri="full://r/2", timeout=60)
+                taken = [e["uri"] for e in second.events if e.get("event") == "resource.subscribed"]
+    assert taken == ["full://r/0", "full://r/2"]
 
 
 async def test_the_event_stream_comes_back_after_a_crash_and_a_service_restart(tmp_path: Path) -> None:
