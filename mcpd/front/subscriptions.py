@@ -82,10 +82,6 @@ class Subscriptions:
         self._owned[owner] = set()
         return True
 
-    def holds(self, owner: Hashable) -> list[Key]:
-        """``owner``'s subscriptions, sorted."""
-        return sorted(self._owned.get(owner, ()))
-
     def held(self, owner: Hashable, server: str, uri: str) -> bool:
         """Whether ``owner`` holds the subscription to ``server``'s ``uri`` (or is taking it now)."""
         return (server, uri) in self._owned.get(owner, ())
