@@ -353,7 +353,7 @@ class Relay:
                     self.subscribed.pop(uri, None)
                 return True
         except DECODE_FAILURES:
-            pass  # a message of the host's that happens to name them
+            pass  # a message for the host that happens to name them
         return False
 
     def _write(self, data: bytes) -> None:

@@ -229,8 +229,9 @@ async def test_resume_carries_the_session_on(daemon: DaemonProcess) -> None:
 
 
 async def resumed_states(tmp_path: Path, count: int) -> tuple[list[str], list[dict[str, Any]]]:
-    """A relay resumes a session of ``count`` subscriptions: the URIs, and the session states it is
-    sent until they are all taken again."""
+    """A relay that takes whole states (an earlier mcpd's bridge, under a daemon just upgraded)
+    resumes a session of ``count`` subscriptions: the URIs, and the session states it is sent until
+    they are all taken again."""
     config = tmp_path / "config.toml"
     config.write_text(fullserver_toml("full"))
     uris = sorted(f"mcpd://full/full://r/{index}" for index in range(count))
