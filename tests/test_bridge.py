@@ -750,7 +750,7 @@ async def test_a_host_that_declares_much_still_resumes_and_searches_within_limit
 async def test_a_session_of_more_subscriptions_than_a_hello_holds_resumes_with_those_that_fit(
     tmp_path: Path,
 ) -> None:
-    """A host subscribes through a bridge to 3,000 URIs one by one (94 kB of them, over what a hello
+    """A host subscribes through a bridge to 400 long URIs one by one (90 kB of them, over what a hello
     may hold) and drops one; the daemon is killed (-9) and another started: the bridge resumes the
     session with the first ones that fit, says how many it dropped, the new daemon takes those again
     (not the one dropped by the host) and their updates reach the host. Before, the whole set went
@@ -758,7 +758,7 @@ async def test_a_session_of_more_subscriptions_than_a_hello_holds_resumes_with_t
     subscription lost."""
     config = tmp_path / "config.toml"
     config.write_text(fullserver_toml("full"))
-    uris = [f"mcpd://full/full://r/{index}" for index in range(3000)]
+    uris = [f"mcpd://full/full://r/{index}/{'x' * 200}" for index in range(400)]
     log_path = tmp_path / "bridge.log"
     errlog = await anyio.to_thread.run_sync(lambda: log_path.open("w"))
     try:
@@ -767,7 +767,7 @@ async def test_a_session_of_more_subscriptions_than_a_hello_holds_resumes_with_t
             bridge(first.socket, "--no-autostart", "--connect", "full", errlog=errlog) as host,
         ):
             await first.wait_for("server.state", server="full", new="running", timeout=120)
-            with anyio.fail_after(300):  # a guard against a hang: 3,000 round trips on a slow machine
+            with anyio.fail_after(300):  # a guard against a hang: 400 round trips on a slow machine
                 for uri in uris:
                     await host.session.subscribe_resource(uri)
                 await host.session.unsubscribe_resource(uris[1])
@@ -786,7 +786,7 @@ async def test_a_session_of_more_subscriptions_than_a_hello_holds_resumes_with_t
                 taken = [e["uri"] for e in second.events if e.get("event") == "resource.subscribed"]
                 assert taken == [uri[12:] for uri in kept]  # in order; the one dropped by the host not
                 mark = len(host.received)
-                await host.call("full__touch", {"uri": "full://r/0"})
+                await host.call("full__touch", {"uri": uris[0][12:]})
                 update = await host.wait_received(
                     lambda m: isinstance(m, types.ResourceUpdatedNotification), after=mark
                 )
