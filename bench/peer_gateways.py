@@ -14,6 +14,7 @@ Every launcher stops what it started when its block exits, on errors and Ctrl-C 
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import json
 import os
@@ -37,6 +38,7 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+import mcpd
 from mcpd.client.aio import AsyncClient, connect
 from mcpd.errors import DaemonNotRunning, McpdError
 from mcpd.testing import fixture_command, fixture_toml
@@ -319,6 +321,20 @@ def _mcpd_command() -> str:
     if not script.exists():
         raise SystemExit(f"no mcpd entry point at {script}: install the package (pip install -e .)")
     return str(script)
+
+
+def compile_mcpd(root: Path | None = None) -> None:
+    """Write current bytecode for the mcpd package under ``root`` (None: the one this process runs),
+    which the daemons launched from it then load instead of compiling.
+
+    With PYTHONDONTWRITEBYTECODE set, nothing else writes it: each ``mcpd serve`` compiles every
+    module edited since its bytecode was written (in a fresh clone, all of them: a few tenths of a
+    second of CPU before and while its children boot), a cost an installed mcpd does not pay, nor
+    the direct SDK column, whose code this process imported once. Measured so, a checkout's start
+    says how recently it was edited.
+    """
+    package = Path(mcpd.__file__).parent if root is None else root / "mcpd"
+    compileall.compile_dir(package, quiet=1)
 
 
 def _mcpd_config(specs: list[ServerSpec], workdir: Path, daemon: str = "") -> Path:

@@ -47,6 +47,7 @@ from peer_gateways import (
     Launcher,
     ServerSpec,
     Session,
+    compile_mcpd,
     install_hub,
     launch_bridge,
     launch_direct,
@@ -658,6 +659,7 @@ def main() -> int:
     if options.starts:
         settings = dataclasses.replace(settings, starts=options.starts)
     configure_logging("warning")
+    compile_mcpd()
     load_before = os.getloadavg()
     workroot = Path(tempfile.mkdtemp(prefix="mcpd-peers-", dir="/tmp"))
     try:

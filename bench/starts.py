@@ -6,7 +6,9 @@ cannot tell a change from the noise. Here each round starts the same 10 fixture 
 the direct SDK and through ``mcpd serve`` back to back (cold, then with 2 of 10 hanging in
 ``initialize``), and the ratio of each pair is taken: the medians of those ratios are the figures.
 ``--baseline DIR`` adds a column for another checkout of mcpd (its root first on ``PYTHONPATH``
-for the daemon it starts), measured in the same rounds: a before and after on equal terms.
+for the daemon it starts), measured in the same rounds: a before and after on equal terms. Both
+checkouts get their bytecode written first (``compile_mcpd``), so that neither column's daemons
+compile source at each start.
 
 Asserts nothing; prints each start and the medians.
 """
@@ -22,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
-from peer_gateways import Launcher, launch_direct, launch_mcpd
+from peer_gateways import Launcher, compile_mcpd, launch_direct, launch_mcpd
 from peers import HEALTHY, QUICK, WITH_HUNG, measure_start
 
 from mcpd.daemon.logging import configure_logging
@@ -99,6 +101,9 @@ def main() -> None:
     paths = os.environ.get("PYTHONPATH")
     if paths:
         os.environ["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in paths.split(os.pathsep))
+    compile_mcpd()  # each column's daemons load bytecode, not the source
+    if baseline is not None:
+        compile_mcpd(baseline)
     with tempfile.TemporaryDirectory(prefix="starts-") as workroot:
         # The daemons run ``python -m mcpd``, which puts the working directory first on sys.path:
         # started from inside a checkout, every column would run that checkout's code whatever
