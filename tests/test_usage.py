@@ -184,6 +184,24 @@ async def test_corrupt_database_turns_usage_off_not_the_daemon(tmp_path: Path) -
                 await client.report()
 
 
+async def test_a_store_corrupted_under_the_daemon_fails_the_report_not_the_daemon(tmp_path: Path) -> None:
+    """The store's files overwritten while the daemon runs, the report the first to read them:
+    ``no usage report`` with SQLite's reason, as for a store found corrupt at start, not an
+    internal error with a traceback in the log; calls go on."""
+    db = tmp_path / "usage.db"
+    path = tmp_path / "config.toml"
+    path.write_text(config_text(db, "alpha", server=fullserver_toml))
+    async with running_daemon(path) as daemon, connect(daemon.socket) as client:
+        await client.call_tool("alpha__plain")
+        await client.report()
+        for part in tmp_path.glob("usage.db*"):
+            part.write_bytes(b"this is not a database" * 400)
+        with pytest.raises(McpdError, match=r"no usage report: .*not a database"):
+            await client.report()
+        assert (await client.call_tool("alpha__plain")).content[0]["text"] == "plain done"
+        assert not [e for e in daemon.events if e.get("event") == "ipc.internal_error"]
+
+
 async def test_unwritable_location_turns_usage_off(tmp_path: Path) -> None:
     """A store that cannot be created (under /proc here, unwritable even for root) is reported, not fatal."""
     path = tmp_path / "config.toml"

@@ -315,7 +315,7 @@ async def report(daemon: Daemon, conn: Connection, params: ReportParams) -> Repo
     since = time.time() - params.since_s if params.since_s and params.since_s < time.time() else None
     try:
         return await daemon.usage.run(lambda db: _report(db, since, params.top))
-    except StoreUnavailable as exc:
+    except (sqlite3.Error, StoreUnavailable) as exc:  # the file may fail the read itself (corrupt)
         raise McpdError(f"no usage report: {exc}", {"usage": "off"}) from None
 
 

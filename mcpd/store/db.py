@@ -499,7 +499,10 @@ class Store:
         self._urgent.set()
 
     async def run(self, job: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``job`` on the store's thread after everything queued before it is committed."""
+        """Run ``job`` on the store's thread after everything queued before it is committed.
+
+        Raises ``StoreUnavailable`` when the store cannot run it, and what the job raised, a
+        ``sqlite3.Error`` too (a file found corrupt by this very read): callers catch both."""
         if self._thread is None or not self.readable:
             raise StoreUnavailable(self.reason or "usage recording is off")
         loop = asyncio.get_running_loop()
