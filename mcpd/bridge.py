@@ -56,10 +56,10 @@ OUT_LIMIT = 32 * 1024 * 1024
 A host that pauses (a UI busy, a debugger) must not cost its calls: a bridge that blocked on its
 stdout stopped reading the daemon, which then dropped it as a client that does not read."""
 ADVISORY_LIMIT = 1024 * 1024
-"""Bytes kept for a host that does not read past which log messages and progress are dropped, not
-kept: a chatty server at ``logging/setLevel debug`` would otherwise fill ``OUT_LIMIT`` in seconds
-and the daemon would drop the bridge, failing the host's calls (as the daemon does on its side)."""
-ADVISORY = frozenset({mcp.MESSAGE, mcp.PROGRESS})
+"""Bytes kept for a host that does not read past which log messages, progress and resource updates
+(``mcp.ADVISORY``) are dropped, not kept: a chatty server at ``logging/setLevel debug`` would
+otherwise fill ``OUT_LIMIT`` in seconds and the daemon would drop the bridge, failing the host's
+calls (as the daemon does on its side)."""
 EXIT_FLUSH = 5.0
 """Seconds the bridge keeps writing what the host has not read yet, once stdin has closed."""
 EOF_WAIT = GAP_WAIT
@@ -330,7 +330,7 @@ class Relay:
                 withdrawn = _cancelled_id(data)
                 if withdrawn is not None:
                     self.asked.discard(withdrawn)
-            elif len(self._out) > ADVISORY_LIMIT and route is not None and route.method in ADVISORY:
+            elif len(self._out) > ADVISORY_LIMIT and route is not None and route.method in mcp.ADVISORY:
                 if not self._dropped_advisory:  # said once: a flood would flood the log too
                     _log("bridge.advisory_dropped", behind=len(self._out))
                     self._dropped_advisory = True

@@ -803,13 +803,21 @@ for line in sys.stdin:
         continue
     method, result = message.get("method"), {}
     if method == "initialize":
-        result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"logging": {}}}
+        capabilities = {"logging": {}, "resources": {"subscribe": True}}
+        result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": capabilities}
         result["serverInfo"] = {"name": "lf", "version": "1"}
     elif method == "tools/list":
         result = {"tools": [{"name": "flood", "inputSchema": {"type": "object"}}]}
+    elif method == "resources/list":
+        result = {"resources": [{"uri": "lf://r", "name": "r"}]}
+    elif method == "resources/templates/list":
+        result = {"resourceTemplates": []}
     elif method == "tools/call":
         count = message["params"]["arguments"]["messages"]
         line = '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"%s"}}\\n'
+        if message["params"]["arguments"].get("updates"):
+            line = '{"jsonrpc":"2.0","method":"notifications/resources/updated",'
+            line += '"params":{"uri":"lf://r","_meta":{"pad":"%s"}}}\\n'
         sys.stdout.write(line % ("m" * 1000) * count)
         result = {"content": [{"type": "text", "text": "flooded"}]}
     sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\\n")
@@ -820,7 +828,8 @@ for line in sys.stdin:
 @pytest.fixture(scope="module")
 async def impatient(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DaemonProcess]:
     """A daemon that drops a client not reading for 0.5 s (``client_write_timeout``), with ``tools``
-    and ``lf``, a server that floods log messages on demand: for the hosts that pause reading."""
+    and ``lf``, a server that floods log messages (or updates of its resource) on demand: for the
+    hosts that pause reading."""
     directory = tmp_path_factory.mktemp("impatient")
     script = directory / "flood.py"
     script.write_text(LOG_FLOOD)
@@ -876,4 +885,27 @@ async def test_a_paused_host_at_debug_level_loses_log_messages_not_calls(impatie
     assert answers[-1]["result"]["content"][0]["text"] == "slept 2.0"
     # About 1 MiB of them, not the 32 MB (~29,000) the bridge kept for a host that does not read.
     assert 0 < sum(m.get("method") == "notifications/message" for m in answers) < 4_000
+    assert not dropped_since(daemon, mark)
+
+
+async def test_a_paused_host_subscribed_to_a_flooding_resource_loses_updates_not_calls(
+    impatient: DaemonProcess,
+) -> None:
+    """A host subscribed to a resource whose server floods 40 MB of updates while the host pauses
+    reading: resource updates are advisory in the bridge as in the daemon, so past 1 MiB held they
+    are dropped, the bridge goes on reading the daemon and the host's running call is answered
+    (the bridge kept them like answers: ~9,000 of them, 10 MB, queued ahead of the call's answer)."""
+    daemon = impatient
+    sleep = {"name": "mcpd_call_tool", "arguments": {"tool": "tools__sleep", "arguments": {"seconds": 2}}}
+    mark = len(daemon.events)
+    async with raw_host(daemon.socket) as host:
+        await daemon.wait_for("server.state", server="lf", new="running")
+        await host.send({"id": 2, "method": "resources/subscribe", "params": {"uri": "mcpd://lf/lf://r"}})
+        await host.until_answer(2)
+        await host.send({"id": 10, "method": "tools/call", "params": sleep})
+        async with connect(daemon.socket) as client:  # while the host reads nothing
+            await client.call_tool("lf__flood", {"messages": 40_000, "updates": True})
+        answers = await host.until_answer(10)
+    assert answers[-1]["result"]["content"][0]["text"] == "slept 2.0"
+    assert 0 < sum(m.get("method") == "notifications/resources/updated" for m in answers) < 4_000
     assert not dropped_since(daemon, mark)

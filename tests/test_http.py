@@ -41,6 +41,7 @@ from mcpd.front.http.sessions import (
     OUTBOX_BYTES,
     SET_ASIDE_AFTER,
     STREAM_SET_ASIDE_AFTER,
+    HttpSession,
     HttpSessions,
     Outbox,
     saved_sessions,
@@ -888,6 +889,24 @@ async def test_what_matters_outlives_a_flood_of_log_messages_in_an_outbox() -> N
         outbox.push(megabyte * 2)
     items, _ = await outbox.take()
     assert sum(map(len, items)) <= OUTBOX_BYTES and items[-1] == megabyte * 2
+
+
+async def test_a_flood_of_resource_updates_never_pushes_a_list_changed_off_the_get_stream() -> None:
+    """A host that does not read its GET stream while a subscribed resource's server floods updates:
+    they are advisory, as log messages are, so they stop at half the outbox and the `list_changed`
+    queued before them is still there (3,000 updates pushed it out)."""
+    session = HttpSession(1)
+    list_changed = b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}'
+    session.deliver(list_changed)
+    for n in range(3 * EVENTS_KEPT):
+        uri = f"mcpd://s/r{n}"
+        session.deliver(
+            b'{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"%s"}}'
+            % uri.encode()
+        )
+    items, _ = await session.events.take()
+    assert items[0] == list_changed
+    assert sum(b"resources/updated" in item for item in items) == EVENTS_KEPT // 2
 
 
 def raw_outcome(sock: socket.socket, wait: float) -> tuple[bool, int]:

@@ -49,6 +49,11 @@ RESOURCES_LIST_CHANGED = "notifications/resources/list_changed"
 PROMPTS_LIST_CHANGED = "notifications/prompts/list_changed"
 ROOTS_LIST_CHANGED = "notifications/roots/list_changed"
 RESOURCE_UPDATED = "notifications/resources/updated"
+ADVISORY = frozenset({PROGRESS, MESSAGE, RESOURCE_UPDATED})
+"""What a host can do without, the notifications a host session sends only while the host keeps up:
+the relays (bridge, HTTP) drop these first for a host that does not read, never an answer or a
+``list_changed`` (a server flooding resource updates would otherwise queue a host's answers behind
+megabytes of them)."""
 RESOURCE_NOT_FOUND = -32002
 
 RequestId = int | str

@@ -93,8 +93,6 @@ _state = msgspec.json.Decoder(mcp.SessionState)
 # is never parsed a second time just to find where it goes.
 _RESPONSE_HEAD = re.compile(rb'\{"id":(-?\d+|"(?:[^"\\]|\\.)*"),"(?:result|error)":')
 _PROGRESS_MARK = mcp.PROGRESS.encode()
-_ADVISORY = frozenset({mcp.PROGRESS, mcp.MESSAGE})
-"""What a host can do without: dropped first when it does not read (see ``Outbox``)."""
 REQUEST_CANCELLED = -32800
 """The error that ends the POST of a request its host cancelled (as the SDK's server answers it)."""
 _encoder = msgspec.json.Encoder()
@@ -110,9 +108,9 @@ class Outbox:
     (an anyio one costs a backend lookup each).
 
     Bounded for a host that does not read, in count and in bytes (``OUTBOX_BYTES``): advisory
-    messages (progress, log messages) stop at half of either, the new ones dropped, so a chatty
-    server cannot push out what matters (a ``list_changed``, a server's question); past the bound
-    the oldest messages go."""
+    messages (``mcp.ADVISORY``: progress, log messages, resource updates) stop at half of either,
+    the new ones dropped, so a chatty server cannot push out what matters (a ``list_changed``, a
+    server's question); past the bound the oldest messages go."""
 
     def __init__(self, limit: int, owner: str, *, may_stream: bool = False) -> None:
         self.may_stream = may_stream
@@ -327,7 +325,7 @@ class HttpSession:
             # the call) goes with that request's answer, before it (MCP's Streamable HTTP: "SHOULD
             # relate to the originating client request"): a host need not open a GET stream to be
             # asked, nor to get them, and a GET stream would bring them after the answer.
-            target.push(data, advisory=route.method in _ADVISORY)
+            target.push(data, advisory=route.method in mcp.ADVISORY)
             return
         if route.method == mcp.PROGRESS and self._progress and _PROGRESS_MARK in data:
             try:
@@ -338,7 +336,7 @@ class HttpSession:
             if target is not None:
                 target.push(data, advisory=True)
                 return
-        self.events.push(data, advisory=route.method in _ADVISORY)
+        self.events.push(data, advisory=route.method in mcp.ADVISORY)
 
     def _answered(self, request_id: mcp.RequestId | None, data: bytes) -> None:
         outbox = self._pending.pop(request_id, None) if request_id is not None else None
