@@ -93,19 +93,25 @@ MAX_ARGUMENT_DEPTH = 64
 """Levels of nesting a tool's arguments may have (real ones have a handful)."""
 
 
+_CONTAINERS = (dict, list)
+"""A tuple, not ``dict | list``: the union is built anew each time the expression runs."""
+
+
 def _nested_deeper(value: object, limit: int) -> bool:
-    """Whether ``value`` nests lists and objects deeper than ``limit`` (walked without recursion)."""
-    level: list[object] = [value]
+    """Whether ``value`` nests lists and objects deeper than ``limit`` (walked without recursion).
+
+    Each level keeps only the containers: the usual flat arguments are done after one pass."""
+    level = [value] if isinstance(value, _CONTAINERS) else []
     for _ in range(limit):
+        if not level:
+            return False
         level = [
             item
             for container in level
-            if isinstance(container, dict | list)
             for item in (container.values() if isinstance(container, dict) else container)
+            if isinstance(item, _CONTAINERS)
         ]
-        if not level:
-            return False
-    return any(isinstance(item, dict | list) for item in level)
+    return bool(level)
 
 
 @functools.cache
