@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import msgspec
+
 from mcpd.discovery.prior import UsagePrior
 from mcpd.front.activity import Activity
 from mcpd.front.loglevels import LogLevels
@@ -37,9 +39,9 @@ class Core:
         self.log_levels = LogLevels(self.supervisor)
 
 
-@dataclass(frozen=True)
-class Caller:
-    """Who a call is recorded for: the client's name and its session."""
+class Caller(msgspec.Struct, frozen=True):
+    """Who a call is recorded for: the client's name and its session (a Struct: made for every call,
+    and a frozen dataclass's ``__init__`` costs five times as much)."""
 
     client: str | None
     session: str
