@@ -487,7 +487,8 @@ class Relay:
             failed=len(answers),
             resent=len(resend),
             withdrawn=len(withdrawn),
-            autostart_in=self._autostart_wait,
+            # None with --no-autostart: this bridge starts no daemon, whatever the wait would be.
+            autostart_in=self._autostart_wait if self.autostart else None,
         )
 
     def _fresh_state(self) -> bytes:

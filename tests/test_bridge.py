@@ -775,11 +775,10 @@ async def test_a_session_of_more_subscriptions_than_a_hello_holds_resumes_with_t
             await first.wait_exit()
             async with running_daemon(config, socket=first.socket) as second:
                 await wait_logged(log_path, "bridge.subscriptions_dropped")
-                (said,) = [
-                    json.loads(line)
-                    for line in log_path.read_text().splitlines()
-                    if "subscriptions_dropped" in line
-                ]
+                lines = log_path.read_text().splitlines()
+                (said,) = [json.loads(line) for line in lines if "bridge.subscriptions_dropped" in line]
+                (lost,) = [json.loads(line) for line in lines if "bridge.daemon_lost" in line]
+                assert lost["autostart_in"] is None  # --no-autostart: it starts none
                 kept = [uris[0], *uris[2:]][: said["kept"]]
                 assert said["dropped"] == len(uris) - 1 - len(kept) > 0
                 await second.wait_for("resource.subscribed", server="full", uri=kept[-1][12:], timeout=120)
