@@ -16,6 +16,7 @@ import pytest
 from mcpd.config.model import ServerConfig
 from mcpd.supervisor import stdin
 from mcpd.supervisor.rawrpc import RawRpc
+from mcpd.supervisor.replies import PAUSE_BYTES
 from mcpd.supervisor.session import ConnectionLost, NotDelivered
 from mcpd.supervisor.stdin import StdinPipe
 from mcpd.supervisor.stdio import SpawnError, open_stdio_child
@@ -179,3 +180,24 @@ async def test_a_child_that_takes_its_input_slowly_is_reading(monkeypatch: pytes
     finally:
         pipe.close()
         os.close(reader)
+
+
+async def test_a_server_writing_faster_than_its_lines_are_taken_waits_in_its_write(tmp_path: Path) -> None:
+    """A server writes 16 MiB of notifications that nobody takes (its session is busy): the pipe is
+    paused once ~PAUSE_BYTES of lines wait, so the server blocks in its write and the daemon holds
+    little of it. StreamReader paused only past twice its limit (64 MiB): the daemon took it all
+    (a flooding server cost it 64 MiB, and a reply behind the flood waited for all of it)."""
+    script = tmp_path / "server"
+    script.write_text(
+        f"#!{sys.executable}\nimport sys\n"
+        'line = b\'{"jsonrpc":"2.0","method":"notifications/message","params":{}}\\n\'\n'
+        "for _ in range(16 * 1024 * 1024 // len(line)):\n    sys.stdout.buffer.write(line)\n"
+        "sys.stdout.flush()\nsys.stderr.write('all written\\n')\nsys.stderr.flush()\nsys.stdin.read()\n"
+    )
+    script.chmod(0o755)
+    async with open_stdio_child(ServerConfig(name="x", command=str(script), stop_grace=1.0)) as (child, _):
+        await anyio.sleep(2)  # the whole 16 MiB goes through a pipe in well under a second
+        written = "all written" in child.stderr.tail
+        held = len(child.process.stdout._buffer)  # type: ignore[union-attr]
+    assert not written
+    assert held <= 2 * PAUSE_BYTES

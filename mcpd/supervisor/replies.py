@@ -15,20 +15,42 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import SupportsIndex
 
+PAUSE_BYTES = 1024 * 1024
+"""Unread bytes past which the pipe is paused, so that a server writing faster than its lines are
+taken waits in its own write. StreamReader pauses only past twice its limit, and the limit must
+fit a whole message (32 MiB): a server flooding notifications cost the daemon 64 MiB, and a reply
+behind them waited for all of it. A line longer than this is still read whole: a reader waiting
+for the rest of a line resumes the pipe (``StreamReader._wait_for_data``)."""
+
 
 class RoutingReader(asyncio.StreamReader):
-    """A ``StreamReader`` whose leading whole lines go to ``route`` first; the rest are read as usual."""
+    """A ``StreamReader`` whose leading whole lines go to ``route`` first; the rest are read as
+    usual, the pipe paused while more than ``PAUSE_BYTES`` of them wait."""
 
     route: Callable[[bytes], bool] | None = None
     """Takes a line (with its newline) and says whether it took it; None until the child's rpc exists."""
 
+    # StreamReader's own, which typeshed leaves out.
+    _buffer: bytearray
+    _paused: bool
+    _transport: asyncio.ReadTransport | None
+
     def feed_data(self, data: Iterable[SupportsIndex]) -> None:
-        # ``_buffer`` is StreamReader's own: empty means every earlier line has been read.
-        if self.route is not None and isinstance(data, bytes) and not self._buffer:  # type: ignore[attr-defined]
+        # An empty buffer means every earlier line has been read.
+        if self.route is not None and isinstance(data, bytes) and not self._buffer:
             data = self._offer(self.route, data)
             if not data:
                 return
         super().feed_data(data)
+        if not self._paused and self._transport is not None and len(self._buffer) > PAUSE_BYTES:
+            self._transport.pause_reading()
+            self._paused = True
+
+    def _maybe_resume_transport(self) -> None:
+        # Called by StreamReader as lines are taken: resume only once most of the backlog is gone.
+        if self._paused and self._transport is not None and len(self._buffer) <= PAUSE_BYTES // 2:
+            self._paused = False
+            self._transport.resume_reading()
 
     @staticmethod
     def _offer(route: Callable[[bytes], bool], data: bytes) -> bytes:
