@@ -46,8 +46,9 @@ from mcpd.front.http.sessions import (
     Outbox,
     saved_sessions,
 )
-from mcpd.model.mcp import SESSION_ENDED, SavedSession, SessionState
+from mcpd.model.mcp import SESSION_ENDED, SavedSession, SavedSubscriptions, SessionState
 from mcpd.store.db import Store
+from mcpd.store.sessions import prune_sessions, session_row
 from mcpd.testing import fixture_toml, fullserver_toml, open_quiet, run_cli
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.testing.remote import free_port, running_http_fixture
@@ -796,6 +797,38 @@ async def test_saved_sessions_expire_and_end(tmp_path: Path) -> None:
     assert list(found) == ["fresh"] and found["fresh"].state == state
     assert list(await saved_sessions(store, idle=3600)) == ["fresh"]  # the stale row was deleted
     store.close()
+
+
+async def test_saved_subscriptions_change_and_go_with_their_session(tmp_path: Path) -> None:
+    """A session's subscriptions are kept as they change, in the order taken, and read back with it;
+    a save with all of them replaces those kept. They go with their session (ended, idle too long,
+    pruned), and a change of a session not kept is not written: nothing would ever delete it."""
+    db = tmp_path / "usage.db"
+    store = Store.open(db)
+    now = time.time()
+    for key, saved_at in (("open", now - 5), ("stale", now - 120), ("ended", now - 5)):
+        store.save_session(SavedSession(key, b"{}", saved_at))
+        store.save_subscriptions(SavedSubscriptions(key, [f"{key}/1", f"{key}/2", f"{key}/3"], []))
+    store.save_subscriptions(SavedSubscriptions("open", ["open/4"], ["open/2"]))
+    store.save_session(SavedSession("ended", None, now))
+    store.save_subscriptions(SavedSubscriptions("unknown", ["unknown/1"], []))
+
+    found = await saved_sessions(store, idle=60)
+    assert {key: saved.subscribed for key, saved in found.items()} == {"open": ["open/1", "open/3", "open/4"]}
+    assert stored_subscriptions(db) == 3  # the stale session's went with it
+    store.save_session(SavedSession("open", b"{}", now, ["open/4", "open/5"]))
+    found_one = await store.run(lambda conn: session_row(conn, "open", since=0))
+    assert found_one is not None and found_one.subscribed == ["open/4", "open/5"]
+    assert await store.run(lambda conn: prune_sessions(conn, since=0, keep=0)) == 1
+    assert stored_subscriptions(db) == 0
+    store.close()
+
+
+def stored_subscriptions(db: Path) -> int:
+    """The rows of subscriptions in the store ``db``, of every session."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        (count,) = conn.execute("SELECT count(*) FROM http_session_subscriptions").fetchone()
+        return int(count)
 
 
 async def test_a_store_made_again_under_the_daemon_gets_the_sessions_it_lost(tmp_path: Path) -> None:

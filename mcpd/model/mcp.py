@@ -424,3 +424,17 @@ class SavedSession(msgspec.Struct, frozen=True):
     """Its ``SessionState`` as JSON; None: the session ended, forget it."""
     saved_at: float
     """Unix time of the save; one idle longer than ``http_session_idle`` is not resumed."""
+    subscribed: list[str] | None = None
+    """All its subscriptions (qualified URIs), which its ``state`` leaves out: the store keeps them as
+    rows of their own, changed by ``SavedSubscriptions``. Written, they replace those kept; None: those
+    kept stay. Read back, always given."""
+
+
+class SavedSubscriptions(msgspec.Struct, frozen=True):
+    """A change of an HTTP session's subscriptions, kept in the store as it happens: a state holding
+    them all, saved at each change, wrote O(n) bytes each (10,000 one-by-one subscribes: ~1.4 GB)."""
+
+    key: str
+    """The session's ``SavedSession.key``."""
+    added: list[str]
+    removed: list[str]

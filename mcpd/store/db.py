@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from mcpd.model.mcp import SavedSession
+from mcpd.model.mcp import SavedSession, SavedSubscriptions
 from mcpd.model.trust import AcceptedFindings, PinApproval, PinRecord, TrustRecord
 from mcpd.model.usage import CapabilityRecord, StoreCondition, StoreState
 from mcpd.store.pins import write_accepted, write_approvals, write_pins
@@ -192,6 +192,17 @@ MIGRATIONS: tuple[str, ...] = (
         state BLOB NOT NULL,
         saved_at REAL NOT NULL
     ) WITHOUT ROWID;
+    """,
+    # 7: an HTTP session's subscriptions, a row each (in the order taken), written as they change: in
+    # its state, all of them were written again at each change. States saved by an earlier mcpd still
+    # hold theirs; the session resumed, they are moved here (mcpd.front.http.sessions).
+    """
+    CREATE TABLE http_session_subscriptions (
+        seq INTEGER PRIMARY KEY,
+        key TEXT NOT NULL,
+        uri TEXT NOT NULL,
+        UNIQUE (key, uri)
+    );
     """,
 )
 
@@ -489,6 +500,11 @@ class Store:
     def save_session(self, record: SavedSession) -> None:
         """Keep (or, with no state, forget) a host session; written at once (they change seldom, and
         a daemon killed in the next 250 ms must not lose the change)."""
+        if self._thread is not None:
+            self._put_urgent(record)
+
+    def save_subscriptions(self, record: SavedSubscriptions) -> None:
+        """Keep a change of a host session's subscriptions; written at once, as a session is."""
         if self._thread is not None:
             self._put_urgent(record)
 
@@ -857,7 +873,7 @@ class Store:
             _post(loop, learn, *learned)
 
 
-Record = CapabilityRecord | TrustRecord | SavedSession
+Record = CapabilityRecord | TrustRecord | SavedSession | SavedSubscriptions
 
 
 def write_records(conn: sqlite3.Connection, records: list[Record]) -> None:
@@ -867,7 +883,7 @@ def write_records(conn: sqlite3.Connection, records: list[Record]) -> None:
     write_approvals(conn, [r for r in records if isinstance(r, PinApproval)])
     write_accepted(conn, [r for r in records if isinstance(r, AcceptedFindings)])
     write_capabilities(conn, [r for r in records if isinstance(r, CapabilityRecord)])
-    write_sessions(conn, [r for r in records if isinstance(r, SavedSession)])
+    write_sessions(conn, [r for r in records if isinstance(r, SavedSession | SavedSubscriptions)])
 
 
 def _post(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any], *args: Any) -> None:
