@@ -18,11 +18,12 @@ task of the front end's task group, inside ``Hosts.open_session``, so its calls 
 however it ends.
 
 Sessions outlive the daemon: each one's state (the host's ``initialize``, its connected servers,
-its last search, its subscriptions) is kept in the usage store under the hash of its id, and a
-request that names a session this daemon does not hold resumes it from there, as ``mcpd bridge``
-resumes its session in a new daemon. A host never has to notice a restart (MCP's answer to it, a
-404 and a new ``initialize``, is one the SDK's client leaves to its user). A session ended by
-its host or by idleness is forgotten; one idle longer than ``http_session_idle`` is not resumed.
+its last search; its subscriptions apart, written as they change) is kept in the usage store under
+the hash of its id, and a request that names a session this daemon does not hold resumes it from
+there, as ``mcpd bridge`` resumes its session in a new daemon. A host never has to notice a
+restart (MCP's answer to it, a 404 and a new ``initialize``, is one the SDK's client leaves to its
+user). A session ended by its host or by idleness is forgotten; one idle longer than
+``http_session_idle`` is not resumed.
 """
 
 from __future__ import annotations
@@ -363,6 +364,13 @@ def session_key(session_id: str) -> str:
     return hashlib.sha256(session_id.encode()).hexdigest()
 
 
+def _record(key: str, state: mcp.SessionState, saved_at: float, *, whole: bool = False) -> mcp.SavedSession:
+    """``state`` as the store keeps it: its subscriptions apart, given (all of them, replacing those
+    kept) only when ``whole``; the store keeps them up to date from each change otherwise."""
+    encoded = _encoder.encode(msgspec.structs.replace(state, subscribed=[]))
+    return mcp.SavedSession(key, encoded, saved_at, list(state.subscribed) if whole else None)
+
+
 async def saved_sessions(store: Store, idle: float) -> dict[str, mcp.SavedSession]:
     """The sessions an earlier daemon kept, by key, dropping those idle longer than ``idle``."""
     try:
@@ -437,6 +445,14 @@ class HttpSessions:
         except DECODE_FAILURES as exc:
             log.warning("http.resume_unreadable", error=str(exc))  # another mcpd version's state
             return None
+        if state.subscribed:
+            # Saved whole by an earlier mcpd: its subscriptions become rows, which later changes keep.
+            state = msgspec.structs.replace(
+                state, subscribed=list(dict.fromkeys([*state.subscribed, *(saved.subscribed or [])]))
+            )
+            self._store.save_session(_record(key, state, saved.saved_at, whole=True))
+        else:
+            state = msgspec.structs.replace(state, subscribed=saved.subscribed or [])
         try:
             session = await self.open(session_id, state, resumed=True)
         except SessionRefused:
@@ -497,7 +513,13 @@ class HttpSessions:
         caller = Caller("http", session.label)
         save = functools.partial(self._save, session)
         try:
-            async with self._hosts.open_session(session.deliver, caller, state, on_state=save) as host:
+            async with self._hosts.open_session(
+                session.deliver,
+                caller,
+                state,
+                on_state=save,
+                on_subscriptions=functools.partial(self._save_subscriptions, session),
+            ) as host:
                 session.attach(host)
                 if resumed:
                     host.relist()  # as the bridge does when it has a new daemon
@@ -518,8 +540,9 @@ class HttpSessions:
         idlest = max(ranked, key=lambda ranked: ranked[0])[1]
         state = idlest.state()
         if state is not None:
-            saved = mcp.SavedSession(idlest.key, _encoder.encode(state), time.time())
-            self._store.save_session(saved)
+            # The store has its subscriptions already; kept here, it is resumed with them.
+            saved = _record(idlest.key, state, time.time(), whole=True)
+            self._store.save_session(msgspec.structs.replace(saved, subscribed=None))
             self._saved[idlest.key] = saved
             while len(self._saved) > SET_ASIDE_KEPT:
                 del self._saved[next(iter(self._saved))]  # the oldest: dicts keep their order
@@ -527,12 +550,12 @@ class HttpSessions:
         return True
 
     def resave(self) -> int:
-        """Save every session kept, open or set aside, again, and the ends of those ended (a store
-        that lost them); how many."""
+        """Save every session kept, open or set aside, again, with all its subscriptions, and the ends
+        of those ended (a store that lost them); how many."""
         now, clock = time.time(), time.monotonic()
         kept = [
             # As of its last use, not now: idle, it must expire when it would have.
-            mcp.SavedSession(session.key, _encoder.encode(state), now - session.idle_for(clock))
+            _record(session.key, state, now - session.idle_for(clock), whole=True)
             for session in self._by_id.values()
             if not session.forgotten and (state := session.state()) is not None
         ]
@@ -544,7 +567,12 @@ class HttpSessions:
     def _save(self, session: HttpSession, state: mcp.SessionState | None) -> None:
         # A request still running when its host deleted the session must not write it back.
         if state is not None and not session.forgotten:
-            self._store.save_session(mcp.SavedSession(session.key, _encoder.encode(state), time.time()))
+            self._store.save_session(_record(session.key, state, time.time()))
+
+    def _save_subscriptions(self, session: HttpSession, change: mcp.SubscriptionsChanged) -> None:
+        # Written at once, as a state is: the host is answered after this.
+        if not session.forgotten:
+            self._store.save_subscriptions(mcp.SavedSubscriptions(session.key, change.added, change.removed))
 
     def end(self, session: HttpSession, why: str) -> None:
         """End ``session`` for good: its host deleted it, or it was idle too long."""
