@@ -1003,18 +1003,30 @@ def stored_subscriptions(db: Path) -> int:
         return int(count)
 
 
+@pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
 async def test_a_store_made_again_under_the_daemon_gets_the_sessions_it_lost(tmp_path: Path) -> None:
     """The usage store deleted under the daemon is made again, and the HTTP sessions kept, open or
-    set aside, are saved into it at once: a daemon killed afterwards still leaves them to the next one
-    (they were saved when they opened, into the file that went, and an idle one is not saved again)."""
+    set aside, are saved into it at once, with their subscriptions: a daemon killed afterwards still
+    leaves them to the next one (they were saved when they opened or changed, into the file that
+    went, and an idle one is not saved again), which takes the subscriptions again."""
     port, db = free_port(), tmp_path / "usage.db"
     config = http_config(tmp_path, http=f'"127.0.0.1:{port}"', usage_db=f'"{db}"', http_max_sessions=2)
+    config.write_text(config.read_text() + fullserver_toml("full"))
+
+    async def subscribe(http: httpx2.AsyncClient, session: str, uri: str) -> None:
+        body = {"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe", "params": {"uri": uri}}
+        headers = {**JSON_AND_SSE, "Mcp-Session-Id": session}
+        assert (await http.post(url, json=body, headers=headers)).status_code == 200
+
     async with running_daemon(config) as first:
         url = (await first.wait_for("http.listening"))["url"]
+        await first.wait_for("server.state", server="full", new="running", timeout=120)
         async with Front(first, url, token_in(tmp_path), config).client() as http:
             aside = await raw_session(http, url)
+            await subscribe(http, aside, "mcpd://full/full://r/0")
             await anyio.sleep(SET_ASIDE_AFTER + 0.1)  # idle long enough to be set aside for another
             kept, _newer = await raw_session(http, url), await raw_session(http, url)
+            await subscribe(http, kept, "mcpd://full/full://r/1")
             for file in tmp_path.glob("usage.db*"):
                 file.unlink()
             await first.wait_for("usage.store_gone", why="deleted")
@@ -1025,6 +1037,8 @@ async def test_a_store_made_again_under_the_daemon_gets_the_sessions_it_lost(tmp
                 await second.wait_for("http.listening")
                 assert await listed(http, url, kept) == 200
                 assert await listed(http, url, aside) == 200
+                for uri in ("full://r/0", "full://r/1"):
+                    await second.wait_for("resource.subscribed", server="full", uri=uri, timeout=60)
 
 
 def _corrupt_sessions_table(db: Path) -> None:
