@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -651,3 +652,54 @@ async def test_a_socket_clients_progress_token_never_reaches_the_server(daemon: 
     async with connect(daemon.socket, name="test") as client:
         result = await client.request(call)
     assert json.loads(result.content[0]["text"]) == {"vendor.example/trace": "abc"}
+
+
+async def test_a_resumed_subscription_the_host_drops_while_its_server_starts_is_not_taken_again(
+    tmp_path: Path,
+) -> None:
+    """A relay resumes a session subscribed to two URIs of a server still starting (held at its
+    start until a file exists, here), whose turn another host's subscription holds; the host
+    unsubscribes from one before the server runs. Once it runs, that URI is not subscribed behind
+    the host's back, and the relay's set (told it lost the URI) stays the session's. Before, the
+    re-take waiting for its turn took it all the same, and the host was sent its updates."""
+    gate = tmp_path / "gate"
+    config = tmp_path / "config.toml"
+    script = f'while [ ! -e "{gate}" ]; do sleep 0.05; done; exec "$0" -m mcpd.testing.fullserver'
+    config.write_text(
+        f'[servers.gated]\ncommand = "sh"\nargs = {json.dumps(["-c", script, sys.executable])}\n'
+    )
+    dropped, kept, other_uri = (f"mcpd://gated/full://r/{index}" for index in range(3))
+    async with running_daemon(config, wait_ready=False) as running:
+        await running.wait_for("index.updated", timeout=60)
+        other = await peer(running)
+        # The other host's subscription waits for the server to run, holding its turn: the resumed
+        # ones are taken again after it.
+        await anyio.to_thread.run_sync(lambda: other.request(1, "initialize", initialize("2025-06-18")))
+        subscribe = {"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe", "params": {"uri": other_uri}}
+        other.send(json.dumps(subscribe).encode())
+        await anyio.to_thread.run_sync(lambda: other.request(3, "ping"))
+        resumed = SessionState(
+            initialize=InitializeParams(), subscribed=[dropped, kept], subscription_deltas=True
+        )
+        host = await peer(running, resumed)
+        try:
+            told = {dropped: None, kept: None}
+            answer = await anyio.to_thread.run_sync(
+                lambda: host.request(1, "resources/unsubscribe", {"uri": dropped})
+            )
+            assert "result" in answer, answer
+            relay_subscriptions(host, told)
+            assert list(told) == [kept]
+            mark = len(running.events)
+            gate.touch()
+            await running.wait_for(
+                "resource.subscribed", server="gated", uri="full://r/1", after=mark, timeout=60
+            )
+            await anyio.to_thread.run_sync(lambda: host.request(2, "ping"))
+            relay_subscriptions(host, told)
+        finally:
+            host.channel.close()
+            other.channel.close()
+    taken = sorted(e["uri"] for e in running.events[mark:] if e.get("event") == "resource.subscribed")
+    assert taken == ["full://r/1", "full://r/2"], taken
+    assert list(told) == [kept]

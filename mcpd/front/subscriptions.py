@@ -86,12 +86,23 @@ class Subscriptions:
         """Whether ``owner`` holds the subscription to ``server``'s ``uri`` (or is taking it now)."""
         return (server, uri) in self._owned.get(owner, ())
 
-    async def subscribe(self, owner: Hashable, server: str, uri: str, timeout: float | None = None) -> None:
+    async def subscribe(
+        self,
+        owner: Hashable,
+        server: str,
+        uri: str,
+        timeout: float | None = None,
+        wanted: Callable[[], bool] | None = None,
+    ) -> None:
         """Subscribe a registered ``owner``; raises what ``ServerActor.subscribe_resource`` raises
-        (and ``UnknownServer``; ``TooManyRequests`` past the limit), the subscription then not taken."""
+        (and ``UnknownServer``; ``TooManyRequests`` past the limit), the subscription then not taken.
+        With ``wanted``, nothing is taken unless it still says True when the server's turn comes: a
+        subscription the owner withdrew while this one waited (``unsubscribe`` found none to drop)."""
         key = (server, uri)
         actor = self._supervisor.actor(server)
         async with self._lock(key):
+            if wanted is not None and not wanted():
+                return
             owned = self._owned[owner]
             if key not in owned and len(owned) >= self._limit:
                 raise TooManyRequests(

@@ -130,11 +130,13 @@ def qualify_content(server: str, block: dict[str, Any]) -> dict[str, Any]:
     return block
 
 
-async def subscribe(core: Core, owner: Hashable, params: ReadParams) -> None:
-    """Subscribe a registered ``owner`` (see ``Subscriptions``) to a resource's updates."""
+async def subscribe(
+    core: Core, owner: Hashable, params: ReadParams, wanted: Callable[[], bool] | None = None
+) -> None:
+    """Subscribe a registered ``owner`` (see ``Subscriptions``, ``wanted`` too) to a resource's updates."""
     server, uri = route_uri(params.uri, params.server)
     await _allowed_actor(core, server)
-    await core.subscriptions.subscribe(owner, server, uri, params.timeout)
+    await core.subscriptions.subscribe(owner, server, uri, params.timeout, wanted)
 
 
 async def unsubscribe(core: Core, owner: Hashable, params: ReadParams) -> bool:
