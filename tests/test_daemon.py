@@ -528,3 +528,32 @@ async def test_a_stop_signal_at_start_up_stops_the_daemon_and_its_children_at_on
             assert not [e for e in daemon.events if e["event"].startswith("usage.")]
     finally:
         holder.close()
+
+
+async def test_a_usage_store_opened_after_a_stop_at_start_up_is_let_go_quietly(tmp_path: Path) -> None:
+    """SIGINT while the daemon waits for its usage store (locked by another process), which is
+    released while the daemon still stops its children (one slow to go): the store's open, done
+    after the stop, ends in its thread with nothing written to stderr, the daemon's log. Before,
+    the thread set the result of a future the stop had cancelled: an ``InvalidStateError``
+    traceback ("Exception in thread mcpd-usage-open") amid the daemon's JSON lines."""
+    usage = tmp_path / "usage.db"
+    config = tmp_path / "config.toml"
+    # Deaf to stdin's end and to SIGTERM: stopped by SIGKILL, after twice its grace.
+    script = 'trap "" TERM; "$0" -m mcpd.testing.fullserver; exec sleep 60'
+    config.write_text(
+        f"[daemon]\nusage_db = {json.dumps(str(usage))}\n"
+        f'[servers.slow]\ncommand = "sh"\nargs = {json.dumps(["-c", script, sys.executable])}\n'
+        "stop_grace = 1.5\n"
+    )
+    holder = sqlite3.connect(usage, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        async with running_daemon(config, wait_ready=False) as daemon:
+            await daemon.wait_for("server.state", server="slow", new="running", timeout=30)
+            daemon.signal(signal.SIGINT)
+            await daemon.wait_for("daemon.stopping", timeout=10)
+            holder.close()
+            assert await daemon.wait_exit(15) == 0
+            assert daemon.stderr_text == []
+    finally:
+        holder.close()

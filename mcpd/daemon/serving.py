@@ -163,6 +163,10 @@ async def _open_store(open_store: Callable[[], Store]) -> Store:
     opened: concurrent.futures.Future[Store] = concurrent.futures.Future()
 
     def run() -> None:
+        # Running, the future can no longer be cancelled: the stop's cancellation leaves it a result
+        # nobody reads. Setting that of a cancelled one raised here, a traceback in the daemon's log.
+        if not opened.set_running_or_notify_cancel():
+            return
         try:
             opened.set_result(open_store())
         except Exception as exc:
