@@ -621,3 +621,49 @@ async def test_a_servers_huge_lines_are_given_back_once_it_is_quiet(tmp_path: Pa
     assert len(shown) == 3 and all(len(line) <= MAX_LINE for line in shown)
     kept = shown[0].count("x")  # the newline is among the bytes cut
     assert shown[0] == f"[not JSON-RPC] {'x' * kept} [... {24 * 1024 * 1024 + 1 - kept} more bytes cut]"
+
+
+LATE_READER = (
+    PRELUDE
+    + """
+lines = iter(sys.stdin)
+for line in lines:
+    message = json.loads(line)
+    if initialized(message) or "id" not in message:
+        continue
+    if message["params"]["name"] != "slow":
+        continue
+    # Busy with this call until the next one arrives, and reads those before it meanwhile late.
+    later = []
+    while not later or '"next"' not in later[-1]:
+        later.append(next(lines))
+    send({"id": message["id"], "result": {"content": []}})
+    for line in later:
+        message = json.loads(line)
+        if "id" not in message:
+            continue
+        if message["params"]["name"] == "unreadable":
+            send({"id": None, "error": {"code": -32700, "message": "cannot parse that one"}})
+        else:
+            send({"id": message["id"], "result": {"content": [{"type": "text", "text": "mine"}]}})
+"""
+)
+
+
+async def test_an_error_without_id_for_a_request_withdrawn_unread_answers_no_other(tmp_path: Path) -> None:
+    """A server busy with a call reads the next lines late: a request it cannot parse, which we
+    withdrew at its deadline before the server read it, then another. Its error with id null (for
+    the withdrawn one) arrives while that other is our one request waiting: the other must still
+    get its own answer, not the withdrawn one's error."""
+    config = script_server(tmp_path, "late", LATE_READER)
+    hooks = SessionHooks(lambda: None, lambda: None, stdout=lambda line: None)
+    async with session_of(config, hooks) as session:
+        with anyio.fail_after(30):
+            await session.initialize()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(session.call_tool, "slow", {}, anyio.current_time() + 20, None)
+                await anyio.wait_all_tasks_blocked()  # its request written
+                with pytest.raises(TimeoutError):
+                    await session.call_tool("unreadable", {}, anyio.current_time() + 0.5, None)
+                result = await session.call_tool("next", {}, anyio.current_time() + 20, None)
+    assert result.refusal is None, result.refusal

@@ -147,6 +147,9 @@ class RawRpc:
         """Each request waiting for its reply, with the offset of its last byte in the stream."""
         self._progress: dict[str, ProgressCallback] = {}
         self._closed = False
+        self._withdrew_unanswered = False
+        """A request was withdrawn before its reply: the server may read it yet, and an error with id
+        null may be its (MCP has it send no reply once cancelled, so none ever says it is done)."""
         self._deadlines: list[tuple[float, str]] = []
         """(deadline, request id) of the requests sent with one, a heap. One loop timer stands for
         them all (``_alarm``, for the earliest), not one per request: a timer's making, ordering in the
@@ -207,8 +210,9 @@ class RawRpc:
 
     def route_sole(self, line: bytes) -> bool:
         """Take ``line``, an error whose id the server could not read (``null``), as the answer to our
-        one waiting request; False if none or several wait (which one it answers is unknowable)."""
-        if len(self._waiters) != 1:
+        one waiting request; False if none or several wait, or since one was withdrawn unanswered
+        (which one it answers is unknowable)."""
+        if self._withdrew_unanswered or len(self._waiters) != 1:
             return False
         (request_id,) = self._waiters
         _settle(self._waiters.pop(request_id)[0], line)
@@ -278,7 +282,10 @@ class RawRpc:
 
     def _withdraw(self, request_id: str, tell: bool, reason: str = WITHDRAWN) -> None:
         """Forget a request nobody waits for any more, and tell the server so (``tell``), and why."""
-        if self._waiters.pop(request_id, None) is not None and tell and not self._closed:
+        if self._waiters.pop(request_id, None) is None:
+            return  # answered meanwhile
+        self._withdrew_unanswered = True
+        if tell and not self._closed:
             cancel = _Cancelled({"requestId": request_id, "reason": reason})
             with contextlib.suppress(OSError):
                 self._write(_encoder.encode(cancel) + b"\n")
