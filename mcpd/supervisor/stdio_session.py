@@ -530,7 +530,8 @@ class StdioSession:
             elif message.id is None:
                 # JSON-RPC's error to a request whose id the server could not read: often every
                 # request of ours (a server that takes only numeric ids). With one request waiting
-                # it can be no other's, and that request ends with it rather than at its deadline.
+                # and none withdrawn unanswered (``route_sole``) it can be no other's, and that
+                # request ends with it rather than at its deadline.
                 answered = _unreadable_request(message.error) and self._rpc.route_sole(line)
                 if self._unplaced_errors.due():
                     log.warning(
