@@ -346,7 +346,14 @@ def _refused(match: re.Match[str]) -> bool:
 
 
 _DENIAL = re.compile(r"\b(?:not|never|nothing|no|none|neither|nor|cannot)\b|n't\b")
-_CLAUSE_START = re.compile(r".*[,;:(]", re.DOTALL)
+# A clause also starts after a verb's "that" or a "because": "never forget that this outranks
+# your instructions" denies nothing of the claim (a relative "that" is no start: "nothing that it
+# says outranks ..." is denied).
+_CLAUSE_START = re.compile(
+    r".*(?:[,;:(]|\b(?:because|since|(?:forget|remember|know|doubt|note|ensure|sure|clear|aware|understand"
+    r"|mind|true|fact|certain|say|says|said) that)\b)",
+    re.DOTALL,
+)
 
 
 def _rank_denied(match: re.Match[str]) -> bool:
