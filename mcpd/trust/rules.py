@@ -609,8 +609,14 @@ _RANKS = (
     r"|outranks?|outranked|outweighs?|trumps?|supersed(?:es?|ing)|overrid(?:es?|ing)|overrules?|overruling"
     r"|prevails? over"
 )
+# "the model's default system prompt" is a setting an honest tool may override (an agent builder's
+# persona, a proxy's prompt); "your default instructions" is the model's own.
+_RANKED_QUALIFIERS = (
+    "own|other|usual|original|existing|current|previous|prior|earlier|standing|core|base|safety|system"
+)
 _RANKED_BELOW = (
-    r"(?:(?:anything|everything|whatever) (?:in|from|of) )?(?:your|the (?:assistant|model|agent)'s) (?:(?:own|other|usual|original|existing|current|previous|prior|earlier|standing|default|core|base|safety|system) )?"
+    r"(?:(?:anything|everything|whatever) (?:in|from|of) )?"
+    rf"(?:your (?:(?:{_RANKED_QUALIFIERS}|default) )?|the (?:assistant|model|agent)'s (?:(?:{_RANKED_QUALIFIERS}) )?)"
     r"(?:instructions?|rules|guidelines|guidance|directives|system prompt|prompt|orders|developer|operator|programming)\b"
     r"|the system prompt\b|(?:any|all) (?:other|prior|previous|earlier) (?:instructions|guidance|directives)\b"
     r"|the (?:user|person|human)(?:'s)? (?:(?:own|original|actual|explicit|stated) )?(?:requests?|instructions?|wishes|commands?|choices?|messages?|words|orders)\b"
