@@ -47,7 +47,7 @@ from mcpd.front.http.sessions import (
     saved_sessions,
     session_key,
 )
-from mcpd.model.mcp import SESSION_ENDED, SavedSession, SavedSubscriptions, SessionState
+from mcpd.model.mcp import SESSION_ENDED, SavedSession, SavedSubscriptions, SessionState, SubscriptionsChanged
 from mcpd.store.db import MIGRATIONS, Store
 from mcpd.store.sessions import prune_sessions, session_row
 from mcpd.testing import fixture_toml, fullserver_toml, open_quiet, run_cli
@@ -1357,6 +1357,53 @@ async def test_a_session_set_aside_past_those_kept_in_memory_resumes_from_the_st
             await sessions.prune_stored()
             keys = await store.run(lambda conn: [k for (k,) in conn.execute("SELECT key FROM http_sessions")])
             assert "stale" not in keys and opened[1].key in keys
+            sessions.end_all("test over")
+    finally:
+        store.close()
+
+
+class _TellingHosts(_StoredHosts):
+    """Host sessions kept in a real usage store, each one's callbacks kept to tell it changes, as a
+    HostSession tells its state and its subscriptions' changes."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self.told: list[tuple[Any, Any]] = []
+
+    @asynccontextmanager
+    async def open_session(
+        self, send: Any, caller: Any, state: Any, *, on_state: Any, on_subscriptions: Any
+    ) -> AsyncIterator[Any]:
+        on_state(state)  # as a HostSession does when it starts
+        self.told.append((on_state, on_subscriptions))
+        yield SimpleNamespace(state=lambda: state, relist=lambda: None)
+
+
+async def test_pruning_leaves_the_open_sessions_and_their_subscriptions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More sessions kept than STORED_SESSIONS (http_max_sessions may be ten times it), an open one
+    saved longest ago: pruning leaves it. Its subscriptions are rows written as they change, which
+    its later states leave out: deleted with its row, they were lost for good (its next change not
+    written, no session row to go with; its next save without them) where, saved whole in each
+    state, the next save brought them back."""
+    monkeypatch.setattr("mcpd.front.http.sessions.STORED_SESSIONS", 1)
+    store = Store.open(tmp_path / "usage.db")
+    hosts = _TellingHosts(store)
+    state = SessionState(connected=["tools"])
+    try:
+        async with anyio.create_task_group() as tg:
+            sessions = HttpSessions(cast(Hosts, hosts), tg, max_sessions=4, idle=60)
+            opened = await sessions.open(state=state)
+            on_state, on_subscriptions = hosts.told[0]
+            on_subscriptions(SubscriptionsChanged(["tools/a"], []))
+            store.save_session(SavedSession(opened.key, b"{}", time.time() - 5))  # saved longest ago
+            await sessions.open(state=state)
+            await sessions.prune_stored()
+            on_subscriptions(SubscriptionsChanged(["tools/b"], []))
+            on_state(state)
+            saved = await store.run(lambda conn: session_row(conn, opened.key, since=0))
+            assert saved is not None and saved.subscribed == ["tools/a", "tools/b"]
             sessions.end_all("test over")
     finally:
         store.close()

@@ -7,7 +7,7 @@ change writes the URIs that changed, where a state holding them all cost O(n) by
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from mcpd.model.mcp import SavedSession, SavedSubscriptions
 from mcpd.store.sql import transaction
@@ -81,12 +81,13 @@ def session_row(conn: sqlite3.Connection, key: str, since: float) -> SavedSessio
     return SavedSession(key, bytes(row[0]), row[1], [uri for (uri,) in uris])
 
 
-def prune_sessions(conn: sqlite3.Connection, since: float, keep: int) -> int:
+def prune_sessions(conn: sqlite3.Connection, since: float, keep: int, open_keys: Collection[str] = ()) -> int:
     """Delete the sessions saved before ``since``, and all but the ``keep`` saved last, with their
-    subscriptions; how many went."""
+    subscriptions, never those of ``open_keys``; how many went. An open session's later states leave
+    its subscriptions out, and its changes are not written without its row: deleted, they were lost."""
     with transaction(conn):
-        deleted = _forget(conn, _stale(conn, since))
+        deleted = _forget(conn, [key for key in _stale(conn, since) if key not in open_keys])
         beyond = conn.execute(
             "SELECT key FROM http_sessions ORDER BY saved_at DESC LIMIT -1 OFFSET ?", (keep,)
         )
-        return deleted + _forget(conn, [key for (key,) in beyond])
+        return deleted + _forget(conn, [key for (key,) in beyond if key not in open_keys])

@@ -480,8 +480,12 @@ class HttpSessions:
     async def prune_stored(self) -> None:
         """Delete the store's sessions idle too long, and the oldest beyond ``STORED_SESSIONS``:
         sessions set aside, or never deleted by their hosts, are not ended here, so nothing else
-        would (a churning host left 12.8k rows after 14k sessions)."""
-        prune = functools.partial(prune_sessions, since=time.time() - self._idle, keep=STORED_SESSIONS)
+        would (a churning host left 12.8k rows after 14k sessions). The open ones stay, whatever
+        their number (``http_max_sessions`` may exceed ``STORED_SESSIONS``)."""
+        open_keys = {session.key for session in self._by_id.values()}
+        prune = functools.partial(
+            prune_sessions, since=time.time() - self._idle, keep=STORED_SESSIONS, open_keys=open_keys
+        )
         try:
             async with asyncio.timeout(STORE_WAIT):
                 pruned = await self._store.run(prune)
