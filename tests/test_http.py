@@ -32,6 +32,7 @@ import structlog
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from msgspec.structs import replace as replace_struct
 
 from mcpd.config.load import load_config
 from mcpd.errors import ConfigError
@@ -1363,20 +1364,28 @@ async def test_a_session_set_aside_past_those_kept_in_memory_resumes_from_the_st
 
 
 class _TellingHosts(_StoredHosts):
-    """Host sessions kept in a real usage store, each one's callbacks kept to tell it changes, as a
-    HostSession tells its state and its subscriptions' changes."""
+    """Host sessions kept in a real usage store that tell their state when they start and the
+    changes of their subscriptions (``subscribe``), as a HostSession does."""
 
     def __init__(self, store: Store) -> None:
         super().__init__(store)
         self.told: list[tuple[Any, Any]] = []
+        self._subscribed: list[list[str]] = []
+
+    def subscribe(self, opened: int, uri: str) -> None:
+        """The ``opened``-th session (from 0) subscribes to ``uri``."""
+        self._subscribed[opened].append(uri)
+        self.told[opened][1](SubscriptionsChanged([uri], []))
 
     @asynccontextmanager
     async def open_session(
-        self, send: Any, caller: Any, state: Any, *, on_state: Any, on_subscriptions: Any
+        self, send: Any, caller: Any, state: SessionState, *, on_state: Any, on_subscriptions: Any
     ) -> AsyncIterator[Any]:
-        on_state(state)  # as a HostSession does when it starts
+        subscribed = list(state.subscribed)
+        on_state(replace_struct(state, subscribed=[]))
         self.told.append((on_state, on_subscriptions))
-        yield SimpleNamespace(state=lambda: state, relist=lambda: None)
+        self._subscribed.append(subscribed)
+        yield SimpleNamespace(state=lambda: replace_struct(state, subscribed=subscribed), relist=lambda: None)
 
 
 async def test_pruning_leaves_the_open_sessions_and_their_subscriptions(
@@ -1395,15 +1404,42 @@ async def test_pruning_leaves_the_open_sessions_and_their_subscriptions(
         async with anyio.create_task_group() as tg:
             sessions = HttpSessions(cast(Hosts, hosts), tg, max_sessions=4, idle=60)
             opened = await sessions.open(state=state)
-            on_state, on_subscriptions = hosts.told[0]
-            on_subscriptions(SubscriptionsChanged(["tools/a"], []))
+            hosts.subscribe(0, "tools/a")
             store.save_session(SavedSession(opened.key, b"{}", time.time() - 5))  # saved longest ago
             await sessions.open(state=state)
             await sessions.prune_stored()
-            on_subscriptions(SubscriptionsChanged(["tools/b"], []))
-            on_state(state)
+            hosts.subscribe(0, "tools/b")
+            hosts.told[0][0](state)
             saved = await store.run(lambda conn: session_row(conn, opened.key, since=0))
             assert saved is not None and saved.subscribed == ["tools/a", "tools/b"]
+            sessions.end_all("test over")
+    finally:
+        store.close()
+
+
+async def test_a_session_set_aside_and_pruned_from_the_store_is_kept_whole_again_when_resumed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session set aside, kept in memory, whose row the store pruned (more sessions open than
+    STORED_SESSIONS): resumed, the store has it again with all its subscriptions. Its states leave
+    them out, so the resumed session's saves alone left none for a daemon killed then."""
+    monkeypatch.setattr("mcpd.front.http.sessions.STORED_SESSIONS", 1)
+    store = Store.open(tmp_path / "usage.db")
+    hosts = _TellingHosts(store)
+    try:
+        async with anyio.create_task_group() as tg:
+            sessions = HttpSessions(cast(Hosts, hosts), tg, max_sessions=1, idle=60)
+            aside = await sessions.open(state=SessionState(connected=["tools"]))
+            hosts.subscribe(0, "tools/a")
+            aside.last_seen -= SET_ASIDE_AFTER + 1
+            other = await sessions.open()  # sets it aside; saved after it, and open: the one kept
+            await sessions.prune_stored()
+            other.last_seen -= SET_ASIDE_AFTER + 1  # to be set aside for the resumed one
+            assert await store.run(lambda conn: session_row(conn, aside.key, since=0)) is None
+            resumed = await sessions.find(aside.id)
+            assert resumed is not None
+            saved = await store.run(lambda conn: session_row(conn, aside.key, since=0))
+            assert saved is not None and saved.subscribed == ["tools/a"]
             sessions.end_all("test over")
     finally:
         store.close()

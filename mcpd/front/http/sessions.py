@@ -445,14 +445,13 @@ class HttpSessions:
         except DECODE_FAILURES as exc:
             log.warning("http.resume_unreadable", error=str(exc))  # another mcpd version's state
             return None
-        if state.subscribed:
-            # Saved whole by an earlier mcpd: its subscriptions become rows, which later changes keep.
-            state = msgspec.structs.replace(
-                state, subscribed=list(dict.fromkeys([*state.subscribed, *(saved.subscribed or [])]))
-            )
-            self._store.save_session(_record(key, state, saved.saved_at, whole=True))
-        else:
-            state = msgspec.structs.replace(state, subscribed=saved.subscribed or [])
+        # Kept whole once, as its later changes and states are not: a state saved by an earlier mcpd
+        # holds its subscriptions (they become rows), and a session set aside in memory may have lost
+        # its row to pruning meanwhile.
+        state = msgspec.structs.replace(
+            state, subscribed=list(dict.fromkeys([*state.subscribed, *(saved.subscribed or [])]))
+        )
+        self._store.save_session(_record(key, state, saved.saved_at, whole=True))
         try:
             session = await self.open(session_id, state, resumed=True)
         except SessionRefused:
