@@ -196,8 +196,9 @@ async def test_a_store_corrupted_under_the_daemon_fails_the_report_not_the_daemo
         await client.report()
         for part in tmp_path.glob("usage.db*"):
             part.write_bytes(b"this is not a database" * 400)
-        with pytest.raises(McpdError, match=r"no usage report: .*not a database"):
+        with pytest.raises(McpdError, match=r"no usage report: .*not a database") as failed:
             await client.report()
+        assert failed.value.data == {"usage": "error"}  # the store is on: its file failed the read
         assert (await client.call_tool("alpha__plain")).content[0]["text"] == "plain done"
         assert not [e for e in daemon.events if e.get("event") == "ipc.internal_error"]
 

@@ -315,8 +315,10 @@ async def report(daemon: Daemon, conn: Connection, params: ReportParams) -> Repo
     since = time.time() - params.since_s if params.since_s and params.since_s < time.time() else None
     try:
         return await daemon.usage.run(lambda db: _report(db, since, params.top))
-    except (sqlite3.Error, StoreUnavailable) as exc:  # the file may fail the read itself (corrupt)
+    except StoreUnavailable as exc:
         raise McpdError(f"no usage report: {exc}", {"usage": "off"}) from None
+    except sqlite3.Error as exc:  # the file fails the read itself (corrupt, locked): the store is on
+        raise McpdError(f"no usage report: {exc}", {"usage": "error"}) from None
 
 
 def _report(db: sqlite3.Connection, since: float | None, top: int) -> ReportResult:

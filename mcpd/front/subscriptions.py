@@ -27,8 +27,8 @@ from mcpd.supervisor.supervisor import Supervisor
 log = structlog.get_logger("mcpd.front")
 
 Deliver = Callable[[str, str, dict[str, Any] | None], None]
-"""Hears an update: (server, the server's own URI, the notification's ``_meta``)."""
-"""Tells one subscriber that (server, the server's own URI) changed; must not block."""
+"""Tells one subscriber of an update: (server, the server's own URI, the notification's ``_meta``);
+must not block."""
 Key = tuple[str, str]
 
 UNSUBSCRIBE_TIMEOUT = 10.0
