@@ -24,6 +24,7 @@ gets its answer) and the host has read them (``EXIT_FLUSH`` at most).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import selectors
@@ -345,6 +346,7 @@ class Relay:
         try:
             if _SESSION_MARK in head:
                 self.state = bytes(_session.decode(data).params)
+                self._whole_states(self.state)
                 return True
             if _SUBSCRIPTIONS_MARK in head:
                 change = _subscriptions.decode(data).params
@@ -355,6 +357,14 @@ class Relay:
         except DECODE_FAILURES:
             pass  # a message for the host that happens to name them
         return False
+
+    def _whole_states(self, state: bytes) -> None:
+        """A daemon that sends whole states (an earlier mcpd's, or one that could not read our resume
+        and began afresh) tells no changes: the list in its state is the session's."""
+        with contextlib.suppress(*DECODE_FAILURES):
+            whole = _state.decode(state)
+            if not whole.subscription_deltas:
+                self.subscribed = dict.fromkeys(whole.subscribed)
 
     def _write(self, data: bytes) -> None:
         if not data:
@@ -414,12 +424,12 @@ class Relay:
         """``state`` with our subscriptions, as many as the daemon takes in a hello (``RESUME_MAX``),
         the first ones; those beyond are dropped, said in the log: the session (its ``initialize``,
         its connected servers) is never refused for the sake of its subscriptions."""
-        if not self.subscribed:
-            return self.state
-        state = _state.decode(self.state)
-        # A daemon of an earlier mcpd sent them in its states.
-        subscribed = {**dict.fromkeys(state.subscribed), **self.subscribed}
-        resume = _encoder.encode(msgspec.structs.replace(state, subscribed=list(subscribed)))
+        try:
+            state = msgspec.structs.replace(_state.decode(self.state), subscription_deltas=True)
+        except DECODE_FAILURES:
+            return self.state  # another mcpd's: the daemon says whether it can carry it on
+        subscribed = list(self.subscribed)
+        resume = _encoder.encode(msgspec.structs.replace(state, subscribed=subscribed))
         if len(resume) > RESUME_MAX:
             room = RESUME_MAX - len(_encoder.encode(msgspec.structs.replace(state, subscribed=[])))
             kept: list[str] = []
@@ -429,9 +439,9 @@ class Relay:
                     break
                 kept.append(uri)
             _log("bridge.subscriptions_dropped", dropped=len(subscribed) - len(kept), kept=len(kept))
-            subscribed = dict.fromkeys(kept)
+            subscribed = kept
             resume = _encoder.encode(msgspec.structs.replace(state, subscribed=kept))
-        self.subscribed = subscribed
+        self.subscribed = dict.fromkeys(subscribed)
         return resume
 
     def _attach(self, channel: Channel) -> None:

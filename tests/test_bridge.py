@@ -19,14 +19,22 @@ from typing import Any, TextIO
 
 import anyio
 import mcp_types as types
+import msgspec
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from mcpd.bridge import AUTOSTART_AFTER, AUTOSTART_MAX, AUTOSTART_RETRY
+from mcpd.bridge import AUTOSTART_AFTER, AUTOSTART_MAX, AUTOSTART_RETRY, Relay
 from mcpd.client.aio import connect
-from mcpd.model.mcp import DAEMON_RESTARTED
+from mcpd.model.mcp import (
+    DAEMON_RESTARTED,
+    SESSION_NOTIFICATION,
+    SUBSCRIPTIONS_NOTIFICATION,
+    Notification,
+    SessionState,
+    SubscriptionsChanged,
+)
 from mcpd.testing import fixture_toml, fullserver_toml, pids_with_args, process_gone
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
@@ -908,3 +916,22 @@ async def test_a_paused_host_subscribed_to_a_flooding_resource_loses_updates_not
     assert answers[-1]["result"]["content"][0]["text"] == "slept 2.0"
     assert 0 < sum(m.get("method") == "notifications/resources/updated" for m in answers) < 4_000
     assert not dropped_since(daemon, mark)
+
+
+def test_a_relay_takes_the_subscriptions_of_a_daemon_that_sends_whole_states() -> None:
+    """A daemon that sends whole states (an earlier mcpd's, or one that could not read the resume
+    and began afresh) tells no changes: the subscriptions in its states are the session's, and the
+    next resume carries those and asks for changes again. The relay kept the changes the daemon
+    before had told it: a URI the host had dropped since came back at the next resume."""
+    relay = Relay(None, config=None, state=SessionState(subscription_deltas=True), autostart=False)
+    told = SubscriptionsChanged(added=["mcpd://a/x", "mcpd://a/y"], removed=[])
+    whole = SessionState(subscribed=["mcpd://a/y"])  # the host dropped x under the later daemon
+    relay._deliver(
+        [
+            msgspec.json.encode(Notification(SUBSCRIPTIONS_NOTIFICATION, told)),
+            msgspec.json.encode(Notification(SESSION_NOTIFICATION, whole)),
+        ]
+    )
+    resumed = msgspec.json.decode(relay._resume(), type=SessionState)
+    assert resumed.subscribed == ["mcpd://a/y"]
+    assert resumed.subscription_deltas

@@ -95,7 +95,8 @@ class Route(msgspec.Struct, frozen=True):
 
 
 class SessionEnvelope(msgspec.Struct, frozen=True):
-    """The private session notification, with its state left raw (the relay never reads it)."""
+    """The private session notification, with its state left raw: the relay keeps it as bytes (and
+    reads its subscriptions only from a daemon that tells no changes of them)."""
 
     params: msgspec.Raw
 
