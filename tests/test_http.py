@@ -85,6 +85,30 @@ def http_config(directory: Path, *, servers: Sequence[str] = (), **daemon: Any) 
     return config
 
 
+def full_http_config(directory: Path, **daemon: Any) -> tuple[Path, Path]:
+    """``http_config`` on a free port with a usage store in ``directory`` and the full fixture server
+    (``full``, whose resources take subscriptions); and the store's path."""
+    db = directory / "usage.db"
+    config = http_config(directory, http=f'"127.0.0.1:{free_port()}"', usage_db=f'"{db}"', **daemon)
+    config.write_text(config.read_text() + fullserver_toml("full"))
+    return config, db
+
+
+@asynccontextmanager
+async def subscribed_host(
+    config: Path, directory: Path, uris: Sequence[str]
+) -> AsyncIterator[tuple[DaemonProcess, Host]]:
+    """A daemon of ``full_http_config`` once ``full`` runs, and an SDK host subscribed to ``uris`` one
+    by one."""
+    async with running_daemon(config) as daemon:
+        url = (await daemon.wait_for("http.listening"))["url"]
+        await daemon.wait_for("server.state", server="full", new="running", timeout=120)
+        async with sdk_host(Front(daemon, url, token_in(directory), config)) as host:
+            for uri in uris:
+                await host.session.subscribe_resource(uri)
+            yield daemon, host
+
+
 def token_in(directory: Path) -> str:
     """The token a daemon of ``http_config(directory)`` made before it listened (read from its
     file: the ``front`` fixture checks that `mcpd token` prints it, and ``test_token_file_*`` the
@@ -732,9 +756,7 @@ async def test_a_sessions_subscriptions_are_saved_at_each_change_and_taken_again
     are the two others once the changes are answered (each change written as it happens, as a bridge
     is told of it), and a daemon killed (-9) then hands them to the next one, which takes those two
     again, not the one dropped."""
-    port, db = free_port(), tmp_path / "usage.db"
-    config = http_config(tmp_path, http=f'"127.0.0.1:{port}"', usage_db=f'"{db}"')
-    config.write_text(config.read_text() + fullserver_toml("full"))
+    config, db = full_http_config(tmp_path)
     uris = [f"mcpd://full/full://r/{index}" for index in range(3)]
 
     def saved() -> list[list[str]]:
@@ -743,23 +765,18 @@ async def test_a_sessions_subscriptions_are_saved_at_each_change_and_taken_again
                 saved_subscriptions(conn, key) for (key,) in conn.execute("SELECT key FROM http_sessions")
             ]
 
-    async with running_daemon(config) as first:
-        url = (await first.wait_for("http.listening"))["url"]
-        await first.wait_for("server.state", server="full", new="running", timeout=120)
-        async with sdk_host(Front(first, url, token_in(tmp_path), config)) as host:
-            for uri in uris:
-                await host.session.subscribe_resource(uri)
-            await host.session.unsubscribe_resource(uris[1])
-            with anyio.fail_after(30):
-                while [uris[0], uris[2]] not in await anyio.to_thread.run_sync(saved):
-                    await anyio.sleep(0.02)
-            first.signal(signal.SIGKILL)
-            await first.wait_exit()
-            async with running_daemon(config) as second:
-                await second.wait_for("http.listening")
-                await host.tool_names()  # the session resumed from its saved state
-                await second.wait_for("resource.subscribed", server="full", uri="full://r/2", timeout=60)
-                taken = [e["uri"] for e in second.events if e.get("event") == "resource.subscribed"]
+    async with subscribed_host(config, tmp_path, uris) as (first, host):
+        await host.session.unsubscribe_resource(uris[1])
+        with anyio.fail_after(30):
+            while [uris[0], uris[2]] not in await anyio.to_thread.run_sync(saved):
+                await anyio.sleep(0.02)
+        first.signal(signal.SIGKILL)
+        await first.wait_exit()
+        async with running_daemon(config) as second:
+            await second.wait_for("http.listening")
+            await host.tool_names()  # the session resumed from its saved state
+            await second.wait_for("resource.subscribed", server="full", uri="full://r/2", timeout=60)
+            taken = [e["uri"] for e in second.events if e.get("event") == "resource.subscribed"]
     assert taken == ["full://r/0", "full://r/2"]
 
 
@@ -768,9 +785,7 @@ async def test_a_session_set_aside_resumes_with_its_subscriptions(tmp_path: Path
     """A session set aside at http_max_sessions keeps its subscriptions: its host, back, finds them
     taken again (from the session the daemon keeps in memory, whose saved state leaves them out), and
     the store still holds them."""
-    port, db = free_port(), tmp_path / "usage.db"
-    config = http_config(tmp_path, http=f'"127.0.0.1:{port}"', usage_db=f'"{db}"', http_max_sessions=1)
-    config.write_text(config.read_text() + fullserver_toml("full"))
+    config, db = full_http_config(tmp_path, http_max_sessions=1)
     uris = [f"mcpd://full/full://r/{index}" for index in range(2)]
     async with running_daemon(config) as daemon:
         url = (await daemon.wait_for("http.listening"))["url"]
@@ -819,9 +834,7 @@ async def test_a_session_saved_with_its_subscriptions_in_its_state_resumes_with_
     """A store of the schema before, whose session states held their subscriptions, is migrated, and
     a host's session saved there resumes with them: the new daemon takes them again, an update reaches
     the host, and they become rows (its state saved then holds none)."""
-    port, db = free_port(), tmp_path / "usage.db"
-    config = http_config(tmp_path, http=f'"127.0.0.1:{port}"', usage_db=f'"{db}"')
-    config.write_text(config.read_text() + fullserver_toml("full"))
+    config, db = full_http_config(tmp_path)
     uris = [f"mcpd://full/full://r/{index}" for index in range(3)]
 
     def saved() -> list[tuple[list[str], list[str]]]:
@@ -831,28 +844,23 @@ async def test_a_session_saved_with_its_subscriptions_in_its_state_resumes_with_
                 for key, state in conn.execute("SELECT key, state FROM http_sessions")
             ]
 
-    async with running_daemon(config) as first:
-        url = (await first.wait_for("http.listening"))["url"]
-        await first.wait_for("server.state", server="full", new="running", timeout=120)
-        async with sdk_host(Front(first, url, token_in(tmp_path), config)) as host:
-            for uri in uris:
-                await host.session.subscribe_resource(uri)
+    async with subscribed_host(config, tmp_path, uris) as (first, host):
+        with anyio.fail_after(30):
+            while await anyio.to_thread.run_sync(saved) != [([], uris)]:
+                await anyio.sleep(0.02)
+        first.signal(signal.SIGKILL)
+        await first.wait_exit()
+        await anyio.to_thread.run_sync(_as_saved_before_rows, db)
+        assert await anyio.to_thread.run_sync(lambda: stored_states(db)) == [uris]
+        async with running_daemon(config) as second:
+            await second.wait_for("http.listening")
+            await host.tool_names()  # the session resumes
+            await second.wait_for("resource.subscribed", server="full", uri="full://r/2", timeout=60)
+            await host.call("full__touch", {"uri": "full://r/0"})
             with anyio.fail_after(30):
+                await host.updated.wait()
                 while await anyio.to_thread.run_sync(saved) != [([], uris)]:
                     await anyio.sleep(0.02)
-            first.signal(signal.SIGKILL)
-            await first.wait_exit()
-            await anyio.to_thread.run_sync(_as_saved_before_rows, db)
-            assert await anyio.to_thread.run_sync(lambda: stored_states(db)) == [uris]
-            async with running_daemon(config) as second:
-                await second.wait_for("http.listening")
-                await host.tool_names()  # the session resumes
-                await second.wait_for("resource.subscribed", server="full", uri="full://r/2", timeout=60)
-                await host.call("full__touch", {"uri": "full://r/0"})
-                with anyio.fail_after(30):
-                    await host.updated.wait()
-                    while await anyio.to_thread.run_sync(saved) != [([], uris)]:
-                        await anyio.sleep(0.02)
     taken = [e["uri"] for e in second.events if e.get("event") == "resource.subscribed"]
     assert taken == [uri[12:] for uri in uris]
 
@@ -886,9 +894,7 @@ async def test_hundreds_of_subscriptions_are_saved_by_their_changes_and_resumed(
     small as it began), and after a kill -9 the next daemon takes all 600 again, an update reaching
     the host. Saved whole at each change, the second half wrote twice what the first did and more
     (10,000 subscribes: ~1.4 GB)."""
-    port, db = free_port(), tmp_path / "usage.db"
-    config = http_config(tmp_path, http=f'"127.0.0.1:{port}"', usage_db=f'"{db}"')
-    config.write_text(config.read_text() + fullserver_toml("full"))
+    config, db = full_http_config(tmp_path)
     uris = [f"mcpd://full/full://r/{index}/{'x' * 100}" for index in range(600)]
 
     def state_and_subscriptions() -> tuple[int, int]:
@@ -899,33 +905,29 @@ async def test_hundreds_of_subscriptions_are_saved_by_their_changes_and_resumed(
             )
             return longest, count
 
-    async with running_daemon(config) as first:
-        url = (await first.wait_for("http.listening"))["url"]
-        await first.wait_for("server.state", server="full", new="running", timeout=120)
-        async with sdk_host(Front(first, url, token_in(tmp_path), config)) as host:
-            await host.session.subscribe_resource(uris[0])
-            marks = [written(first.process.pid)]
-            with anyio.fail_after(300):  # a guard against a hang: 600 round trips on a slow machine
-                for half in (uris[1:301], uris[301:]):
-                    for uri in half:
-                        await host.session.subscribe_resource(uri)
-                    marks.append(written(first.process.pid))
-            first_half, second_half = marks[1] - marks[0], marks[2] - marks[1]
-            assert second_half < 1.5 * first_half, (first_half, second_half)
+    async with subscribed_host(config, tmp_path, uris[:1]) as (first, host):
+        marks = [written(first.process.pid)]
+        with anyio.fail_after(300):  # a guard against a hang: 600 round trips on a slow machine
+            for half in (uris[1:301], uris[301:]):
+                for uri in half:
+                    await host.session.subscribe_resource(uri)
+                marks.append(written(first.process.pid))
+        first_half, second_half = marks[1] - marks[0], marks[2] - marks[1]
+        assert second_half < 1.5 * first_half, (first_half, second_half)
+        with anyio.fail_after(30):
+            while (stored := await anyio.to_thread.run_sync(state_and_subscriptions))[1] < len(uris):
+                await anyio.sleep(0.02)
+        assert stored[0] < 1024  # the state holds none of them
+        first.signal(signal.SIGKILL)
+        await first.wait_exit()
+        async with running_daemon(config) as second:
+            await second.wait_for("http.listening")
+            await host.tool_names()  # the session resumes
+            await second.wait_for("resource.subscribed", server="full", uri=uris[-1][12:], timeout=300)
+            host.updated = anyio.Event()
+            await host.call("full__touch", {"uri": uris[-1][12:]})
             with anyio.fail_after(30):
-                while (stored := await anyio.to_thread.run_sync(state_and_subscriptions))[1] < len(uris):
-                    await anyio.sleep(0.02)
-            assert stored[0] < 1024  # the state holds none of them
-            first.signal(signal.SIGKILL)
-            await first.wait_exit()
-            async with running_daemon(config) as second:
-                await second.wait_for("http.listening")
-                await host.tool_names()  # the session resumes
-                await second.wait_for("resource.subscribed", server="full", uri=uris[-1][12:], timeout=300)
-                host.updated = anyio.Event()
-                await host.call("full__touch", {"uri": uris[-1][12:]})
-                with anyio.fail_after(30):
-                    await host.updated.wait()
+                await host.updated.wait()
     taken = [e["uri"] for e in second.events if e.get("event") == "resource.subscribed"]
     assert taken == [uri[12:] for uri in uris]
 
@@ -1011,9 +1013,7 @@ async def test_a_store_made_again_under_the_daemon_gets_the_sessions_it_lost(tmp
     set aside, are saved into it at once, with their subscriptions: a daemon killed afterwards still
     leaves them to the next one (they were saved when they opened or changed, into the file that
     went, and an idle one is not saved again), which takes the subscriptions again."""
-    port, db = free_port(), tmp_path / "usage.db"
-    config = http_config(tmp_path, http=f'"127.0.0.1:{port}"', usage_db=f'"{db}"', http_max_sessions=2)
-    config.write_text(config.read_text() + fullserver_toml("full"))
+    config, _ = full_http_config(tmp_path, http_max_sessions=2)
 
     async def subscribe(http: httpx2.AsyncClient, session: str, uri: str) -> None:
         body = {"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe", "params": {"uri": uri}}
