@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,13 @@ def pytest_configure(config: pytest.Config) -> None:
     # then wait on a process that cannot be interrupted. Children of a handled SIGINT get the default.
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Every daemon a test starts keeps its usage store (pins, approvals, calls) in a directory of the
+    # run's, never the user's own: a daemon started through a shell or a bridge's autostart inherits
+    # this, where one started by `running_daemon` gets a directory of its own anyway. A test of
+    # `mcpd serve` from a wrapper wrote to ~/.local/state/mcpd/usage.db.
+    state = tempfile.mkdtemp(prefix="mcpd-tests-state-")
+    os.environ["XDG_STATE_HOME"] = state
+    config.add_cleanup(lambda: shutil.rmtree(state, ignore_errors=True))
 
 
 @pytest.fixture(scope="session")

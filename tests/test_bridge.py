@@ -257,11 +257,15 @@ def _daemons_on(socket: Path) -> list[int]:
 async def autostart_socket(tmp_path: Path) -> AsyncIterator[Path]:
     """A socket path for daemons that bridges start themselves; on exit those daemons are stopped."""
     socket = Path(tempfile.mkdtemp(prefix="mcpd-auto-", dir="/tmp")) / "mcpd.sock"
+    state = os.environ.get("XDG_STATE_HOME")
     os.environ["XDG_STATE_HOME"] = str(tmp_path / "state")  # the started daemons' usage store
     try:
         yield socket
     finally:
-        os.environ.pop("XDG_STATE_HOME", None)
+        if state is None:
+            os.environ.pop("XDG_STATE_HOME", None)
+        else:
+            os.environ["XDG_STATE_HOME"] = state
         daemons = _daemons_on(socket)
         for pid in daemons:
             os.kill(pid, signal.SIGTERM)
