@@ -90,6 +90,14 @@ def raw_socket(daemon: DaemonProcess) -> socket.socket:
     return sock
 
 
+def greeted_socket(daemon: DaemonProcess) -> socket.socket:
+    """``raw_socket``, its hello answered."""
+    sock = raw_socket(daemon)
+    sock.sendall(hello_frame())
+    assert read_response(sock)[1] == 1
+    return sock
+
+
 def read_response(sock: socket.socket) -> list[object]:
     header = sock.recv(4, socket.MSG_WAITALL)
     size = int.from_bytes(header, "big")
@@ -177,9 +185,7 @@ async def test_a_request_cancelled_before_it_started_frees_its_slot(tmp_path: Pa
     config = tmp_path / "config.toml"
     config.write_text("[daemon]\nmax_in_flight = 1\n")
     async with running_daemon(config) as running:
-        with contextlib.closing(raw_socket(running)) as sock:
-            sock.sendall(hello_frame())
-            assert read_response(sock)[1] == 1
+        with contextlib.closing(greeted_socket(running)) as sock:
             status = Request(2, "status", msgspec.Raw(encoder.encode(NoParams())))
             cancel = Request(3, "cancel", msgspec.Raw(encoder.encode(CancelParams(id=2))))
             sock.sendall(frame(status) + frame(cancel))
@@ -206,9 +212,7 @@ async def test_a_full_connection_still_reads_its_cancels_and_refuses_the_excess(
     config.write_text("[daemon]\nmax_in_flight = 1\n\n" + fixture_toml("fx"))
     async with running_daemon(config) as running:
         await running.wait_for("server.state", server="fx", new="running", timeout=120)
-        with contextlib.closing(raw_socket(running)) as sock:
-            sock.sendall(hello_frame())
-            assert read_response(sock)[1] == 1
+        with contextlib.closing(greeted_socket(running)) as sock:
             cancels = request(5, "cancel", CancelParams(id=3)) + request(6, "cancel", CancelParams(id=2))
             sock.sendall(
                 sleep(2, 60) + sleep(3, 60) + sleep(4, 60) + cancels + request(7, "status", NoParams())
@@ -524,9 +528,7 @@ async def test_errors_leave_the_async_client_block_unwrapped(daemon: DaemonProce
 
 async def test_oversized_frame_is_refused(daemon: DaemonProcess) -> None:
     """A frame over max_frame_bytes (64 KiB here) closes that connection before it is read."""
-    with raw_socket(daemon) as sock:
-        sock.sendall(hello_frame())
-        read_response(sock)
+    with greeted_socket(daemon) as sock:
         sock.sendall((1 << 20).to_bytes(4, "big") + b"x" * 1000)
         response = read_response(sock)
         assert response[3] is not None and response[3]["code"] == ProtocolError.code  # type: ignore[index]
@@ -540,9 +542,7 @@ async def test_a_frame_over_a_small_max_frame_is_refused_when_it_arrives_alone(t
     config = tmp_path / "config.toml"
     config.write_text("[daemon]\nmax_frame_bytes = 1024\n")
     async with running_daemon(config) as running:
-        with contextlib.closing(raw_socket(running)) as sock:
-            sock.sendall(hello_frame())
-            assert read_response(sock)[1] == 1
+        with contextlib.closing(greeted_socket(running)) as sock:
             await anyio.sleep(0.1)  # the daemon's reader waits for the next read
             sock.sendall(frame(Request(2, "status", msgspec.Raw(encoder.encode({"pad": "x" * 2000})))))
             response = read_response(sock)
@@ -555,9 +555,7 @@ async def test_truncated_frame_and_disconnect_mid_request(daemon: DaemonProcess)
     """Half a frame then EOF, or leaving while a call runs, disturbs nobody."""
     with raw_socket(daemon) as sock:
         sock.sendall(hello_frame()[:-3])
-    with raw_socket(daemon) as sock:
-        sock.sendall(hello_frame())
-        read_response(sock)
+    with greeted_socket(daemon) as sock:
         call = {"tool": "alpha__sleep", "arguments": {"seconds": 2}}
         sock.sendall(frame(Request(2, "tools.call", msgspec.Raw(encoder.encode(call)))))
     await assert_healthy(daemon)
@@ -569,9 +567,7 @@ async def test_requests_in_pieces_and_alone_in_a_read_are_answered(daemon: Daemo
     """A request read in pieces is answered once whole (its last piece is read as the rest of the
     frame begun before it, not offered alone to ``FrameStream.express``), and so are requests that
     arrive alone in a read, one per read, which ``express`` starts."""
-    with raw_socket(daemon) as sock:
-        sock.sendall(hello_frame())
-        read_response(sock)
+    with greeted_socket(daemon) as sock:
         whole = frame(Request(2, "status", msgspec.Raw(encoder.encode(NoParams()))))
         for piece in (whole[:3], whole[3:9], whole[9:]):
             sock.sendall(piece)

@@ -71,6 +71,21 @@ async def test_an_unreadable_ledger_is_said_and_replaced(tmp_path: Path) -> None
             await child.wait()
 
 
+@contextlib.asynccontextmanager
+async def sleeping_sessions(count: int) -> AsyncIterator[list[tuple[int, int]]]:
+    """``count`` processes of their own sessions, as (pid, start time) for a ledger; killed at the end."""
+    children = [await open_quiet(["sleep", "300"], start_new_session=True) for _ in range(count)]
+    try:
+        starts = [start_of(child.pid) for child in children]
+        assert None not in starts
+        yield [(child.pid, start) for child, start in zip(children, starts, strict=True) if start is not None]
+    finally:
+        for child in children:
+            child.send_signal(signal.SIGKILL)
+            with anyio.move_on_after(5):
+                await child.wait()
+
+
 async def test_a_write_that_failed_is_made_at_the_next_look(tmp_path: Path) -> None:
     """A write of the ledger that fails (a full runtime directory; here a directory where its
     temporary file goes) is said, and made at the next look once it can be: the file then names the
@@ -80,30 +95,21 @@ async def test_a_write_that_failed_is_made_at_the_next_look(tmp_path: Path) -> N
     socket = tmp_path / "mcpd.sock"
     path = tmp_path / "mcpd.sock.groups"
     temp = tmp_path / "mcpd.sock.groups.tmp"
-    first = await open_quiet(["sleep", "300"], start_new_session=True)
-    second = await open_quiet(["sleep", "300"], start_new_session=True)
-    try:
-        starts = start_of(first.pid), start_of(second.pid)
-        assert None not in starts
+    async with sleeping_sessions(2) as (first, second):
         with capture_logs() as logs:
             async with open_ledger(socket, interval=0.05) as ledger:
-                assert ledger is not None and starts[0] is not None and starts[1] is not None
-                await ledger.add(first.pid, starts[0])
-                assert json.loads(path.read_text())["groups"] == [[first.pid, starts[0]]]
+                assert ledger is not None
+                await ledger.add(*first)
+                assert json.loads(path.read_text())["groups"] == [list(first)]
                 temp.mkdir()
-                await ledger.add(second.pid, starts[1])
+                await ledger.add(*second)
                 assert [e["event"] for e in logs] == ["supervisor.ledger_unwritable"]
                 temp.rmdir()
-                wanted = [[first.pid, starts[0]], [second.pid, starts[1]]]
+                wanted = [list(first), list(second)]
                 await until(lambda: json.loads(path.read_text())["groups"] == wanted)
-                ledger.discard(first.pid, starts[0])
-                ledger.discard(second.pid, starts[1])
+                ledger.discard(*first)
+                ledger.discard(*second)
             assert not path.exists()
-    finally:
-        for child in (first, second):
-            child.send_signal(signal.SIGKILL)
-            with anyio.move_on_after(5):
-                await child.wait()
 
 
 async def test_another_daemons_ledger_given_our_files_inode_number_is_left_alone(tmp_path: Path) -> None:
@@ -115,28 +121,19 @@ async def test_another_daemons_ledger_given_our_files_inode_number_is_left_alone
     same identity on any filesystem.)"""
     socket = tmp_path / "mcpd.sock"
     path = tmp_path / "mcpd.sock.groups"
-    first = await open_quiet(["sleep", "300"], start_new_session=True)
-    second = await open_quiet(["sleep", "300"], start_new_session=True)
-    try:
-        starts = start_of(first.pid), start_of(second.pid)
-        assert starts[0] is not None and starts[1] is not None
+    async with sleeping_sessions(2) as (first, second):
         async with open_ledger(socket, interval=0.05) as ledger:
             assert ledger is not None
-            await ledger.add(first.pid, starts[0])
+            await ledger.add(*first)
             inode = path.stat().st_ino
-            theirs = {**json.loads(path.read_text()), "daemon": second.pid, "daemon_start": starts[1]}
+            theirs = {**json.loads(path.read_text()), "daemon": second[0], "daemon_start": second[1]}
             path.write_text(json.dumps(theirs))
             assert path.stat().st_ino == inode
-            await ledger.add(second.pid, starts[1])  # back once its write was made (or not)
+            await ledger.add(*second)  # back once its write was made (or not)
             assert json.loads(path.read_text()) == theirs
-            ledger.discard(first.pid, starts[0])
-            ledger.discard(second.pid, starts[1])
+            ledger.discard(*first)
+            ledger.discard(*second)
         assert json.loads(path.read_text()) == theirs
-    finally:
-        for child in (first, second):
-            child.send_signal(signal.SIGKILL)
-            with anyio.move_on_after(5):
-                await child.wait()
 
 
 @pytest.mark.parametrize("name", ["mcpd.sock.groups", "mcpd.sock.groups.tmp"])
