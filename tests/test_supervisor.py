@@ -127,7 +127,9 @@ async def test_a_call_that_waited_out_a_backoff_says_why_the_server_is_down() ->
     async with open_supervisor(config(exiting)) as sup:
         actor = sup.actor("exiting")
         await actor.wait_state(S.BACKOFF, timeout=30)
-        with pytest.raises(CallTimeout, match=r"was still backoff after 0\.2s: exited with code 3"):
+        with pytest.raises(
+            CallTimeout, match=r"was still waiting to restart \(backoff\) after 0\.2s: exited with code 3"
+        ):
             await actor.call_tool("echo", {}, timeout=0.2)
 
 

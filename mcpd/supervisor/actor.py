@@ -79,6 +79,16 @@ S = ServerState
 HISTORY = 32
 """State changes kept per server for ``ServerDetail``."""
 _DOWN_STATES = (S.STOPPED, S.FAILED, S.DISABLED)
+_WAITING = {
+    S.STOPPED: "stopped",
+    S.STARTING: "starting",
+    S.RUNNING: "reconnecting",  # running, but its link was lost and the next is not up yet
+    S.DEGRADED: "degraded",
+    S.BACKOFF: "waiting to restart (backoff)",
+    S.FAILED: "failed",
+    S.DISABLED: "disabled",
+}
+"""What a call that timed out waiting for the server was waiting through, in a person's words."""
 T = TypeVar("T")
 RESEND_GAP = 0.5
 """Seconds before a request refused by an HTTP status (``StatusRefused``) is sent again, once."""
@@ -420,7 +430,7 @@ class ServerActor:
             # Why it is not up, as ``ServerNotRunning`` says: a host shows the message alone.
             why = f": {self.last_error}" if self.last_error else ""
             raise CallTimeout(
-                f"server {self.name!r} was still {self._state} after {limit:g}s{why}",
+                f"server {self.name!r} was still {_WAITING[self._state]} after {limit:g}s{why}",
                 {"server": self.name, "state": str(self._state), "last_error": self.last_error},
             )
 
