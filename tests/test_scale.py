@@ -9,6 +9,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from mcpd.config.model import Config, ServerConfig
+from mcpd.discovery import index as index_module
+from mcpd.discovery.index import ToolText
 from mcpd.model.states import ServerState
 from mcpd.registry import catalog as catalog_module
 from mcpd.registry.catalog import Catalog
@@ -138,3 +140,38 @@ async def test_a_review_or_an_index_that_fails_unexpectedly_costs_only_itself(
                 tg.cancel_scope.cancel()
     assert {e["server"] for e in logs if e["event"] == "catalog.review_failed"} == {"bad"}
     assert sum(e["event"] == "catalog.review_failed" for e in logs) == said
+
+
+@pytest.mark.parametrize("inline_tools", [catalog_module._INLINE_TOOLS, 0], ids=["on-the-loop", "background"])
+async def test_a_server_whose_texts_fail_to_index_costs_only_its_own_ranking(
+    monkeypatch: pytest.MonkeyPatch, inline_tools: int
+) -> None:
+    """A bug that one server's texts trip in the analysis (made here: it raises for "bad") leaves that
+    server out of the ranking, logged once, and indexes the others: on the loop before a query and in
+    the background index alike. Before, the whole update failed: every ranked query raised (on the
+    loop), or no change of any server was ever swapped in (in the background)."""
+    analyse = index_module._analyse
+
+    def analyse_but_bad(tool: ToolText, *args: Any) -> Any:
+        if tool.server == "bad":
+            raise RecursionError("a bug the server's texts trip")
+        return analyse(tool, *args)
+
+    monkeypatch.setattr(index_module, "_analyse", analyse_but_bad)
+    monkeypatch.setattr(catalog_module, "_INLINE_TOOLS", inline_tools)
+    config = Config(source="<test>", servers=(fixture_server("good"), fixture_server("bad")))
+    async with open_supervisor(config) as supervisor:
+        for name in ("good", "bad"):
+            await supervisor.actor(name).wait_state(ServerState.RUNNING, timeout=60)
+        catalog = Catalog(supervisor)
+        with capture_logs() as logs:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(catalog.run)
+                with anyio.fail_after(60):
+                    catalog.catch_up()
+                    await catalog.wait_indexed()
+                    for _ in range(3):
+                        assert {t.server for t in await catalog.search("echo")} == {"good"}
+                tg.cancel_scope.cancel()
+    assert [e.get("server") for e in logs if e["event"] == "index.server_failed"] == ["bad"]
+    assert not [e for e in logs if e["event"] == "index.update_failed"]

@@ -116,19 +116,33 @@ class ToolIndex:
 
     def replace_server(self, server: str, tools: Iterable[ToolText]) -> None:
         """Index ``server``'s tools in place of whatever it had; other servers are untouched."""
-        self.replace_servers({server: tools})
+        for exc in self.replace_servers({server: tools}).values():
+            raise exc
 
-    def replace_servers(self, changes: Mapping[str, Iterable[ToolText]]) -> None:
-        """Re-index several servers at once, weighing the new documents in one pass."""
-        added: list[int] = []
-        listed = {server: list(texts) for server, texts in changes.items()}
-        if self.semantic is not None:
-            self.semantic.replace_servers(listed)
-        for server, tools in listed.items():
-            self.remove_server(server)
+    def replace_servers(self, changes: Mapping[str, Iterable[ToolText]]) -> dict[str, Exception]:
+        """Re-index several servers at once, weighing the new documents in one pass.
+
+        A server whose texts fail (a bug they trip, in building or analysing them) is left out of
+        the index, the others go in: returned, with what it raised.
+        """
+        failed: dict[str, Exception] = {}
+        listed: dict[str, list[ToolText]] = {}
+        analysed: dict[str, list[_Doc]] = {}
+        for server, texts in changes.items():
             # Every tool of a server repeats the server's text: analyse it once.
             server_fields: dict[str, Counter[str]] = {}
-            ids = [self._add(server, tool, server_fields) for tool in tools]
+            try:
+                listed[server] = list(texts)
+                analysed[server] = [_analyse(tool, server_fields) for tool in listed[server]]
+            except Exception as exc:
+                failed[server] = exc
+                listed[server], analysed[server] = [], []
+        if self.semantic is not None:
+            self.semantic.replace_servers(listed)
+        added: list[int] = []
+        for server, docs in analysed.items():
+            self.remove_server(server)
+            ids = [self._add(doc) for doc in docs]
             if ids:
                 self._by_server[server] = ids
             added.extend(ids)
@@ -136,9 +150,9 @@ class ToolIndex:
             self._reweigh(self._docs)
         else:
             self._reweigh({doc_id: self._docs[doc_id] for doc_id in added})
+        return failed
 
-    def _add(self, server: str, tool: ToolText, server_fields: dict[str, Counter[str]]) -> int:
-        doc = _analyse(tool, server_fields)
+    def _add(self, doc: _Doc) -> int:
         doc_id = self._next_id
         self._next_id += 1
         self._docs[doc_id] = doc

@@ -20,7 +20,7 @@ reviewed and indexed (200 new servers of 100 tools had held the first query for 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 import anyio
@@ -71,12 +71,11 @@ class _Version:
 
     def apply(self, changes: dict[str, _Change | None]) -> None:
         """Re-index the changed servers (their texts are built here too: off the loop when large)."""
-        self.index.replace_servers(
-            {
-                name: [_tool_text(name, tool, change.description) for tool in change.tools] if change else []
-                for name, change in changes.items()
-            }
-        )
+        failed = self.index.replace_servers({name: _texts(name, change) for name, change in changes.items()})
+        for name, exc in failed.items():
+            # Out of the ranking until its tools change (the same texts would fail again at every
+            # query); the other servers' changes go in.
+            log.error("index.server_failed", server=name, exc_info=exc)
         for name, change in changes.items():
             if change is None:
                 self.indexed.pop(name, None)
@@ -410,6 +409,13 @@ def _allowed(actor: ServerActor, review: Review) -> list[ToolInfo]:
         return []
     hidden = actor.config.disabled_tools
     return [tool for tool in actor.tools if tool.name not in review.held and tool.name not in hidden]
+
+
+def _texts(server: str, change: _Change | None) -> Iterator[ToolText]:
+    """A server's texts, built as the index takes them: a bug one server's texts trip fails it alone."""
+    if change is not None:
+        for tool in change.tools:
+            yield _tool_text(server, tool, change.description)
 
 
 def _tool_text(server: str, tool: ToolInfo, server_description: str) -> ToolText:
