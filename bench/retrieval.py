@@ -62,6 +62,8 @@ from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.text import learned_terms, plain_terms
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "toolret"
+UNSEEN = Path(__file__).resolve().parent / "unseen"
+"""Queries written for each set's tools, none from the benchmarks (see ``unseen/README.md``)."""
 METRICS = ("R@1", "R@5", "R@10", "nDCG@10", "Hit@1", "SR@5")
 TARGET_LIFT = 1.5
 TARGET_CAP = 90.0
@@ -102,9 +104,14 @@ class Query:
     text: str
     relevant: frozenset[str]
     relevant_servers: frozenset[str]
+    style: str = ""
+    """How an unseen query is put (``bench/unseen``): para, kw, chat, typo, svc, act."""
+    half: str = ""
+    """A (worked on) or B (held out) of an unseen set."""
 
 
-def load(directory: Path) -> tuple[list[Tool], list[Query]]:
+def load(directory: Path, queries_file: Path | None = None) -> tuple[list[Tool], list[Query]]:
+    """The set's tools, and its queries.jsonl's queries (or ``queries_file``'s, same format)."""
     tools = []
     with (directory / "tools.jsonl").open() as lines:
         for line in lines:
@@ -119,11 +126,18 @@ def load(directory: Path) -> tuple[list[Tool], list[Query]]:
                 )
             )
     queries = []
-    with (directory / "queries.jsonl").open() as lines:
+    with (queries_file or directory / "queries.jsonl").open() as lines:
         for line in lines:
             row = json.loads(line)
+            meta = row.get("meta") or {}
             queries.append(
-                Query(row["query"], frozenset(row["relevant"]), frozenset(row["relevant_servers"]))
+                Query(
+                    row["query"],
+                    frozenset(row["relevant"]),
+                    frozenset(row["relevant_servers"]),
+                    meta.get("style", ""),
+                    meta.get("half", ""),
+                )
             )
     return tools, queries
 
@@ -362,6 +376,46 @@ def usage_replay(tools: Sequence[Tool], queries: Sequence[Query]) -> dict[str, d
     }
 
 
+# -- unseen queries ------------------------------------------------------------------------------------
+
+
+def unseen_figures(tools: Sequence[Tool], queries: Sequence[Query], half: str) -> Table:
+    """{style: {method: metrics}} for mcpd and BM25 on one half ("A", "B") or all of an unseen set;
+    style "all" is every query of the half; "n" is the number of queries."""
+    chosen = [q for q in queries if half in ("all", q.half)]
+    values = {method: per_query(METHODS[method](tools), chosen) for method in ("mcpd", "bm25")}
+    styles = ["all", *dict.fromkeys(q.style for q in chosen)]
+    table: Table = {}
+    for style in styles:
+        rows = [i for i, q in enumerate(chosen) if style in ("all", q.style)]
+        table[style] = {
+            method: {**summary({metric: [v[metric][i] for i in rows] for metric in METRICS}), "n": len(rows)}
+            for method, v in values.items()
+        }
+    return table
+
+
+def report_unseen(sets: Sequence[Path], half: str, as_json: bool) -> None:
+    """Print ``unseen_figures`` of each set that has unseen queries, as tables or as one JSON object."""
+    figures = {
+        d.name: unseen_figures(*load(d, UNSEEN / f"{d.name}.jsonl"), half)
+        for d in sets
+        if (UNSEEN / f"{d.name}.jsonl").exists()
+    }
+    if as_json:
+        print(json.dumps(figures))
+        return
+    for name, table in figures.items():
+        print(f"\n{name}, unseen queries, half {half}: R@5 / nDCG@10")
+        print(f"  {'style':<8}{'n':>4}{'mcpd':>14}{'bm25':>14}")
+        for style, methods in table.items():
+            ours, theirs = methods["mcpd"], methods["bm25"]
+            print(
+                f"  {style:<8}{ours['n']:>4.0f}"
+                f"{ours['R@5']:>7.1f}{ours['nDCG@10']:>7.1f}{theirs['R@5']:>7.1f}{theirs['nDCG@10']:>7.1f}"
+            )
+
+
 # -- report --------------------------------------------------------------------------------------------
 
 
@@ -381,10 +435,18 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     parser.add_argument("--no-usage", dest="usage", action="store_false", help="skip the usage replay")
     parser.add_argument("--no-cv", dest="cv", action="store_false", help="skip the cross-validation")
+    parser.add_argument(
+        "--unseen",
+        choices=("A", "B", "all"),
+        help="only score bench/unseen's queries (one half, or all) per style, mcpd against BM25",
+    )
     args = parser.parse_args()
     sets = sorted(p for p in args.data.iterdir() if (p / "tools.jsonl").exists())
     if not sets:
         sys.exit(f"no data sets (folders with tools.jsonl and queries.jsonl) in {args.data}")
+    if args.unseen:
+        report_unseen(sets, args.unseen, args.json)
+        return
     figures: Table = {}
     extra: dict[str, Table] = {"bootstrap": {}, "cv": {}, "usage_replay": {}}
     for directory in sets:
