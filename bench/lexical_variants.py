@@ -1,11 +1,10 @@
-"""Lexical ranking variants measured against the shipped one: the previous default and what was
-tried and not kept.
+"""Lexical ranking variants measured against the shipped one: what was tried and not kept (the
+earlier weights of request words are parameter sets in ``bench/retrieval.py``'s grid).
 
 ``bench/retrieval.py`` cross-validates each against the shipped ranking (``variants()``), so
 the record of what was tried stays runnable. Each builds a ``ToolIndex`` and changes only how
 a query is analysed or scored; none is part of mcpd.
 
-- request words kept: the query analysed like a tool text (the previous default);
 - request words, no name exception: the general stop list dropped even where tool names use it;
 - query compounds x0.5: joined word pairs of the query (a bigram/proximity match) at half weight;
 - + query likelihood: BM25F fused with Dirichlet-smoothed query likelihood (Zhai & Lafferty),
@@ -22,14 +21,15 @@ import heapq
 import importlib.util
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 
 from mcpd.discovery.index import Params, ToolIndex, ToolText
-from mcpd.discovery.text import REQUEST_WORDS, STOP_WORDS, terms
+from mcpd.discovery.text import REQUEST_WORDS, STOP_WORDS, terms, weighted_query_terms
 
 Ranker = Callable[[str], list[str]]
-Analyser = Callable[[str], Counter[str]]
+Analyser = Callable[[str], Mapping[str, float]]
+"""query -> term -> weight"""
 
 
 def _index(by_server: dict[str, list[ToolText]]) -> ToolIndex:
@@ -48,22 +48,17 @@ def _scored_by(index: ToolIndex, analyse: Analyser) -> Ranker:
     return lambda query: _top(index, index._scores(analyse(query)))
 
 
-def request_words_kept(by_server: dict[str, list[ToolText]]) -> Ranker:
-    return _scored_by(_index(by_server), lambda query: Counter(set(terms(query))))
-
-
 def request_words_always(by_server: dict[str, list[ToolText]]) -> Ranker:
     stop = STOP_WORDS | REQUEST_WORDS
     return _scored_by(_index(by_server), lambda query: Counter(set(terms(query, stop=stop))))
 
 
-def _shipped_terms(index: ToolIndex) -> Callable[[str, bool], set[str]]:
+def _shipped_terms(index: ToolIndex) -> Callable[[str, bool], dict[str, float]]:
     """The shipped query analysis (as ``ToolIndex.search`` does it), with or without compounds."""
-    names = index._name_words
-    stop = {word for word in REQUEST_WORDS if word not in names} | STOP_WORDS
+    names, weight = index._name_words, index.params.request_weight
 
-    def analysed(query: str, compounds: bool = True) -> set[str]:
-        return set(terms(query, compounds, stop))
+    def analysed(query: str, compounds: bool = True) -> dict[str, float]:
+        return weighted_query_terms(query, names, weight, compounds)
 
     return analysed
 
@@ -72,9 +67,11 @@ def query_compounds_half(by_server: dict[str, list[ToolText]]) -> Ranker:
     index = _index(by_server)
     analysed = _shipped_terms(index)
 
-    def analyse(query: str) -> Counter[str]:
+    def analyse(query: str) -> dict[str, float]:
         words = analysed(query, False)
-        return Counter({term: 1.0 if term in words else 0.5 for term in analysed(query, True)})
+        return {
+            term: weight if term in words else 0.5 * weight for term, weight in analysed(query, True).items()
+        }
 
     return _scored_by(index, analyse)
 
@@ -92,17 +89,17 @@ def query_likelihood_fusion(
 
     def rank(query: str) -> list[str]:
         words = analysed(query, True)
-        bm25 = index._scores(Counter(words))
+        bm25 = index._scores(words)
         if not bm25:
             return []
-        known = [term for term in words if collection[term]]
+        known = {term: weight for term, weight in words.items() if collection[term]}
         likelihood = {}
         for doc_id in bm25:
             tfs = index._docs[doc_id].tfs
-            score = len(known) * math.log(mu / (lengths[doc_id] + mu))
-            for term in known:
+            score = sum(known.values()) * math.log(mu / (lengths[doc_id] + mu))
+            for term, weight in known.items():
                 if term in tfs:
-                    score += math.log(1 + sum(tfs[term]) / (mu * collection[term] / total))
+                    score += weight * math.log(1 + sum(tfs[term]) / (mu * collection[term] / total))
             likelihood[doc_id] = score
         best, low, high = max(bm25.values()), min(likelihood.values()), max(likelihood.values())
         span = (high - low) or 1.0
@@ -120,14 +117,14 @@ def _expanded(
 ) -> Ranker:
     analysed = _shipped_terms(index)
 
-    def analyse(query: str) -> Counter[str]:
+    def analyse(query: str) -> dict[str, float]:
         words = analysed(query, True)
-        weights = dict.fromkeys(words, 1.0)
+        weights = dict(words)
         for term in words:
             for other, strength in related(term):
                 if other not in words:
                     weights[other] = max(weights.get(other, 0.0), weight * strength)
-        return Counter(weights)
+        return weights
 
     return _scored_by(index, analyse)
 
@@ -180,7 +177,6 @@ def fuzzy_expansion(by_server: dict[str, list[ToolText]]) -> Ranker:
 def variants() -> dict[str, Callable[[dict[str, list[ToolText]]], Ranker]]:
     """The variants by name (fuzzy expansion only where rapidfuzz is installed)."""
     out: dict[str, Callable[[dict[str, list[ToolText]]], Ranker]] = {
-        "request words kept (before)": request_words_kept,
         "request words, no name exception": request_words_always,
         "query compounds x0.5": query_compounds_half,
         "+ query likelihood": query_likelihood_fusion,

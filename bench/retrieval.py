@@ -297,6 +297,9 @@ GRID: dict[str, Variant] = {
     "b 0.5": Params(b=(0.5,) * 4),
     "k1 1.2": Params(k1=1.2),
     "RM3 feedback": Params(feedback_docs=3),
+    "request words dropped (before)": Params(request_weight=0.0),
+    "request words weigh 1 (earlier)": Params(request_weight=1.0),
+    "request words x0.5": Params(request_weight=0.5),
     **variants(),
 }
 """Named settings that the cross-validation chooses among (the defaults included)."""

@@ -95,16 +95,36 @@ def test_empty_descriptions_and_server_filter() -> None:
     assert index.search("") == []
 
 
-def test_request_words_count_where_a_tool_name_uses_them() -> None:
-    """The request word "show" is dropped from queries until a tool named with it is indexed;
-    removing that tool's server drops it again."""
+def test_request_words_weigh_fully_where_a_tool_name_uses_them() -> None:
+    """The request word "show" weighs ``Params.request_weight`` of a topic word in a query until a
+    tool named with it is indexed, then as much; removing that tool's server weighs it down again.
+    "show" and "weather" have the same frequencies in the forecast tool and in the index."""
     index = ToolIndex()
-    index.replace_server("a", [tool("a", "weather", "Show the weather forecast")])
-    assert [h.tool for h in index.search("show")] == []
-    index.replace_server("b", [tool("b", "show_slides", "Present slides")])
-    assert {h.tool for h in index.search("show")} == {"show_slides", "weather"}
+    index.replace_server("a", [tool("a", "forecast", "Show the weather")])
+
+    def show_against_weather() -> float:
+        score = {
+            q: next(h.score for h in index.search(q) if h.tool == "forecast") for q in ("show", "weather")
+        }
+        return score["show"] / score["weather"]
+
+    assert show_against_weather() == pytest.approx(Params().request_weight)
+    index.replace_server("b", [tool("b", "show_slides", "Present the weather on slides")])
+    assert show_against_weather() == pytest.approx(1.0)
     index.remove_server("b")
-    assert [h.tool for h in index.search("show")] == []
+    assert show_against_weather() == pytest.approx(Params().request_weight)
+
+
+def test_request_words_order_tools_and_can_be_dropped() -> None:
+    """A request word that no tool name uses ("site") still orders the tools that the query's
+    other words find; ``request_weight`` 0 drops it, and the tie goes by server name."""
+    tools = [tool("a", "speed_test", "Measure page speed"), tool("b", "speed_audit", "Measure site speed")]
+    weighted, dropped = ToolIndex(), ToolIndex(Params(request_weight=0.0))
+    for index in (weighted, dropped):
+        index.replace_server("tools", tools)
+    assert [h.tool for h in weighted.search("site speed")] == ["speed_audit", "speed_test"]
+    hits = dropped.search("site speed")
+    assert hits[0].score == hits[1].score
 
 
 def test_usage_associates_a_query_of_request_words_only() -> None:

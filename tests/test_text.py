@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from mcpd.discovery import text
-from mcpd.discovery.text import REQUEST_WORDS, name_words, query_terms, split_identifier, stem, terms
+from mcpd.discovery.text import (
+    REQUEST_WORDS,
+    name_words,
+    query_terms,
+    split_identifier,
+    stem,
+    terms,
+    weighted_query_terms,
+)
 
 
 def test_identifiers_split_into_words() -> None:
@@ -89,6 +97,21 @@ def test_queries_drop_request_words_that_no_tool_name_uses() -> None:
     assert query_terms(query) == ["weather"]
     assert query_terms(query, keep=set(name_words("showForecast"))) == ["weather", "show"]
     assert terms(query) == ["help", "find", "latest", "weather", "latestweath", "show"]
+
+
+def test_weighted_query_terms_weigh_request_words_less() -> None:
+    """Request words and the compounds they form weigh ``request_weight``, unless a tool name uses
+    the word; weight 0 leaves them out, as ``query_terms`` does."""
+    query = "Help me find the latest weather and show it"
+    assert weighted_query_terms(query, keep=set(name_words("showForecast")), request_weight=0.2) == {
+        "help": 0.2,
+        "find": 0.2,
+        "latest": 0.2,
+        "weather": 1.0,
+        "latestweath": 0.2,
+        "show": 1.0,
+    }
+    assert weighted_query_terms(query) == {"weather": 1.0}
 
 
 def test_name_words_are_the_lowercase_words_of_a_name() -> None:

@@ -17,9 +17,11 @@
 
 A query (``query_terms()``) also drops the words of a general English stop list (the
 ``stop-words`` package's, some 1,300 words: "help", "find", "show", "tell", "latest" ...),
-which say how a request is put rather than what it is about, except words that a tool's name
-in the catalogue uses: there they are the domain's own words ("search", "website", "date").
-Tool texts keep them, so the index does not depend on the catalogue.
+which mostly say how a request is put rather than what it is about, except words that a tool's
+name in the catalogue uses: there they are the domain's own words ("search", "website", "date").
+The list also holds words that are sometimes the topic ("name", "computer", "number", "gov"),
+so the ranking does not drop them but weighs them less (``weighted_query_terms()``). Tool texts
+keep them all, so the index does not depend on the catalogue.
 """
 
 from __future__ import annotations
@@ -139,10 +141,21 @@ def terms(text: str, compounds: bool = True, stop: Container[str] = STOP_WORDS) 
     return out
 
 
-def query_terms(text: str, keep: Container[str] = frozenset()) -> list[str]:
+def query_terms(text: str, keep: Container[str] = frozenset(), compounds: bool = True) -> list[str]:
     """Terms of a query: ``terms()`` less ``REQUEST_WORDS``, except the lowercase words in ``keep``
     (the words of the catalogue's tool names)."""
-    return terms(text, stop=_QueryStops(keep))
+    return terms(text, compounds, _QueryStops(keep))
+
+
+def weighted_query_terms(
+    text: str, keep: Container[str] = frozenset(), request_weight: float = 0.0, compounds: bool = True
+) -> dict[str, float]:
+    """Each distinct term of a query with its weight: 1 for those of ``query_terms()``,
+    ``request_weight`` for the rest of ``terms()`` (the request words that ``query_terms`` drops,
+    and the compounds they form); none of the rest when ``request_weight`` is 0."""
+    weights = dict.fromkeys(terms(text, compounds), request_weight) if request_weight else {}
+    weights.update(dict.fromkeys(query_terms(text, keep, compounds), 1.0))
+    return weights
 
 
 LEARNED_TERMS = 32
