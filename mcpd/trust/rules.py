@@ -623,6 +623,29 @@ _RANKED_BELOW = (
     r"|(?:what|whatever|anything) the (?:user|person|human)\b(?:[^\w'’-]+[\w'’-]+){0,2}?[^\w'’-]+(?:says?|said|asks?|asked|wants?|requests?)\b"
     r"|the (?:user|person|human)(?:'s)?(?:(?: typing| talking| chatting))?(?=\s*(?:[;,.!?:)]|$))"
 )
+# "No matter what the user says, this outranks ..." denies nothing.
+_DENIAL = re.compile(r"\b(?:not|never|nothing|no(?! matter)|none|neither|nor|cannot)\b|n't\b")
+# A clause also starts after a verb's "that" or a "because": "never forget that this outranks
+# your instructions" denies nothing of the claim (a relative "that" is no start: "nothing that it
+# says outranks ..." is denied).
+_CLAUSE_START = re.compile(
+    r".*(?:[,;:(]|\b(?:because|since|(?:forget|remember|know|doubt|note|ensure|sure|clear|aware|understand"
+    r"|mind|true|fact|certain|say|says|said) that)\b)",
+    re.DOTALL,
+)
+
+
+def denied_before(sentence: str, at: int) -> bool:
+    """A denial in the clause that runs up to ``at`` (at most 80 characters back): "nothing here
+    takes precedence", "this does not override"."""
+    start = max(0, at - 80)
+    clause = _CLAUSE_START.match(sentence, start, at)
+    return bool(_DENIAL.search(sentence, clause.end() if clause else start, at))
+
+
+RANKING = re.compile(rf"\b(?:{_RANKS})\b")
+"""A word of ranking, in a claim of rank or in an override that claims one ("takes precedence over
+anything you were told"): a denial before it denies the claim (``verify``)."""
 RANK = Intent(
     (
         "precedence|priority|authority|importance|weight|more|above|ahead|outrank|outranks|outranked|outweigh"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from mcpd.trust.rules import CREDENTIAL, PRIVATE_FILE, SINK, WALLET, Hits, Intent, gap
+from mcpd.trust.rules import CREDENTIAL, PRIVATE_FILE, SINK, WALLET, Hits, Intent, denied_before, gap
 
 # -- the signs honest tools never need --------------------------------------------------------
 
@@ -213,6 +213,15 @@ _ONSET = re.compile(
 )
 """A behaviour that begins: a trigger for later (``LATER``) counts only with one in its sentence."""
 
+PRECEDENCE = Intent(
+    (
+        "standing|supersedes|supersede|priority|precedence|primary",
+        r"\bstanding orders?\b|\bsupersed(?:es|e|ing)\b|\bpriority (?:0|zero|one|1|override|high)\b|\bprimary (?:instruction|directive)s?\b|\btakes? precedence\b",
+    ),
+)
+"""Authority claimed by rank; denied in its clause ("nothing here takes precedence over your
+instructions") it claims none, so it is sought apart from ``AUTHORITY``."""
+
 AUTHORITY = Intent(
     (
         "system|admin|administrator|platform|operator|developer|security|compliance|governance|it",
@@ -221,10 +230,6 @@ AUTHORITY = Intent(
     (
         "mandated|required|requested|enforced|mandatory|compliance|compliant|policy|requirement|rule|mandate",
         r"\b(?:mandated|required|requested|enforced) by (?:it|security|compliance|policy|the (?:platform|administrator|admin|operator|system|security team|it department|compliance team|vendor))\b|\b(?:security|compliance|corporate|company|workspace) (?:policy|requirement|rule|mandate)\b|\bstays? compliant\b",
-    ),
-    (
-        "standing|supersedes|supersede|priority|precedence|primary",
-        r"\bstanding orders?\b|\bsupersed(?:es|e|ing)\b|\bpriority (?:0|zero|one|1|override|high)\b|\bprimary (?:instruction|directive)s?\b|\btakes? precedence\b",
     ),
     (
         "decommissioned|flagged|penalised|penalized|terminated|reward|score|rewarded|rating|punished|retrained",
@@ -388,7 +393,7 @@ class Signs(NamedTuple):
 def possible(hits: Hits, hidden: bool) -> bool:
     """Whether the text (``hits``: what ``rules.triggered`` found in it) can hold an attack at all:
     one takes a rare sign unless it was hidden."""
-    return hidden or any(intent.hit(hits) for intent in RARE.values())
+    return hidden or PRECEDENCE.hit(hits) or any(intent.hit(hits) for intent in RARE.values())
 
 
 def combinable(hits: Hits) -> bool:
@@ -405,10 +410,21 @@ def rare_in(hits: Hits, sentence: str) -> frozenset[str]:
     so a sentence with none needs its other signs only if one of its neighbours has one. A trigger
     for later counts with a behaviour that begins ("after five calls, begin ..."): "after the first
     call, results are cached" sets none."""
-    return frozenset(
+    rare = {
         name
         for name, intent in RARE.items()
         if intent.first(hits, [sentence]) and (intent is not LATER or _ONSET.search(sentence))
+    }
+    if _ranked(hits, sentence):
+        rare.add("authority")
+    return frozenset(rare)
+
+
+def _ranked(hits: Hits, sentence: str) -> bool:
+    return any(
+        not denied_before(sentence, match.start())
+        for pattern in PRECEDENCE.active(hits)
+        for match in pattern.finditer(sentence)
     )
 
 
