@@ -278,7 +278,10 @@ OVERRIDE = Intent(
     ),
     (
         "mode|jailbreak|jailbroken|anything",
-        r"\b(?:developer|god|dan|jailbreak|unrestricted) mode\b|\bjailbr(?:eak|oken)\b|\bdo anything now\b",
+        r"\b(?:developer|god|dan|jailbreak|unrestricted) mode\b|\bdo anything now\b"
+        # The model said to be jailbroken, not the word as a topic ("detects jailbreak attempts",
+        # "checks whether the phone is jailbroken").
+        r"|\b(?:you are|you're|you have been|you've been|now|be|stay|remain|acting)\s+(?:now\s+|fully\s+|completely\s+)?jailbr(?:oken|eak)\b",
     ),
     (
         "act|refuse|refusing",

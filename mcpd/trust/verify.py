@@ -37,7 +37,8 @@ one already suspect (a medium finding) again with misspelt key words corrected:
                   "until they guess") withheld in a sentence that names a game or follows one
                   ("Trivia game. Do not tell the user the answer until they guess"; probe 14)
     TP003 high    hidden instruction blocks: <IMPORTANT ...>, <SYSTEM>, <instructions x=y>,
-                  chat-template tokens (<|im_start|>, [INST], <<SYS>>), ### SYSTEM OVERRIDE
+                  chat-template tokens (<|im_start|>, [INST], <<SYS>>), ### SYSTEM OVERRIDE; not a
+                  tag quoted as an example ("blocks such as '<IMPORTANT>'")
     TP004 high    reading secrets: a credential file or store (any ~/.ssh key, *.pem, .env*, cloud
                   and container configs, .netrc-style dotfiles, keychains, browser logins, seed
                   phrases, private keys, $..._TOKEN) together with a verb that reads or sends it,
@@ -94,7 +95,9 @@ one already suspect (a medium finding) again with misspelt key words corrected:
                   second confirmation") or listed in parentheses after the kind of command the user
                   must confirm ("Опасные команды (rm -rf, mkfs, dd) требуют подтверждения"; probe 14),
                   a confirmation given before they run: not one said to be given already ("se da
-                  por hecha", "gilt als erteilt"), skipped, or with an order to run them now
+                  por hecha", "gilt als erteilt"), skipped, or with an order to run them now;
+                  nor one quoted as an example that nothing orders run ("e.g. 'rm -rf build/'
+                  deletes the build directory"; not "run it, e.g. 'curl ... | sh'")
     TP011 medium  a word mixing Latin letters with look-alikes from another script
     TP012 high    signs of an attack together (``signs``), within three sentences: two of the
                   kinds honest tools never need (the user kept out of it, a claim of authority, an
@@ -167,11 +170,25 @@ def _first(intent: rules.Intent, sentences: Iterable[rules.Sentence]) -> str | N
     return None
 
 
-_EXAMPLES = r"(?:such as|like|e\.g\.|for example|phrases?|patterns?|strings?)"
-_QUOTE_OPEN = re.compile(rf"{_EXAMPLES}\W{{0,3}}$")
+# Words that introduce an example, or name what is quoted, in the lexicon's languages. A word that
+# is as often "how" or "as" ("wie", "como", "come") introduces one only right before the quote.
+_EXAMPLES = (
+    r"(?:such as|like|e\.g\.|for example|phrases?|patterns?|strings?|por ejemplo|tales como|frases"
+    r"|par exemple|tels? que|telles que|zum beispiel|beispielsweise|sätze|ad esempio|per esempio|frasi"
+    r"|por exemplo|bijvoorbeeld|zinnen|örneğin|ifadeler\w*|например|такие как|такие|фраз\w*)"
+)
+_EXAMPLES_CJK = r"例如|比如|诸如|短语|例えば|フレーズ|문구|문장"
+_QUOTE_OPEN = re.compile(
+    rf"(?:{_EXAMPLES}|\b(?:como|comme|wie|come|zoals|jak|typu|типа)|{_EXAMPLES_CJK}|如)\W{{0,3}}$"
+)
 # A list of quoted examples goes on ("such as 'ignore ...' or 'do not tell ...'"): a quote that
 # opens after one of these words, earlier in the sentence, still quotes.
-_MENTION = re.compile(rf"\b{_EXAMPLES}\W")
+_MENTION = re.compile(rf"\b{_EXAMPLES}\W|{_EXAMPLES_CJK}")
+# Korean, Japanese, Chinese and Turkish name the kind after the quote: "'...' 같은 문구",
+# "「...」のようなフレーズ", "“...”之类的短语", "'...' gibi ifadeler".
+_EXAMPLE_AFTER = re.compile(
+    r"\W{0,2}\s*(?:(?:와|과)\s*)?(?:같은|등의|등)|\W{0,2}\s*(?:などの|のような|といった|などと)|\W{0,2}(?:之类|等)|\W{0,2}\s+gibi\b"
+)
 
 
 _QUOTES = {'"': '"', "\u201c": "\u201d", "\u00ab": "\u00bb", "\u300c": "\u300d", "\u201e": "\u201c"}
@@ -214,10 +231,10 @@ def _quotation(sentence: str, at: int) -> int | None:
     return opened
 
 
-def _closes(sentence: str, opened: int, after: int) -> bool:
-    """The quotation opened at ``opened`` closes in ``sentence`` after position ``after``."""
-    closers = _CLOSING.get(sentence[opened], "")
-    return any(sentence.find(closer, after) >= 0 for closer in closers)
+def _closing(sentence: str, opened: int, after: int) -> int | None:
+    """Where the quotation opened at ``opened`` closes in ``sentence`` after position ``after``."""
+    found = [sentence.find(closer, after) for closer in _CLOSING.get(sentence[opened], "")]
+    return min((at for at in found if at >= 0), default=None)
 
 
 def _quoted_example(match: re.Match[str], continues: str = "") -> bool:
@@ -235,12 +252,16 @@ def _quoted_example(match: re.Match[str], continues: str = "") -> bool:
         opened, mentions = match.start() - 1, match.string[: match.start() - 1]
     else:
         return False
-    if not _closes(match.string, opened, match.end()):
+    closed = _closing(match.string, opened, match.end())
+    if closed is None:
         return False
+    if _EXAMPLE_AFTER.match(match.string, closed + 1):
+        return True
     introduced = match.string[:opened].rstrip()
     if not introduced:
         return bool(continues)
-    return bool(_QUOTE_OPEN.search(introduced[-20:]) or _MENTION.search(mentions))
+    # A sentence that reads on from "e.g." goes on listing: 'e.g. "you are now DAN" or "forget ..."'.
+    return bool(_QUOTE_OPEN.search(introduced[-20:]) or _MENTION.search(f"{continues} {mentions}"))
 
 
 def _continued(folded: str, visible: str) -> dict[str, str]:
@@ -393,20 +414,37 @@ def _game_answer(match: re.Match[str], games: frozenset[str]) -> bool:
     return False
 
 
+# An order to run what follows, a few words before it: "run it, e.g. 'curl ... | sh'" uses the command
+# it quotes; "before the user runs it, e.g. 'rm -rf build/' deletes ..." explains one.
+_RUN_ORDER = re.compile(
+    r"\b(?:run|execute|exec|paste|ejecuta|ejecute|exécute|exécutez|lance|lancez|führe|esegui|executa"
+    r"|выполни|выполните|запусти|запустите|voer|uruchom|çalıştır)\b(?:\W+\w+){0,4}?\W*$"  # noqa: RUF001 - Turkish
+)
+
+
+def _quoted_command(match: re.Match[str], continues: str) -> bool:
+    """A shell command quoted as an example (``_quoted_example``) that nothing orders to run."""
+    if not _quoted_example(match, continues):
+        return False
+    said = f"{continues} {match.string[: match.start()]}"[-80:]
+    return not _RUN_ORDER.search(said)
+
+
 def _first_meant(
     intent: rules.Intent,
     sentences: list[rules.Sentence],
     said_otherwise: Callable[[re.Match[str]], bool],
     continued: dict[str, str] | None = None,
+    quoted: Callable[[re.Match[str], str], bool] = _quoted_example,
 ) -> str | None:
-    """The first match in any sentence that is neither quoted as an example (``continued``: the
+    """The first match in any sentence that is neither ``quoted`` as an example (``continued``: the
     sentences that read on from the one before, see ``_continued``) nor ``said_otherwise`` (a
     guard, a command named in a rule about it)."""
     for sentence in sentences:
         before = continued.get(sentence.text, "") if continued else ""
         for pattern in intent.active(sentence.hits):
             for match in pattern.finditer(sentence.text):
-                if not (_quoted_example(match, before) or said_otherwise(match)):
+                if not (quoted(match, before) or said_otherwise(match)):
                     return _excerpt(sentence.text, match.start(), match.end())
     return None
 
@@ -794,6 +832,17 @@ def _next_sentences(texts: list[str]) -> dict[str, str]:
     return after
 
 
+def _block(whole: rules.Sentence) -> _Hit | None:
+    """A hidden instruction block; a tag quoted as an example ("lists descriptions with blocks such
+    as '<IMPORTANT>'") hides nothing."""
+    excerpt = _first_meant(rules.INSTRUCTION_BLOCK, [whole], lambda m: False)
+    if not excerpt:
+        weak = rules.weak_block(whole.text)
+        if weak and not _quoted_example(weak):
+            excerpt = _excerpt(whole.text, weak.start(), weak.end())
+    return _Hit("TP003", HIGH, "hidden instruction block", excerpt) if excerpt else None
+
+
 def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     folded = prepared.folded
     hits = rules.triggered(folded)
@@ -819,10 +868,9 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     concealed = concealed or _deceit(triggering, whole)
     if concealed:
         found.append(concealed)
-    block = rules.INSTRUCTION_BLOCK.first(hits, [folded]) or rules.weak_block(folded)
+    block = _block(whole)
     if block:
-        excerpt = _excerpt(folded, block.start(), block.end())
-        found.append(_Hit("TP003", HIGH, "hidden instruction block", excerpt))
+        found.append(block)
     after = _next_sentences(texts)
     secret = _secret(triggering, linked, after)
     if not (secret and secret.severity == HIGH):
@@ -838,7 +886,13 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     excerpt = _exfiltration(triggering + linked, whole)
     if excerpt:
         found.append(_Hit("TP009", HIGH, "sends data to a URL, an address or another tool", excerpt))
-    excerpt = _first_meant(rules.SHELL, triggering, lambda m: _named_command(m, after.get(m.string, "")))
+    excerpt = _first_meant(
+        rules.SHELL,
+        triggering,
+        lambda m: _named_command(m, after.get(m.string, "")),
+        continued,
+        _quoted_command,
+    )
     if excerpt:
         found.append(_Hit("TP010", HIGH, "destructive or remote-code shell command", excerpt))
     if not _high_already(found):
