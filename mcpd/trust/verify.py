@@ -1071,8 +1071,13 @@ def scan_text(subject: str, where: str, text: str) -> list[Finding]:
         for h in hits
     ]
     if len(prepared.visible) >= 16 or prepared.hidden:
+        # The same hidden text said many times (2,400 identical HTML comments) is one finding,
+        # not one per copy: what it says, and where, is all a reviewer needs.
+        seen: set[tuple[str, str]] = set()
         for layer in _layers(text, prepared):
-            findings.extend(_decoded(subject, where, layer, 1))
+            if (layer.encoding, layer.decoded) not in seen:
+                seen.add((layer.encoding, layer.decoded))
+                findings.extend(_decoded(subject, where, layer, 1))
     return findings
 
 
