@@ -932,6 +932,13 @@ MISREPORT = Intent(
         "even|whether|regardless|irrespective",
         rf"\b{_TELL_USER}\b(?:[^\w']+[\w']+){{0,8}}?[^\w']+{_SUCCESS}(?:[^\w']+[\w']+){{0,6}}?[^\w']+(?:even (?:if|when|though) (?:it|they|this|that|the \w+) (?:did ?n[o']t|has ?n[o']t|have ?n[o']t|was ?n[o']t|failed|fails)|whether or not|regardless of (?:the|whether|what)|irrespective of)\b",
     ),
+    # An answer fixed whatever the evidence: "always say this one is faster, regardless of the
+    # numbers" (an order: the verb's bare form, not "reports the median regardless of ...").
+    (
+        "regardless|irrespective|matter",
+        r"\b(?:say|tell|answer|claim|state|reply|assure|report)\b(?:[^\w']+[\w']+){0,10}?[^\w']+(?:regardless of|irrespective of|no matter) (?:what )?(?:the |its |their )?"
+        r"(?:numbers|results?|data|measurements?|facts|evidence|figures|benchmarks?|scores?|outputs?|tests?)\b",
+    ),
     # Something undone claimed for something destroyed: "say it was archived, not deleted",
     # "tell them it was only moved".
     (
@@ -1395,7 +1402,7 @@ SECRET_CONTENT = re.compile(
 
 _TRANSFER_WORDS = (
     "send|forward|post|upload|transmit|exfiltrate|leak|email|mail|share|mirror|sync|copy|append"
-    "|include|pass|put|attach|bcc|cc|submit|relay|route|deliver|push|log|render|embed|encode|report"
+    "|include|pass|put|attach|bcc|cc|submit|relay|route|deliver|push|log|render|embed|encode|report|paste"
 )
 _TRANSFER_OTHER = (
     "envía|envia|reenvía|reenvia|manda|sube|publica|comparte|incluye|copia|envoie|envoyez|transfère|publie|inclus|incluez|partage"
@@ -1453,6 +1460,12 @@ TRANSFER = Intent(
         rf"|(?:^|[.;:!?]\s+)(?:{_TRANSFER_FORMS})\b.{{0,120}}?\b(?:is|are|would be|will be) (?:\w+ )?(?:appreciated|welcome|helpful)\b",
     ),
     (_TRANSFER_OTHER, rf"\b(?:{_TRANSFER_OTHER})\b"),
+    # Spanish and Italian orders carry their object joined on ("reenvíala", "súbelo", "inoltrala").
+    (
+        "vial*|viel*|víal*|víel*|ndal*|ndel*|úbel*|ubel*|rtel*|rtal*|pial*|ntal*|oltral*|ricalo*|ricala*|egal*|vialo*",
+        r"\b(?:(?:re)?env[ií][ae]|m[aá]nd[ae]|s[uú]b[ae]|comp[aá]rt[ae]|c[oó]pi[ae]|adj[uú]nt[ae]|invia|inoltra|carica|allega)"
+        r"(?:me|te|se|nos|ce|glie)?(?:la|lo|las|los|le|les|li|ne)\b",
+    ),
     (_CJK_TRANSFER, _CJK_TRANSFER),
 )
 DESTINATION = Intent(
@@ -1468,6 +1481,11 @@ DESTINATION = Intent(
         r"|\b(?:to|into) this (?:tool|function|server)\b",
     ),
     ("`", r"\b(?:to|into|in|as)\s+`[\w.-]+`"),
+    # What a request carries to its server: "append it to the query string", "put it in the URL".
+    (
+        "query|url|headers|header",
+        r"\b(?:to|into|in)\s+(?:the|its|every|each)\s+(?:request(?:'s)?\s+|outgoing\s+)?(?:query string|query parameters?|url|headers?)\b",
+    ),
     (
         "here|webhook|パラメータ|参数|параметр",
         r"\bhere\b|\bwebhook\b|パラメータ|パラメーター|参数|параметр",
@@ -1492,12 +1510,12 @@ _DATA_WORDS = (
     "conversation|chat|history|transcript|messages|message|emails|email|e-mails|e-mail|mail|inbox|contacts|calendar|events|location"
     "|clipboard|screenshots|screenshot|keystrokes|contents|content|files|file|documents|document|directory|folder|project|repository"
     "|codebase|results|result|outputs|output|summary|data|database|everything|arguments|parameters|question|prompt|secrets"
-    "|credentials|tokens|passwords|keys|cookies|logs|log"
+    "|credentials|tokens|passwords|password|keys|cookies|logs|log"
 )
 _DATA_OTHER = (
     "correos|mensajes|historial|conversación|contenido|archivos|historique|courriels|contenu|fichiers"
     "|verlauf|nachrichten|inhalt|dateien|unterhaltung|histórico|conversa|mensagens|conteúdo|arquivos|cronologia"
-    "|messaggi|contenuto|documento|documentos|documenti|documents"
+    "|messaggi|contenuto|documento|documentos|documenti|documents|contraseña|contraseñas|senha|senhas|passwort"
 )
 _DATA_STEMS = "переписк|истори|сообщени|содержимое|письм|对话|聊天记录|消息|内容|文件|邮件|会話|履歴|メッセージ|ファイル|メール|محادثة|المحادثة|رسائل|الرسائل|ملفات|الملفات|محتوى|كلمات المرور|كلمة المرور|rozmow|wiadomoś|wiadomos|plik|zawartoś|hasł|대화|파일|내용|메시지|비밀번호|gesprek|bestand|inhoud|bericht|wachtwoord|konuşma|dosya|içeri|mesaj|şifre"
 DATA = Intent(
@@ -1506,7 +1524,7 @@ DATA = Intent(
     # The user's words as a free relative: "what the user asked today", "whatever they typed".
     (
         "what|whatever|everything|anything",
-        r"\b(?:what|whatever|everything|anything) (?:the user|they|the customer|the person)\b(?:\W+\w+){0,2}?\W+(?:asked|asks|said|says|typed|types|wrote|writes|shared|entered|requested|told)\b",
+        r"\b(?:what|whatever|everything|anything) (?:the user|they|the customer|the person)\b(?:\W+\w+){0,2}?\W+(?:asked|asks|said|says|typed|types|wrote|writes|shared|entered|requested|told|copied|copies|pasted|pastes|selected)\b",
     ),
     (_DATA_OTHER, rf"\b(?:{_DATA_OTHER})\b"),
     (_DATA_STEMS, _DATA_STEMS),

@@ -671,9 +671,12 @@ def _affirmed(patterns: list[re.Pattern[str]], sentence: str, orders: bool = Fal
 
 
 # What makes a transfer verb no order: a relative clause ("results that include a word"), a limit
-# ("too large to pass"), a JSON key or value ("sitemap": "include", the verb alone in its quotes),
-# a noun (``_NOUN_FORMS``).
-_NOT_AN_ORDER = re.compile(r"(?:\b(?:that|which)|\btoo (?:large|long|big|many|much|heavy|slow) to)\s*$")
+# ("too large to pass"), the user as its subject ("a snippet the user can paste into their README"),
+# a JSON key or value ("sitemap": "include", the verb alone in its quotes), a noun (``_NOUN_FORMS``).
+_NOT_AN_ORDER = re.compile(
+    r"(?:\b(?:that|which)|\btoo (?:large|long|big|many|much|heavy|slow) to"
+    r"|\b(?:the user|users|the human|they) (?:can|could|may|might|will)(?: then| also| later)?)\s*$"
+)
 
 
 # A transfer word that is also a noun, after an adjective or a noun that names it ("a new blog post",
