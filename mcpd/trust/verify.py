@@ -214,9 +214,15 @@ _ABBREVIATION = re.compile(rf"{_ABBREVIATIONS}$")
 _ABBREVIATION_ENDS_LINE = re.compile(rf"{_ABBREVIATIONS}[ \t]*\n", re.IGNORECASE)
 
 
+# A single quote is also an apostrophe ("the user's", "don't", "users' data"): it opens a quotation
+# only before a word and after none, and closes one only after something and before no word.
+_SINGLE_OPEN = re.compile(r"(?<![\w'\u2019])['\u2018](?=\w)")
+_SINGLE_CLOSE = re.compile(r"(?<=\S)['\u2019](?!\w)")
+
+
 def _quotation(sentence: str, at: int) -> int | None:
-    """Where the quotation holding position ``at`` opens (a double quote, curly, a guillemet, 「),
-    or None outside quotes."""
+    """Where the quotation holding position ``at`` opens (a double or single quote, curly, a
+    guillemet, 「), or None outside quotes."""
     opened = None
     for opening, closing in _QUOTES.items():
         start = sentence.rfind(opening, 0, at)
@@ -228,11 +234,17 @@ def _quotation(sentence: str, at: int) -> int | None:
         elif sentence.rfind(closing, start + 1, at) >= 0:
             continue
         opened = start if opened is None else max(opened, start)
+    singles = list(_SINGLE_OPEN.finditer(sentence, max(0, at - 200), at))
+    if singles and not _SINGLE_CLOSE.search(sentence, singles[-1].end(), at):
+        opened = max(opened or 0, singles[-1].start())
     return opened
 
 
 def _closing(sentence: str, opened: int, after: int) -> int | None:
     """Where the quotation opened at ``opened`` closes in ``sentence`` after position ``after``."""
+    if sentence[opened] in "'\u2018":
+        closed = _SINGLE_CLOSE.search(sentence, after)
+        return closed.start() if closed else None
     found = [sentence.find(closer, after) for closer in _CLOSING.get(sentence[opened], "")]
     return min((at for at in found if at >= 0), default=None)
 
