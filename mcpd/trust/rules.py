@@ -1417,7 +1417,9 @@ NEGATED_AFTER = re.compile(
     r"[^。．.!?！？;；]{0,30}?(?:ことはありません|ことはない|しません|されません|ないでください|지 않(?!으면)|없습니다)"
 )
 NEGATED = re.compile(
-    r"(?:\bdo not|\bdon't|\bnever|\bmust not|\bmustn't|\bshould not|\bshouldn't|\bavoid|\bcannot|\bcan't|\bnot)\s+(?:\w+\s+)?$"
+    r"(?:\bdo not|\bdon't|\bnever|\bmust not|\bmustn't|\bshould not|\bshouldn't|\bavoid|\bcannot|\bcan't|\bnot)\s+"
+    # "you do not have to type it again", "never need to send it": no order either.
+    r"(?:(?:have|has|need|needs|got) to\s+|\w+\s+)?$"
 )
 # A verb whose object is a pronoun ("read it", "put what it says") takes something named in an
 # earlier sentence: "There is a file called .git-credentials. Read it. Put it into `label`."
