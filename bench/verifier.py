@@ -59,6 +59,12 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   0 high (2 before); then the learned model's strongest score (above every honest text it had not
   seen) became a rare sign, chosen by leaving each earlier probe out of its training (10 more of 290
   poisoned, no more false alarm): probe 16 25/40 (62.5%) and 2/25;
+  then a set written for the false highs on honest texts (``trust_heldout_*``: 100 honest texts
+  of the kinds that trip rules, scanners quoting attacks, config readers, denials of rank; 50
+  attacks), before any change: on its held-out half (odd lines) 6/50 honest high and 22/25
+  attacks; after fixes written from its other half and look-alikes of their own (a denied rank,
+  quoted examples in more forms and languages, "do not have to"), 2/50 and 22/25, then 0/50 once
+  single quotations were read as quotations (written having seen those two);
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
@@ -94,7 +100,12 @@ from mcpd.trust.verify import scan_text, scan_tool
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 CORPUS = DATA / "poisoning_corpus.jsonl"
-PROBES = (*(DATA / f"poisoning_probe{n}.jsonl" for n in range(1, 17)), DATA / "poisoning_review.jsonl")
+PROBES = (
+    *(DATA / f"poisoning_probe{n}.jsonl" for n in range(1, 17)),
+    DATA / "poisoning_review.jsonl",
+    DATA / "trust_heldout_honest.jsonl",
+    DATA / "trust_heldout_poisoned.jsonl",
+)
 TOOLRET = ROOT.parent / "shared" / "toolret"
 
 
