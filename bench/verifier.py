@@ -59,7 +59,7 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   0 high (2 before); then the learned model's strongest score (above every honest text it had not
   seen) became a rare sign, chosen by leaving each earlier probe out of its training (10 more of 290
   poisoned, no more false alarm): probe 16 25/40 (62.5%) and 2/25;
-  then a set written for the false highs on honest texts (``trust_heldout_*``: 100 honest texts
+  then a set written for the false highs on honest texts (``heldout``: 100 honest texts
   of the kinds that trip rules, scanners quoting attacks, config readers, denials of rank; 50
   attacks), before any change: on its held-out half (odd lines) 6/50 honest high and 22/25
   attacks; after fixes written from its other half and look-alikes of their own (a denied rank,
@@ -100,12 +100,9 @@ from mcpd.trust.verify import scan_text, scan_tool
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 CORPUS = DATA / "poisoning_corpus.jsonl"
-PROBES = (
-    *(DATA / f"poisoning_probe{n}.jsonl" for n in range(1, 17)),
-    DATA / "poisoning_review.jsonl",
-    DATA / "trust_heldout_honest.jsonl",
-    DATA / "trust_heldout_poisoned.jsonl",
-)
+PROBES = (*(DATA / f"poisoning_probe{n}.jsonl" for n in range(1, 17)), DATA / "poisoning_review.jsonl")
+HELD_OUT = (DATA / "trust_heldout_honest.jsonl", DATA / "trust_heldout_poisoned.jsonl")
+"""The set for false highs on honest texts, its honest and poisoned halves read as one (``heldout``)."""
 TOOLRET = ROOT.parent / "shared" / "toolret"
 
 
@@ -257,7 +254,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=TOOLRET, help="a toolret copy: DIR/<set>/tools.jsonl")
     args = parser.parse_args()
-    corpus_report(load(CORPUS), {path.stem.removeprefix("poisoning_"): load(path) for path in PROBES})
+    probes = {path.stem.removeprefix("poisoning_"): load(path) for path in PROBES}
+    probes["heldout"] = [item for path in HELD_OUT for item in load(path)]
+    corpus_report(load(CORPUS), probes)
     tools = load_tools(args.data)
     if not tools:
         raise SystemExit(f"no */tools.jsonl under {args.data}")
