@@ -25,7 +25,7 @@ from mcpd.model.servers import ServerInfo
 from mcpd.model.tools import ToolInfo
 from mcpd.supervisor.logring import MAX_LINE
 from mcpd.supervisor.server_asks import MAX_SERVER_REQUESTS
-from mcpd.supervisor.session import Malformed, SessionHooks, handshake
+from mcpd.supervisor.session import Malformed, Refused, SessionHooks, handshake
 from mcpd.supervisor.stdio import open_stdio_child
 from mcpd.supervisor.stdio_session import StdioSession, open_stdio_session
 from mcpd.testing import rss_mib
@@ -220,6 +220,102 @@ async def test_answers_are_read_as_leniently_as_the_sdk_read_them(tmp_path: Path
     assert info.title is None and info.instructions is None
     assert tools[0].description == "" and tools[0].annotations == {"readOnlyHint": True}
     assert surface.resources[0].size == 1024 and surface.resources[0].mime_type is None
+
+
+TOGETHER = """
+import json, sys
+refusals = json.loads(sys.argv[1])
+hold_all = sys.argv[2] == "hold"
+lists = {
+    "tools/list": {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]},
+    "resources/list": {"resources": [{"uri": "x://a", "name": "a"}]},
+    "resources/templates/list": {"resourceTemplates": []},
+    "prompts/list": {"prompts": [{"name": "p"}]},
+}
+held = []
+
+def answer(message):
+    method = message["method"]
+    if method in refusals:
+        reply = {"error": {"code": refusals[method], "message": method + " refused"}}
+    elif method == "initialize":
+        said = {"tools": {}, "resources": {}, "prompts": {}}
+        info = {"name": "s", "version": "1"}
+        reply = {"result": {"protocolVersion": "2025-06-18", "capabilities": said, "serverInfo": info}}
+    else:
+        reply = {"result": lists[method]}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], **reply}) + "\\n")
+    sys.stdout.flush()
+
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    if message["method"] not in lists or (not hold_all and message["method"] in refusals):
+        answer(message)
+        continue
+    held.append(message)
+    if len(held) == len(lists) and hold_all:
+        for waiting in reversed(held):  # the last asked is answered first
+            answer(waiting)
+"""
+
+
+@contextlib.asynccontextmanager
+async def together_session(
+    tmp_path: Path, refusals: dict[str, int], hold: str
+) -> AsyncIterator[StdioSession]:
+    """A session to a server that declares tools, resources and prompts and refuses the lists in
+    ``refusals`` (method -> error code). ``hold="hold"``: it answers no list until it has been asked
+    all four, then the last asked first; otherwise it refuses at once and never answers the other
+    lists."""
+    (tmp_path / "together.py").write_text(TOGETHER)
+    config = ServerConfig(
+        name="together",
+        command=sys.executable,
+        args=(str(tmp_path / "together.py"), json.dumps(refusals), hold),
+    )
+    async with session_of(config, SessionHooks(lambda: None, lambda: None)) as session:
+        yield session
+
+
+async def test_the_lists_after_initialize_are_asked_together(tmp_path: Path) -> None:
+    """tools/list, resources/list, resources/templates/list and prompts/list are in flight at once
+    (the server answers none until it holds all four), not one round trip after the other; each
+    result lands in its place, whatever order the answers came in. A list the server declared but
+    does not serve (-32601) is empty, as before."""
+    async with together_session(tmp_path, {}, "hold") as session:
+        with anyio.fail_after(30):
+            info, tools, surface = await handshake(session)
+    assert info.name == "s" and [t.name for t in tools] == ["t"]
+    assert [r.uri for r in surface.resources] == ["x://a"] and [p.name for p in surface.prompts] == ["p"]
+    async with together_session(tmp_path, {"prompts/list": -32601}, "hold") as session:
+        with anyio.fail_after(30):
+            _, tools, surface = await handshake(session)
+    assert [t.name for t in tools] == ["t"] and surface.prompts == () and len(surface.resources) == 1
+
+
+@pytest.mark.parametrize(
+    ("refusals", "hold", "failed"),
+    [
+        # prompts/list is refused first, tools/list after: the error is tools/list's, as when
+        # tools/list was asked (and refused) before any other list
+        ({"prompts/list": -32000, "tools/list": -32001}, "hold", -32001),
+        ({"resources/templates/list": -32002}, "hold", -32002),
+        # refused at once while the other lists never answer: the handshake fails at once
+        ({"tools/list": -32003}, "answer", -32003),
+    ],
+)
+async def test_a_refused_list_fails_the_handshake_as_one_asked_after_the_other_did(
+    tmp_path: Path, refusals: dict[str, int], hold: str, failed: int
+) -> None:
+    """The lists asked together fail the handshake with the error the first of them (tools, resources,
+    templates, prompts) to fail, unwrapped, whatever order the errors came in; a refused tools/list
+    fails it without waiting for lists that never answer."""
+    async with together_session(tmp_path, refusals, hold) as session:
+        with anyio.fail_after(30), pytest.raises(Refused) as refused:
+            await handshake(session)
+    assert refused.value.code == failed
 
 
 RAW = """

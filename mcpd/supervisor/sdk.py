@@ -89,9 +89,9 @@ from mcpd.supervisor.session import (
     carried,
     contents,
     every_page,
-    if_served,
     prompt_info,
     resource_info,
+    surface_of,
     template_info,
     tool_info,
 )
@@ -795,10 +795,10 @@ class SdkSession:
         if capabilities is None:
             return Surface()
         resources = capabilities.resources is not None
-        return Surface(
-            resources=await if_served(self._resources()) if resources else (),
-            templates=await if_served(self._templates()) if resources else (),
-            prompts=await if_served(self._prompts()) if capabilities.prompts is not None else (),
+        return await surface_of(
+            self._resources if resources else None,
+            self._templates if resources else None,
+            self._prompts if capabilities.prompts is not None else None,
         )
 
     async def ping(self) -> None:

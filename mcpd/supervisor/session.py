@@ -14,8 +14,9 @@ import functools
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, overload
 
+import anyio
 import msgspec
 import structlog
 
@@ -235,9 +236,81 @@ class Session(Protocol):
 
 
 async def handshake(session: Session) -> tuple[ServerInfo, tuple[ToolInfo, ...], Surface]:
-    """``initialize``, the first ``tools/list``, then the resources and prompts the server declares."""
+    """``initialize``, then the first ``tools/list`` and the resources and prompts the server declares,
+    asked together (``together``)."""
     info = await session.initialize()
-    return info, await session.list_tools(), await session.list_surface()
+    tools, surface = await together(session.list_tools, session.list_surface)
+    return info, tools, surface
+
+
+A = TypeVar("A")
+B = TypeVar("B")
+C = TypeVar("C")
+
+
+@overload
+async def together(
+    first: Callable[[], Awaitable[A]], second: Callable[[], Awaitable[B]], /
+) -> tuple[A, B]: ...
+
+
+@overload
+async def together(
+    first: Callable[[], Awaitable[A]],
+    second: Callable[[], Awaitable[B]],
+    third: Callable[[], Awaitable[C]],
+    /,
+) -> tuple[A, B, C]: ...
+
+
+async def together(*asks: Callable[[], Awaitable[Any]]) -> tuple[Any, ...]:
+    """Each ask's result, in their order, the asks in flight at once: a server's lists after
+    ``initialize`` took a round trip each, one after the other. It fails as asking them one after
+    the other did: with the error of the first ask (in their order) that failed, unwrapped; the asks
+    after a failed one are cancelled (they would not have been sent), those before it run on (their
+    error would have come first)."""
+    results: list[Any] = [None] * len(asks)
+    errors: list[Exception | None] = [None] * len(asks)
+    scopes = [anyio.CancelScope() for _ in asks]
+
+    async def run(index: int) -> None:
+        with scopes[index]:
+            try:
+                results[index] = await asks[index]()
+            except Exception as exc:
+                errors[index] = exc
+                for later in scopes[index + 1 :]:
+                    later.cancel()
+
+    async with anyio.create_task_group() as tg:
+        for index in range(len(asks)):
+            tg.start_soon(run, index)
+    for error in errors:
+        if error is not None:
+            raise error
+    return tuple(results)
+
+
+Listing = Callable[[], Awaitable[tuple[Item, ...]]]
+"""Asks for every page of one list."""
+
+
+async def surface_of(
+    resources: Listing[ResourceInfo] | None,
+    templates: Listing[ResourceTemplateInfo] | None,
+    prompts: Listing[PromptInfo] | None,
+) -> Surface:
+    """The surface from the lists the server declared (None: not declared, so empty), asked together
+    (``together``); each one declared but not served is empty (``if_served``)."""
+
+    def served(listing: Listing[Item] | None) -> Listing[Item]:
+        async def ask() -> tuple[Item, ...]:
+            return await if_served(listing()) if listing is not None else ()
+
+        return ask
+
+    listed = await together(served(resources), served(templates), served(prompts))
+    return Surface(resources=listed[0], templates=listed[1], prompts=listed[2])
 
 
 async def every_page(

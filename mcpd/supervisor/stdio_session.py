@@ -53,10 +53,10 @@ from mcpd.supervisor.session import (
     carried,
     contents,
     every_page,
-    if_served,
     prompt_info,
     resource_info,
     split,
+    surface_of,
     template_info,
     tool_info,
 )
@@ -376,10 +376,10 @@ class StdioSession:
 
     async def list_surface(self) -> Surface:
         resources = self._declared("resources") is not None
-        return Surface(
-            resources=await if_served(self._resources()) if resources else (),
-            templates=await if_served(self._templates()) if resources else (),
-            prompts=await if_served(self._prompts()) if self._declared("prompts") is not None else (),
+        return await surface_of(
+            self._resources if resources else None,
+            self._templates if resources else None,
+            self._prompts if self._declared("prompts") is not None else None,
         )
 
     async def _resources(self) -> tuple[ResourceInfo, ...]:
