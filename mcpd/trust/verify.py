@@ -113,7 +113,8 @@ one already suspect (a medium finding) again with misspelt key words corrected:
                   probes against 2,196 honest texts of 47 published MCP servers; scored above every
                   honest text it had not seen (its ``high``), it is one of the rare kinds
     TP013 high    a text too long to read (over ``MAX_TEXT`` characters): its first part is read,
-                  the rest would be unread, so the length alone holds the tool back
+                  the rest would be unread, so the length alone holds the tool back; so do more
+                  hidden layers in one text than are read (``MAX_LAYERS``)
 
 Text hidden in base64 (of UTF-8 or UTF-16LE), hex, URL-encoding, HTML entities, \\u escapes, tag
 characters, ROT13, written backwards or in markup a rendered description never shows (an HTML
@@ -1016,7 +1017,47 @@ def _layers(raw: str, prepared: Prepared) -> Iterator[Layer]:
     yield from hidden_layers(prepared.visible)
 
 
-def _decoded(tool: str, where: str, layer: Layer, depth: int) -> list[Finding]:
+MAX_LAYERS = 32
+"""Hidden layers (markup, encoded runs; nested ones too) of one text read at most, each distinct one
+once. Each costs a reading of its own (~0.4 ms, however short): 2,400 HTML comments in one
+description took 1.25 s of the server's inspection and gave 2,400 findings, each logged on the event
+loop. None of ~14,000 honest texts (toolret's tools, the honest corpus) hides more than one; what a
+text hides past the bound is a finding (TP013) that holds its tool back, as a text too long is."""
+
+
+class _Layers:
+    """The hidden layers of one text taken for reading: each distinct one (by the text it is in, its
+    encoding and what it decodes to: the same hidden text said many times is one finding) once,
+    ``MAX_LAYERS`` at most; ``skipped`` is the first one past that."""
+
+    def __init__(self) -> None:
+        self._taken: set[tuple[str, str, str]] = set()
+        self.skipped: Layer | None = None
+
+    def take(self, where: str, layer: Layer) -> bool:
+        key = (where, layer.encoding, layer.decoded)
+        if key in self._taken:
+            return False  # read already: it would only repeat the same findings
+        if len(self._taken) >= MAX_LAYERS:
+            self.skipped = self.skipped or layer
+            return False
+        self._taken.add(key)
+        return True
+
+    def unread(self, subject: str, where: str) -> Finding | None:
+        if self.skipped is None:
+            return None
+        return Finding(
+            rule="TP013",
+            severity=HIGH,
+            message=f"more hidden layers than the verifier reads ({MAX_LAYERS}): the rest not read",
+            tool=subject,
+            where=where,
+            excerpt=_excerpt(self.skipped.run, 0, 80),
+        )
+
+
+def _decoded(tool: str, where: str, layer: Layer, depth: int, layers: _Layers) -> list[Finding]:
     label = f"{where} (decoded {layer.encoding})"
     prepared = prepare(layer.decoded)
     # Whatever an encoding hides is meant not to be read: any intent found inside is high.
@@ -1033,7 +1074,8 @@ def _decoded(tool: str, where: str, layer: Layer, depth: int) -> list[Finding]:
     ]
     if depth < 2:
         for inner in hidden_layers(prepared.visible):
-            found.extend(_decoded(tool, label, inner, depth + 1))
+            if layers.take(label, inner):
+                found.extend(_decoded(tool, label, inner, depth + 1, layers))
     if layer.encoding in ("base64", "hex"):
         found.append(
             Finding(
@@ -1086,13 +1128,15 @@ def scan_text(subject: str, where: str, text: str) -> list[Finding]:
         for h in hits
     ]
     if len(prepared.visible) >= 16 or prepared.hidden:
-        # The same hidden text said many times (2,400 identical HTML comments) is one finding,
-        # not one per copy: what it says, and where, is all a reviewer needs.
-        seen: set[tuple[str, str]] = set()
+        layers = _Layers()
         for layer in _layers(text, prepared):
-            if (layer.encoding, layer.decoded) not in seen:
-                seen.add((layer.encoding, layer.decoded))
-                findings.extend(_decoded(subject, where, layer, 1))
+            if layers.take(where, layer):
+                findings.extend(_decoded(subject, where, layer, 1, layers))
+            elif layers.skipped is not None:
+                break
+        unread = layers.unread(subject, where)
+        if unread is not None:
+            findings.append(unread)
     return findings
 
 
