@@ -37,7 +37,7 @@ from mcpd.model.tools import SEPARATOR, ToolEntry, ToolInfo
 from mcpd.registry.names import qualify
 from mcpd.supervisor.actor import ServerActor
 from mcpd.supervisor.supervisor import Supervisor
-from mcpd.trust.gate import Inspection, Review, TrustGate, inspect
+from mcpd.trust.gate import Inspection, Review, TrustGate, inspect, verifier
 
 if TYPE_CHECKING:
     from mcpd.discovery.semantic import SemanticIndex
@@ -135,8 +135,10 @@ class Catalog:
                 self._to_review.send_nowait(name)
 
     async def run(self) -> None:
-        """Review servers queued by ``on_event`` and index large changes off the loop, until cancelled."""
+        """Review servers queued by ``on_event`` and index large changes off the loop, until cancelled.
+        The verifier is loaded first, in a worker thread (``verifier``), before servers are live."""
         async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.to_thread.run_sync, verifier)
             tg.start_soon(self._index_in_background)
             async for name in self._review_queue:
                 with contextlib.suppress(UnknownServer):

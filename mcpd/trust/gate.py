@@ -272,6 +272,16 @@ def _each_text_and_passed(
     ]
 
 
+def verifier() -> Scanner:
+    """The verifier, imported at first use rather than by the daemon before its servers start: its
+    rules compile their regular expressions on import (70-175 ms of CPU). The catalogue has it
+    imported in a worker thread as soon as it runs, while the children boot, so that it is not the
+    first server's inspection (which a host's first call to that server waits for) that pays."""
+    from mcpd.trust import verify  # noqa: PLC0415
+
+    return verify
+
+
 def inspect(
     config: ServerConfig,
     tools: tuple[ToolInfo, ...],
@@ -283,11 +293,7 @@ def inspect(
 
     ``previous``: the server's last inspection, whose findings on texts that did not change are kept.
     """
-    # Imported here, by the first inspection (in a worker thread), not by the daemon before its
-    # servers start: the verifier's lexicon compiles its regular expressions on import (~50 ms).
-    from mcpd.trust import verify  # noqa: PLC0415
-
-    scanner: Scanner | None = verify if config.verify != "off" else None
+    scanner: Scanner | None = verifier() if config.verify != "off" else None
     subjects = _Subjects(scanner, previous)
     surface = surface or Surface()
     server = _server_subject(info, subjects)
