@@ -409,7 +409,8 @@ async def test_the_servers_are_spawned_before_the_rest_of_the_daemon_is_imported
     """A running `mcpd serve` spawns its servers before it imports what serves them (the methods,
     the socket server, the catalogue, the usage store, the trust gate), as the import set of
     ``daemon.app`` alone (the test below) cannot show: an import at run time before the spawn
-    would pass that one."""
+    would pass that one. Nor does it build the parsers of every other command (``cli.app``) first:
+    it parses its own options (``cli.serve``)."""
     config = tmp_path / "config.toml"
     config.write_text(
         f"[daemon]\nusage_db = {json.dumps(str(tmp_path / 'usage.db'))}\n" + fullserver_toml("a")
@@ -420,6 +421,7 @@ async def test_the_servers_are_spawned_before_the_rest_of_the_daemon_is_imported
     async with running_daemon(config, wrapper=wrapper):
         pass
     later = [
+        "mcpd.cli.app",
         "mcpd.daemon.methods",
         "mcpd.ipc.server",
         "mcpd.registry.catalog",

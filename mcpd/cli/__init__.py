@@ -27,6 +27,11 @@ def main(argv: list[str] | None = None) -> None:
         from mcpd.cli.bridge import main as bridge
 
         output.exit_with(lambda: bridge(words[1:]))
+    if words[:1] == ["serve"]:
+        # The daemon spawns its children once its code is imported: not the parsers of every command.
+        from mcpd.cli.serve import main as serve
+
+        output.exit_with(lambda: serve(words[1:]))
     from mcpd.cli.app import run
 
     output.exit_with(lambda: run(words))

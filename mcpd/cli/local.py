@@ -1,5 +1,5 @@
-"""Commands that run here rather than ask a daemon: ``serve``, ``check``, ``service``, ``token`` (and
-``bridge``, whose options live in ``mcpd.cli.bridge``).
+"""Commands that run here rather than ask a daemon: ``check``, ``service``, ``token`` (and ``serve``
+and ``bridge``, whose options live in ``mcpd.cli.serve`` and ``mcpd.cli.bridge``).
 
 Each imports what it runs only when it runs, so ``mcpd status`` never pays for the mcp SDK.
 """
@@ -13,25 +13,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from mcpd.cli import bridge
+from mcpd.cli import bridge, serve
 from mcpd.cli.output import emit_json, visible
 from mcpd.cli.parsing import Commands, socket_path
 from mcpd.errors import ConfigError
 from mcpd.model.trust import describe
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    # A SIGHUP (a reload) while the daemon loads its code, before it reads its config and catches
-    # signals (``serve``), would kill it by default: ignored, as the config is read after it anyway.
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    import anyio
-
-    from mcpd.daemon.app import serve
-    from mcpd.daemon.logging import configure_logging
-
-    configure_logging(args.log_level, args.log_format)
-    status: int = anyio.run(serve, args.config, args.socket, args.http)
-    return status
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -96,22 +82,7 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 
 def register(commands: Commands) -> None:
-    serve = commands.add_parser("serve", help="run the daemon in the foreground")
-    serve.add_argument(
-        "--config", type=Path, help="config file (TOML, or mcpServers JSON); default: user config dir"
-    )
-    serve.add_argument(
-        "--socket", type=socket_path, help="socket to listen on (default: $MCPD_SOCKET or the runtime dir)"
-    )
-    serve.add_argument(
-        "--http",
-        metavar="HOST:PORT",
-        help="also serve hosts over MCP Streamable HTTP at http://HOST:PORT/mcp ([daemon] http)",
-    )
-    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    serve.add_argument("--log-format", default="auto", choices=["auto", "json", "console"])
-    serve.set_defaults(run=cmd_serve)
-
+    serve.register(commands)
     bridge.register(commands)
 
     check = commands.add_parser("check", help="start the configured servers once and run the verifier")
