@@ -349,7 +349,7 @@ async def test_a_subscriber_of_thousands_of_uris_leaves_without_stalling_the_dae
         await sup.actor("full").wait_state(ServerState.RUNNING, timeout=60)
         subscriptions = Subscriptions(sup)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(subscriptions.run)
+            await tg.start(subscriptions.run)
             owner = object()
             subscriptions.register(owner, lambda server, uri, meta: None)
             for index in range(count):
@@ -412,18 +412,25 @@ async def test_a_subscriber_holds_at_most_its_limit_and_hears_only_its_servers_u
         for name in ("full", "other"):
             await sup.actor(name).wait_state(ServerState.RUNNING, timeout=60)
         subscriptions = Subscriptions(sup, limit=2)
-        heard: dict[str, list[tuple[str, str]]] = {"first": [], "second": []}
-        for owner, log in heard.items():
-            subscriptions.register(owner, functools.partial(note, log))
-        await subscriptions.subscribe("first", "full", "full://r/0")
-        await subscriptions.subscribe("first", "full", "full://r/1")
-        with pytest.raises(TooManyRequests, match="holds 2 subscriptions"):
+        async with anyio.create_task_group() as tg:
+            await tg.start(subscriptions.run)
+            heard: dict[str, list[tuple[str, str]]] = {"first": [], "second": []}
+            for owner, log in heard.items():
+                subscriptions.register(owner, functools.partial(note, log))
+            await subscriptions.subscribe("first", "full", "full://r/0")
+            await subscriptions.subscribe("first", "full", "full://r/1")
+            with pytest.raises(TooManyRequests, match="holds 2 subscriptions"):
+                await subscriptions.subscribe("first", "full", "full://r/2")
+            assert [subscriptions.held("first", "full", f"full://r/{i}") for i in range(3)] == [
+                True,
+                True,
+                False,
+            ]
+            await subscriptions.subscribe("first", "full", "full://r/1")
+            await subscriptions.subscribe("second", "other", "full://r/0")
+            assert await subscriptions.unsubscribe("first", "full", "full://r/1")
             await subscriptions.subscribe("first", "full", "full://r/2")
-        assert [subscriptions.held("first", "full", f"full://r/{i}") for i in range(3)] == [True, True, False]
-        await subscriptions.subscribe("first", "full", "full://r/1")
-        await subscriptions.subscribe("second", "other", "full://r/0")
-        assert await subscriptions.unsubscribe("first", "full", "full://r/1")
-        await subscriptions.subscribe("first", "full", "full://r/2")
-        subscriptions.on_event(ResourceUpdated(server="full", uri="full://r/0"))
-        subscriptions.on_event(ResourceUpdated(server="nobody", uri="full://r/0"))
+            subscriptions.on_event(ResourceUpdated(server="full", uri="full://r/0"))
+            subscriptions.on_event(ResourceUpdated(server="nobody", uri="full://r/0"))
+            tg.cancel_scope.cancel()
     assert heard == {"first": [("full", "full://r/0")], "second": []}

@@ -333,12 +333,13 @@ async def serve_spawned(
             notifier.stopping()
             tg.cancel_scope.cancel()
 
+        # Taking work before any client can subscribe: its subscriptions are brought in line there.
+        await tg.start(daemon.subscriptions.run)
         tg.start_soon(rpc.serve, listener)
         looks = config.daemon.socket_check_interval
         tg.start_soon(guard_socket, claim, rpc.listen, stop_displaced, looks)
         tg.start_soon(catalog.run)
         tg.start_soon(keep_store, usage, gate, prior, daemon.resavers)
-        tg.start_soon(daemon.subscriptions.run)
         tg.start_soon(daemon.log_levels.run)
         tg.start_soon(daemon.activity.publish, rpc.broadcast)
         tg.start_soon(_announce_ready, supervisor, notifier)

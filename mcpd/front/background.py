@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio
 import structlog
-from anyio.abc import TaskGroup
+from anyio.abc import TaskGroup, TaskStatus
 
 log = structlog.get_logger("mcpd.front")
 
@@ -26,11 +26,12 @@ class Background:
     def __init__(self) -> None:
         self._tg: TaskGroup | None = None
 
-    async def run(self) -> None:
-        """Own the work started, until cancelled."""
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Own the work started, until cancelled; started (``TaskGroup.start``) once it takes work."""
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
+                task_status.started()
                 await anyio.sleep_forever()
         finally:
             self._tg = None  # clients that leave after it (at shutdown) start nothing more

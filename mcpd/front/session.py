@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import operator
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
@@ -771,9 +769,9 @@ class HostSession:
         finally:
             self._settle((uri,))
 
-    async def _take(self, uri: str, wanted: Callable[[], bool] | None = None) -> None:
+    async def _take(self, uri: str) -> None:
         self.core.subscriptions.register(self, self._resource_updated)
-        await surface.subscribe(self.core, self, ReadParams(uri=uri), wanted)
+        await surface.subscribe(self.core, self, ReadParams(uri=uri))
 
     async def unsubscribe(self, uri: str) -> None:
         self._resubscribe.pop(uri, None)  # not to be taken again behind the host's back
@@ -822,9 +820,8 @@ class HostSession:
             if uri not in self._resubscribe:
                 continue  # the host unsubscribed meanwhile
             try:
-                # Checked again at the server's turn: the host may unsubscribe while this one waits
-                # for it (behind another's subscription to a server starting), finding none to drop.
-                await self._take(uri, functools.partial(operator.contains, self._resubscribe, uri))
+                # The host's unsubscribe while this one waits for the server's turn withdraws it.
+                await self._take(uri)
             except McpdError as exc:
                 log.warning(
                     "front.resubscribe_failed", uri=uri, error=exc.message, session=self.caller.session

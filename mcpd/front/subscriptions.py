@@ -1,23 +1,29 @@
 """Resource subscriptions shared by every client: each server is subscribed once per URI.
 
-Subscribers (socket connections, host sessions) subscribe by (server, the server's own
-URI). The first subscriber of a URI makes the daemon send ``resources/subscribe`` to the
-server; the last one to leave (or to disconnect: ``drop``) makes it send
-``resources/unsubscribe``. A server that starts a new run (a restart, a reload) knows no
-subscriptions, so they are sent again as soon as it runs. ``ResourceUpdated`` events go to
-the subscribers of that URI, and of any URI it lies under (MCP allows an update for a
-sub-resource of the one subscribed).
+Subscribers (socket connections, host sessions) subscribe by (server, the server's own URI).
+What they want is recorded as their requests come, in that order; what the server has is brought
+in line with it by one task per server (``_work``), a URI at a time: ``resources/subscribe`` while
+somebody wants a URI the server may lack, ``resources/unsubscribe`` once nobody wants one it may
+have. The requests are that task's, never a subscriber's: a subscriber that cancels, unsubscribes
+or disconnects meanwhile cuts none short, it only changes what the task does next. So whatever
+the interleaving, once it settles the server is subscribed to a URI exactly when some subscriber
+holds it (but where the server refused an unsubscription, or a new run refused the subscription
+again: both logged). A subscriber holds a URI from the server's yes on, and is answered then.
+
+A server that starts a new run (a restart, a reload) knows no subscriptions, so they are sent again
+as soon as it runs. ``ResourceUpdated`` events go to the subscribers of that URI, and of any URI it
+lies under (MCP allows an update for a sub-resource of the one subscribed).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 import anyio
 import structlog
 
-from mcpd.errors import McpdError, TooManyRequests
+from mcpd.errors import CallTimeout, McpdError, ServerNotRunning, TooManyRequests, TransportError
 from mcpd.front.background import Background
 from mcpd.model.servers import ResourceUpdated, ServerEvent, StateChanged
 from mcpd.model.states import ServerState
@@ -30,18 +36,17 @@ Deliver = Callable[[str, str, dict[str, Any] | None], None]
 """Tells one subscriber of an update: (server, the server's own URI, the notification's ``_meta``);
 must not block."""
 Key = tuple[str, str]
+Check = Callable[[], Awaitable[object]]
 
 UNSUBSCRIBE_TIMEOUT = 10.0
-"""Seconds an ``resources/unsubscribe`` nobody waits for may take."""
+"""Seconds an ``resources/unsubscribe`` may take, and an unsubscriber waits for it."""
 
 MAX_SUBSCRIPTIONS = 10_000
 """Subscriptions one subscriber may hold (a host watches a handful): each costs memory for as long
 as it is held, and a client taking millions would grow the daemon without bound."""
 
-
-async def _each(work: Callable[[Key], Coroutine[Any, Any, None]], keys: list[Key]) -> None:
-    for key in keys:
-        await work(key)
+_MAYBE_SENT = (CallTimeout, TransportError)
+"""Failures of a request that may have reached the server and taken effect there."""
 
 
 def covers(subscribed: str, updated: str) -> bool:
@@ -53,26 +58,67 @@ def covers(subscribed: str, updated: str) -> bool:
     return subscribed.endswith("/") or updated[len(subscribed)] in "/?#"
 
 
+class _Join:
+    """A subscriber's wish for a URI it does not hold yet, answered at the server's turn."""
+
+    __slots__ = ("allowed", "askers", "done", "error", "timeout")
+
+    def __init__(self, timeout: float | None) -> None:
+        self.timeout = timeout
+        self.allowed = False
+        """The subscriber may have it (``subscribe``'s check passed): until then the server is not asked."""
+        self.askers = 0
+        """Requests of the subscriber's waiting for it (a host may send the same subscribe twice)."""
+        self.done = anyio.Event()
+        self.error: McpdError | None = None
+        """Why the server did not take it; None once taken, or withdrawn by the subscriber."""
+
+
+class _Uri:
+    """One URI of one server: who wants it, and what the server has."""
+
+    __slots__ = ("holders", "joining", "rerun", "server", "settled")
+
+    def __init__(self) -> None:
+        self.holders: set[Hashable] = set()
+        """Subscribers holding it: the server took it for them (or for one before them)."""
+        self.joining: dict[Hashable, _Join] = {}
+        self.server: bool | None = False
+        """The server is subscribed (True), is not (False), or may be (None: a request that timed
+        out or lost its connection may have reached it)."""
+        self.rerun = False
+        """A new run of the server's has to be subscribed again for the holders."""
+        self.settled: list[anyio.Event] = []
+        """Unsubscribers waiting for the server to hear of it."""
+
+    def wanted(self) -> bool:
+        return bool(self.holders) or any(join.allowed for join in self.joining.values())
+
+    def idle(self) -> bool:
+        return not self.holders and not self.joining and self.server is False
+
+
 class Subscriptions:
     """``on_event`` must be a supervisor listener, and ``run()`` a task of the daemon."""
 
     def __init__(self, supervisor: Supervisor, limit: int = MAX_SUBSCRIPTIONS) -> None:
         self._supervisor = supervisor
         self._limit = limit
-        self._holders: dict[Key, set[Hashable]] = {}
-        """Who holds each subscription; a key is here from the first subscriber's request on."""
-        self._uris: dict[str, set[str]] = {}
-        """The URIs of ``_holders`` by server: an update looks at its own server's only (a server
-        that sends updates by the thousand, beside thousands of other subscriptions, costs what its
-        own cost)."""
+        self._uris: dict[str, dict[str, _Uri]] = {}
+        """Each URI somebody wants or its server may have, by server: an update looks at its own
+        server's only (a server that sends updates by the thousand, beside thousands of other
+        subscriptions, costs what its own cost)."""
         self._owned: dict[Hashable, set[Key]] = {}
+        """What each subscriber holds or is joining (the limit counts both)."""
         self._deliver: dict[Hashable, Deliver] = {}
-        self._locks: dict[str, anyio.Lock] = {}
-        """One (un)subscription per server at a time, so that it sees them in the order decided here
-        (one lock per server rather than per URI: their number stays bounded)."""
+        self._due: dict[str, dict[str, None]] = {}
+        """By server, the URIs whose server side may differ from what is wanted, in the order they
+        changed; a server is here while its ``_work`` task runs. One task per server, not per URI:
+        a client of thousands of URIs that leaves would start thousands of tasks in one loop
+        iteration, which stalled every other client; and one per server keeps them bounded."""
         self._background = Background()
         self.run = self._background.run
-        """Own the unsubscriptions and re-subscriptions nobody waits for, until cancelled."""
+        """Own the tasks that bring the servers in line, until cancelled."""
 
     def register(self, owner: Hashable, deliver: Deliver) -> bool:
         """Make ``owner`` a subscriber that hears through ``deliver``; False if it already was one."""
@@ -83,8 +129,9 @@ class Subscriptions:
         return True
 
     def held(self, owner: Hashable, server: str, uri: str) -> bool:
-        """Whether ``owner`` holds the subscription to ``server``'s ``uri`` (or is taking it now)."""
-        return (server, uri) in self._owned.get(owner, ())
+        """Whether ``owner`` holds the subscription to ``server``'s ``uri`` (the server took it)."""
+        state = self._uris.get(server, {}).get(uri)
+        return state is not None and owner in state.holders
 
     async def subscribe(
         self,
@@ -92,62 +139,79 @@ class Subscriptions:
         server: str,
         uri: str,
         timeout: float | None = None,
-        wanted: Callable[[], bool] | None = None,
+        check: Check | None = None,
     ) -> None:
-        """Subscribe a registered ``owner``; raises what ``ServerActor.subscribe_resource`` raises
-        (and ``UnknownServer``; ``TooManyRequests`` past the limit), the subscription then not taken.
-        With ``wanted``, nothing is taken unless it still says True when the server's turn comes: a
-        subscription the owner withdrew while this one waited (``unsubscribe`` found none to drop)."""
+        """Subscribe a registered ``owner``, answered once the server took it (at once if it holds
+        it). Raises what ``check`` (may ``owner`` have it?) and ``ServerActor.subscribe_resource``
+        raise (and ``UnknownServer``; ``TooManyRequests`` past the limit), the subscription then
+        not taken. The wish counts from the call on, before ``check`` is done: the owner's
+        ``unsubscribe`` that comes meanwhile withdraws it (the subscribe then returns, nothing
+        taken), so that a host's requests sent without waiting for each other take effect in the
+        order sent. Cancelled, it withdraws its wish (not what ``owner`` held already)."""
+        self._supervisor.actor(server)  # UnknownServer, before anything is recorded
+        owned = self._owned.get(owner)
+        if owned is None:
+            return  # dropped: nobody is left to hold it
         key = (server, uri)
-        actor = self._supervisor.actor(server)
-        async with self._lock(key):
-            if wanted is not None and not wanted():
-                return
-            owned = self._owned[owner]
-            if key not in owned and len(owned) >= self._limit:
-                raise TooManyRequests(
-                    f"this client holds {len(owned)} subscriptions, the most one may: unsubscribe some first",
-                    {"limit": self._limit},
-                )
-            holders = self._holders.setdefault(key, set())
-            self._uris.setdefault(server, set()).add(uri)
-            first = not holders
-            holders.add(owner)
+        if key not in owned and len(owned) >= self._limit:
+            raise TooManyRequests(
+                f"this client holds {len(owned)} subscriptions, the most one may: unsubscribe some first",
+                {"limit": self._limit},
+            )
+        state = self._uris.setdefault(server, {}).setdefault(uri, _Uri())
+        if owner in state.holders:
+            return
+        join = state.joining.get(owner)
+        if join is None:
+            join = state.joining[owner] = _Join(timeout)
             owned.add(key)
-            if not first:
-                return
-            try:
-                await surface_requests.subscribe_resource(actor, uri, timeout)
-            except BaseException:
-                self._release(owner, key)
-                raise
-        log.info("resource.subscribed", server=server, uri=uri)
+        join.askers += 1
+        try:
+            if check is not None:
+                await check()
+            if state.joining.get(owner) is join and not join.allowed:
+                join.allowed = True
+                self._wanted(key, state)
+            # Bounded: the server's turn comes after the URIs due before it, each request with a deadline.
+            await join.done.wait()
+        finally:
+            join.askers -= 1
+            if not join.askers and state.joining.get(owner) is join:  # cancelled, or refused by ``check``
+                self._withdraw(owner, key, state)
+        if join.error is not None:
+            raise join.error
 
     async def unsubscribe(self, owner: Hashable, server: str, uri: str, timeout: float | None = None) -> bool:
-        """Withdraw ``owner``'s subscription; False if it held none. The server hears of it when
-        ``owner`` was the last subscriber (its refusal is logged: nobody wants the updates any more)."""
-        key = (server, uri)
-        if key not in self._owned.get(owner, ()):
+        """Withdraw ``owner``'s subscription (or its subscribe still on the way); False if it had
+        neither. Returns once the server heard of it when ``owner`` was the last subscriber (its
+        refusal is logged: nobody wants the updates any more), or after ``timeout``."""
+        state = self._uris.get(server, {}).get(uri)
+        if state is None or not self._withdraw(owner, (server, uri), state):
             return False
-        async with self._lock(key):
-            if self._release(owner, key):
-                await self._unsubscribe(key, timeout or UNSUBSCRIBE_TIMEOUT)
+        if uri in self._due.get(server, ()):
+            settled = anyio.Event()
+            state.settled.append(settled)
+            # A wait cut short cuts nothing else short: the server's task goes on.
+            with anyio.move_on_after(timeout or UNSUBSCRIBE_TIMEOUT):
+                await settled.wait()
         return True
 
     def drop(self, owner: Hashable) -> None:
-        """``owner`` is gone: release all it held, and unsubscribe what nobody holds any more."""
+        """``owner`` is gone: release all it held or was joining; what nobody wants any more is
+        unsubscribed."""
         self._deliver.pop(owner, None)
-        freed = [key for key in list(self._owned.get(owner, ())) if self._release(owner, key)]
-        self._in_background(self._unsubscribe_later, freed)
-        self._owned.pop(owner, None)
+        for server, uri in self._owned.pop(owner, set()):
+            state = self._uris.get(server, {}).get(uri)
+            if state is not None:
+                self._withdraw(owner, (server, uri), state)
 
     def on_event(self, event: ServerEvent) -> None:
         """Deliver updates to their subscribers; subscribe again when a server starts a new run."""
         if isinstance(event, ResourceUpdated):
             owners: set[Hashable] = set()  # once each, however many of its subscriptions cover the URI
-            for uri in self._uris.get(event.server, ()):
+            for uri, state in self._uris.get(event.server, {}).items():
                 if covers(uri, event.uri):
-                    owners |= self._holders[event.server, uri]
+                    owners |= state.holders
             for owner in owners:
                 deliver = self._deliver.get(owner)
                 if deliver is None:
@@ -161,62 +225,133 @@ class Subscriptions:
             ServerState.STARTING,
             ServerState.RUNNING,
         ):
-            uris = sorted(self._uris.get(event.server, ()))
-            self._in_background(self._resubscribe, [(event.server, uri) for uri in uris])
+            for uri, state in self._uris.get(event.server, {}).items():
+                state.server = False  # a new run knows no subscriptions
+                state.rerun = bool(state.holders)
+                self._make_due((event.server, uri))
 
     # -- inside ------------------------------------------------------------------------------------
 
-    def _lock(self, key: Key) -> anyio.Lock:
-        return self._locks.setdefault(key[0], anyio.Lock())
+    def _wanted(self, key: Key, state: _Uri) -> None:
+        """A join became allowed: taken at once if the server has it and nothing is due for it."""
+        if state.server is True and key[1] not in self._due.get(key[0], ()):
+            self._answer(key, state, None)
+        else:
+            self._make_due(key)
 
-    def _release(self, owner: Hashable, key: Key) -> bool:
-        """Take ``key`` from ``owner``; True if nobody holds it any more."""
-        self._owned.get(owner, set()).discard(key)
-        holders = self._holders.get(key, set())
-        holders.discard(owner)
-        if holders:
+    def _withdraw(self, owner: Hashable, key: Key, state: _Uri) -> bool:
+        """Take ``key`` from ``owner``, held or joining; False if it had neither."""
+        held = owner in state.holders
+        state.holders.discard(owner)
+        join = state.joining.pop(owner, None)
+        if join is not None:
+            join.done.set()  # its subscribe returns: withdrawn before the server's turn
+        if not held and join is None:
             return False
-        self._holders.pop(key, None)
-        uris = self._uris.get(key[0], set())
-        uris.discard(key[1])
-        if not uris:
-            self._uris.pop(key[0], None)
+        self._owned.get(owner, set()).discard(key)
+        self._make_due(key)
         return True
 
-    def _in_background(self, work: Callable[[Key], Coroutine[Any, Any, None]], keys: list[Key]) -> None:
-        """``work`` on each of ``keys``, a server's one after another in one task: they take the
-        server's lock in turn anyway, and a task per key (thousands, for a client that subscribed to
-        thousands of URIs) ran its first step all in one loop iteration, a second for 5,000, during
-        which no other client was answered."""
-        by_server: dict[str, list[Key]] = {}
-        for key in keys:
-            by_server.setdefault(key[0], []).append(key)
-        for server_keys in by_server.values():
-            self._background.start(_each, work, server_keys)
+    def _answer(self, key: Key, state: _Uri, error: McpdError | None) -> None:
+        """The server's answer to the allowed joins: each holds it now, or is told ``error``."""
+        for owner, join in list(state.joining.items()):
+            if not join.allowed:
+                continue
+            del state.joining[owner]
+            if error is None:
+                state.holders.add(owner)
+            else:
+                join.error = error
+                self._owned.get(owner, set()).discard(key)
+            join.done.set()
 
-    async def _unsubscribe_later(self, key: Key) -> None:
-        async with self._lock(key):
-            if key not in self._holders:  # nobody subscribed again meanwhile
-                await self._unsubscribe(key, UNSUBSCRIBE_TIMEOUT)
+    def _make_due(self, key: Key) -> None:
+        server, uri = key
+        due = self._due.get(server)
+        if due is None:
+            due = self._due[server] = {}
+            if not self._background.start(self._work, server):
+                del self._due[server]  # the daemon stops (or never ran): no server will be asked
+                self._give_up(key)
+                return
+        due[uri] = None
 
-    async def _unsubscribe(self, key: Key, timeout: float) -> None:
+    async def _work(self, server: str) -> None:
+        """Bring ``server``'s URIs in line, oldest change first, until none is due."""
+        due = self._due[server]
+        uri: str | None = None
+        try:
+            while due:
+                uri = next(iter(due))
+                del due[uri]
+                await self._settle((server, uri))
+                uri = None
+        finally:
+            del self._due[server]
+            # Cancelled (the daemon stops), or a bug: nobody else would answer those left.
+            for left in [uri, *due] if uri is not None else list(due):
+                self._give_up((server, left))
+
+    def _give_up(self, key: Key) -> None:
+        state = self._uris.get(key[0], {}).get(key[1])
+        if state is not None:
+            self._answer(key, state, ServerNotRunning("the daemon is stopping", {"server": key[0]}))
+            self._settled(key, state)
+
+    async def _settle(self, key: Key) -> None:
+        state = self._uris.get(key[0], {}).get(key[1])
+        if state is None:
+            return
+        if state.wanted():
+            if state.server is True:
+                self._answer(key, state, None)
+            else:
+                await self._subscribe(key, state)
+        # Also right after a subscription that everyone withdrew from while the server took it (or
+        # that may have reached it, failing): nothing else would undo it.
+        if not state.wanted() and state.server is not False:
+            state.server = None  # while the request is out: a subscriber joining now waits for it
+            await self._unsubscribe(key)
+            state.server = False
+        if key[1] not in self._due.get(key[0], ()):
+            self._settled(key, state)
+
+    def _settled(self, key: Key, state: _Uri) -> None:
+        for settled in state.settled:
+            settled.set()
+        state.settled.clear()
+        uris = self._uris.get(key[0], {})
+        if state.idle() and uris.get(key[1]) is state:
+            del uris[key[1]]
+            if not uris:
+                self._uris.pop(key[0], None)
+
+    async def _subscribe(self, key: Key, state: _Uri) -> None:
+        server, uri = key
+        rerun, state.rerun = state.rerun, False
+        timeout = next((join.timeout for join in state.joining.values() if join.allowed), None)
+        try:
+            await surface_requests.subscribe_resource(self._supervisor.actor(server), uri, timeout)
+        except McpdError as exc:
+            state.server = None if isinstance(exc, _MAYBE_SENT) else False
+            if rerun:
+                # The holders keep their subscription: the next run is asked again.
+                log.warning("resource.resubscribe_failed", server=server, uri=uri, error=exc.message)
+            self._answer(key, state, exc)
+        except BaseException:
+            state.server = None  # cancelled mid-request (the daemon stops)
+            raise
+        else:
+            state.server = True
+            log.info("resource.resubscribed" if rerun else "resource.subscribed", server=server, uri=uri)
+            self._answer(key, state, None)
+
+    async def _unsubscribe(self, key: Key) -> None:
         server, uri = key
         try:
-            await surface_requests.unsubscribe_resource(self._supervisor.actor(server), uri, timeout)
+            actor = self._supervisor.actor(server)
+            await surface_requests.unsubscribe_resource(actor, uri, UNSUBSCRIBE_TIMEOUT)
         except McpdError as exc:
             log.info("resource.unsubscribe_failed", server=server, uri=uri, error=exc.message)
         else:
             log.info("resource.unsubscribed", server=server, uri=uri)
-
-    async def _resubscribe(self, key: Key) -> None:
-        server, uri = key
-        async with self._lock(key):
-            if not self._holders.get(key):
-                return
-            try:
-                await surface_requests.subscribe_resource(self._supervisor.actor(server), uri)
-            except McpdError as exc:
-                # The subscribers keep their subscription: the next run is asked again.
-                log.warning("resource.resubscribe_failed", server=server, uri=uri, error=exc.message)
-            else:
-                log.info("resource.resubscribed", server=server, uri=uri)

@@ -4,6 +4,7 @@ routing of reads, gets, subscriptions and completions back to the server that ow
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
@@ -130,13 +131,13 @@ def qualify_content(server: str, block: dict[str, Any]) -> dict[str, Any]:
     return block
 
 
-async def subscribe(
-    core: Core, owner: Hashable, params: ReadParams, wanted: Callable[[], bool] | None = None
-) -> None:
-    """Subscribe a registered ``owner`` (see ``Subscriptions``, ``wanted`` too) to a resource's updates."""
+async def subscribe(core: Core, owner: Hashable, params: ReadParams) -> None:
+    """Subscribe a registered ``owner`` (see ``Subscriptions``) to a resource's updates. Its wish
+    counts from the call on, the server's trust checked before the server is asked: an unsubscribe
+    sent after it, without waiting for its answer, comes after it."""
     server, uri = route_uri(params.uri, params.server)
-    await _allowed_actor(core, server)
-    await core.subscriptions.subscribe(owner, server, uri, params.timeout, wanted)
+    check = functools.partial(_allowed_actor, core, server)
+    await core.subscriptions.subscribe(owner, server, uri, params.timeout, check)
 
 
 async def unsubscribe(core: Core, owner: Hashable, params: ReadParams) -> bool:

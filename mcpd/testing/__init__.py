@@ -48,9 +48,9 @@ def fixture_server(name: str, *flags: str, **settings: Any) -> ServerConfig:
     return _server_config(name, fixture_command(name, *flags), settings)
 
 
-def fullserver_config(name: str, **settings: Any) -> ServerConfig:
-    """A ``ServerConfig`` for ``mcpd.testing.fullserver`` (see ``fullserver_command``)."""
-    return _server_config(name, fullserver_command(), settings)
+def fullserver_config(name: str, *flags: str, **settings: Any) -> ServerConfig:
+    """A ``ServerConfig`` for ``mcpd.testing.fullserver`` with ``flags`` (see ``fullserver_command``)."""
+    return _server_config(name, fullserver_command(*flags), settings)
 
 
 def _toml_value(value: Any) -> str:

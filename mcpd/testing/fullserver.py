@@ -25,7 +25,11 @@ What a test can ask of it, besides the lists:
   fails with -32050; any tool called with argument ``error`` (``{code, message, data?}``) fails
   with that JSON-RPC error (-32000 too, which the SDK also uses for its own "connection closed");
 - a read, prompt or completion whose request has ``_meta`` answers with it in the result's
-  ``_meta``, under ``request``.
+  ``_meta``, under ``request``;
+- ``resources/read`` of ``full://subscribed`` gives the URIs it is subscribed to (a JSON list), of
+  ``full://held`` how many ``resources/(un)subscribe`` wait now: with ``--hold PATH`` each waits
+  while the file PATH exists, then takes effect (even when cancelled meanwhile, as a server that
+  treats cancellation as advice does) and is answered.
 
 ``--plain-description TEXT`` gives ``plain`` a description: the same tool, changed (a rug pull).
 ``--tools N`` adds ``tool_0`` .. ``tool_{N-1}``, shaped as the SDK fixture's generic tools (``Generic
@@ -37,8 +41,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -156,7 +162,7 @@ def generic(name: str, count: int) -> list[dict[str, Any]]:
 
 
 class FullServer:
-    def __init__(self, send: Any, name: str, tools: list[dict[str, Any]]) -> None:
+    def __init__(self, send: Any, name: str, tools: list[dict[str, Any]], hold: str | None = None) -> None:
         self._send = send
         """Writes one message to the client (over HTTP, into the answer to the POST being handled)."""
         self.name = name
@@ -168,6 +174,10 @@ class FullServer:
         self._lock = threading.Lock()
         self._cancelled: set[Any] = set()
         """Requests cancelled before their ``wait`` began (each runs on a thread of its own)."""
+        self.subscribed: set[str] = set()
+        self._hold = hold
+        self._held = 0
+        """``resources/(un)subscribe`` requests waiting while the file ``hold`` exists."""
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         self._send({"jsonrpc": "2.0", "method": method, "params": params})
@@ -216,6 +226,8 @@ class FullServer:
             self.levels.append(params["level"])
             return {}
         if method in ("ping", "resources/subscribe", "resources/unsubscribe"):
+            if method != "ping":
+                self._subscription(method == "resources/subscribe", str(params.get("uri")))
             return {}
         lists = {
             "tools/list": ("tools", self.tools),
@@ -241,7 +253,26 @@ class FullServer:
             return self._call(params, request_id)
         raise RpcError(-32601, f"method not found: {method}", {"method": method})
 
+    def _subscription(self, subscribe: bool, uri: str) -> None:
+        """Take or drop ``uri``, once the ``--hold`` file is gone."""
+        held = self._hold is not None and os.path.exists(self._hold)
+        if held:
+            with self._lock:
+                self._held += 1
+            while os.path.exists(str(self._hold)):
+                time.sleep(0.02)
+        with self._lock:  # taken as it stops waiting: a test that saw it wait, then not, sees it
+            self._held -= held
+            if subscribe:
+                self.subscribed.add(uri)
+            else:
+                self.subscribed.discard(uri)
+
     def _read(self, uri: str) -> dict[str, Any]:
+        if uri in ("full://subscribed", "full://held"):
+            with self._lock:
+                told = sorted(self.subscribed) if uri == "full://subscribed" else self._held
+            return {"contents": [{"uri": uri, "text": json.dumps(told)}]}
         if uri == "full://fail":
             raise RpcError(-32603, "disk on fire", {"retryAfter": 5})
         if not uri.startswith(("full://r/", "full://t/")):
@@ -313,7 +344,7 @@ class FullServer:
         return {"content": [{"type": "text", "text": f"{name} done"}], "_meta": META, **LATER}
 
 
-def serve_stdio(name: str, tools: list[dict[str, Any]]) -> None:
+def serve_stdio(name: str, tools: list[dict[str, Any]], hold: str | None) -> None:
     lock = threading.Lock()
 
     def send(message: dict[str, Any]) -> None:
@@ -321,7 +352,7 @@ def serve_stdio(name: str, tools: list[dict[str, Any]]) -> None:
             sys.stdout.write(json.dumps(message) + "\n")
             sys.stdout.flush()
 
-    server = FullServer(send, name, tools)
+    server = FullServer(send, name, tools, hold)
 
     def work(message: dict[str, Any]) -> None:
         response = server.handle(message)
@@ -338,7 +369,7 @@ def serve_stdio(name: str, tools: list[dict[str, Any]]) -> None:
             server.handle(message)
 
 
-def serve_http(port: int, name: str, tools: list[dict[str, Any]]) -> None:
+def serve_http(port: int, name: str, tools: list[dict[str, Any]], hold: str | None) -> None:
     during = threading.local()
     """What the server sent while handling the POST of this thread (each POST has a thread)."""
 
@@ -347,7 +378,7 @@ def serve_http(port: int, name: str, tools: list[dict[str, Any]]) -> None:
         if sink is not None:
             sink.append(message)
 
-    server = FullServer(send, name, tools)
+    server = FullServer(send, name, tools, hold)
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -397,12 +428,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--plain-description", default=None, metavar="TEXT")
     parser.add_argument("--name", default="full", help="serverInfo's name, and that of --tools'")
     parser.add_argument("--tools", type=int, default=0, metavar="N")
+    parser.add_argument("--hold", default=None, metavar="PATH", help="(un)subscribes wait while PATH exists")
     args = parser.parse_args(argv)
     tools = described(args.plain_description) + generic(args.name, args.tools)
     if args.transport == "stdio":
-        serve_stdio(args.name, tools)
+        serve_stdio(args.name, tools, args.hold)
     else:
-        serve_http(args.port, args.name, tools)
+        serve_http(args.port, args.name, tools, args.hold)
 
 
 if __name__ == "__main__":

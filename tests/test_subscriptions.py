@@ -1,0 +1,196 @@
+"""The shared subscriptions (``mcpd.front.subscriptions``) against a real server whose
+``resources/(un)subscribe`` wait while a file exists (``mcpd.testing.fullserver --hold``): requests
+that cross, are cancelled or withdrawn while one is at the server. After any of them settles, the
+server is subscribed to a URI exactly when a subscriber holds it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from mcpd.config.model import Config
+from mcpd.errors import McpdError
+from mcpd.front.subscriptions import Subscriptions
+from mcpd.model.states import ServerState
+from mcpd.supervisor import surface_requests
+from mcpd.supervisor.supervisor import Supervisor, open_supervisor
+from mcpd.testing import fullserver_config
+
+pytestmark = pytest.mark.anyio
+
+
+@dataclass
+class Held:
+    """A running server behind ``subscriptions``; its (un)subscribes wait while ``gate`` exists."""
+
+    supervisor: Supervisor
+    subscriptions: Subscriptions
+    gate: Path
+
+    async def read(self, uri: str) -> Any:
+        """What the server says of itself at ``uri`` (decoded JSON)."""
+        result = await surface_requests.read_resource(self.supervisor.actor("full"), uri, timeout=10)
+        return json.loads(result.contents[0].text or "null")
+
+    async def server_has(self) -> list[str]:
+        """The URIs the server itself is subscribed to."""
+        has: list[str] = await self.read("full://subscribed")
+        return has
+
+    async def until_held(self, count: int) -> None:
+        """Wait until ``count`` (un)subscribes wait at the server."""
+        with anyio.fail_after(30):
+            while await self.read("full://held") != count:
+                await anyio.sleep(0.02)
+
+    async def settles_at(self, expected: Callable[[], list[str]]) -> list[str]:
+        """The server's subscriptions once they stop differing from ``expected()`` (or after 5 s):
+        the daemon's own requests to it are over by then."""
+        with anyio.move_on_after(5):
+            while await self.server_has() != expected():
+                await anyio.sleep(0.05)
+        return await self.server_has()
+
+
+@asynccontextmanager
+async def held_server(tmp_path: Path) -> AsyncIterator[Held]:
+    gate = tmp_path / "gate"
+    config = Config(source="<test>", servers=(fullserver_config("full", "--hold", str(gate)),))
+    async with open_supervisor(config) as supervisor:
+        await supervisor.actor("full").wait_state(ServerState.RUNNING, timeout=60)
+        subscriptions = Subscriptions(supervisor)
+        supervisor.add_listener(subscriptions.on_event)
+        async with anyio.create_task_group() as tg:
+            await tg.start(subscriptions.run)
+            yield Held(supervisor, subscriptions, gate)
+            tg.cancel_scope.cancel()
+
+
+def ignore(server: str, uri: str, meta: object) -> None:
+    pass
+
+
+async def subscribe_in(scope: anyio.CancelScope, hub: Subscriptions, owner: str, uri: str) -> None:
+    """``owner``'s subscribe to ``uri``, until ``scope`` is cancelled; refusals ignored."""
+    with scope, contextlib.suppress(McpdError):
+        await hub.subscribe(owner, "full", uri)
+
+
+async def unsubscribe(hub: Subscriptions, owner: str, uri: str) -> None:
+    await hub.unsubscribe(owner, "full", uri)
+
+
+async def test_a_subscribe_cancelled_while_the_server_takes_it_leaves_the_server_unsubscribed(
+    tmp_path: Path,
+) -> None:
+    """A subscriber cancels (its client gave up, or left) while its ``resources/subscribe`` is at
+    the server, which takes it all the same: the server is unsubscribed once it answered, nobody
+    holding it. Before, the cancelled request released the subscription on the daemon's side only,
+    and the server sent updates for it until it stopped."""
+    async with held_server(tmp_path) as held:
+        held.subscriptions.register("gone", ignore)
+        held.gate.touch()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(held.subscriptions.subscribe, "gone", "full", "full://r/0")
+            await held.until_held(1)
+            tg.cancel_scope.cancel()
+        held.gate.unlink()
+        await held.until_held(0)  # the server took it
+        assert await held.settles_at(list) == []
+        assert not held.subscriptions.held("gone", "full", "full://r/0")
+
+
+async def test_a_subscribe_the_owner_withdraws_before_the_servers_turn_is_not_taken(tmp_path: Path) -> None:
+    """A host sends subscribe and then unsubscribe of one URI without waiting for the first's answer,
+    while another subscription of the server's is at the server: the unsubscribe withdraws the
+    subscribe, which returns, nothing taken. Before, the unsubscribe found nothing to drop yet (the
+    subscribe waited for the server's turn) and the subscribe then took it: the host got updates it
+    had unsubscribed from."""
+    async with held_server(tmp_path) as held:
+        hub = held.subscriptions
+        hub.register("host", ignore)
+        held.gate.touch()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hub.subscribe, "host", "full", "full://r/1")
+            await held.until_held(1)
+            tg.start_soon(hub.subscribe, "host", "full", "full://r/0")
+            await anyio.wait_all_tasks_blocked()
+            assert await hub.unsubscribe("host", "full", "full://r/0")
+            held.gate.unlink()
+        assert [hub.held("host", "full", f"full://r/{i}") for i in range(2)] == [False, True]
+        assert await held.settles_at(lambda: ["full://r/1"]) == ["full://r/1"]
+
+
+async def test_a_subscribe_repeated_and_cancelled_while_the_first_is_at_the_server_holds_nothing_early(
+    tmp_path: Path,
+) -> None:
+    """A host sends the same subscribe twice and cancels the second while the first is at the
+    server: it holds nothing until the server answered (what the relay is told follows ``held``),
+    then holds it, the server subscribed once. Before, it held it from the first request on, and the
+    cancelled one told its relay it was added, even had the server then refused it."""
+    async with held_server(tmp_path) as held:
+        hub = held.subscriptions
+        hub.register("host", ignore)
+        held.gate.touch()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hub.subscribe, "host", "full", "full://r/0")
+            await held.until_held(1)
+            again = anyio.CancelScope()
+            tg.start_soon(subscribe_in, again, hub, "host", "full://r/0")
+            await anyio.wait_all_tasks_blocked()
+            again.cancel()
+            await anyio.wait_all_tasks_blocked()
+            assert not hub.held("host", "full", "full://r/0")
+            held.gate.unlink()
+        assert hub.held("host", "full", "full://r/0")
+        assert await held.settles_at(lambda: ["full://r/0"]) == ["full://r/0"]
+
+
+async def test_any_interleaving_of_subscribers_settles_with_the_server_subscribed_as_they_hold(
+    tmp_path: Path,
+) -> None:
+    """Three subscribers subscribe, unsubscribe, cancel and leave over three URIs, none waiting for
+    another, while the server holds its answers at times: once all is done, the server is subscribed
+    to exactly the URIs some subscriber holds. Seeded, so a failure is reproducible."""
+    rng = random.Random(20261127)
+    uris = [f"full://r/{i}" for i in range(3)]
+    async with held_server(tmp_path) as held:
+        hub = held.subscriptions
+        owners = ["a", "b", "c"]
+        for owner in owners:
+            hub.register(owner, ignore)
+
+        for _ in range(8):
+            held.gate.touch()
+            async with anyio.create_task_group() as tg:
+                for _ in range(12):
+                    owner, uri, what = rng.choice(owners), rng.choice(uris), rng.random()
+                    if what < 0.55:
+                        scope = anyio.CancelScope()
+                        tg.start_soon(subscribe_in, scope, hub, owner, uri)
+                        if what < 0.1:  # cancelled once it waits for the server
+                            await anyio.wait_all_tasks_blocked()
+                            scope.cancel()
+                    elif what < 0.9:
+                        tg.start_soon(unsubscribe, hub, owner, uri)
+                    else:
+                        hub.drop(owner)
+                        hub.register(owner, ignore)
+                    if rng.random() < 0.3:
+                        await anyio.wait_all_tasks_blocked()
+                held.gate.unlink()
+            await held.until_held(0)
+
+            def holding() -> list[str]:
+                return sorted(u for u in uris if any(hub.held(o, "full", u) for o in owners))
+
+            assert await held.settles_at(holding) == holding()
