@@ -703,3 +703,75 @@ async def test_a_resumed_subscription_the_host_drops_while_its_server_starts_is_
     taken = sorted(e["uri"] for e in running.events[mark:] if e.get("event") == "resource.subscribed")
     assert taken == ["full://r/1", "full://r/2"], taken
     assert list(told) == [kept]
+
+
+def read_answers(host: Peer, answered: dict[int, dict[str, Any]], ids: set[int]) -> None:
+    """Add the answers that come to ``answered`` (by id, in whatever order) until it has ``ids``
+    (notifications kept in ``seen``)."""
+    while not ids <= answered.keys():
+        answer = host.next_answer()
+        answered[answer["id"]] = answer
+
+
+async def test_a_hosts_subscriptions_sent_without_waiting_take_effect_in_the_order_sent(
+    tmp_path: Path,
+) -> None:
+    """While the server holds a host's subscribe (of r/1), the host sends subscribe r/0 and
+    unsubscribe r/0 without waiting, and subscribe r/1 again, which it cancels. The relay hears of
+    r/1 only with the server's answer, and of r/0 never; the server ends subscribed to r/1 alone.
+    Before, the unsubscribe found nothing yet to drop (its subscribe waited for the server's turn),
+    which then took r/0 behind the host's back; and the cancelled subscribe told the relay r/1 was
+    added before the server answered."""
+    gate = tmp_path / "gate"
+    config = tmp_path / "config.toml"
+    config.write_text(fullserver_toml("full", "--hold", str(gate)))
+    r0, r1 = "mcpd://full/full://r/0", "mcpd://full/full://r/1"
+    async with running_daemon(config) as running:
+        await running.wait_for("server.state", server="full", new="running", timeout=120)
+        host = await peer(running, SessionState(subscription_deltas=True))
+        try:
+            await anyio.to_thread.run_sync(lambda: host.request(1, "initialize", initialize("2025-06-18")))
+            gate.touch()
+            async with connect(running.socket) as client:
+
+                async def server_says(uri: str) -> Any:
+                    return json.loads(
+                        (await client.read_resource(f"mcpd://full/{uri}")).contents[0].text or ""
+                    )
+
+                def send(request_id: int | None, method: str, params: dict[str, Any]) -> None:
+                    message = {"jsonrpc": "2.0", "method": method, "params": params}
+                    host.send(
+                        json.dumps(message if request_id is None else {**message, "id": request_id}).encode()
+                    )
+
+                send(2, "resources/subscribe", {"uri": r1})
+                with anyio.fail_after(30):
+                    while await server_says("full://held") != 1:
+                        await anyio.sleep(0.02)
+                send(3, "resources/subscribe", {"uri": r0})
+                send(4, "resources/unsubscribe", {"uri": r0})
+                send(5, "resources/subscribe", {"uri": r1})
+                answered: dict[int, dict[str, Any]] = {}
+                # Round trips to the server: by their answers, the requests sent before are under
+                # way (a request cancelled before it began would never have run), then cancelled.
+                held = {"uri": "mcpd://full/full://held"}
+                send(6, "resources/read", held)
+                await anyio.to_thread.run_sync(lambda: read_answers(host, answered, {6}))
+                send(None, "notifications/cancelled", {"requestId": 5})
+                send(7, "resources/read", held)
+                await anyio.to_thread.run_sync(lambda: read_answers(host, answered, {6, 7}))
+                told: dict[str, None] = {}
+                relay_subscriptions(host, told)
+                assert told == {}, "told before the server answered"
+                gate.unlink()
+                await anyio.to_thread.run_sync(lambda: read_answers(host, answered, {2, 3, 4, 6, 7}))
+                relay_subscriptions(host, told)
+                assert all("result" in answer for answer in answered.values()), answered
+                assert list(told) == [r1]
+                with anyio.fail_after(30):
+                    while await server_says("full://held") != 0:
+                        await anyio.sleep(0.02)
+                assert await server_says("full://subscribed") == ["full://r/1"]
+        finally:
+            host.channel.close()
