@@ -39,6 +39,7 @@ from mcpd.client.channel import Channel, open_channel
 from mcpd.errors import DECODE_FAILURES, DaemonNotRunning, McpdError, TransportError
 from mcpd.model import mcp
 from mcpd.model.protocol import RESUME_MAX
+from mcpd.model.updates import HeldUpdates
 from mcpd.readsize import READ_SIZE
 
 GAP_WAIT = 60.0
@@ -58,9 +59,11 @@ A host that pauses (a UI busy, a debugger) must not cost its calls: a bridge tha
 stdout stopped reading the daemon, which then dropped it as a client that does not read."""
 ADVISORY_LIMIT = 1024 * 1024
 """Bytes kept for a host that does not read past which log messages, progress and resource updates
-(``mcp.ADVISORY``) are dropped, not kept: a chatty server at ``logging/setLevel debug`` would
-otherwise fill ``OUT_LIMIT`` in seconds and the daemon would drop the bridge, failing the host's
-calls (as the daemon does on its side)."""
+(``mcp.ADVISORY``) are not added: a chatty server at ``logging/setLevel debug`` would otherwise fill
+``OUT_LIMIT`` in seconds and the daemon would drop the bridge, failing the host's calls (as the
+daemon does on its side). Log messages and progress are dropped (the next step supersedes a
+progress step; a log line is a record, kept in the server's own log); resource updates are held,
+the latest per URI, and sent once the host took what was kept (``HeldUpdates``)."""
 EXIT_FLUSH = 5.0
 """Seconds the bridge keeps writing what the host has not read yet, once stdin has closed."""
 EOF_WAIT = GAP_WAIT
@@ -181,6 +184,7 @@ class Relay:
         self._out = bytearray()
         """What the host has not taken yet (its stdout is a full pipe)."""
         self._dropped_advisory = False
+        self._held_updates = HeldUpdates()
         self._reading_daemon = False
         # poll, not epoll: epoll refuses a regular file or /dev/null (`mcpd bridge < requests.jsonl`,
         # a service's StandardInput=null) with EPERM, an internal error before any request was
@@ -332,6 +336,8 @@ class Relay:
                 if withdrawn is not None:
                     self.asked.discard(withdrawn)
             elif len(self._out) > ADVISORY_LIMIT and route is not None and route.method in mcp.ADVISORY:
+                if self._held_updates.hold(data):
+                    continue
                 if not self._dropped_advisory:  # said once: a flood would flood the log too
                     _log("bridge.advisory_dropped", behind=len(self._out))
                     self._dropped_advisory = True
@@ -389,6 +395,10 @@ class Relay:
                 del self._out[: os.write(self._stdout, self._out)]  # cheap: bytearray moves its start
         except BlockingIOError:
             pass
+        if self._held_updates and len(self._out) <= ADVISORY_LIMIT:
+            self._out += b"".join(update + b"\n" for update in self._held_updates.release())
+            self._flush()
+            return
         self._watch_stdout(bool(self._out))
         self._read_daemon(len(self._out) < OUT_LIMIT)
 

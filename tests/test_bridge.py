@@ -824,12 +824,15 @@ for line in sys.stdin:
     elif method == "resources/templates/list":
         result = {"resourceTemplates": []}
     elif method == "tools/call":
-        count = message["params"]["arguments"]["messages"]
+        arguments = message["params"]["arguments"]
+        count, uris = arguments["messages"], arguments.get("updates")
         line = '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"%s"}}\\n'
-        if message["params"]["arguments"].get("updates"):
+        if uris:  # updates of lf://r/0 .. lf://r/<uris - 1> in turn, the n-th with n in its _meta
             line = '{"jsonrpc":"2.0","method":"notifications/resources/updated",'
-            line += '"params":{"uri":"lf://r","_meta":{"pad":"%s"}}}\\n'
-        sys.stdout.write(line % ("m" * 1000) * count)
+            line += '"params":{"uri":"lf://r/%d","_meta":{"n":%d,"pad":"%s"}}}\\n'
+            sys.stdout.write("".join(line % (n % uris, n, "m" * 1000) for n in range(count)))
+        else:
+            sys.stdout.write(line % ("m" * 1000) * count)
         result = {"content": [{"type": "text", "text": "flooded"}]}
     sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\\n")
     sys.stdout.flush()
@@ -899,15 +902,19 @@ async def test_a_paused_host_at_debug_level_loses_log_messages_not_calls(impatie
     assert not dropped_since(daemon, mark)
 
 
-async def test_a_paused_host_subscribed_to_a_flooding_resource_loses_updates_not_calls(
+async def test_a_paused_host_subscribed_to_a_flooding_resource_loses_no_call_nor_the_last_updates(
     impatient: DaemonProcess,
 ) -> None:
-    """A host subscribed to a resource whose server floods 40 MB of updates while the host pauses
-    reading: resource updates are advisory in the bridge as in the daemon, so past 1 MiB held they
-    are dropped, the bridge goes on reading the daemon and the host's running call is answered
-    (the bridge kept them like answers: ~9,000 of them, 10 MB, queued ahead of the call's answer)."""
+    """A host subscribed to a resource whose server floods 40 MB of updates of three resources under
+    it while the host pauses reading: resource updates are advisory in the bridge as in the daemon,
+    so past 1 MiB kept for the host they are not added, the bridge goes on reading the daemon and
+    the host's running call is answered (the bridge kept them like answers: ~9,000 of them, 10 MB,
+    queued ahead of the call's answer). They are held instead, the latest per URI, and sent once the
+    host read what was kept: its last update of each URI is the server's last (its ``_meta``).
+    Before, they were dropped: the host never heard of the last changes."""
     daemon = impatient
     sleep = {"name": "mcpd_call_tool", "arguments": {"tool": "tools__sleep", "arguments": {"seconds": 2}}}
+    count, uris = 40_000, 3
     mark = len(daemon.events)
     async with raw_host(daemon.socket) as host:
         await daemon.wait_for("server.state", server="lf", new="running")
@@ -915,10 +922,16 @@ async def test_a_paused_host_subscribed_to_a_flooding_resource_loses_updates_not
         await host.until_answer(2)
         await host.send({"id": 10, "method": "tools/call", "params": sleep})
         async with connect(daemon.socket) as client:  # while the host reads nothing
-            await client.call_tool("lf__flood", {"messages": 40_000, "updates": True})
+            await client.call_tool("lf__flood", {"messages": count, "updates": uris})
         answers = await host.until_answer(10)
-    assert answers[-1]["result"]["content"][0]["text"] == "slept 2.0"
-    assert 0 < sum(m.get("method") == "notifications/resources/updated" for m in answers) < 4_000
+        # Its answer is sent after what is kept for the host; then the updates held, then this one's.
+        await host.send({"id": 11, "method": "ping"})
+        answers += await host.until_answer(11)
+    assert next(m for m in answers if m.get("id") == 10)["result"]["content"][0]["text"] == "slept 2.0"
+    updates = [m["params"] for m in answers if m.get("method") == "notifications/resources/updated"]
+    assert 0 < len(updates) < 4_000
+    last = {update["uri"]: update["_meta"]["n"] for update in updates}
+    assert last == {f"mcpd://lf/lf://r/{i}": max(range(i, count, uris)) for i in range(uris)}
     assert not dropped_since(daemon, mark)
 
 

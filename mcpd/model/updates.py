@@ -1,0 +1,78 @@
+"""Resource updates a relay could not pass on to a host that was behind, kept one per URI.
+
+A relay (the bridge, an HTTP stream's outbox) drops advisory messages (``mcp.ADVISORY``) for a
+host that does not read, so that a chatty server cannot queue the host's answers behind megabytes
+of them. A progress step or a log line lost that way is superseded by the next one, or was only
+ever a record; a ``notifications/resources/updated`` is not: it is the host's one news that the
+resource changed, and a host that missed it reads stale contents until the next change. So
+instead of dropping one, the relay keeps it here, replacing the one kept for its URI (the latest
+``_meta`` wins; the host reads the contents anyway), and sends them all once the host has caught
+up: at least one update per changed URI, whatever the flood, in bounded memory.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from mcpd.errors import DECODE_FAILURES
+from mcpd.model.mcp import RESOURCE_UPDATED
+
+HELD_UPDATES = 10_000
+"""URIs held at most (a host holds at most 10,000 subscriptions, ``MAX_SUBSCRIPTIONS``; updates of
+resources under one may name more): past it, an update of yet another URI is dropped."""
+HELD_BYTES = 4 * 1024 * 1024
+"""Bytes of updates held at most (their ``_meta`` is the server's, of any size)."""
+
+_MARK = b'"' + RESOURCE_UPDATED.encode() + b'"'
+
+
+class _Uri(msgspec.Struct):
+    uri: str
+
+
+class _Updated(msgspec.Struct):
+    method: str
+    params: _Uri
+
+
+_updated = msgspec.json.Decoder(_Updated)
+
+
+class HeldUpdates:
+    """The ``notifications/resources/updated`` (encoded, as the host is sent them) kept by URI."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, bytes] = {}
+        self._bytes = 0
+        self.overflowed = False
+        """An update was dropped: ``HELD_UPDATES`` or ``HELD_BYTES`` were reached."""
+
+    def __bool__(self) -> bool:
+        return bool(self._held)
+
+    def hold(self, data: bytes) -> bool:
+        """Keep ``data`` if it is a resource update, in place of the one kept for its URI; False if
+        it is not one (the caller drops it), or there is no room left for it (dropped)."""
+        if _MARK not in data[:80]:  # the method comes first in what mcpd encodes: cheap for the rest
+            return False
+        try:
+            update = _updated.decode(data)
+        except DECODE_FAILURES:
+            return False
+        if update.method != RESOURCE_UPDATED:
+            return False
+        uri = update.params.uri
+        before = self._held.get(uri)
+        size = self._bytes - len(before or b"") + len(data)
+        if (before is None and len(self._held) >= HELD_UPDATES) or size > HELD_BYTES:
+            self.overflowed = True
+            return before is not None  # the update held for it still tells the host it changed
+        self._held.pop(uri, None)  # then put last: sent in the order they last changed
+        self._held[uri] = data
+        self._bytes = size
+        return True
+
+    def release(self) -> list[bytes]:
+        """All held, oldest change first; none held afterwards."""
+        held, self._held, self._bytes = list(self._held.values()), {}, 0
+        return held
