@@ -1112,22 +1112,41 @@ async def test_what_matters_outlives_a_flood_of_log_messages_in_an_outbox() -> N
     assert sum(map(len, items)) <= OUTBOX_BYTES and items[-1] == megabyte * 2
 
 
+def updated(uri: str, n: int) -> bytes:
+    """A ``notifications/resources/updated`` of ``uri``, ``n`` in its ``_meta``, as a session sends it."""
+    params = {"uri": uri, "_meta": {"n": n}}
+    return json.dumps({"method": "notifications/resources/updated", "params": params}).encode()
+
+
 async def test_a_flood_of_resource_updates_never_pushes_a_list_changed_off_the_get_stream() -> None:
     """A host that does not read its GET stream while a subscribed resource's server floods updates:
     they are advisory, as log messages are, so they stop at half the outbox and the `list_changed`
-    queued before them is still there (3,000 updates pushed it out)."""
+    queued before them is still there (3,000 updates pushed it out); those past half are held, not
+    dropped, and come with the next take: every URI's update reaches the host."""
     session = HttpSession(1)
     list_changed = b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}'
     session.deliver(list_changed)
-    for n in range(3 * EVENTS_KEPT):
-        uri = f"mcpd://s/r{n}"
-        session.deliver(
-            b'{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"%s"}}'
-            % uri.encode()
-        )
+    uris = [f"mcpd://s/r{n}" for n in range(3 * EVENTS_KEPT)]
+    for n, uri in enumerate(uris):
+        session.deliver(updated(uri, n))
     items, _ = await session.events.take()
     assert items[0] == list_changed
-    assert sum(b"resources/updated" in item for item in items) == EVENTS_KEPT // 2
+    assert [json.loads(item)["params"]["uri"] for item in items[1:]] == uris
+
+
+async def test_resource_updates_past_an_outbox_bound_coalesce_to_the_latest_of_each_uri() -> None:
+    """A flood of updates of three URIs into an outbox nobody reads: past half of it they are held
+    one per URI, the latest (its ``_meta``), so the host's next take has a bounded number of them and
+    the last of each is the server's last. Before, they were dropped: the host never learnt of the
+    last changes."""
+    outbox = Outbox(EVENTS_KEPT, "http-test")
+    count, uris = 3 * EVENTS_KEPT, 3
+    for n in range(count):
+        outbox.push(updated(f"mcpd://s/r{n % uris}", n), advisory=True)
+    items, _ = await outbox.take()
+    assert len(items) == EVENTS_KEPT // 2 + uris
+    last = {params["uri"]: params["_meta"]["n"] for params in (json.loads(item)["params"] for item in items)}
+    assert last == {f"mcpd://s/r{i}": max(range(i, count, uris)) for i in range(uris)}
 
 
 def raw_outcome(sock: socket.socket, wait: float) -> tuple[bool, int]:

@@ -48,6 +48,7 @@ from mcpd.front.core import Caller
 from mcpd.front.hosts import Hosts
 from mcpd.front.session import HostSession
 from mcpd.model import mcp
+from mcpd.model.updates import HeldUpdates
 from mcpd.store.db import Store, StoreUnavailable
 from mcpd.store.sessions import prune_sessions, session_row, session_rows
 
@@ -111,7 +112,10 @@ class Outbox:
     Bounded for a host that does not read, in count and in bytes (``OUTBOX_BYTES``): advisory
     messages (``mcp.ADVISORY``: progress, log messages, resource updates) stop at half of either,
     the new ones dropped, so a chatty server cannot push out what matters (a ``list_changed``, a
-    server's question); past the bound the oldest messages go."""
+    server's question); past the bound the oldest messages go. A resource update is not dropped
+    but held, the latest per URI, and taken with the next ``take`` (``HeldUpdates``): it is the
+    host's one news of the change. Progress and log messages go (the next step supersedes a
+    progress step; a log line is a record)."""
 
     def __init__(self, limit: int, owner: str, *, may_stream: bool = False) -> None:
         self.may_stream = may_stream
@@ -128,6 +132,7 @@ class Outbox:
         self._wake: asyncio.Event | None = None
         self._owner = owner
         self._dropping = False
+        self._updates = HeldUpdates()
 
     def _full(self, size: int) -> bool:
         """No room for one more message of ``size`` bytes without dropping an older one."""
@@ -142,12 +147,15 @@ class Outbox:
             self._dropping = True  # said once: a host that does not read would otherwise flood the log
             log.warning("http.messages_dropped", session=self._owner, kept=len(self._items))
         if full and advisory:
+            self._updates.hold(data)
             return
         while self._items and self._full(len(data)):
             was_advisory, dropped = self._items.popleft()
             self._advisory -= was_advisory
             self._advisory_bytes -= len(dropped) if was_advisory else 0
             self._bytes -= len(dropped)
+            if was_advisory:
+                self._updates.hold(dropped)
         self._items.append((advisory, data))
         self._advisory += advisory
         self._advisory_bytes += len(data) if advisory else 0
@@ -176,7 +184,7 @@ class Outbox:
         while not (self._items or self._final is not None or self._closed):
             self._wake = asyncio.Event()
             await self._wake.wait()
-        items = [data for _, data in self._items]
+        items = [data for _, data in self._items] + self._updates.release()
         self._items.clear()
         self._advisory = self._advisory_bytes = self._bytes = 0
         if self._final is not None:
