@@ -8,6 +8,7 @@ once its ``toggle-subscriber-updates`` tool is on: at once, then every five seco
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
@@ -23,13 +24,13 @@ import pytest
 import structlog
 from anyio.streams.text import TextReceiveStream
 from mcp.shared.exceptions import MCPError
-from test_bridge import bridge
-from test_front import peer
+from test_bridge import LOG_FLOOD, bridge
+from test_front import initialize, peer
 from test_surface import everything_daemon
 
 from mcpd.client.aio import AsyncClient, connect
 from mcpd.config.model import Config
-from mcpd.errors import TooManyRequests, UnknownPrompt, UnknownResource, Unsupported
+from mcpd.errors import TooManyRequests, TransportError, UnknownPrompt, UnknownResource, Unsupported
 from mcpd.front.background import Background
 from mcpd.front.subscriptions import Subscriptions, covers
 from mcpd.model.mcp import (
@@ -43,7 +44,7 @@ from mcpd.model.servers import ResourceUpdated, SurfaceChanged
 from mcpd.model.states import ServerState
 from mcpd.supervisor.supervisor import open_supervisor
 from mcpd.testing import fullserver_config
-from mcpd.testing.daemon import DaemonProcess
+from mcpd.testing.daemon import DaemonProcess, running_daemon
 
 pytestmark = pytest.mark.anyio
 DOC = "demo://resource/static/document/architecture.md"
@@ -434,3 +435,52 @@ async def test_a_subscriber_holds_at_most_its_limit_and_hears_only_its_servers_u
             subscriptions.on_event(ResourceUpdated(server="nobody", uri="full://r/0"))
             tg.cancel_scope.cancel()
     assert heard == {"first": [("full", "full://r/0")], "second": []}
+
+
+async def test_a_relay_that_falls_behind_gets_the_last_update_of_each_uri_once_it_reads(
+    tmp_path: Path,
+) -> None:
+    """A relay (a bridge, here a raw session) subscribed to a resource stops reading while its
+    server floods 40 MB of updates of three resources under it: past the daemon's advisory backlog
+    the session holds them, the latest per URI, and sends them once the relay reads again; its last
+    update of each URI is the server's last. Before, the session dropped them: the host never heard
+    of the last changes."""
+    script = tmp_path / "flood.py"
+    script.write_text(LOG_FLOOD)
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f"[servers.lf]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(script))}]\n"
+    )
+    count, uris = 40_000, 3
+    final = {f"mcpd://lf/lf://r/{i}": max(range(i, count, uris)) for i in range(uris)}
+    async with running_daemon(config) as running:
+        await running.wait_for("server.state", server="lf", new="running", timeout=60)
+        host = await peer(running, SessionState(subscription_deltas=True))
+        try:
+
+            def begin() -> None:
+                host.request(1, "initialize", initialize("2025-06-18"))
+                host.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode())
+                host.request(2, "resources/subscribe", {"uri": "mcpd://lf/lf://r"})
+
+            await anyio.to_thread.run_sync(begin)
+            async with connect(running.socket) as client:  # while the relay reads nothing
+                await client.call_tool("lf__flood", {"messages": count, "updates": uris})
+
+            def read_until_final() -> dict[str, int]:
+                last: dict[str, int] = {}
+                deadline = time.monotonic() + 30
+                # Its receive times out once nothing more comes: the updates then are all it got.
+                with contextlib.suppress(TransportError):
+                    while last != final and time.monotonic() < deadline:
+                        for frame in host.receive():
+                            message = json.loads(frame)
+                            if message.get("method") == RESOURCE_UPDATED:
+                                last[message["params"]["uri"]] = message["params"]["_meta"]["n"]
+                return last
+
+            last = await anyio.to_thread.run_sync(read_until_final)
+        finally:
+            host.channel.close()
+    assert last == final
+    assert any(e.get("event") == "client.behind" for e in running.events)  # it was behind indeed
