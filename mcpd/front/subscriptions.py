@@ -304,6 +304,7 @@ class Subscriptions:
             return
         if state.wanted():
             if state.server is True:
+                state.rerun = False  # a subscribe under way at the restart reached the new run
                 self._answer(key, state, None)
             else:
                 await self._subscribe(key, state)
