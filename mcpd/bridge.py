@@ -39,7 +39,7 @@ from mcpd.client.channel import Channel, open_channel
 from mcpd.errors import DECODE_FAILURES, DaemonNotRunning, McpdError, TransportError
 from mcpd.model import mcp
 from mcpd.model.protocol import RESUME_MAX
-from mcpd.model.updates import HeldUpdates
+from mcpd.model.updates import HeldUpdates, hold_message
 from mcpd.readsize import READ_SIZE
 
 GAP_WAIT = 60.0
@@ -184,7 +184,7 @@ class Relay:
         self._out = bytearray()
         """What the host has not taken yet (its stdout is a full pipe)."""
         self._dropped_advisory = False
-        self._held_updates = HeldUpdates()
+        self._held_updates: HeldUpdates[bytes] = HeldUpdates()
         self._reading_daemon = False
         # poll, not epoll: epoll refuses a regular file or /dev/null (`mcpd bridge < requests.jsonl`,
         # a service's StandardInput=null) with EPERM, an internal error before any request was
@@ -336,7 +336,7 @@ class Relay:
                 if withdrawn is not None:
                     self.asked.discard(withdrawn)
             elif len(self._out) > ADVISORY_LIMIT and route is not None and route.method in mcp.ADVISORY:
-                if self._held_updates.hold(data):
+                if hold_message(self._held_updates, data):
                     continue
                 if not self._dropped_advisory:  # said once: a flood would flood the log too
                     _log("bridge.advisory_dropped", behind=len(self._out))

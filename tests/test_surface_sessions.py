@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
+import socket
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 import mcp_types as types
+import msgspec
 import pytest
 import structlog
 from anyio.streams.text import TextReceiveStream
@@ -45,6 +48,7 @@ from mcpd.model.states import ServerState
 from mcpd.supervisor.supervisor import open_supervisor
 from mcpd.testing import fullserver_config
 from mcpd.testing.daemon import DaemonProcess, running_daemon
+from mcpd.testing.hostile import hello, request
 
 pytestmark = pytest.mark.anyio
 DOC = "demo://resource/static/document/architecture.md"
@@ -437,6 +441,30 @@ async def test_a_subscriber_holds_at_most_its_limit_and_hears_only_its_servers_u
     assert heard == {"first": [("full", "full://r/0")], "second": []}
 
 
+FLOOD_COUNT, FLOOD_URIS = 40_000, 3
+FLOODED = {f"mcpd://lf/lf://r/{i}": max(range(i, FLOOD_COUNT, FLOOD_URIS)) for i in range(FLOOD_URIS)}
+"""The last ``n`` in the ``_meta`` of each URI's updates in ``flood``."""
+
+
+@contextlib.asynccontextmanager
+async def flood_daemon(tmp_path: Path) -> AsyncIterator[DaemonProcess]:
+    """A daemon running ``lf``, which floods updates on demand (``test_bridge.LOG_FLOOD``)."""
+    script = tmp_path / "flood.py"
+    script.write_text(LOG_FLOOD)
+    config = tmp_path / "config.toml"
+    flooder = f"command = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(script))}]\n"
+    config.write_text("[servers.lf]\n" + flooder)
+    async with running_daemon(config) as running:
+        await running.wait_for("server.state", server="lf", new="running", timeout=60)
+        yield running
+
+
+async def flood(daemon: DaemonProcess) -> None:
+    """40 MB of updates of lf://r/0, /1 and /2 in turn, the n-th with n in its ``_meta``."""
+    async with connect(daemon.socket) as client:
+        await client.call_tool("lf__flood", {"messages": FLOOD_COUNT, "updates": FLOOD_URIS})
+
+
 async def test_a_relay_that_falls_behind_gets_the_last_update_of_each_uri_once_it_reads(
     tmp_path: Path,
 ) -> None:
@@ -445,16 +473,7 @@ async def test_a_relay_that_falls_behind_gets_the_last_update_of_each_uri_once_i
     the session holds them, the latest per URI, and sends them once the relay reads again; its last
     update of each URI is the server's last. Before, the session dropped them: the host never heard
     of the last changes."""
-    script = tmp_path / "flood.py"
-    script.write_text(LOG_FLOOD)
-    config = tmp_path / "config.toml"
-    config.write_text(
-        f"[servers.lf]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(script))}]\n"
-    )
-    count, uris = 40_000, 3
-    final = {f"mcpd://lf/lf://r/{i}": max(range(i, count, uris)) for i in range(uris)}
-    async with running_daemon(config) as running:
-        await running.wait_for("server.state", server="lf", new="running", timeout=60)
+    async with flood_daemon(tmp_path) as running:
         host = await peer(running, SessionState(subscription_deltas=True))
         try:
 
@@ -464,15 +483,14 @@ async def test_a_relay_that_falls_behind_gets_the_last_update_of_each_uri_once_i
                 host.request(2, "resources/subscribe", {"uri": "mcpd://lf/lf://r"})
 
             await anyio.to_thread.run_sync(begin)
-            async with connect(running.socket) as client:  # while the relay reads nothing
-                await client.call_tool("lf__flood", {"messages": count, "updates": uris})
+            await flood(running)  # while the relay reads nothing
 
             def read_until_final() -> dict[str, int]:
                 last: dict[str, int] = {}
                 deadline = time.monotonic() + 30
                 # Its receive times out once nothing more comes: the updates then are all it got.
                 with contextlib.suppress(TransportError):
-                    while last != final and time.monotonic() < deadline:
+                    while last != FLOODED and time.monotonic() < deadline:
                         for frame in host.receive():
                             message = json.loads(frame)
                             if message.get("method") == RESOURCE_UPDATED:
@@ -482,5 +500,46 @@ async def test_a_relay_that_falls_behind_gets_the_last_update_of_each_uri_once_i
             last = await anyio.to_thread.run_sync(read_until_final)
         finally:
             host.channel.close()
-    assert last == final
+    assert last == FLOODED
+    assert any(e.get("event") == "client.behind" for e in running.events)  # it was behind indeed
+
+
+async def test_a_socket_client_that_falls_behind_gets_the_last_update_of_each_uri_once_it_reads(
+    tmp_path: Path,
+) -> None:
+    """A socket client subscribed to a resource stops reading while its server floods 40 MB of
+    updates of three resources under it: past the client's advisory backlog the daemon holds its
+    ``ResourceUpdated`` events, the latest per URI, and sends them once it reads again. Before, they
+    were dropped."""
+    async with flood_daemon(tmp_path) as running:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(10)
+            sock.connect(str(running.socket))
+
+            def frames() -> Iterator[list[Any]]:
+                while True:
+                    header = sock.recv(4, socket.MSG_WAITALL)
+                    yield msgspec.msgpack.decode(sock.recv(int.from_bytes(header, "big"), socket.MSG_WAITALL))
+
+            def begin() -> None:
+                sock.sendall(hello())
+                sock.sendall(request(2, "resources.subscribe", {"uri": "mcpd://lf/lf://r"}))
+                assert [m for m in itertools.islice(frames(), 2) if m[0] != 2][-1][1] == 2
+
+            await anyio.to_thread.run_sync(begin)
+            await flood(running)  # while the client reads nothing
+
+            def read_until_final() -> dict[str, int]:
+                last: dict[str, int] = {}
+                deadline = time.monotonic() + 30
+                with contextlib.suppress(TimeoutError):  # nothing more came: that was all
+                    for message in frames():
+                        if message[0] == 2 and message[2].get("type") == "resource":
+                            last[message[2]["uri"]] = message[2]["meta"]["n"]
+                        if last == FLOODED or time.monotonic() > deadline:
+                            break
+                return last
+
+            last = await anyio.to_thread.run_sync(read_until_final)
+    assert last == FLOODED
     assert any(e.get("event") == "client.behind" for e in running.events)  # it was behind indeed

@@ -26,6 +26,7 @@ from mcpd.errors import (
     UnknownTool,
 )
 from mcpd.front import calls, surface
+from mcpd.front.behind import Behind
 from mcpd.front.core import Caller, Core
 from mcpd.ipc.server import Connection, MethodTable, current_request
 from mcpd.model.logs import LogsParams, LogsResult
@@ -79,6 +80,7 @@ from mcpd.supervisor.supervisor import Supervisor
 
 S = ServerState
 log = structlog.get_logger("mcpd.daemon")
+_json = msgspec.json.Encoder()
 
 
 @dataclass(kw_only=True)
@@ -449,23 +451,28 @@ async def resources_subscribe(daemon: Daemon, conn: Connection, params: ReadPara
     """Updates of the resource arrive as ``ResourceUpdated`` events (qualified URI) until
     ``resources.unsubscribe`` or the end of the connection."""
     hub = daemon.subscriptions
+    # Held for a client that is behind, not dropped (``Behind``).
+    behind: Behind[ResourceUpdated] = Behind(
+        lambda: conn.room_for_advice(EVENT_NOTIFICATION), lambda event: conn.notify(EVENT_NOTIFICATION, event)
+    )
 
     def deliver(server: str, uri: str, meta: dict[str, Any] | None) -> None:
         updated = ResourceUpdated(server=server, uri=qualify_uri(server, uri), meta=meta)
-        conn.notify(EVENT_NOTIFICATION, updated, advisory=True)
+        behind.offer(updated.uri, updated, len(updated.uri) + (len(_json.encode(meta)) if meta else 0))
 
     if hub.register(conn, deliver):
-        conn.tasks.spawn(_drop_at_close(daemon, conn))
+        conn.tasks.spawn(_drop_at_close(daemon, conn, behind))
     await surface.subscribe(daemon, conn, params)
     return Ok()
 
 
-async def _drop_at_close(daemon: Daemon, conn: Connection) -> None:
+async def _drop_at_close(daemon: Daemon, conn: Connection, behind: Behind[ResourceUpdated]) -> None:
     # Cancelled with the connection's other tasks when it ends: its subscriptions end with it.
     try:
         await anyio.sleep_forever()
     finally:
         daemon.subscriptions.drop(conn)
+        behind.close()
 
 
 @methods.method("resources.unsubscribe", ReadParams)

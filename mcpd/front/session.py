@@ -39,6 +39,7 @@ from mcpd.errors import (
     server_refusal,
 )
 from mcpd.front import calls, host_surface, meta, surface
+from mcpd.front.behind import Behind
 from mcpd.front.core import Caller, Core
 from mcpd.front.rpc_errors import RpcError, rpc_error, server_error
 from mcpd.front.server_requests import HOST_REQUEST, HostAnswerer, RunningCall
@@ -49,7 +50,6 @@ from mcpd.model.resources import ReadParams
 from mcpd.model.servers import ResourceUpdated, ServerEvent, StateChanged, SurfaceChanged, ToolsChanged
 from mcpd.model.states import LIVE_STATES, ServerState
 from mcpd.model.tools import Rendered, ToolEntry, ToolResult
-from mcpd.model.updates import HeldUpdates
 from mcpd.registry import reserved
 from mcpd.registry.names import qualify_uri, split_uri
 from mcpd.supervisor.session import CancelReason, ProgressCallback
@@ -67,8 +67,6 @@ PRECONNECT_MARGIN = 5.0
 HELD_LIMIT = 100
 """Notifications kept for a host that has not sent ``notifications/initialized`` (the oldest go):
 hosts send it right after ``initialize``, so only one that never does reaches the limit."""
-ADVICE_RETRY = 0.25
-"""Seconds between looks at a host that is behind, while resource updates wait for it to catch up."""
 UNKNOWN_SHOWN = 10
 """Names of unknown ``preconnect`` servers given in the one line that reports them."""
 
@@ -245,9 +243,7 @@ class HostSession:
         self._room_for_advice = room_for_advice
         """False while the host is not taking what it is sent: advisory notifications are dropped
         (resource updates held, ``_updates``)."""
-        self._updates = HeldUpdates()
-        """Resource updates the host was behind for, the latest per URI: sent once it caught up."""
-        self._updates_due: asyncio.TimerHandle | None = None
+        self._updates: Behind[bytes] = Behind(lambda: room_for_advice(mcp.RESOURCE_UPDATED), self._put)
         self.caller = caller
         self._hello_client = caller.client
         self.init = state.initialize
@@ -355,8 +351,7 @@ class HostSession:
         """The host is gone: cancel its requests (and so its calls in the servers), end its subscriptions."""
         for timer in self._timers:
             timer.cancel()
-        if self._updates_due is not None:
-            self._updates_due.cancel()
+        self._updates.close()
         for task in self._background:
             task.cancel()
         if self._background:
@@ -442,30 +437,13 @@ class HostSession:
 
     def _advise(self, method: str, params: Any, related: mcp.RequestId | None = None) -> None:
         """A notification the host can do without: progress and log messages are dropped while it is
-        behind (superseded by the next step; a record the server keeps), a resource update held,
-        the latest per URI, until it caught up (the host's one news of the change)."""
-        if self._room_for_advice(method):
-            if self._updates:
-                self._release_updates()  # first: an update held is older than this one
+        behind (superseded by the next step; a record the server keeps), a resource update held
+        until it caught up (``Behind``: the host's one news of the change)."""
+        if isinstance(params, mcp.ResourceUpdatedParams):
+            data = _encoder.encode(mcp.Notification(method, params))
+            self._updates.offer(params.uri, data, len(data))
+        elif self._room_for_advice(method):
             self._notify(method, params, related)
-        elif method == mcp.RESOURCE_UPDATED:
-            self._updates.hold(_encoder.encode(mcp.Notification(method, params)))
-            if self._updates_due is None:
-                self._look_again()
-
-    def _release_updates(self) -> None:
-        """Send the updates held if the host caught up; else look again later."""
-        if self._updates_due is not None:
-            self._updates_due.cancel()
-            self._updates_due = None
-        if not self._room_for_advice(mcp.RESOURCE_UPDATED):
-            self._look_again()
-            return
-        for data in self._updates.release():
-            self._put(data)
-
-    def _look_again(self) -> None:
-        self._updates_due = asyncio.get_running_loop().call_later(ADVICE_RETRY, self._release_updates)
 
     def _notification(self, method: str, params: msgspec.Raw) -> None:
         if method == "notifications/initialized":

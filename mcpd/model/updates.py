@@ -12,6 +12,8 @@ up: at least one update per changed URI, whatever the flood, in bounded memory.
 
 from __future__ import annotations
 
+from typing import Generic, TypeVar
+
 import msgspec
 
 from mcpd.errors import DECODE_FAILURES
@@ -23,6 +25,7 @@ resources under one may name more): past it, an update of yet another URI is dro
 HELD_BYTES = 4 * 1024 * 1024
 """Bytes of updates held at most (their ``_meta`` is the server's, of any size)."""
 
+T = TypeVar("T")
 _MARK = b'"' + RESOURCE_UPDATED.encode() + b'"'
 
 
@@ -38,11 +41,23 @@ class _Updated(msgspec.Struct):
 _updated = msgspec.json.Decoder(_Updated)
 
 
-class HeldUpdates:
-    """The ``notifications/resources/updated`` (encoded, as the host is sent them) kept by URI."""
+def updated_uri(data: bytes) -> str | None:
+    """The URI of the ``notifications/resources/updated`` encoded in ``data``; None for any other
+    message."""
+    if _MARK not in data[:80]:  # the method comes first in what mcpd encodes: cheap for the rest
+        return None
+    try:
+        update = _updated.decode(data)
+    except DECODE_FAILURES:
+        return None
+    return update.params.uri if update.method == RESOURCE_UPDATED else None
+
+
+class HeldUpdates(Generic[T]):
+    """Updates (``T``: as the subscriber is sent them) kept by URI."""
 
     def __init__(self) -> None:
-        self._held: dict[str, bytes] = {}
+        self._held: dict[str, tuple[T, int]] = {}
         self._bytes = 0
         self.overflowed = False
         """An update was dropped: ``HELD_UPDATES`` or ``HELD_BYTES`` were reached."""
@@ -50,29 +65,26 @@ class HeldUpdates:
     def __bool__(self) -> bool:
         return bool(self._held)
 
-    def hold(self, data: bytes) -> bool:
-        """Keep ``data`` if it is a resource update, in place of the one kept for its URI; False if
-        it is not one (the caller drops it), or there is no room left for it (dropped)."""
-        if _MARK not in data[:80]:  # the method comes first in what mcpd encodes: cheap for the rest
-            return False
-        try:
-            update = _updated.decode(data)
-        except DECODE_FAILURES:
-            return False
-        if update.method != RESOURCE_UPDATED:
-            return False
-        uri = update.params.uri
+    def hold(self, uri: str, update: T, size: int) -> bool:
+        """Keep ``update`` (of ``size`` bytes) in place of the one kept for ``uri``; False if there
+        is no room left for it (dropped)."""
         before = self._held.get(uri)
-        size = self._bytes - len(before or b"") + len(data)
-        if (before is None and len(self._held) >= HELD_UPDATES) or size > HELD_BYTES:
+        grown = self._bytes - (before[1] if before else 0) + size
+        if (before is None and len(self._held) >= HELD_UPDATES) or grown > HELD_BYTES:
             self.overflowed = True
             return before is not None  # the update held for it still tells the host it changed
         self._held.pop(uri, None)  # then put last: sent in the order they last changed
-        self._held[uri] = data
-        self._bytes = size
+        self._held[uri] = (update, size)
+        self._bytes = grown
         return True
 
-    def release(self) -> list[bytes]:
+    def release(self) -> list[T]:
         """All held, oldest change first; none held afterwards."""
-        held, self._held, self._bytes = list(self._held.values()), {}, 0
+        held, self._held, self._bytes = [update for update, _ in self._held.values()], {}, 0
         return held
+
+
+def hold_message(held: HeldUpdates[bytes], data: bytes) -> bool:
+    """Keep ``data`` in ``held`` if it is a resource update; False if it is not one (or dropped)."""
+    uri = updated_uri(data)
+    return uri is not None and held.hold(uri, data, len(data))

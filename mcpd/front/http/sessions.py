@@ -48,7 +48,7 @@ from mcpd.front.core import Caller
 from mcpd.front.hosts import Hosts
 from mcpd.front.session import HostSession
 from mcpd.model import mcp
-from mcpd.model.updates import HeldUpdates
+from mcpd.model.updates import HeldUpdates, hold_message
 from mcpd.store.db import Store, StoreUnavailable
 from mcpd.store.sessions import prune_sessions, session_row, session_rows
 
@@ -132,7 +132,7 @@ class Outbox:
         self._wake: asyncio.Event | None = None
         self._owner = owner
         self._dropping = False
-        self._updates = HeldUpdates()
+        self._updates: HeldUpdates[bytes] = HeldUpdates()
 
     def _full(self, size: int) -> bool:
         """No room for one more message of ``size`` bytes without dropping an older one."""
@@ -147,7 +147,7 @@ class Outbox:
             self._dropping = True  # said once: a host that does not read would otherwise flood the log
             log.warning("http.messages_dropped", session=self._owner, kept=len(self._items))
         if full and advisory:
-            self._updates.hold(data)
+            hold_message(self._updates, data)
             return
         while self._items and self._full(len(data)):
             was_advisory, dropped = self._items.popleft()
@@ -155,7 +155,7 @@ class Outbox:
             self._advisory_bytes -= len(dropped) if was_advisory else 0
             self._bytes -= len(dropped)
             if was_advisory:
-                self._updates.hold(dropped)
+                hold_message(self._updates, dropped)
         self._items.append((advisory, data))
         self._advisory += advisory
         self._advisory_bytes += len(data) if advisory else 0

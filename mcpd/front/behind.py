@@ -1,0 +1,54 @@
+"""Resource updates for a subscriber that falls behind: held, not dropped, until it catches up.
+
+A host session, or a socket client, that does not take what it is sent has no room for advisory
+notifications (``mcp.ADVISORY``): progress and log messages are dropped then, but a resource update
+is the subscriber's one news that the resource changed, so it is held (``HeldUpdates``: the latest
+per URI, bounded) and sent once the subscriber has room again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from mcpd.model.updates import HeldUpdates
+
+T = TypeVar("T")
+
+ADVICE_RETRY = 0.25
+"""Seconds between looks at a subscriber that is behind, while updates wait for it."""
+
+
+class Behind(Generic[T]):
+    """The updates of one subscriber, which says whether it has ``room`` (cheap: it is asked at
+    each update, and every ``ADVICE_RETRY`` s while some are held), and takes them with ``send``
+    (never waits). ``close`` it with the subscriber."""
+
+    def __init__(self, room: Callable[[], bool], send: Callable[[T], object]) -> None:
+        self._room = room
+        self._send = send
+        self._held: HeldUpdates[T] = HeldUpdates()
+        self._due: asyncio.TimerHandle | None = None
+
+    def offer(self, uri: str, update: T, size: int) -> None:
+        """Send ``update`` of ``uri`` (``size``: its bytes, about), or hold it; one held for the
+        same URI is replaced by it, and the others go first (they are older)."""
+        if not self._held and self._room():
+            self._send(update)
+            return
+        self._held.hold(uri, update, size)
+        self._release()
+
+    def close(self) -> None:
+        if self._due is not None:
+            self._due.cancel()
+            self._due = None
+
+    def _release(self) -> None:
+        self.close()
+        if not self._room():
+            self._due = asyncio.get_running_loop().call_later(ADVICE_RETRY, self._release)
+            return
+        for update in self._held.release():
+            self._send(update)
