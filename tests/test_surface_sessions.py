@@ -448,12 +448,14 @@ FLOODED = {f"mcpd://lf/lf://r/{i}": max(range(i, FLOOD_COUNT, FLOOD_URIS)) for i
 
 @contextlib.asynccontextmanager
 async def flood_daemon(tmp_path: Path) -> AsyncIterator[DaemonProcess]:
-    """A daemon running ``lf``, which floods updates on demand (``test_bridge.LOG_FLOOD``)."""
+    """A daemon running ``lf``, which floods updates on demand (``test_bridge.LOG_FLOOD``), and waiting
+    long for clients that do not read."""
     script = tmp_path / "flood.py"
     script.write_text(LOG_FLOOD)
     config = tmp_path / "config.toml"
     flooder = f"command = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(script))}]\n"
-    config.write_text("[servers.lf]\n" + flooder)
+    # A client that stops reading through the flood is not dropped, even on a loaded machine.
+    config.write_text("[daemon]\nclient_write_timeout = 120\n[servers.lf]\n" + flooder)
     async with running_daemon(config) as running:
         await running.wait_for("server.state", server="lf", new="running", timeout=60)
         yield running
@@ -516,10 +518,19 @@ async def test_a_socket_client_that_falls_behind_gets_the_last_update_of_each_ur
             sock.settimeout(10)
             sock.connect(str(running.socket))
 
+            def exactly(size: int) -> bytes:
+                # MSG_WAITALL does not wait on a socket with a timeout (non-blocking underneath).
+                data = b""
+                while len(data) < size:
+                    chunk = sock.recv(size - len(data))
+                    if not chunk:
+                        raise EOFError("the daemon closed the connection")
+                    data += chunk
+                return data
+
             def frames() -> Iterator[list[Any]]:
                 while True:
-                    header = sock.recv(4, socket.MSG_WAITALL)
-                    yield msgspec.msgpack.decode(sock.recv(int.from_bytes(header, "big"), socket.MSG_WAITALL))
+                    yield msgspec.msgpack.decode(exactly(int.from_bytes(exactly(4), "big")))
 
             def begin() -> None:
                 sock.sendall(hello())
