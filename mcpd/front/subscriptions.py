@@ -183,12 +183,12 @@ class Subscriptions:
 
     async def unsubscribe(self, owner: Hashable, server: str, uri: str, timeout: float | None = None) -> bool:
         """Withdraw ``owner``'s subscription (or its subscribe still on the way); False if it had
-        neither. Returns once the server heard of it when ``owner`` was the last subscriber (its
-        refusal is logged: nobody wants the updates any more), or after ``timeout``."""
+        neither. When ``owner`` was the last subscriber, returns once the server heard of it (its
+        refusal is logged: nobody wants the updates any more), or after ``timeout``; else at once."""
         state = self._uris.get(server, {}).get(uri)
         if state is None or not self._withdraw(owner, (server, uri), state):
             return False
-        if uri in self._due.get(server, ()):
+        if not state.wanted() and state.server is not False and uri in self._due.get(server, ()):
             settled = anyio.Event()
             state.settled.append(settled)
             # A wait cut short cuts nothing else short: the server's task goes on.
