@@ -46,7 +46,7 @@ from mcpd.model.resources import PromptRef, TemplateRef
 from mcpd.model.servers import ResourceUpdated, SurfaceChanged
 from mcpd.model.states import ServerState
 from mcpd.supervisor.supervisor import open_supervisor
-from mcpd.testing import fullserver_config
+from mcpd.testing import fullserver_config, fullserver_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.testing.hostile import hello, request
 
@@ -554,3 +554,40 @@ async def test_a_socket_client_that_falls_behind_gets_the_last_update_of_each_ur
             last = await anyio.to_thread.run_sync(read_until_final)
     assert last == FLOODED
     assert any(e.get("event") == "client.behind" for e in running.events)  # it was behind indeed
+
+
+async def test_a_client_that_leaves_while_its_subscribe_is_at_the_server_leaves_it_unsubscribed(
+    tmp_path: Path,
+) -> None:
+    """A socket client disconnects while its ``resources.subscribe`` is at the server, which takes it
+    once released: the server is then unsubscribed, nobody holding it. Before, the cancelled request
+    released it on the daemon's side only, and the server went on sending its updates."""
+    gate = tmp_path / "gate"
+    config = tmp_path / "config.toml"
+    config.write_text(fullserver_toml("full", "--hold", str(gate)))
+    async with running_daemon(config) as running:
+        await running.wait_for("server.state", server="full", new="running", timeout=60)
+        async with connect(running.socket) as watcher:
+
+            async def server_says(uri: str) -> Any:
+                return json.loads((await watcher.read_resource(f"mcpd://full/{uri}")).contents[0].text or "")
+
+            gate.touch()
+            async with connect(running.socket) as leaving, anyio.create_task_group() as tg:
+
+                async def subscribe() -> None:
+                    await leaving.subscribe_resource("mcpd://full/full://r/0")
+
+                tg.start_soon(subscribe)
+                with anyio.fail_after(30):
+                    while await server_says("full://held") != 1:
+                        await anyio.sleep(0.02)
+                tg.cancel_scope.cancel()
+            gate.unlink()
+            with anyio.fail_after(30):
+                while await server_says("full://held") != 0:  # the server took it
+                    await anyio.sleep(0.02)
+            with anyio.move_on_after(5):  # the daemon's unsubscribe follows the server's answer
+                while await server_says("full://subscribed") != []:
+                    await anyio.sleep(0.05)
+            assert await server_says("full://subscribed") == []
