@@ -28,7 +28,11 @@ class InFlight:
     """``start(id, coro)`` unless ``full()``; the coroutine calls ``finished()`` as it ends."""
 
     def __init__(self, limit: int) -> None:
+        """Made by the connection's task, on the loop its requests run on."""
         self._limit = limit
+        self._loop = asyncio.get_running_loop()
+        """Looked up once: on Python 3.11 each ``get_running_loop()`` is a ``getpid`` system call,
+        and ``current_task()`` without a loop makes one, twice per request here."""
         self._running: dict[asyncio.Task[None], int] = {}
         self._by_id: dict[int, asyncio.Task[None]] = {}
         """The latest running request with each id: what ``cancel`` stops (ids are the client's to pick)."""
@@ -50,13 +54,13 @@ class InFlight:
     def _run(
         self, request_id: int, coro: Coroutine[Any, Any, None], context: contextvars.Context | None = None
     ) -> None:
-        task = asyncio.get_running_loop().create_task(coro, context=context)
+        task = self._loop.create_task(coro, context=context)
         self._running[task] = request_id
         self._by_id[request_id] = task
 
     def finished(self) -> None:
         """The calling request is done: its slot is free."""
-        task = asyncio.current_task()
+        task = asyncio.current_task(self._loop)
         assert task is not None
         self._end(task)
 

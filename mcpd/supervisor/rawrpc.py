@@ -139,9 +139,13 @@ class RawRpc:
     def __init__(self, write: Callable[[bytes], int], not_reading: Callable[[], bool]) -> None:
         """``write`` queues bytes for the server and returns how many bytes it has queued in all,
         or raises ``OSError`` when the stream refuses them; ``not_reading`` says whether the server
-        has stopped reading what is queued (it is then sent no more requests)."""
+        has stopped reading what is queued (it is then sent no more requests). Made on the event
+        loop of the stream's pipes."""
         self._write = write
         self._not_reading = not_reading
+        self._loop = asyncio.get_running_loop()
+        """The loop of the stream's pipes, looked up once: on Python 3.11 each ``get_running_loop()``
+        is a ``getpid`` system call, and ``request`` is every call's path."""
         self._ids = itertools.count(1)
         self._waiters: dict[str, tuple[_Waiter, int]] = {}
         """Each request waiting for its reply, with the offset of its last byte in the stream."""
@@ -319,7 +323,7 @@ class RawRpc:
         costs a fraction of a scope.
         """
         self._refuse_unsendable()
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         if deadline <= loop.time():
             # Not written: the server would start on it (a tool call's side effects) only to be
             # told at once to drop it.
