@@ -15,7 +15,8 @@ the daemon's own CPU time per proxied call, next to the proxy floor: a minimal a
 (callbacks only, no checks, no records) relaying the same framed requests to a copy of the
 fixture as JSON-RPC lines, so what is mcpd's own shows; the wall time of ``mcpd status``; and what mcpd's
 stdio session (``mcpd.supervisor.stdio_session``) saves over the SDK's, in-process, per call.
-Asserts nothing about time: the figures are for people.
+Asserts nothing about time: the figures are for people. ``--cpu-rounds N`` measures only the
+daemon's CPU per proxied call next to the proxy floor's, in N rounds alternating which goes first.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import math
@@ -315,7 +317,7 @@ def row(label: str, p50: float, p99: float) -> None:
     print(f"  {label:<34}p50 {p50:7.3f} ms   p99 {p99:7.3f} ms")
 
 
-async def main(count: int, seconds: float) -> None:
+async def main(count: int, seconds: float, cpu_rounds: int = 0) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="mcpd-bench-", dir="/tmp"))
     echo_path, proxy_path = workdir / "echo.sock", workdir / "proxy.sock"
     # The floors run in processes of their own, as mcpd does, so all pay the same cross-process hops.
@@ -327,7 +329,10 @@ async def main(count: int, seconds: float) -> None:
         with anyio.fail_after(20):
             while not (echo_path.exists() and proxy_path.exists()):
                 await anyio.sleep(0.02)
-        await measure(workdir, (echo_path, floors[0].pid), (proxy_path, floors[1].pid), count, seconds)
+        if cpu_rounds:
+            await measure_cpu(workdir, (proxy_path, floors[1].pid), cpu_rounds)
+        else:
+            await measure(workdir, (echo_path, floors[0].pid), (proxy_path, floors[1].pid), count, seconds)
     finally:
         for process in floors:
             process.terminate()
@@ -336,13 +341,57 @@ async def main(count: int, seconds: float) -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def fixture_config(workdir: Path) -> Path:
+    """A config of one server, the fixture with one tool (what every tools.call here calls)."""
+    command, *args = fixture_command("fx", "--tools", "1")
+    config = workdir / "config.toml"
+    config.write_text(f"[servers.fx]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n")
+    return config
+
+
+async def measure_cpu(workdir: Path, proxy: tuple[Path, int], rounds: int, calls: int = 2000) -> None:
+    """Only the daemon's CPU per proxied call next to the proxy floor's, in ``rounds`` that alternate
+    which goes first: on a shared machine one pair moves by tens of microseconds, so the median of
+    the rounds' differences says more than any one figure."""
+    proxy_path, proxy_pid = proxy
+    call_params = encoder.encode({"name": "tool_0", "arguments": {"text": "x"}})
+    async with running_daemon(fixture_config(workdir)) as daemon, contextlib.AsyncExitStack() as exits:
+        clients = [await exits.enter_async_context(connect(daemon.socket, name=f"b{i}")) for i in range(8)]
+        proxy_clients = await raw_clients(proxy_path, 8, hello=False)
+        sides: dict[str, tuple[int, list[Op]]] = {
+            "daemon": (
+                daemon.process.pid,
+                [functools.partial(c.call_tool, "fx__tool_0", {"text": "x"}) for c in clients],
+            ),
+            "floor": (
+                proxy_pid,
+                [functools.partial(c.call, "tools.call", call_params) for c in proxy_clients],
+            ),
+        }
+        used: dict[str, list[float]] = {name: [] for name in sides}
+        for round_ in range(rounds + 1):  # the first round warms up
+            for name in sorted(sides, reverse=bool(round_ % 2)):
+                pid, ops = sides[name]
+                cpu = await cpu_per_request(pid, ops, calls)
+                if round_:
+                    used[name].append(cpu)
+        for client in proxy_clients:
+            client.stream.close()
+    gaps = [d - f for d, f in zip(used["daemon"], used["floor"], strict=True)]
+    print(
+        f"daemon CPU per proxied call: median {statistics.median(used['daemon']):.0f} us (target <= 150 us), "
+        f"proxy floor {statistics.median(used['floor']):.0f} us; daemon - floor per round: median "
+        f"{statistics.median(gaps):.0f} us ({' '.join(f'{gap:+.0f}' for gap in gaps)}); {rounds} rounds of "
+        f"{calls} calls by 8 callers"
+    )
+
+
 async def measure(
     workdir: Path, echo: tuple[Path, int], proxy: tuple[Path, int], count: int, seconds: float
 ) -> None:
     (echo_path, echo_pid), (proxy_path, proxy_pid) = echo, proxy
     command, *args = fixture_command("fx", "--tools", "1")
-    config = workdir / "config.toml"
-    config.write_text(f"[servers.fx]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n")
+    config = fixture_config(workdir)
     results: dict[str, dict[int, float]] = {}
 
     async with (
@@ -525,6 +574,13 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--requests", type=int, default=2000, help="sequential requests per latency row")
     parser.add_argument("--seconds", type=float, default=2.0, help="duration of each throughput cell")
+    parser.add_argument(
+        "--cpu-rounds",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only the daemon's CPU per proxied call next to the proxy floor's, in N alternating rounds",
+    )
     parser.add_argument("--serve-echo", metavar="SOCKET", help=argparse.SUPPRESS)
     parser.add_argument("--serve-proxy", metavar="SOCKET", help=argparse.SUPPRESS)
     options = parser.parse_args()
@@ -536,4 +592,4 @@ if __name__ == "__main__":
             asyncio.run(serve_proxy(options.serve_proxy))
         sys.exit(0)
     configure_logging("warning")
-    anyio.run(main, options.requests, options.seconds)
+    anyio.run(main, options.requests, options.seconds, options.cpu_rounds)
