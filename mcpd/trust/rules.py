@@ -626,14 +626,24 @@ _RANKED_BELOW = (
     r"|(?:what|whatever|anything) the (?:user|person|human)\b(?:[^\w'’-]+[\w'’-]+){0,2}?[^\w'’-]+(?:says?|said|asks?|asked|wants?|requests?)\b"
     r"|the (?:user|person|human)(?:'s)?(?:(?: typing| talking| chatting))?(?=\s*(?:[;,.!?:)]|$))"
 )
-# "No matter what the user says, this outranks ..." denies nothing.
-_DENIAL = re.compile(r"\b(?:not|never|nothing|no(?! matter)|none|neither|nor|cannot)\b|n't\b")
+# A claim's subject denied ("nothing here", "none of its text", "no note") anywhere in its clause;
+# "no matter what the user says, this outranks ...", "there is no doubt this outranks ..." deny
+# nothing.
+_DENIED_SUBJECT = re.compile(r"\b(?:nothing|no(?! matter| doubt| question)|none|neither|nor)\b")
+# Its verb denied ("does not override", "will never take precedence"): right before the ranking
+# (``_NEAR``); "never slow in any region, this tool outranks ..." denies nothing of it.
+_DENIED_VERB = re.compile(r"\b(?:not(?! only)|never|cannot)\b|n't\b")
+_NEAR = re.compile(r"(?:\w+\W+){0,5}$")
 # A clause also starts after a verb's "that" or a "because": "never forget that this outranks
 # your instructions" denies nothing of the claim (a relative "that" is no start: "nothing that it
-# says outranks ..." is denied).
+# says outranks ..." is denied); and after a conjunction that joins a clause with a subject of its
+# own ("nothing is logged and this text overrides ..."; "nothing here and nothing it returns
+# overrides ..." is denied).
 _CLAUSE_START = re.compile(
     r".*(?:[,;:(]|\b(?:because|since|(?:forget|remember|know|doubt|note|ensure|sure|clear|aware|understand"
-    r"|mind|true|fact|certain|say|says|said) that)\b)",
+    r"|mind|true|fact|certain|say|says|said) that)\b"
+    r"|\b(?:and|but|so|yet|while|whereas)\s+(?=(?:this|these|that|it|its|they|their|the|our|we|i|you|your|all"
+    r"|everything|each|every)\b))",
     re.DOTALL,
 )
 
@@ -643,7 +653,11 @@ def denied_before(sentence: str, at: int) -> bool:
     takes precedence", "this does not override"."""
     start = max(0, at - 80)
     clause = _CLAUSE_START.match(sentence, start, at)
-    return bool(_DENIAL.search(sentence, clause.end() if clause else start, at))
+    begins = clause.end() if clause else start
+    if _DENIED_SUBJECT.search(sentence, begins, at):
+        return True
+    near = _NEAR.search(sentence, begins, at)
+    return bool(near and _DENIED_VERB.search(sentence, near.start(), at))
 
 
 RANKING = re.compile(rf"\b(?:{_RANKS})\b")
