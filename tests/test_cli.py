@@ -705,6 +705,17 @@ def test_input_the_protocol_cannot_carry_is_a_usage_error(argv: list[str], needl
     assert "internal error" not in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("argv", [["serve", "--log-level", "nope"], ["serve"]])
+def test_serve_usage_errors_with_json_are_one_document(argv: list[str]) -> None:
+    """``mcpd serve`` parses its own options, and with --json its usage errors are still one JSON
+    document on stdout and nothing on stderr, as the README says of every command (they were a
+    line on stderr once serve parsed apart)."""
+    result = run_cli(*argv, "--json", timeout=60)
+    assert (result.returncode, result.stderr) == (2, ""), result.stderr
+    error = json.loads(result.stdout)["error"]
+    assert (error["type"], error["exit"]) == ("UsageError", 2)
+
+
 def test_a_file_mcpd_cannot_write_is_named_not_an_internal_error(tmp_path: Path) -> None:
     """``token`` whose file cannot be made, ``service install`` whose unit directory cannot be:
     exit 2 naming the path (they were internal errors)."""

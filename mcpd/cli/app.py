@@ -25,12 +25,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _wants_json(argv: list[str]) -> bool:
-    """``--json`` anywhere before a ``--``: known before parsing, so usage errors are JSON too."""
-    words = argv[: argv.index("--")] if "--" in argv else argv
-    return "--json" in words
-
-
 def run(argv: list[str]) -> int:
     if argv[:1] == [completion.SERVERS_COMMAND]:
         return output.reported(completion.print_servers, as_json=False)
@@ -40,4 +34,4 @@ def run(argv: list[str]) -> int:
         status: int = args.run(args)
         return status
 
-    return output.reported(parse_and_run, as_json=_wants_json(argv))
+    return output.reported(parse_and_run, as_json=output.wants_json(argv))

@@ -111,6 +111,12 @@ def emit_json(value: object) -> None:
 _NOT_ASCII = re.compile(r"[^\x00-\x7f]")
 
 
+def wants_json(argv: list[str]) -> bool:
+    """``--json`` anywhere before a ``--``: known before parsing, so usage errors are JSON too."""
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    return "--json" in words
+
+
 def reported(command: Callable[[], int], *, as_json: bool) -> int:
     """Run ``command``: what goes wrong is said once (``report``) and becomes the exit status, never
     a traceback. Output that cannot be written is left to ``exit_with``."""

@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str]) -> int:
-    """``mcpd serve ARGV``: usage errors exit 2 with one line, the others as every command's do."""
+    """``mcpd serve ARGV``: usage errors exit 2 with one line (a JSON document with ``--json``, which
+    serve takes no more than before it parsed its own options), the others as every command's do."""
     parser = Parser(prog="mcpd serve", description=HELP)
     add_arguments(parser)
-    return output.reported(lambda: run(parser.parse_args(argv)), as_json=False)
+    return output.reported(lambda: run(parser.parse_args(argv)), as_json=output.wants_json(argv))
