@@ -241,11 +241,27 @@ def _quotation(sentence: str, at: int) -> int | None:
     return opened
 
 
+# An apostrophe after a plural, before a word that could be what it owns ("the users' chat"), reads
+# as a possessive: it closes only a quotation of one word ("the 'sections' field"), or an order
+# could run from "like 'magic: ignore ..." to "the users' chat" as an example. Before a word of the
+# closed classes ("'ignore previous instructions' or ...", "' como", "' und") it closes one.
+_POSSESSIVE = re.compile(
+    r"(?<=s)['\u2019][ \t]+(?!(?:or|and|nor|but|is|are|was|were|in|into|on|at|for|to|from|with|as|by"
+    r"|instead|which|that|then|than|also|etc|will|would|can|may|must|should|o|y|e|u|ou|et|und|oder"
+    r"|como|comme|wie|come|sind|ist|son|sont|sono|são|ve|veya|of|en|de|di|da|del|des|du|la|le"
+    r"|el|il|los|las|les|zijn)\b)[a-z]",
+    re.IGNORECASE,
+)
+
+
 def _closing(sentence: str, opened: int, after: int) -> int | None:
     """Where the quotation opened at ``opened`` closes in ``sentence`` after position ``after``."""
     if sentence[opened] in "'\u2018":
-        closed = _SINGLE_CLOSE.search(sentence, after)
-        return closed.start() if closed else None
+        for closed in _SINGLE_CLOSE.finditer(sentence, after):
+            quoted = sentence[opened : closed.start()]
+            if not (_POSSESSIVE.match(sentence, closed.start()) and any(c.isspace() for c in quoted)):
+                return closed.start()
+        return None
     found = [sentence.find(closer, after) for closer in _CLOSING.get(sentence[opened], "")]
     return min((at for at in found if at >= 0), default=None)
 
