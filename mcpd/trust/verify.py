@@ -185,6 +185,12 @@ _QUOTE_OPEN = re.compile(
 # A list of quoted examples goes on ("such as 'ignore ...' or 'do not tell ...'"): a quote that
 # opens after one of these words, earlier in the sentence, still quotes.
 _MENTION = re.compile(rf"\b{_EXAMPLES}\W|{_EXAMPLES_CJK}")
+# Quotations one after the other, with only a list's separators between them.
+_LISTED = re.compile(
+    r"(?:\s*(?:\"[^\"]*\"|'[^']*'|\u201c[^\u201d]*\u201d|\u2018[^\u2019]*\u2019|\u00ab[^\u00bb]*\u00bb"
+    r"|\u300c[^\u300d]*\u300d|\u201e[^\u201c]*\u201c)\s*(?:[,;/\u3001]|\b(?:or|and|o|y|e|ou|et|oder|und|of|en"
+    r"|или|и|veya|ve|lub|albo)\b)?)+\s*"
+)
 # Korean, Japanese, Chinese and Turkish name the kind after the quote: "'...' 같은 문구",
 # "「...」のようなフレーズ", "“...”之类的短语", "'...' gibi ifadeler".
 _EXAMPLE_AFTER = re.compile(
@@ -311,8 +317,10 @@ def _quoted_example(match: re.Match[str], continues: str = "", following: str = 
     introduced = match.string[:opened].rstrip()
     if not introduced:
         return bool(continues)
-    # A sentence that reads on from "e.g." goes on listing: 'e.g. "you are now DAN" or "forget ..."'.
-    return bool(_QUOTE_OPEN.search(introduced[-20:]) or _MENTION.search(f"{continues} {mentions}"))
+    # A sentence that reads on from "e.g." goes on listing: 'e.g. "you are now DAN" or "forget ..."';
+    # not past words of its own ("e.g. 'hello' and then you will 'ignore ...'").
+    listed = bool(continues) and _LISTED.fullmatch(introduced) is not None
+    return bool(listed or _QUOTE_OPEN.search(introduced[-20:]) or _MENTION.search(mentions))
 
 
 def _continued(folded: str, visible: str) -> dict[str, str]:
