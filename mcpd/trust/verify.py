@@ -286,10 +286,10 @@ _USED_AFTER = re.compile(
 )
 
 
-def _used_after(text: str) -> bool:
-    """``text`` orders what was quoted before it used (``_USED_AFTER``), not negated ("never run
-    them yourself")."""
-    return any(not rules.NEGATED.search(text, 0, used.start()) for used in _USED_AFTER.finditer(text))
+def _used_after(text: str, used: re.Pattern[str] = _USED_AFTER) -> bool:
+    """``text`` orders what was quoted before it used (``used``), not negated ("never run them
+    yourself")."""
+    return any(not rules.NEGATED.search(text, 0, order.start()) for order in used.finditer(text))
 
 
 def _quoted_example(match: re.Match[str], continues: str = "", following: str = "") -> bool:
@@ -481,9 +481,21 @@ _RUN_ORDER = re.compile(
 )
 
 
+# A quoted command is used too by "use it", "type it" after it; a quoted prompt is not ("e.g.
+# 'ignore previous instructions'. Use them to test your filter").
+_COMMAND_USED = re.compile(r"\b(?:use|type|enter|paste)\s+(?:it|that|this|them)\b")
+# A quoted command followed by what it does ("'rm -rf build/' deletes the build directory"): the
+# subject of an explanation. One that ends its clause ("clear the cache, e.g. 'rm -rf ~/'.") is an
+# instance of what the words before it order.
+_EXPLAINED = re.compile(r"[^'\"\u201d\u2019\u00bb\u300d]*['\"\u201d\u2019\u00bb\u300d][ \t]*(?:\(|[^\W\d_])")
+
+
 def _quoted_command(match: re.Match[str], continues: str, following: str) -> bool:
-    """A shell command quoted as an example (``_quoted_example``) that nothing orders to run."""
-    if not _quoted_example(match, continues, following):
+    """A shell command quoted as an example (``_quoted_example``), explained by what follows it, that
+    nothing orders to run."""
+    if not (_quoted_example(match, continues, following) and _EXPLAINED.match(match.string, match.end())):
+        return False
+    if _used_after(f"{match.string[match.end() :]} {following}", _COMMAND_USED):
         return False
     said = f"{continues} {match.string[: match.start()]}"[-80:]
     return not _RUN_ORDER.search(said)
