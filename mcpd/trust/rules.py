@@ -627,12 +627,15 @@ _RANKED_BELOW = (
     r"|the (?:user|person|human)(?:'s)?(?:(?: typing| talking| chatting))?(?=\s*(?:[;,.!?:)]|$))"
 )
 # A claim's subject denied ("nothing here", "none of its text", "no note") anywhere in its clause;
-# "no matter what the user says, this outranks ...", "there is no doubt this outranks ..." deny
-# nothing.
-_DENIED_SUBJECT = re.compile(r"\b(?:nothing|no(?! matter| doubt| question)|none|neither|nor)\b")
+# "no matter what the user says, this outranks ...", "there is no doubt this outranks ...", "no
+# exceptions: this outranks ..." deny nothing.
+_DENIED_SUBJECT = re.compile(
+    r"\b(?:nothing|no(?! matter| doubt| question| exceptions?\b)|none|neither|nor)\b"
+)
 # Its verb denied ("does not override", "will never take precedence"): right before the ranking
-# (``_NEAR``); "never slow in any region, this tool outranks ..." denies nothing of it.
-_DENIED_VERB = re.compile(r"\b(?:not(?! only)|never|cannot)\b|n't\b")
+# (``_NEAR``); "never slow in any region, this tool outranks ...", "never forget: this outranks ..."
+# deny nothing of it.
+_DENIED_VERB = re.compile(r"\b(?:not(?! only| forget)|never(?! forget)|cannot)\b|n't\b(?! forget)")
 _NEAR = re.compile(r"(?:\w+\W+){0,5}$")
 # A clause also starts after a verb's "that" or a "because": "never forget that this outranks
 # your instructions" denies nothing of the claim (a relative "that" is no start: "nothing that it
