@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from mcpd.config.model import Config
-from mcpd.errors import McpdError
+from mcpd.errors import CallTimeout, McpdError
 from mcpd.front.subscriptions import Subscriptions
 from mcpd.model.states import ServerState
 from mcpd.supervisor import surface_requests
@@ -194,3 +194,27 @@ async def test_any_interleaving_of_subscribers_settles_with_the_server_subscribe
                 return sorted(u for u in uris if any(hub.held(o, "full", u) for o in owners))
 
             assert await held.settles_at(holding) == holding()
+
+
+async def test_a_subscribe_behind_another_uri_at_the_server_keeps_to_its_own_deadline(tmp_path: Path) -> None:
+    """A subscriber's ``timeout`` bounds its whole wait, its turn at the server included: behind
+    another URI's subscribe that the server holds, it gets ``CallTimeout`` at its deadline, holds
+    nothing, and the server is not subscribed to it. Before, it waited for the URIs before it
+    (each a request with its own deadline: 10 s for an unsubscribe, as many as were due), then
+    for its own: 17 s for a subscribe of 1 s behind one of 6 s."""
+    async with held_server(tmp_path) as held:
+        hub = held.subscriptions
+        hub.register("a", ignore)
+        hub.register("b", ignore)
+        held.gate.touch()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hub.subscribe, "a", "full", "full://r/0")
+            await held.until_held(1)
+            started = anyio.current_time()
+            with pytest.raises(CallTimeout):
+                await hub.subscribe("b", "full", "full://r/1", 1.0)
+            assert anyio.current_time() - started < 3
+            assert not hub.held("b", "full", "full://r/1")
+            held.gate.unlink()
+        assert hub.held("a", "full", "full://r/0")
+        assert await held.settles_at(lambda: ["full://r/0"]) == ["full://r/0"]

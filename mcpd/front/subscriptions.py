@@ -147,8 +147,10 @@ class Subscriptions:
         not taken. The wish counts from the call on, before ``check`` is done: the owner's
         ``unsubscribe`` that comes meanwhile withdraws it (the subscribe then returns, nothing
         taken), so that a host's requests sent without waiting for each other take effect in the
-        order sent. Cancelled, it withdraws its wish (not what ``owner`` held already)."""
-        self._supervisor.actor(server)  # UnknownServer, before anything is recorded
+        order sent. Cancelled, it withdraws its wish (not what ``owner`` held already), as it does
+        past ``timeout`` (default: the server's ``call_timeout``), raising ``CallTimeout``."""
+        actor = self._supervisor.actor(server)  # UnknownServer, before anything is recorded
+        limit = timeout if timeout is not None else actor.config.call_timeout
         owned = self._owned.get(owner)
         if owned is None:
             return  # dropped: nobody is left to hold it
@@ -167,13 +169,20 @@ class Subscriptions:
             owned.add(key)
         join.askers += 1
         try:
-            if check is not None:
-                await check()
-            if state.joining.get(owner) is join and not join.allowed:
-                join.allowed = True
-                self._wanted(key, state)
-            # Bounded: the server's turn comes after the URIs due before it, each request with a deadline.
-            await join.done.wait()
+            # The subscriber's own deadline, as a call's: the server's turn may come after other URIs'
+            # requests, each with a deadline of its own (10 s for an unsubscribe), as many as are due.
+            with anyio.move_on_after(limit):
+                if check is not None:
+                    await check()
+                if state.joining.get(owner) is join and not join.allowed:
+                    join.allowed = True
+                    self._wanted(key, state)
+                await join.done.wait()
+            if not join.done.is_set():
+                raise CallTimeout(
+                    f"{server} did not take the subscription to {uri!r} within {limit:g}s",
+                    {"server": server, "uri": uri},
+                )
         finally:
             join.askers -= 1
             if not join.askers and state.joining.get(owner) is join:  # cancelled, or refused by ``check``
