@@ -39,8 +39,8 @@ from mcpd.client.channel import Channel, open_channel
 from mcpd.errors import DECODE_FAILURES, DaemonNotRunning, McpdError, TransportError
 from mcpd.model import mcp
 from mcpd.model.protocol import RESUME_MAX
-from mcpd.model.updates import HeldUpdates, hold_message
 from mcpd.readsize import READ_SIZE
+from mcpd.updates import HeldUpdates, hold_message
 
 GAP_WAIT = 60.0
 """Seconds a host request waits for a daemon to come back (a host's usual request timeout)."""

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from mcpd.model.updates import HeldUpdates
+from mcpd.updates import HeldUpdates
 
 T = TypeVar("T")
 

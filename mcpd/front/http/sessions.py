@@ -48,9 +48,9 @@ from mcpd.front.core import Caller
 from mcpd.front.hosts import Hosts
 from mcpd.front.session import HostSession
 from mcpd.model import mcp
-from mcpd.model.updates import HeldUpdates, hold_message
 from mcpd.store.db import Store, StoreUnavailable
 from mcpd.store.sessions import prune_sessions, session_row, session_rows
+from mcpd.updates import HeldUpdates, hold_message
 
 log = structlog.get_logger("mcpd.front")
 
