@@ -30,10 +30,13 @@ class Behind(Generic[T]):
         self._send = send
         self._held: HeldUpdates[T] = HeldUpdates()
         self._due: asyncio.TimerHandle | None = None
+        self._closed = False
 
     def offer(self, uri: str, update: T, size: int) -> None:
         """Send ``update`` of ``uri`` (``size``: its bytes, about), or hold it; one held for the
-        same URI is replaced by it, and the others go first (they are older)."""
+        same URI is replaced by it, and the others go first (they are older). Ignored once closed."""
+        if self._closed:
+            return
         if not self._held and self._room():
             self._send(update)
             return
@@ -41,12 +44,20 @@ class Behind(Generic[T]):
         self._release()
 
     def close(self) -> None:
+        """For good: an update still delivered (the subscriber is dropped after its session closes
+        this) would otherwise start the timer again, looking at a gone subscriber every
+        ``ADVICE_RETRY`` s for as long as its connection's unsent bytes stay."""
+        self._closed = True
+        self._stop()
+        self._held.release()
+
+    def _stop(self) -> None:
         if self._due is not None:
             self._due.cancel()
             self._due = None
 
     def _release(self) -> None:
-        self.close()
+        self._stop()
         if not self._room():
             self._due = asyncio.get_running_loop().call_later(ADVICE_RETRY, self._release)
             return

@@ -1,0 +1,52 @@
+"""``mcpd.front.behind.Behind``: the resource updates of a subscriber that is behind, held until it
+has room, on a real event loop (its timer is the loop's)."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from mcpd.front.behind import ADVICE_RETRY, Behind
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_updates_held_while_behind_are_sent_once_there_is_room() -> None:
+    """Behind, the latest update of each URI is held; once the subscriber has room they go, the
+    oldest change first."""
+    room = False
+    sent: list[str] = []
+    behind: Behind[str] = Behind(lambda: room, sent.append)
+    for update in ("a1", "b1", "a2"):
+        behind.offer(update[0], update, 2)
+    assert sent == []
+    room = True
+    with anyio.fail_after(5):
+        while not sent:
+            await anyio.sleep(ADVICE_RETRY / 5)
+    assert sent == ["b1", "a2"]
+    behind.close()
+
+
+async def test_an_update_offered_after_close_is_neither_sent_nor_looked_after() -> None:
+    """A session closes its ``Behind`` before its subscriptions are dropped (a request of its may
+    still run): an update delivered in between, to a subscriber that is behind, is ignored. Before,
+    it started the timer again, which looked at the gone subscriber every ``ADVICE_RETRY`` s until
+    its connection drained, and then sent to it."""
+    room = False
+    looks = 0
+    sent: list[str] = []
+
+    def has_room() -> bool:
+        nonlocal looks
+        looks += 1
+        return room
+
+    behind: Behind[str] = Behind(has_room, sent.append)
+    behind.offer("a", "a1", 2)
+    behind.close()
+    behind.offer("a", "a2", 2)
+    looked = looks
+    room = True
+    await anyio.sleep(ADVICE_RETRY * 3)
+    assert (sent, looks) == ([], looked)
