@@ -59,8 +59,6 @@ class HeldUpdates(Generic[T]):
     def __init__(self) -> None:
         self._held: dict[str, tuple[T, int]] = {}
         self._bytes = 0
-        self.overflowed = False
-        """An update was dropped: ``HELD_UPDATES`` or ``HELD_BYTES`` were reached."""
 
     def __bool__(self) -> bool:
         return bool(self._held)
@@ -71,7 +69,6 @@ class HeldUpdates(Generic[T]):
         before = self._held.get(uri)
         grown = self._bytes - (before[1] if before else 0) + size
         if (before is None and len(self._held) >= HELD_UPDATES) or grown > HELD_BYTES:
-            self.overflowed = True
             return before is not None  # the update held for it still tells the host it changed
         self._held.pop(uri, None)  # then put last: sent in the order they last changed
         self._held[uri] = (update, size)
