@@ -218,3 +218,29 @@ async def test_a_subscribe_behind_another_uri_at_the_server_keeps_to_its_own_dea
             held.gate.unlink()
         assert hub.held("a", "full", "full://r/0")
         assert await held.settles_at(lambda: ["full://r/0"]) == ["full://r/0"]
+
+
+async def test_a_subscribe_with_a_short_timeout_cuts_no_other_subscribers_request_short(
+    tmp_path: Path,
+) -> None:
+    """Two subscribers join one URI at once, the first with a short timeout: the server's request
+    lasts as long as the longer one wants, so the server's late yes reaches the second, and the
+    first alone gets ``CallTimeout``. Before, the request took the first's timeout, and its
+    ``CallTimeout`` was the answer of every subscriber waiting for it."""
+    async with held_server(tmp_path) as held:
+        hub = held.subscriptions
+        hub.register("short", ignore)
+        hub.register("long", ignore)
+        held.gate.touch()
+        async with anyio.create_task_group() as tg:
+
+            async def short() -> None:
+                with pytest.raises(CallTimeout):
+                    await hub.subscribe("short", "full", "full://r/0", 1.0)
+                await anyio.sleep(1)  # the server holds it past the short one's deadline
+                held.gate.unlink()
+
+            tg.start_soon(short)
+            tg.start_soon(hub.subscribe, "long", "full", "full://r/0", 30.0)
+        assert [hub.held(owner, "full", "full://r/0") for owner in ("short", "long")] == [False, True]
+        assert await held.settles_at(lambda: ["full://r/0"]) == ["full://r/0"]

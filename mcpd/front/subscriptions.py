@@ -63,8 +63,9 @@ class _Join:
 
     __slots__ = ("allowed", "askers", "done", "error", "timeout")
 
-    def __init__(self, timeout: float | None) -> None:
+    def __init__(self, timeout: float) -> None:
         self.timeout = timeout
+        """Seconds the subscriber waits for it, from its call on."""
         self.allowed = False
         """The subscriber may have it (``subscribe``'s check passed): until then the server is not asked."""
         self.askers = 0
@@ -165,7 +166,7 @@ class Subscriptions:
             return
         join = state.joining.get(owner)
         if join is None:
-            join = state.joining[owner] = _Join(timeout)
+            join = state.joining[owner] = _Join(limit)
             owned.add(key)
         join.askers += 1
         try:
@@ -339,7 +340,9 @@ class Subscriptions:
     async def _subscribe(self, key: Key, state: _Uri) -> None:
         server, uri = key
         rerun, state.rerun = state.rerun, False
-        timeout = next((join.timeout for join in state.joining.values() if join.allowed), None)
+        # As long as the most patient subscriber waits (each gives up at its own deadline): the
+        # server's late yes still reaches it, and none is told of another's timeout.
+        timeout = max((join.timeout for join in state.joining.values() if join.allowed), default=None)
         try:
             await surface_requests.subscribe_resource(self._supervisor.actor(server), uri, timeout)
         except McpdError as exc:
