@@ -75,6 +75,11 @@ class HeldUpdates(Generic[T]):
         self._bytes = grown
         return True
 
+    def get(self, uri: str) -> T | None:
+        """The update held for ``uri``, if any."""
+        held = self._held.get(uri)
+        return None if held is None else held[0]
+
     def release(self) -> list[T]:
         """All held, oldest change first; none held afterwards."""
         held, self._held, self._bytes = [update for update, _ in self._held.values()], {}, 0

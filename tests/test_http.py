@@ -1149,6 +1149,25 @@ async def test_resource_updates_past_an_outbox_bound_coalesce_to_the_latest_of_e
     assert last == {f"mcpd://s/r{i}": max(range(i, count, uris)) for i in range(uris)}
 
 
+async def test_updates_an_outbox_pushes_out_come_before_the_later_ones_it_holds() -> None:
+    """An outbox nobody reads: updates of one URI fill its advisory half, the next is held, then
+    messages that matter push the oldest updates out (held, as the refused one). The host's take has
+    them in the order the server sent them, so the last update of the URI is the server's last.
+    Before, each update pushed out replaced the later one held (``HeldUpdates`` keeps the last it
+    is given), and the take put the held ones after the others: the last the host saw was the
+    last pushed out, an old one, and the server's last was lost."""
+    outbox = Outbox(EVENTS_KEPT, "http-test")
+    half = EVENTS_KEPT // 2
+    for n in range(half + 1):
+        outbox.push(updated("mcpd://s/r", n), advisory=True)
+    for _ in range(half + 10):
+        outbox.push(b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}')
+    items, _ = await outbox.take()
+    sent = [json.loads(item)["params"]["_meta"]["n"] for item in items if b"updated" in item]
+    assert sent == sorted(sent)
+    assert sent[-1] == half
+
+
 def raw_outcome(sock: socket.socket, wait: float) -> tuple[bool, int]:
     """After ``wait`` seconds of not reading: whether the daemon ended the connection, and the bytes
     it had sent."""

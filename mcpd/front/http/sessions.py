@@ -50,7 +50,7 @@ from mcpd.front.session import HostSession
 from mcpd.model import mcp
 from mcpd.store.db import Store, StoreUnavailable
 from mcpd.store.sessions import prune_sessions, session_row, session_rows
-from mcpd.updates import HeldUpdates, hold_message
+from mcpd.updates import HeldUpdates, updated_uri
 
 log = structlog.get_logger("mcpd.front")
 
@@ -113,14 +113,16 @@ class Outbox:
     messages (``mcp.ADVISORY``: progress, log messages, resource updates) stop at half of either,
     the new ones dropped, so a chatty server cannot push out what matters (a ``list_changed``, a
     server's question); past the bound the oldest messages go. A resource update is not dropped
-    but held, the latest per URI, and taken with the next ``take`` (``HeldUpdates``): it is the
-    host's one news of the change. Progress and log messages go (the next step supersedes a
-    progress step; a log line is a record)."""
+    but held, the latest per URI, and taken with the next ``take`` (``HeldUpdates``), in the order
+    messages came: it is the host's one news of the change. Progress and log messages go (the next
+    step supersedes a progress step; a log line is a record)."""
 
     def __init__(self, limit: int, owner: str, *, may_stream: bool = False) -> None:
         self.may_stream = may_stream
         """Its POST may be answered with an event stream (so it can carry requests to the host)."""
-        self._items: deque[tuple[bool, bytes]] = deque()
+        self._items: deque[tuple[int, bool, bytes]] = deque()
+        """(the message's number, advisory, the message), in the order they came."""
+        self._count = 0
         self._limit = limit
         self._advisory = 0
         """Advisory messages among ``_items``..."""
@@ -132,7 +134,8 @@ class Outbox:
         self._wake: asyncio.Event | None = None
         self._owner = owner
         self._dropping = False
-        self._updates: HeldUpdates[bytes] = HeldUpdates()
+        self._updates: HeldUpdates[tuple[int, bytes]] = HeldUpdates()
+        """Updates past the advisory half, or pushed out (numbered as ``_items``)."""
 
     def _full(self, size: int) -> bool:
         """No room for one more message of ``size`` bytes without dropping an older one."""
@@ -146,21 +149,30 @@ class Outbox:
         if full and not self._dropping:
             self._dropping = True  # said once: a host that does not read would otherwise flood the log
             log.warning("http.messages_dropped", session=self._owner, kept=len(self._items))
+        self._count += 1
         if full and advisory:
-            hold_message(self._updates, data)
+            self._hold(self._count, data)
             return
         while self._items and self._full(len(data)):
-            was_advisory, dropped = self._items.popleft()
+            number, was_advisory, dropped = self._items.popleft()
             self._advisory -= was_advisory
             self._advisory_bytes -= len(dropped) if was_advisory else 0
             self._bytes -= len(dropped)
             if was_advisory:
-                hold_message(self._updates, dropped)
-        self._items.append((advisory, data))
+                self._hold(number, dropped)
+        self._items.append((self._count, advisory, data))
         self._advisory += advisory
         self._advisory_bytes += len(data) if advisory else 0
         self._bytes += len(data)
         self._wakeup()
+
+    def _hold(self, number: int, data: bytes) -> None:
+        """Hold the update ``data`` (message ``number``), unless one that came after it is held: an
+        update pushed out is older than one held when the advisory half was full."""
+        uri = updated_uri(data)
+        held = None if uri is None else self._updates.get(uri)
+        if uri is not None and (held is None or held[0] < number):
+            self._updates.hold(uri, (number, data), len(data))
 
     @property
     def answer(self) -> bytes | None:
@@ -184,7 +196,9 @@ class Outbox:
         while not (self._items or self._final is not None or self._closed):
             self._wake = asyncio.Event()
             await self._wake.wait()
-        items = [data for _, data in self._items] + self._updates.release()
+        # In the order they came: an update held before some kept (pushed out) goes before them.
+        came = sorted([*((n, data) for n, _, data in self._items), *self._updates.release()])
+        items = [data for _, data in came]
         self._items.clear()
         self._advisory = self._advisory_bytes = self._bytes = 0
         if self._final is not None:
