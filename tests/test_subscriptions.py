@@ -244,3 +244,21 @@ async def test_a_subscribe_with_a_short_timeout_cuts_no_other_subscribers_reques
             tg.start_soon(hub.subscribe, "long", "full", "full://r/0", 30.0)
         assert [hub.held(owner, "full", "full://r/0") for owner in ("short", "long")] == [False, True]
         assert await held.settles_at(lambda: ["full://r/0"]) == ["full://r/0"]
+
+
+async def test_an_unsubscribe_with_timeout_zero_does_not_wait_for_the_server(tmp_path: Path) -> None:
+    """``timeout=0`` means what it means for a subscribe (and a call): no wait. The last holder's
+    unsubscribe returns at once while the server holds its ``resources/unsubscribe``, and the server
+    is unsubscribed all the same once it answers. Before, 0 fell back to the 10 s default
+    (``timeout or UNSUBSCRIBE_TIMEOUT``)."""
+    async with held_server(tmp_path) as held:
+        hub = held.subscriptions
+        hub.register("host", ignore)
+        await hub.subscribe("host", "full", "full://r/0")
+        held.gate.touch()
+        started = anyio.current_time()
+        assert await hub.unsubscribe("host", "full", "full://r/0", 0)
+        assert anyio.current_time() - started < 2
+        await held.until_held(1)  # the server's task goes on with it
+        held.gate.unlink()
+        assert await held.settles_at(list) == []

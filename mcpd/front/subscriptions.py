@@ -194,7 +194,8 @@ class Subscriptions:
     async def unsubscribe(self, owner: Hashable, server: str, uri: str, timeout: float | None = None) -> bool:
         """Withdraw ``owner``'s subscription (or its subscribe still on the way); False if it had
         neither. When ``owner`` was the last subscriber, returns once the server heard of it (its
-        refusal is logged: nobody wants the updates any more), or after ``timeout``; else at once."""
+        refusal is logged: nobody wants the updates any more), or after ``timeout`` (None:
+        ``UNSUBSCRIBE_TIMEOUT``; 0: no wait, as for a subscribe); else at once."""
         state = self._uris.get(server, {}).get(uri)
         if state is None or not self._withdraw(owner, (server, uri), state):
             return False
@@ -202,7 +203,7 @@ class Subscriptions:
             settled = anyio.Event()
             state.settled.append(settled)
             # A wait cut short cuts nothing else short: the server's task goes on.
-            with anyio.move_on_after(timeout or UNSUBSCRIBE_TIMEOUT):
+            with anyio.move_on_after(UNSUBSCRIBE_TIMEOUT if timeout is None else timeout):
                 await settled.wait()
         return True
 
