@@ -30,6 +30,7 @@ from mcpd.front.behind import Behind
 from mcpd.front.core import Caller, Core
 from mcpd.ipc.server import Connection, MethodTable, current_request
 from mcpd.model.logs import LogsParams, LogsResult
+from mcpd.model.mcp import RESOURCE_UPDATED
 from mcpd.model.protocol import (
     EVENT_NOTIFICATION,
     MAX_CALL_PARAMS,
@@ -450,20 +451,32 @@ async def prompts_get(daemon: Daemon, conn: Connection, params: PromptGetParams)
 async def resources_subscribe(daemon: Daemon, conn: Connection, params: ReadParams) -> Ok:
     """Updates of the resource arrive as ``ResourceUpdated`` events (qualified URI) until
     ``resources.unsubscribe`` or the end of the connection."""
-    hub = daemon.subscriptions
-    # Held for a client that is behind, not dropped (``Behind``).
+    if conn.flush_held is None:
+        _register(daemon, conn)
+    await surface.subscribe(daemon, conn, params)
+    return Ok()
+
+
+def _register(daemon: Daemon, conn: Connection) -> None:
+    """Make ``conn`` a subscriber, once: its updates are held while it is behind, not dropped."""
     behind: Behind[ResourceUpdated] = Behind(
-        lambda: conn.room_for_advice(EVENT_NOTIFICATION), lambda event: conn.notify(EVENT_NOTIFICATION, event)
+        conn.room_for_advice,
+        lambda event: conn.notify(EVENT_NOTIFICATION, event),
+        size=_update_size,
+        dropped=lambda: conn.drop_advice(RESOURCE_UPDATED),
     )
 
     def deliver(server: str, uri: str, meta: dict[str, Any] | None) -> None:
         updated = ResourceUpdated(server=server, uri=qualify_uri(server, uri), meta=meta)
-        behind.offer(updated.uri, updated, len(updated.uri) + (len(_json.encode(meta)) if meta else 0))
+        behind.offer(updated.uri, updated)
 
-    if hub.register(conn, deliver):
-        conn.tasks.spawn(_drop_at_close(daemon, conn, behind))
-    await surface.subscribe(daemon, conn, params)
-    return Ok()
+    daemon.subscriptions.register(conn, deliver)
+    conn.flush_held = behind.flush
+    conn.tasks.spawn(_drop_at_close(daemon, conn, behind))
+
+
+def _update_size(event: ResourceUpdated) -> int:
+    return len(event.uri) + (len(_json.encode(event.meta)) if event.meta else 0)
 
 
 async def _drop_at_close(daemon: Daemon, conn: Connection, behind: Behind[ResourceUpdated]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from mcpd.updates import HeldUpdates
 
@@ -20,28 +20,71 @@ ADVICE_RETRY = 0.25
 """Seconds between looks at a subscriber that is behind, while updates wait for it."""
 
 
+class Advice(Protocol):
+    """A subscriber's side of advisory notifications (a daemon socket connection's)."""
+
+    def room_for_advice(self) -> bool:
+        """Whether it has room for them now; asking drops nothing (an update is held, not dropped)."""
+        ...
+
+    def drop_advice(self, method: str) -> None:
+        """One of ``method`` was dropped for it: counted, and said (once) in the log."""
+        ...
+
+
+class _AlwaysRoom:
+    def room_for_advice(self) -> bool:
+        return True
+
+    def drop_advice(self, method: str) -> None:
+        pass  # never asked: there is always room
+
+
+ALWAYS_ROOM: Advice = _AlwaysRoom()
+"""For a front end that bounds what it keeps for a host itself (HTTP's outboxes)."""
+
+
 class Behind(Generic[T]):
     """The updates of one subscriber, which says whether it has ``room`` (cheap: it is asked at
     each update, and every ``ADVICE_RETRY`` s while some are held), and takes them with ``send``
-    (never waits). ``close`` it with the subscriber."""
+    (never waits); ``size`` tells an update's bytes, about (asked only of one held: it may cost an
+    encoding); ``dropped`` is told of each update there was no room to hold (``HeldUpdates``'
+    bounds). ``close`` it with the subscriber."""
 
-    def __init__(self, room: Callable[[], bool], send: Callable[[T], object]) -> None:
+    def __init__(
+        self,
+        room: Callable[[], bool],
+        send: Callable[[T], object],
+        *,
+        size: Callable[[T], int],
+        dropped: Callable[[], object],
+    ) -> None:
         self._room = room
         self._send = send
+        self._size = size
+        self._dropped = dropped
         self._held: HeldUpdates[T] = HeldUpdates()
         self._due: asyncio.TimerHandle | None = None
         self._closed = False
 
-    def offer(self, uri: str, update: T, size: int) -> None:
-        """Send ``update`` of ``uri`` (``size``: its bytes, about), or hold it; one held for the
-        same URI is replaced by it, and the others go first (they are older). Ignored once closed."""
+    def offer(self, uri: str, update: T) -> None:
+        """Send ``update`` of ``uri``, or hold it; one held for the same URI is replaced by it, and
+        the others go first (they are older). Ignored once closed."""
         if self._closed:
             return
         if not self._held and self._room():
             self._send(update)
             return
-        self._held.hold(uri, update, size)
+        if not self._held.hold(uri, update, self._size(update)):
+            self._dropped()
         self._release()
+
+    def flush(self) -> None:
+        """Send what is held now, room or not: for a message that must not overtake them (a
+        ``list_changed`` that may remove their resources). Bounded: ``HeldUpdates``."""
+        self._stop()
+        for update in self._held.release():
+            self._send(update)
 
     def close(self) -> None:
         """For good: an update still delivered (the subscriber is dropped after its session closes
@@ -58,8 +101,7 @@ class Behind(Generic[T]):
 
     def _release(self) -> None:
         self._stop()
-        if not self._room():
+        if self._room():
+            self.flush()
+        else:
             self._due = asyncio.get_running_loop().call_later(ADVICE_RETRY, self._release)
-            return
-        for update in self._held.release():
-            self._send(update)

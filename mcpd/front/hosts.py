@@ -7,8 +7,9 @@ from collections.abc import AsyncIterator, Callable
 
 import anyio
 
+from mcpd.front.behind import ALWAYS_ROOM, Advice
 from mcpd.front.core import Caller, Core
-from mcpd.front.session import COLD_START_WAIT, HostSession, Send, always_room
+from mcpd.front.session import COLD_START_WAIT, HostSession, Send
 from mcpd.model.logs import LogMessage
 from mcpd.model.mcp import SessionState, SubscriptionsChanged
 from mcpd.model.servers import ServerEvent
@@ -46,7 +47,7 @@ class Hosts:
         *,
         on_state: Callable[[SessionState], None] | None,
         on_subscriptions: Callable[[SubscriptionsChanged], None] | None = None,
-        room_for_advice: Callable[[str], bool] = always_room,
+        advice: Advice = ALWAYS_ROOM,
     ) -> AsyncIterator[HostSession]:
         """A session for one host, live until the block ends (then its requests are cancelled)."""
         session = HostSession(
@@ -56,7 +57,7 @@ class Hosts:
             state=state,
             on_state=on_state,
             on_subscriptions=on_subscriptions,
-            room_for_advice=room_for_advice,
+            advice=advice,
             max_in_flight=self._max_in_flight,
             cold_start_wait=self._cold_start_wait,
         )

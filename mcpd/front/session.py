@@ -39,7 +39,7 @@ from mcpd.errors import (
     server_refusal,
 )
 from mcpd.front import calls, host_surface, meta, surface
-from mcpd.front.behind import Behind
+from mcpd.front.behind import ALWAYS_ROOM, Advice, Behind
 from mcpd.front.core import Caller, Core
 from mcpd.front.rpc_errors import RpcError, rpc_error, server_error
 from mcpd.front.server_requests import HOST_REQUEST, HostAnswerer, RunningCall
@@ -217,11 +217,6 @@ class Send(Protocol):
     def __call__(self, data: bytes, related: mcp.RequestId | None = None, /) -> None: ...
 
 
-def always_room(method: str) -> bool:
-    """For a front end that bounds what it keeps for a host itself (HTTP's outboxes)."""
-    return True
-
-
 class HostSession:
     """One host's MCP session. Build it with ``Hosts.open_session``; feed it with ``receive``."""
 
@@ -234,16 +229,21 @@ class HostSession:
         state: mcp.SessionState,
         on_state: Callable[[mcp.SessionState], None] | None,
         on_subscriptions: Callable[[mcp.SubscriptionsChanged], None] | None = None,
-        room_for_advice: Callable[[str], bool] = always_room,
+        advice: Advice = ALWAYS_ROOM,
         max_in_flight: int = 256,
         cold_start_wait: float = COLD_START_WAIT,
     ) -> None:
         self.core = core
         self._send = send
-        self._room_for_advice = room_for_advice
-        """False while the host is not taking what it is sent: advisory notifications are dropped
+        self._advice = advice
+        """No room while the host is not taking what it is sent: advisory notifications are dropped
         (resource updates held, ``_updates``)."""
-        self._updates: Behind[bytes] = Behind(lambda: room_for_advice(mcp.RESOURCE_UPDATED), self._put)
+        self._updates: Behind[bytes] = Behind(
+            advice.room_for_advice,
+            self._put,
+            size=len,
+            dropped=lambda: advice.drop_advice(mcp.RESOURCE_UPDATED),
+        )
         self.caller = caller
         self._hello_client = caller.client
         self.init = state.initialize
@@ -440,10 +440,11 @@ class HostSession:
         behind (superseded by the next step; a record the server keeps), a resource update held
         until it caught up (``Behind``: the host's one news of the change)."""
         if isinstance(params, mcp.ResourceUpdatedParams):
-            data = _encoder.encode(mcp.Notification(method, params))
-            self._updates.offer(params.uri, data, len(data))
-        elif self._room_for_advice(method):
+            self._updates.offer(params.uri, _encoder.encode(mcp.Notification(method, params)))
+        elif self._advice.room_for_advice():
             self._notify(method, params, related)
+        else:
+            self._advice.drop_advice(method)
 
     def _notification(self, method: str, params: msgspec.Raw) -> None:
         if method == "notifications/initialized":

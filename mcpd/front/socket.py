@@ -69,7 +69,7 @@ async def serve_socket(
         state,
         on_state=hand_over,
         on_subscriptions=tell if state.subscription_deltas else None,
-        room_for_advice=conn.room_for_advice,
+        advice=conn,
     ) as session:
         with contextlib.suppress(ConnectionError, OSError):
             async for data in frames:

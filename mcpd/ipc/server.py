@@ -192,33 +192,45 @@ class Connection:
     bad_messages: int = 0
     """Frames that did not decode to a request."""
     dropped_advice: int = 0
-    """Advisory notifications not sent because the client was too far behind."""
+    """Advisory notifications dropped because the client was too far behind (a resource update held
+    for it, and sent later, is not one)."""
     unsendable: int = 0
     """Notifications msgpack could not carry (an integer beyond 64 bits from a server)."""
+    flush_held: Callable[[], object] | None = None
+    """Sends the resource updates held for the client while it is behind (set once it subscribed to
+    one): called before a resource list change, which must not overtake them (it may remove their
+    resources), as it does not at the server."""
     _events: MemoryObjectSendStream[Event] | None = None
     _task: asyncio.Task[None] | None = None
     _ended: bool = False
     _stalled_since: float | None = None
     _last_backlog: int = 0
+    _dropped_methods: set[str] = field(default_factory=set)
 
     async def send(self, data: bytes) -> None:
         await self.stream.send(data)
 
-    def room_for_advice(self, method: str) -> bool:
-        """False while the client has more unread bytes than advisory notifications may add to:
-        the caller then drops ``method``'s notification (counted here, warned once)."""
-        if self.stream.backlog() <= self.limits.advisory_backlog:
-            return True
-        if not self.dropped_advice:
-            log.warning("client.behind", conn=self.id, client=self.client, dropping=method)
+    def room_for_advice(self) -> bool:
+        """Whether the client has room for advisory notifications: not while it has more unread
+        bytes than they may add to. Asking drops nothing: the caller drops (``drop_advice``), or
+        holds a resource update."""
+        return self.stream.backlog() <= self.limits.advisory_backlog
+
+    def drop_advice(self, method: str) -> None:
+        """Count an advisory notification of ``method`` not sent; said once per method (a client
+        that does not read would flood the log), so that a dropped update is told apart from a
+        dropped progress step."""
+        if method not in self._dropped_methods:
+            self._dropped_methods.add(method)
+            log.warning("client.behind", conn=self.id, client=self.client, dropped=method)
         self.dropped_advice += 1
-        return False
 
     def notify(self, method: str, params: msgspec.Struct, *, advisory: bool = False) -> bool:
         """Push a notification without waiting (from synchronous callbacks); dropped if the client
-        left, or if it is ``advisory`` and there is no ``room_for_advice``. False only when msgpack
-        cannot carry ``params`` (an integer beyond 64 bits from a server)."""
-        if advisory and not self.room_for_advice(method):
+        left, or if it is ``advisory`` and there is no ``room_for_advice`` (``drop_advice``). False
+        only when msgpack cannot carry ``params`` (an integer beyond 64 bits from a server)."""
+        if advisory and not self.room_for_advice():
+            self.drop_advice(method)
             return True
         try:
             data = encode_message(Notification(method, msgspec.Raw(_encoder.encode(params))))
