@@ -808,6 +808,7 @@ async def test_a_session_of_more_subscriptions_than_a_hello_holds_resumes_with_t
 
 LOG_FLOOD = """
 import json, sys
+listed = [{"uri": "lf://r", "name": "r"}]
 for line in sys.stdin:
     message = json.loads(line)
     if "id" not in message:
@@ -820,7 +821,7 @@ for line in sys.stdin:
     elif method == "tools/list":
         result = {"tools": [{"name": "flood", "inputSchema": {"type": "object"}}]}
     elif method == "resources/list":
-        result = {"resources": [{"uri": "lf://r", "name": "r"}]}
+        result = {"resources": listed}
     elif method == "resources/templates/list":
         result = {"resourceTemplates": []}
     elif method == "tools/call":
@@ -831,6 +832,9 @@ for line in sys.stdin:
             line = '{"jsonrpc":"2.0","method":"notifications/resources/updated",'
             line += '"params":{"uri":"lf://r/%d","_meta":{"n":%d,"pad":"%s"}}}\\n'
             sys.stdout.write("".join(line % (n % uris, n, "m" * 1000) for n in range(count)))
+            if arguments.get("then_remove"):  # lf://r leaves the list after its updates
+                listed = [{"uri": "lf://s", "name": "s"}]
+                sys.stdout.write('{"jsonrpc":"2.0","method":"notifications/resources/list_changed"}\\n')
         else:
             sys.stdout.write(line % ("m" * 1000) * count)
         result = {"content": [{"type": "text", "text": "flooded"}]}

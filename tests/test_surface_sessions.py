@@ -38,6 +38,7 @@ from mcpd.front.background import Background
 from mcpd.front.subscriptions import Subscriptions, covers
 from mcpd.model.mcp import (
     RESOURCE_UPDATED,
+    RESOURCES_LIST_CHANGED,
     SESSION_NOTIFICATION,
     InitializeParams,
     SessionState,
@@ -461,10 +462,29 @@ async def flood_daemon(tmp_path: Path) -> AsyncIterator[DaemonProcess]:
         yield running
 
 
-async def flood(daemon: DaemonProcess) -> None:
-    """40 MB of updates of lf://r/0, /1 and /2 in turn, the n-th with n in its ``_meta``."""
+async def flood(daemon: DaemonProcess, *, then_remove: bool = False) -> None:
+    """40 MB of updates of lf://r/0, /1 and /2 in turn, the n-th with n in its ``_meta``; then, if
+    ``then_remove``, lf://r leaves the server's list (its ``resources/list_changed``)."""
     async with connect(daemon.socket) as client:
-        await client.call_tool("lf__flood", {"messages": FLOOD_COUNT, "updates": FLOOD_URIS})
+        arguments = {"messages": FLOOD_COUNT, "updates": FLOOD_URIS, "then_remove": then_remove}
+        await client.call_tool("lf__flood", arguments)
+
+
+def _frames(sock: socket.socket) -> Iterator[list[Any]]:
+    """The daemon's messages on a raw socket client's ``sock``, read whole (decoded msgpack)."""
+
+    def exactly(size: int) -> bytes:
+        # MSG_WAITALL does not wait on a socket with a timeout (non-blocking underneath).
+        data = b""
+        while len(data) < size:
+            chunk = sock.recv(size - len(data))
+            if not chunk:
+                raise EOFError("the daemon closed the connection")
+            data += chunk
+        return data
+
+    while True:
+        yield msgspec.msgpack.decode(exactly(int.from_bytes(exactly(4), "big")))
 
 
 def assert_nothing_dropped(daemon: DaemonProcess) -> None:
@@ -528,24 +548,12 @@ async def test_a_socket_client_that_falls_behind_gets_the_last_update_of_each_ur
             sock.settimeout(10)
             sock.connect(str(running.socket))
 
-            def exactly(size: int) -> bytes:
-                # MSG_WAITALL does not wait on a socket with a timeout (non-blocking underneath).
-                data = b""
-                while len(data) < size:
-                    chunk = sock.recv(size - len(data))
-                    if not chunk:
-                        raise EOFError("the daemon closed the connection")
-                    data += chunk
-                return data
-
-            def frames() -> Iterator[list[Any]]:
-                while True:
-                    yield msgspec.msgpack.decode(exactly(int.from_bytes(exactly(4), "big")))
+            frames = _frames(sock)
 
             def begin() -> None:
                 sock.sendall(hello())
                 sock.sendall(request(2, "resources.subscribe", {"uri": "mcpd://lf/lf://r"}))
-                assert [m for m in itertools.islice(frames(), 2) if m[0] != 2][-1][1] == 2
+                assert [m for m in itertools.islice(frames, 2) if m[0] != 2][-1][1] == 2
 
             await anyio.to_thread.run_sync(begin)
             await flood(running)  # while the client reads nothing
@@ -555,7 +563,7 @@ async def test_a_socket_client_that_falls_behind_gets_the_last_update_of_each_ur
                 got = 0
                 deadline = time.monotonic() + 30
                 with contextlib.suppress(TimeoutError):  # nothing more came: that was all
-                    for message in frames():
+                    for message in frames:
                         if message[0] == 2 and message[2].get("type") == "resource":
                             last[message[2]["uri"]] = message[2]["meta"]["n"]
                             got += 1
@@ -567,6 +575,83 @@ async def test_a_socket_client_that_falls_behind_gets_the_last_update_of_each_ur
     assert last == FLOODED
     assert got < FLOOD_COUNT  # it was behind indeed: held updates were replaced by later ones
     assert_nothing_dropped(running)
+
+
+async def test_a_relay_that_falls_behind_gets_the_held_updates_before_the_list_changed_after_them(
+    tmp_path: Path,
+) -> None:
+    """The server sends its updates, then a ``resources/list_changed`` that removes their resource,
+    while the relay reads nothing: the relay gets every URI's last update before the
+    ``list_changed``, as the server sent them. Before, the ``list_changed`` went at once, ahead of
+    the updates held for the relay: they came after it, of a resource its new list no longer has."""
+    async with flood_daemon(tmp_path) as running:
+        host = await peer(running, SessionState(subscription_deltas=True, expose_all=True))
+        try:
+
+            def begin() -> None:
+                host.request(1, "initialize", initialize("2025-06-18"))
+                host.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode())
+                host.request(2, "resources/subscribe", {"uri": "mcpd://lf/lf://r"})
+
+            await anyio.to_thread.run_sync(begin)
+            await flood(running, then_remove=True)  # while the relay reads nothing
+
+            def read_until_list_changed() -> dict[str, int] | None:
+                last: dict[str, int] = {}
+                deadline = time.monotonic() + 30
+                with contextlib.suppress(TransportError):
+                    while time.monotonic() < deadline:
+                        for frame in host.receive():
+                            message = json.loads(frame)
+                            if message.get("method") == RESOURCE_UPDATED:
+                                last[message["params"]["uri"]] = message["params"]["_meta"]["n"]
+                            elif message.get("method") == RESOURCES_LIST_CHANGED:
+                                return last
+                return None
+
+            before_list_changed = await anyio.to_thread.run_sync(read_until_list_changed)
+        finally:
+            host.channel.close()
+    assert before_list_changed == FLOODED
+
+
+async def test_a_socket_client_that_falls_behind_gets_the_held_updates_before_the_surface_event(
+    tmp_path: Path,
+) -> None:
+    """As for a relay: a socket client subscribed to updates and to events that reads nothing while
+    the server sends updates and then removes their resource gets every URI's last update before
+    the ``surface`` event of that change. Before, the event went ahead of the updates held."""
+    async with flood_daemon(tmp_path) as running:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(10)
+            sock.connect(str(running.socket))
+            frames = _frames(sock)
+
+            def begin() -> None:
+                sock.sendall(hello())
+                sock.sendall(request(2, "resources.subscribe", {"uri": "mcpd://lf/lf://r"}))
+                sock.sendall(request(3, "subscribe", {}))
+                answered = [m[1] for m in itertools.islice((m for m in frames if m[0] != 2), 3)]
+                assert sorted(answered) == [1, 2, 3]
+
+            await anyio.to_thread.run_sync(begin)
+            await flood(running, then_remove=True)  # while the client reads nothing
+
+            def read_until_surface() -> dict[str, int] | None:
+                last: dict[str, int] = {}
+                deadline = time.monotonic() + 30
+                with contextlib.suppress(TimeoutError):
+                    for message in frames:
+                        if message[0] == 2 and message[2].get("type") == "resource":
+                            last[message[2]["uri"]] = message[2]["meta"]["n"]
+                        elif message[0] == 2 and message[2].get("type") == "surface":
+                            return last
+                        if time.monotonic() > deadline:
+                            break
+                return None
+
+            before_surface = await anyio.to_thread.run_sync(read_until_surface)
+    assert before_surface == FLOODED
 
 
 async def test_a_client_that_leaves_while_its_subscribe_is_at_the_server_leaves_it_unsubscribed(

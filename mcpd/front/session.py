@@ -771,6 +771,10 @@ class HostSession:
         for method, kinds in _SURFACE_NOTIFICATIONS:
             if any(kind in now and now[kind] != self._shown.get(kind, []) for kind in kinds):
                 self._shown.update({kind: now[kind] for kind in kinds if kind in now})
+                if method == mcp.RESOURCES_LIST_CHANGED:
+                    # The updates held for a host that is behind came before it: they go first, as at
+                    # the server (after it, one may name a resource the new list has not).
+                    self._updates.flush()
                 self._notify(method)
 
     async def subscribe(self, uri: str) -> None:

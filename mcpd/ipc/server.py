@@ -67,7 +67,7 @@ from mcpd.model.protocol import (
     Request,
     Response,
 )
-from mcpd.model.servers import Event
+from mcpd.model.servers import Event, SurfaceChanged
 
 log = structlog.get_logger("mcpd.ipc")
 
@@ -291,6 +291,8 @@ class Connection:
         """Queue an event for this client if it subscribed; a subscriber that lags too far is dropped."""
         if self._events is None:
             return
+        if isinstance(event, SurfaceChanged) and event.resources and self.flush_held is not None:
+            self.flush_held()
         try:
             self._events.send_nowait(event)
         except anyio.WouldBlock:
