@@ -335,6 +335,10 @@ class Relay:
                 withdrawn = _cancelled_id(data)
                 if withdrawn is not None:
                     self.asked.discard(withdrawn)
+            elif route is not None and route.method == mcp.RESOURCES_LIST_CHANGED and self._held_updates:
+                # The updates held came before it, as at the server: after it, one may name a
+                # resource the new list no longer has.
+                out.append(self._release_held())
             elif len(self._out) > ADVISORY_LIMIT and route is not None and route.method in mcp.ADVISORY:
                 if hold_message(self._held_updates, data):
                     continue
@@ -396,11 +400,15 @@ class Relay:
         except BlockingIOError:
             pass
         if self._held_updates and len(self._out) <= ADVISORY_LIMIT:
-            self._out += b"".join(update + b"\n" for update in self._held_updates.release())
+            self._out += self._release_held()
             self._flush()
             return
         self._watch_stdout(bool(self._out))
         self._read_daemon(len(self._out) < OUT_LIMIT)
+
+    def _release_held(self) -> bytes:
+        """The resource updates held for the host, as lines; none held afterwards."""
+        return b"".join(update + b"\n" for update in self._held_updates.release())
 
     def _watch_stdout(self, full: bool) -> None:
         registered = self._stdout in self._selector.get_map()
@@ -543,8 +551,9 @@ class Relay:
             waiting=len(self.waiting),
         )
         if self.initialized:
-            # The new daemon's servers may differ: the host should list tools, resources and prompts again.
-            self._write(_LIST_CHANGED)
+            # The new daemon's servers may differ: the host should list tools, resources and prompts again
+            # (after the updates held, which came before).
+            self._write(self._release_held() + _LIST_CHANGED)
         waiting, self.waiting = self.waiting, []
         for _, line, route in waiting:
             if self.channel is None:  # lost again while sending: keep the rest for the next one

@@ -6,6 +6,7 @@ restarted under a live bridge, cold starts, auto-start races.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -25,10 +26,12 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from mcpd.bridge import AUTOSTART_AFTER, AUTOSTART_MAX, AUTOSTART_RETRY, Relay
+from mcpd.bridge import ADVISORY_LIMIT, AUTOSTART_AFTER, AUTOSTART_MAX, AUTOSTART_RETRY, Relay
 from mcpd.client.aio import connect
 from mcpd.model.mcp import (
     DAEMON_RESTARTED,
+    RESOURCE_UPDATED,
+    RESOURCES_LIST_CHANGED,
     SESSION_NOTIFICATION,
     SUBSCRIPTIONS_NOTIFICATION,
     Notification,
@@ -937,6 +940,39 @@ async def test_a_paused_host_subscribed_to_a_flooding_resource_loses_no_call_nor
     last = {update["uri"]: update["_meta"]["n"] for update in updates}
     assert last == {f"mcpd://lf/lf://r/{i}": max(range(i, count, uris)) for i in range(uris)}
     assert not dropped_since(daemon, mark)
+
+
+def test_a_relay_sends_the_updates_it_holds_before_a_list_changed_that_came_after_them() -> None:
+    """A host that is behind (more than ``ADVISORY_LIMIT`` kept for it): the relay holds the
+    resource updates that come, then a ``resources/list_changed`` comes (it may remove their
+    resources): the host reads the updates held before it, as the daemon sent them. Before, the
+    ``list_changed`` joined what was kept at once, and the updates held went once the host caught
+    up: after it, of a resource the new list may not have."""
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    os.set_blocking(write, False)
+    got = b""
+    try:
+        relay = Relay(None, config=None, state=SessionState(), autostart=False, stdout=write)
+        big = {"jsonrpc": "2.0", "id": 1, "result": {"pad": "x" * 2 * ADVISORY_LIMIT}}
+        relay._deliver([json.dumps(big).encode()])  # the host does not read it yet
+        updated = [
+            {"jsonrpc": "2.0", "method": RESOURCE_UPDATED, "params": {"uri": f"f://{i}"}} for i in range(3)
+        ]
+        changed = {"jsonrpc": "2.0", "method": RESOURCES_LIST_CHANGED}
+        relay._deliver([json.dumps(message).encode() for message in (*updated, changed)])
+        while True:  # the host reads all
+            with contextlib.suppress(BlockingIOError):
+                while chunk := os.read(read, 1 << 16):
+                    got += chunk
+            if not relay._out:
+                break
+            relay._flush()
+    finally:
+        os.close(read)
+        os.close(write)
+    methods = [json.loads(line).get("method") for line in got.splitlines()]
+    assert methods == [None, *[RESOURCE_UPDATED] * 3, RESOURCES_LIST_CHANGED]
 
 
 def test_a_relay_takes_the_subscriptions_of_a_daemon_that_sends_whole_states() -> None:
