@@ -3,7 +3,8 @@
 A host session, or a socket client, that does not take what it is sent has no room for advisory
 notifications (``mcp.ADVISORY``): progress and log messages are dropped then, but a resource update
 is the subscriber's one news that the resource changed, so it is held (``HeldUpdates``: the latest
-per URI, bounded) and sent once the subscriber has room again.
+per URI, bounded) and sent once the subscriber has room again, or at once (``flush``) ahead of a
+message that must not overtake them: a resource list change, which may remove their resources.
 """
 
 from __future__ import annotations
