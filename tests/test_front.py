@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import json
+import shutil
 import socket
 import sys
+import tempfile
 import time
 from collections import deque
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import msgspec
@@ -37,9 +42,13 @@ from mcpd.errors import (
     UnknownTool,
     Unsupported,
 )
+from mcpd.front import socket as front_socket
+from mcpd.front.hosts import Hosts
 from mcpd.front.rpc_errors import rpc_code, rpc_error
 from mcpd.front.session import HELD_LIMIT
+from mcpd.ipc import endpoint, framing
 from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer
+from mcpd.ipc.server import MethodTable, RpcServer
 from mcpd.model.mcp import (
     SESSION_NOTIFICATION,
     SUBSCRIPTIONS_NOTIFICATION,
@@ -775,3 +784,51 @@ async def test_a_hosts_subscriptions_sent_without_waiting_take_effect_in_the_ord
                 assert await server_says("full://subscribed") == ["full://r/1"]
         finally:
             host.channel.close()
+
+
+class _WhereHandled:
+    """A host session that notes each message and whether a task handled it (None: a read callback)."""
+
+    def __init__(self) -> None:
+        self.opened = anyio.Event()
+        self.handled: list[tuple[bytes, bool]] = []
+
+    def receive(self, data: bytes) -> None:
+        self.handled.append((data, asyncio.current_task() is not None))
+
+    @contextlib.asynccontextmanager
+    async def open_session(self, *_args: object, **_options: object) -> AsyncIterator[_WhereHandled]:
+        self.opened.set()
+        yield self
+
+
+async def test_a_hosts_message_alone_in_a_read_is_handled_in_the_read_callback() -> None:
+    """A relay's message that arrives alone while the connection's reader waits is handled in the
+    socket's read callback, as the RPC server's plain requests are (``FrameStream.express``), not an
+    event-loop iteration later by the reading task; messages read together are handled by the task,
+    in the order they came."""
+    session = _WhereHandled()
+    upgrade = functools.partial(front_socket.serve_socket, cast(Hosts, session))
+    rpc = RpcServer(MethodTable[None](), None, upgrades={front_socket.MODE: upgrade})
+    directory = Path(tempfile.mkdtemp(prefix="mcpd-f", dir="/tmp"))
+    relay = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(rpc.serve, endpoint.open_listener(directory / "s.sock"))
+            relay.connect(str(directory / "s.sock"))
+            hello_params = HelloParams(protocol=PROTOCOL_VERSION, client="relay", mode=front_socket.MODE)
+            relay.sendall(request(1, "hello", hello_params))
+            with anyio.fail_after(10):
+                # Opened by the reading task, which goes on to wait for the next read without a pause.
+                await session.opened.wait()
+                relay.sendall(framing.frame(b'{"n":1}'))
+                while len(session.handled) < 1:
+                    await asyncio.sleep(0)
+                relay.sendall(framing.frame(b'{"n":2}') + framing.frame(b'{"n":3}'))
+                while len(session.handled) < 3:
+                    await asyncio.sleep(0)
+            tg.cancel_scope.cancel()
+    finally:
+        relay.close()
+        shutil.rmtree(directory, ignore_errors=True)
+    assert session.handled == [(b'{"n":1}', False), (b'{"n":2}', True), (b'{"n":3}', True)]

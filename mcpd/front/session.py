@@ -314,8 +314,9 @@ class HostSession:
             self.core.log_levels.set(self, self.log_level)
         self._state_changed()
 
-    async def receive(self, data: bytes) -> None:
-        """Handle one JSON-RPC message from the host; never waits on a running request."""
+    def receive(self, data: bytes) -> None:
+        """Handle one JSON-RPC message from the host; never waits (a request runs in its own task), so
+        it may run in a read callback (``mcpd.front.socket``)."""
         try:
             message = _incoming.decode(data)
         except msgspec.ValidationError as exc:

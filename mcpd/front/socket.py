@@ -71,6 +71,18 @@ async def serve_socket(
         on_subscriptions=tell if state.subscription_deltas else None,
         advice=conn,
     ) as session:
-        with contextlib.suppress(ConnectionError, OSError):
-            async for data in frames:
-                await session.receive(data)
+
+        def take(data: bytes) -> bool:
+            session.receive(data)
+            return True
+
+        # Each message handled in the read callback when the reader waits with nothing read ahead
+        # (as ``mcpd.ipc.server`` does for plain requests): the reading task would take it one
+        # event-loop iteration later, and its resume through ``frames`` costs as much again.
+        conn.stream.express(take)
+        try:
+            with contextlib.suppress(ConnectionError, OSError):
+                async for data in frames:
+                    session.receive(data)
+        finally:
+            conn.stream.express(None)

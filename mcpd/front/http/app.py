@@ -425,7 +425,7 @@ class Endpoint:
                 why = f"no request of mcpd's waits for an answer with id {message.answers!r}"
                 await _error(400, mcp.INVALID_REQUEST, why, None, session.id)(scope, receive, send)
             elif message.request_id is None:  # a notification, or a response to a request of the daemon's
-                await session.host.receive(message.body)
+                session.host.receive(message.body)
                 if message.cancels is not None:
                     session.cancelled(message.cancels)
                 await Response(status_code=202, headers={SESSION_HEADER: session.id})(scope, receive, send)
@@ -446,7 +446,7 @@ class Endpoint:
             await _error(409, mcp.INVALID_REQUEST, exc.message, request_id, session.id)(scope, receive, send)
             return
         try:
-            await session.host.receive(message.body)
+            session.host.receive(message.body)
             # A streaming request's answer is a stream anyway; another's becomes one if its server
             # asks the host something first (sampling, a form): the stream carries the question.
             items, done = ([], False) if message.stream else await outbox.take()
