@@ -3,7 +3,7 @@
 The daemon speaks MCP to the host (``mcpd.front``); this process only carries bytes:
 newline-delimited JSON-RPC from stdin becomes one frame each on a daemon connection
 upgraded to ``mcp``, and frames from the daemon become lines on stdout. One thread and
-``selectors``, no event loop, no MCP SDK: a bridge costs a few MB per host.
+``poll``, no event loop, no MCP SDK: a bridge costs a few MB per host.
 
 It parses only what it must (with msgspec): the ids and methods of the host's requests,
 to answer them itself during a gap, and the daemon's private notifications: the session's
@@ -25,9 +25,9 @@ gets its answer) and the host has read them (``EXIT_FLUSH`` at most).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import select
-import selectors
 import stat
 import sys
 import time
@@ -189,7 +189,10 @@ class Relay:
         # poll, not epoll: epoll refuses a regular file or /dev/null (`mcpd bridge < requests.jsonl`,
         # a service's StandardInput=null) with EPERM, an internal error before any request was
         # read; poll says they are ready, as they are. With three descriptors, poll costs no more.
-        self._selector = selectors.PollSelector()
+        # ``select.poll`` itself, not ``selectors.PollSelector``: its keys and event mapping cost
+        # ~10 us of a bridged call's ~120 (two waits a call), for three descriptors we know.
+        self._poll = select.poll()
+        self._watched: set[int] = set()
         self._gap_since = 0.0
         self._retry_at = 0.0
         self._delay = FIRST_DELAY
@@ -208,7 +211,7 @@ class Relay:
             # A pipe (as hosts give): writes that never block. Not a terminal's, which a shell shares.
             os.set_blocking(self._stdout, False)
         self._attach(self._open(self._resume()))
-        self._selector.register(self._stdin, selectors.EVENT_READ)
+        self._watch(self._stdin, select.POLLIN)
         pending = b""
         input_ended: float | None = None
         while True:
@@ -221,13 +224,13 @@ class Relay:
                 self._close()
                 self._finish_writing()
                 return 0
-            for key, _ in self._selector.select(self._timeout(input_ended)):
-                if key.fd == self._stdin:
+            for fd, _ in self._poll.poll(self._timeout(input_ended)):
+                if fd == self._stdin:
                     chunk = os.read(self._stdin, READ_SIZE)
                     if not chunk:
                         # No more requests, but those already sent still get their answers: a
                         # host (or a script) may close its end right after writing its last line.
-                        self._selector.unregister(self._stdin)
+                        self._unwatch(self._stdin)
                         if pending.strip():
                             self._from_host(pending)  # a last line without its newline
                         input_ended = time.monotonic()
@@ -236,19 +239,21 @@ class Relay:
                     for line in lines:
                         if line.strip():
                             self._from_host(line)
-                elif key.fd == self._stdout:
+                elif fd == self._stdout:
                     self._flush()
                 elif self.channel is not None:
                     self._from_daemon()
             self._tick()
 
-    def _timeout(self, input_ended: float | None) -> float | None:
+    def _timeout(self, input_ended: float | None) -> int | None:
+        """Milliseconds ``poll`` may wait (None: until something is ready), rounded up: a wait
+        rounded down would end just before what it waits for, and spin."""
         due: list[float] = [] if input_ended is None else [input_ended + EOF_WAIT]
         if self.channel is None:
             due.append(self._retry_at)
         if self.waiting:
             due.append(min(item[0] for item in self.waiting) + GAP_WAIT)
-        return max(0.0, min(due) - time.monotonic()) if due else None
+        return math.ceil(max(0.0, min(due) - time.monotonic()) * 1000) if due else None
 
     def _tick(self) -> None:
         now = time.monotonic()
@@ -411,20 +416,28 @@ class Relay:
         return b"".join(update + b"\n" for update in self._held_updates.release())
 
     def _watch_stdout(self, full: bool) -> None:
-        registered = self._stdout in self._selector.get_map()
+        registered = self._stdout in self._watched
         if full and not registered:
-            self._selector.register(self._stdout, selectors.EVENT_WRITE)
+            self._watch(self._stdout, select.POLLOUT)
         elif not full and registered:
-            self._selector.unregister(self._stdout)
+            self._unwatch(self._stdout)
 
     def _read_daemon(self, wanted: bool) -> None:
         if self.channel is None or wanted == self._reading_daemon:
             return
         if wanted:
-            self._selector.register(self.channel.sock, selectors.EVENT_READ)
+            self._watch(self.channel.fileno(), select.POLLIN)
         else:
-            self._selector.unregister(self.channel.sock)
+            self._unwatch(self.channel.fileno())
         self._reading_daemon = wanted
+
+    def _watch(self, fd: int, events: int) -> None:
+        self._poll.register(fd, events)
+        self._watched.add(fd)
+
+    def _unwatch(self, fd: int) -> None:
+        self._poll.unregister(fd)
+        self._watched.discard(fd)
 
     def _finish_writing(self) -> None:
         """stdin closed: what the host has not read yet still goes, for ``EXIT_FLUSH`` at most."""
