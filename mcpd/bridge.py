@@ -298,6 +298,11 @@ class Relay:
     def _forward(self, line: bytes, route: mcp.Route | None) -> None:
         assert self.channel is not None
         request_id = _request_id(route)
+        if len(line) > self.channel.max_frame:
+            # The daemon would cut the connection at it, and every next one as the message was
+            # sent again: refused here, the rest of the session goes on.
+            self._too_large(len(line), request_id, route)
+            return
         if request_id is not None and route is not None and isinstance(route.method, str):
             self.inflight[request_id] = (route.method, line if route.method in RESENDABLE else None)
         elif route is not None and route.method == mcp.CANCELLED:
@@ -313,6 +318,17 @@ class Relay:
                 self.inflight.pop(request_id, None)
             self.waiting.insert(0, (time.monotonic(), line, route))
             self._lost()
+
+    def _too_large(self, size: int, request_id: mcp.RequestId | None, route: mcp.Route | None) -> None:
+        assert self.channel is not None
+        limit = self.channel.max_frame
+        method = route.method if route is not None and isinstance(route.method, str) else None
+        _log("bridge.message_too_large", bytes=size, limit=limit, method=method)
+        if request_id is not None:
+            message = (
+                f"a message of {size} bytes is over the daemon's limit of {limit} ([daemon] max_frame_bytes)"
+            )
+            self._write(_error_line(request_id, mcp.INVALID_REQUEST, message))
 
     # -- daemon -> host ---------------------------------------------------------------------
 

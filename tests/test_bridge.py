@@ -992,3 +992,23 @@ def test_a_relay_takes_the_subscriptions_of_a_daemon_that_sends_whole_states() -
     resumed = msgspec.json.decode(relay._resume(), type=SessionState)
     assert resumed.subscribed == ["mcpd://a/y"]
     assert resumed.subscription_deltas
+
+
+async def test_a_message_over_the_daemons_frame_limit_is_refused_by_the_bridge(tmp_path: Path) -> None:
+    """A host's message longer than the daemon reads (its hello says how long) is refused by the bridge:
+    a request gets an error, a notification is dropped and logged, and the session goes on. Before,
+    the daemon cut the connection at it and the bridge sent it again to each next connection, every
+    few milliseconds, for good: nothing after it was answered."""
+    config = tmp_path / "config.toml"
+    config.write_text("[daemon]\nmax_frame_bytes = 65536\n")
+    async with running_daemon(config) as daemon, raw_host(daemon.socket) as host:
+        mark = len(daemon.events)
+        await host.send({"id": 2, "method": "ping", "params": {"padding": "a" * 70_000}})
+        progress = {"progressToken": "t", "progress": 1, "message": "a" * 70_000}
+        await host.send({"method": "notifications/progress", "params": progress})
+        await host.send({"id": 3, "method": "ping"})
+        answers = {m["id"]: m for m in await host.until_answer(2, 3) if "id" in m}
+    assert answers[2]["error"]["code"] == -32600, answers[2]
+    assert "65536" in answers[2]["error"]["message"]
+    assert answers[3]["result"] == {}
+    assert not [e for e in daemon.events[mark:] if e.get("event") == "client.bad_frame"]

@@ -16,7 +16,7 @@ import msgspec
 from mcpd.client import _wire
 from mcpd.config.paths import likely_socket_path
 from mcpd.errors import DECODE_FAILURES, ProtocolError, TransportError
-from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer, frame
+from mcpd.ipc.framing import DEFAULT_MAX_FRAME, MAX_CLIENT_FRAME, FrameBuffer, frame
 from mcpd.model.protocol import PROTOCOL_VERSION, HelloParams, HelloResult, Response
 from mcpd.readsize import READ_SIZE
 
@@ -38,6 +38,11 @@ class Channel:
 
     def fileno(self) -> int:
         return self.sock.fileno()
+
+    @property
+    def max_frame(self) -> int:
+        """The largest message the daemon reads (its hello says; the default for one too old to)."""
+        return self.hello.max_frame or DEFAULT_MAX_FRAME
 
     def send(self, payload: bytes) -> None:
         """Send one message; ``TransportError`` if the daemon is gone or stopped reading."""

@@ -739,5 +739,9 @@ class RpcServer(Generic[Ctx]):
         conn.client = params.client
         uptime = time.monotonic() - self._started
         return HelloResult(
-            protocol=PROTOCOL_VERSION, version=mcpd.__version__, pid=os.getpid(), uptime_s=uptime
+            protocol=PROTOCOL_VERSION,
+            version=mcpd.__version__,
+            pid=os.getpid(),
+            uptime_s=uptime,
+            max_frame=self.limits.max_frame,
         )

@@ -104,6 +104,10 @@ class HelloResult(msgspec.Struct, frozen=True, kw_only=True):
     uptime_s: float | None = None
     """Seconds the daemon has been serving (None from a daemon too old to say): a bridge that came
     later can still tell a daemon that died soon after it came up from one that had lived."""
+    max_frame: int | None = None
+    """The largest message the daemon reads, in bytes (``[daemon] max_frame_bytes``; None from a daemon
+    too old to say): a relay refuses a longer one itself instead of sending it, being cut off, and
+    sending it again to the next connection."""
 
 
 class StatusResult(msgspec.Struct, frozen=True, kw_only=True):
