@@ -470,6 +470,21 @@ async def flood(daemon: DaemonProcess, *, then_remove: bool = False) -> None:
         await client.call_tool("lf__flood", arguments)
 
 
+def _subscribed(sock: socket.socket, running: DaemonProcess, events: bool) -> Iterator[list[Any]]:
+    """``sock`` connected to ``running`` as a raw client, subscribed to the flooded resource (and to
+    events if ``events``), every answer read: the daemon's messages from then on."""
+    sock.settimeout(10)
+    sock.connect(str(running.socket))
+    frames = _frames(sock)
+    sock.sendall(hello())
+    sock.sendall(request(2, "resources.subscribe", {"uri": "mcpd://lf/lf://r"}))
+    if events:
+        sock.sendall(request(3, "subscribe", {}))
+    answered = [m[1] for m in itertools.islice((m for m in frames if m[0] != 2), 3 if events else 2)]
+    assert sorted(answered) == ([1, 2, 3] if events else [1, 2])
+    return frames
+
+
 def _frames(sock: socket.socket) -> Iterator[list[Any]]:
     """The daemon's messages on a raw socket client's ``sock``, read whole (decoded msgpack)."""
 
@@ -545,17 +560,7 @@ async def test_a_socket_client_that_falls_behind_gets_the_last_update_of_each_ur
     were dropped."""
     async with flood_daemon(tmp_path) as running:
         with socket.socket(socket.AF_UNIX) as sock:
-            sock.settimeout(10)
-            sock.connect(str(running.socket))
-
-            frames = _frames(sock)
-
-            def begin() -> None:
-                sock.sendall(hello())
-                sock.sendall(request(2, "resources.subscribe", {"uri": "mcpd://lf/lf://r"}))
-                assert [m for m in itertools.islice(frames, 2) if m[0] != 2][-1][1] == 2
-
-            await anyio.to_thread.run_sync(begin)
+            frames = await anyio.to_thread.run_sync(_subscribed, sock, running, False)
             await flood(running)  # while the client reads nothing
 
             def read_until_final() -> tuple[dict[str, int], int]:
@@ -623,18 +628,7 @@ async def test_a_socket_client_that_falls_behind_gets_the_held_updates_before_th
     the ``surface`` event of that change. Before, the event went ahead of the updates held."""
     async with flood_daemon(tmp_path) as running:
         with socket.socket(socket.AF_UNIX) as sock:
-            sock.settimeout(10)
-            sock.connect(str(running.socket))
-            frames = _frames(sock)
-
-            def begin() -> None:
-                sock.sendall(hello())
-                sock.sendall(request(2, "resources.subscribe", {"uri": "mcpd://lf/lf://r"}))
-                sock.sendall(request(3, "subscribe", {}))
-                answered = [m[1] for m in itertools.islice((m for m in frames if m[0] != 2), 3)]
-                assert sorted(answered) == [1, 2, 3]
-
-            await anyio.to_thread.run_sync(begin)
+            frames = await anyio.to_thread.run_sync(_subscribed, sock, running, True)
             await flood(running, then_remove=True)  # while the client reads nothing
 
             def read_until_surface() -> dict[str, int] | None:
