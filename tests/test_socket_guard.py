@@ -8,6 +8,8 @@ import json
 import os
 import shutil
 import signal
+import socket
+import stat
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -20,7 +22,7 @@ from structlog.testing import capture_logs
 from mcpd.client.aio import connect
 from mcpd.daemon.socket_guard import guard_socket
 from mcpd.errors import DaemonNotRunning
-from mcpd.ipc.endpoint import Claim, lock_path
+from mcpd.ipc.endpoint import Claim, lock_path, open_listener
 from mcpd.supervisor.orphans import SUFFIX
 from mcpd.testing import fullserver_toml
 from mcpd.testing.daemon import DaemonProcess, running_daemon
@@ -278,3 +280,28 @@ async def test_a_displaced_daemon_leaves_the_ledger_to_the_one_that_took_its_pat
         finally:
             if first.process.returncode is None:
                 first.signal(signal.SIGCONT)
+
+
+@pytest.mark.parametrize("room", [True, False], ids=["renamed-into-place", "no-room-bound-in-place"])
+def test_a_listener_appears_at_its_path_only_listening(room: bool) -> None:
+    """The socket is bound beside its path and renamed onto it once it listens, replacing a stale
+    socket there, and leaves nothing beside it; a path with no room for the longer name is bound in
+    place. Before, the path existed between bind and listen, and a client that found it then was
+    refused ("no mcpd daemon is listening": a test starting a daemon hit it in CI)."""
+    directory = Path(tempfile.mkdtemp(prefix="mcpd-", dir="/tmp"))
+    try:
+        name = "s.sock" if room else "s" * (104 - len(os.fsencode(directory)) - 2)
+        path = directory / name
+        stale = socket.socket(socket.AF_UNIX)
+        stale.bind(str(path))
+        stale.close()  # a socket file nothing listens on: a daemon killed with SIGKILL left it
+        listener = open_listener(path)
+        try:
+            with socket.socket(socket.AF_UNIX) as client:
+                client.connect(str(path))
+            assert sorted(os.listdir(directory)) == [name]
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        finally:
+            listener.close()
+    finally:
+        shutil.rmtree(directory)

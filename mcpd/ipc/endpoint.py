@@ -222,30 +222,46 @@ def open_listener(path: Path) -> socket.socket:
     """Bind and listen with mode 0600, replacing a stale socket (the caller holds the lock).
 
     Only a socket is ever replaced: anything else at the path (a symlink, a file someone
-    named by mistake) is refused with ``UnsafePath`` and left as it is.
+    named by mistake) is refused with ``UnsafePath`` and left as it is. The socket is bound
+    beside the path and renamed onto it once it listens: a client that finds the path never
+    finds it refusing (between bind and listen it did: a client starting with the daemon got
+    "no daemon is listening").
     """
     with contextlib.suppress(FileNotFoundError):
         info = os.lstat(path)
         if not stat.S_ISSOCK(info.st_mode):
             kind = "a symlink" if stat.S_ISLNK(info.st_mode) else "not a socket"
             raise _unsafe(path, f"the socket path is {kind}", "remove it or choose another path")
-        path.unlink()
+    bound = path.with_name(f".{os.getpid()}.{path.name}")
+    if len(os.fsencode(bound)) >= _SUN_PATH:
+        bound = path  # no room for a longer name: bound in place (the stale socket made way)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         # The umask covers the instant between bind and chmod, when the file would otherwise
         # exist with the default mode. mcpd binds before it starts any child or thread.
         previous = os.umask(0o177)
         try:
-            sock.bind(str(path))
+            sock.bind(str(bound))
         finally:
             os.umask(previous)
-        os.chmod(path, 0o600)
+        os.chmod(bound, 0o600)
         sock.listen(1024)
         sock.setblocking(False)
+        if bound != path:
+            os.replace(bound, path)
     except BaseException:
         sock.close()
+        if bound != path:
+            with contextlib.suppress(OSError):
+                bound.unlink()
         raise
     return sock
+
+
+_SUN_PATH = 104 if sys.platform == "darwin" else 108
+"""Bytes of a Unix socket's path (``sun_path``), its terminating NUL included."""
 
 
 QUEUE_RETRY = (0.002, 0.05)
