@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -94,6 +96,24 @@ async def test_a_catalogue_made_after_servers_went_live_reviews_and_indexes_them
             tg.cancel_scope.cancel()
 
 
+@asynccontextmanager
+async def good_and_bad_catalogue() -> AsyncIterator[Catalog]:
+    """A catalogue over two running fixture servers, "good" and "bad", its task going, once it has
+    taken in (reviewed and indexed) what they list."""
+    config = Config(source="<test>", servers=(fixture_server("good"), fixture_server("bad")))
+    async with open_supervisor(config) as supervisor:
+        for name in ("good", "bad"):
+            await supervisor.actor(name).wait_state(ServerState.RUNNING, timeout=60)
+        catalog = Catalog(supervisor)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(catalog.run)
+            with anyio.fail_after(60):
+                catalog.catch_up()
+                await catalog.wait_indexed()
+            yield catalog
+            tg.cancel_scope.cancel()
+
+
 async def test_a_review_or_an_index_that_fails_unexpectedly_costs_only_itself(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -118,26 +138,17 @@ async def test_a_review_or_an_index_that_fails_unexpectedly_costs_only_itself(
 
     monkeypatch.setattr(catalog_module, "inspect", inspect_but_bad)
     monkeypatch.setattr(catalog_module._Version, "apply", apply_failing_once)
-    config = Config(source="<test>", servers=(fixture_server("good"), fixture_server("bad")))
-    async with open_supervisor(config) as supervisor:
-        for name in ("good", "bad"):
-            await supervisor.actor(name).wait_state(ServerState.RUNNING, timeout=60)
-        catalog = Catalog(supervisor)
-        with capture_logs() as logs:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(catalog.run)
-                with anyio.fail_after(60):
-                    catalog.catch_up()
-                    await catalog.wait_indexed()
-                    assert [e["event"] for e in logs if e["event"] == "index.update_failed"] == [
-                        "index.update_failed"
-                    ]
-                    catalog.catch_up()
-                    await catalog.wait_indexed()
-                said = sum(e["event"] == "catalog.review_failed" for e in logs)
-                assert {t.server for t in await catalog.search("echo")} == {"good"}
-                assert {t.server for t in await catalog.search("echo")} == {"good"}
-                tg.cancel_scope.cancel()
+    with capture_logs() as logs:
+        async with good_and_bad_catalogue() as catalog:
+            assert [e["event"] for e in logs if e["event"] == "index.update_failed"] == [
+                "index.update_failed"
+            ]
+            with anyio.fail_after(60):
+                catalog.catch_up()
+                await catalog.wait_indexed()
+            said = sum(e["event"] == "catalog.review_failed" for e in logs)
+            assert {t.server for t in await catalog.search("echo")} == {"good"}
+            assert {t.server for t in await catalog.search("echo")} == {"good"}
     assert {e["server"] for e in logs if e["event"] == "catalog.review_failed"} == {"bad"}
     assert sum(e["event"] == "catalog.review_failed" for e in logs) == said
 
@@ -159,19 +170,9 @@ async def test_a_server_whose_texts_fail_to_index_costs_only_its_own_ranking(
 
     monkeypatch.setattr(index_module, "_analyse", analyse_but_bad)
     monkeypatch.setattr(catalog_module, "_INLINE_TOOLS", inline_tools)
-    config = Config(source="<test>", servers=(fixture_server("good"), fixture_server("bad")))
-    async with open_supervisor(config) as supervisor:
-        for name in ("good", "bad"):
-            await supervisor.actor(name).wait_state(ServerState.RUNNING, timeout=60)
-        catalog = Catalog(supervisor)
-        with capture_logs() as logs:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(catalog.run)
-                with anyio.fail_after(60):
-                    catalog.catch_up()
-                    await catalog.wait_indexed()
-                    for _ in range(3):
-                        assert {t.server for t in await catalog.search("echo")} == {"good"}
-                tg.cancel_scope.cancel()
+    with capture_logs() as logs:
+        async with good_and_bad_catalogue() as catalog:
+            for _ in range(3):
+                assert {t.server for t in await catalog.search("echo")} == {"good"}
     assert [e.get("server") for e in logs if e["event"] == "index.server_failed"] == ["bad"]
     assert not [e for e in logs if e["event"] == "index.update_failed"]

@@ -28,7 +28,7 @@ import structlog
 from anyio.streams.text import TextReceiveStream
 from mcp.shared.exceptions import MCPError
 from test_bridge import LOG_FLOOD, bridge
-from test_front import initialize, peer
+from test_front import Peer, initialize, peer
 from test_surface import everything_daemon
 
 from mcpd.client.aio import AsyncClient, connect
@@ -470,6 +470,13 @@ async def flood(daemon: DaemonProcess, *, then_remove: bool = False) -> None:
         await client.call_tool("lf__flood", arguments)
 
 
+def _relay_subscribed(host: Peer) -> None:
+    """``host`` initialized as an MCP host and subscribed to the flooded resource."""
+    host.request(1, "initialize", initialize("2025-06-18"))
+    host.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode())
+    host.request(2, "resources/subscribe", {"uri": "mcpd://lf/lf://r"})
+
+
 def _subscribed(sock: socket.socket, running: DaemonProcess, events: bool) -> Iterator[list[Any]]:
     """``sock`` connected to ``running`` as a raw client, subscribed to the flooded resource (and to
     events if ``events``), every answer read: the daemon's messages from then on."""
@@ -520,13 +527,7 @@ async def test_a_relay_that_falls_behind_gets_the_last_update_of_each_uri_once_i
     async with flood_daemon(tmp_path) as running:
         host = await peer(running, SessionState(subscription_deltas=True))
         try:
-
-            def begin() -> None:
-                host.request(1, "initialize", initialize("2025-06-18"))
-                host.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode())
-                host.request(2, "resources/subscribe", {"uri": "mcpd://lf/lf://r"})
-
-            await anyio.to_thread.run_sync(begin)
+            await anyio.to_thread.run_sync(_relay_subscribed, host)
             await flood(running)  # while the relay reads nothing
 
             def read_until_final() -> tuple[dict[str, int], int]:
@@ -592,13 +593,7 @@ async def test_a_relay_that_falls_behind_gets_the_held_updates_before_the_list_c
     async with flood_daemon(tmp_path) as running:
         host = await peer(running, SessionState(subscription_deltas=True, expose_all=True))
         try:
-
-            def begin() -> None:
-                host.request(1, "initialize", initialize("2025-06-18"))
-                host.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode())
-                host.request(2, "resources/subscribe", {"uri": "mcpd://lf/lf://r"})
-
-            await anyio.to_thread.run_sync(begin)
+            await anyio.to_thread.run_sync(_relay_subscribed, host)
             await flood(running, then_remove=True)  # while the relay reads nothing
 
             def read_until_list_changed() -> dict[str, int] | None:
