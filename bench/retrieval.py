@@ -57,6 +57,7 @@ from typing import Any
 
 from lexical_variants import variants
 
+from mcpd.discovery import spelling
 from mcpd.discovery.index import Params, ToolIndex, ToolText, schema_params
 from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.text import learned_terms, plain_terms
@@ -207,6 +208,7 @@ def tool_texts(tools: Sequence[Tool]) -> dict[str, list[ToolText]]:
 def mcpd_ranking(
     tools: Sequence[Tool], prior: UsagePrior | None = None, params: Params | None = None
 ) -> Ranker:
+    spelling.load()  # as the daemon's catalogue does when it starts
     index = ToolIndex(params or Params())
     index.replace_servers(tool_texts(tools))  # one pass over every server, as the catalogue does
 

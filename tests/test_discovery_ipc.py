@@ -83,6 +83,13 @@ async def test_query_ranks_the_matching_tool_first(daemon: DaemonProcess) -> Non
     assert len(result.tools) == 5 and result.tools[-1].name == "mcpd_request_capability"
 
 
+async def test_a_misspelt_query_finds_what_it_meant(daemon: DaemonProcess) -> None:
+    """The daemon reads the English words for spelling correction at start: "homebrw" is Homebrew."""
+    async with connect(daemon.socket) as client:
+        result = await client.search("homebrw", limit=2)  # the best tool, then the reserved one
+    assert result.tools[0].server == "brew"
+
+
 async def test_budgeted_registry_over_the_socket(daemon: DaemonProcess) -> None:
     """A budgeted listing fits its budget and says how many tools it left out."""
     async with connect(daemon.socket) as client:

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mcpd.discovery import spelling
 from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.text import learned_terms, name_words, terms, weighted_query_terms
 
@@ -67,6 +68,8 @@ class Params:
     fold). LiveMCPBench, untouched: R@5 44.5 -> 44.7, nDCG@10 41.2 -> 40.8 (R@5 43.3 at 0.5).
     Their posting lists are read again: about 0.2 ms more per query over 10k tools at p50.
     """
+    spelling: bool = True
+    """Query words no tool uses are read as their one-edit neighbours in the catalogue (typos)."""
     feedback_docs: int = 0
     """Pseudo-relevance feedback (RM3): the query is expanded from this many best tools (0: off).
 
@@ -279,6 +282,18 @@ class ToolIndex:
                 if saturated is not None:
                     scores[doc_id] += lift * saturated
 
+    def _correct(self, query: str, analysed: dict[str, float]) -> None:
+        """Add the likely meant terms of query words no tool uses (``mcpd.discovery.spelling``):
+        each such word's weight is shared by its candidates, as it means one of them."""
+        english = spelling.loaded()
+        if english is None:
+            return
+        postings = self._postings
+        for word in spelling.misspelt(query, postings, english):
+            found = spelling.corrections(word, postings)
+            for term in found:
+                analysed[term] = max(analysed.get(term, 0.0), 1.0 / len(found))
+
     def search(
         self,
         query: str,
@@ -294,6 +309,8 @@ class ToolIndex:
         # Each distinct query term counts once, as in standard BM25: a long task description
         # that repeats a word ("markdown ... /root/markdown/x.md") must not weigh it twice.
         analysed = weighted_query_terms(query, self._name_words, self.params.request_weight)
+        if self.params.spelling:
+            self._correct(query, analysed)
         scores = self._scores(analysed)
         if self.params.feedback_docs and scores:
             self._add_feedback(scores, sum(analysed.values()))

@@ -97,8 +97,13 @@ def split_identifier(text: str) -> list[str]:
 def _runs(text: str) -> list[list[str]]:
     """Runs of words that may form compounds: only spaces, dashes, underscores or camelCase
     boundaries separate the words of a run; any other punctuation ends it."""
-    text = _CAMEL.sub(" ", _CONTRACTION.sub("", _ACRONYM_PLURAL.sub(r"\1", text)))
+    text = _CAMEL.sub(" ", without_contractions(_ACRONYM_PLURAL.sub(r"\1", text)))
     return [_WORD.findall(run.lower()) for run in _BREAK.split(text)]
+
+
+def without_contractions(text: str) -> str:
+    """``text`` less its contractions and possessives: "I'm", "can't", "company's" -> I, can, company."""
+    return _CONTRACTION.sub("", text)
 
 
 def _cjk_grams(run: str) -> list[str]:

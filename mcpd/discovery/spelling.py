@@ -1,0 +1,151 @@
+"""Misspelt query words: the catalogue's terms one edit away from a word that is no English word.
+
+A query word that no tool uses matches nothing. When it is not an English word either and the
+catalogue has terms one edit away from it (a letter left out, added, changed, or two swapped:
+Damerau's four kinds, which make most typing errors), those are what the user most likely meant.
+Candidates are the stems of every one-edit variant of the word (Norvig's generator), so that a slip
+in a suffix ("calcualte") still meets the stem of the word meant ("calcul").
+
+The English words are pyspellchecker's frequency list (160k words), held as sorted hashes (~3 MB where
+a set of them took 25 MB); it is read once, in a worker
+thread (``load``), and until then, or without it, no word is corrected: an English word the
+catalogue lacks ("meditation", "kindly") is a request's own word, and "correcting" it to a
+neighbour ("edit", "find") cost R@5 on both retrieval sets.
+"""
+
+from __future__ import annotations
+
+import array
+import bisect
+import gzip
+import importlib.resources
+import io
+import re
+import threading
+from collections.abc import Container, Iterable
+
+import Stemmer
+import structlog
+
+from mcpd.discovery.text import REQUEST_WORDS, STOP_WORDS, stem, without_contractions
+
+log = structlog.get_logger("mcpd.discovery")
+
+MIN_LENGTH = 4
+"""Shorter words are left alone: "cod" is one edit from "code", "god", "cot" and many more."""
+MAX_WORDS = 8
+"""Words corrected in one query at most (each costs ~0.3 ms): a query is client input, and a
+4,096-character one of made-up words would hold the loop for 200 ms."""
+MAX_LENGTH = 20
+"""Longer words are left alone: a word this long is an identifier or a token, not a typo."""
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+_PLAIN = re.compile(r"[a-z]+")
+# A word as typed: letters between spaces or punctuation, capitalised at most. Not a piece of a
+# token (base64, a hash, an identifier), whose splits are no typos.
+_TYPED = re.compile(r"(?<!\w)[A-Za-z][a-z]+(?!\w)")
+_STEMMER = Stemmer.Stemmer("english", 0)
+
+
+class Lexicon:
+    """A set of words held as their sorted hashes: membership by bisection, 8 bytes a word (a set
+    of the 160k English words took 25 MB). Hashes are the process's own (``hash``), so a lexicon is
+    built where it is used; a false "known" for a word is a 64-bit hash collision."""
+
+    __slots__ = ("_hashes",)
+
+    def __init__(self, words: Iterable[str]) -> None:
+        self._hashes = array.array("q", sorted(map(hash, words)))
+
+    def __len__(self) -> int:
+        return len(self._hashes)
+
+    def __contains__(self, word: object) -> bool:
+        key = hash(word)
+        i = bisect.bisect_left(self._hashes, key)
+        return i < len(self._hashes) and self._hashes[i] == key and isinstance(word, str)
+
+
+def read_lexicon(data: bytes) -> Lexicon:
+    """The words of a pyspellchecker list (gzipped JSON, one ``"word": count`` a line).
+
+    Read a line at a time: decoding the JSON whole left ~8 MB more resident for good."""
+    with gzip.GzipFile(fileobj=io.BytesIO(data)) as lines:
+        return Lexicon(line[1 : line.index(b'"', 1)].decode() for line in lines if line.startswith(b'"'))
+
+
+_lock = threading.Lock()
+_english: list[Lexicon | None] = []
+"""The English lexicon once ``load`` ran: [lexicon], or [None] when it could not be read."""
+
+
+def load() -> Lexicon | None:
+    """The English lexicon, read at the first call (~0.2 s: call it in a worker thread); None without it."""
+    with _lock:
+        if not _english:
+            try:
+                resource = importlib.resources.files("spellchecker") / "resources" / "en.json.gz"
+                _english.append(read_lexicon(resource.read_bytes()))
+            except (ImportError, OSError, ValueError, EOFError) as exc:
+                log.warning("spelling.unavailable", error=str(exc))
+                _english.append(None)
+        return _english[0]
+
+
+def loaded() -> Lexicon | None:
+    """The English lexicon if ``load`` has read it, else None; never waits."""
+    return _english[0] if _english else None
+
+
+def misspelt(text: str, known: Container[str], english: Container[str]) -> list[str]:
+    """The words of ``text`` typed as words (lowercase, distinct, at most ``MAX_WORDS``) that are
+    neither stop words, nor English, nor the stem of a term in ``known``: the ones to correct."""
+    typed = dict.fromkeys(word.lower() for word in _TYPED.findall(without_contractions(text)))
+    out: list[str] = []
+    for word in typed:
+        common = word in STOP_WORDS or word in REQUEST_WORDS
+        if correctable(word) and not common and stem(word) not in known and word not in english:
+            out.append(word)
+            if len(out) == MAX_WORDS:
+                break
+    return out
+
+
+def correctable(word: str) -> bool:
+    """Whether ``word`` (lowercase) is one this module corrects: plain ASCII letters, of a typing length."""
+    return MIN_LENGTH <= len(word) <= MAX_LENGTH and _PLAIN.fullmatch(word) is not None
+
+
+def corrections(word: str, known: Container[str]) -> list[str]:
+    """The terms in ``known`` one edit from ``word``'s stem, and the stems in ``known`` of ``word``
+    less a letter or with two swapped (a slip in a suffix: "calcualte" -> "calculate" -> "calcul"),
+    sorted; none for a word not ``correctable``."""
+    if not correctable(word):
+        return []
+    stemmed = stem(word)
+    found = {term for term in _edits(stemmed) if term in known}
+    slips = _deletes(word) | _swaps(word)
+    found.update(term for term in _STEMMER.stemWords(list(slips)) if term in known)
+    return sorted(found)
+
+
+def _splits(word: str) -> list[tuple[str, str]]:
+    return [(word[:i], word[i:]) for i in range(len(word) + 1)]
+
+
+def _deletes(word: str) -> set[str]:
+    return {left + right[1:] for left, right in _splits(word) if right}
+
+
+def _swaps(word: str) -> set[str]:
+    return {left + right[1] + right[0] + right[2:] for left, right in _splits(word) if len(right) > 1}
+
+
+def _edits(word: str) -> set[str]:
+    """Every string one edit from ``word`` (Norvig's generator: ~54n + 25 of them)."""
+    splits = _splits(word)
+    edits = _deletes(word) | _swaps(word)
+    edits.update(left + c + right[1:] for left, right in splits if right for c in _LETTERS)
+    edits.update(left + c + right for left, right in splits for c in _LETTERS)
+    edits.discard(word)
+    return edits

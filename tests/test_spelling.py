@@ -1,0 +1,79 @@
+"""Misspelt query words: read as the catalogue's terms one edit away, English words left alone."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from mcpd.discovery import spelling
+from mcpd.discovery.index import Params, ToolIndex, ToolText
+
+
+@pytest.fixture(scope="module")
+def english() -> spelling.Lexicon:
+    lexicon = spelling.load()
+    assert lexicon is not None, "pyspellchecker's English list is a dependency of mcpd"
+    return lexicon
+
+
+def catalogue(spell: bool = True) -> ToolIndex:
+    index = ToolIndex(Params(spelling=spell))
+    index.replace_servers(
+        {
+            "weather": [ToolText("weather", "get_forecast", "Weather forecast for a city")],
+            "calc": [ToolText("calc", "calculate", "Calculate an arithmetic expression")],
+            "editor": [ToolText("editor", "edit_file", "Edit a text file in place")],
+            "git": [ToolText("git", "create_branch", "Create a new branch in a git repository")],
+        }
+    )
+    return index
+
+
+def best(index: ToolIndex, query: str) -> str | None:
+    hits = index.search(query, limit=1)
+    return hits[0].tool if hits else None
+
+
+def test_the_lexicon_holds_english_words_only(english: spelling.Lexicon) -> None:
+    assert len(english) > 100_000
+    assert all(word in english for word in ("meditation", "kindly", "weather", "calculate"))
+    assert not any(word in english for word in ("calcualte", "brnach", "forcast", "podcst"))
+    assert 42 not in english
+
+
+@pytest.mark.parametrize(
+    ("query", "tool"),
+    [
+        ("wheather forcast for Londn", "get_forecast"),  # letters left out and added
+        ("calcualte 15% of 2380", "calculate"),  # two swapped, in the stem's suffix
+        ("brnach off develop", "create_branch"),
+    ],
+)
+def test_a_misspelt_query_finds_the_tool_meant(english: spelling.Lexicon, query: str, tool: str) -> None:
+    assert best(catalogue(spell=False), query) != tool  # what the ranking did without it
+    assert best(catalogue(), query) == tool
+
+
+def test_english_words_and_pieces_of_tokens_are_not_corrected(english: spelling.Lexicon) -> None:
+    """ "meditation" is one edit from "editation", whose stem is the editor's "edit": an English word
+    the catalogue lacks is the request's own, and a base64 blob's pieces are no typos."""
+    index = catalogue()
+    assert index.search("benefits of meditation") == []
+    assert index.search("what is iVBORw0KGgoAAAANSUhEUgAAAgAAAAIACAYAAAD0eNT6 ?") == []
+    query = "meditation kindly iVBORw0KGgoAAAA d0eNT6 histroy's"
+    assert spelling.misspelt(query, set(), english) == ["histroy"]
+
+
+def test_a_query_corrects_a_bounded_number_of_words(english: spelling.Lexicon) -> None:
+    """A query is client input: made-up words past ``MAX_WORDS`` are not looked at."""
+    made_up = " ".join(f"qz{a}{b}xv" for a in "abcdefgh" for b in "abcdefgh")
+    assert len(spelling.misspelt(made_up, set(), english)) == spelling.MAX_WORDS
+
+
+def test_a_list_out_of_order_is_sorted() -> None:
+    """pyspellchecker ships its list sorted; one that is not is still searched right."""
+    lexicon = spelling.read_lexicon(gzip.compress(b'{\n"zebra": 3,\n"apple": 2,\n"mango": 1\n}'))
+    assert len(lexicon) == 3
+    assert all(word in lexicon for word in ("zebra", "apple", "mango"))
+    assert "kiwi" not in lexicon
