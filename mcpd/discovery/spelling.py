@@ -92,6 +92,11 @@ def load() -> Lexicon | None:
         return _english[0]
 
 
+def tried() -> bool:
+    """Whether ``load`` has run (whatever it found)."""
+    return bool(_english)
+
+
 def loaded() -> Lexicon | None:
     """The English lexicon if ``load`` has read it, else None; never waits."""
     return _english[0] if _english else None

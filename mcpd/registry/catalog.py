@@ -137,11 +137,9 @@ class Catalog:
 
     async def run(self) -> None:
         """Review servers queued by ``on_event`` and index large changes off the loop, until cancelled.
-        The verifier and the English words of spelling correction are loaded first, in worker
-        threads, before servers are live (each is ~0.1-0.2 s of CPU no host's request should wait for)."""
+        The verifier is loaded first, in a worker thread (``verifier``), before servers are live."""
         async with anyio.create_task_group() as tg:
             tg.start_soon(anyio.to_thread.run_sync, verifier)
-            tg.start_soon(anyio.to_thread.run_sync, spelling.load)
             tg.start_soon(self._index_in_background)
             async for name in self._review_queue:
                 with contextlib.suppress(UnknownServer):
@@ -291,6 +289,10 @@ class Catalog:
                 self._supervisor.actor(name)  # UnknownServer for a name not configured
         async with self._index_lock:
             await self._sync_small_changes()
+        if query.strip() and not spelling.tried():
+            # The first ranked query reads the English words (~0.15 s of CPU, off the loop): at
+            # start it would have competed with the servers' own.
+            await anyio.to_thread.run_sync(spelling.load)
         wanted = set(servers) if servers is not None else None
         hits = self._front.index.search(query, limit=limit, servers=wanted, prior=prior)
         found = []
