@@ -31,7 +31,8 @@ What a test can ask of it, besides the lists:
   while the file PATH exists, then takes effect (even when cancelled meanwhile, as a server that
   treats cancellation as advice does) and is answered.
 
-``--plain-description TEXT`` gives ``plain`` a description: the same tool, changed (a rug pull).
+``--plain-description TEXT`` gives ``plain`` a description, ``--plain-fields JSON`` the fields of that
+object (wire names: ``{"annotations": {"readOnlyHint": true}}``): the same tool, changed (a rug pull).
 ``--tools N`` adds ``tool_0`` .. ``tool_{N-1}``, shaped as the SDK fixture's generic tools (``Generic
 fixture tool number I of NAME.``, ``--name``): a large catalogue from a server that starts in a tenth
 of the SDK's CPU time.
@@ -130,11 +131,9 @@ class RpcError(Exception):
         self.code, self.message, self.data = code, message, data
 
 
-def described(plain: str | None) -> list[dict[str, Any]]:
-    """``TOOLS``, ``plain`` described as ``plain`` says (as it is when None)."""
-    if plain is None:
-        return TOOLS
-    return [{**tool, "description": plain} if tool["name"] == "plain" else tool for tool in TOOLS]
+def described(plain: dict[str, Any]) -> list[dict[str, Any]]:
+    """``TOOLS``, ``plain`` with the fields of ``plain`` (as it is without any)."""
+    return [{**tool, **plain} if tool["name"] == "plain" else tool for tool in TOOLS]
 
 
 def generic(name: str, count: int) -> list[dict[str, Any]]:
@@ -426,11 +425,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--plain-description", default=None, metavar="TEXT")
+    parser.add_argument("--plain-fields", type=json.loads, default={}, metavar="JSON")
     parser.add_argument("--name", default="full", help="serverInfo's name, and that of --tools'")
     parser.add_argument("--tools", type=int, default=0, metavar="N")
     parser.add_argument("--hold", default=None, metavar="PATH", help="(un)subscribes wait while PATH exists")
     args = parser.parse_args(argv)
-    tools = described(args.plain_description) + generic(args.name, args.tools)
+    plain = args.plain_fields
+    if args.plain_description is not None:
+        plain["description"] = args.plain_description
+    tools = described(plain) + generic(args.name, args.tools)
     if args.transport == "stdio":
         serve_stdio(args.name, tools, args.hold)
     else:
