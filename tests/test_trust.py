@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import msgspec
@@ -20,10 +21,10 @@ from mcpd.config.model import ServerConfig
 from mcpd.errors import NotApproved, ServerNotRunning, UnknownTool
 from mcpd.model.resources import PromptArgument, PromptInfo, ResourceInfo, ResourceTemplateInfo, Surface
 from mcpd.model.tools import ToolInfo
-from mcpd.model.trust import HIGH
+from mcpd.model.trust import HIGH, PinRecord
 from mcpd.store.db import Store
 from mcpd.store.pins import pin_rows
-from mcpd.testing import fixture_toml, fullserver_toml, run_cli
+from mcpd.testing import fixture_toml, fullserver, fullserver_toml, run_cli
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.trust import gate, verify
 from mcpd.trust.gate import TrustGate, inspect
@@ -349,6 +350,163 @@ async def test_an_approval_outlives_a_stale_pin_of_another_daemon_on_the_store(t
             assert (await client.call_tool("shifty__plain")).content == served
     async with running_daemon(config_b) as b, connect(b.socket) as client_b:
         assert (await client_b.call_tool("shifty__plain")).content == served
+
+
+PLAIN: dict[str, Any] = {
+    "title": "Plain",
+    "annotations": {"destructiveHint": True},
+    "outputSchema": {"type": "object", "properties": {"result": {"type": "string"}}},
+}
+"""What ``plain`` of ``mcpd.testing.fullserver`` says to hosts when first approved in these tests."""
+
+
+def _serve_plain(config: Path, header: str, fields: dict[str, Any]) -> None:
+    config.write_text(header + fullserver_toml("shifty", "--plain-fields", json.dumps(fields)))
+
+
+@pytest.mark.parametrize(
+    ("changed", "field"),
+    [
+        ({"annotations": {"readOnlyHint": True}}, "annotations"),
+        ({"title": "Plain (safe, no need to ask)"}, "title"),
+        (
+            {"outputSchema": {"type": "object", "properties": {"result": {"type": "string"}, "next": {}}}},
+            "output_schema",
+        ),
+    ],
+    ids=["annotation flip", "title", "output schema"],
+)
+async def test_a_change_only_hosts_act_on_is_held_until_approved(
+    tmp_path: Path, changed: dict[str, object], field: str
+) -> None:
+    """A tool approved as destructive that says read-only after a restart (hosts would stop asking
+    the user before a call), or that changed its title or output schema, is held back as a changed
+    description is; `mcpd diff` names the changed field; approve frees it."""
+    config, db = tmp_path / "c.toml", tmp_path / "usage.db"
+    header = f"[daemon]\nusage_db = {json.dumps(str(db))}\n"
+    _serve_plain(config, header, PLAIN)
+    served = [{"type": "text", "text": "plain done"}]
+    async with running_daemon(config) as daemon, connect(daemon.socket) as client:
+        assert (await client.call_tool("shifty__plain")).content == served
+        _serve_plain(config, header, {**PLAIN, **changed})
+        daemon.signal(signal.SIGHUP)
+        await daemon.wait_for("trust.held_back", server="shifty")
+        with pytest.raises(NotApproved, match="definition changed"):
+            await client.call_tool("shifty__plain")
+        diff = run_cli("diff", "shifty", env={"MCPD_SOCKET": str(daemon.socket)})
+        assert (await client.approve("shifty", "plain")).approved == ["plain"]
+        assert (await client.call_tool("shifty__plain")).content == served
+    assert f"\nplain (definition changed: {field})\n" in diff.stdout
+
+
+async def test_a_restart_that_changes_nothing_holds_nothing(tmp_path: Path) -> None:
+    """Tools with everything a host may get (title, annotations, output schema, icons, ``_meta``,
+    ``execution``, a field of a later revision) pin as they were: a daemon started again on the
+    store holds none of them back and `diff` shows no change."""
+    config, db = tmp_path / "c.toml", tmp_path / "usage.db"
+    header = f"[daemon]\nusage_db = {json.dumps(str(db))}\n"
+    _serve_plain(config, header, PLAIN)
+    offered = {f"shifty__{tool['name']}" for tool in fullserver.TOOLS}
+    served = [{"type": "text", "text": "plain done"}]
+    for _ in range(2):
+        async with running_daemon(config) as daemon, connect(daemon.socket) as client:
+            assert (await client.call_tool("shifty__plain")).content == served
+            shown = await client.trust("shifty")
+            assert offered <= {t.name for t in await client.tools()}
+        assert not shown.changes and shown.summary is None
+
+
+def _old_definition(tool: dict[str, Any]) -> str:
+    """A tool's pinned text as builds before the whole definition was pinned wrote it."""
+    old = {
+        "name": tool["name"],
+        "description": tool.get("description", ""),
+        "input_schema": tool["inputSchema"],
+    }
+    return json.dumps(old, sort_keys=True, ensure_ascii=False, indent=1)
+
+
+async def _store_old_pins(db: Path, pins: dict[str, str]) -> None:
+    """Pins of server ``shifty`` (tool -> old definition) as such a build's first sight wrote them."""
+    store = Store.open(db)
+    try:
+        for tool, text in pins.items():
+            hashed = gate.digest(text)
+            store.save_trust(
+                PinRecord(
+                    server="shifty",
+                    tool=tool,
+                    approved_hash=hashed,
+                    approved_definition=text,
+                    seen_hash=hashed,
+                    seen_definition=text,
+                )
+            )
+        await store.flush()
+    finally:
+        store.close()
+
+
+async def test_pins_an_older_build_stored_are_carried_over(tmp_path: Path) -> None:
+    """A store written when only name, description and input schema were pinned: after the upgrade
+    a tool whose pinned part is as approved is neither held back nor shown as changed, and its
+    whole definition (annotations and all) is pinned in the store in its place; a tool whose
+    pinned part changed since is still held back, its approval left as it was."""
+    db, config = tmp_path / "usage.db", tmp_path / "c.toml"
+    config.write_text(f"[daemon]\nusage_db = {json.dumps(str(db))}\n" + fullserver_toml("shifty"))
+    tools = {tool["name"]: _old_definition(tool) for tool in fullserver.TOOLS}
+    kept = tools.keys() - {"plain"}
+    tools["plain"] = _old_definition(
+        {"name": "plain", "description": "Runs.", "inputSchema": {"type": "object"}}
+    )
+    await _store_old_pins(db, tools)
+    async with running_daemon(config) as daemon, connect(daemon.socket) as client:
+        assert (await client.call_tool("shifty__waiting")).content == [{"type": "text", "text": "0"}]
+        with pytest.raises(NotApproved, match="definition changed"):
+            await client.call_tool("shifty__plain")
+        (change,) = (await client.trust("shifty")).changes
+        listed = {t.name for t in await client.tools()}
+        await daemon.wait_for("trust.pins_upgraded", server="shifty", tools=len(kept))
+    assert change.tool == "plain" and change.fields == ["description"]
+    assert listed >= {f"shifty__{name}" for name in kept} and "shifty__plain" not in listed
+    store = Store.open(db)
+    try:
+        pins = {pin.tool: pin for pin in await store.run(pin_rows)}
+    finally:
+        store.close()
+    for name in kept:
+        assert pins[name].approved_hash == pins[name].seen_hash
+        assert '"annotations": {' in (pins[name].approved_definition or "")
+    assert pins["plain"].approved_definition == tools["plain"]
+
+
+async def test_an_upgrade_never_replaces_an_approval_made_since(tmp_path: Path) -> None:
+    """Two gates load a store an older build wrote. B's person approves a changed tool; A, whose
+    copy still holds the old approval, sees the tool as first approved and carries that approval
+    over: the file keeps B's, and a gate loaded from it holds back what A saw."""
+    db, config = tmp_path / "usage.db", ServerConfig(name="shifty", command="x")
+    first = ToolInfo(name="t", description="Adds two numbers.", annotations={"readOnlyHint": True})
+    changed = ToolInfo(name="t", description="Adds.", annotations={"readOnlyHint": True})
+    await _store_old_pins(
+        db, {"t": _old_definition({"name": "t", "description": first.description, "inputSchema": {}})}
+    )
+    stores = [Store.open(db), Store.open(db)]
+    try:
+        a = TrustGate(await stores[0].run(pin_rows), persist=stores[0].save_trust)
+        b = TrustGate(await stores[1].run(pin_rows), persist=stores[1].save_trust)
+        assert b.review(config, inspect(config, (changed,), None)).held.keys() == {"t"}
+        assert b.approve(config, "t") == (["t"], [])
+        await stores[1].flush()
+        assert not a.review(config, inspect(config, (first,), None)).held
+        await stores[0].flush()
+        (pin,) = await stores[0].run(pin_rows)
+        loaded = TrustGate(await stores[0].run(pin_rows))
+    finally:
+        for store in stores:
+            store.close()
+    assert pin.approved_hash == gate.digest(gate.definition(changed))
+    assert loaded.review(config, inspect(config, (first,), None)).held.keys() == {"t"}
+    assert not loaded.review(config, inspect(config, (changed,), None)).held
 
 
 async def test_only_offered_tools_wait_for_approval(tmp_path: Path) -> None:

@@ -47,7 +47,8 @@ def cmd_diff(args: argparse.Namespace, client: Client) -> int:
         return EXIT_OK
     print(visible(f"{result.server}: {result.summary or 'nothing held back'}"))
     for change in result.changes:
-        print(visible(f"\n{change.tool} ({change.reason})"))
+        changed = f": {', '.join(change.fields)}" if change.fields else ""
+        print(visible(f"\n{change.tool} ({change.reason}{changed})"))
         print(visible(change.diff))
     for finding in result.findings:
         print(f"  {visible(describe(finding))}")

@@ -31,7 +31,7 @@ class ToolInfo(msgspec.Struct, frozen=True, kw_only=True):
     extra: dict[str, Any] | None = None
     """The fields mcpd does not model (``execution``, fields of later protocol revisions), by their
     wire names, as the server sent them. Like ``_meta`` and ``icons`` they are read by the verifier
-    (``trust.gate``), not pinned."""
+    and pinned (``trust.gate``)."""
 
 
 class ToolEntry(msgspec.Struct, frozen=True, kw_only=True):

@@ -25,6 +25,9 @@ class ToolChange(msgspec.Struct, frozen=True, kw_only=True):
     reason: str
     diff: str
     """A unified diff of the approved and the current definition (pretty JSON)."""
+    fields: list[str] = msgspec.field(default_factory=list)
+    """The definition's fields whose values differ (``annotations``, ``title``, ...): the diff's
+    context may not name one whose change lies deep inside it. Empty for a new tool."""
 
 
 class PinRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,6 +55,18 @@ class PinApproval(msgspec.Struct, frozen=True, kw_only=True):
     approved_definition: str
 
 
+class PinUpgrade(msgspec.Struct, frozen=True, kw_only=True):
+    """An approval an older build stored, of less than a tool's definition now holds
+    (``trust.gate.legacy_definition``), carried over to the whole of it: written only where the store
+    still holds that old approval, so that it never replaces a person's later decision."""
+
+    server: str
+    tool: str
+    legacy_hash: str
+    approved_hash: str
+    approved_definition: str
+
+
 class AcceptedFindings(msgspec.Struct, frozen=True, kw_only=True):
     """A person accepted the findings in one subject's texts, as long as they hash to this."""
 
@@ -61,7 +76,7 @@ class AcceptedFindings(msgspec.Struct, frozen=True, kw_only=True):
     definition_hash: str
 
 
-TrustRecord = PinRecord | PinApproval | AcceptedFindings
+TrustRecord = PinRecord | PinApproval | PinUpgrade | AcceptedFindings
 """What the trust gate writes through to the store."""
 
 

@@ -40,9 +40,9 @@ from typing import Any, TypeVar
 import structlog
 
 from mcpd.model.mcp import SavedSession, SavedSubscriptions
-from mcpd.model.trust import AcceptedFindings, PinApproval, PinRecord, TrustRecord
+from mcpd.model.trust import AcceptedFindings, PinApproval, PinRecord, PinUpgrade, TrustRecord
 from mcpd.model.usage import CapabilityRecord, StoreCondition, StoreState
-from mcpd.store.pins import write_accepted, write_approvals, write_pins
+from mcpd.store.pins import write_accepted, write_approvals, write_pins, write_upgrades
 from mcpd.store.sessions import write_sessions
 from mcpd.store.sketch import SketchAggregate, merge_blobs
 from mcpd.store.sql import transaction
@@ -878,9 +878,11 @@ Record = CapabilityRecord | TrustRecord | SavedSession | SavedSubscriptions
 
 def write_records(conn: sqlite3.Connection, records: list[Record]) -> None:
     """One batch, in a few ``executemany`` statements per kind of record."""
-    # Sightings and approvals set different columns of a pin, so their order within a batch is moot.
+    # Sightings and approvals set different columns of a pin, so their order within a batch is moot;
+    # an upgrade sets the approval only where it is the old one, which a later approval is not.
     write_pins(conn, [r for r in records if isinstance(r, PinRecord)])
     write_approvals(conn, [r for r in records if isinstance(r, PinApproval)])
+    write_upgrades(conn, [r for r in records if isinstance(r, PinUpgrade)])
     write_accepted(conn, [r for r in records if isinstance(r, AcceptedFindings)])
     write_capabilities(conn, [r for r in records if isinstance(r, CapabilityRecord)])
     write_sessions(conn, [r for r in records if isinstance(r, SavedSession | SavedSubscriptions)])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from mcpd.model.trust import AcceptedFindings, PinApproval, PinRecord
+from mcpd.model.trust import AcceptedFindings, PinApproval, PinRecord, PinUpgrade
 
 # Each write sets only the columns it knows about: two daemons on one store (any two `mcpd serve
 # --socket ...` of a user) keep their own copies of the pins, and a whole row written from one
@@ -40,6 +40,17 @@ def write_approvals(conn: sqlite3.Connection, approvals: Sequence[PinApproval]) 
         conn.executemany(
             _APPROVAL,
             [(a.server, a.tool, a.approved_hash, a.approved_definition) for a in approvals],
+        )
+
+
+def write_upgrades(conn: sqlite3.Connection, upgrades: Sequence[PinUpgrade]) -> None:
+    """Carry approvals an older build stored over to the definitions that replace them, where the
+    store still holds them (a row whose approval changed since is left as it is)."""
+    if upgrades:
+        conn.executemany(
+            "UPDATE pins SET approved_hash = ?, approved_definition = ?"
+            " WHERE server = ? AND tool = ? AND approved_hash = ?",
+            [(u.approved_hash, u.approved_definition, u.server, u.tool, u.legacy_hash) for u in upgrades],
         )
 
 

@@ -10,10 +10,13 @@ Two checks, per server policy:
   server with an unaccepted high finding is kept out of every registry, the
   ``<available_mcps>`` block and selection. ``approve``
   accepts exactly the findings of the current texts: a later change is reviewed again.
-- ``pinning`` (pin | trust): a SHA-256 of each tool's name, description and input schema
-  is pinned the first time the server is seen. Afterwards a tool whose definition changed,
-  or a tool the server added, is held back until ``approve`` -- the "rug pull" defence.
-  ``trust`` pins too (so ``diff`` works) but holds nothing back.
+- ``pinning`` (pin | trust): a SHA-256 of each tool's definition, everything of it that reaches
+  hosts (``definition``: name, title, description, input and output schemas, annotations, icons,
+  ``_meta``, fields mcpd does not model), is pinned the first time the server is seen. Afterwards
+  a tool whose definition changed, or a tool the server added, is held back until ``approve`` --
+  the "rug pull" defence. ``trust`` pins too (so ``diff`` works) but holds nothing back. An
+  approval an older build stored covers only name, description and input schema
+  (``legacy_definition``): while that part is unchanged it is carried over to the whole.
 
 Scanning and hashing thousands of tools takes a noticeable fraction of a second, so it is
 split off as ``inspect()``, a pure function the catalogue runs in a worker thread; what is
@@ -36,7 +39,16 @@ from mcpd.config.model import ServerConfig
 from mcpd.model.resources import PromptInfo, ResourceInfo, ResourceTemplateInfo, Surface
 from mcpd.model.servers import ServerInfo
 from mcpd.model.tools import ToolInfo
-from mcpd.model.trust import HIGH, AcceptedFindings, Finding, PinApproval, PinRecord, ToolChange, TrustRecord
+from mcpd.model.trust import (
+    HIGH,
+    AcceptedFindings,
+    Finding,
+    PinApproval,
+    PinRecord,
+    PinUpgrade,
+    ToolChange,
+    TrustRecord,
+)
 
 log = structlog.get_logger("mcpd.trust")
 
@@ -47,7 +59,40 @@ SURFACE_PREFIXES = ("prompt:", "resource:")
 
 
 def definition(tool: ToolInfo) -> str:
-    """The canonical text that is pinned: name, description and input schema, keys sorted."""
+    """The canonical text that is pinned: everything of the tool that reaches hosts, keys sorted.
+
+    Hosts act on more than the texts a model reads: annotations (``destructiveHint``,
+    ``readOnlyHint``) decide whether a host asks the user before a call, the output schema what it
+    takes from a result, ``_meta`` what it renders (``ui/resourceUri``), ``execution`` how it calls,
+    and a field of a later revision may mean anything to a host that knows it. So all of it is
+    pinned, icons too (a host shows them as the tool's face). Every key is there, null where the
+    server sent nothing: no text of this form is one ``legacy_definition`` wrote.
+
+    Written by msgspec, ten times as fast as ``json`` with an indent (which is pure Python): a
+    server's inspection makes one of each of its tools.
+    """
+    pinned = {
+        "name": tool.name,
+        "title": tool.title,
+        "description": tool.description,
+        "input_schema": tool.input_schema,
+        "output_schema": tool.output_schema,
+        "annotations": tool.annotations,
+        "icons": tool.icons,
+        "_meta": tool.meta,
+        "extra": tool.extra,
+    }
+    return msgspec.json.format(msgspec.json.encode(pinned, order="sorted"), indent=1).decode()
+
+
+def legacy_definition(tool: ToolInfo) -> str:
+    """What builds before ``definition`` pinned: name, description and input schema.
+
+    A store they wrote holds approvals of this text; one that still matches the tool stands for its
+    whole current definition (``TrustGate`` pins that in its place), so an upgrade holds back only
+    what changed in the part that was pinned. It is also the start of what the verifier's accepted
+    findings hash (``_tool_subject``), which therefore stay accepted across the upgrade.
+    """
     return json.dumps(
         {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema},
         sort_keys=True,
@@ -69,6 +114,8 @@ class Subject:
     hash: str
     """Of everything scanned, so accepted findings stay accepted only while the text stays."""
     findings: tuple[Finding, ...]
+    legacy_hash: str | None = None
+    """A tool's: the hash of its ``legacy_definition``, which an approval an older build stored has."""
 
 
 @dataclass(frozen=True)
@@ -141,14 +188,14 @@ class _Subjects:
         if previous is not None and previous.scanned == (scanner is not None):
             self._found = {(s.name, s.hash): s.findings for s in previous.subjects}
 
-    def make(self, name: str, text: str, scanned: str, scan: Scan) -> Subject:
+    def make(self, name: str, text: str, scanned: str, scan: Scan, legacy_hash: str | None = None) -> Subject:
         """``scanned``: everything ``scan`` reads (so its hash decides whether to scan again)."""
         hashed = digest(scanned)
         findings = self._found.get((name, hashed))
         if findings is None and self._scanner is not None:
             self._budget -= len(scanned)
             findings = tuple(scan(self._scanner)) if self._budget >= 0 else (_unread(name),)
-        return Subject(name, text, hashed, findings or ())
+        return Subject(name, text, hashed, findings or (), legacy_hash)
 
 
 def _server_subject(info: ServerInfo | None, subjects: _Subjects) -> Subject | None:
@@ -168,18 +215,18 @@ def _each_text(subject: str, texts: dict[str, str]) -> Scan:
 
 def _passed(tool: ToolInfo) -> dict[str, Any]:
     """What else of the tool reaches hosts as the server sent it, only where it sent something (so a
-    tool without any hashes as it always did): not pinned, but read, so it carries no text unchecked."""
+    tool without any hashes for its findings as it always did): read, so it carries no text unchecked."""
     passed: dict[str, Any] = {"icons": tool.icons, "_meta": tool.meta, **(tool.extra or {})}
     return {key: value for key, value in passed.items() if value is not None}
 
 
 def _tool_subject(tool: ToolInfo, subjects: _Subjects) -> Subject:
-    pinned = definition(tool)
+    legacy = legacy_definition(tool)
     extra = {"title": tool.title, "annotations": tool.annotations, "output_schema": tool.output_schema}
     passed = _passed(tool)
     if passed:
         extra["passed"] = passed
-    everything = pinned + json.dumps(extra, sort_keys=True, ensure_ascii=False, default=str)
+    everything = legacy + json.dumps(extra, sort_keys=True, ensure_ascii=False, default=str)
 
     def scan(scanner: Scanner) -> list[Finding]:
         findings = scanner.scan_tool(tool.name, tool.description, tool.input_schema, tool.output_schema)
@@ -190,7 +237,7 @@ def _tool_subject(tool: ToolInfo, subjects: _Subjects) -> Subject:
             findings.extend(scanner.scan_text(tool.name, where, text))
         return findings
 
-    return subjects.make(tool.name, pinned, everything, scan)
+    return subjects.make(tool.name, definition(tool), everything, scan, digest(legacy))
 
 
 def _strings(value: Any, where: str) -> Iterable[tuple[str, str]]:
@@ -496,6 +543,7 @@ class TrustGate:
         ]
         if tools:
             self._pinned_servers.add(config.name)
+        self._upgrade(config.name, tools)
         for subject in tools:
             reason = self._pin(config.name, subject, first_sight=first_sight)
             if reason and config.pinning == "pin":
@@ -505,6 +553,33 @@ class TrustGate:
         if review.held and log_findings:
             log.warning("trust.held_back", server=config.name, tools=sorted(review.held))
         return review
+
+    def _upgrade(self, server: str, tools: list[Subject]) -> None:
+        """Tools whose approval is one an older build stored, of their ``legacy_definition`` as it
+        still is: their whole current definition is approved in its place (what that build approved
+        was all it pinned). Written to the store only over that same old approval: another daemon's
+        person may have approved something else since."""
+        upgraded = 0
+        for subject in tools:
+            pin = self._pins.get((server, subject.name))
+            if pin is None or pin.approved_hash is None or pin.approved_hash != subject.legacy_hash:
+                continue
+            hashed = digest(subject.definition)
+            self._pins[server, subject.name] = msgspec.structs.replace(
+                pin, approved_hash=hashed, approved_definition=subject.definition
+            )
+            self._persist(
+                PinUpgrade(
+                    server=server,
+                    tool=subject.name,
+                    legacy_hash=pin.approved_hash,
+                    approved_hash=hashed,
+                    approved_definition=subject.definition,
+                )
+            )
+            upgraded += 1
+        if upgraded:
+            log.info("trust.pins_upgraded", server=server, tools=upgraded)
 
     def _pin(self, server: str, subject: Subject, *, first_sight: bool) -> str | None:
         """Record what was seen; return why the tool must wait for approval, if it must."""
@@ -630,12 +705,28 @@ class TrustGate:
             reason = "new tool" if pin.approved_hash is None else "definition changed"
             if pin.approved_hash is None and self._unreadable is not None:
                 reason = f"approval unknown: the usage store could not be read ({self._unreadable})"
-            out.append(ToolChange(tool=tool, reason=reason, diff=text))
+            fields = _changed_fields(pin.approved_definition, pin.seen_definition)
+            out.append(ToolChange(tool=tool, reason=reason, diff=text, fields=fields))
         return out
 
     def findings(self, server: str) -> list[Finding]:
         cached = self._reviews.get(server)
         return list(cached[1].findings) if cached else []
+
+
+def _changed_fields(approved: str | None, seen: str) -> list[str]:
+    """The fields whose values differ between two pinned definitions (none without an approved one).
+    One an older build did not pin counts as null then (``legacy_definition``): a tool's annotations
+    it never approved are listed, a title it never had is not."""
+    if approved is None:
+        return []
+    try:
+        before, after = json.loads(approved), json.loads(seen)
+    except json.JSONDecodeError:  # not the gate's own text: a store written by something else
+        return []
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return []
+    return sorted(key for key in before.keys() | after.keys() if before.get(key) != after.get(key))
 
 
 def _where(finding: Finding) -> str:
