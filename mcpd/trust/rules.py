@@ -1118,7 +1118,8 @@ ADDRESSING = Intent(
 
 SHELL = Intent(
     ("rm", r"\brm\s+-(?:[a-z]*r[a-z]*f|[a-z]*f[a-z]*r)\b"),
-    ("curl|wget", r"\b(?:curl|wget)\b[^|;\n]{0,120}\|\s*(?:sudo\s+)?(?:ba|z)?sh\b"),
+    # A pipe from a download with something to download: "curl | bash" alone names a kind of installer.
+    ("curl|wget", r"\b(?:curl|wget)\s+[^|;\n\s][^|;\n]{0,120}\|\s*(?:sudo\s+)?(?:ba|z)?sh\b"),
     ("mkfs|dd|:(){", r"\bmkfs(?:\.\w+)?\s+/dev/|\bdd\s+if=\S+\s+of=/dev/|:\(\)\s*\{\s*:\|:&\s*\};:"),
     ("chmod|base64", r"\bchmod\s+(?:-r\s+)?777\s+/|\bbase64\s+(?:-d|--decode)\b[^|]{0,40}\|\s*(?:ba)?sh\b"),
     # Opening up a whole home or root directory: "chmod -R 0666 ~", "chown -R nobody /".
@@ -1621,7 +1622,7 @@ EXFIL_DIRECT = Intent(
     ),
     (
         "://",
-        r"https?://\S*[?&]\w+=\{?\s*(?:conversation|chat|history|messages?|secret|token|key|password|context|query|question|summary)\b",
+        r"https?://\S*[?&]\w+=\{?\s*(?:conversation|chat|history|messages?|secret|token|key|password|context|summary)\b",
     ),
     (
         "visit|open|fetch|browse|navigate|load|request",
