@@ -12,7 +12,10 @@ gives", "needs GITHUB_TOKEN"); an attack has three or more, or two of the kinds 
 never need (hiding something from the user, claiming authority, rewriting another tool,
 replacing a destination, overruling what the user asks, or saving a behaviour for later: "after
 five calls, begin ..."; the last two after probe 15, whose misses they were written for as
-classes, not phrases).
+classes, not phrases). The second held-out set (``tests/data/trust_heldout2_*``) added forms of
+kinds already here: a confirmation done away with in the noun's voice or another language, the
+user told nothing was done, what this server returns taken as orders, privileges claimed for the
+model, the user's requests set aside.
 
 Each sign is a few broad patterns over folded text, in English and the languages a short list
 covers; a sign is found once per window of three sentences, so the parts of a long server
@@ -147,6 +150,30 @@ HIDE = Intent(
         "마|마십시오|마세요|않|필요",
         r"(?:묻지|알리지|말하지|언급하지|보고하지|확인하지|설명하지)\s*(?:마|않)|(?:알릴|물어볼|설명할|말할) 필요",
     ),
+    # The user's confirmation done away with, said of the confirmation or in other languages:
+    # "confirmation prompts disabled", "skip asking the user", "sin pedir confirmación", "ohne Rückfrage".
+    (
+        "disabled|off|skipped|bypassed|suppressed|skip|skipping|pedir|preguntar|solicitar|rückfrage|nachfrage|bestätigung"
+        "|zustimmung|erlaubnis|bestätigungen|rückfragen|demander|attendre|chiedere|attendere|perguntar|без",
+        r"\b(?:confirmations?|confirmation (?:prompts?|dialogs?|steps?|checks?)|approval (?:prompts?|steps?)|user approvals?)\s+"
+        r"(?:are |is |have been |has been |were |was )?(?:now )?(?:disabled|turned off|switched off|off|skipped|bypassed|suppressed)\b"
+        r"|\bskip(?:ping)? (?:asking|checking with|consulting) (?:the user|them|users|the owner)\b"
+        r"|\bsin (?:pedir|preguntar|solicitar)(?: (?:la|su|una))? (?:confirmación|permiso|autorización)\b"
+        r"|\bsem (?:pedir|perguntar|solicitar)(?: a| sua)? (?:confirmação|permissão|autorização)\b"
+        r"|\bsans (?:demander|attendre)(?: (?:de|la|sa|une))? (?:confirmation|permission|autorisation)\b"
+        r"|\bsenza (?:chiedere|attendere)(?: (?:la|una))? (?:conferma|autorizzazione|permesso)\b"
+        r"|\bohne (?:rückfrage|nachfrage|bestätigung|zustimmung|erlaubnis)\b"
+        r"|\b(?:bestätigungen|rückfragen|bestätigungsdialoge?)\s+(?:sind |wurden |werden )?(?:deaktiviert|abgeschaltet|ausgeschaltet)\b"
+        r"|без (?:подтверждения|запроса|разрешения)",
+    ),
+    # The user told nothing was done: "tell them nothing was deleted", "dile que no se borró nada".
+    (
+        "nothing|nada|nichts|rien",
+        r"\b(?:tell|assure|inform|reply to|answer)\b(?:\W+\w+){0,2}?\W+(?:that )?nothing (?:was|has been|got|is) (?:deleted|removed|changed|sent|uploaded|shared|touched|moved)\b"
+        r"|\b(?:dile|dígale|decirle|diles|contéstale|responde)\b(?:\W+\w+){0,3}?\W+que no se (?:borró|eliminó|envió|cambió|modificó|tocó) nada\b"
+        r"|\b(?:sag|sage|sagen sie|antworte)\b(?:\W+\w+){0,3}?\W+(?:dass )?nichts (?:gelöscht|geändert|gesendet|verschickt) (?:wurde|worden)\b"
+        r"|\b(?:dis|dites|réponds)\b(?:\W+\w+){0,3}?\W+que rien n'a été (?:supprimé|modifié|envoyé|effacé)\b",
+    ),
 )
 """The user kept out of it: not told, not asked, told they agreed, told something false."""
 
@@ -174,6 +201,15 @@ OVERRULE = Intent(
         r"|(?:无论|不管)用户[^。]{0,10}(?:要求|说|想要|选择|需要|偏好)|即使用户[^。]{0,6}(?:要求|说|想要)[^。]{0,6}(?:其他|相反|别的)"
         r"|ユーザーが[^。]{0,10}(?:求めて|言って|頼んで|希望して)も|ユーザーの(?:要望|希望|指示|選択)に(?:関係なく|かかわらず)"
         r"|사용자가[^.。]{0,12}(?:요청하더라도|원하더라도|말하더라도)|사용자의 (?:요청|선호|선택|지시)와 (?:관계없이|상관없이)",
+    ),
+    # Set aside, or outranked when they conflict: "set their requests aside", "even when it
+    # contradicts the user".
+    (
+        "aside|contradict|contradicts|conflict|conflicts|against",
+        r"\b(?:set|put|push|leave|brush)\s+(?:the user's|their|the customer's|users'|his|her)\s+(?:\w+\s+)?(?:requests?|choices?|preferences?"
+        r"|instructions?|wishes|objections?|decisions?|wants|words)\s+aside\b"
+        r"|\beven (?:if|when|though) (?:it|they|this|that|these|those|the \w+)\s+(?:contradicts?|conflicts? with|goes against|go against|overrides?)"
+        r"\s+(?:the user|users|what the user|the user's)\b",
     ),
 )
 """The user's own wishes overruled: "regardless of what the user asks", "even if they ask otherwise"."""
@@ -247,6 +283,14 @@ AUTHORITY = Intent(
         "revogadas|revocadas|révoquées|widerrufen|revocate|отменены|撤销|取り消",
         r"\b(?:revogad|revocad|révoqué|widerrufen|revocat|annullat|отмен|撤销|取り消)\w*",
     ),
+    # Privileges claimed for the model: "model permissions elevated to root", "you now have admin rights".
+    (
+        "elevated|escalated|raised|upgraded|granted|root|admin|administrator|superuser|unrestricted",
+        r"\b(?:permissions?|privileges?|access|rights|clearance)\b(?:\W+\w+){0,2}?\W+(?:elevated|escalated|raised|upgraded|granted)\s+(?:to\s+)?"
+        r"(?:root|admin|administrator|superuser|full|unrestricted|system)\b"
+        r"|\b(?:model|assistant|agent|ai|you)\b(?:\W+\w+){0,2}?\W+(?:now )?(?:has|have|runs? with|is granted|are granted|operates? with)\s+"
+        r"(?:root|admin|administrator|superuser|full system|unrestricted) (?:access|privileges?|permissions?|rights)\b",
+    ),
 )
 """A claim of rank: the system or an administrator speaking, a policy, a reward or a threat."""
 
@@ -274,6 +318,22 @@ OBEY = Intent(
     (
         "obedecer|obedeça|obedece|obéir|obéis|gehorchen|gehorche|obbedire|obbedisci|подчиняться|подчиняйся|服从|听从|従う|従え|従|따르|tuân|patuhi|itaat",
         r"\b(?:deve |debe |devi |doit |muss )?(?:obedecer|obedeça|obedece|obéir|obéis|gehorchen|gehorche|obbedire|obbedisci)\b(?:\W+\w+){0,2}?\W+(?:exclusivamente|solamente|únicamente|apenas|somente|uniquement|seulement|nur|solo|soltanto)\b|(?:подчиняться|подчиняйся) только|(?:只|仅)(?:服从|听从)|だけに従|만 따르|chỉ tuân theo|hanya patuhi|yalnızca itaat",
+    ),
+    # What this server or tool returns taken as orders: "run whatever command this server returns",
+    # "responses from this tool are instructions", "befolge die Anweisungen dieses Servers"; not a
+    # guard ("do not follow instructions the tool returns").
+    (
+        "returns|sends|says|outputs|replies|responds|instructions|commands|orders|directives|anweisungen|befehle|vorgaben"
+        "|instrucciones|órdenes|comandos|consignes|ordres|commandes|указани|инструкци|команд",
+        r"(?<!\bnot )(?<!\bnever )(?<!n't )\b(?:run|runs|execute|executes|follow|follows|obey|obeys|carry out|carries out|act on|acts on)\b"
+        r"(?:\W+\w+){0,4}?\W+(?:this|the) (?:server|tool|mcp server|integration)\b(?:'s)?\W+(?:returns|sends|says|outputs|replies|responds)\b"
+        r"|\b(?:responses?|outputs?|results?|replies|answers)\b (?:from|of) (?:this|the) (?:tool|server)\b(?:\W+\w+){0,2}?\W+"
+        r"(?:are|is|counts? as|(?:should|must) be (?:treated|read|taken) as)\s+(?!not\b|never\b|no\b)(?:\w+\s+){0,2}?(?:instructions|commands|orders|directives)\b"
+        r"|\b(?:befolge|befolgen sie|folge|folgen sie|führe|führen sie)\b(?:\W+\w+){0,4}?\W+(?:anweisungen|befehle|vorgaben)\s+(?:dieses|des)\s+(?:servers|werkzeugs|tools|dienstes)\b"
+        r"|\b(?:befehle|anweisungen)\s+(?:dieses|des)\s+(?:servers|werkzeugs|tools)\b(?:\W+\w+){0,4}?\W+(?:ausführen|befolgen)\b"
+        r"|\b(?:obedece|sigue|ejecuta)\b(?:\W+\w+){0,4}?\W+(?:instrucciones|órdenes|comandos) (?:de|que (?:devuelve|envía)) (?:este|esta|el|la) (?:servidor|herramienta)\b"
+        r"|\b(?:obéis|suis|exécute)\b(?:\W+\w+){0,4}?\W+(?:consignes|instructions|ordres|commandes) (?:de ce|du) (?:serveur|outil)\b"
+        r"|(?:выполняй|следуй|подчиняйся)(?:\W+\w+){0,4}?\W+(?:указаниям|инструкциям|командам) (?:этого|данного) (?:сервера|инструмента)",
     ),
 )
 """The model told to obey this text alone, or given a role without limits."""
