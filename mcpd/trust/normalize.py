@@ -280,6 +280,36 @@ def untypo(folded: str) -> str | None:
     return fixed if fixed != folded else None
 
 
+# A setting whose key is a phrase of several words (``"notify_user": false``, ``upload_to =
+# "sftp://..."``, ``- disclose_to_user: never``) says what the phrase says: orders may be written as
+# a JSON, YAML or TOML config the model reads as such.
+_SETTING = re.compile(
+    r"""["']?\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+)["']?[ \t]*[:=][ \t]*"""
+    r"""("[^"\n]{0,300}"|'[^'\n]{0,300}'|\[[^\]\n]{0,300}\]|[^\s,;{}\[\]"']+)"""
+)
+_OFF = frozenset({"false", "no", "off", "never", "none", "null", "0", "disabled"})
+_ON = frozenset({"true", "yes", "on", "always", "1", "enabled"})
+_QUOTING = re.compile(r"""[\[\]"']""")
+
+
+def settings_text(folded: str) -> str | None:
+    """The settings in ``folded`` whose keys are phrases, each read as its phrase: switched off as
+    "do not <phrase>", on as the phrase, with a value as the phrase and the value; None if none."""
+    if "_" not in folded:
+        return None  # most texts: no key of several words to read
+    phrases = []
+    for match in _SETTING.finditer(folded):
+        words = match[1].replace("_", " ")
+        value = _QUOTING.sub("", match[2]).strip()
+        if value in _OFF:
+            phrases.append(f"do not {words}")
+        elif value in _ON:
+            phrases.append(words)
+        else:
+            phrases.append(f"{words} {value}")
+    return ", ".join(phrases) + "." if phrases else None
+
+
 # Letters set apart so no word is whole: "s t u u r   a l l e" or "s.e.n.d.  t.h.e."; a single
 # separator joins letters, a longer one (or a space after dots) parts words.
 _SPACED_RUN = re.compile(r"(?<!\w)[^\W\d_](?:[ .\-·]{1,4}[^\W\d_](?!\w)){7,}")

@@ -148,6 +148,7 @@ from mcpd.trust.normalize import (
     prepare,
     reversed_text,
     rot13_text,
+    settings_text,
     spaced_text,
     tag_text,
     unleet,
@@ -1064,7 +1065,8 @@ def _strongly_alike(folded: str, sentences: list[rules.Sentence]) -> _Hit | None
 
 def _respelled(prepared: Prepared, hits: list[_Hit]) -> Iterator[_Hit]:
     """What the text says once leetspeak is spelled out, or, for a text already suspect (a
-    medium finding), once misspelt key words are corrected; only rules not found already."""
+    medium finding), once misspelt key words are corrected, or once settings whose keys are
+    phrases are read as them (``settings_text``); only rules not found already."""
     plain = {h.rule for h in hits if h.severity == HIGH}
     spelled = unleet(prepared.folded)
     if spelled:
@@ -1077,6 +1079,12 @@ def _respelled(prepared: Prepared, hits: list[_Hit]) -> Iterator[_Hit]:
         for hit in _intents(prepared._replace(folded=corrected)):
             if hit.rule not in plain and hit.severity == HIGH:
                 yield hit._replace(message=f"{hit.message}, misspelt")
+    settings = settings_text(prepared.folded)
+    if settings:
+        # Not hidden, only laid out as a config: what its phrases say counts as said.
+        for hit in _intents(prepared._replace(folded=settings)):
+            if hit.rule not in plain and hit.severity == HIGH:
+                yield hit._replace(message=f"{hit.message}, written as settings")
 
 
 def _layers(raw: str, prepared: Prepared) -> Iterator[Layer]:
