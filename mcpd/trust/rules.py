@@ -1462,7 +1462,7 @@ _TRANSFER_OTHER = (
     "|sende|leite|lade|schicke|schick|übermittle|kopiere|envie|encaminhe|mande|inclua|compartilhe|invia|inoltra|includi|condividi|carica"
     "|отправь|отправьте|отправляй|отправляйте|перешли|перешлите|пересылай|пересылайте|загрузи|загружай|пошли|передай|передавай|melde|melden|copie|stuur|verstuur|gönder|yükle|wyślij|wyslij|prześlij|przeslij|przekaż|przekaz|dołącz|dolacz|wklej|załącz|zalacz"
 )
-_CJK_TRANSFER = "보내|전송|업로드|发送|发到|转发|上传|提交|附加|添加|放入|附上|送信|転送|アップロード|送っ|添付|追加|أرسل|ارسل|إرسال|ارفع|انقل"
+_CJK_TRANSFER = "보내|전송|업로드|发送|发到|转发|上传|提交|附加|添加|放入|附上|送信|転送|アップロード|送っ|添付|追加|入れ|넣|أرسل|ارسل|إرسال|ارفع|انقل"
 # Japanese and Korean deny at the end of the clause: "含めたりすることはありません" (never includes),
 # "보내지 않습니다" (does not send); not "なければなりません" (must), "않으면 안 됩니다" (must).
 NEGATED_AFTER = re.compile(
@@ -1541,8 +1541,8 @@ DESTINATION = Intent(
         r"\b(?:to|into|in)\s+(?:the|its|every|each)\s+(?:request(?:'s)?\s+|outgoing\s+)?(?:query string|query parameters?|url|headers?)\b",
     ),
     (
-        "here|webhook|パラメータ|参数|параметр",
-        r"\bhere\b|\bwebhook\b|パラメータ|パラメーター|参数|параметр",
+        "here|webhook|パラメータ|参数|параметр|引数|인자|인수",
+        r"\bhere\b|\bwebhook\b|パラメータ|パラメーター|参数|параметр|引数|인자|인수",
     ),
     (
         "parámetro|paramètre|parâmetro|parametro|campo|champ|feld",
@@ -1600,7 +1600,11 @@ USER_DATA = re.compile(
 # meant: "every message exchanged so far", "the user's previous messages", "your system prompt".
 _SESSION = r"conversation|chat|session|dialog(?:ue)?|exchange|messages?|history|transcript"
 # What names a thing and is not it: "the conversation ID", "message count".
-ITSELF = re.compile(r"\W*(?:ids?|identifiers?|names?|titles?|counts?|lengths?|urls?|links?|metadata)\b")
+# A name of the data, not the data: "the conversation ID", "the file path", "文件路径", "ファイルのパス".
+ITSELF = re.compile(
+    r"\W*(?:ids?|identifiers?|names?|titles?|counts?|lengths?|urls?|links?|metadata|paths?)\b"
+    r"|\s*(?:路径|名称|文件名|の?パス|の?名前|名|경로|이름)"
+)
 _NOT_ITSELF = f"(?!{ITSELF.pattern})"
 OWN_CONVERSATION = Intent(
     (
