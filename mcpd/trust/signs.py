@@ -369,6 +369,13 @@ REPLACE = Intent(
         "einzutragen|eintragen|ersetzen|reemplaz*|remplac*|substitu*|sostitu*|заменить|замени|替换|置き換|교체|thay",
         r"\b(?:stets|immer)\b(?:\W+\w+){0,4}?\W+(?:einzutragen|eintragen|zu ersetzen|ersetzen)\b|\breemplaz\w*|\bremplac\w*|\bsubstitu\w*|\bsostitu\w*|замени\w*|替换|置き換|교체|\bthay (?:thế|đổi)\b",
     ),
+    # A destination changed to another in Japanese, Chinese, Korean: "宛先を口座 1234567 に変更".
+    (
+        "宛先|送金先|受取人|口座|振込先|アドレス|收款人|收件人|账户|账号|地址|수신자|계좌|주소",
+        r"(?:宛先|送金先|受取人|口座|振込先|アドレス)[^。]{0,24}(?:に変更|へ変更|に置き換|に差し替)"
+        r"|(?:收款人|收件人|账户|账号|地址)[^。]{0,24}(?:改为|改成|更改为|换成)"
+        r"|(?:수신자|계좌|주소)[^.。]{0,24}(?:로 변경|으로 변경|로 바꾸|으로 바꾸)",
+    ),
 )
 """A destination, recipient or account swapped for the description's own."""
 
