@@ -261,7 +261,9 @@ instructions") it claims none, so it is sought apart from ``AUTHORITY``."""
 AUTHORITY = Intent(
     (
         "system|admin|administrator|platform|operator|developer|security|compliance|governance|it",
-        r"[\[(<{]\s*(?:system|admin|administrator|platform|operator|developer)\b|^\s*(?:system|admin|administrator)\s*[:|]|\b(?:system|admin|administrator|platform|operator|it|security|compliance|governance)(?:'s)? (?:notice|message|directive|requirement|override|mandate|order|policy|announcement|notification|requirements)\b",
+        # The system speaking: "[SYSTEM]", "admin:", a chat message in its role ({"role": "system", ...}).
+        r"[\[(<{]\s*(?:system|admin|administrator|platform|operator|developer)\b|^\s*(?:system|admin|administrator)\s*[:|]"
+        r"|\brole[\"']?\s*[:=]\s*[\"']?(?:system|developer)\b|\b(?:system|admin|administrator|platform|operator|it|security|compliance|governance)(?:'s)? (?:notice|message|directive|requirement|override|mandate|order|policy|announcement|notification|requirements)\b",
     ),
     (
         "mandated|required|requested|enforced|mandatory|compliance|compliant|policy|requirement|rule|mandate",
