@@ -1455,6 +1455,7 @@ SECRET_CONTENT = re.compile(
 _TRANSFER_WORDS = (
     "send|forward|post|upload|transmit|exfiltrate|leak|email|mail|share|mirror|sync|copy|append"
     "|include|pass|put|attach|bcc|cc|submit|relay|route|deliver|push|log|render|embed|encode|report|paste"
+    "|echo"
 )
 _TRANSFER_OTHER = (
     "envía|envia|reenvía|reenvia|manda|sube|publica|comparte|incluye|copia|envoie|envoyez|transfère|publie|inclus|incluez|partage"
@@ -1639,6 +1640,7 @@ PARAMETER = re.compile(
     r"|\b(?:in|into|as|to|inside)\s+(?:the |this |its |a )?(?:[`'\"]?[\w.-]+[`'\"]?\s+)?(?:parameter|argument|field|param)\b"
     r"|\bthis (?:query|parameter|argument|field|value|input)\b"
     r"|\b(?:set|fill|populate) (?:this|it) (?:to|with)\b|\bcall (?:this|it)\b"
+    r"|\b(?:set|fill|populate)\s+(?:the\s+)?[`'\"]?[\w.-]+[`'\"]?\s+(?:parameter|argument|field|param)\s+(?:to|with)\b"
     rf"|{TOOL_CALL_WITH}"
     # A parameter's own description opens an order with no object: "Populate with ...", "Set to ...".
     r"|(?:^|[.:;)]\s*)(?:set|fill|populate|fill in|fill out)\s+(?:with|to)\b"
