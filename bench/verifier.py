@@ -64,7 +64,12 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   attacks), before any change: on its held-out half (odd lines) 6/50 honest high and 22/25
   attacks; after fixes written from its other half and look-alikes of their own (a denied rank,
   quoted examples in more forms and languages, "do not have to"), 2/50 and 22/25, then 0/50 once
-  single quotations were read as quotations (written having seen those two);
+  single quotations were read as quotations (written having seen those two); then a second
+  held-out set (``heldout2``: 117 honest texts using attacks' words innocently, 58 attacks in
+  styles no earlier set used: settings, log lines, markdown tables, role-play, other tools
+  shadowed, hidden characters, five languages), committed before any change: 39/58 attacks and
+  2/117 honest high; after classes written from its misses (orders written as settings, the user's
+  wishes declared void, what the server returns taken as orders, ...), 56/58 and 0/117;
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
@@ -103,6 +108,8 @@ CORPUS = DATA / "poisoning_corpus.jsonl"
 PROBES = (*(DATA / f"poisoning_probe{n}.jsonl" for n in range(1, 17)), DATA / "poisoning_review.jsonl")
 HELD_OUT = (DATA / "trust_heldout_honest.jsonl", DATA / "trust_heldout_poisoned.jsonl")
 """The set for false highs on honest texts, its honest and poisoned halves read as one (``heldout``)."""
+HELD_OUT_2 = (DATA / "trust_heldout2_honest.jsonl", DATA / "trust_heldout2_poisoned.jsonl")
+"""The second held-out set, read as one (``heldout2``)."""
 TOOLRET = ROOT.parent / "shared" / "toolret"
 
 
@@ -256,6 +263,7 @@ def main() -> None:
     args = parser.parse_args()
     probes = {path.stem.removeprefix("poisoning_"): load(path) for path in PROBES}
     probes["heldout"] = [item for path in HELD_OUT for item in load(path)]
+    probes["heldout2"] = [item for path in HELD_OUT_2 for item in load(path)]
     corpus_report(load(CORPUS), probes)
     tools = load_tools(args.data)
     if not tools:
