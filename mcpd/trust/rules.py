@@ -300,7 +300,8 @@ OVERRIDE = Intent(
         "irrelevant|relevant|meaningless|binding|account|considered|matter|count|apply|rolle|unerheblich"
         "|irrelevantes|importan|cuentan|importance|comptent|значения|важны",
         r"\b(?:the user|users?|the customer|they|their)(?:'s|')?\s+(?:\w+\s+){0,3}?(?:requests?|choices?|preferences?|instructions?|wishes"
-        r"|restrictions|budget|constraints|requirements|objections?|wants|says?|said|states?|stated|asks?|asked)\b(?:\W+\w+){0,3}?\W+"
+        r"|restrictions|budget|constraints|requirements|objections?|wants|says?|said|states?|stated|asks?|asked"
+        r"|quer(?:y|ies)|questions?|types|typed|writes|wrote)\b(?:\W+(?!(?:is|are|was|were)\b)\w+){0,3}?\W+"
         r"(?:(?:is|are|were|was) (?:now )?(?:irrelevant|not relevant|meaningless|not binding|of no (?:importance|consequence|relevance)"
         r"|not to be (?:taken into account|considered|followed|trusted|respected))|(?:do|does) not (?:matter|count|apply)"
         r"|no longer (?:appl(?:y|ies)|matters?|counts?|binding|relevant))\b"
