@@ -5,8 +5,10 @@ titles, annotations, prompt and resource descriptions all reach a model's contex
 malicious server can address the model there. Each text is prepared first (``normalize``:
 invisible characters removed and flagged, NFKC, look-alike letters mapped, lower case,
 whitespace and line breaks collapsed) and then read for intents (``rules``), in English and
-thirteen other languages; a text with several leetspeak words is read again spelled out, and
-one already suspect (a medium finding) again with misspelt key words corrected:
+thirteen other languages; a text with several leetspeak words is read again spelled out, one
+already suspect (a medium finding) again with misspelt key words corrected, and one holding
+settings whose keys are phrases (``"notify_user": false``) again as those phrases ("do not
+notify user"), so an order written as a JSON, YAML or TOML config says what it says:
 
     TP001 high    instructions aimed at the model: ignore/forget/override its instructions in
                   any word order, "you are now", "your new instructions", reveal the system prompt,
