@@ -29,7 +29,8 @@ What a test can ask of it, besides the lists:
 - ``resources/read`` of ``full://subscribed`` gives the URIs it is subscribed to (a JSON list), of
   ``full://held`` how many ``resources/(un)subscribe`` wait now: with ``--hold PATH`` each waits
   while the file PATH exists, then takes effect (even when cancelled meanwhile, as a server that
-  treats cancellation as advice does) and is answered.
+  treats cancellation as advice does) and is answered; with ``--refuse PATH`` each is refused
+  (-32603, nothing taken) while the file PATH exists, as a server not ready for them would.
 
 ``--plain-description TEXT`` gives ``plain`` a description, ``--plain-fields JSON`` the fields of that
 object (wire names: ``{"annotations": {"readOnlyHint": true}}``): the same tool, changed (a rug pull).
@@ -161,7 +162,14 @@ def generic(name: str, count: int) -> list[dict[str, Any]]:
 
 
 class FullServer:
-    def __init__(self, send: Any, name: str, tools: list[dict[str, Any]], hold: str | None = None) -> None:
+    def __init__(
+        self,
+        send: Any,
+        name: str,
+        tools: list[dict[str, Any]],
+        hold: str | None = None,
+        refuse: str | None = None,
+    ) -> None:
         self._send = send
         """Writes one message to the client (over HTTP, into the answer to the POST being handled)."""
         self.name = name
@@ -177,6 +185,7 @@ class FullServer:
         self._hold = hold
         self._held = 0
         """``resources/(un)subscribe`` requests waiting while the file ``hold`` exists."""
+        self._refuse = refuse
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         self._send({"jsonrpc": "2.0", "method": method, "params": params})
@@ -253,7 +262,7 @@ class FullServer:
         raise RpcError(-32601, f"method not found: {method}", {"method": method})
 
     def _subscription(self, subscribe: bool, uri: str) -> None:
-        """Take or drop ``uri``, once the ``--hold`` file is gone."""
+        """Take or drop ``uri`` once the ``--hold`` file is gone; refused while the ``--refuse`` one is."""
         held = self._hold is not None and os.path.exists(self._hold)
         if held:
             with self._lock:
@@ -262,6 +271,8 @@ class FullServer:
                 time.sleep(0.02)
         with self._lock:  # taken as it stops waiting: a test that saw it wait, then not, sees it
             self._held -= held
+            if self._refuse is not None and os.path.exists(self._refuse):
+                raise RpcError(-32603, "not taking subscriptions now", {"uri": uri})
             if subscribe:
                 self.subscribed.add(uri)
             else:
@@ -343,7 +354,7 @@ class FullServer:
         return {"content": [{"type": "text", "text": f"{name} done"}], "_meta": META, **LATER}
 
 
-def serve_stdio(name: str, tools: list[dict[str, Any]], hold: str | None) -> None:
+def serve_stdio(name: str, tools: list[dict[str, Any]], hold: str | None, refuse: str | None) -> None:
     lock = threading.Lock()
 
     def send(message: dict[str, Any]) -> None:
@@ -351,7 +362,7 @@ def serve_stdio(name: str, tools: list[dict[str, Any]], hold: str | None) -> Non
             sys.stdout.write(json.dumps(message) + "\n")
             sys.stdout.flush()
 
-    server = FullServer(send, name, tools, hold)
+    server = FullServer(send, name, tools, hold, refuse)
 
     def work(message: dict[str, Any]) -> None:
         response = server.handle(message)
@@ -368,7 +379,9 @@ def serve_stdio(name: str, tools: list[dict[str, Any]], hold: str | None) -> Non
             server.handle(message)
 
 
-def serve_http(port: int, name: str, tools: list[dict[str, Any]], hold: str | None) -> None:
+def serve_http(
+    port: int, name: str, tools: list[dict[str, Any]], hold: str | None, refuse: str | None
+) -> None:
     during = threading.local()
     """What the server sent while handling the POST of this thread (each POST has a thread)."""
 
@@ -377,7 +390,7 @@ def serve_http(port: int, name: str, tools: list[dict[str, Any]], hold: str | No
         if sink is not None:
             sink.append(message)
 
-    server = FullServer(send, name, tools, hold)
+    server = FullServer(send, name, tools, hold, refuse)
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -429,15 +442,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", default="full", help="serverInfo's name, and that of --tools'")
     parser.add_argument("--tools", type=int, default=0, metavar="N")
     parser.add_argument("--hold", default=None, metavar="PATH", help="(un)subscribes wait while PATH exists")
+    parser.add_argument(
+        "--refuse", default=None, metavar="PATH", help="(un)subscribes fail while PATH exists"
+    )
     args = parser.parse_args(argv)
     plain = args.plain_fields
     if args.plain_description is not None:
         plain["description"] = args.plain_description
     tools = described(plain) + generic(args.name, args.tools)
     if args.transport == "stdio":
-        serve_stdio(args.name, tools, args.hold)
+        serve_stdio(args.name, tools, args.hold, args.refuse)
     else:
-        serve_http(args.port, args.name, tools, args.hold)
+        serve_http(args.port, args.name, tools, args.hold, args.refuse)
 
 
 if __name__ == "__main__":
