@@ -1,14 +1,17 @@
 """The shared subscriptions (``mcpd.front.subscriptions``) against a real server whose
-``resources/(un)subscribe`` wait while a file exists (``mcpd.testing.fullserver --hold``): requests
-that cross, are cancelled or withdrawn while one is at the server. After any of them settles, the
-server is subscribed to a URI exactly when a subscriber holds it."""
+``resources/(un)subscribe`` wait while a file exists (``mcpd.testing.fullserver --hold``), or are
+refused while another does (``--refuse``): requests that cross, are cancelled or withdrawn while
+one is at the server, refused, or cut off by a restart. After any of them settles, the server is
+subscribed to a URI exactly when a subscriber holds it."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
-from collections.abc import AsyncIterator, Callable
+import signal
+from collections.abc import AsyncIterator, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +19,11 @@ from typing import Any
 
 import anyio
 import pytest
+import structlog
 
-from mcpd.config.model import Config
+from mcpd.config.model import Config, RestartPolicy
 from mcpd.errors import CallTimeout, McpdError
-from mcpd.front.subscriptions import Subscriptions
+from mcpd.front.subscriptions import UNSUBSCRIBE_ATTEMPTS, Subscriptions
 from mcpd.model.states import ServerState
 from mcpd.supervisor import surface_requests
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor
@@ -30,11 +34,13 @@ pytestmark = pytest.mark.anyio
 
 @dataclass
 class Held:
-    """A running server behind ``subscriptions``; its (un)subscribes wait while ``gate`` exists."""
+    """A running server behind ``subscriptions``; its (un)subscribes wait while ``gate`` exists,
+    and are refused while ``refuse`` does."""
 
     supervisor: Supervisor
     subscriptions: Subscriptions
     gate: Path
+    refuse: Path
 
     async def read(self, uri: str) -> Any:
         """What the server says of itself at ``uri`` (decoded JSON)."""
@@ -61,17 +67,22 @@ class Held:
         return await self.server_has()
 
 
+QUICK_RETRIES = RestartPolicy(initial_delay=0.1, max_delay=0.4)
+"""A refused (un)subscription is sent again within 0.5 s."""
+
+
 @asynccontextmanager
 async def held_server(tmp_path: Path) -> AsyncIterator[Held]:
-    gate = tmp_path / "gate"
-    config = Config(source="<test>", servers=(fullserver_config("full", "--hold", str(gate)),))
+    gate, refuse = tmp_path / "gate", tmp_path / "refuse"
+    server = fullserver_config("full", "--hold", str(gate), "--refuse", str(refuse))
+    config = Config(source="<test>", servers=(server,))
     async with open_supervisor(config) as supervisor:
         await supervisor.actor("full").wait_state(ServerState.RUNNING, timeout=60)
-        subscriptions = Subscriptions(supervisor)
+        subscriptions = Subscriptions(supervisor, retries=QUICK_RETRIES)
         supervisor.add_listener(subscriptions.on_event)
         async with anyio.create_task_group() as tg:
             await tg.start(subscriptions.run)
-            yield Held(supervisor, subscriptions, gate)
+            yield Held(supervisor, subscriptions, gate, refuse)
             tg.cancel_scope.cancel()
 
 
@@ -262,3 +273,91 @@ async def test_an_unsubscribe_with_timeout_zero_does_not_wait_for_the_server(tmp
         await held.until_held(1)  # the server's task goes on with it
         held.gate.unlink()
         assert await held.settles_at(list) == []
+
+
+async def kill_and_wait_for_the_next_run(held: Held) -> None:
+    """SIGKILL the server's process, and wait until its next run is live."""
+    actor = held.supervisor.actor("full")
+    pid = actor.status().pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    with anyio.fail_after(30):
+        while actor.status().pid in (None, pid) or actor.state is not ServerState.RUNNING:
+            await anyio.sleep(0.02)
+
+
+async def until_logged(logged: list[MutableMapping[str, Any]], event: str) -> MutableMapping[str, Any]:
+    """The first ``event`` in ``logged``, once there is one."""
+    with anyio.fail_after(30):
+        while not (found := [e for e in logged if e["event"] == event]):
+            await anyio.sleep(0.02)
+    return found[0]
+
+
+async def test_a_resubscribe_the_new_run_refuses_is_retried_while_held(tmp_path: Path) -> None:
+    """The server is killed (-9) and its new run refuses the subscription it is asked for again
+    (not ready for it yet): the failure is logged once, the request is sent again (with backoff)
+    until the server takes it, and the holder then hears that the resource may have changed (its
+    updates were lost meanwhile) and gets the new run's updates. Before, the holder kept a
+    subscription the server never had again: no update reached it for good."""
+    async with held_server(tmp_path) as held:
+        hub = held.subscriptions
+        heard: list[str] = []
+        hub.register("host", lambda server, uri, meta: heard.append(uri))
+        await hub.subscribe("host", "full", "full://r/0")
+        held.refuse.touch()
+        with structlog.testing.capture_logs() as logged:
+            await kill_and_wait_for_the_next_run(held)
+            failed = await until_logged(logged, "resource.resubscribe_failed")
+            await anyio.sleep(1)  # retried meanwhile, refused again: said once
+            assert [e["event"] for e in logged].count("resource.resubscribe_failed") == 1
+            assert failed["uri"] == "full://r/0"
+            held.refuse.unlink()
+            assert await held.settles_at(lambda: ["full://r/0"]) == ["full://r/0"]
+            assert (await until_logged(logged, "resource.resubscribed"))["attempts"] > 2
+        assert hub.held("host", "full", "full://r/0")
+        assert heard == ["full://r/0"]  # the news of what it may have missed
+        await held.supervisor.actor("full").call_tool("touch", {}, timeout=10)
+        with anyio.fail_after(10):
+            while len(heard) < 2:
+                await anyio.sleep(0.02)
+
+
+async def test_an_unsubscribe_the_server_refuses_is_retried_until_it_takes_it(tmp_path: Path) -> None:
+    """The last holder unsubscribes and the server refuses the ``resources/unsubscribe``: it is
+    logged once and sent again (with backoff) until the server takes it, as nobody holds the URI.
+    Before, the refusal was logged and the server kept the subscription, sending updates for a URI
+    nobody held for as long as it ran."""
+    async with held_server(tmp_path) as held:
+        hub = held.subscriptions
+        hub.register("host", ignore)
+        await hub.subscribe("host", "full", "full://r/0")
+        held.refuse.touch()
+        with structlog.testing.capture_logs() as logged:
+            assert await hub.unsubscribe("host", "full", "full://r/0")
+            await until_logged(logged, "resource.unsubscribe_failed")
+            await anyio.sleep(0.5)  # retried meanwhile, refused again: said once
+            assert [e["event"] for e in logged].count("resource.unsubscribe_failed") == 1
+            assert await held.server_has() == ["full://r/0"]
+            held.refuse.unlink()
+            assert await held.settles_at(list) == []
+            await until_logged(logged, "resource.unsubscribed")
+            assert "resource.unsubscribe_abandoned" not in [e["event"] for e in logged]
+
+
+async def test_an_unsubscribe_the_server_always_refuses_is_left_to_its_next_run(tmp_path: Path) -> None:
+    """An unsubscription the server keeps refusing (one that never took the subscription may say
+    so each time) is sent ``UNSUBSCRIBE_ATTEMPTS`` times, then left, said in the log: nobody holds
+    it, and the server's next run has it no more."""
+    async with held_server(tmp_path) as held:
+        hub = held.subscriptions
+        hub.register("host", ignore)
+        await hub.subscribe("host", "full", "full://r/0")
+        held.refuse.touch()
+        with structlog.testing.capture_logs() as logged:
+            assert await hub.unsubscribe("host", "full", "full://r/0")
+            left = await until_logged(logged, "resource.unsubscribe_abandoned")
+            assert left["attempts"] == UNSUBSCRIBE_ATTEMPTS
+            await anyio.sleep(0.5)  # nothing more is sent
+            assert [e["event"] for e in logged].count("resource.unsubscribe_abandoned") == 1
+        assert await held.server_has() == ["full://r/0"]

@@ -7,27 +7,44 @@ somebody wants a URI the server may lack, ``resources/unsubscribe`` once nobody 
 have. The requests are that task's, never a subscriber's: a subscriber that cancels, unsubscribes
 or disconnects meanwhile cuts none short, it only changes what the task does next. So whatever
 the interleaving, once it settles the server is subscribed to a URI exactly when some subscriber
-holds it (but where the server refused an unsubscription, or a new run refused the subscription
-again: both logged). A subscriber holds a URI from the server's yes on, and is answered then.
+holds it. A subscriber holds a URI from the server's yes on, and is answered then.
 
 A server that starts a new run (a restart, a reload) knows no subscriptions, so they are sent again
-as soon as it runs. ``ResourceUpdated`` events go to the subscribers of that URI, and of any URI it
-lies under (MCP allows an update for a sub-resource of the one subscribed).
+as soon as it runs. A request the server refused or did not answer in time, that leaves its side
+differing from what is wanted (a subscription the holders keep, an unsubscription nobody wants
+undone), is sent again with backoff (``RETRIES``) for as long as it differs; the first failure is
+logged (warning), the recovery too, and the holders of a subscription taken back after failures
+are sent an update of its URI, since changes made meanwhile were told to nobody. Any other failure
+(the server stopped, or does not offer subscriptions) waits for its next run, asked anyway.
+``ResourceUpdated`` events go to the subscribers of that URI, and of any URI it lies under (MCP
+allows an update for a sub-resource of the one subscribed).
 """
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 import anyio
 import structlog
 
-from mcpd.errors import CallTimeout, McpdError, ServerNotRunning, TooManyRequests, TransportError
+from mcpd.config.model import RestartPolicy
+from mcpd.errors import (
+    CallTimeout,
+    McpdError,
+    ServerNotRunning,
+    TooManyRequests,
+    TransportError,
+    UnknownResource,
+    UnknownServer,
+)
 from mcpd.front.background import Background
 from mcpd.model.servers import ResourceUpdated, ServerEvent, StateChanged
 from mcpd.model.states import ServerState
 from mcpd.supervisor import surface_requests
+from mcpd.supervisor.backoff import backoff_delay
 from mcpd.supervisor.supervisor import Supervisor
 
 log = structlog.get_logger("mcpd.front")
@@ -45,8 +62,20 @@ MAX_SUBSCRIPTIONS = 10_000
 """Subscriptions one subscriber may hold (a host watches a handful): each costs memory for as long
 as it is held, and a client taking millions would grow the daemon without bound."""
 
+RETRIES = RestartPolicy(initial_delay=0.5, max_delay=30.0)
+"""Delays between the attempts of a (un)subscription the server refused or did not answer: sent
+again at most every 30 s for as long as it is due, as a crashing server is restarted."""
+
+UNSUBSCRIBE_ATTEMPTS = 8
+"""Attempts at an unsubscription the server refuses before it is left to the server's next run
+(about a minute, with ``RETRIES``): nobody hears its updates meanwhile, and a server that never
+had it may refuse it for good, while a subscription is asked for as long as somebody holds it."""
+
 _MAYBE_SENT = (CallTimeout, TransportError)
 """Failures of a request that may have reached the server and taken effect there."""
+_RETRIED = (*_MAYBE_SENT, UnknownResource)
+"""Failures another attempt on the same run may mend: the server refused (not ready yet, say) or
+did not answer this time."""
 
 
 def covers(subscribed: str, updated: str) -> bool:
@@ -78,7 +107,7 @@ class _Join:
 class _Uri:
     """One URI of one server: who wants it, and what the server has."""
 
-    __slots__ = ("holders", "joining", "rerun", "server", "settled")
+    __slots__ = ("failures", "holders", "joining", "rerun", "retry", "server", "settled")
 
     def __init__(self) -> None:
         self.holders: set[Hashable] = set()
@@ -91,6 +120,10 @@ class _Uri:
         """A new run of the server's has to be subscribed again for the holders."""
         self.settled: list[anyio.Event] = []
         """Unsubscribers waiting for the server to hear of it."""
+        self.failures = 0
+        """Attempts in a row that left the server's side differing from what is wanted (on this run)."""
+        self.retry: asyncio.TimerHandle | None = None
+        """The next attempt, due after a failure (``RETRIES``)."""
 
     def wanted(self) -> bool:
         return bool(self.holders) or any(join.allowed for join in self.joining.values())
@@ -102,9 +135,12 @@ class _Uri:
 class Subscriptions:
     """``on_event`` must be a supervisor listener, and ``run()`` a task of the daemon."""
 
-    def __init__(self, supervisor: Supervisor, limit: int = MAX_SUBSCRIPTIONS) -> None:
+    def __init__(
+        self, supervisor: Supervisor, limit: int = MAX_SUBSCRIPTIONS, retries: RestartPolicy = RETRIES
+    ) -> None:
         self._supervisor = supervisor
         self._limit = limit
+        self._retries = retries
         self._uris: dict[str, dict[str, _Uri]] = {}
         """Each URI somebody wants or its server may have, by server: an update looks at its own
         server's only (a server that sends updates by the thousand, beside thousands of other
@@ -223,15 +259,7 @@ class Subscriptions:
             for uri, state in self._uris.get(event.server, {}).items():
                 if covers(uri, event.uri):
                     owners |= state.holders
-            for owner in owners:
-                deliver = self._deliver.get(owner)
-                if deliver is None:
-                    continue
-                try:
-                    deliver(event.server, event.uri, event.meta)
-                except Exception:
-                    # One subscriber's failure must not keep the update from the others.
-                    log.exception("subscription.delivery_failed", server=event.server, uri=event.uri)
+            self._tell(owners, event.server, event.uri, event.meta)
         elif isinstance(event, StateChanged) and (event.old, event.new) == (
             ServerState.STARTING,
             ServerState.RUNNING,
@@ -239,7 +267,19 @@ class Subscriptions:
             for uri, state in self._uris.get(event.server, {}).items():
                 state.server = False  # a new run knows no subscriptions
                 state.rerun = bool(state.holders)
+                state.failures = 0  # its own failures are said again
                 self._make_due((event.server, uri))
+
+    def _tell(self, owners: set[Hashable], server: str, uri: str, meta: dict[str, Any] | None) -> None:
+        for owner in owners:
+            deliver = self._deliver.get(owner)
+            if deliver is None:
+                continue
+            try:
+                deliver(server, uri, meta)
+            except Exception:
+                # One subscriber's failure must not keep the update from the others.
+                log.exception("subscription.delivery_failed", server=server, uri=uri)
 
     # -- inside ------------------------------------------------------------------------------------
 
@@ -313,18 +353,34 @@ class Subscriptions:
         state = self._uris.get(key[0], {}).get(key[1])
         if state is None:
             return
+        if state.retry is not None:
+            state.retry.cancel()  # this is the attempt
+            state.retry = None
+        failure: McpdError | None = None
         if state.wanted():
             if state.server is True:
                 state.rerun = False  # a subscribe under way at the restart reached the new run
                 self._answer(key, state, None)
             else:
-                await self._subscribe(key, state)
+                failure = await self._subscribe(key, state)
         # Also right after a subscription that everyone withdrew from while the server took it (or
         # that may have reached it, failing): nothing else would undo it.
         if not state.wanted() and state.server is not False:
             state.server = None  # while the request is out: a subscriber joining now waits for it
-            await self._unsubscribe(key)
-            state.server = False
+            failure = await self._unsubscribe(key, state)
+            state.server = None if failure is not None else False
+        if state.server is state.wanted():
+            state.failures = 0  # in line: subscribed exactly when wanted
+        elif not state.wanted() and state.failures + 1 >= UNSUBSCRIBE_ATTEMPTS:
+            # Perhaps it never took it (a subscribe that timed out) and says so each time.
+            log.warning(
+                "resource.unsubscribe_abandoned", server=key[0], uri=key[1], attempts=UNSUBSCRIBE_ATTEMPTS
+            )
+            state.server, state.failures = False, 0
+        elif isinstance(failure, _RETRIED):
+            state.failures += 1
+            delay = backoff_delay(state.failures, self._retries, random.random())
+            state.retry = asyncio.get_running_loop().call_later(delay, self._make_due, key)
         if key[1] not in self._due.get(key[0], ()):
             self._settled(key, state)
 
@@ -338,7 +394,7 @@ class Subscriptions:
             if not uris:
                 self._uris.pop(key[0], None)
 
-    async def _subscribe(self, key: Key, state: _Uri) -> None:
+    async def _subscribe(self, key: Key, state: _Uri) -> McpdError | None:
         server, uri = key
         rerun, state.rerun = state.rerun, False
         # As long as the most patient subscriber waits (each gives up at its own deadline): the
@@ -348,24 +404,33 @@ class Subscriptions:
             await surface_requests.subscribe_resource(self._supervisor.actor(server), uri, timeout)
         except McpdError as exc:
             state.server = None if isinstance(exc, _MAYBE_SENT) else False
-            if rerun:
-                # The holders keep their subscription: the next run is asked again.
+            if state.holders and not state.failures:
+                # Said once: the holders keep their subscription, asked for again (``_settle``).
                 log.warning("resource.resubscribe_failed", server=server, uri=uri, error=exc.message)
             self._answer(key, state, exc)
+            return exc
         except BaseException:
             state.server = None  # cancelled mid-request (the daemon stops)
             raise
-        else:
-            state.server = True
-            log.info("resource.resubscribed" if rerun else "resource.subscribed", server=server, uri=uri)
-            self._answer(key, state, None)
+        state.server = True
+        missed = set(state.holders) if state.failures else set()
+        event = "resource.resubscribed" if rerun or missed else "resource.subscribed"
+        log.info(event, server=server, uri=uri, attempts=state.failures + 1)
+        # The changes made while the server had no subscription were told to nobody.
+        self._tell(missed, server, uri, None)
+        self._answer(key, state, None)
+        return None
 
-    async def _unsubscribe(self, key: Key) -> None:
+    async def _unsubscribe(self, key: Key, state: _Uri) -> McpdError | None:
         server, uri = key
         try:
             actor = self._supervisor.actor(server)
             await surface_requests.unsubscribe_resource(actor, uri, UNSUBSCRIBE_TIMEOUT)
+        except UnknownServer:
+            return None  # gone, and its subscriptions with it
         except McpdError as exc:
-            log.info("resource.unsubscribe_failed", server=server, uri=uri, error=exc.message)
-        else:
-            log.info("resource.unsubscribed", server=server, uri=uri)
+            if not state.failures:  # said once: asked again while nobody wants it (``_settle``)
+                log.warning("resource.unsubscribe_failed", server=server, uri=uri, error=exc.message)
+            return exc
+        log.info("resource.unsubscribed", server=server, uri=uri)
+        return None
