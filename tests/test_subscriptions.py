@@ -345,6 +345,35 @@ async def test_an_unsubscribe_the_server_refuses_is_retried_until_it_takes_it(tm
             assert "resource.unsubscribe_abandoned" not in [e["event"] for e in logged]
 
 
+async def test_withdrawing_a_subscribe_at_the_server_returns_once_the_server_is_unsubscribed(
+    tmp_path: Path,
+) -> None:
+    """The last subscriber unsubscribes while its subscribe is at the server (which takes it once
+    released): the unsubscribe returns once the server heard of the unsubscription too, as it does
+    for a subscription the server had. Before, it returned at once, the server still to take the
+    subscription and to be told to drop it."""
+    async with held_server(tmp_path) as held:
+        hub = held.subscriptions
+        hub.register("host", ignore)
+        held.gate.touch()
+        returned = anyio.Event()
+
+        async def unsubscribe_then_note() -> None:
+            await hub.unsubscribe("host", "full", "full://r/0")
+            returned.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hub.subscribe, "host", "full", "full://r/0")
+            await held.until_held(1)
+            tg.start_soon(unsubscribe_then_note)
+            await anyio.wait_all_tasks_blocked()
+            assert not returned.is_set()
+            held.gate.unlink()
+            with anyio.fail_after(10):
+                await returned.wait()
+            assert await held.server_has() == []  # at once: not after a while
+
+
 async def test_an_unsubscribe_the_server_always_refuses_is_left_to_its_next_run(tmp_path: Path) -> None:
     """An unsubscription the server keeps refusing (one that never took the subscription may say
     so each time) is sent ``UNSUBSCRIBE_ATTEMPTS`` times, then left, said in the log: nobody holds

@@ -400,6 +400,9 @@ class Subscriptions:
         # As long as the most patient subscriber waits (each gives up at its own deadline): the
         # server's late yes still reaches it, and none is told of another's timeout.
         timeout = max((join.timeout for join in state.joining.values() if join.allowed), default=None)
+        # May be, while the request is out: the last subscriber's unsubscribe meanwhile waits for
+        # the server to hear of it, as it would had the server answered already.
+        state.server = None
         try:
             await surface_requests.subscribe_resource(self._supervisor.actor(server), uri, timeout)
         except McpdError as exc:
