@@ -643,6 +643,42 @@ async def test_a_socket_client_that_falls_behind_gets_the_held_updates_before_th
     assert before_surface == FLOODED
 
 
+async def test_a_socket_client_that_falls_behind_gets_the_held_updates_before_their_servers_stop(
+    tmp_path: Path,
+) -> None:
+    """A socket client subscribed to updates and to events reads nothing while the server floods
+    updates and is then stopped: the client gets every URI's last update before the event of the
+    stop, none after it. Before, the event went ahead of the updates held, which came once the
+    client had room: news of resources it could no longer read, after it was told so."""
+    async with flood_daemon(tmp_path) as running:
+        with socket.socket(socket.AF_UNIX) as sock:
+            frames = await anyio.to_thread.run_sync(_subscribed, sock, running, True)
+            await flood(running)  # while the client reads nothing
+            async with connect(running.socket) as other:
+                await other.stop("lf")
+
+            def read_until_quiet() -> tuple[dict[str, int] | None, int]:
+                last: dict[str, int] = {}
+                before_stop: dict[str, int] | None = None
+                after_stop = 0
+                deadline = time.monotonic() + 30
+                with contextlib.suppress(TimeoutError):  # nothing more came: that was all
+                    for message in frames:
+                        event = message[2] if message[0] == 2 else {}
+                        if event.get("type") == "resource":
+                            last[event["uri"]] = event["meta"]["n"]
+                            after_stop += before_stop is not None
+                        elif event.get("type") == "state" and event["new"] == "stopped":
+                            before_stop = dict(last)
+                            sock.settimeout(1)  # what was held went a look (0.25 s) after there was room
+                        if time.monotonic() > deadline:
+                            break
+                return before_stop, after_stop
+
+            before_stop, after_stop = await anyio.to_thread.run_sync(read_until_quiet)
+    assert (before_stop, after_stop) == (FLOODED, 0)
+
+
 async def test_a_client_that_leaves_while_its_subscribe_is_at_the_server_leaves_it_unsubscribed(
     tmp_path: Path,
 ) -> None:

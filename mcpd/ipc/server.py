@@ -67,7 +67,8 @@ from mcpd.model.protocol import (
     Request,
     Response,
 )
-from mcpd.model.servers import Event, SurfaceChanged
+from mcpd.model.servers import Event, StateChanged, SurfaceChanged
+from mcpd.model.states import LIVE_STATES
 
 log = structlog.get_logger("mcpd.ipc")
 
@@ -178,6 +179,15 @@ class Session:
     """Servers whose tools this session has connected (``session.connect``)."""
 
 
+def _overtakes_updates(event: Event) -> bool:
+    """Whether ``event`` would tell of their resources' end before resource updates held for a
+    client, which came first: a resource list change (it may remove them), or their server's
+    leaving (stopped, removed, died), after which an update is of a resource the client cannot read."""
+    if isinstance(event, SurfaceChanged):
+        return event.resources
+    return isinstance(event, StateChanged) and event.old in LIVE_STATES and event.new not in LIVE_STATES
+
+
 @dataclass(eq=False)
 class Connection:
     """One client: its identity from ``hello``, its session, its writes, its subscription."""
@@ -198,8 +208,7 @@ class Connection:
     """Notifications msgpack could not carry (an integer beyond 64 bits from a server)."""
     flush_held: Callable[[], object] | None = None
     """Sends the resource updates held for the client while it is behind (set once it subscribed to
-    one): called before a resource list change, which must not overtake them (it may remove their
-    resources), as it does not at the server."""
+    one): called before an event that must not overtake them (``_overtakes_updates``)."""
     _events: MemoryObjectSendStream[Event] | None = None
     _task: asyncio.Task[None] | None = None
     _ended: bool = False
@@ -291,7 +300,7 @@ class Connection:
         """Queue an event for this client if it subscribed; a subscriber that lags too far is dropped."""
         if self._events is None:
             return
-        if isinstance(event, SurfaceChanged) and event.resources and self.flush_held is not None:
+        if self.flush_held is not None and _overtakes_updates(event):
             self.flush_held()
         try:
             self._events.send_nowait(event)
