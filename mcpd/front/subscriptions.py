@@ -229,9 +229,10 @@ class Subscriptions:
 
     async def unsubscribe(self, owner: Hashable, server: str, uri: str, timeout: float | None = None) -> bool:
         """Withdraw ``owner``'s subscription (or its subscribe still on the way); False if it had
-        neither. When ``owner`` was the last subscriber, returns once the server heard of it (its
-        refusal is logged: nobody wants the updates any more), or after ``timeout`` (None:
-        ``UNSUBSCRIBE_TIMEOUT``; 0: no wait, as for a subscribe); else at once."""
+        neither. When ``owner`` was the last subscriber, returns once the server heard of it (of
+        a subscribe still at the server too; a refusal is not the unsubscriber's: it is logged,
+        and the unsubscription sent again), or after ``timeout`` (None: ``UNSUBSCRIBE_TIMEOUT``;
+        0: no wait, as for a subscribe); else at once."""
         state = self._uris.get(server, {}).get(uri)
         if state is None or not self._withdraw(owner, (server, uri), state):
             return False
