@@ -72,9 +72,10 @@ QUICK_RETRIES = RestartPolicy(initial_delay=0.1, max_delay=0.4)
 
 
 @asynccontextmanager
-async def held_server(tmp_path: Path) -> AsyncIterator[Held]:
+async def held_server(tmp_path: Path, **settings: Any) -> AsyncIterator[Held]:
+    """``settings``: of the server's config."""
     gate, refuse = tmp_path / "gate", tmp_path / "refuse"
-    server = fullserver_config("full", "--hold", str(gate), "--refuse", str(refuse))
+    server = fullserver_config("full", "--hold", str(gate), "--refuse", str(refuse), **settings)
     config = Config(source="<test>", servers=(server,))
     async with open_supervisor(config) as supervisor:
         await supervisor.actor("full").wait_state(ServerState.RUNNING, timeout=60)
@@ -321,6 +322,29 @@ async def test_a_resubscribe_the_new_run_refuses_is_retried_while_held(tmp_path:
         with anyio.fail_after(10):
             while len(heard) < 2:
                 await anyio.sleep(0.02)
+
+
+async def test_a_resubscribe_the_new_run_does_not_answer_in_time_is_retried_while_held(
+    tmp_path: Path,
+) -> None:
+    """The server is killed (-9) and its new run does not answer the subscription asked for again
+    within the call timeout (busy starting): it is sent again until one is answered, and the holder
+    keeps it. Before, the timeout was logged and the subscription left to chance (the late yes of a
+    server that takes a request cut short)."""
+    async with held_server(tmp_path, call_timeout=0.5) as held:
+        hub = held.subscriptions
+        hub.register("host", ignore)
+        await hub.subscribe("host", "full", "full://r/0")
+        held.gate.touch()
+        with structlog.testing.capture_logs() as logged:
+            await kill_and_wait_for_the_next_run(held)
+            failed = await until_logged(logged, "resource.resubscribe_failed")
+            assert "did not answer within 0.5s" in failed["error"]
+            await held.until_held(2)  # the first one timed out, the next one is at the server
+            held.gate.unlink()
+            assert (await until_logged(logged, "resource.resubscribed"))["attempts"] >= 2
+        assert hub.held("host", "full", "full://r/0")
+        assert await held.server_has() == ["full://r/0"]
 
 
 async def test_an_unsubscribe_the_server_refuses_is_retried_until_it_takes_it(tmp_path: Path) -> None:
