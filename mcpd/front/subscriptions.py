@@ -372,16 +372,17 @@ class Subscriptions:
             state.server = None if failure is not None else False
         if state.server is state.wanted():
             state.failures = 0  # in line: subscribed exactly when wanted
-        elif not state.wanted() and state.failures + 1 >= UNSUBSCRIBE_ATTEMPTS:
-            # Perhaps it never took it (a subscribe that timed out) and says so each time.
-            log.warning(
-                "resource.unsubscribe_abandoned", server=key[0], uri=key[1], attempts=UNSUBSCRIBE_ATTEMPTS
-            )
-            state.server, state.failures = False, 0
         elif isinstance(failure, _RETRIED):
             state.failures += 1
-            delay = backoff_delay(state.failures, self._retries, random.random())
-            state.retry = asyncio.get_running_loop().call_later(delay, self._make_due, key)
+            if state.wanted() or state.failures < UNSUBSCRIBE_ATTEMPTS:
+                delay = backoff_delay(state.failures, self._retries, random.random())
+                state.retry = asyncio.get_running_loop().call_later(delay, self._make_due, key)
+            else:
+                # Perhaps it never took it (a subscribe that timed out) and says so each time.
+                log.warning(
+                    "resource.unsubscribe_abandoned", server=key[0], uri=key[1], attempts=state.failures
+                )
+                state.server, state.failures = False, 0
         if key[1] not in self._due.get(key[0], ()):
             self._settled(key, state)
 
@@ -401,8 +402,9 @@ class Subscriptions:
         # As long as the most patient subscriber waits (each gives up at its own deadline): the
         # server's late yes still reaches it, and none is told of another's timeout.
         timeout = max((join.timeout for join in state.joining.values() if join.allowed), default=None)
-        # May be, while the request is out: the last subscriber's unsubscribe meanwhile waits for
-        # the server to hear of it, as it would had the server answered already.
+        # May be, while the request is out (and after, if it is cancelled: the daemon stops): the
+        # last subscriber's unsubscribe meanwhile waits for the server to hear of it, as it would
+        # had the server answered already.
         state.server = None
         try:
             await surface_requests.subscribe_resource(self._supervisor.actor(server), uri, timeout)
@@ -413,9 +415,6 @@ class Subscriptions:
                 log.warning("resource.resubscribe_failed", server=server, uri=uri, error=exc.message)
             self._answer(key, state, exc)
             return exc
-        except BaseException:
-            state.server = None  # cancelled mid-request (the daemon stops)
-            raise
         state.server = True
         missed = set(state.holders) if state.failures else set()
         event = "resource.resubscribed" if rerun or missed else "resource.subscribed"
