@@ -55,14 +55,19 @@ async def test_parallel_start_two_hanging_of_four() -> None:
 
 
 async def test_hung_handshake_is_degraded_and_retried() -> None:
-    """A process that never answers initialize is degraded (alive, with the reason), then retried."""
-    hung = fixture_server("hung", "--hang-initialize", connect_timeout=0.5)
+    """A process that never answers initialize is degraded (alive, with the reason), then retried;
+    through the backoff last_error still says why, not how mcpd stopped the process (it said
+    ``killed by SIGTERM``, the exit the daemon itself caused)."""
+    hung = fixture_server("hung", "--hang-initialize", connect_timeout=0.5, stop_grace=0.2)
     async with open_supervisor(config(hung)) as sup:
         actor = sup.actor("hung")
         await actor.wait_state(S.DEGRADED, timeout=60)
         status = actor.status()
         assert status.alive and "initialize" in (status.last_error or "")
         await actor.wait_state(S.BACKOFF, timeout=60)
+        status = actor.status()
+        assert "initialize" in (status.last_error or ""), status.last_error
+        assert status.last_exit == status.last_error
         await actor.wait_state(S.STARTING, timeout=60)
     assert actor.status().restarts >= 1
 

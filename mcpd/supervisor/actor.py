@@ -536,7 +536,14 @@ class ServerActor:
                 if slot is not None:
                     tg.start_soon(slot.expire)
                 async with self._connect(tg, http) as session:
-                    link = await self._handshake(session, http)
+                    try:
+                        link = await self._handshake(session, http)
+                    except RunEnded:
+                        # A child is stopped on the way out: its exit (``killed by SIGTERM``) is our
+                        # doing, and must not replace the handshake's reason in last_error.
+                        if http is None:
+                            tg.cancel_scope.cancel()
+                        raise
                     if slot is not None:
                         slot.release()
                     tg.start_soon(watchers.watch_refused, link)
