@@ -183,6 +183,59 @@ async def test_frozen_server_is_degraded_then_restarted() -> None:
     await wait_gone(pid)
 
 
+PING_REFUSER = """
+import json, os, sys
+
+def send(message):
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", **message}) + "\\n")
+    sys.stdout.flush()
+
+for line in sys.stdin:
+    message = json.loads(line)
+    method, request_id = message.get("method"), message.get("id")
+    if method == "initialize":
+        info, version = {"name": "s", "version": "1"}, message["params"]["protocolVersion"]
+        result = {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": info}
+        send({"id": request_id, "result": result})
+    elif method == "tools/list":
+        send({"id": request_id, "result": {"tools": []}})
+    elif request_id is not None:
+        if method == "ping":
+            with open(sys.argv[1], "a") as pings:
+                pings.write(f"{os.getpid()}\\n")
+        send({"id": request_id, "error": {"code": -32601, "message": "Method not found"}})
+"""
+
+
+async def test_a_server_that_refuses_ping_is_alive(tmp_path: Path) -> None:
+    """A JSON-RPC error in answer to ping (a server that never implemented it says -32601) shows the
+    server reads and answers: it stays running, never degraded nor restarted. It was counted as a
+    failed ping, so such a server was killed every ``unhealthy_after`` pings, its calls with it."""
+    script, pings = tmp_path / "server.py", tmp_path / "pings"
+    script.write_text(PING_REFUSER)
+    pings.touch()
+    refuser = ServerConfig(
+        name="refuser",
+        command=sys.executable,
+        args=(str(script), str(pings)),
+        ping_interval=0.1,
+        ping_timeout=1.0,
+        unhealthy_after=2,
+        restart=FAST_RESTARTS,
+    )
+    async with open_supervisor(config(refuser)) as sup:
+        actor = sup.actor("refuser")
+        await actor.wait_state(S.RUNNING, timeout=20)
+        with anyio.fail_after(20):
+            while len(pings.read_text().split()) < 4:
+                await anyio.sleep(0.05)
+        status = actor.status()
+        pinged = set(pings.read_text().split())
+    assert pinged == {str(status.pid)}
+    assert status.state is S.RUNNING and status.restarts == 0 and status.last_error is None
+    assert S.DEGRADED not in {change.new for change in actor.history}
+
+
 async def _expect_timeout(sup: Supervisor, name: str) -> None:
     with pytest.raises(CallTimeout):
         await sup.actor(name).call_tool("echo", {"text": "two"}, timeout=0.5)

@@ -18,7 +18,7 @@ from mcpd.model.resources import Surface
 from mcpd.model.tools import ToolInfo
 from mcpd.supervisor.link import Link
 from mcpd.supervisor.policy import Ending
-from mcpd.supervisor.session import RequestFailed, Session, is_lost
+from mcpd.supervisor.session import Refused, RequestFailed, Session, is_lost
 from mcpd.supervisor.stdio import StdioChild
 from mcpd.supervisor.wakeup import Wakeup
 
@@ -111,6 +111,10 @@ async def watch_health(link: Link, config: ServerConfig, hooks: Hooks) -> None:
         try:
             with anyio.fail_after(config.ping_timeout):
                 await link.session.ping()
+        except Refused:
+            # An error answer is an answer: the server reads and replies, all a liveness probe asks.
+            # One that never implemented ping says "method not found", and was restarted for it.
+            pass
         except (TimeoutError, RequestFailed) as exc:
             if link.http is not None and is_lost(exc):
                 raise RunEnded(f"connection lost: {_describe(exc, 'ping')}", Ending.UNREACHABLE) from None
