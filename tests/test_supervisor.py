@@ -11,6 +11,7 @@ import sys
 import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -183,8 +184,12 @@ async def test_frozen_server_is_degraded_then_restarted() -> None:
     await wait_gone(pid)
 
 
-PING_REFUSER = """
+SCRIPTED = """
 import json, os, sys
+
+mode, pings = sys.argv[1], sys.argv[2]
+tools = [{"name": "add", "inputSchema": {"type": "object"}}]
+refuse_list = False
 
 def send(message):
     sys.stdout.write(json.dumps({"jsonrpc": "2.0", **message}) + "\\n")
@@ -195,36 +200,48 @@ for line in sys.stdin:
     method, request_id = message.get("method"), message.get("id")
     if method == "initialize":
         info, version = {"name": "s", "version": "1"}, message["params"]["protocolVersion"]
-        result = {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": info}
+        capabilities = {"tools": {"listChanged": True}}
+        result = {"protocolVersion": version, "capabilities": capabilities, "serverInfo": info}
         send({"id": request_id, "result": result})
+    elif method == "tools/list" and refuse_list:
+        refuse_list = False
+        send({"id": request_id, "error": {"code": -32603, "message": "busy, ask again"}})
     elif method == "tools/list":
-        send({"id": request_id, "result": {"tools": []}})
-    elif request_id is not None:
-        if method == "ping":
-            with open(sys.argv[1], "a") as pings:
-                pings.write(f"{os.getpid()}\\n")
+        send({"id": request_id, "result": {"tools": tools}})
+    elif method == "tools/call":
+        tools.append({"name": f"added{len(tools)}", "inputSchema": {"type": "object"}})
+        refuse_list = mode == "list-fails-once"
+        send({"id": request_id, "result": {"content": []}})
+        send({"method": "notifications/tools/list_changed"})
+    elif method == "ping" and mode == "refuse-ping":
+        with open(pings, "a") as file:
+            file.write(f"{os.getpid()}\\n")
         send({"id": request_id, "error": {"code": -32601, "message": "Method not found"}})
+    elif method == "ping":
+        send({"id": request_id, "result": {}})
 """
+"""A raw JSON-RPC server: ``refuse-ping`` answers ping with -32601 (recording the pid of each ping in
+the file named next), ``list-fails-once`` refuses the first tools/list after a call added a tool."""
+
+
+def scripted(tmp_path: Path, mode: str, **settings: Any) -> tuple[ServerConfig, Path]:
+    script, pings = tmp_path / "server.py", tmp_path / "pings"
+    script.write_text(SCRIPTED)
+    pings.touch()
+    settings.setdefault("restart", FAST_RESTARTS)
+    command = ServerConfig(
+        name=mode, command=sys.executable, args=(str(script), mode, str(pings)), **settings
+    )
+    return command, pings
 
 
 async def test_a_server_that_refuses_ping_is_alive(tmp_path: Path) -> None:
     """A JSON-RPC error in answer to ping (a server that never implemented it says -32601) shows the
     server reads and answers: it stays running, never degraded nor restarted. It was counted as a
     failed ping, so such a server was killed every ``unhealthy_after`` pings, its calls with it."""
-    script, pings = tmp_path / "server.py", tmp_path / "pings"
-    script.write_text(PING_REFUSER)
-    pings.touch()
-    refuser = ServerConfig(
-        name="refuser",
-        command=sys.executable,
-        args=(str(script), str(pings)),
-        ping_interval=0.1,
-        ping_timeout=1.0,
-        unhealthy_after=2,
-        restart=FAST_RESTARTS,
-    )
+    refuser, pings = scripted(tmp_path, "refuse-ping", ping_interval=0.1, ping_timeout=1.0, unhealthy_after=2)
     async with open_supervisor(config(refuser)) as sup:
-        actor = sup.actor("refuser")
+        actor = sup.actor(refuser.name)
         await actor.wait_state(S.RUNNING, timeout=20)
         with anyio.fail_after(20):
             while len(pings.read_text().split()) < 4:
@@ -234,6 +251,24 @@ async def test_a_server_that_refuses_ping_is_alive(tmp_path: Path) -> None:
     assert pinged == {str(status.pid)}
     assert status.state is S.RUNNING and status.restarts == 0 and status.last_error is None
     assert S.DEGRADED not in {change.new for change in actor.history}
+
+
+async def test_a_refresh_that_failed_is_asked_again(tmp_path: Path) -> None:
+    """A tools/list after list_changed that fails (degraded, saying so) is asked again: the new tool
+    comes, and the server is running. The failed refresh was dropped, and a ping's answer then
+    ended the degraded state: running, last_error clear, the old list kept for good."""
+    server, _ = scripted(tmp_path, "list-fails-once")
+    async with open_supervisor(config(server)) as sup:
+        actor = sup.actor(server.name)
+        await actor.wait_state(S.RUNNING, timeout=20)
+        await actor.call_tool("add", {})
+        with anyio.fail_after(10):
+            while "added1" not in {t.name for t in actor.tools}:
+                await anyio.sleep(0.02)
+        status = actor.status()
+    (degraded,) = [change.reason for change in actor.history if change.new is S.DEGRADED]
+    assert "tools/list after list_changed failed" in degraded
+    assert status.state is S.RUNNING and status.last_error is None and status.restarts == 0
 
 
 async def _expect_timeout(sup: Supervisor, name: str) -> None:

@@ -26,6 +26,10 @@ TOOLS_REFRESH_GAP = 0.5
 """Least time between two refreshes of one list of one server: a storm of ``list_changed`` costs at
 most one refresh per gap (one in flight, one pending), however fast the notifications come."""
 
+LIST_RETRY_MAX = 30.0
+"""Longest wait before a list whose refresh failed is asked for again (the waits double from the gap):
+a server whose list keeps failing is not asked every half second."""
+
 L = TypeVar("L")
 
 _EXIT_WAIT = 0.5
@@ -169,6 +173,7 @@ async def _watch_list(
     fetch: Callable[[Session], Awaitable[L]],
     listed: Callable[[L], None],
 ) -> None:
+    retry = TOOLS_REFRESH_GAP
     while True:
         await dirty.wait()
         try:
@@ -176,8 +181,14 @@ async def _watch_list(
                 fresh = await fetch(link.session)
         except (TimeoutError, RequestFailed) as exc:
             hooks.degrade(f"{what} after list_changed failed: {_describe(exc, what)}")
-        else:
-            listed(fresh)
+            # What we hold is still the old list, and nothing else would ask again (a ping that
+            # answers ends the degraded state, not the staleness): ask again, later each time.
+            dirty.set()
+            await anyio.sleep(retry)
+            retry = min(2 * retry, LIST_RETRY_MAX)
+            continue
+        retry = TOOLS_REFRESH_GAP
+        listed(fresh)
         await anyio.sleep(TOOLS_REFRESH_GAP)
 
 
