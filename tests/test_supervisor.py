@@ -190,6 +190,8 @@ import json, os, sys
 mode, pings = sys.argv[1], sys.argv[2]
 tools = [{"name": "add", "inputSchema": {"type": "object"}}]
 refuse_list = False
+busy = {"code": -32603, "message": "busy, ask again"}
+unknown = {"code": -32601, "message": "Method not found"}
 
 def send(message):
     sys.stdout.write(json.dumps({"jsonrpc": "2.0", **message}) + "\\n")
@@ -200,12 +202,14 @@ for line in sys.stdin:
     method, request_id = message.get("method"), message.get("id")
     if method == "initialize":
         info, version = {"name": "s", "version": "1"}, message["params"]["protocolVersion"]
-        capabilities = {"tools": {"listChanged": True}}
+        capabilities = {"prompts": {}} if mode == "prompts-only" else {"tools": {"listChanged": True}}
         result = {"protocolVersion": version, "capabilities": capabilities, "serverInfo": info}
         send({"id": request_id, "result": result})
-    elif method == "tools/list" and refuse_list:
+    elif method == "prompts/list":
+        send({"id": request_id, "result": {"prompts": [{"name": "greet"}]}})
+    elif method == "tools/list" and (refuse_list or mode == "prompts-only"):
         refuse_list = False
-        send({"id": request_id, "error": {"code": -32603, "message": "busy, ask again"}})
+        send({"id": request_id, "error": unknown if mode == "prompts-only" else busy})
     elif method == "tools/list":
         send({"id": request_id, "result": {"tools": tools}})
     elif method == "tools/call":
@@ -216,12 +220,14 @@ for line in sys.stdin:
     elif method == "ping" and mode == "refuse-ping":
         with open(pings, "a") as file:
             file.write(f"{os.getpid()}\\n")
-        send({"id": request_id, "error": {"code": -32601, "message": "Method not found"}})
+        send({"id": request_id, "error": unknown})
     elif method == "ping":
         send({"id": request_id, "result": {}})
 """
 """A raw JSON-RPC server: ``refuse-ping`` answers ping with -32601 (recording the pid of each ping in
-the file named next), ``list-fails-once`` refuses the first tools/list after a call added a tool."""
+the file named next), ``list-fails-once`` refuses the first tools/list after a call added a tool,
+``prompts-only`` declares prompts alone and answers tools/list -32601, as the SDK's low-level server
+without a tools handler does."""
 
 
 def scripted(tmp_path: Path, mode: str, **settings: Any) -> tuple[ServerConfig, Path]:
@@ -269,6 +275,20 @@ async def test_a_refresh_that_failed_is_asked_again(tmp_path: Path) -> None:
     (degraded,) = [change.reason for change in actor.history if change.new is S.DEGRADED]
     assert "tools/list after list_changed failed" in degraded
     assert status.state is S.RUNNING and status.last_error is None and status.restarts == 0
+
+
+async def test_a_server_that_serves_no_tools_list_runs(tmp_path: Path) -> None:
+    """A server with prompts only, that answers tools/list "method not found", runs with no tools and
+    its prompts, never degraded. Its handshake failed on that answer: it was degraded and restarted
+    for good, its prompts out of reach."""
+    server, _ = scripted(tmp_path, "prompts-only")
+    async with open_supervisor(config(server)) as sup:
+        actor = sup.actor(server.name)
+        state = await actor.wait_state(S.RUNNING, S.DEGRADED, timeout=20)
+        status = actor.status()
+        prompts = [p.name for p in actor.surface.prompts]
+    assert state is S.RUNNING and status.tools == 0 and status.last_error is None
+    assert prompts == ["greet"]
 
 
 async def _expect_timeout(sup: Supervisor, name: str) -> None:

@@ -237,9 +237,11 @@ class Session(Protocol):
 
 async def handshake(session: Session) -> tuple[ServerInfo, tuple[ToolInfo, ...], Surface]:
     """``initialize``, then the first ``tools/list`` and the resources and prompts the server declares,
-    asked together (``together``)."""
+    asked together (``together``). Tools are asked for whether declared or not (a server may serve
+    them undeclared); one that does not serve them (prompts or resources only: the SDK's low-level
+    server without a tools handler says "method not found") has none, as with an undeclared list."""
     info = await session.initialize()
-    tools, surface = await together(session.list_tools, session.list_surface)
+    tools, surface = await together(lambda: if_served(session.list_tools()), session.list_surface)
     return info, tools, surface
 
 
@@ -347,9 +349,9 @@ async def every_page(
 
 
 async def if_served(listing: Awaitable[tuple[Item, ...]]) -> tuple[Item, ...]:
-    """A list of the surface the server declared but does not serve: empty. A server with resources
-    but no templates may answer ``resources/templates/list`` "method not found"; that must not fail
-    its handshake, and with it its tools."""
+    """A list the server does not serve: empty. A server with resources but no templates may answer
+    ``resources/templates/list`` "method not found", one with prompts only ``tools/list``; that must
+    not fail its handshake, and with it what it does serve."""
     try:
         return await listing
     except Refused as exc:
