@@ -23,7 +23,14 @@ from mcpd.model.states import ServerState
 from mcpd.supervisor import surface_requests
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor, plan_reload
 from mcpd.supervisor.watchers import TOOLS_REFRESH_GAP
-from mcpd.testing import FAST_RESTARTS, fixture_command, fixture_server, fullserver_config, process_gone
+from mcpd.testing import (
+    FAST_RESTARTS,
+    fixture_command,
+    fixture_server,
+    fullserver_command,
+    fullserver_config,
+    process_gone,
+)
 from mcpd.testing.remote import free_port, running_http_fixture
 
 pytestmark = pytest.mark.anyio
@@ -502,6 +509,42 @@ async def test_stop_reaches_grandchildren_and_sigterm_ignorers() -> None:
         # stop() returns once the whole group is gone (SIGKILL included), not at its own time limit.
         assert actor.state is S.STOPPED and not actor.alive
         assert all(process_gone(member) for member in group), group
+
+
+async def test_an_exit_ends_the_run_though_a_process_it_left_holds_stdout() -> None:
+    """A server killed while a process it started holds its stdout (a helper that inherited it):
+    its call in flight fails at once naming the kill, it is restarted at once, and the helper is
+    stopped with its old session. It stayed ``running`` (pid None) until pings failed, 45 s by
+    default, every call to it timing out meanwhile."""
+    server = ServerConfig(
+        name="helped",
+        command="/bin/sh",
+        args=("-c", "sleep 300 & exec " + " ".join(map(_quote, fullserver_command()))),
+        restart=FAST_RESTARTS,
+        stop_grace=0.1,
+    )
+    async with open_supervisor(config(server)) as sup, anyio.create_task_group() as tg:
+        actor = sup.actor("helped")
+        await actor.wait_state(S.RUNNING, timeout=20)
+        pid = actor.status().pid
+        assert pid is not None
+        helpers = [member for member in _group_members(pid) if member != pid]
+
+        async def in_flight() -> None:
+            with pytest.raises(TransportError, match="killed by SIGKILL"):
+                await actor.call_tool("wait", {"seconds": 60}, timeout=30)
+
+        tg.start_soon(in_flight)
+        with anyio.fail_after(10):
+            while (await actor.call_tool("waiting", {})).content[0]["text"] != "1":
+                await anyio.sleep(0.02)
+        os.kill(pid, signal.SIGKILL)
+        await actor.wait_state(S.BACKOFF, timeout=5)
+        assert "killed by SIGKILL; a process it started holds its stdout" in (actor.last_error or "")
+        await actor.wait_state(S.RUNNING, timeout=20)
+    assert helpers
+    for helper in helpers:
+        await wait_gone(helper)
 
 
 def _quote(arg: str) -> str:

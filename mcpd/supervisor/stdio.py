@@ -308,6 +308,11 @@ class StdioChild:
         self.stdin.end()
         self.rpc.close(self.stdin.read())
 
+    def abandon_output(self) -> None:
+        """It exited, and its stdout stays open (another process holds it): no answer will come,
+        as at the end of its output; the requests still waiting end now, as lost, not as stopped."""
+        self._settle()
+
     @property
     def pid(self) -> int:
         return self.process.pid

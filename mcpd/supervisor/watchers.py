@@ -35,6 +35,10 @@ L = TypeVar("L")
 _EXIT_WAIT = 0.5
 """How long a refused request waits for the exit status, which makes the better reason."""
 
+_DRAIN_WAIT = 0.5
+"""How long an exited server's stdout may stay open, its last lines read meanwhile, before another
+process is taken to hold it."""
+
 
 class RunEnded(Exception):
     """Ends a server's run, saying how (for the restart decision) and why (for people)."""
@@ -60,14 +64,31 @@ class Hooks(Protocol):
 
 
 async def watch_exit(child: StdioChild, grace: float) -> None:
-    """End the run when the process closes its stdout (it died, or will not answer any more)."""
-    await child.stdout_closed.wait()
-    # Closing stdout almost always means exiting; wait a moment to report the real exit status.
-    with anyio.move_on_after(grace):
-        await child.exited.wait()
-    if child.returncode is None:
-        raise RunEnded(child.stdout_cut or "closed its stdout but kept running")
+    """End the run when the process closes its stdout (it died, or will not answer any more), or
+    exits: a process it started with its stdout (a helper that inherited it) may hold the pipe open
+    for good, answering nothing, and the run went on until pings failed."""
+    async with anyio.create_task_group() as tg:
+        for event in (child.stdout_closed, child.exited):
+            tg.start_soon(_cancel_when_set, event, tg.cancel_scope)
+    if child.stdout_closed.is_set():
+        # Closing stdout almost always means exiting; wait a moment to report the real exit status.
+        with anyio.move_on_after(grace):
+            await child.exited.wait()
+        if child.returncode is None:
+            raise RunEnded(child.stdout_cut or "closed its stdout but kept running")
+    else:
+        # What it wrote before it exited is read first: the pipe closes at once unless another holds it.
+        with anyio.move_on_after(_DRAIN_WAIT):
+            await child.stdout_closed.wait()
+        if not child.stdout_closed.is_set():
+            child.abandon_output()
+            raise RunEnded(f"{child.exit_reason()}; a process it started holds its stdout")
     raise RunEnded(child.exit_reason())
+
+
+async def _cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
 
 
 async def watch_refused(link: Link) -> None:
