@@ -249,9 +249,9 @@ def scripted(tmp_path: Path, mode: str, **settings: Any) -> tuple[ServerConfig, 
 
 
 async def test_a_server_that_refuses_ping_is_alive(tmp_path: Path) -> None:
-    """A JSON-RPC error in answer to ping (a server that never implemented it says -32601) shows the
-    server reads and answers: it stays running, never degraded nor restarted. It was counted as a
-    failed ping, so such a server was killed every ``unhealthy_after`` pings, its calls with it."""
+    """A "method not found" answer to ping (a server that never implemented it) shows the server
+    reads and answers: it stays running, never degraded nor restarted. It was counted as a failed
+    ping, so such a server was killed every ``unhealthy_after`` pings, its calls with it."""
     refuser, pings = scripted(tmp_path, "refuse-ping", ping_interval=0.1, ping_timeout=1.0, unhealthy_after=2)
     async with open_supervisor(config(refuser)) as sup:
         actor = sup.actor(refuser.name)

@@ -14,6 +14,7 @@ from typing import Protocol, TypeVar
 import anyio
 
 from mcpd.config.model import ServerConfig
+from mcpd.model.mcp import METHOD_NOT_FOUND
 from mcpd.model.resources import Surface
 from mcpd.model.tools import ToolInfo
 from mcpd.supervisor.link import Link
@@ -135,11 +136,7 @@ async def watch_health(link: Link, config: ServerConfig, hooks: Hooks) -> None:
                 await anyio.sleep_forever()
         try:
             with anyio.fail_after(config.ping_timeout):
-                await link.session.ping()
-        except Refused:
-            # An error answer is an answer: the server reads and replies, all a liveness probe asks.
-            # One that never implemented ping says "method not found", and was restarted for it.
-            pass
+                await _ping(link.session)
         except (TimeoutError, RequestFailed) as exc:
             if link.http is not None and is_lost(exc):
                 raise RunEnded(f"connection lost: {_describe(exc, 'ping')}", Ending.UNREACHABLE) from None
@@ -150,6 +147,17 @@ async def watch_health(link: Link, config: ServerConfig, hooks: Hooks) -> None:
             continue
         failures = 0
         hooks.recover("ping answered")
+
+
+async def _ping(session: Session) -> None:
+    """Ping. A server that never implemented ping answers "method not found": it reads and answers,
+    all a liveness probe asks (it was restarted for it every ``unhealthy_after`` pings). Any other
+    error answer is a failed ping: a gateway's word for a server behind it that is gone, say."""
+    try:
+        await session.ping()
+    except Refused as exc:
+        if exc.code != METHOD_NOT_FOUND:
+            raise
 
 
 def ping_gap(config: ServerConfig) -> float:
