@@ -192,7 +192,7 @@ async def test_frozen_server_is_degraded_then_restarted() -> None:
 
 
 SCRIPTED = """
-import json, os, sys
+import json, os, sys, time
 
 mode, pings = sys.argv[1], sys.argv[2]
 tools = [{"name": "add", "inputSchema": {"type": "object"}}]
@@ -219,6 +219,9 @@ for line in sys.stdin:
         send({"id": request_id, "error": unknown if mode == "prompts-only" else busy})
     elif method == "tools/list":
         send({"id": request_id, "result": {"tools": tools}})
+    elif method == "tools/call" and mode == "one-at-a-time":
+        time.sleep(message["params"]["arguments"]["seconds"])
+        send({"id": request_id, "result": {"content": [{"type": "text", "text": "done"}]}})
     elif method == "tools/call":
         tools.append({"name": f"added{len(tools)}", "inputSchema": {"type": "object"}})
         refuse_list = mode == "list-fails-once"
@@ -234,7 +237,8 @@ for line in sys.stdin:
 """A raw JSON-RPC server: ``refuse-ping`` answers ping with -32601 (recording the pid of each ping in
 the file named next), ``list-fails-once`` refuses the first tools/list after a call added a tool,
 ``prompts-only`` declares prompts alone and answers tools/list -32601, as the SDK's low-level server
-without a tools handler does."""
+without a tools handler does, ``one-at-a-time`` works on a call (``seconds`` long) before it reads
+anything else, pings too, as a server that runs one request at a time."""
 
 
 def scripted(tmp_path: Path, mode: str, **settings: Any) -> tuple[ServerConfig, Path]:
@@ -264,6 +268,29 @@ async def test_a_server_that_refuses_ping_is_alive(tmp_path: Path) -> None:
     assert pinged == {str(status.pid)}
     assert status.state is S.RUNNING and status.restarts == 0 and status.last_error is None
     assert S.DEGRADED not in {change.new for change in actor.history}
+
+
+async def test_a_server_busy_with_a_call_is_not_ended_under_it(tmp_path: Path) -> None:
+    """A server that answers no ping while it works on a call (one request at a time) is degraded,
+    not ended, while that call runs within its deadline: the call gets its answer from the same
+    process. It was killed once ``unhealthy_after`` pings had failed, the call failing with it. One
+    hung on a call is still ended, once that call has run out of time."""
+    server, _ = scripted(
+        tmp_path, "one-at-a-time", ping_interval=0.1, ping_timeout=0.2, unhealthy_after=2, call_timeout=2
+    )
+    async with open_supervisor(config(server)) as sup:
+        actor = sup.actor(server.name)
+        await actor.wait_state(S.RUNNING, timeout=20)
+        pid = actor.status().pid
+        result = await actor.call_tool("add", {"seconds": 1.0})
+        assert result.content == [{"type": "text", "text": "done"}]
+        await actor.wait_state(S.RUNNING, timeout=5)
+        assert actor.status().pid == pid and actor.status().restarts == 0
+        assert S.DEGRADED in {change.new for change in actor.history}
+        with pytest.raises(CallTimeout):
+            await actor.call_tool("add", {"seconds": 60})
+        await actor.wait_state(S.BACKOFF, timeout=5)
+        assert "unresponsive" in (actor.last_error or "")
 
 
 async def test_a_refresh_that_failed_is_asked_again(tmp_path: Path) -> None:

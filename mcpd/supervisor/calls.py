@@ -52,6 +52,8 @@ async def send_call(
 
     Raises ``NotDelivered`` or an ``McpdError`` (see the module docstring).
     """
+    token = object()
+    link.calls.add(token)
     try:
         return await link.session.call_tool(tool, arguments, deadline, on_progress, meta)
     except NotDelivered as exc:
@@ -59,6 +61,8 @@ async def send_call(
         raise
     except Exception as exc:
         raise await _error(exc, link, server, tool, limit, data={"server": server, "tool": tool}) from None
+    finally:
+        link.calls.discard(token)
 
 
 async def send_request(

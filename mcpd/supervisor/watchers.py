@@ -124,8 +124,16 @@ async def watch_health(link: Link, config: ServerConfig, hooks: Hooks) -> None:
     ``unhealthy_after`` failures in a row end the run (the server is up but useless). After a failed
     ping the next waits ``ping_gap`` at least, trouble or not: a burst of trouble reports (a
     gateway's 502s, each one a report) must not count its failures within milliseconds.
+
+    A stdio server busy with a tool call it took before the first failed ping is not ended while that
+    call runs (within its deadline): a server that runs one request at a time (a synchronous tool of
+    an SDK server, Node doing work in the tool) answers no ping meanwhile, yet works, and ending it
+    failed the call it worked on. Calls that came after the first failed ping do not count, so a
+    server hung for good is ended once the calls it had have run out of time.
     """
     failures = 0
+    busy: set[object] = set()
+    """The tool calls sent before the first failed ping of this series and still in flight."""
     while True:
         with anyio.move_on_after(config.ping_interval):
             if failures:
@@ -134,13 +142,19 @@ async def watch_health(link: Link, config: ServerConfig, hooks: Hooks) -> None:
                 await link.http.trouble.wait()
             else:
                 await anyio.sleep_forever()
+        ahead = set(link.calls) if not failures and link.child is not None else busy
         try:
             with anyio.fail_after(config.ping_timeout):
                 await _ping(link.session)
         except (TimeoutError, RequestFailed) as exc:
             if link.http is not None and is_lost(exc):
                 raise RunEnded(f"connection lost: {_describe(exc, 'ping')}", Ending.UNREACHABLE) from None
+            busy = ahead
             failures += 1
+            busy &= link.calls
+            if busy and failures >= config.unhealthy_after:
+                hooks.degrade(f"{_describe(exc, 'ping')} ({failures} in a row) while busy with a call")
+                continue
             hooks.degrade(f"{_describe(exc, 'ping')} ({failures}/{config.unhealthy_after})")
             if failures >= config.unhealthy_after:
                 raise RunEnded(f"unresponsive: {failures} pings failed in a row") from None
