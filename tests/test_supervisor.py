@@ -20,6 +20,7 @@ from mcpd.config.model import Config, RestartPolicy, ServerConfig
 from mcpd.errors import CallTimeout, ServerNotRunning, TransportError, UnknownServer, UnknownTool
 from mcpd.model.servers import ServerEvent, ServerStatus, StateChanged, ToolsChanged
 from mcpd.model.states import ServerState
+from mcpd.supervisor import actor as actor_module
 from mcpd.supervisor import surface_requests
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor, plan_reload
 from mcpd.supervisor.watchers import TOOLS_REFRESH_GAP
@@ -291,6 +292,32 @@ async def test_a_server_busy_with_a_call_is_not_ended_under_it(tmp_path: Path) -
             await actor.call_tool("add", {"seconds": 60})
         await actor.wait_state(S.BACKOFF, timeout=5)
         assert "unresponsive" in (actor.last_error or "")
+
+
+async def test_a_server_whose_command_comes_later_starts_then(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server failed for a command that is not there starts once the command is (installed after
+    the daemon started), with no command given; one a person stopped meanwhile is left as it is."""
+    monkeypatch.setattr(actor_module, "COMMAND_RECHECK", 0.1)
+    script = tmp_path / "later-server"
+    args = ("plain", str(tmp_path / "pings"))
+    later = ServerConfig(name="later", command=str(script), args=args, restart=FAST_RESTARTS)
+    stopped = ServerConfig(
+        name="stopped", command=str(tmp_path / "stopped-server"), args=args, restart=FAST_RESTARTS
+    )
+    async with open_supervisor(config(later, stopped)) as sup:
+        for name in ("later", "stopped"):
+            await sup.actor(name).wait_state(S.FAILED, timeout=10)
+        await sup.actor("stopped").stop()
+        await anyio.sleep(0.3)  # looked for, and not there
+        assert sup.actor("later").state is S.FAILED
+        for path in (script, tmp_path / "stopped-server"):
+            path.write_text(f"#!{sys.executable}\n" + SCRIPTED)
+            path.chmod(0o755)
+        await sup.actor("later").wait_state(S.RUNNING, timeout=10)
+        await anyio.sleep(0.3)
+        assert sup.actor("stopped").state is S.FAILED  # as the stop left it: not started
 
 
 async def test_a_refresh_that_failed_is_asked_again(tmp_path: Path) -> None:

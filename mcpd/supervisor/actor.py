@@ -68,7 +68,7 @@ from mcpd.supervisor.session import (
     handshake,
     is_lost,
 )
-from mcpd.supervisor.stdio import KILL_WAIT, SpawnError, StderrLog, StdioChild, open_stdio_child
+from mcpd.supervisor.stdio import KILL_WAIT, SpawnError, StderrLog, StdioChild, can_spawn, open_stdio_child
 from mcpd.supervisor.stdio_session import open_stdio_session
 from mcpd.supervisor.wakeup import Wakeup
 from mcpd.supervisor.watchers import RunEnded
@@ -90,6 +90,10 @@ _WAITING = {
 }
 """What a call that timed out waiting for the server was waiting through, in a person's words."""
 T = TypeVar("T")
+COMMAND_RECHECK = 30.0
+"""Seconds between looks for the command of a server that failed because it could not be executed
+(not found, not executable, no such working directory): once it is there (installed since), the
+server starts, with no command given."""
 RESEND_GAP = 0.5
 """Seconds before a request refused by an HTTP status (``StatusRefused``) is sent again, once."""
 
@@ -204,6 +208,8 @@ class ServerActor:
         self._live_since: float | None = None
         self._attempt = 0
         self._last_ending: Ending | None = None
+        self._seek_command = False
+        """Failed because its command could not be executed, and no wish since: look for it again."""
         """How the previous run ended (None before the first, or after a start asked for)."""
         self._next_retry_at: float | None = None
         self._history: deque[StateChange] = deque(maxlen=HISTORY)
@@ -291,6 +297,7 @@ class ServerActor:
         if not self._want_running:
             self._attempt = 0
         self._want_running = True
+        self._seek_command = False
         self._wake.set()
 
     def restart(self) -> None:
@@ -298,11 +305,13 @@ class ServerActor:
         self._attempt = 0
         self._want_running = True
         self._restart_wanted = True
+        self._seek_command = False
         self._wake.set()
 
     async def stop(self, timeout: float | None = None) -> None:
         """Wish the server stopped and wait (at most ``stop_bound``) until it is."""
         self._want_running = False
+        self._seek_command = False
         self._wake.set()
         with anyio.move_on_after(timeout if timeout is not None else stop_bound(self.config.stop_grace)):
             while self._state not in _DOWN_STATES or self.alive:
@@ -440,7 +449,10 @@ class ServerActor:
         """Supervise until cancelled: start when wished, restart as the policy says, stop when wished."""
         while True:
             if not self._want_running:
-                await self._wake.wait()
+                if self._seek_command:
+                    await self._seek()
+                else:
+                    await self._wake.wait()
                 continue
             self._begin_start()
             try:
@@ -454,6 +466,17 @@ class ServerActor:
                 # A bug here must not take the other servers down with this one.
                 log.exception("server.internal_error", server=self.name)
                 self._give_up(self._decide(RunEnded(describe_error(exc), Ending.INTERNAL)))
+
+    async def _seek(self) -> None:
+        """Wait for a wish, or ``COMMAND_RECHECK`` seconds; then wish the server running if its
+        command can be executed now."""
+        with anyio.move_on_after(COMMAND_RECHECK):
+            await self._wake.wait()
+            return
+        if await anyio.to_thread.run_sync(can_spawn, self.config):
+            log.info("server.command_found", server=self.name, command=self.config.command)
+            self._seek_command = False
+            self._want_running = True
 
     def _begin_start(self) -> None:
         self._restart_wanted = False
@@ -492,6 +515,7 @@ class ServerActor:
     def _give_up(self, decision: Decision) -> None:
         """Apply a ``GiveUp`` (``failed``) or a ``Stop`` (``stopped``): no more runs until wished."""
         self._want_running = False
+        self._seek_command = isinstance(decision, GiveUp) and self._last_ending is Ending.UNSPAWNABLE
         if isinstance(decision, GiveUp):
             self._attempt = decision.attempt
             self.last_error = decision.reason

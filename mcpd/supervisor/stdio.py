@@ -509,6 +509,18 @@ async def _spawn(
     return transport, protocol, StdinPipe(our_end)
 
 
+def can_spawn(config: ServerConfig) -> bool:
+    """Whether exec would find the command (and its ``#!`` interpreter) and the working directory
+    now; nothing is run (a few stats: call it in a worker thread)."""
+    if config.cwd and _cwd_problem(os.path.expanduser(config.cwd)) is not None:
+        return False
+    try:
+        _resolve(config, child_environment(dict(config.env)))
+    except OSError:
+        return False
+    return True
+
+
 def _spaced(command: str | None) -> bool:
     return command is not None and any(char.isspace() for char in command)
 
