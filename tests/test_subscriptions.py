@@ -23,6 +23,7 @@ import structlog
 
 from mcpd.config.model import Config, RestartPolicy
 from mcpd.errors import CallTimeout, McpdError
+from mcpd.front import subscriptions
 from mcpd.front.subscriptions import UNSUBSCRIBE_ATTEMPTS, Subscriptions
 from mcpd.model.states import ServerState
 from mcpd.supervisor import surface_requests
@@ -414,3 +415,29 @@ async def test_an_unsubscribe_the_server_always_refuses_is_left_to_its_next_run(
             await anyio.sleep(0.5)  # nothing more is sent
             assert [e["event"] for e in logged].count("resource.unsubscribe_abandoned") == 1
         assert await held.server_has() == ["full://r/0"]
+
+
+async def test_an_unsubscribe_after_failed_resubscribes_gets_its_own_attempts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder leaves after its resubscribes to a new run that does not answer in time failed
+    ``UNSUBSCRIBE_ATTEMPTS`` times: the unsubscription that follows is sent its own
+    ``UNSUBSCRIBE_ATTEMPTS`` times, its first failure logged, before it is left. Before, the count
+    went on from the subscribes' failures: one unsubscribe was sent, its failure not logged, and the
+    log said it was left after more attempts than were made."""
+    monkeypatch.setattr(subscriptions, "UNSUBSCRIBE_TIMEOUT", 0.5)
+    async with held_server(tmp_path, call_timeout=0.5) as held:
+        hub = held.subscriptions
+        hub.register("host", ignore)
+        await hub.subscribe("host", "full", "full://r/0")
+        held.gate.touch()  # every (un)subscribe from now on waits at the server: none is answered
+        await kill_and_wait_for_the_next_run(held)
+        await held.until_held(UNSUBSCRIBE_ATTEMPTS)  # that many resubscribes were sent
+        with structlog.testing.capture_logs() as logged:
+            assert await hub.unsubscribe("host", "full", "full://r/0", timeout=0)
+            before = await held.read("full://held")
+            left = await until_logged(logged, "resource.unsubscribe_abandoned")
+            sent = await held.read("full://held") - before
+        assert (sent, left["attempts"]) == (UNSUBSCRIBE_ATTEMPTS, UNSUBSCRIBE_ATTEMPTS)
+        assert [e["event"] for e in logged].count("resource.unsubscribe_failed") == 1
+        held.gate.unlink()

@@ -107,7 +107,7 @@ class _Join:
 class _Uri:
     """One URI of one server: who wants it, and what the server has."""
 
-    __slots__ = ("failures", "holders", "joining", "rerun", "retry", "server", "settled")
+    __slots__ = ("failures", "holders", "joining", "rerun", "retry", "server", "settled", "unsubscribing")
 
     def __init__(self) -> None:
         self.holders: set[Hashable] = set()
@@ -121,12 +121,21 @@ class _Uri:
         self.settled: list[anyio.Event] = []
         """Unsubscribers waiting for the server to hear of it."""
         self.failures = 0
-        """Attempts in a row that left the server's side differing from what is wanted (on this run)."""
+        """Attempts in a row that left the server's side differing from what is wanted (on this run),
+        all of one kind (``unsubscribing``)."""
+        self.unsubscribing = False
+        """The kind of attempts ``failures`` counts: unsubscribes, or subscribes."""
         self.retry: asyncio.TimerHandle | None = None
         """The next attempt, due after a failure (``RETRIES``)."""
 
     def wanted(self) -> bool:
         return bool(self.holders) or any(join.allowed for join in self.joining.values())
+
+    def attempt(self, unsubscribing: bool) -> None:
+        """A request of this kind goes out: a row of failures of the other kind ends there (the
+        unsubscribes that follow resubscribes a server did not answer are counted from one)."""
+        if self.unsubscribing is not unsubscribing:
+            self.unsubscribing, self.failures = unsubscribing, 0
 
     def idle(self) -> bool:
         return not self.holders and not self.joining and self.server is False
@@ -406,6 +415,7 @@ class Subscriptions:
         # last subscriber's unsubscribe meanwhile waits for the server to hear of it, as it would
         # had the server answered already.
         state.server = None
+        state.attempt(unsubscribing=False)
         try:
             await surface_requests.subscribe_resource(self._supervisor.actor(server), uri, timeout)
         except McpdError as exc:
@@ -426,6 +436,7 @@ class Subscriptions:
 
     async def _unsubscribe(self, key: Key, state: _Uri) -> McpdError | None:
         server, uri = key
+        state.attempt(unsubscribing=True)
         try:
             actor = self._supervisor.actor(server)
             await surface_requests.unsubscribe_resource(actor, uri, UNSUBSCRIBE_TIMEOUT)
