@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import gzip
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +81,30 @@ def test_a_list_out_of_order_is_sorted() -> None:
     assert len(lexicon) == 3
     assert all(word in lexicon for word in ("zebra", "apple", "mango"))
     assert "kiwi" not in lexicon
+
+
+@pytest.mark.parametrize("flipped", [40, -6], ids=["deflate stream", "checksum"])
+def test_a_damaged_word_list_leaves_words_uncorrected(tmp_path: Path, flipped: int) -> None:
+    """pyspellchecker's list damaged on disk (a byte flipped in its gzip): ``load`` says so and
+    returns None, so that queries go on uncorrected. Before, a damaged deflate stream raised
+    ``zlib.error`` out of ``load``, failing the first ranked query and, nothing remembered, every
+    one after it, each reading the list again."""
+    resources = tmp_path / "spellchecker" / "resources"
+    resources.mkdir(parents=True)
+    (resources.parent / "__init__.py").write_text("")
+    data = bytearray(gzip.compress(b"{\n" + b"".join(b'"word%d": 3,\n' % i for i in range(2000)) + b"}"))
+    data[flipped] ^= 0xFF
+    (resources / "en.json.gz").write_bytes(bytes(data))
+    script = "from mcpd.discovery import spelling; print(spelling.load(), spelling.tried())"
+    path = os.pathsep.join([str(tmp_path), str(Path(spelling.__file__).parents[2])])
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "spelling.unavailable" in done.stdout
+    assert done.stdout.splitlines()[-1] == "None True"

@@ -22,6 +22,7 @@ import importlib.resources
 import io
 import re
 import threading
+import zlib
 from collections.abc import Container, Iterable
 
 import Stemmer
@@ -86,7 +87,7 @@ def load() -> Lexicon | None:
             try:
                 resource = importlib.resources.files("spellchecker") / "resources" / "en.json.gz"
                 _english.append(read_lexicon(resource.read_bytes()))
-            except (ImportError, OSError, ValueError, EOFError) as exc:
+            except (ImportError, OSError, ValueError, EOFError, zlib.error) as exc:
                 log.warning("spelling.unavailable", error=str(exc))
                 _english.append(None)
         return _english[0]
