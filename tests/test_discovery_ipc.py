@@ -84,7 +84,7 @@ async def test_query_ranks_the_matching_tool_first(daemon: DaemonProcess) -> Non
 
 
 async def test_a_misspelt_query_finds_what_it_meant(daemon: DaemonProcess) -> None:
-    """The daemon reads the English words for spelling correction at start: "homebrw" is Homebrew."""
+    """The first ranked query reads the English words for spelling correction: "homebrw" is Homebrew."""
     async with connect(daemon.socket) as client:
         result = await client.search("homebrw", limit=2)  # the best tool, then the reserved one
     assert result.tools[0].server == "brew"
