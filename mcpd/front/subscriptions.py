@@ -118,8 +118,9 @@ class _Uri:
         out or lost its connection may have reached it)."""
         self.rerun = False
         """A new run of the server's has to be subscribed again for the holders."""
-        self.settled: list[anyio.Event] = []
-        """Unsubscribers waiting for the server to hear of it."""
+        self.settled: anyio.Event | None = None
+        """Set once the server heard of it, for the unsubscribers waiting: one for all of them, as
+        one that stops waiting cannot take its own back, and a host's unsubscribes may be many."""
         self.failures = 0
         """Attempts in a row that left the server's side differing from what is wanted (on this run),
         all of one kind (``unsubscribing``)."""
@@ -246,8 +247,9 @@ class Subscriptions:
         if state is None or not self._withdraw(owner, (server, uri), state):
             return False
         if not state.wanted() and state.server is not False and uri in self._due.get(server, ()):
-            settled = anyio.Event()
-            state.settled.append(settled)
+            if state.settled is None:
+                state.settled = anyio.Event()
+            settled = state.settled
             # A wait cut short cuts nothing else short: the server's task goes on.
             with anyio.move_on_after(UNSUBSCRIBE_TIMEOUT if timeout is None else timeout):
                 await settled.wait()
@@ -396,9 +398,9 @@ class Subscriptions:
             self._settled(key, state)
 
     def _settled(self, key: Key, state: _Uri) -> None:
-        for settled in state.settled:
-            settled.set()
-        state.settled.clear()
+        if state.settled is not None:
+            state.settled.set()
+            state.settled = None
         uris = self._uris.get(key[0], {})
         if state.idle() and uris.get(key[1]) is state:
             del uris[key[1]]
