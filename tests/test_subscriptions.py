@@ -435,12 +435,13 @@ async def test_an_unsubscribe_after_failed_resubscribes_gets_its_own_attempts(
         held.gate.touch()  # every (un)subscribe from now on waits at the server: none is answered
         await kill_and_wait_for_the_next_run(held)
         await held.until_held(UNSUBSCRIBE_ATTEMPTS)  # that many resubscribes were sent
+        before = await held.read("full://held")
         with structlog.testing.capture_logs() as logged:
             assert await hub.unsubscribe("host", "full", "full://r/0", timeout=0)
-            before = await held.read("full://held")
             left = await until_logged(logged, "resource.unsubscribe_abandoned")
-            sent = await held.read("full://held") - before
-        assert (sent, left["attempts"]) == (UNSUBSCRIBE_ATTEMPTS, UNSUBSCRIBE_ATTEMPTS)
+        sent = await held.read("full://held") - before  # and a resubscribe sent meanwhile, perhaps
+        assert left["attempts"] == UNSUBSCRIBE_ATTEMPTS
+        assert sent in (UNSUBSCRIBE_ATTEMPTS, UNSUBSCRIBE_ATTEMPTS + 1)
         assert [e["event"] for e in logged].count("resource.unsubscribe_failed") == 1
         held.gate.unlink()
 
