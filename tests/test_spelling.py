@@ -75,6 +75,12 @@ def test_a_query_corrects_a_bounded_number_of_words(english: spelling.Lexicon) -
     assert len(spelling.misspelt(made_up, set(), english)) == spelling.MAX_WORDS
 
 
+def test_a_list_laid_out_otherwise_is_read_alike() -> None:
+    """The words are the JSON object's keys however it is laid out (one line, or a word a line)."""
+    lexicon = spelling.read_lexicon(gzip.compress(b'{"apple": 2, "mango":1,"zebra" :3}'))
+    assert len(lexicon) == 3 and all(word in lexicon for word in ("apple", "mango", "zebra"))
+
+
 def test_a_list_out_of_order_is_sorted() -> None:
     """pyspellchecker ships its list sorted; one that is not is still searched right."""
     lexicon = spelling.read_lexicon(gzip.compress(b'{\n"zebra": 3,\n"apple": 2,\n"mango": 1\n}'))
@@ -83,17 +89,28 @@ def test_a_list_out_of_order_is_sorted() -> None:
     assert "kiwi" not in lexicon
 
 
-@pytest.mark.parametrize("flipped", [40, -6], ids=["deflate stream", "checksum"])
-def test_a_damaged_word_list_leaves_words_uncorrected(tmp_path: Path, flipped: int) -> None:
-    """pyspellchecker's list damaged on disk (a byte flipped in its gzip): ``load`` says so and
-    returns None, so that queries go on uncorrected. Before, a damaged deflate stream raised
-    ``zlib.error`` out of ``load``, failing the first ranked query and, nothing remembered, every
-    one after it, each reading the list again."""
+def _list(words: int) -> bytearray:
+    return bytearray(gzip.compress(b"{\n" + b"".join(b'"word%d": 3,\n' % i for i in range(words)) + b"}"))
+
+
+@pytest.mark.parametrize(
+    ("data", "flipped"),
+    [(_list(spelling.MIN_WORDS), 40), (_list(spelling.MIN_WORDS), -6), (_list(100), None)],
+    ids=["deflate stream", "checksum", "too few words"],
+)
+def test_a_damaged_word_list_leaves_words_uncorrected(
+    tmp_path: Path, data: bytearray, flipped: int | None
+) -> None:
+    """pyspellchecker's list damaged on disk (a byte flipped in its gzip), or not an English list:
+    ``load`` says so and returns None, so that queries go on uncorrected. Before, a damaged deflate
+    stream raised ``zlib.error`` out of ``load``, failing the first ranked query and, nothing
+    remembered, every one after it, each reading the list again."""
     resources = tmp_path / "spellchecker" / "resources"
     resources.mkdir(parents=True)
     (resources.parent / "__init__.py").write_text("")
-    data = bytearray(gzip.compress(b"{\n" + b"".join(b'"word%d": 3,\n' % i for i in range(2000)) + b"}"))
-    data[flipped] ^= 0xFF
+    if flipped is not None:
+        data = bytearray(data)
+        data[flipped] ^= 0xFF
     (resources / "en.json.gz").write_bytes(bytes(data))
     script = "from mcpd.discovery import spelling; print(spelling.load(), spelling.tried())"
     path = os.pathsep.join([str(tmp_path), str(Path(spelling.__file__).parents[2])])

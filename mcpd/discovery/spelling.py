@@ -19,7 +19,6 @@ import array
 import bisect
 import gzip
 import importlib.resources
-import io
 import re
 import threading
 import zlib
@@ -67,12 +66,19 @@ class Lexicon:
         return i < len(self._hashes) and self._hashes[i] == key and isinstance(word, str)
 
 
-def read_lexicon(data: bytes) -> Lexicon:
-    """The words of a pyspellchecker list (gzipped JSON, one ``"word": count`` a line).
+MIN_WORDS = 50_000
+"""A list with fewer words is not the English list (pyspellchecker's has 160k): used anyway, it
+would leave English words "corrected" to the catalogue's (see the module docstring)."""
 
-    Read a line at a time: decoding the JSON whole left ~8 MB more resident for good."""
-    with gzip.GzipFile(fileobj=io.BytesIO(data)) as lines:
-        return Lexicon(line[1 : line.index(b'"', 1)].decode() for line in lines if line.startswith(b'"'))
+# A key of the list's JSON object (a word has no quote nor backslash), however the JSON is laid out.
+_KEY = re.compile(rb'"([^"\\]*)"\s*:')
+
+
+def read_lexicon(data: bytes) -> Lexicon:
+    """The words of a pyspellchecker list (gzipped JSON, ``{"word": count, ...}``).
+
+    Keys are taken one match at a time: decoding the JSON whole left ~8 MB more resident for good."""
+    return Lexicon(match.group(1).decode() for match in _KEY.finditer(gzip.decompress(data)))
 
 
 _lock = threading.Lock()
@@ -85,12 +91,19 @@ def load() -> Lexicon | None:
     with _lock:
         if not _english:
             try:
-                resource = importlib.resources.files("spellchecker") / "resources" / "en.json.gz"
-                _english.append(read_lexicon(resource.read_bytes()))
+                _english.append(_read_english())
             except (ImportError, OSError, ValueError, EOFError, zlib.error) as exc:
                 log.warning("spelling.unavailable", error=str(exc))
                 _english.append(None)
         return _english[0]
+
+
+def _read_english() -> Lexicon:
+    resource = importlib.resources.files("spellchecker") / "resources" / "en.json.gz"
+    lexicon = read_lexicon(resource.read_bytes())
+    if len(lexicon) < MIN_WORDS:
+        raise ValueError(f"{resource} holds {len(lexicon)} words, not an English list")
+    return lexicon
 
 
 def tried() -> bool:
