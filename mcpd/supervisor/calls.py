@@ -53,7 +53,7 @@ async def send_call(
     Raises ``NotDelivered`` or an ``McpdError`` (see the module docstring).
     """
     token = object()
-    link.calls.add(token)
+    link.calls[token] = deadline - limit
     try:
         return await link.session.call_tool(tool, arguments, deadline, on_progress, meta)
     except NotDelivered as exc:
@@ -62,7 +62,7 @@ async def send_call(
     except Exception as exc:
         raise await _error(exc, link, server, tool, limit, data={"server": server, "tool": tool}) from None
     finally:
-        link.calls.discard(token)
+        del link.calls[token]
 
 
 async def send_request(

@@ -25,8 +25,9 @@ class Link:
     """The HTTP layer's reports, for a remote server."""
     refused: anyio.Event = field(default_factory=anyio.Event)
     """A call found the connection refusing requests: the run is over, whatever else says so."""
-    calls: set[object] = field(default_factory=set)
-    """A token of each tool call in flight (``send_call``): what the server may be busy with."""
+    calls: dict[object, float] = field(default_factory=dict)
+    """A token of each tool call in flight (``send_call``), with when the call began (event-loop
+    time): what the server may be busy with, and since when."""
 
     def usable(self) -> bool:
         """False once no request can reach the server any more (a call must not be written to it)."""

@@ -8,6 +8,7 @@ they observe on the way (a failed ping, a new tool list) goes to the actor throu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
@@ -126,10 +127,10 @@ async def watch_health(link: Link, config: ServerConfig, hooks: Hooks) -> None:
     gateway's 502s, each one a report) must not count its failures within milliseconds.
 
     A stdio server busy with a tool call it took before the first failed ping is not ended while that
-    call runs (within its deadline): a server that runs one request at a time (a synchronous tool of
-    an SDK server, Node doing work in the tool) answers no ping meanwhile, yet works, and ending it
-    failed the call it worked on. Calls that came after the first failed ping do not count, so a
-    server hung for good is ended once the calls it had have run out of time.
+    call runs (within its deadline and ``call_timeout``): a server that runs one request at a time (a
+    synchronous tool of an SDK server, Node doing work in the tool) answers no ping meanwhile, yet
+    works, and ending it failed the call it worked on. Calls that came after the first failed ping do
+    not count, so a server hung for good is ended once the calls it had have run ``call_timeout``.
     """
     failures = 0
     busy: set[object] = set()
@@ -149,9 +150,11 @@ async def watch_health(link: Link, config: ServerConfig, hooks: Hooks) -> None:
         except (TimeoutError, RequestFailed) as exc:
             if link.http is not None and is_lost(exc):
                 raise RunEnded(f"connection lost: {_describe(exc, 'ping')}", Ending.UNREACHABLE) from None
-            busy = ahead
             failures += 1
-            busy &= link.calls
+            # Past ``call_timeout`` a call is hung with the server, however long its caller allowed
+            # it (up to a day): the server is not kept for it.
+            now = anyio.current_time()
+            busy = {call for call in ahead if now - link.calls.get(call, -math.inf) < config.call_timeout}
             if busy and failures >= config.unhealthy_after:
                 hooks.degrade(f"{_describe(exc, 'ping')} ({failures} in a row) while busy with a call")
                 continue
