@@ -294,6 +294,29 @@ async def test_a_server_busy_with_a_call_is_not_ended_under_it(tmp_path: Path) -
         assert "unresponsive" in (actor.last_error or "")
 
 
+async def test_a_server_busy_with_one_call_after_another_is_not_ended(tmp_path: Path) -> None:
+    """A server that runs one request at a time is not ended under a call sent after its pings began
+    to fail, once it answered the call before: an answered call shows it alive, as an answered ping
+    does. Only the first call was spared; the pings failed during it still counted, and it was killed
+    under the next one ('mcpd stopped ... during add')."""
+    server, _ = scripted(
+        tmp_path, "one-at-a-time", ping_interval=0.1, ping_timeout=0.2, unhealthy_after=2, call_timeout=5
+    )
+    async with open_supervisor(config(server)) as sup, anyio.create_task_group() as tg:
+        actor = sup.actor(server.name)
+        await actor.wait_state(S.RUNNING, timeout=20)
+        pid = actor.status().pid
+
+        async def call() -> None:
+            result = await actor.call_tool("add", {"seconds": 1.0})
+            assert result.content == [{"type": "text", "text": "done"}]
+
+        tg.start_soon(call)
+        await actor.wait_state(S.DEGRADED, timeout=5)  # a ping failed: the next call waits behind it
+        await call()
+        assert actor.status().pid == pid and actor.status().restarts == 0
+
+
 async def test_a_call_given_longer_keeps_a_hung_server_no_longer_than_call_timeout(tmp_path: Path) -> None:
     """A server that answers nothing while a call runs is ended once that call has run
     ``call_timeout``, though its caller gave it longer: the call's own timeout (up to a day) kept

@@ -55,7 +55,7 @@ async def send_call(
     token = object()
     link.calls[token] = deadline - limit
     try:
-        return await link.session.call_tool(tool, arguments, deadline, on_progress, meta)
+        result = await link.session.call_tool(tool, arguments, deadline, on_progress, meta)
     except NotDelivered as exc:
         _refused(link, exc)
         raise
@@ -63,6 +63,8 @@ async def send_call(
         raise await _error(exc, link, server, tool, limit, data={"server": server, "tool": tool}) from None
     finally:
         del link.calls[token]
+    link.answered += 1
+    return result
 
 
 async def send_request(

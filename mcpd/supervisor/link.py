@@ -28,6 +28,8 @@ class Link:
     calls: dict[object, float] = field(default_factory=dict)
     """A token of each tool call in flight (``send_call``), with when the call began (event-loop
     time): what the server may be busy with, and since when."""
+    answered: int = 0
+    """Tool calls it answered: a server that answers calls is alive, pings answered or not."""
 
     def usable(self) -> bool:
         """False once no request can reach the server any more (a call must not be written to it)."""

@@ -131,10 +131,13 @@ async def watch_health(link: Link, config: ServerConfig, hooks: Hooks) -> None:
     synchronous tool of an SDK server, Node doing work in the tool) answers no ping meanwhile, yet
     works, and ending it failed the call it worked on. Calls that came after the first failed ping do
     not count, so a server hung for good is ended once the calls it had have run ``call_timeout``.
+    A call it answered starts the series again, sparing the calls it has then: it works through the
+    calls queued behind one another, its pings waiting behind them.
     """
     failures = 0
     busy: set[object] = set()
     """The tool calls sent before the first failed ping of this series and still in flight."""
+    answered = link.answered
     while True:
         with anyio.move_on_after(config.ping_interval):
             if failures:
@@ -150,6 +153,10 @@ async def watch_health(link: Link, config: ServerConfig, hooks: Hooks) -> None:
         except (TimeoutError, RequestFailed) as exc:
             if link.http is not None and is_lost(exc):
                 raise RunEnded(f"connection lost: {_describe(exc, 'ping')}", Ending.UNREACHABLE) from None
+            if link.child is not None and link.answered != answered:
+                # It answered a call since the series began: it works, its pings waiting behind its
+                # calls. The series starts again, sparing the calls it has now.
+                answered, failures, ahead = link.answered, 0, set(link.calls)
             failures += 1
             # Past ``call_timeout`` a call is hung with the server, however long its caller allowed
             # it (up to a day): the server is not kept for it.
