@@ -359,6 +359,43 @@ async def test_a_server_whose_command_comes_later_starts_then(
         assert sup.actor("stopped").state is S.FAILED  # as the stop left it: not started
 
 
+async def test_a_stop_while_the_command_is_looked_at_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop that comes while a failed server's command is being looked at (in a worker thread: a
+    slow disk, here a FIFO that the look reads the ``#!`` line of) holds: the server is not started
+    when the look then finds the command. It was, as if the stop had never been asked."""
+    monkeypatch.setattr(actor_module, "COMMAND_RECHECK", 0.05)
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    command = folder / "slow-server"
+    server = ServerConfig(
+        name="slow", command=command.name, args=("plain", str(tmp_path / "pings")), env={"PATH": str(folder)}
+    )
+    async with open_supervisor(config(server)) as sup:
+        actor = sup.actor("slow")
+        await actor.wait_state(S.FAILED, timeout=10)
+        os.mkfifo(command, 0o755)
+        with anyio.fail_after(10):
+            while True:  # until the look has opened the FIFO: then it waits for what we write
+                try:
+                    writer = os.open(command, os.O_WRONLY | os.O_NONBLOCK)
+                except OSError:  # ENXIO: nobody reads it yet
+                    await anyio.sleep(0.02)
+                else:
+                    break
+        await actor.stop()
+        script = tmp_path / "script"
+        script.write_text(f"#!{sys.executable}\n" + SCRIPTED)
+        script.chmod(0o755)
+        script.replace(command)  # what a start would run now
+        with os.fdopen(writer, "wb") as fifo:
+            fifo.write(f"#!{sys.executable}\n".encode().ljust(256))
+        with pytest.raises(TimeoutError):
+            await actor.wait_state(S.STARTING, S.RUNNING, timeout=0.5)
+        assert actor.state is S.FAILED
+
+
 async def test_a_refresh_that_failed_is_asked_again(tmp_path: Path) -> None:
     """A tools/list after list_changed that fails (degraded, saying so) is asked again: the new tool
     comes, and the server is running. The failed refresh was dropped, and a ping's answer then

@@ -208,9 +208,9 @@ class ServerActor:
         self._live_since: float | None = None
         self._attempt = 0
         self._last_ending: Ending | None = None
+        """How the previous run ended (None before the first, or after a start asked for)."""
         self._seek_command = False
         """Failed because its command could not be executed, and no wish since: look for it again."""
-        """How the previous run ended (None before the first, or after a start asked for)."""
         self._next_retry_at: float | None = None
         self._history: deque[StateChange] = deque(maxlen=HISTORY)
         self.first_attempt_done = anyio.Event()
@@ -473,7 +473,9 @@ class ServerActor:
         with anyio.move_on_after(COMMAND_RECHECK):
             await self._wake.wait()
             return
-        if await anyio.to_thread.run_sync(can_spawn, self.config):
+        found = await anyio.to_thread.run_sync(can_spawn, self.config)
+        # A stop (or a start) that came while the thread looked was a wish of its own: it holds.
+        if found and self._seek_command:
             log.info("server.command_found", server=self.name, command=self.config.command)
             self._seek_command = False
             self._want_running = True
