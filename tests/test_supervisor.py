@@ -359,6 +359,30 @@ async def test_a_server_whose_command_comes_later_starts_then(
         assert sup.actor("stopped").state is S.FAILED  # as the stop left it: not started
 
 
+def slow_to_look_at(tmp_path: Path) -> tuple[ServerConfig, Path]:
+    """A server whose command is not there yet, looked for every 0.05 s, and the path where it comes:
+    make a FIFO there, and a look hangs on it (``held_look``), as on a hung network mount."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    command = folder / "slow-server"
+    server = ServerConfig(
+        name="slow", command=command.name, args=("plain", str(tmp_path / "pings")), env={"PATH": str(folder)}
+    )
+    return server, command
+
+
+async def held_look(command: Path) -> int:
+    """Make ``command`` a FIFO and wait until a look has opened it to read its ``#!`` line; return
+    our end, which holds the look until it is written to or closed."""
+    os.mkfifo(command, 0o755)
+    with anyio.fail_after(10):
+        while True:
+            try:
+                return os.open(command, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:  # ENXIO: nobody reads it yet
+                await anyio.sleep(0.02)
+
+
 async def test_a_stop_while_the_command_is_looked_at_holds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -366,24 +390,11 @@ async def test_a_stop_while_the_command_is_looked_at_holds(
     slow disk, here a FIFO that the look reads the ``#!`` line of) holds: the server is not started
     when the look then finds the command. It was, as if the stop had never been asked."""
     monkeypatch.setattr(actor_module, "COMMAND_RECHECK", 0.05)
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    command = folder / "slow-server"
-    server = ServerConfig(
-        name="slow", command=command.name, args=("plain", str(tmp_path / "pings")), env={"PATH": str(folder)}
-    )
+    server, command = slow_to_look_at(tmp_path)
     async with open_supervisor(config(server)) as sup:
-        actor = sup.actor("slow")
+        actor = sup.actor(server.name)
         await actor.wait_state(S.FAILED, timeout=10)
-        os.mkfifo(command, 0o755)
-        with anyio.fail_after(10):
-            while True:  # until the look has opened the FIFO: then it waits for what we write
-                try:
-                    writer = os.open(command, os.O_WRONLY | os.O_NONBLOCK)
-                except OSError:  # ENXIO: nobody reads it yet
-                    await anyio.sleep(0.02)
-                else:
-                    break
+        writer = await held_look(command)
         await actor.stop()
         script = tmp_path / "script"
         script.write_text(f"#!{sys.executable}\n" + SCRIPTED)
@@ -394,6 +405,36 @@ async def test_a_stop_while_the_command_is_looked_at_holds(
         with pytest.raises(TimeoutError):
             await actor.wait_state(S.STARTING, S.RUNNING, timeout=0.5)
         assert actor.state is S.FAILED
+
+
+async def test_a_look_at_a_command_that_hangs_does_not_hold_up_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The supervisor ends (the daemon's shutdown) at once though a look at a failed server's command
+    hangs (a hung network mount; here a FIFO nobody writes to): the look is left to end on its own.
+    The end waited for it, as long as it hung (a stop of the daemon until systemd's SIGKILL)."""
+    monkeypatch.setattr(actor_module, "COMMAND_RECHECK", 0.05)
+    server, command = slow_to_look_at(tmp_path)
+    writer = -1
+    try:
+        async with anyio.create_task_group() as tg:
+            async with open_supervisor(config(server)) as sup:
+                await sup.actor(server.name).wait_state(S.FAILED, timeout=10)
+                writer = await held_look(command)
+                # Lets the look go later: an end that waits for it fails this test rather than hangs it.
+                tg.start_soon(_write_later, writer)
+                ending = anyio.current_time()
+            took = anyio.current_time() - ending
+            tg.cancel_scope.cancel()
+    finally:
+        if writer >= 0:
+            os.close(writer)  # the look, left to itself, ends too
+    assert took < 2
+
+
+async def _write_later(fd: int) -> None:
+    await anyio.sleep(5)
+    os.write(fd, b"\n" * 256)
 
 
 async def test_a_refresh_that_failed_is_asked_again(tmp_path: Path) -> None:

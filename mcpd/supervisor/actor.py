@@ -473,7 +473,8 @@ class ServerActor:
         with anyio.move_on_after(COMMAND_RECHECK):
             await self._wake.wait()
             return
-        found = await anyio.to_thread.run_sync(can_spawn, self.config)
+        # Left to itself if cancelled: a stat on a hung mount must not hold up the daemon's stop.
+        found = await anyio.to_thread.run_sync(can_spawn, self.config, abandon_on_cancel=True)
         # A stop (or a start) that came while the thread looked was a wish of its own: it holds.
         if found and self._seek_command:
             log.info("server.command_found", server=self.name, command=self.config.command)
