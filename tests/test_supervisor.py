@@ -232,6 +232,8 @@ for line in sys.stdin:
         with open(pings, "a") as file:
             file.write(f"{os.getpid()}\\n")
         send({"id": request_id, "error": unknown})
+    elif method == "ping" and mode == "ping-errs":
+        send({"id": request_id, "error": busy})
     elif method == "ping":
         send({"id": request_id, "result": {}})
 """
@@ -239,7 +241,8 @@ for line in sys.stdin:
 the file named next), ``list-fails-once`` refuses the first tools/list after a call added a tool,
 ``prompts-only`` declares prompts alone and answers tools/list -32601, as the SDK's low-level server
 without a tools handler does, ``one-at-a-time`` works on a call (``seconds`` long) before it reads
-anything else, pings too, as a server that runs one request at a time."""
+anything else, pings too, as a server that runs one request at a time, ``ping-errs`` answers ping
+-32603."""
 
 
 def scripted(tmp_path: Path, mode: str, **settings: Any) -> tuple[ServerConfig, Path]:
@@ -269,6 +272,16 @@ async def test_a_server_that_refuses_ping_is_alive(tmp_path: Path) -> None:
     assert pinged == {str(status.pid)}
     assert status.state is S.RUNNING and status.restarts == 0 and status.last_error is None
     assert S.DEGRADED not in {change.new for change in actor.history}
+
+
+async def test_a_server_that_answers_ping_with_another_error_is_restarted(tmp_path: Path) -> None:
+    """Any other error answer to ping is a failed ping (a gateway's word for a server behind it that
+    is gone, which a new run may mend): ``unhealthy_after`` of them end the run."""
+    server, _ = scripted(tmp_path, "ping-errs", ping_interval=0.1, ping_timeout=1.0, unhealthy_after=2)
+    async with open_supervisor(config(server)) as sup:
+        actor = sup.actor(server.name)
+        await actor.wait_state(S.BACKOFF, timeout=10)
+        assert "unresponsive: 2 pings failed" in (actor.last_error or "")
 
 
 async def test_a_server_busy_with_a_call_is_not_ended_under_it(tmp_path: Path) -> None:
