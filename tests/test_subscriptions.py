@@ -131,9 +131,7 @@ async def test_a_subscribe_the_owner_withdraws_before_the_servers_turn_is_not_ta
     subscribe waited for the server's turn) and the subscribe then took it: the host got updates it
     had unsubscribed from."""
     async with held_server(tmp_path) as held:
-        hub = held.subscriptions
-        hub.register("host", ignore)
-        held.gate.touch()
+        hub = gated(held)
         async with anyio.create_task_group() as tg:
             tg.start_soon(hub.subscribe, "host", "full", "full://r/1")
             await held.until_held(1)
@@ -153,9 +151,7 @@ async def test_a_subscribe_repeated_and_cancelled_while_the_first_is_at_the_serv
     then holds it, the server subscribed once. Before, it held it from the first request on, and the
     cancelled one told its relay it was added, even had the server then refused it."""
     async with held_server(tmp_path) as held:
-        hub = held.subscriptions
-        hub.register("host", ignore)
-        held.gate.touch()
+        hub = gated(held)
         async with anyio.create_task_group() as tg:
             tg.start_soon(hub.subscribe, "host", "full", "full://r/0")
             await held.until_held(1)
@@ -350,16 +346,30 @@ async def test_a_resubscribe_the_new_run_does_not_answer_in_time_is_retried_whil
         assert await held.server_has() == ["full://r/0"]
 
 
+def gated(held: Held) -> Subscriptions:
+    """``host`` registered; the server holds (un)subscribes from now on until ``gate`` goes."""
+    hub = held.subscriptions
+    hub.register("host", ignore)
+    held.gate.touch()
+    return hub
+
+
+async def subscribed_then_refused(held: Held) -> Subscriptions:
+    """``host`` holds ``full://r/0`` at the server, which refuses (un)subscribes from now on."""
+    hub = held.subscriptions
+    hub.register("host", ignore)
+    await hub.subscribe("host", "full", "full://r/0")
+    held.refuse.touch()
+    return hub
+
+
 async def test_an_unsubscribe_the_server_refuses_is_retried_until_it_takes_it(tmp_path: Path) -> None:
     """The last holder unsubscribes and the server refuses the ``resources/unsubscribe``: it is
     logged once and sent again (with backoff) until the server takes it, as nobody holds the URI.
     Before, the refusal was logged and the server kept the subscription, sending updates for a URI
     nobody held for as long as it ran."""
     async with held_server(tmp_path) as held:
-        hub = held.subscriptions
-        hub.register("host", ignore)
-        await hub.subscribe("host", "full", "full://r/0")
-        held.refuse.touch()
+        hub = await subscribed_then_refused(held)
         with structlog.testing.capture_logs() as logged:
             assert await hub.unsubscribe("host", "full", "full://r/0")
             await until_logged(logged, "resource.unsubscribe_failed")
@@ -380,9 +390,7 @@ async def test_withdrawing_a_subscribe_at_the_server_returns_once_the_server_is_
     for a subscription the server had. Before, it returned at once, the server still to take the
     subscription and to be told to drop it."""
     async with held_server(tmp_path) as held:
-        hub = held.subscriptions
-        hub.register("host", ignore)
-        held.gate.touch()
+        hub = gated(held)
         returned = anyio.Event()
 
         async def unsubscribe_then_note() -> None:
@@ -406,10 +414,7 @@ async def test_an_unsubscribe_the_server_always_refuses_is_left_to_its_next_run(
     so each time) is sent ``UNSUBSCRIBE_ATTEMPTS`` times, then left, said in the log: nobody holds
     it, and the server's next run has it no more."""
     async with held_server(tmp_path) as held:
-        hub = held.subscriptions
-        hub.register("host", ignore)
-        await hub.subscribe("host", "full", "full://r/0")
-        held.refuse.touch()
+        hub = await subscribed_then_refused(held)
         with structlog.testing.capture_logs() as logged:
             assert await hub.unsubscribe("host", "full", "full://r/0")
             left = await until_logged(logged, "resource.unsubscribe_abandoned")
@@ -453,9 +458,7 @@ async def test_unsubscribes_that_stop_waiting_leave_nothing_behind(tmp_path: Pat
     the server answered (about 900 bytes), and a cycling host kept the URI due so that none was
     set: 18 MB for 20,000 of them, for as long as the host went on."""
     async with held_server(tmp_path) as held:
-        hub = held.subscriptions
-        hub.register("host", ignore)
-        held.gate.touch()
+        hub = gated(held)
         async with anyio.create_task_group() as tg:
             tg.start_soon(hub.subscribe, "host", "full", "full://r/0")
             await held.until_held(1)
