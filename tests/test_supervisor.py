@@ -215,7 +215,12 @@ for line in sys.stdin:
         send({"id": request_id, "result": result})
     elif method == "prompts/list":
         send({"id": request_id, "result": {"prompts": [{"name": "greet"}]}})
+    elif method == "notifications/initialized" and mode == "prompts-only":
+        send({"method": "notifications/tools/list_changed"})
     elif method == "tools/list" and (refuse_list or mode == "prompts-only"):
+        if mode == "prompts-only":
+            with open(pings, "a") as file:
+                file.write("tools/list\\n")
         refuse_list = False
         send({"id": request_id, "error": unknown if mode == "prompts-only" else busy})
     elif method == "tools/list":
@@ -240,7 +245,8 @@ for line in sys.stdin:
 """A raw JSON-RPC server: ``refuse-ping`` answers ping with -32601 (recording the pid of each ping in
 the file named next), ``list-fails-once`` refuses the first tools/list after a call added a tool,
 ``prompts-only`` declares prompts alone and answers tools/list -32601, as the SDK's low-level server
-without a tools handler does, ``one-at-a-time`` works on a call (``seconds`` long) before it reads
+without a tools handler does (and says its tools changed once initialized, noting each tools/list in the
+file), ``one-at-a-time`` works on a call (``seconds`` long) before it reads
 anything else, pings too, as a server that runs one request at a time, ``ping-errs`` answers ping
 -32603."""
 
@@ -470,15 +476,21 @@ async def test_a_refresh_that_failed_is_asked_again(tmp_path: Path) -> None:
 
 async def test_a_server_that_serves_no_tools_list_runs(tmp_path: Path) -> None:
     """A server with prompts only, that answers tools/list "method not found", runs with no tools and
-    its prompts, never degraded. Its handshake failed on that answer: it was degraded and restarted
-    for good, its prompts out of reach."""
-    server, _ = scripted(tmp_path, "prompts-only")
+    its prompts, never degraded, its tools/list_changed too. Its handshake failed on that answer: it
+    was degraded and restarted for good, its prompts out of reach; then the refresh after
+    list_changed failed on it, degraded again and again."""
+    server, asked = scripted(tmp_path, "prompts-only")
     async with open_supervisor(config(server)) as sup:
         actor = sup.actor(server.name)
         state = await actor.wait_state(S.RUNNING, S.DEGRADED, timeout=20)
+        with anyio.fail_after(10):
+            while len(asked.read_text().split()) < 2:  # the handshake's, then the refresh's
+                await anyio.sleep(0.02)
+        await anyio.sleep(0.1)  # its answer taken in
         status = actor.status()
         prompts = [p.name for p in actor.surface.prompts]
     assert state is S.RUNNING and status.tools == 0 and status.last_error is None
+    assert S.DEGRADED not in {change.new for change in actor.history}
     assert prompts == ["greet"]
 
 

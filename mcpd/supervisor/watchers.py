@@ -20,7 +20,7 @@ from mcpd.model.resources import Surface
 from mcpd.model.tools import ToolInfo
 from mcpd.supervisor.link import Link
 from mcpd.supervisor.policy import Ending
-from mcpd.supervisor.session import Refused, RequestFailed, Session, is_lost
+from mcpd.supervisor.session import Refused, RequestFailed, Session, if_served, is_lost
 from mcpd.supervisor.stdio import StdioChild
 from mcpd.supervisor.wakeup import Wakeup
 
@@ -198,7 +198,7 @@ async def watch_tools(link: Link, dirty: Wakeup, config: ServerConfig, hooks: Ho
         config,
         hooks,
         what="tools/list",
-        fetch=lambda s: s.list_tools(),
+        fetch=lambda s: if_served(s.list_tools()),  # as the handshake: "method not found" is no tools
         listed=hooks.tools_listed,
     )
 
