@@ -1608,6 +1608,33 @@ ITSELF = re.compile(
     r"|\s*(?:路径|名称|文件名|の?パス|の?名前|名|경로|이름)"
 )
 _NOT_ITSELF = f"(?!{ITSELF.pattern})"
+# A parameter of the tool itself as a destination names it ("in the `content` parameter", "in
+# `data`", "query 参数"), the parameter's name in its group 1 or before it.
+OWN_PARAMETER = re.compile(
+    r"(?:^|[`'\"\s])([^\W\d][\w.-]*)[`'\"]?\s*(?:(?:parameter|argument|field|param|parámetro|paramètre|parâmetro"
+    r"|parametro|campo|champ|feld)|パラメータ|パラメーター|参数|параметр|引数|인자|인수)?$"
+)
+_PARAMETER_WORD = re.compile(
+    r"(?:\b(?:parameter|argument|field|param|parámetro|paramètre|parâmetro|parametro|campo|champ|feld)"
+    r"|パラメータ|パラメーター|参数|параметр|引数|인자|인수)$|^(?:to|into|in|as)\s+`[\w.-]+`$"
+)
+# What a tool takes in to work on: put into its own parameter, content or a query is its input,
+# not data sent away ("put the file's contents in `data`", "把要搜索的内容放入 query 参数").
+TOOL_INPUT = re.compile(
+    r"(?:(?:user's|their) )?(?:contents?|text|code|files?|documents?|data|query|question|input"
+    r"|内容|文本|代码|文件|テキスト|コード|ファイル|내용|텍스트|코드|파일)"
+)
+
+
+def own_parameter(sentence: str, destination: re.Match[str]) -> str | None:
+    """The name of the tool's own parameter ``destination`` names ("" if unnamed), None if it
+    names another place (a URL, an address, another tool)."""
+    if not _PARAMETER_WORD.search(destination.group()):
+        return None
+    named = OWN_PARAMETER.search(sentence, max(0, destination.start() - 40), destination.end())
+    return named.group(1) if named else ""
+
+
 OWN_CONVERSATION = Intent(
     (
         "far|now|date|exchanged",

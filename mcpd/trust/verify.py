@@ -790,6 +790,11 @@ _IDENTIFIER = re.compile(r"[\w-]+")
 def _destination(destinations: list[re.Pattern[str]], sentence: str) -> re.Match[str] | None:
     """A place data could go, other than an example address ("e.g. 'user@example.com'") or a
     field named in backticks (`webhook`)."""
+    return next(_destinations(destinations, sentence), None)
+
+
+def _destinations(destinations: list[re.Pattern[str]], sentence: str) -> Iterator[re.Match[str]]:
+    """Every place data could go in ``sentence`` (see ``_destination``)."""
     for pattern in destinations:
         for match in pattern.finditer(sentence):
             token = _word_start(sentence, match.start())  # of 'user@example.com', not of example.com
@@ -802,8 +807,7 @@ def _destination(destinations: list[re.Pattern[str]], sentence: str) -> re.Match
                 and _IDENTIFIER.fullmatch(match.group())
             )
             if not (example or field):
-                return match
-    return None
+                yield match
 
 
 # What follows a destination from here on says why or when, not what: "pass the `id` to `feedback`
@@ -811,16 +815,25 @@ def _destination(destinations: list[re.Pattern[str]], sentence: str) -> re.Match
 _PURPOSE = re.compile(r"\b(?:in order to|so as to|so that|to|(?:after|once|when) you(?:'ve| have)?)\s")
 
 
-def _data_in(sent: str, hits: rules.Hits) -> bool:
-    """Data named in what is sent, or a quantity ("every", "all"); not a name of the data ("the
-    conversation ID") nor data excluded ("not its content")."""
+def _data_in(sent: str, hits: rules.Hits, places: list[re.Match[str]]) -> bool:
+    """Data named in what is sent to ``places``, or a quantity ("every", "all"); not a name of the
+    data ("the conversation ID"), data excluded ("not its content"), a parameter's own name ("the
+    `content` parameter"), nor, when every place is a parameter of the tool, its input: content or
+    a query, or what a parameter is named for ("the transcript text in the `transcript` argument")."""
     if rules.search(rules.QUANTITY.active(hits), [sent]):
         return True
-    return any(
-        not (rules.ITSELF.match(sent, m.end()) or rules.NEGATED_OBJECT.search(sent, 0, m.start()))
-        for pattern in rules.DATA.active(hits)
-        for m in pattern.finditer(sent)
-    )
+    names = [rules.own_parameter(sent, place) for place in places]
+    own = None if None in names else {name for name in names if name}
+
+    def sent_away(m: re.Match[str]) -> bool:
+        named = (p for p, name in zip(places, names, strict=True) if name is not None)
+        if any(place.start() <= m.start() < place.end() for place in named):
+            return False
+        if own is not None and (rules.TOOL_INPUT.fullmatch(m.group()) or m.group() in own):
+            return False
+        return not (rules.ITSELF.match(sent, m.end()) or rules.NEGATED_OBJECT.search(sent, 0, m.start()))
+
+    return any(sent_away(m) for pattern in rules.DATA.active(hits) for m in pattern.finditer(sent))
 
 
 def _exfiltration(sentences: list[rules.Sentence], whole: rules.Sentence) -> str | None:
@@ -831,7 +844,7 @@ def _exfiltration(sentences: list[rules.Sentence], whole: rules.Sentence) -> str
         if transfer and destination:
             purpose = _PURPOSE.search(sentence, max(transfer.end(), destination.end()))
             sent = sentence[: purpose.start()] if purpose else sentence
-            if _data_in(sent, hits):
+            if _data_in(sent, hits, list(_destinations(rules.DESTINATION.active(hits), sentence))):
                 return _excerpt(sentence, transfer.start(), transfer.end() + 60)
     for said in sentences:
         # The model's own conversation needs no verb to be sent: any wording that puts it into a
