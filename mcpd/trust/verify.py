@@ -1096,9 +1096,16 @@ def _respelled(prepared: Prepared, hits: list[_Hit]) -> Iterator[_Hit]:
                 yield hit._replace(message=f"{hit.message}, misspelt")
     settings = settings_text(prepared.folded)
     if settings:
-        # Not hidden, only laid out as a config: what its phrases say counts as said.
-        for hit in _intents(prepared._replace(folded=settings)):
-            if hit.rule not in plain and hit.severity == HIGH:
+        # Not hidden, only laid out as a config: what its phrases say counts as said, when they say
+        # more than one thing or the text is suspect already (any finding). One switch alone in a
+        # plain text is what an honest config tool shows ('"notify_user": false' beside quiet hours).
+        said = [
+            h
+            for h in _intents(prepared._replace(folded=settings))
+            if h.rule not in plain and h.severity == HIGH
+        ]
+        if hits or len({h.rule for h in said}) > 1:
+            for hit in said:
                 yield hit._replace(message=f"{hit.message}, written as settings")
 
 
