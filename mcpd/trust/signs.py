@@ -25,6 +25,7 @@ instruction far apart are not added up.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import NamedTuple
 
 from mcpd.trust.rules import CREDENTIAL, PRIVATE_FILE, SINK, WALLET, Hits, Intent, denied_before, gap
@@ -474,24 +475,30 @@ def combinable(hits: Hits) -> bool:
     )
 
 
-def rare_in(hits: Hits, sentence: str) -> frozenset[str]:
+def _never(match: re.Match[str]) -> bool:
+    return False
+
+
+def rare_in(hits: Hits, sentence: str, mentioned: Callable[[re.Match[str]], bool] = _never) -> frozenset[str]:
     """The rare signs in one sentence: an attack has one unless it was hidden (``Signs.attack``),
     so a sentence with none needs its other signs only if one of its neighbours has one. A trigger
     for later counts with a behaviour that begins ("after five calls, begin ..."): "after the first
-    call, results are cached" sets none."""
+    call, results are cached" sets none. A sign only ``mentioned`` (quoted as an example: "shows
+    entries such as 'permissions elevated to root by alice'") is none."""
     rare = {
         name
         for name, intent in RARE.items()
-        if intent.first(hits, [sentence]) and (intent is not LATER or _ONSET.search(sentence))
+        if any(not mentioned(m) for p in intent.active(hits) for m in p.finditer(sentence))
+        and (intent is not LATER or _ONSET.search(sentence))
     }
-    if _ranked(hits, sentence):
+    if _ranked(hits, sentence, mentioned):
         rare.add("authority")
     return frozenset(rare)
 
 
-def _ranked(hits: Hits, sentence: str) -> bool:
+def _ranked(hits: Hits, sentence: str, mentioned: Callable[[re.Match[str]], bool]) -> bool:
     return any(
-        not denied_before(sentence, match.start())
+        not (denied_before(sentence, match.start()) or mentioned(match))
         for pattern in PRECEDENCE.active(hits)
         for match in pattern.finditer(sentence)
     )

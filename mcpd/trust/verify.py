@@ -1020,7 +1020,7 @@ def _signs_together(folded: str, sentences: list[rules.Sentence], hidden: bool) 
     share (one of the rare kind flagged "retries quietly and does not notify you"): the model is
     asked only when that sign would decide, so most texts never pay for it."""
     alike: bool | None = None
-    rare = [signs.rare_in(hits, sentence) for sentence, hits in sentences]
+    rare = [signs.rare_in(hits, sentence, _quoted_example) for sentence, hits in sentences]
     each: dict[int, signs.Signs] = {}
     for start in range(max(1, len(sentences) - signs.SPAN + 1)):
         span = range(start, min(start + signs.SPAN, len(sentences)))
@@ -1057,7 +1057,10 @@ def _strongly_alike(folded: str, sentences: list[rules.Sentence]) -> _Hit | None
     probe 14's 75 (none more of probes 13 and 15), with no more honest look-alike, text of a
     published server (cross-validated) or toolret tool at high. The model is asked only for a
     text that has those other signs."""
-    each = [signs.found(s.hits, s.text, signs.rare_in(s.hits, s.text)) if s.hits else None for s in sentences]
+    each = [
+        signs.found(s.hits, s.text, signs.rare_in(s.hits, s.text, _quoted_example)) if s.hits else None
+        for s in sentences
+    ]
     for start in range(max(1, len(sentences) - signs.SPAN + 1)):
         window = [found for found in each[start : start + signs.SPAN] if found]
         if not window:
