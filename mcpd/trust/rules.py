@@ -244,6 +244,15 @@ _QUALIFIER = r"previous|prior|above|earlier|preceding|all|any|your|my|system|ori
 _TOLD = r"(?:what|anything|all) (?:you|you've|you have) (?:were|been|have been) (?:told|given|instructed)|everything (?:you (?:have been|were|'ve been) told|above|before this|so far)|whatever you (?:were|have been) told"
 _INVALID = "void|invalid|obsolete|outdated|cancelled|canceled|revoked|null|superseded|overridden|fake|wrong|test|longer|trusted|followed|ignored|updated|date|expired|stale|deprecated"
 
+# What a claim of precedence puts below it when it claims rank over the model or the user: them,
+# orders, or all left unnamed ("takes precedence over all your rules", "... over all."); not a
+# setting's order ("over all other declarations for that property", "over the global one").
+OUTRANKED = (
+    r"your\b|you\b|the (?:user|model|assistant|agent)\b|everything|anything|anyone|system|developer|operator"
+    r"|(?:all|any|every)(?:\s+(?:else|others?))?\s*(?:[.;,:!?)]|$)"
+    r"|(?:[\w'-]+\W+){0,4}?(?:instructions?|guidance|guidelines|directives|prompts?|orders|commands)\b"
+    r"|(?:all|any|every|other|previous|prior|earlier|existing|original)\W+(?:[\w'-]+\W+){0,2}?(?:rules|requests|messages|policies)\b"
+)
 OVERRIDE = Intent(
     (
         _IGNORE_TRIGGER,
@@ -293,7 +302,7 @@ OVERRIDE = Intent(
         "obey|obeys|comply|complies",
         r"\b(?:obey|obeys|comply with|complies with)\b(?:\W+\w+){0,5}?\W+(?:this|the) (?:server|tool|mcp)\b|\bobey (?:it|me|us|only)\b",
     ),
-    ("precedence", r"\btakes? precedence over (?:your|the user|all|any|everything|system)"),
+    ("precedence", rf"\btakes? precedence over (?:{OUTRANKED})"),
     # The user's wishes declared void, whatever the verb: "the budget the user gives is irrelevant here",
     # "their earlier requests no longer apply", "die Wünsche des Nutzers spielen keine Rolle".
     (

@@ -28,7 +28,17 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
-from mcpd.trust.rules import CREDENTIAL, PRIVATE_FILE, SINK, WALLET, Hits, Intent, denied_before, gap
+from mcpd.trust.rules import (
+    CREDENTIAL,
+    OUTRANKED,
+    PRIVATE_FILE,
+    SINK,
+    WALLET,
+    Hits,
+    Intent,
+    denied_before,
+    gap,
+)
 
 # -- the signs honest tools never need --------------------------------------------------------
 
@@ -253,7 +263,8 @@ _ONSET = re.compile(
 PRECEDENCE = Intent(
     (
         "standing|supersedes|supersede|priority|precedence|primary",
-        r"\bstanding orders?\b|\bsupersed(?:es|e|ing)\b|\bpriority (?:0|zero|one|1|override|high)\b|\bprimary (?:instruction|directive)s?\b|\btakes? precedence\b",
+        r"\bstanding orders?\b|\bsupersed(?:es|e|ing)\b|\bpriority (?:0|zero|one|1|override|high)\b|\bprimary (?:instruction|directive)s?\b"
+        rf"|\btakes? precedence\b(?!\s+over\b)|\btakes? precedence over (?:the )?(?:{OUTRANKED})",
     ),
 )
 """Authority claimed by rank; denied in its clause ("nothing here takes precedence over your
