@@ -274,7 +274,8 @@ AUTHORITY = Intent(
     (
         "system|admin|administrator|platform|operator|developer|security|compliance|governance|it",
         # The system speaking: "[SYSTEM]", "admin:", a chat message in its role ({"role": "system", ...}).
-        r"[\[(<{]\s*(?:system|admin|administrator|platform|operator|developer)\b|^\s*(?:system|admin|administrator)\s*[:|]"
+        # A role named first in a list is no marker: "each message's role (system, user, assistant)".
+        r"[\[(<{]\s*(?:system|admin|administrator|platform|operator|developer)\b(?!\s*(?:,|or\b|and\b))|^\s*(?:system|admin|administrator)\s*[:|]"
         r"|\brole[\"']?\s*[:=]\s*[\"']?(?:system|developer)\b|\b(?:system|admin|administrator|platform|operator|it|security|compliance|governance)(?:'s)? (?:notice|message|directive|requirement|override|mandate|order|policy|announcement|notification|requirements)\b",
     ),
     (
