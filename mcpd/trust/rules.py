@@ -721,6 +721,20 @@ RANK = Intent(
 """A claim of rank over the model's instructions or the user (TP001)."""
 
 
+# A command-line option or a tool's parameter whose effect a clause describes, up to where the
+# clause goes on: glossed ("-y: don't ask for confirmation", "--yes (assume yes, ..."), given a
+# purpose ("pass force=true to delete without asking"), or a condition ("when `yes` is true, ...").
+# "Use --force and never ask for confirmation" gives an order beside the option, no effect of it.
+_OPTION = r"[`'\"]?(?:--?)?[a-z][\w-]*[`'\"]?"
+OPTION_EFFECT = re.compile(
+    r"(?:^|[\s(\[`'\"])--?[a-z][\w-]*[`'\"]?\s*(?:[:=(]|\s[-–—]\s)[^.;]*$"
+    rf"|\b(?:pass|passes|passing|set|sets|setting|use|uses|using|with|add|adds)\s+(?:the\s+)?{_OPTION}"
+    r"(?:\s*[=:]\s*[`'\"]?(?:true|yes|1|on)[`'\"]?)?(?:\s+(?:flag|option|switch|parameter|argument))?\s+(?:to|so that|so)\s[^.;]*$"
+    rf"|\b(?:when|if|with)\s+{_OPTION}\s*(?:=\s*[`'\"]?(?:true|yes|1|on)|is\s+(?:true|set|given|passed|enabled|on))\b[^.;]*$"
+)
+ASKING_LEAVE = re.compile(r"\b(?:confirm\w*|permission|approv\w*|prompt\w*|consent)\b")
+
+
 CONCEAL = Intent(
     (
         _NEG_TRIGGER,

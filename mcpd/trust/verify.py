@@ -454,6 +454,16 @@ def _games(texts: list[str], folded: str) -> frozenset[str]:
     return frozenset(text for at, text in enumerate(texts) if named[at] or (at and named[at - 1]))
 
 
+def _option_effect(match: re.Match[str]) -> bool:
+    """The user's leave not asked for as the effect of an option or parameter the clause describes
+    ("-y: don't ask for confirmation", "pass force=true to delete without asking for confirmation"),
+    not as an order (``rules.OPTION_EFFECT``)."""
+    return bool(
+        rules.ASKING_LEAVE.search(match.group())
+        and rules.OPTION_EFFECT.search(match.string, 0, match.start())
+    )
+
+
 def _game_answer(match: re.Match[str], games: frozenset[str]) -> bool:
     """An answer withheld in a game the user plays ("Trivia game. Do not tell the user the answer
     until they guess"): the game is named in the sentence or the one before (``games``), and what
@@ -966,7 +976,9 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     if excerpt:
         found.append(_Hit("TP001", HIGH, "instructions aimed at the model", excerpt))
     games = _games(texts, folded)
-    excerpt = _first_meant(rules.CONCEAL, triggering, lambda m: _game_answer(m, games), after=after)
+    excerpt = _first_meant(
+        rules.CONCEAL, triggering, lambda m: _game_answer(m, games) or _option_effect(m), after=after
+    )
     concealed = _Hit("TP002", HIGH, "concealment from the user", excerpt) if excerpt else None
     concealed = concealed or _deceit(triggering, whole)
     if concealed:
