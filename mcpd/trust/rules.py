@@ -1119,6 +1119,14 @@ INSTRUCTION_BLOCK = Intent(
     ("[", r"\[\[?\s*(?:system|admin|important|instructions?|sys|hidden)\b[^\]]{0,40}\]"),
     ("<!--", r"<!--[^>]{0,20}\b(?:ai|assistant|model|llm|agent|system|claude|gpt)\b\s*:"),
 )
+# A chat-template token named as one of its kind ("role markers (<|im_start|>system etc.)",
+# "strips tokens such as <|im_start|>system and <|im_end|>"), and a turn it opens: the words of a
+# message after an opening token and its role, up to the next token or the clause's end.
+TOKEN_KIND = re.compile(r"\b(?:tokens?|markers?|templates?|chatml|delimiters?)\b")
+CHAT_TURN = re.compile(
+    r"<\|\s*(?:im_start|system|start_header_id|begin_of_text)\s*\|>\s*(?:(?:system|user|assistant|developer)\b|\{\w+\})?"
+    r"([^<.,;)]*)"
+)
 _WEAK_TAG = re.compile(
     r"<\s*([\w-]*?(?:secret|ai|assistant|model|developer|note|internal|confidential|priority|instruction|system"
     r"|important|prompt|directive|admin|override|hidden)[\w-]*)\b[^<>]{0,120}>"
