@@ -69,7 +69,12 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   styles no earlier set used: settings, log lines, markdown tables, role-play, other tools
   shadowed, hidden characters, five languages), committed before any change: 39/58 attacks and
   2/117 honest high; after classes written from its misses (orders written as settings, the user's
-  wishes declared void, what the server returns taken as orders, ...), 56/58 and 0/117;
+  wishes declared void, what the server returns taken as orders, ...), 56/58 and 0/117; then a
+  third held-out set (``heldout3``: 153 honest texts only, next to those new classes: --yes flags,
+  sudo, chat schemas, settings keys, payee changes in ja/zh/ko, "put X in the y parameter" in four
+  languages), committed before any change: 16/153 high; after classes written from it (a tool's
+  own input put into its parameter, one settings switch alone, signs and chat tokens named as
+  examples, precedence over settings, a flag's effect described), 0/153 with no attack lost;
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
@@ -110,6 +115,8 @@ HELD_OUT = (DATA / "trust_heldout_honest.jsonl", DATA / "trust_heldout_poisoned.
 """The set for false highs on honest texts, its honest and poisoned halves read as one (``heldout``)."""
 HELD_OUT_2 = (DATA / "trust_heldout2_honest.jsonl", DATA / "trust_heldout2_poisoned.jsonl")
 """The second held-out set, read as one (``heldout2``)."""
+HELD_OUT_3 = DATA / "trust_heldout3_honest.jsonl"
+"""The third held-out set, honest texts only (``heldout3``)."""
 TOOLRET = ROOT.parent / "shared" / "toolret"
 
 
@@ -264,6 +271,7 @@ def main() -> None:
     probes = {path.stem.removeprefix("poisoning_"): load(path) for path in PROBES}
     probes["heldout"] = [item for path in HELD_OUT for item in load(path)]
     probes["heldout2"] = [item for path in HELD_OUT_2 for item in load(path)]
+    probes["heldout3"] = load(HELD_OUT_3)
     corpus_report(load(CORPUS), probes)
     tools = load_tools(args.data)
     if not tools:

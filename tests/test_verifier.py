@@ -1873,6 +1873,21 @@ def test_second_held_out_set() -> None:
     assert poisoned.caught_high >= 56, [i.text for i in poisoned.missed]
 
 
+HELD_OUT_3 = DATA / "trust_heldout3_honest.jsonl"
+
+
+def test_third_held_out_set_of_honest_texts() -> None:
+    """A third held-out set, honest texts only, written and committed before the rules for them were
+    read: 153 tool, parameter and server texts next to the attack classes of the second set's rules
+    (--yes and no-confirmation flags, sudo and root, chat schemas with {"role": "system"}, settings
+    keys, echo and log tools, CI results, payee changes in Japanese, Chinese and Korean, personas,
+    rank in five languages, "put X in the y parameter" in four). First run: 16/153 high (10 with
+    the rules before that set's); fixed since by classes, none of any attack set lost: 0/153."""
+    honest = score(load(HELD_OUT_3))
+    assert honest.benign == 153 and honest.poisoned == 0
+    assert honest.false_high == 0, [i.text for i in honest.false_alarms]
+
+
 @pytest.mark.parametrize(
     ("honest", "poisoned"),
     [
