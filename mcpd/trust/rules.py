@@ -246,12 +246,14 @@ _INVALID = "void|invalid|obsolete|outdated|cancelled|canceled|revoked|null|super
 
 # What a claim of precedence puts below it when it claims rank over the model or the user: them,
 # orders, or all left unnamed ("takes precedence over all your rules", "... over all."); not a
-# setting's order ("over all other declarations for that property", "over the global one").
+# setting's order ("over all other declarations for that property", "over the global one") nor a
+# domain's rules ("over all other rules for this repository").
 OUTRANKED = (
     r"your\b|you\b|the (?:user|model|assistant|agent)\b|everything|anything|anyone|system|developer|operator"
     r"|(?:all|any|every)(?:\s+(?:else|others?))?\s*(?:[.;,:!?)]|$)"
     r"|(?:[\w'-]+\W+){0,4}?(?:instructions?|guidance|guidelines|directives|prompts?|orders|commands)\b"
     r"|(?:all|any|every|other|previous|prior|earlier|existing|original)\W+(?:[\w'-]+\W+){0,2}?(?:rules|requests|messages|policies)\b"
+    r"(?=\s*(?:[.;,!?:)]|$)|(?:\W+[\w'-]+){0,2}?\W+(?:you|your|yours|the user|the model|the assistant)\b)"
 )
 OVERRIDE = Intent(
     (
@@ -701,6 +703,14 @@ def denied_before(sentence: str, at: int) -> bool:
 RANKING = re.compile(rf"\b(?:{_RANKS})\b")
 """A word of ranking, in a claim of rank or in an override that claims one ("takes precedence over
 anything you were told"): a denial before it denies the claim (``verify``)."""
+# "All" in another language outranks the model's orders when nothing names what else they are, or
+# they are orders, the model's or the user's ("важнее всех остальных.", "sobre todas tus
+# instrucciones"); not a domain's rules ("sobre todas las reglas genéricas del linter").
+_ALL_OF_THEM = (
+    r"(?=(?:\W+[\w'-]+){0,3}?\s*(?:[.;,!?:)]|$)|(?:\W+[\w'-]+){0,3}?\W+(?:tus|tes|vos|tue|твоих|ваших|deinen|ihren"
+    r"|usuario|utilisateur|utente|пользовател|nutzer|benutzer|instrucciones|indicaciones|consignes|istruzioni"
+    r"|anweisungen|vorgaben|указани|инструкци|команд))"
+)
 RANK = Intent(
     (
         "precedence|priority|authority|importance|weight|more|above|ahead|outrank|outranks|outranked|outweigh"
@@ -711,11 +721,11 @@ RANK = Intent(
     # Other languages: these instructions above all others ("эти указания важнее всех остальных").
     (
         "важнее|приоритетнее|главнее|приоритет|wichtiger|vorrang|importantes|prioridad|priment|priorité|importanti|priorità",
-        r"(?:указания|инструкции|правила|команды)\W+(?:\w+\W+){0,1}?(?:важнее|приоритетнее|главнее|имеют приоритет над)\W+(?:всех|любых|всего|твоих|ваших|системн|пользовател)"
-        r"|\b(?:anweisungen|regeln|vorgaben)\b(?:\W+\w+){0,2}?\W+(?:sind wichtiger als|haben vorrang vor)\W+(?:allen|allem|deinen|ihren|jeder|den anweisungen|dem nutzer)"
-        r"|\b(?:instrucciones|reglas|indicaciones)\b(?:\W+\w+){0,2}?\W+(?:son más importantes que|tienen prioridad sobre)\W+(?:todas|todo|cualquier|tus|las del usuario|el usuario)"
-        r"|\b(?:instructions|consignes|règles)\b(?:\W+\w+){0,2}?\W+(?:priment sur|sont plus importantes que|ont priorité sur)\W+(?:toutes|tout|les tiennes|les vôtres|l'utilisateur|celles)"
-        r"|\b(?:istruzioni|regole)\b(?:\W+\w+){0,2}?\W+(?:sono più importanti di|hanno priorità su)\W+(?:tutte|tutto|le tue|l'utente)",
+        rf"(?:указания|инструкции|правила|команды)\W+(?:\w+\W+){{0,1}}?(?:важнее|приоритетнее|главнее|имеют приоритет над)\W+(?:(?:всех|любых|всего){_ALL_OF_THEM}|твоих|ваших|системн|пользовател)"
+        rf"|\b(?:anweisungen|regeln|vorgaben)\b(?:\W+\w+){{0,2}}?\W+(?:sind wichtiger als|haben vorrang vor)\W+(?:(?:allen|allem|jeder){_ALL_OF_THEM}|deinen|ihren|den anweisungen|dem nutzer)"
+        rf"|\b(?:instrucciones|reglas|indicaciones)\b(?:\W+\w+){{0,2}}?\W+(?:son más importantes que|tienen prioridad sobre)\W+(?:(?:todas|todo|cualquier){_ALL_OF_THEM}|tus|las del usuario|el usuario)"
+        rf"|\b(?:instructions|consignes|règles)\b(?:\W+\w+){{0,2}}?\W+(?:priment sur|sont plus importantes que|ont priorité sur)\W+(?:(?:toutes|tout){_ALL_OF_THEM}|les tiennes|les vôtres|l'utilisateur|celles)"
+        rf"|\b(?:istruzioni|regole)\b(?:\W+\w+){{0,2}}?\W+(?:sono più importanti di|hanno priorità su)\W+(?:(?:tutte|tutto){_ALL_OF_THEM}|le tue|l'utente)",
     ),
 )
 """A claim of rank over the model's instructions or the user (TP001)."""
