@@ -521,17 +521,30 @@ def found(hits: Hits, sentence: str, rare: frozenset[str] | None = None) -> Sign
     ``rare``: its ``rare_in``, if known)."""
     if rare is None:
         rare = rare_in(hits, sentence)
-    hiding = (
-        frozenset(p.pattern for p in HIDE.active(hits) if p.pattern not in _DESCRIBING and p.search(sentence))
-        if "hide" in rare
-        else frozenset()
-    )
+    hiding = _hiding(hits, sentence) if "hide" in rare else frozenset()
     common = {name for name, intent in COMMON.items() if intent.first(hits, [sentence])}
     if CREDENTIAL.first(hits, [sentence]) or PRIVATE_FILE.first(hits, [sentence]):
         common.add("secret")
     if SINK.search(sentence):
         common.add("place")
     return Signs(rare, frozenset(common), hiding)
+
+
+def _hiding(hits: Hits, sentence: str) -> frozenset[str]:
+    """The ``HIDE`` patterns that order in ``sentence``, each for a phrase of its own: two patterns
+    matching one phrase ("sans demander de confirmation": asking done without, and a confirmation
+    done without) hide once."""
+    found: set[str] = set()
+    spans: list[tuple[int, int]] = []
+    for pattern in HIDE.active(hits):
+        if pattern.pattern in _DESCRIBING:
+            continue
+        for match in pattern.finditer(sentence):
+            if not any(match.start() < end and start < match.end() for start, end in spans):
+                found.add(pattern.pattern)
+                spans.append(match.span())
+                break
+    return frozenset(found)
 
 
 def together(signs: list[Signs]) -> Signs:
