@@ -742,6 +742,13 @@ OPTION_EFFECT = re.compile(
     r"(?:\s*[=:]\s*[`'\"]?(?:true|yes|1|on)[`'\"]?)?(?:\s+(?:flag|option|switch|parameter|argument))?\s+(?:to|so that|so)\s[^.;]*$"
     rf"|\b(?:when|if|with)\s+{_OPTION}\s*(?:=\s*[`'\"]?(?:true|yes|1|on)|is\s+(?:true|set|given|passed|enabled|on))\b[^.;]*$"
 )
+# The tool's own behaviour told in the third person from its clause's start ("Deletes temporary
+# files without asking for confirmation", "This tool clears the cache ..."): what it does, not an
+# order to the model ("Delete files without asking", "The assistant deletes ... without asking").
+TOOL_DOES = re.compile(
+    r"^\W*(?:(?:this|the) (?:tool|server|command|function|script|cli)\s+|it\s+)?(?:also\s+|then\s+)?"
+    r"(?!(?:is|was|has|this|its|does|always|please|us)\b)[a-z]+s\b(?:(?!\b(?:you|your|assistant|model|agent|ai)\b)[^.;])*$"
+)
 ASKING_LEAVE = re.compile(r"\b(?:confirm\w*|permission|approv\w*|prompt\w*|consent)\b")
 
 

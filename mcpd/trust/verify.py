@@ -457,11 +457,11 @@ def _games(texts: list[str], folded: str) -> frozenset[str]:
 def _option_effect(match: re.Match[str]) -> bool:
     """The user's leave not asked for as the effect of an option or parameter the clause describes
     ("-y: don't ask for confirmation", "pass force=true to delete without asking for confirmation"),
-    not as an order (``rules.OPTION_EFFECT``)."""
-    return bool(
-        rules.ASKING_LEAVE.search(match.group())
-        and rules.OPTION_EFFECT.search(match.string, 0, match.start())
-    )
+    or as what the tool does ("Deletes temporary files without asking for confirmation"), not as an
+    order (``rules.OPTION_EFFECT``, ``rules.TOOL_DOES``)."""
+    if not rules.ASKING_LEAVE.search(match.group()):
+        return False
+    return any(kind.search(match.string, 0, match.start()) for kind in (rules.OPTION_EFFECT, rules.TOOL_DOES))
 
 
 def _game_answer(match: re.Match[str], games: frozenset[str]) -> bool:
