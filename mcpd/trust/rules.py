@@ -251,9 +251,9 @@ _INVALID = "void|invalid|obsolete|outdated|cancelled|canceled|revoked|null|super
 OUTRANKED = (
     r"your\b|you\b|the (?:user|model|assistant|agent)\b|everything|anything|anyone|system|developer|operator"
     r"|(?:all|any|every)(?:\s+(?:else|others?))?\s*(?:[.;,:!?)]|$)"
-    r"|(?:[\w'-]+\W+){0,4}?(?:instructions?|guidance|guidelines|directives|prompts?|orders|commands)\b"
-    r"|(?:all|any|every|other|previous|prior|earlier|existing|original)\W+(?:[\w'-]+\W+){0,2}?(?:rules|requests|messages|policies)\b"
-    r"(?=\s*(?:[.;,!?:)]|$)|(?:\W+[\w'-]+){0,2}?\W+(?:you|your|yours|the user|the model|the assistant)\b)"
+    r"|(?:[\w'-]+[^\w'-]+){0,4}?(?:instructions?|guidance|guidelines|directives|prompts?|orders|commands)\b"
+    r"|(?:all|any|every|other|previous|prior|earlier|existing|original)[^\w'-]+(?:[\w'-]+[^\w'-]+){0,2}?(?:rules|requests|messages|policies)\b"
+    r"(?=\s*(?:[.;,!?:)]|$)|(?:[^\w'-]+[\w'-]+){0,2}?[^\w'-]+(?:you|your|yours|the user|the model|the assistant)\b)"
 )
 OVERRIDE = Intent(
     (
@@ -707,7 +707,7 @@ anything you were told"): a denial before it denies the claim (``verify``)."""
 # they are orders, the model's or the user's ("важнее всех остальных.", "sobre todas tus
 # instrucciones"); not a domain's rules ("sobre todas las reglas genéricas del linter").
 _ALL_OF_THEM = (
-    r"(?=(?:\W+[\w'-]+){0,3}?\s*(?:[.;,!?:)]|$)|(?:\W+[\w'-]+){0,3}?\W+(?:tus|tes|vos|tue|твоих|ваших|deinen|ihren"
+    r"(?=(?:[^\w'-]+[\w'-]+){0,3}?\s*(?:[.;,!?:)]|$)|(?:[^\w'-]+[\w'-]+){0,3}?[^\w'-]+(?:tus|tes|vos|tue|твоих|ваших|deinen|ihren"
     r"|usuario|utilisateur|utente|пользовател|nutzer|benutzer|instrucciones|indicaciones|consignes|istruzioni"
     r"|anweisungen|vorgaben|указани|инструкци|команд))"
 )
