@@ -1673,6 +1673,9 @@ TOOL_INPUT = re.compile(
     r"|内容|文本|代码|文件|テキスト|コード|ファイル|내용|텍스트|코드|파일)"
 )
 
+INPUT_PARAMETER = re.compile(r"contents?|text|body|code|files?|documents?|data|query|q|input|source|question")
+"""A parameter's name for such input (not ``path``, ``name``, ``id``)."""
+
 
 def own_parameter(sentence: str, destination: re.Match[str]) -> str | None:
     """The name of the tool's own parameter ``destination`` names ("" if unnamed), None if it

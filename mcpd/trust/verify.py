@@ -829,21 +829,33 @@ def _data_in(sent: str, hits: rules.Hits, places: list[re.Match[str]]) -> bool:
     """Data named in what is sent to ``places``, or a quantity ("every", "all"); not a name of the
     data ("the conversation ID"), data excluded ("not its content"), a parameter's own name ("the
     `content` parameter"), nor, when every place is a parameter of the tool, its input: content or
-    a query, or what a parameter is named for ("the transcript text in the `transcript` argument")."""
+    a query put into the parameter for it ("the file's contents in `data`", not "in the path
+    parameter"), or what a parameter is named for ("the transcript text in the `transcript` argument")."""
     if rules.search(rules.QUANTITY.active(hits), [sent]):
         return True
     names = [rules.own_parameter(sent, place) for place in places]
-    own = None if None in names else {name for name in names if name}
+    own = None not in names
 
     def sent_away(m: re.Match[str]) -> bool:
         named = (p for p, name in zip(places, names, strict=True) if name is not None)
         if any(place.start() <= m.start() < place.end() for place in named):
             return False
-        if own is not None and (rules.TOOL_INPUT.fullmatch(m.group()) or m.group() in own):
+        if own and _input_of(m, places, names):
             return False
         return not (rules.ITSELF.match(sent, m.end()) or rules.NEGATED_OBJECT.search(sent, 0, m.start()))
 
     return any(sent_away(m) for pattern in rules.DATA.active(hits) for m in pattern.finditer(sent))
+
+
+def _input_of(data: re.Match[str], places: list[re.Match[str]], names: list[str | None]) -> bool:
+    """``data`` is what the parameter it is put into (the next place named, else the last) takes:
+    content or a query into a parameter for such input, or what the parameter is named for."""
+    following = [name for place, name in zip(places, names, strict=True) if place.start() >= data.end()]
+    name = following[0] if following else names[-1]
+    return bool(name) and (
+        data.group() == name
+        or bool(rules.TOOL_INPUT.fullmatch(data.group()) and rules.INPUT_PARAMETER.fullmatch(name or ""))
+    )
 
 
 def _exfiltration(sentences: list[rules.Sentence], whole: rules.Sentence) -> str | None:
