@@ -276,9 +276,11 @@ OVERRIDE = Intent(
         "longer|ignored|disregarded|forgotten",
         r"\b(?:instructions|rules|prompt)\b(?:\W+\w+){0,5}?\W+(?:no longer appl(?:y|ies)|(?:must|should) be (?:ignored|disregarded|forgotten))",
     ),
+    # A state the session is in ("you are now connected to staging", "logged in as ...") is no new
+    # identity.
     (
         "now",
-        r"\byou are now\b|\bfrom now on\b,?(?:\W+\w+){0,3}?\W+(?:you|your|answer|respond|reply|obey|act|only)\b",
+        r"\byou are now\b(?!\s+(?:connected|logged|signed|authenticated|subscribed|registered|enrolled|viewing|browsing|editing|offline|online)\b)|\bfrom now on\b,?(?:\W+\w+){0,3}?\W+(?:you|your|answer|respond|reply|obey|act|only)\b",
     ),
     (
         "your",
@@ -703,11 +705,13 @@ def denied_before(sentence: str, at: int) -> bool:
 RANKING = re.compile(rf"\b(?:{_RANKS})\b")
 """A word of ranking, in a claim of rank or in an override that claims one ("takes precedence over
 anything you were told"): a denial before it denies the claim (``verify``)."""
-# "All" in another language outranks the model's orders when nothing names what else they are, or
-# they are orders, the model's or the user's ("важнее всех остальных.", "sobre todas tus
-# instrucciones"); not a domain's rules ("sobre todas las reglas genéricas del linter").
+# "All" in another language outranks the model's orders when nothing but "other" names what else
+# they are, or they are orders, the model's or the user's ("важнее всех остальных.", "sobre todas
+# las demás reglas", "sobre todas tus instrucciones"); not a domain's rules or settings ("sobre
+# todas las reglas genéricas del linter", "vor allen Einstellungen des Editors").
 _ALL_OF_THEM = (
-    r"(?=(?:[^\w'-]+[\w'-]+){0,3}?\s*(?:[.;,!?:)]|$)|(?:[^\w'-]+[\w'-]+){0,3}?[^\w'-]+(?:tus|tes|vos|tue|твоих|ваших|deinen|ihren"
+    r"(?=\s*(?:[.;,!?:)]|$)|(?:[^\w'-]+[\w'-]+)??[^\w'-]+(?:demás|otras|otros|autres|altre|altri|anderen|andere|остальн\w*|других)"
+    r"(?:[^\w'-]+[\w'-]+)??\s*(?:[.;,!?:)]|$)|(?:[^\w'-]+[\w'-]+){0,3}?[^\w'-]+(?:tus|tes|vos|tue|твоих|ваших|deinen|ihren"
     r"|usuario|utilisateur|utente|пользовател|nutzer|benutzer|instrucciones|indicaciones|consignes|istruzioni"
     r"|anweisungen|vorgaben|указани|инструкци|команд))"
 )
@@ -1673,7 +1677,9 @@ TOOL_INPUT = re.compile(
     r"|内容|文本|代码|文件|テキスト|コード|ファイル|내용|텍스트|코드|파일)"
 )
 
-INPUT_PARAMETER = re.compile(r"contents?|text|body|code|files?|documents?|data|query|q|input|source|question")
+INPUT_PARAMETER = re.compile(
+    r"contents?|text|body|message|code|files?|documents?|data|query|q|input|source|question"
+)
 """A parameter's name for such input (not ``path``, ``name``, ``id``)."""
 
 
