@@ -245,12 +245,14 @@ _TOLD = r"(?:what|anything|all) (?:you|you've|you have) (?:were|been|have been) 
 _INVALID = "void|invalid|obsolete|outdated|cancelled|canceled|revoked|null|superseded|overridden|fake|wrong|test|longer|trusted|followed|ignored|updated|date|expired|stale|deprecated"
 
 # What a claim of precedence puts below it when it claims rank over the model or the user: them,
-# orders, or all left unnamed ("takes precedence over all your rules", "... over all."); not a
+# orders, the other tools (not their settings: "the other tools' defaults"), or all left unnamed
+# ("takes precedence over all your rules", "... over all."); not a
 # setting's order ("over all other declarations for that property", "over the global one") nor a
 # domain's rules ("over all other rules for this repository").
 OUTRANKED = (
     r"your\b|you\b|the (?:user|model|assistant|agent)\b|everything|anything|anyone|system|developer|operator"
     r"|(?:all|any|every)(?:\s+(?:else|others?))?\s*(?:[.;,:!?)]|$)"
+    r"|(?:the |all |any )?other tools\b(?!')"
     r"|(?:[\w'-]+[^\w'-]+){0,4}?(?:instructions?|guidance|guidelines|directives|prompts?|orders|commands)\b"
     r"|(?:all|any|every|other|previous|prior|earlier|existing|original)[^\w'-]+(?:[\w'-]+[^\w'-]+){0,2}?(?:rules|requests|messages|policies)\b"
     r"(?=\s*(?:[.;,!?:)]|$)|(?:[^\w'-]+[\w'-]+){0,2}?[^\w'-]+(?:you|your|yours|the user|the model|the assistant)\b)"
@@ -707,13 +709,15 @@ RANKING = re.compile(rf"\b(?:{_RANKS})\b")
 anything you were told"): a denial before it denies the claim (``verify``)."""
 # "All" in another language outranks the model's orders when nothing but "other" names what else
 # they are, or they are orders, the model's or the user's ("важнее всех остальных.", "sobre todas
-# las demás reglas", "sobre todas tus instrucciones"); not a domain's rules or settings ("sobre
+# las demás reglas", "sobre todas tus instrucciones"), or other tools or safety rules are ("vor allen
+# anderen Werkzeugen", "su tutte le direttive di sicurezza"); not a domain's rules or settings ("sobre
 # todas las reglas genéricas del linter", "vor allen Einstellungen des Editors").
 _ALL_OF_THEM = (
     r"(?=\s*(?:[.;,!?:)]|$)|(?:[^\w'-]+[\w'-]+)??[^\w'-]+(?:demás|otras|otros|autres|altre|altri|anderen|andere|остальн\w*|других)"
     r"(?:[^\w'-]+[\w'-]+)??\s*(?:[.;,!?:)]|$)|(?:[^\w'-]+[\w'-]+){0,3}?[^\w'-]+(?:tus|tes|vos|tue|твоих|ваших|deinen|ihren"
     r"|usuario|utilisateur|utente|пользовател|nutzer|benutzer|instrucciones|indicaciones|consignes|istruzioni"
-    r"|anweisungen|vorgaben|указани|инструкци|команд))"
+    r"|anweisungen|vorgaben|указани|инструкци|команд"
+    r"|werkzeug|herramienta|outils|strument|инструмент|sicherheit|seguridad|sécurité|sicurezza|безопасност))"
 )
 RANK = Intent(
     (
@@ -724,12 +728,12 @@ RANK = Intent(
     ),
     # Other languages: these instructions above all others ("эти указания важнее всех остальных").
     (
-        "важнее|приоритетнее|главнее|приоритет|wichtiger|vorrang|importantes|prioridad|priment|priorité|importanti|priorità",
-        rf"(?:указания|инструкции|правила|команды)\W+(?:\w+\W+){{0,1}}?(?:важнее|приоритетнее|главнее|имеют приоритет над)\W+(?:(?:всех|любых|всего){_ALL_OF_THEM}|твоих|ваших|системн|пользовател)"
+        "важнее|приоритетнее|главнее|приоритет|wichtiger|vorrang|importantes|prioridad|priment|priorité|importanti|priorità|precedenza",
+        rf"(?:указания|инструкции|правила|команды)\W+(?:\w+\W+){{0,1}}?(?:важнее|приоритетнее|главнее|имеют приоритет над)\W+(?:(?:всех|любых|всего|всеми|любыми){_ALL_OF_THEM}|твоих|ваших|системн|пользовател)"
         rf"|\b(?:anweisungen|regeln|vorgaben)\b(?:\W+\w+){{0,2}}?\W+(?:sind wichtiger als|haben vorrang vor)\W+(?:(?:allen|allem|jeder){_ALL_OF_THEM}|deinen|ihren|den anweisungen|dem nutzer)"
         rf"|\b(?:instrucciones|reglas|indicaciones)\b(?:\W+\w+){{0,2}}?\W+(?:son más importantes que|tienen prioridad sobre)\W+(?:(?:todas|todo|cualquier){_ALL_OF_THEM}|tus|las del usuario|el usuario)"
         rf"|\b(?:instructions|consignes|règles)\b(?:\W+\w+){{0,2}}?\W+(?:priment sur|sont plus importantes que|ont priorité sur)\W+(?:(?:toutes|tout){_ALL_OF_THEM}|les tiennes|les vôtres|l'utilisateur|celles)"
-        rf"|\b(?:istruzioni|regole)\b(?:\W+\w+){{0,2}}?\W+(?:sono più importanti di|hanno priorità su)\W+(?:(?:tutte|tutto){_ALL_OF_THEM}|le tue|l'utente)",
+        rf"|\b(?:istruzioni|regole)\b(?:\W+\w+){{0,2}}?\W+(?:sono più importanti di|hanno (?:la )?(?:priorità|precedenza) su)\W+(?:(?:tutte|tutto){_ALL_OF_THEM}|le tue|l'utente)",
     ),
 )
 """A claim of rank over the model's instructions or the user (TP001)."""
@@ -778,8 +782,9 @@ CONCEAL = Intent(
         r"\b(?:secretly|covertly|surreptitiously|stealthily)\b|\bbehind (?:the user's|their|his|her) back\b",
     ),
     (
-        "keep",
-        r"\bkeep (?:this|it|these|that)(?: \w+){0,2}? (?:between (?:us|you and)|secret|hidden|confidential|private|to yourself|quiet)\b",
+        "keep|keeps",
+        r"\bkeep (?:this|it|these|that)(?: \w+){0,2}? (?:between (?:us|you and)|secret|hidden|confidential|private|to yourself|quiet)\b"
+        r"|\bkeeps? (?:quiet|silent) about (?:it|this|that|them)\b",
     ),
     ("between", r"\bconfidential between you\b|\bbetween you and (?:me|the server|us|this tool)\b"),
     ("hide", r"\bhide (?:this|these|it|that|the \w+)(?: \w+){0,3}? from (?:the )?(?:user|human|them|person)"),
@@ -793,8 +798,8 @@ CONCEAL = Intent(
         r"\b(?:just|only|simply) say (?:that )?(?:the |it |everything )?(?:\w+ )?(?:succeeded|worked|was successful|went (?:fine|well)|is done|completed)\b",
     ),
     (
-        "mention",
-        r"\b(?:never|do not|don't|must not) mention (?:this|it|these|that|the) (?:step|call|tool|action|part|request|instruction|note|upload|transfer)s?\b",
+        "mention|mentions|report|reports",
+        r"\b(?:never|do not|don't|does not|doesn't|must not) (?:mention|report)s? (?:this|it|these|that|the) (?:step|call|tool|action|part|request|instruction|note|upload|transfer)s?\b",
     ),
     ("pretend|if", r"\bpretend (?:that )?(?:this|the|you|nothing|it|to)\b|\bact as if\b|\bas if nothing\b"),
     # Lying to the user about what was done: "act like you used it properly", "just say you used this tool".
@@ -829,7 +834,8 @@ CONCEAL = Intent(
     ),
     (
         "ne|sans|cachette",
-        r"\bne (?:dis|dites|mentionne|mentionnez|révèle|révélez|signale|informe|informez|préviens|prévenez|avertis)\b(?:[^\w']+[\w']+){0,5}?(?:[^\w']+|(?<=\w)')(?:utilisateur|personne|rien)|sans que l'utilisateur|\ben cachette\b",
+        r"\bne (?:dis|dites|mentionne|mentionnez|révèle|révélez|signale|informe|informez|préviens|prévenez|avertis)\b(?:[^\w']+[\w']+){0,5}?(?:[^\w']+|(?<=\w)')(?:utilisateur|personne|rien)|sans que l'utilisateur"
+        r"|\bsans (?:en |le |lui )?(?:informer|prévenir|avertir|(?:le )?dire à) (?:l'utilisateur|personne)\b|\ben cachette\b",
     ),
     (
         "nichts|nicht|niemandem|niemand|ohne|heimlich",
@@ -841,7 +847,8 @@ CONCEAL = Intent(
     ),
     (
         "non|senza|nascosto",
-        r"\bnon (?:dire|dirlo|informare|menzionare|rivelare|avvisare|avvertire)\b(?:[^\w']+[\w']+){0,5}?(?:[^\w']+|(?<=\w)')(?:utente|nessuno)|\bsenza che l'utente\b|\bdi nascosto\b",
+        r"\bnon (?:dire|dirlo|informare|menzionare|rivelare|avvisare|avvertire)\b(?:[^\w']+[\w']+){0,5}?(?:[^\w']+|(?<=\w)')(?:utente|nessuno)|\bsenza che l'utente\b"
+        r"|\bsenza (?:dirlo|dire nulla|informare|avvisare|avvertire)\b(?:[^\w']+[\w']+){0,1}?(?:[^\w']+|(?<=\w)')(?:utente|nessuno)\b|\bdi nascosto\b",
     ),
     (
         "不要|别|切勿|不得|不可|悄悄|秘密地|偷偷",
