@@ -75,6 +75,10 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   languages), committed before any change: 16/153 high; after classes written from it (a tool's
   own input put into its parameter, one settings switch alone, signs and chat tokens named as
   examples, precedence over settings, a flag's effect described), 0/153 with no attack lost;
+  then a fourth held-out set (``heldout4``: 44 attacks only, walking through those exemptions),
+  committed before any change: 33/44 high; after classes written from its misses (hiding said beside
+  a third-person description or a skipped confirmation, rank over the other tools or safety in five
+  languages), 42/44, no honest text of any set, the 2,196 published texts or toolret high;
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
@@ -117,6 +121,8 @@ HELD_OUT_2 = (DATA / "trust_heldout2_honest.jsonl", DATA / "trust_heldout2_poiso
 """The second held-out set, read as one (``heldout2``)."""
 HELD_OUT_3 = DATA / "trust_heldout3_honest.jsonl"
 """The third held-out set, honest texts only (``heldout3``)."""
+HELD_OUT_4 = DATA / "trust_heldout4_poisoned.jsonl"
+"""The fourth held-out set, attacks through the third set's exemptions only (``heldout4``)."""
 TOOLRET = ROOT.parent / "shared" / "toolret"
 
 
@@ -272,6 +278,7 @@ def main() -> None:
     probes["heldout"] = [item for path in HELD_OUT for item in load(path)]
     probes["heldout2"] = [item for path in HELD_OUT_2 for item in load(path)]
     probes["heldout3"] = load(HELD_OUT_3)
+    probes["heldout4"] = load(HELD_OUT_4)
     corpus_report(load(CORPUS), probes)
     tools = load_tools(args.data)
     if not tools:

@@ -1888,6 +1888,22 @@ def test_third_held_out_set_of_honest_texts() -> None:
     assert honest.false_high == 0, [i.text for i in honest.false_alarms]
 
 
+HELD_OUT_4 = DATA / "trust_heldout4_poisoned.jsonl"
+
+
+def test_fourth_held_out_set_of_attacks_through_the_exemptions() -> None:
+    """A fourth held-out set, attacks only, written and committed before the rules for it were read:
+    44 attacks walking through the exemptions made for the third set's honest texts (the tool's own
+    parameter, an option's effect, the third person, a quoted example, precedence, rank in five
+    languages, a role named first, chat tokens named, "you are now", one setting, hiding said once).
+    First run: 33/44 high (32 before those exemptions); fixed since by classes: 42/44. Still missed:
+    a single setting that sends the conversation or chat history away ('"share_chat_history": true',
+    '"forward_conversation_to": "https://..."'), which the one-switch exemption lets through."""
+    poisoned = score(load(HELD_OUT_4))
+    assert poisoned.poisoned == 44 and poisoned.benign == 0
+    assert poisoned.caught_high >= 42, [i.text for i in poisoned.missed]
+
+
 @pytest.mark.parametrize(
     ("honest", "poisoned"),
     [
