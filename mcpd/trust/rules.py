@@ -732,7 +732,7 @@ RANK = Intent(
         rf"(?:указания|инструкции|правила|команды)\W+(?:\w+\W+){{0,1}}?(?:важнее|приоритетнее|главнее|имеют приоритет над)\W+(?:(?:всех|любых|всего|всеми|любыми){_ALL_OF_THEM}|твоих|ваших|системн|пользовател)"
         rf"|\b(?:anweisungen|regeln|vorgaben)\b(?:\W+\w+){{0,2}}?\W+(?:sind wichtiger als|haben vorrang vor)\W+(?:(?:allen|allem|jeder){_ALL_OF_THEM}|deinen|ihren|den anweisungen|dem nutzer)"
         rf"|\b(?:instrucciones|reglas|indicaciones)\b(?:\W+\w+){{0,2}}?\W+(?:son más importantes que|tienen prioridad sobre)\W+(?:(?:todas|todo|cualquier){_ALL_OF_THEM}|tus|las del usuario|el usuario)"
-        rf"|\b(?:instructions|consignes|règles)\b(?:\W+\w+){{0,2}}?\W+(?:priment sur|sont plus importantes que|ont priorité sur)\W+(?:(?:toutes|tout){_ALL_OF_THEM}|les tiennes|les vôtres|l'utilisateur|celles)"
+        rf"|\b(?:instructions|consignes|règles)\b(?:\W+\w+){{0,2}}?\W+(?:priment sur|sont plus importantes que|ont priorité sur)\W+(?:(?:toutes|tous|tout){_ALL_OF_THEM}|les tiennes|les vôtres|l'utilisateur|celles)"
         rf"|\b(?:istruzioni|regole)\b(?:\W+\w+){{0,2}}?\W+(?:sono più importanti di|hanno (?:la )?(?:priorità|precedenza) su)\W+(?:(?:tutte|tutto){_ALL_OF_THEM}|le tue|l'utente)",
     ),
 )
@@ -764,6 +764,12 @@ CONCEAL = Intent(
     (
         _NEG_TRIGGER,
         rf"\b(?:{_NEG})\s+(?:\w+\s+){{0,2}}?(?:{_TELL})\b(?:[^\w']+[\w']+){{0,6}}?(?:[^\w']+|(?<=\w)')(?:{_WHOM})\b",
+    ),
+    # In the third person, of what is done ("Deletes backups ... and never tells the user"); not
+    # "never notifies the user unless a job fails", a notifier's setting.
+    (
+        "never|does|doesn",
+        r"\b(?:never|does not|doesn't)\s+(?:tells|informs)\s+(?:the user|the human|users?)\b(?!')",
     ),
     (
         "not|never",
