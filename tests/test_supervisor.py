@@ -217,6 +217,9 @@ for line in sys.stdin:
         send({"id": request_id, "result": {"prompts": [{"name": "greet"}]}})
     elif method == "notifications/initialized" and mode == "prompts-only":
         send({"method": "notifications/tools/list_changed"})
+    elif method == "tools/list" and mode == "list-fails-while" and refuse_list:
+        answer = {"error": busy} if os.path.exists(pings) else {"result": {"tools": tools}}
+        send({"id": request_id, **answer})
     elif method == "tools/list" and (refuse_list or mode == "prompts-only"):
         if mode == "prompts-only":
             with open(pings, "a") as file:
@@ -230,7 +233,7 @@ for line in sys.stdin:
         send({"id": request_id, "result": {"content": [{"type": "text", "text": "done"}]}})
     elif method == "tools/call":
         tools.append({"name": f"added{len(tools)}", "inputSchema": {"type": "object"}})
-        refuse_list = mode == "list-fails-once"
+        refuse_list = mode in ("list-fails-once", "list-fails-while")
         send({"id": request_id, "result": {"content": []}})
         send({"method": "notifications/tools/list_changed"})
     elif method == "ping" and mode == "refuse-ping":
@@ -246,9 +249,9 @@ for line in sys.stdin:
 the file named next), ``list-fails-once`` refuses the first tools/list after a call added a tool,
 ``prompts-only`` declares prompts alone and answers tools/list -32601, as the SDK's low-level server
 without a tools handler does (and says its tools changed once initialized, noting each tools/list in the
-file), ``one-at-a-time`` works on a call (``seconds`` long) before it reads
-anything else, pings too, as a server that runs one request at a time, ``ping-errs`` answers ping
--32603."""
+file), ``list-fails-while`` refuses every tools/list after a call while the file exists,
+``one-at-a-time`` works on a call (``seconds`` long) before it reads anything else, pings too, as a
+server that runs one request at a time, ``ping-errs`` answers ping -32603."""
 
 
 def scripted(tmp_path: Path, mode: str, **settings: Any) -> tuple[ServerConfig, Path]:
@@ -472,6 +475,30 @@ async def test_a_refresh_that_failed_is_asked_again(tmp_path: Path) -> None:
     (degraded,) = [change.reason for change in actor.history if change.new is S.DEGRADED]
     assert "tools/list after list_changed failed" in degraded
     assert status.state is S.RUNNING and status.last_error is None and status.restarts == 0
+
+
+async def test_a_server_whose_list_refresh_keeps_failing_stays_degraded_until_it_is_listed(
+    tmp_path: Path,
+) -> None:
+    """A tools/list after list_changed that keeps failing leaves the server degraded, saying so,
+    though its pings are answered, until the list comes: what mcpd holds of it is old. Before, each
+    answered ping put it back to running and each retry degraded it again, a pair of changes (and
+    log lines) a retry, filling the history."""
+    server, failing = scripted(tmp_path, "list-fails-while", ping_interval=0.1, ping_timeout=1.0)
+    async with open_supervisor(config(server)) as sup:
+        actor = sup.actor(server.name)
+        await actor.wait_state(S.RUNNING, timeout=20)
+        await actor.call_tool("add", {})
+        await actor.wait_state(S.DEGRADED, timeout=10)
+        await anyio.sleep(1.0)  # refreshes retried and refused, pings answered every 0.1 s
+        assert actor.state is S.DEGRADED
+        assert "tools/list after list_changed failed" in (actor.last_error or "")
+        failing.unlink()
+        with anyio.fail_after(20):
+            while "added1" not in {t.name for t in actor.tools}:
+                await anyio.sleep(0.02)
+        await actor.wait_state(S.RUNNING, timeout=5)
+    assert [change.new for change in actor.history].count(S.DEGRADED) == 1
 
 
 async def test_a_server_that_serves_no_tools_list_runs(tmp_path: Path) -> None:

@@ -699,6 +699,9 @@ class ServerActor:
             self._set(S.DEGRADED, reason)
 
     def recover(self, reason: str) -> None:
+        link = self._link
+        if link is not None and link.stale:
+            return  # a list it holds is old: an answered ping does not make it fresh
         if self._state is S.DEGRADED:
             self.last_error = None
             self._set(S.RUNNING, reason)

@@ -233,6 +233,7 @@ async def _watch_list(
             with anyio.fail_after(config.connect_timeout):
                 fresh = await fetch(link.session)
         except (TimeoutError, RequestFailed) as exc:
+            link.stale.add(what)
             hooks.degrade(f"{what} after list_changed failed: {_describe(exc, what)}")
             # What we hold is still the old list, and nothing else would ask again (a ping that
             # answers ends the degraded state, not the staleness): ask again, later each time.
@@ -241,6 +242,7 @@ async def _watch_list(
             retry = min(2 * retry, LIST_RETRY_MAX)
             continue
         retry = TOOLS_REFRESH_GAP
+        link.stale.discard(what)
         listed(fresh)
         await anyio.sleep(TOOLS_REFRESH_GAP)
 
