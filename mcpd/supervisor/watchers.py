@@ -97,19 +97,9 @@ async def watch_refused(link: Link) -> None:
     """End the run once a call found the connection refusing requests, or the server forgot us."""
     http = link.http
     async with anyio.create_task_group() as tg:
-
-        async def refused() -> None:
-            await link.refused.wait()
-            tg.cancel_scope.cancel()
-
-        tg.start_soon(refused)
+        tg.start_soon(_cancel_when_set, link.refused, tg.cancel_scope)
         if http is not None:
-
-            async def lost() -> None:
-                await http.session_lost.wait()
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(lost)
+            tg.start_soon(_cancel_when_set, http.session_lost, tg.cancel_scope)
     child = link.child
     if child is None:
         assert http is not None
@@ -235,8 +225,8 @@ async def _watch_list(
         except (TimeoutError, RequestFailed) as exc:
             link.stale.add(what)
             hooks.degrade(f"{what} after list_changed failed: {_describe(exc, what)}")
-            # What we hold is still the old list, and nothing else would ask again (a ping that
-            # answers ends the degraded state, not the staleness): ask again, later each time.
+            # What we hold is still the old list (the server stays degraded while it is stale,
+            # ``Link.stale``), and nothing else would ask again: ask again, later each time.
             dirty.set()
             await anyio.sleep(retry)
             retry = min(2 * retry, LIST_RETRY_MAX)
