@@ -3,14 +3,14 @@
 A query word that no tool uses matches nothing. When it is not an English word either and the
 catalogue has terms one edit away from it (a letter left out, added, changed, or two swapped:
 Damerau's four kinds, which make most typing errors), those are what the user most likely meant.
-Candidates are the stems of every one-edit variant of the word (Norvig's generator), so that a slip
-in a suffix ("calcualte") still meets the stem of the word meant ("calcul").
+Candidates are the terms one edit from the word's stem (Norvig's generator), and the stems of the
+word less a letter or with two swapped, so that a slip in a suffix ("calcualte") still meets the
+stem of the word meant ("calcul").
 
 The English words are pyspellchecker's frequency list (160k words), held as sorted hashes (~3 MB where
-a set of them took 25 MB); it is read once, in a worker
-thread (``load``), and until then, or without it, no word is corrected: an English word the
-catalogue lacks ("meditation", "kindly") is a request's own word, and "correcting" it to a
-neighbour ("edit", "find") cost R@5 on both retrieval sets.
+a set of them took 25 MB). It is read once, in a worker thread (``load``); until then, or without
+it, no word is corrected: an English word the catalogue lacks ("meditation", "kindly") is a
+request's own word, and "correcting" it to a neighbour ("edit", "find") cost R@5 on both sets.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ log = structlog.get_logger("mcpd.discovery")
 MIN_LENGTH = 4
 """Shorter words are left alone: "cod" is one edit from "code", "god", "cot" and many more."""
 MAX_WORDS = 8
-"""Words corrected in one query at most (each costs ~0.3 ms): a query is client input, and a
+"""Words corrected in one query at most (each costs ~0.2 ms): a query is client input, and a
 4,096-character one of made-up words would hold the loop for 200 ms."""
 MAX_LENGTH = 20
 """Longer words are left alone: a word this long is an identifier or a token, not a typo."""
@@ -61,9 +61,11 @@ class Lexicon:
         return len(self._hashes)
 
     def __contains__(self, word: object) -> bool:
+        if not isinstance(word, str):
+            return False  # before ``hash``, which an unhashable object would fail
         key = hash(word)
         i = bisect.bisect_left(self._hashes, key)
-        return i < len(self._hashes) and self._hashes[i] == key and isinstance(word, str)
+        return i < len(self._hashes) and self._hashes[i] == key
 
 
 MIN_WORDS = 50_000
