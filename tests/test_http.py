@@ -15,6 +15,7 @@ import socket
 import sqlite3
 import stat
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -1515,6 +1516,7 @@ async def test_a_host_that_stops_reading_mid_answer_is_dropped_quietly(tmp_path:
         listing = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
         request = raw_post(front, session, len(listing), listing)
         mark = len(front.daemon.events)
+        seen = threading.Event()
 
         def push() -> None:
             with socket.socket() as sock:
@@ -1523,12 +1525,18 @@ async def test_a_host_that_stops_reading_mid_answer_is_dropped_quietly(tmp_path:
                 sock.settimeout(10)
                 with contextlib.suppress(OSError):
                     sock.sendall(request * 3000)  # answers of megabytes, never read
-                    time.sleep(5)
+                    # Open until the stall is seen: the kernel takes all the requests at once, and a
+                    # close after a fixed wait raced a daemon still writing the answers (under load
+                    # not yet past the buffers: no stall, the test timed out).
+                    seen.wait(30)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(anyio.to_thread.run_sync, push)
-            await front.daemon.wait_for("http.host_stalled", after=mark)
-            await anyio.sleep(1.0)
+            try:
+                await front.daemon.wait_for("http.host_stalled", after=mark)
+                await anyio.sleep(1.0)
+            finally:
+                seen.set()
         assert not [line for line in front.daemon.stderr_text if "ASGI" in line]
         assert not [e for e in front.daemon.events[mark:] if e.get("level") == "error"]
 
