@@ -371,7 +371,7 @@ def _serve_plain(config: Path, header: str, fields: dict[str, Any]) -> None:
         ({"title": "Plain (safe, no need to ask)"}, "title"),
         (
             {"outputSchema": {"type": "object", "properties": {"result": {"type": "string"}, "next": {}}}},
-            "output_schema",
+            "outputSchema",
         ),
     ],
     ids=["annotation flip", "title", "output schema"],
@@ -397,6 +397,26 @@ async def test_a_change_only_hosts_act_on_is_held_until_approved(
         assert (await client.approve("shifty", "plain")).approved == ["plain"]
         assert (await client.call_tool("shifty__plain")).content == served
     assert f"\nplain (definition changed: {field})\n" in diff.stdout
+
+
+def test_diff_names_changed_fields_as_hosts_see_them() -> None:
+    """`mcpd diff` names fields by their wire names, fields mcpd does not model one by one, and a
+    value that changed type (``true`` to ``1``: equal in Python, not to a host) as changed."""
+    approved = ToolInfo(
+        name="t",
+        input_schema={"type": "object"},
+        annotations={"readOnlyHint": True},
+        extra={"execution": {"taskSupport": "optional"}, "kept": 1},
+    )
+    seen = msgspec.structs.replace(
+        approved,
+        input_schema={"type": "object", "properties": {}},
+        annotations={"readOnlyHint": 1},
+        extra={"execution": {"taskSupport": "required"}, "kept": 1},
+    )
+    fields = gate.changed_fields(gate.definition(approved), gate.definition(seen))
+    assert fields == ["annotations", "execution", "inputSchema"]
+    assert gate.changed_fields(gate.definition(approved), gate.definition(approved)) == []
 
 
 async def test_a_restart_that_changes_nothing_holds_nothing(tmp_path: Path) -> None:

@@ -705,7 +705,7 @@ class TrustGate:
             reason = "new tool" if pin.approved_hash is None else "definition changed"
             if pin.approved_hash is None and self._unreadable is not None:
                 reason = f"approval unknown: the usage store could not be read ({self._unreadable})"
-            fields = _changed_fields(pin.approved_definition, pin.seen_definition)
+            fields = changed_fields(pin.approved_definition, pin.seen_definition)
             out.append(ToolChange(tool=tool, reason=reason, diff=text, fields=fields))
         return out
 
@@ -714,8 +714,9 @@ class TrustGate:
         return list(cached[1].findings) if cached else []
 
 
-def _changed_fields(approved: str | None, seen: str) -> list[str]:
-    """The fields whose values differ between two pinned definitions (none without an approved one).
+def changed_fields(approved: str | None, seen: str) -> list[str]:
+    """The fields, by their wire names, whose values differ between two pinned definitions (none
+    without an approved one). Fields mcpd does not model are named one by one, not as ``extra``.
     One an older build did not pin counts as null then (``legacy_definition``): a tool's annotations
     it never approved are listed, a title it never had is not."""
     if approved is None:
@@ -726,7 +727,27 @@ def _changed_fields(approved: str | None, seen: str) -> list[str]:
         return []
     if not isinstance(before, dict) or not isinstance(after, dict):
         return []
-    return sorted(key for key in before.keys() | after.keys() if before.get(key) != after.get(key))
+    changed = _differing(before, after)
+    if "extra" in changed:
+        old, new = before.get("extra") or {}, after.get("extra") or {}
+        if isinstance(old, dict) and isinstance(new, dict):
+            changed.remove("extra")
+            changed.extend(_differing(old, new))
+    return sorted(_WIRE_NAMES.get(key, key) for key in changed)
+
+
+_WIRE_NAMES = {"input_schema": "inputSchema", "output_schema": "outputSchema"}
+"""Pinned keys named otherwise on the wire (the pinned text keeps its keys: they are hashed)."""
+
+
+def _differing(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """Keys whose values differ as JSON: ``true`` is not ``1`` here, though Python has them equal."""
+    return [
+        key
+        for key in before.keys() | after.keys()
+        if msgspec.json.encode(before.get(key), order="sorted")
+        != msgspec.json.encode(after.get(key), order="sorted")
+    ]
 
 
 def _where(finding: Finding) -> str:
