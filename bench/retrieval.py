@@ -65,6 +65,8 @@ from mcpd.discovery.text import learned_terms, plain_terms
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "toolret"
 UNSEEN = Path(__file__).resolve().parent / "unseen"
 """Queries written for each set's tools, none from the benchmarks (see ``unseen/README.md``)."""
+UNSEEN_SETS = {"1": UNSEEN, "2": UNSEEN.with_name("unseen2")}
+"""The unseen query sets by number, in the order they were written (``unseen2/README.md``)."""
 METRICS = ("R@1", "R@5", "R@10", "nDCG@10", "Hit@1", "SR@5")
 TARGET_LIFT = 1.5
 TARGET_CAP = 90.0
@@ -106,7 +108,8 @@ class Query:
     relevant: frozenset[str]
     relevant_servers: frozenset[str]
     style: str = ""
-    """How an unseen query is put (``bench/unseen``): para, kw, chat, typo, svc, act."""
+    """How an unseen query is put: para, kw, chat, typo, svc, act (``bench/unseen``); ask, multi, esl
+    (``bench/unseen2``)."""
     half: str = ""
     """A (worked on) or B (held out) of an unseen set."""
 
@@ -400,12 +403,12 @@ def unseen_figures(tools: Sequence[Tool], queries: Sequence[Query], half: str) -
     return table
 
 
-def report_unseen(sets: Sequence[Path], half: str, as_json: bool) -> None:
-    """Print ``unseen_figures`` of each set that has unseen queries, as tables or as one JSON object."""
+def report_unseen(sets: Sequence[Path], half: str, as_json: bool, unseen: Path = UNSEEN) -> None:
+    """Print ``unseen_figures`` of each set with queries in ``unseen``, as tables or as one JSON object."""
     figures = {
-        d.name: unseen_figures(*load(d, UNSEEN / f"{d.name}.jsonl"), half)
+        d.name: unseen_figures(*load(d, unseen / f"{d.name}.jsonl"), half)
         for d in sets
-        if (UNSEEN / f"{d.name}.jsonl").exists()
+        if (unseen / f"{d.name}.jsonl").exists()
     }
     if as_json:
         print(json.dumps(figures))
@@ -443,14 +446,20 @@ def main() -> None:
     parser.add_argument(
         "--unseen",
         choices=("A", "B", "all"),
-        help="only score bench/unseen's queries (one half, or all) per style, mcpd against BM25",
+        help="only score an unseen set's queries (one half, or all) per style, mcpd against BM25",
+    )
+    parser.add_argument(
+        "--unseen-set",
+        choices=sorted(UNSEEN_SETS),
+        default="1",
+        help="which unseen set --unseen scores: 1 = bench/unseen, 2 = bench/unseen2",
     )
     args = parser.parse_args()
     sets = sorted(p for p in args.data.iterdir() if (p / "tools.jsonl").exists())
     if not sets:
         sys.exit(f"no data sets (folders with tools.jsonl and queries.jsonl) in {args.data}")
     if args.unseen:
-        report_unseen(sets, args.unseen, args.json)
+        report_unseen(sets, args.unseen, args.json, UNSEEN_SETS[args.unseen_set])
         return
     figures: Table = {}
     extra: dict[str, Table] = {"bootstrap": {}, "cv": {}, "usage_replay": {}}
