@@ -75,6 +75,43 @@ def test_a_query_corrects_a_bounded_number_of_words(english: spelling.Lexicon) -
     assert len(spelling.misspelt(made_up, set(), english)) == spelling.MAX_WORDS
 
 
+def test_a_compound_written_as_one_word_finds_the_tool_of_its_two_words(english: spelling.Lexicon) -> None:
+    """ "flowchart" is no term of the catalogue's, whose chart tool says "flow diagram chart": read as
+    flow and chart it finds that tool, not the process tools that "process" alone led to (found by
+    the second unseen set's question "How do I make a flowchart of our onboarding process?")."""
+    index = ToolIndex()
+    index.replace_servers(
+        {
+            "chart": [
+                ToolText("chart", "generate_flow_diagram", "Generate a flow diagram chart of a process"),
+                ToolText("chart", "generate_pie_chart", "Generate a pie chart of proportions"),
+            ],
+            "shell": [
+                ToolText("shell", name, f"{verb} a terminal process")
+                for name, verb in (
+                    ("start_process", "Start"),
+                    ("kill_process", "Kill"),
+                    ("list_processes", "List"),
+                )
+            ],
+        }
+    )
+    assert best(index, "How do I make a flowchart of our onboarding process?") == "generate_flow_diagram"
+
+
+def test_words_that_only_look_compound_are_not_split(english: spelling.Lexicon) -> None:
+    """A part is an English word of four letters at least and no stop word: "promotional" is not
+    pro + motion, "clickable" not click + able, "proper" not pro + per; nor is a word the catalogue
+    has ("database") split, nor one more than ``MAX_LENGTH`` letters long."""
+    known = {"pro", "motion", "click", "abl", "per", "data", "base", "flow", "chart", "hous", "plant"}
+    query = "promotional clickable proper flowchart houseplants " + "flowchart" * 3
+    assert spelling.compounds(query, known | {"databas"}, english) == {
+        "flowchart": ("flow", "chart"),
+        "houseplants": ("hous", "plant"),
+    }
+    assert spelling.compounds("database", known | {"databas"}, english) == {}
+
+
 def test_a_list_laid_out_otherwise_is_read_alike() -> None:
     """The words are the JSON object's keys however it is laid out (one line, or a word a line)."""
     lexicon = spelling.read_lexicon(gzip.compress(b'{"apple": 2, "mango":1,"zebra" :3}'))

@@ -283,14 +283,19 @@ class ToolIndex:
                     scores[doc_id] += lift * saturated
 
     def _correct(self, query: str, analysed: dict[str, float]) -> None:
-        """Add the likely meant terms of query words no tool uses (``mcpd.discovery.spelling``):
-        each such word's weight is shared by its candidates, as it means one of them."""
+        """Add the likely meant terms of query words no tool uses (``mcpd.discovery.spelling``): both
+        parts of a compound ("flowchart": flow, chart) at full weight, as they are both meant; else
+        each misspelt word's candidates, sharing its weight, as it means one of them."""
         english = spelling.loaded()
         if english is None:
             return
         postings = self._postings
+        split = spelling.compounds(query, postings, english)
+        for parts in split.values():
+            for term in parts:
+                analysed[term] = 1.0
         for word in spelling.misspelt(query, postings, english):
-            found = spelling.corrections(word, postings)
+            found = [] if word in split else spelling.corrections(word, postings)
             for term in found:
                 analysed[term] = max(analysed.get(term, 0.0), 1.0 / len(found))
 
