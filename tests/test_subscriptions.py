@@ -476,3 +476,18 @@ async def test_unsubscribes_that_stop_waiting_leave_nothing_behind(tmp_path: Pat
                 tracemalloc.stop()
             held.gate.unlink()
         assert grown < 500_000
+
+
+async def test_an_unsubscribe_of_a_stopped_server_logs_no_unsubscription(tmp_path: Path) -> None:
+    """The last holder unsubscribes while the server is stopped: nothing is sent (its next run has
+    no subscriptions), and the log does not say the server was unsubscribed. Before,
+    ``resource.unsubscribed`` was logged for a request never made."""
+    async with held_server(tmp_path) as held:
+        hub = held.subscriptions
+        hub.register("host", ignore)
+        await hub.subscribe("host", "full", "full://r/0")
+        await held.supervisor.actor("full").stop()
+        with structlog.testing.capture_logs() as logged:
+            assert await hub.unsubscribe("host", "full", "full://r/0")
+        assert "resource.unsubscribed" not in [e["event"] for e in logged]
+        assert not hub.held("host", "full", "full://r/0")

@@ -441,12 +441,13 @@ class Subscriptions:
         state.attempt(unsubscribing=True)
         try:
             actor = self._supervisor.actor(server)
-            await surface_requests.unsubscribe_resource(actor, uri, UNSUBSCRIBE_TIMEOUT)
+            sent = await surface_requests.unsubscribe_resource(actor, uri, UNSUBSCRIBE_TIMEOUT)
         except UnknownServer:
             return None  # gone, and its subscriptions with it
         except McpdError as exc:
             if not state.failures:  # said once: asked again while nobody wants it (``_settle``)
                 log.warning("resource.unsubscribe_failed", server=server, uri=uri, error=exc.message)
             return exc
-        log.info("resource.unsubscribed", server=server, uri=uri)
+        if sent:  # else the server is not live: its next run has no subscriptions to undo
+            log.info("resource.unsubscribed", server=server, uri=uri)
         return None

@@ -104,12 +104,15 @@ async def subscribe_resource(actor: ServerActor, uri: str, timeout: float | None
     )
 
 
-async def unsubscribe_resource(actor: ServerActor, uri: str, timeout: float) -> None:
+async def unsubscribe_resource(actor: ServerActor, uri: str, timeout: float) -> bool:
     """``resources/unsubscribe``, only if the server is live now: a new run has no subscriptions to
-    undo. Raises what ``subscribe_resource`` does."""
-    if actor.link is not None and actor.state in LIVE_STATES:
-        unsubscribe = "resources/unsubscribe"
-        await _on_resource(actor, uri, unsubscribe, lambda s: s.unsubscribe_resource(uri), timeout=timeout)
+    undo. True once the server took it, False when nothing was sent. Raises what
+    ``subscribe_resource`` does."""
+    if actor.link is None or actor.state not in LIVE_STATES:
+        return False
+    unsubscribe = "resources/unsubscribe"
+    await _on_resource(actor, uri, unsubscribe, lambda s: s.unsubscribe_resource(uri), timeout=timeout)
+    return True
 
 
 async def set_log_level(actor: ServerActor, level: LogLevel, timeout: float) -> bool:
