@@ -30,7 +30,9 @@ What a test can ask of it, besides the lists:
   ``full://held`` how many ``resources/(un)subscribe`` wait now: with ``--hold PATH`` each waits
   while the file PATH exists, then takes effect (even when cancelled meanwhile, as a server that
   treats cancellation as advice does) and is answered; with ``--refuse PATH`` each is refused
-  (-32603, nothing taken) while the file PATH exists, as a server not ready for them would.
+  (nothing taken) while the file PATH exists: with -32603, as a server not ready for them would,
+  or with the code the file holds (-32002: the resource does not exist); ``full://asked`` gives
+  how many ``resources/(un)subscribe`` it received so far, refused ones included.
 
 ``--plain-description TEXT`` gives ``plain`` a description, ``--plain-fields JSON`` the fields of that
 object (wire names: ``{"annotations": {"readOnlyHint": true}}``): the same tool, changed (a rug pull).
@@ -185,6 +187,8 @@ class FullServer:
         self._hold = hold
         self._held = 0
         """``resources/(un)subscribe`` requests waiting while the file ``hold`` exists."""
+        self._asked = 0
+        """``resources/(un)subscribe`` requests received."""
         self._refuse = refuse
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
@@ -263,6 +267,8 @@ class FullServer:
 
     def _subscription(self, subscribe: bool, uri: str) -> None:
         """Take or drop ``uri`` once the ``--hold`` file is gone; refused while the ``--refuse`` one is."""
+        with self._lock:
+            self._asked += 1
         held = self._hold is not None and os.path.exists(self._hold)
         if held:
             with self._lock:
@@ -271,17 +277,19 @@ class FullServer:
                 time.sleep(0.02)
         with self._lock:  # taken as it stops waiting: a test that saw it wait, then not, sees it
             self._held -= held
-            if self._refuse is not None and os.path.exists(self._refuse):
-                raise RpcError(-32603, "not taking subscriptions now", {"uri": uri})
+            if self._refuse is not None and (code := _refusal(self._refuse)) is not None:
+                message = "Resource not found" if code == -32002 else "not taking subscriptions now"
+                raise RpcError(code, message, {"uri": uri})
             if subscribe:
                 self.subscribed.add(uri)
             else:
                 self.subscribed.discard(uri)
 
     def _read(self, uri: str) -> dict[str, Any]:
-        if uri in ("full://subscribed", "full://held"):
+        if uri in ("full://subscribed", "full://held", "full://asked"):
             with self._lock:
-                told = sorted(self.subscribed) if uri == "full://subscribed" else self._held
+                counts = {"full://held": self._held, "full://asked": self._asked}
+                told = sorted(self.subscribed) if uri == "full://subscribed" else counts[uri]
             return {"contents": [{"uri": uri, "text": json.dumps(told)}]}
         if uri == "full://fail":
             raise RpcError(-32603, "disk on fire", {"retryAfter": 5})
@@ -352,6 +360,16 @@ class FullServer:
         elif name == "levels":
             return {"content": [{"type": "text", "text": json.dumps(self.levels)}]}
         return {"content": [{"type": "text", "text": f"{name} done"}], "_meta": META, **LATER}
+
+
+def _refusal(path: str) -> int | None:
+    """The code to refuse with while the file ``path`` exists: the number it holds, else -32603."""
+    try:
+        with open(path) as file:
+            text = file.read().strip()
+    except FileNotFoundError:
+        return None
+    return int(text) if text else -32603
 
 
 def serve_stdio(name: str, tools: list[dict[str, Any]], hold: str | None, refuse: str | None) -> None:
@@ -443,7 +461,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tools", type=int, default=0, metavar="N")
     parser.add_argument("--hold", default=None, metavar="PATH", help="(un)subscribes wait while PATH exists")
     parser.add_argument(
-        "--refuse", default=None, metavar="PATH", help="(un)subscribes fail while PATH exists"
+        "--refuse",
+        default=None,
+        metavar="PATH",
+        help="(un)subscribes fail while PATH exists (with -32603, or the code PATH holds)",
     )
     args = parser.parse_args(argv)
     plain = args.plain_fields
