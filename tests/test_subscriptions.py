@@ -491,3 +491,29 @@ async def test_an_unsubscribe_of_a_stopped_server_logs_no_unsubscription(tmp_pat
             assert await hub.unsubscribe("host", "full", "full://r/0")
         assert "resource.unsubscribed" not in [e["event"] for e in logged]
         assert not hub.held("host", "full", "full://r/0")
+
+
+async def test_a_host_cycling_through_distinct_uris_leaves_nothing_behind(tmp_path: Path) -> None:
+    """A host subscribes to and unsubscribes from 10,000 distinct URIs, one after another without
+    waiting for the server, while the server holds another request: the daemon keeps nothing of
+    them. Before, each left its record and its place in the server's queue until the server's task
+    came to it (6 MB for 10,000, for as long as the server held its request)."""
+    async with held_server(tmp_path) as held:
+        hub = gated(held)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hub.subscribe, "host", "full", "full://r/held")
+            await held.until_held(1)
+            tracemalloc.start()
+            try:
+                before = tracemalloc.take_snapshot()
+                for i in range(10_000):
+                    tg.start_soon(hub.subscribe, "host", "full", f"full://r/{i}")
+                    await anyio.lowlevel.checkpoint()  # its wish is recorded
+                    assert await hub.unsubscribe("host", "full", f"full://r/{i}", timeout=1e-6)
+                grown = sum(
+                    stat.size_diff for stat in tracemalloc.take_snapshot().compare_to(before, "filename")
+                )
+            finally:
+                tracemalloc.stop()
+            held.gate.unlink()
+        assert grown < 500_000

@@ -312,7 +312,13 @@ class Subscriptions:
         if not held and join is None:
             return False
         self._owned.get(owner, set()).discard(key)
-        self._make_due(key)
+        if not state.idle():
+            self._make_due(key)
+            return True
+        # Nothing to send: gone at once, not kept until the server's task comes to it (which may be
+        # busy for a while: a host cycling through URIs meanwhile would leave one for each).
+        self._due.get(key[0], {}).pop(key[1], None)
+        self._settled(key, state)
         return True
 
     def _answer(self, key: Key, state: _Uri, error: McpdError | None) -> None:
