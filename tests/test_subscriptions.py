@@ -517,3 +517,32 @@ async def test_a_host_cycling_through_distinct_uris_leaves_nothing_behind(tmp_pa
                 tracemalloc.stop()
             held.gate.unlink()
         assert grown < 500_000
+
+
+async def test_a_server_that_refuses_every_resubscribe_is_asked_one_at_a_time(tmp_path: Path) -> None:
+    """200 URIs are held and the server's new run refuses every resubscribe: while it refuses, the
+    daemon sends it one request at a time, after a backoff (a handful in two seconds); once it takes
+    them again, all are subscribed, one after another, and the holder hears of each (its updates
+    were lost meanwhile). Before, each URI was asked again on a backoff of its own: here every URI
+    every 0.4 s (about 1,000 requests in two seconds), in production every 30 s (333 requests/s
+    for 10,000 held URIs), for as long as the server refused."""
+    uris = sorted(f"full://r/{i}" for i in range(200))
+    async with held_server(tmp_path) as held:
+        hub = held.subscriptions
+        heard: set[str] = set()
+        hub.register("host", lambda server, uri, meta: heard.add(uri))
+        async with anyio.create_task_group() as tg:
+            for uri in uris:
+                tg.start_soon(hub.subscribe, "host", "full", uri)
+        held.refuse.touch()
+        await kill_and_wait_for_the_next_run(held)
+        await anyio.sleep(0.5)  # past the first refusals
+        before = await held.read("full://asked")
+        await anyio.sleep(2)
+        assert await held.read("full://asked") - before <= 10
+        held.refuse.unlink()
+        assert await held.settles_at(lambda: uris) == uris
+        with anyio.fail_after(5):
+            while heard != set(uris):
+                await anyio.sleep(0.02)
+        assert all(hub.held("host", "full", uri) for uri in uris)

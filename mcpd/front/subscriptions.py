@@ -12,12 +12,17 @@ holds it. A subscriber holds a URI from the server's yes on, and is answered the
 A server that starts a new run (a restart, a reload) knows no subscriptions, so they are sent again
 as soon as it runs. A request the server refused or did not answer in time, that leaves its side
 differing from what is wanted (a subscription the holders keep, an unsubscription nobody wants
-undone), is sent again with backoff (``RETRIES``) for as long as it differs; the first failure is
-logged (warning), the recovery too, and the holders of a subscription taken back after failures
-are sent an update of its URI, since changes made meanwhile were told to nobody. Any other failure
-(the server stopped, or does not offer subscriptions) waits for its next run, asked anyway.
-``ResourceUpdated`` events go to the subscribers of that URI, and of any URI it lies under (MCP
-allows an update for a sub-resource of the one subscribed).
+undone), is sent again for as long as it differs; the first failure is logged (warning), the
+recovery too, and the holders of a subscription taken back late are sent an update of its URI,
+since changes made meanwhile were told to nobody. While a server refuses, the requests it is sent
+again (and the new run's resubscribes) wait in line, and one of them at a time is let through,
+after a backoff per server (``RETRIES``): a server refusing 10,000 held URIs is asked once per 30 s,
+not 10,000 times. Once one is taken, the next goes at once. A subscriber's own request (a subscribe,
+the last holder's unsubscribe) is never held back: its answer is awaited.
+
+Any other failure (the server stopped, or does not offer subscriptions) waits for its next run,
+asked anyway. ``ResourceUpdated`` events go to the subscribers of that URI, and of any URI it lies
+under (MCP allows an update for a sub-resource of the one subscribed).
 """
 
 from __future__ import annotations
@@ -63,8 +68,13 @@ MAX_SUBSCRIPTIONS = 10_000
 as it is held, and a client taking millions would grow the daemon without bound."""
 
 RETRIES = RestartPolicy(initial_delay=0.5, max_delay=30.0)
-"""Delays between the attempts of a (un)subscription the server refused or did not answer: sent
-again at most every 30 s for as long as it is due, as a crashing server is restarted."""
+"""Delays between a server's refusals (or silences) and the next request let through to it: at
+most every 30 s while it refuses, for as long as one is due, as a crashing server is restarted."""
+
+MAX_UNSUBSCRIBES_WAITING = 1_000
+"""Unsubscriptions of one server's that wait in line while it refuses; past it the oldest is left to
+its next run. Nobody holds them, so nothing else bounds them: a host cycling through distinct URIs
+of a server that takes subscribes and refuses unsubscribes would add one a cycle."""
 
 UNSUBSCRIBE_ATTEMPTS = 8
 """Attempts at an unsubscription the server refuses before it is left to the server's next run
@@ -107,7 +117,7 @@ class _Join:
 class _Uri:
     """One URI of one server: who wants it, and what the server has."""
 
-    __slots__ = ("failures", "holders", "joining", "rerun", "retry", "server", "settled", "unsubscribing")
+    __slots__ = ("failures", "holders", "joining", "rerun", "server", "settled", "unsubscribing")
 
     def __init__(self) -> None:
         self.holders: set[Hashable] = set()
@@ -126,8 +136,6 @@ class _Uri:
         all of one kind (``unsubscribing``)."""
         self.unsubscribing = False
         """The kind of attempts ``failures`` counts: unsubscribes, or subscribes."""
-        self.retry: asyncio.TimerHandle | None = None
-        """The next attempt, due after a failure (``RETRIES``)."""
 
     def wanted(self) -> bool:
         return bool(self.holders) or any(join.allowed for join in self.joining.values())
@@ -140,6 +148,44 @@ class _Uri:
 
     def idle(self) -> bool:
         return not self.holders and not self.joining and self.server is False
+
+    def again(self, unsubscribing: bool) -> bool:
+        """A request of this kind would be the daemon's own, sent again: no subscriber waits for it
+        (none joins), and it is a new run's resubscribe or follows a failure of its kind."""
+        if unsubscribing:
+            return bool(self.failures) and self.unsubscribing
+        if any(join.allowed for join in self.joining.values()):
+            return False
+        return self.rerun or (bool(self.failures) and not self.unsubscribing)
+
+
+class _Pace:
+    """One server's requests sent again while it refuses: they wait in line, one let through at a time."""
+
+    __slots__ = ("failures", "probe", "resubscribes", "timer", "unsubscribes")
+
+    def __init__(self) -> None:
+        self.failures = 0
+        """Requests in a row the server refused or did not answer: the backoff's attempt."""
+        self.resubscribes: dict[str, None] = {}
+        """URIs whose subscription waits in line, oldest first; let through before ``unsubscribes``
+        (holders wait for their updates, nobody for an unsubscription)."""
+        self.unsubscribes: dict[str, None] = {}
+        self.probe: str | None = None
+        """The URI let through, until its turn (``_settle``)."""
+        self.timer: asyncio.TimerHandle | None = None
+        """When the next is let through."""
+
+    def leave(self, uri: str) -> bool:
+        """``uri`` comes to its turn: it waits in line no more; whether it did (or was let through)."""
+        if self.probe == uri:
+            self.probe = None
+            return True
+        for line in (self.resubscribes, self.unsubscribes):
+            if uri in line:
+                del line[uri]
+                return True
+        return False
 
 
 class Subscriptions:
@@ -158,6 +204,8 @@ class Subscriptions:
         self._owned: dict[Hashable, set[Key]] = {}
         """What each subscriber holds or is joining (the limit counts both)."""
         self._deliver: dict[Hashable, Deliver] = {}
+        self._paces: dict[str, _Pace] = {}
+        """The servers that refused (or did not answer) their last request, or have requests in line."""
         self._due: dict[str, dict[str, None]] = {}
         """By server, the URIs whose server side may differ from what is wanted, in the order they
         changed; a server is here while its ``_work`` task runs. One task per server, not per URI:
@@ -276,6 +324,7 @@ class Subscriptions:
             ServerState.STARTING,
             ServerState.RUNNING,
         ):
+            self._forget_pace(event.server)  # a new run may take them all: each is sent again once
             for uri, state in self._uris.get(event.server, {}).items():
                 state.server = False  # a new run knows no subscriptions
                 state.rerun = bool(state.holders)
@@ -318,6 +367,9 @@ class Subscriptions:
         # Nothing to send: gone at once, not kept until the server's task comes to it (which may be
         # busy for a while: a host cycling through URIs meanwhile would leave one for each).
         self._due.get(key[0], {}).pop(key[1], None)
+        pace = self._paces.get(key[0])
+        if pace is not None and pace.leave(key[1]):
+            self._go_on(key[0])
         self._settled(key, state)
         return True
 
@@ -368,40 +420,121 @@ class Subscriptions:
             self._settled(key, state)
 
     async def _settle(self, key: Key) -> None:
-        state = self._uris.get(key[0], {}).get(key[1])
-        if state is None:
-            return
-        if state.retry is not None:
-            state.retry.cancel()  # this is the attempt
-            state.retry = None
+        server, uri = key
+        pace = self._paces.get(server)
+        probe = pace is not None and pace.probe == uri
+        late = pace is not None and pace.leave(uri)  # its updates were told to nobody while it waited
+        try:
+            state = self._uris.get(server, {}).get(uri)
+            if state is not None:
+                await self._bring_in_line(key, state, probe, late)
+        finally:
+            self._go_on(server)
+
+    async def _bring_in_line(self, key: Key, state: _Uri, probe: bool, late: bool) -> None:
         failure: McpdError | None = None
         if state.wanted():
             if state.server is True:
                 state.rerun = False  # a subscribe under way at the restart reached the new run
                 self._answer(key, state, None)
-            else:
-                failure = await self._subscribe(key, state)
+            elif probe or not self._waits(key, state, unsubscribing=False):
+                failure = await self._subscribe(key, state, late)
         # Also right after a subscription that everyone withdrew from while the server took it (or
         # that may have reached it, failing): nothing else would undo it.
-        if not state.wanted() and state.server is not False:
+        if (
+            not state.wanted()
+            and state.server is not False
+            and (probe or not self._waits(key, state, unsubscribing=True))
+        ):
             state.server = None  # while the request is out: a subscriber joining now waits for it
             failure = await self._unsubscribe(key, state)
             state.server = None if failure is not None else False
+        self._after(key, state, failure)
+        if key[1] not in self._due.get(key[0], ()):
+            self._settled(key, state)
+
+    def _after(self, key: Key, state: _Uri, failure: McpdError | None) -> None:
+        """Count the failure that leaves the server's side differing, and put the request in line."""
         if state.server is state.wanted():
             state.failures = 0  # in line: subscribed exactly when wanted
         elif isinstance(failure, _RETRIED):
             state.failures += 1
-            if state.wanted() or state.failures < UNSUBSCRIBE_ATTEMPTS:
-                delay = backoff_delay(state.failures, self._retries, random.random())
-                state.retry = asyncio.get_running_loop().call_later(delay, self._make_due, key)
+            pace = self._paces.setdefault(key[0], _Pace())
+            pace.failures += 1
+            if state.wanted():
+                pace.resubscribes[key[1]] = None
+            elif state.failures < UNSUBSCRIBE_ATTEMPTS:
+                self._wait_unsubscribe(key, pace)
             else:
                 # Perhaps it never took it (a subscribe that timed out) and says so each time.
-                log.warning(
-                    "resource.unsubscribe_abandoned", server=key[0], uri=key[1], attempts=state.failures
-                )
-                state.server, state.failures = False, 0
-        if key[1] not in self._due.get(key[0], ()):
-            self._settled(key, state)
+                self._abandon(key, state)
+
+    def _waits(self, key: Key, state: _Uri, unsubscribing: bool) -> bool:
+        """Whether the request of this kind waits in line (and now does): the daemon's own, sent
+        again to a server that refuses."""
+        pace = self._paces.get(key[0])
+        if pace is None or not pace.failures or not state.again(unsubscribing):
+            return False
+        if unsubscribing:
+            self._wait_unsubscribe(key, pace)
+        else:
+            pace.resubscribes[key[1]] = None
+        return True
+
+    def _wait_unsubscribe(self, key: Key, pace: _Pace) -> None:
+        pace.unsubscribes[key[1]] = None
+        if len(pace.unsubscribes) > MAX_UNSUBSCRIBES_WAITING:
+            oldest = next(iter(pace.unsubscribes))
+            del pace.unsubscribes[oldest]
+            state = self._uris.get(key[0], {}).get(oldest)
+            if state is not None:
+                self._abandon((key[0], oldest), state)
+                self._settled((key[0], oldest), state)
+
+    def _abandon(self, key: Key, state: _Uri) -> None:
+        """An unsubscription is left to the server's next run, said in the log."""
+        log.warning("resource.unsubscribe_abandoned", server=key[0], uri=key[1], attempts=state.failures)
+        state.server, state.failures = False, 0
+
+    def _taken(self, server: str) -> None:
+        """The server took a request: the next one waiting goes at once (``_go_on``)."""
+        pace = self._paces.get(server)
+        if pace is not None:
+            pace.failures = 0
+            if pace.timer is not None:
+                pace.timer.cancel()
+                pace.timer = None
+
+    def _go_on(self, server: str) -> None:
+        """Let the next request waiting in line through when its time comes: one at a time, at once
+        after the server took one, after the backoff while it refuses."""
+        pace = self._paces.get(server)
+        if pace is None or pace.probe is not None or pace.timer is not None:
+            return
+        if not pace.resubscribes and not pace.unsubscribes:
+            del self._paces[server]  # a refusal after this starts from the first delay again
+        elif pace.failures:
+            delay = backoff_delay(pace.failures, self._retries, random.random())
+            pace.timer = asyncio.get_running_loop().call_later(delay, self._let_through, server)
+        else:
+            self._let_through(server)
+
+    def _let_through(self, server: str) -> None:
+        pace = self._paces.get(server)
+        if pace is None:
+            return
+        pace.timer = None
+        line = pace.resubscribes or pace.unsubscribes
+        if pace.probe is None and line:
+            uri = next(iter(line))
+            del line[uri]
+            pace.probe = uri
+            self._make_due((server, uri))
+
+    def _forget_pace(self, server: str) -> None:
+        pace = self._paces.pop(server, None)
+        if pace is not None and pace.timer is not None:
+            pace.timer.cancel()
 
     def _settled(self, key: Key, state: _Uri) -> None:
         if state.settled is not None:
@@ -413,7 +546,7 @@ class Subscriptions:
             if not uris:
                 self._uris.pop(key[0], None)
 
-    async def _subscribe(self, key: Key, state: _Uri) -> McpdError | None:
+    async def _subscribe(self, key: Key, state: _Uri, late: bool) -> McpdError | None:
         server, uri = key
         rerun, state.rerun = state.rerun, False
         # As long as the most patient subscriber waits (each gives up at its own deadline): the
@@ -428,13 +561,15 @@ class Subscriptions:
             await surface_requests.subscribe_resource(self._supervisor.actor(server), uri, timeout)
         except McpdError as exc:
             state.server = None if isinstance(exc, _MAYBE_SENT) else False
-            if state.holders and not state.failures:
-                # Said once: the holders keep their subscription, asked for again (``_settle``).
+            if state.holders and not state.failures and not late:
+                # Said once (the first that waited in line was said): the holders keep their
+                # subscription, asked for again (``_settle``).
                 log.warning("resource.resubscribe_failed", server=server, uri=uri, error=exc.message)
             self._answer(key, state, exc)
             return exc
         state.server = True
-        missed = set(state.holders) if state.failures else set()
+        self._taken(server)
+        missed = set(state.holders) if state.failures or late else set()
         event = "resource.resubscribed" if rerun or missed else "resource.subscribed"
         log.info(event, server=server, uri=uri, attempts=state.failures + 1)
         # The changes made while the server had no subscription were told to nobody.
@@ -455,5 +590,6 @@ class Subscriptions:
                 log.warning("resource.unsubscribe_failed", server=server, uri=uri, error=exc.message)
             return exc
         if sent:  # else the server is not live: its next run has no subscriptions to undo
+            self._taken(server)
             log.info("resource.unsubscribed", server=server, uri=uri)
         return None
