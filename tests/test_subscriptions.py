@@ -1,8 +1,8 @@
 """The shared subscriptions (``mcpd.front.subscriptions``) against a real server whose
 ``resources/(un)subscribe`` wait while a file exists (``mcpd.testing.fullserver --hold``), or are
-refused while another does (``--refuse``): requests that cross, are cancelled or withdrawn while
-one is at the server, refused, or cut off by a restart. After any of them settles, the server is
-subscribed to a URI exactly when a subscriber holds it."""
+refused while another does (``--refuse``; with the code it holds, if any): requests that cross,
+are cancelled or withdrawn while one is at the server, refused, or cut off by a restart. After any
+of them settles, the server is subscribed to a URI exactly when a subscriber holds it."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ import pytest
 import structlog
 
 from mcpd.config.model import Config, RestartPolicy
-from mcpd.errors import CallTimeout, McpdError
+from mcpd.errors import CallTimeout, McpdError, UnknownResource
 from mcpd.front import subscriptions
-from mcpd.front.subscriptions import UNSUBSCRIBE_ATTEMPTS, Subscriptions
+from mcpd.front.subscriptions import SUBSCRIPTION_ENDED, UNSUBSCRIBE_ATTEMPTS, Subscriptions
 from mcpd.model.states import ServerState
 from mcpd.supervisor import surface_requests
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor
@@ -546,3 +546,37 @@ async def test_a_server_that_refuses_every_resubscribe_is_asked_one_at_a_time(tm
             while heard != set(uris):
                 await anyio.sleep(0.02)
         assert all(hub.held("host", "full", uri) for uri in uris)
+
+
+@pytest.mark.parametrize("code", [-32002, -32602])
+async def test_a_resubscribe_answered_not_found_ends_the_subscription_and_tells_its_holder(
+    tmp_path: Path, code: int
+) -> None:
+    """The server's new run says the resource held does not exist (-32002, as MCP said until
+    2025-11-25; -32602 since): asked again it would say the same, so the subscription ends. Its
+    holder holds it no more and is told (a last update of the URI, its ``_meta`` saying why, and
+    ``Ended``), the server is asked no more, and a subscribe of it now gets the server's error.
+    Before, it was refused like a server not ready yet: asked again every 30 s for as long as the
+    daemon ran, the holder waiting for updates that would never come."""
+    async with held_server(tmp_path) as held:
+        hub = held.subscriptions
+        heard: list[tuple[str, dict[str, Any] | None]] = []
+        ended: list[str] = []
+        hub.register(
+            "host", lambda server, uri, meta: heard.append((uri, meta)), lambda s, uri: ended.append(uri)
+        )
+        await hub.subscribe("host", "full", "full://r/0")
+        held.refuse.write_text(str(code))
+        with structlog.testing.capture_logs() as logged:
+            await kill_and_wait_for_the_next_run(held)
+            told = await until_logged(logged, "resource.subscription_ended")
+        assert (told["uri"], told["holders"]) == ("full://r/0", 1)
+        assert not hub.held("host", "full", "full://r/0")
+        assert ended == ["full://r/0"]
+        [(uri, meta)] = heard
+        assert uri == "full://r/0" and meta is not None and "full://r/0" in meta[SUBSCRIPTION_ENDED]
+        asked = await held.read("full://asked")
+        await anyio.sleep(1)  # a refusal would have been sent again twice by now
+        assert await held.read("full://asked") == asked
+        with pytest.raises(UnknownResource):
+            await hub.subscribe("host", "full", "full://r/0")

@@ -787,7 +787,7 @@ class HostSession:
             self._settle((uri,))
 
     async def _take(self, uri: str) -> None:
-        self.core.subscriptions.register(self, self._resource_updated)
+        self.core.subscriptions.register(self, self._resource_updated, self._subscription_ended)
         await surface.subscribe(self.core, self, ReadParams(uri=uri))
 
     async def unsubscribe(self, uri: str) -> None:
@@ -828,6 +828,10 @@ class HostSession:
             uri=qualify_uri(server, uri), meta=msgspec.UNSET if meta_ is None else meta_
         )
         self._advise(mcp.RESOURCE_UPDATED, params)
+
+    def _subscription_ended(self, server: str, uri: str) -> None:
+        # The relay (or the saved state) hears of it too: a new daemon must not take it again.
+        self._settle((qualify_uri(server, uri),))
 
     async def _subscribe_again(self, uris: list[str]) -> None:
         """A resumed session's subscriptions to one server, taken again in this daemon (it may still

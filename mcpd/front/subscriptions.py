@@ -20,6 +20,12 @@ after a backoff per server (``RETRIES``): a server refusing 10,000 held URIs is 
 not 10,000 times. Once one is taken, the next goes at once. A subscriber's own request (a subscribe,
 the last holder's unsubscribe) is never held back: its answer is awaited.
 
+A server that says the resource does not exist (``NOT_FOUND``) ends its subscription: asking again
+would not change it, and a holder must not wait for updates that will never come. The holders of
+an ended subscription hold it no more, and are told as MCP lets a host be told: an
+update of the URI (a host that reads it again learns that it is gone), whose ``_meta`` says why
+(``SUBSCRIPTION_ENDED``), and ``Ended`` for a subscriber that keeps its own list (a relay).
+
 Any other failure (the server stopped, or does not offer subscriptions) waits for its next run,
 asked anyway. ``ResourceUpdated`` events go to the subscribers of that URI, and of any URI it lies
 under (MCP allows an update for a sub-resource of the one subscribed).
@@ -44,8 +50,10 @@ from mcpd.errors import (
     TransportError,
     UnknownResource,
     UnknownServer,
+    server_refusal,
 )
 from mcpd.front.background import Background
+from mcpd.model import mcp
 from mcpd.model.servers import ResourceUpdated, ServerEvent, StateChanged
 from mcpd.model.states import ServerState
 from mcpd.supervisor import surface_requests
@@ -57,8 +65,20 @@ log = structlog.get_logger("mcpd.front")
 Deliver = Callable[[str, str, dict[str, Any] | None], None]
 """Tells one subscriber of an update: (server, the server's own URI, the notification's ``_meta``);
 must not block."""
+Ended = Callable[[str, str], None]
+"""Tells one subscriber that it holds a subscription no more: (server, the server's own URI); told
+after the update that says so (``SUBSCRIPTION_ENDED``); must not block."""
 Key = tuple[str, str]
 Check = Callable[[], Awaitable[object]]
+
+SUBSCRIPTION_ENDED = "mcpd/subscriptionEnded"
+"""The ``_meta`` key of the last update of a subscription that ended (the resource is gone, or its
+server was removed), its value why: MCP has no notification for it, and a host that only reads
+the resource again learns it too."""
+
+NOT_FOUND = frozenset({mcp.RESOURCE_NOT_FOUND, mcp.INVALID_PARAMS})
+"""A server's codes for "no such resource": -32002 in MCP up to 2025-11-25, -32602 from 2026-07-28
+on (SEP-2164, which asks clients to take both)."""
 
 UNSUBSCRIBE_TIMEOUT = 10.0
 """Seconds an ``resources/unsubscribe`` may take, and an unsubscriber waits for it."""
@@ -204,6 +224,7 @@ class Subscriptions:
         self._owned: dict[Hashable, set[Key]] = {}
         """What each subscriber holds or is joining (the limit counts both)."""
         self._deliver: dict[Hashable, Deliver] = {}
+        self._ended: dict[Hashable, Ended] = {}
         self._paces: dict[str, _Pace] = {}
         """The servers that refused (or did not answer) their last request, or have requests in line."""
         self._due: dict[str, dict[str, None]] = {}
@@ -215,11 +236,14 @@ class Subscriptions:
         self.run = self._background.run
         """Own the tasks that bring the servers in line, until cancelled."""
 
-    def register(self, owner: Hashable, deliver: Deliver) -> bool:
-        """Make ``owner`` a subscriber that hears through ``deliver``; False if it already was one."""
+    def register(self, owner: Hashable, deliver: Deliver, ended: Ended | None = None) -> bool:
+        """Make ``owner`` a subscriber that hears through ``deliver`` (and ``ended``, see
+        ``Ended``); False if it already was one."""
         if owner in self._deliver:
             return False
         self._deliver[owner] = deliver
+        if ended is not None:
+            self._ended[owner] = ended
         self._owned[owner] = set()
         return True
 
@@ -307,6 +331,7 @@ class Subscriptions:
         """``owner`` is gone: release all it held or was joining; what nobody wants any more is
         unsubscribed."""
         self._deliver.pop(owner, None)
+        self._ended.pop(owner, None)
         for server, uri in self._owned.pop(owner, set()):
             state = self._uris.get(server, {}).get(uri)
             if state is not None:
@@ -372,6 +397,24 @@ class Subscriptions:
             self._go_on(key[0])
         self._settled(key, state)
         return True
+
+    def _end(self, key: Key, state: _Uri, error: McpdError) -> int:
+        """The holders of ``key`` hold it no more, and are told why (``SUBSCRIPTION_ENDED``); how
+        many there were."""
+        holders, state.holders = state.holders, set()
+        server, uri = key
+        for owner in holders:
+            self._owned.get(owner, set()).discard(key)
+        self._tell(holders, server, uri, {SUBSCRIPTION_ENDED: error.message})
+        for owner in holders:
+            ended = self._ended.get(owner)
+            if ended is None:
+                continue
+            try:
+                ended(server, uri)
+            except Exception:
+                log.exception("subscription.delivery_failed", server=server, uri=uri)
+        return len(holders)
 
     def _answer(self, key: Key, state: _Uri, error: McpdError | None) -> None:
         """The server's answer to the allowed joins: each holds it now, or is told ``error``."""
@@ -561,11 +604,18 @@ class Subscriptions:
             await surface_requests.subscribe_resource(self._supervisor.actor(server), uri, timeout)
         except McpdError as exc:
             state.server = None if isinstance(exc, _MAYBE_SENT) else False
-            if state.holders and not state.failures and not late:
+            gone = _gone(exc)
+            if gone:
+                self._taken(server)  # an answer, if not a yes: the server takes requests
+            elif state.holders and not state.failures and not late:
                 # Said once (the first that waited in line was said): the holders keep their
                 # subscription, asked for again (``_settle``).
                 log.warning("resource.resubscribe_failed", server=server, uri=uri, error=exc.message)
             self._answer(key, state, exc)
+            if gone and (holders := self._end(key, state, exc)):
+                log.warning(
+                    "resource.subscription_ended", server=server, uri=uri, holders=holders, error=exc.message
+                )
             return exc
         state.server = True
         self._taken(server)
@@ -586,6 +636,9 @@ class Subscriptions:
         except UnknownServer:
             return None  # gone, and its subscriptions with it
         except McpdError as exc:
+            if _gone(exc):
+                self._taken(server)
+                return None  # no such resource: no subscription to it either
             if not state.failures:  # said once: asked again while nobody wants it (``_settle``)
                 log.warning("resource.unsubscribe_failed", server=server, uri=uri, error=exc.message)
             return exc
@@ -593,3 +646,9 @@ class Subscriptions:
             self._taken(server)
             log.info("resource.unsubscribed", server=server, uri=uri)
         return None
+
+
+def _gone(exc: McpdError) -> bool:
+    """The server refused because the resource does not exist (``NOT_FOUND``)."""
+    refusal = server_refusal(exc)
+    return isinstance(exc, UnknownResource) and refusal is not None and refusal.code in NOT_FOUND
