@@ -22,15 +22,20 @@ import anyio
 import anyio.lowlevel
 import pytest
 import structlog
+from test_front import initialize, peer
 
+from mcpd.client.aio import connect
 from mcpd.config.model import Config, RestartPolicy
 from mcpd.errors import CallTimeout, McpdError, UnknownResource
 from mcpd.front import subscriptions
 from mcpd.front.subscriptions import SUBSCRIPTION_ENDED, UNSUBSCRIBE_ATTEMPTS, Subscriptions
+from mcpd.model.mcp import RESOURCE_UPDATED, SUBSCRIPTIONS_NOTIFICATION, SessionState
+from mcpd.model.servers import ResourceUpdated
 from mcpd.model.states import ServerState
 from mcpd.supervisor import surface_requests
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor
-from mcpd.testing import fullserver_config
+from mcpd.testing import fullserver_config, fullserver_toml
+from mcpd.testing.daemon import running_daemon
 
 pytestmark = pytest.mark.anyio
 
@@ -580,3 +585,55 @@ async def test_a_resubscribe_answered_not_found_ends_the_subscription_and_tells_
         assert await held.read("full://asked") == asked
         with pytest.raises(UnknownResource):
             await hub.subscribe("host", "full", "full://r/0")
+
+
+async def test_a_server_removed_by_reload_ends_its_subscriptions_for_good(tmp_path: Path) -> None:
+    """``mcpd reload`` removes the server whose resource a socket client and an MCP host (behind a
+    relay that keeps its subscriptions) hold: each hears a last update saying it ended, the relay
+    drops it from the set it resumes sessions with, and when a server of that name is configured
+    again (another one, perhaps) it is not subscribed for them. Before, they kept the subscription,
+    were told nothing, and the next server of that name was subscribed again for them."""
+    uri = "mcpd://full/full://r/0"
+    config = tmp_path / "config.toml"
+    config.write_text(fullserver_toml("full"))
+    async with running_daemon(config) as running:
+        await running.wait_for("server.state", server="full", new="running", timeout=60)
+        host = await peer(running, SessionState(subscription_deltas=True))
+
+        def host_subscribes() -> None:
+            host.request(0, "initialize", initialize("2025-06-18"))
+            host.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+            host.request(1, "resources/subscribe", {"uri": uri})
+            host.seen.clear()
+
+        def host_told() -> list[dict[str, Any]]:
+            while not any(
+                m["method"] == SUBSCRIPTIONS_NOTIFICATION and m["params"].get("removed") == [uri]
+                for m in host.seen
+            ):
+                host.seen += [json.loads(frame) for frame in host.receive()]
+            return [m["params"] for m in host.seen if m["method"] == RESOURCE_UPDATED]
+
+        try:
+            await anyio.to_thread.run_sync(host_subscribes)
+            async with connect(running.socket) as client:
+                events = client.events()
+                await client.subscribe_resource(uri)
+                config.write_text("")
+                await client.reload()
+                with anyio.fail_after(10):
+                    event = await events.receive()
+                    [updated] = await anyio.to_thread.run_sync(host_told, abandon_on_cancel=True)
+                assert isinstance(event, ResourceUpdated) and event.uri == uri
+                assert event.meta is not None and "removed" in event.meta[SUBSCRIPTION_ENDED]
+                assert updated["uri"] == uri and "removed" in updated["_meta"][SUBSCRIPTION_ENDED]
+                mark = len(running.events)
+                config.write_text(fullserver_toml("full"))
+                await client.reload()
+                await running.wait_for("server.state", server="full", new="running", after=mark, timeout=60)
+                subscribed = await client.read_resource("mcpd://full/full://subscribed")
+                assert json.loads(subscribed.contents[0].text or "") == []
+                assert not await client.unsubscribe_resource(uri)
+        finally:
+            host.channel.close()
+        assert "resource.resubscribed" not in [e.get("event") for e in running.events[mark:]]

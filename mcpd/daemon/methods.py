@@ -126,6 +126,8 @@ class Daemon(Core):
             # apply() is bounded by the servers' stop grace periods.
             with anyio.CancelScope(shield=True):
                 plan = await self.supervisor.apply(config)
+            for name in plan.removed:  # a server of that name later may be another one
+                self.subscriptions.forget(name)
             waiting = self._restart_needed(config.daemon)
             # What is in force stays said as it is: the settings apply at the next start.
             self.config = msgspec.structs.replace(config, daemon=self.config.daemon)

@@ -21,8 +21,9 @@ not 10,000 times. Once one is taken, the next goes at once. A subscriber's own r
 the last holder's unsubscribe) is never held back: its answer is awaited.
 
 A server that says the resource does not exist (``NOT_FOUND``) ends its subscription: asking again
-would not change it, and a holder must not wait for updates that will never come. The holders of
-an ended subscription hold it no more, and are told as MCP lets a host be told: an
+would not change it, and a holder must not wait for updates that will never come. Nor do those of
+a server removed from the config (``forget``): a server of that name later may be another one. The
+holders of an ended subscription hold it no more, and are told as MCP lets a host be told: an
 update of the URI (a host that reads it again learns that it is gone), whose ``_meta`` says why
 (``SUBSCRIPTION_ENDED``), and ``Ended`` for a subscriber that keeps its own list (a relay).
 
@@ -356,6 +357,25 @@ class Subscriptions:
                 state.failures = 0  # its own failures are said again
                 self._make_due((event.server, uri))
 
+    def forget(self, server: str) -> None:
+        """``server`` is configured no more (a reload removed it): its subscriptions end, their
+        holders told, subscribes waiting for it get ``UnknownServer``, and nothing of it is sent to
+        a server of that name later (which may be another one)."""
+        uris = self._uris.pop(server, {})
+        self._forget_pace(server)
+        due = self._due.get(server)
+        if due is not None:
+            due.clear()  # its task ends after the request under way, which finds nothing of it after
+        error = UnknownServer(f"server {server!r} was removed from the config", {"server": server})
+        ended = 0
+        for uri, state in uris.items():
+            self._answer((server, uri), state, error)
+            ended += bool(self._end((server, uri), state, error))
+            if state.settled is not None:
+                state.settled.set()
+        if ended:  # one line, not one per URI: a host may have held thousands
+            log.warning("resource.subscriptions_ended", server=server, uris=ended, error=error.message)
+
     def _tell(self, owners: set[Hashable], server: str, uri: str, meta: dict[str, Any] | None) -> None:
         for owner in owners:
             deliver = self._deliver.get(owner)
@@ -482,6 +502,8 @@ class Subscriptions:
                 self._answer(key, state, None)
             elif probe or not self._waits(key, state, unsubscribing=False):
                 failure = await self._subscribe(key, state, late)
+                if self._uris.get(key[0], {}).get(key[1]) is not state:
+                    return  # its server was removed meanwhile (``forget``)
         # Also right after a subscription that everyone withdrew from while the server took it (or
         # that may have reached it, failing): nothing else would undo it.
         if (
@@ -491,6 +513,8 @@ class Subscriptions:
         ):
             state.server = None  # while the request is out: a subscriber joining now waits for it
             failure = await self._unsubscribe(key, state)
+            if self._uris.get(key[0], {}).get(key[1]) is not state:
+                return
             state.server = None if failure is not None else False
         self._after(key, state, failure)
         if key[1] not in self._due.get(key[0], ()):
@@ -603,6 +627,8 @@ class Subscriptions:
         try:
             await surface_requests.subscribe_resource(self._supervisor.actor(server), uri, timeout)
         except McpdError as exc:
+            if self._uris.get(server, {}).get(uri) is not state:
+                return exc  # its server was removed meanwhile (``forget``)
             state.server = None if isinstance(exc, _MAYBE_SENT) else False
             gone = _gone(exc)
             if gone:
@@ -617,6 +643,8 @@ class Subscriptions:
                     "resource.subscription_ended", server=server, uri=uri, holders=holders, error=exc.message
                 )
             return exc
+        if self._uris.get(server, {}).get(uri) is not state:
+            return None
         state.server = True
         self._taken(server)
         missed = set(state.holders) if state.failures or late else set()
