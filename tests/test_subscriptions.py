@@ -637,3 +637,28 @@ async def test_a_server_removed_by_reload_ends_its_subscriptions_for_good(tmp_pa
         finally:
             host.channel.close()
         assert "resource.resubscribed" not in [e.get("event") for e in running.events[mark:]]
+
+
+async def test_unsubscriptions_waiting_for_a_refusing_server_are_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host drops more URIs than may wait in line for a server that refuses unsubscribes
+    (``MAX_UNSUBSCRIBES_WAITING``, 5 here): the oldest past the bound are left to the server's next
+    run at once, said in the log, so that a host cycling through URIs of such a server cannot grow
+    the line (nobody holds them). Without the bound each waited for its eight attempts, which the
+    server is sent one at a time: every URI in line would stay for minutes."""
+    monkeypatch.setattr(subscriptions, "MAX_UNSUBSCRIBES_WAITING", 5)
+    uris = [f"full://r/{i}" for i in range(8)]
+    async with held_server(tmp_path) as held:
+        hub = held.subscriptions
+        hub.register("host", ignore)
+        for uri in uris:
+            await hub.subscribe("host", "full", uri)
+        held.refuse.touch()
+        with structlog.testing.capture_logs() as logged:
+            for uri in uris:
+                assert await hub.unsubscribe("host", "full", uri, timeout=0)
+            with anyio.fail_after(1.5):
+                while sum(e["event"] == "resource.unsubscribe_abandoned" for e in logged) < 3:
+                    await anyio.sleep(0.02)
+        assert not any(hub.held("host", "full", uri) for uri in uris)
