@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 import socket
 from collections.abc import AsyncIterator
@@ -21,7 +22,7 @@ from mcpd.errors import TransportError
 from mcpd.ipc.endpoint import lock_path
 from mcpd.model.protocol import ErrorInfo, Progress, Request, Response
 from mcpd.model.requests import ServerAsk
-from mcpd.model.servers import Event, ServerStatus, StateChanged
+from mcpd.model.servers import SUBSCRIPTION_ENDED, Event, ResourceUpdated, ServerStatus, StateChanged
 from mcpd.testing import fixture_toml, fullserver_toml
 from mcpd.testing.daemon import running_daemon
 
@@ -317,3 +318,41 @@ async def test_a_reconnect_refused_at_the_hello_leaves_no_connection_open(tmp_pa
             return held.recv(1)  # b"": the client closed it
 
         assert await anyio.to_thread.run_sync(refuse_then_read) == b""
+
+
+async def test_a_subscription_that_ended_is_not_restored_after_a_reconnect(tmp_path: Path) -> None:
+    """A reconnecting client's subscription ends (a reload removed its server; the client hears a
+    last update saying so): once the daemon died, the next one, where a server of that name runs
+    again, is not asked to subscribe it. Before, the client kept it in the session it restores, and
+    the new server was subscribed for it."""
+    uri = "mcpd://full/full://r/0"
+    config = tmp_path / "config.toml"
+    config.write_text(fullserver_toml("full"))
+    async with (
+        running_daemon(config) as first,
+        connect(first.socket, reconnect=True, name="restorer") as client,
+    ):
+        await first.wait_for("server.state", server="full", new="running", timeout=60)
+        events = client.events()
+        await client.subscribe_resource(uri)
+        config.write_text("")
+        await client.reload()
+        with anyio.fail_after(10):
+            ended = await events.receive()
+        assert isinstance(ended, ResourceUpdated) and ended.meta and SUBSCRIPTION_ENDED in ended.meta
+        first.signal(signal.SIGKILL)
+        await first.wait_exit()
+        config.write_text(fullserver_toml("full"))
+        async with running_daemon(config, socket=first.socket) as second:
+            await second.wait_for("server.state", server="full", new="running", timeout=60)
+            await client.status()  # returns once the session was restored
+
+            async def subscribed() -> Any:
+                return json.loads(
+                    (await client.read_resource("mcpd://full/full://subscribed")).contents[0].text or ""
+                )
+
+            with anyio.move_on_after(1):  # a restore refused while the server started is sent again
+                while await subscribed() == []:
+                    await anyio.sleep(0.05)
+            assert await subscribed() == []

@@ -69,6 +69,7 @@ from mcpd.model.resources import (
 from mcpd.model.servers import Event, ServerDetail, ServerStatus
 from mcpd.model.tools import ToolResult
 from mcpd.model.usage import ReportResult
+from mcpd.registry.names import qualify_uri
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -326,6 +327,15 @@ def unsubscribe_resource(uri: str, *, server: str | None = None) -> Call[Ok]:
         return isinstance(params, ReadParams) and (params.uri, params.server) == (uri, server)
 
     return Call("resources.unsubscribe", ReadParams(uri=uri, server=server), Ok, withdraws=subscribed)
+
+
+def subscribes_to(call: Call[Any], qualified: str) -> bool:
+    """``call`` is a subscribe to the resource ``qualified`` (``mcpd://server/uri``), however it
+    named it."""
+    params = call.params
+    if call.method != "resources.subscribe" or not isinstance(params, ReadParams):
+        return False
+    return (params.uri if params.server is None else qualify_uri(params.server, params.uri)) == qualified
 
 
 def complete(

@@ -55,7 +55,7 @@ from mcpd.errors import (
 )
 from mcpd.front.background import Background
 from mcpd.model import mcp
-from mcpd.model.servers import ResourceUpdated, ServerEvent, StateChanged
+from mcpd.model.servers import SUBSCRIPTION_ENDED, ResourceUpdated, ServerEvent, StateChanged
 from mcpd.model.states import ServerState
 from mcpd.supervisor import surface_requests
 from mcpd.supervisor.backoff import backoff_delay
@@ -71,11 +71,6 @@ Ended = Callable[[str, str], None]
 after the update that says so (``SUBSCRIPTION_ENDED``); must not block."""
 Key = tuple[str, str]
 Check = Callable[[], Awaitable[object]]
-
-SUBSCRIPTION_ENDED = "mcpd/subscriptionEnded"
-"""The ``_meta`` key of the last update of a subscription that ended (the resource is gone, or its
-server was removed), its value why: MCP has no notification for it, and a host that only reads
-the resource again learns it too."""
 
 NOT_FOUND = frozenset({mcp.RESOURCE_NOT_FOUND, mcp.INVALID_PARAMS})
 """A server's codes for "no such resource": -32002 in MCP up to 2025-11-25, -32602 from 2026-07-28

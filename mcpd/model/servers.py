@@ -117,7 +117,14 @@ class ResourceUpdated(msgspec.Struct, frozen=True, kw_only=True, tag="resource")
     server: str
     uri: str
     meta: dict[str, Any] | None = None
-    """The notification's ``_meta``, as the server sent it."""
+    """The notification's ``_meta``, as the server sent it; or, in the last update of a subscription
+    that ended, ``SUBSCRIPTION_ENDED``."""
+
+
+SUBSCRIPTION_ENDED = "mcpd/subscriptionEnded"
+"""The ``_meta`` key of the last update of a subscription that ended (the server says the resource
+does not exist, or a reload removed the server), its value why; its holders hold it no more. MCP
+has no notification for it, and a host that only reads the resource again learns it too."""
 
 
 class CallActivity(msgspec.Struct, frozen=True, kw_only=True, tag="calls"):
