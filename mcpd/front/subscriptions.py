@@ -94,14 +94,15 @@ of a server that takes subscribes and refuses unsubscribes would add one a cycle
 
 UNSUBSCRIBE_ATTEMPTS = 8
 """Attempts at an unsubscription the server refuses before it is left to the server's next run
-(about a minute, with ``RETRIES``): nobody hears its updates meanwhile, and a server that never
-had it may refuse it for good, while a subscription is asked for as long as somebody holds it."""
+(about a minute with ``RETRIES`` when it waits in line alone, longer behind others): nobody hears
+its updates meanwhile, and a server that never had it may refuse it for good, while a
+subscription is asked for as long as somebody holds it."""
 
 _MAYBE_SENT = (CallTimeout, TransportError)
 """Failures of a request that may have reached the server and taken effect there."""
 _RETRIED = (*_MAYBE_SENT, UnknownResource)
-"""Failures another attempt on the same run may mend: the server refused (not ready yet, say) or
-did not answer this time."""
+"""Failures another attempt on the same run may mend: the server refused (not ready yet, say; not
+because the resource does not exist, ``NOT_FOUND``) or did not answer this time."""
 
 
 def covers(subscribed: str, updated: str) -> bool:
