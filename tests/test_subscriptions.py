@@ -28,9 +28,9 @@ from mcpd.client.aio import connect
 from mcpd.config.model import Config, RestartPolicy
 from mcpd.errors import CallTimeout, McpdError, UnknownResource
 from mcpd.front import subscriptions
-from mcpd.front.subscriptions import SUBSCRIPTION_ENDED, UNSUBSCRIBE_ATTEMPTS, Subscriptions
+from mcpd.front.subscriptions import UNSUBSCRIBE_ATTEMPTS, Subscriptions
 from mcpd.model.mcp import RESOURCE_UPDATED, SUBSCRIPTIONS_NOTIFICATION, SessionState
-from mcpd.model.servers import ResourceUpdated
+from mcpd.model.servers import SUBSCRIPTION_ENDED, ResourceUpdated
 from mcpd.model.states import ServerState
 from mcpd.supervisor import surface_requests
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor
