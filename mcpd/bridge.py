@@ -37,6 +37,7 @@ import msgspec
 from mcpd.client.autostart import ensure_daemon
 from mcpd.client.channel import Channel, open_channel
 from mcpd.errors import DECODE_FAILURES, DaemonNotRunning, McpdError, TransportError
+from mcpd.lines import LineReader, Oversized
 from mcpd.model import mcp
 from mcpd.model.protocol import RESUME_MAX
 from mcpd.readsize import READ_SIZE
@@ -198,6 +199,9 @@ class Relay:
         self._delay = FIRST_DELAY
         self._autostart_at = 0.0
         self._autostart_wait = AUTOSTART_AFTER
+        self._max_frame = 0
+        """The largest message the daemon of the last connection reads (its hello): set at each
+        ``_attach``, the first before the host's input is read."""
         self._daemon_up_since = 0.0
         """When the daemon of the current connection came up (by its hello), else when it was attached."""
 
@@ -212,7 +216,7 @@ class Relay:
             os.set_blocking(self._stdout, False)
         self._attach(self._open(self._resume()))
         self._watch(self._stdin, select.POLLIN)
-        pending = b""
+        lines = LineReader(lambda: self._max_frame)
         input_ended: float | None = None
         while True:
             if input_ended is not None and (
@@ -231,14 +235,13 @@ class Relay:
                         # No more requests, but those already sent still get their answers: a
                         # host (or a script) may close its end right after writing its last line.
                         self._unwatch(self._stdin)
-                        if pending.strip():
-                            self._from_host(pending)  # a last line without its newline
+                        last = lines.end()  # a last line without its newline
+                        if last is not None:
+                            self._from_host(last)
                         input_ended = time.monotonic()
                         continue
-                    *lines, pending = (pending + chunk).split(b"\n")
-                    for line in lines:
-                        if line.strip():
-                            self._from_host(line)
+                    for line in lines.feed(chunk):
+                        self._from_host(line)
                 elif fd == self._stdout:
                     self._flush()
                 elif self.channel is not None:
@@ -283,7 +286,13 @@ class Relay:
 
     # -- host -> daemon ---------------------------------------------------------------------
 
-    def _from_host(self, line: bytes) -> None:
+    def _from_host(self, line: bytes | Oversized) -> None:
+        if isinstance(line, Oversized):
+            # Never kept whole (``LineReader``), so never sent, whatever daemon comes.
+            self._too_large(line.size, line.request_id(), None)
+            return
+        if not line.strip():
+            return
         route = _route_of(line)
         if route is not None and route.method == "initialize":
             self.initialized = True
@@ -298,9 +307,10 @@ class Relay:
     def _forward(self, line: bytes, route: mcp.Route | None) -> None:
         assert self.channel is not None
         request_id = _request_id(route)
-        if len(line) > self.channel.max_frame:
+        if len(line) > self._max_frame:
             # The daemon would cut the connection at it, and every next one as the message was
-            # sent again: refused here, the rest of the session goes on.
+            # sent again: refused here, the rest of the session goes on. (A line read while another
+            # daemon, of a higher limit, was there.)
             self._too_large(len(line), request_id, route)
             return
         if request_id is not None and route is not None and isinstance(route.method, str):
@@ -320,8 +330,7 @@ class Relay:
             self._lost()
 
     def _too_large(self, size: int, request_id: mcp.RequestId | None, route: mcp.Route | None) -> None:
-        assert self.channel is not None
-        limit = self.channel.max_frame
+        limit = self._max_frame
         method = route.method if route is not None and isinstance(route.method, str) else None
         _log("bridge.message_too_large", bytes=size, limit=limit, method=method)
         if request_id is not None:
@@ -493,6 +502,7 @@ class Relay:
 
     def _attach(self, channel: Channel) -> None:
         self.channel = channel
+        self._max_frame = channel.max_frame
         now = time.monotonic()
         uptime = channel.hello.uptime_s
         self._daemon_up_since = now if uptime is None else now - uptime

@@ -28,6 +28,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcpd.bridge import ADVISORY_LIMIT, AUTOSTART_AFTER, AUTOSTART_MAX, AUTOSTART_RETRY, Relay
 from mcpd.client.aio import connect
+from mcpd.lines import LineReader, Oversized
 from mcpd.model.mcp import (
     DAEMON_RESTARTED,
     RESOURCE_UPDATED,
@@ -633,12 +634,13 @@ class RawHost:
     def __init__(self, process: anyio.abc.Process) -> None:
         assert process.stdin is not None and process.stdout is not None
         self.stdin, self.stdout = process.stdin, process.stdout
+        self.pid = process.pid
         self.buffer = b""
 
     async def send(self, message: dict[str, Any]) -> None:
         await self.stdin.send(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
 
-    async def until_answer(self, *request_ids: int) -> list[dict[str, Any]]:
+    async def until_answer(self, *request_ids: int | str) -> list[dict[str, Any]]:
         """Every message the bridge writes until the answers to ``request_ids``, those included."""
         return await self.until(
             lambda seen: set(request_ids) <= {m.get("id") for m in seen if "method" not in m}
@@ -1012,3 +1014,51 @@ async def test_a_message_over_the_daemons_frame_limit_is_refused_by_the_bridge(t
     assert "65536" in answers[2]["error"]["message"]
     assert answers[3]["result"] == {}
     assert not [e for e in daemon.events[mark:] if e.get("event") == "client.bad_frame"]
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The most resident memory process ``pid`` has had, in MiB (from /proc; Linux only)."""
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:"))
+
+
+async def test_a_host_line_far_over_the_limit_is_refused_as_it_comes_not_held(tmp_path: Path) -> None:
+    """A host's line of 48 MB (the daemon reads 64 KB) is answered with the limit's error at once,
+    by the id at either end of it (the TypeScript SDK writes ``id`` last, the Python one first), and
+    the bridge never holds it: before, each read was joined to all held and split again (quadratic),
+    a 50 MB line took 20 s, every later call of the host waiting behind it, and one with no newline
+    was kept whole, however long (170 MB of RSS for 50 MB)."""
+    config = tmp_path / "config.toml"
+    config.write_text("[daemon]\nmax_frame_bytes = 65536\n")
+    padding = "a" * (48 << 20)
+    id_last = json.dumps({"method": "ping", "params": {"padding": padding}, "jsonrpc": "2.0", "id": 5})
+    id_first = json.dumps({"jsonrpc": "2.0", "id": "six", "method": "ping", "params": {"padding": padding}})
+    async with running_daemon(config) as daemon, raw_host(daemon.socket) as host:
+        with anyio.fail_after(10):  # well past the few tenths of a second it takes now
+            await host.stdin.send(f"{id_last}\n{id_first}\n".encode())
+            await host.send({"id": 7, "method": "ping"})
+            answers = {m["id"]: m for m in await host.until_answer(5, "six", 7) if "id" in m}
+        peak = peak_rss_mib(host.pid)
+    assert answers[5]["error"]["code"] == answers["six"]["error"]["code"] == -32600, answers
+    assert "65536" in answers[5]["error"]["message"]
+    assert answers[7]["result"] == {}
+    assert peak < 48, peak
+
+
+def test_an_oversized_line_is_answered_by_its_own_id_never_one_inside_it() -> None:
+    """Only the top-level ``id`` of a line too long to keep names it: one in its params (a request of
+    another's, in a tool's arguments) must not be answered, and a notification is answered by none."""
+    reader = LineReader(lambda: 100)
+    padding = "a" * 10_000
+    lines = [
+        {"jsonrpc": "2.0", "method": "tools/call", "params": {"id": 1, "arguments": {"x": padding, "id": 2}}},
+        {"method": "notifications/progress", "params": {"x": padding, "id": 3}, "jsonrpc": "2.0"},
+        {"jsonrpc": "2.0", "method": "tools/call", "id": 's\\"}', "params": {"x": padding}},
+        {"jsonrpc": "2.0", "method": "tools/call", "params": {"x": padding}, "id": -4},
+    ]
+    text = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    found = [line for start in range(0, len(text), 999) for line in reader.feed(text[start : start + 999])]
+    assert all(isinstance(line, Oversized) for line in found)
+    assert [line.request_id() for line in found if isinstance(line, Oversized)] == [None, None, 's\\"}', -4]
+    assert [line.size for line in found if isinstance(line, Oversized)] == [len(json.dumps(x)) for x in lines]
+    assert reader.feed(b'{"id":1}\n{"id"') == [b'{"id":1}'] and reader.end() == b'{"id"'
