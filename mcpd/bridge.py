@@ -474,7 +474,17 @@ class Relay:
     # -- the daemon connection --------------------------------------------------------------
 
     def _open(self, resume: bytes) -> Channel:
-        return open_channel(self.socket_path, mode="mcp", name="mcpd-bridge", resume=resume, timeout=10.0)
+        # A daemon that does not read is stopped or stalled (it reads its hosts whatever they send),
+        # and given up on only as late as a gap is: at 10 s, a SIGSTOP of 15 s failed the calls in
+        # flight as "the daemon restarted" whenever the host had sent more than the socket holds.
+        return open_channel(
+            self.socket_path,
+            mode="mcp",
+            name="mcpd-bridge",
+            resume=resume,
+            timeout=10.0,
+            write_timeout=GAP_WAIT,
+        )
 
     def _resume(self) -> bytes:
         """``state`` with our subscriptions, as many as the daemon takes in a hello (``RESUME_MAX``),

@@ -1062,3 +1062,37 @@ def test_an_oversized_line_is_answered_by_its_own_id_never_one_inside_it() -> No
     assert [line.request_id() for line in found if isinstance(line, Oversized)] == [None, None, 's\\"}', -4]
     assert [line.size for line in found if isinstance(line, Oversized)] == [len(json.dumps(x)) for x in lines]
     assert reader.feed(b'{"id":1}\n{"id"') == [b'{"id":1}'] and reader.end() == b'{"id"'
+
+
+async def test_a_daemon_stopped_past_the_hello_timeout_loses_no_call_of_a_host_that_kept_writing(
+    tmp_path: Path,
+) -> None:
+    """A daemon stopped (SIGSTOP) for 11 s while its host sends more than the socket holds (4 MB of
+    tool calls) answers every request once it goes on: before, the bridge gave up on its write after
+    10 s, failed the call already sent as "the daemon restarted" (none had) and resumed the session on
+    a new connection. It waits as long as for a daemon in a gap now (``GAP_WAIT``). Costs 11 s: the
+    old wait must pass."""
+    config = tmp_path / "config.toml"
+    config.write_text("")
+    async with running_daemon(config) as daemon, raw_host(daemon.socket) as host:
+        daemon.signal(signal.SIGSTOP)
+        pad = "a" * 500_000
+
+        async def write() -> None:
+            # The first is small, in the socket's buffer (the daemon's) before the bridge's write waits.
+            await host.send({"id": 9, "method": "tools/call", "params": {"name": "nope"}})
+            for request_id in range(10, 18):
+                # Not a ping: the bridge sends those again after a reconnect, with no error to see.
+                call = {"name": "nope", "arguments": {"pad": pad}}
+                await host.send({"id": request_id, "method": "tools/call", "params": call})
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(write)
+                await anyio.sleep(11)  # the stall itself: past the 10 s the bridge waited
+                daemon.signal(signal.SIGCONT)
+        finally:
+            daemon.signal(signal.SIGCONT)
+        answers = [m for m in await host.until_answer(*range(9, 18)) if "id" in m]
+    # Each answered by the daemon that took it: there is no tool "nope".
+    assert {m["error"]["code"] for m in answers} == {-32602}, answers[:2]

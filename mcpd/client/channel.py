@@ -77,8 +77,11 @@ def open_channel(
     name: str,
     resume: bytes | None = None,
     timeout: float = 10.0,
+    write_timeout: float | None = None,
 ) -> Channel:
-    """Connect and upgrade; ``DaemonNotRunning`` if nothing listens, the daemon's error if it refuses."""
+    """Connect and upgrade; ``DaemonNotRunning`` if nothing listens, the daemon's error if it refuses.
+    ``timeout`` bounds the connect and the hello; ``write_timeout`` (``timeout`` if None) each later
+    write."""
     sock = _connect_default(socket_path, timeout)
     try:
         call = _wire.Call(
@@ -92,8 +95,9 @@ def open_channel(
     except BaseException:
         sock.close()
         raise
-    # ``timeout`` stays on the socket: a write waits that long at most for a daemon that does
-    # not read; reads happen only when select says there is something to read.
+    # A write waits ``write_timeout`` at most for a daemon that does not read; reads happen only
+    # when select says there is something to read.
+    sock.settimeout(timeout if write_timeout is None else write_timeout)
     return Channel(sock, hello, backlog, frames)
 
 
