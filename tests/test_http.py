@@ -460,8 +460,9 @@ async def test_a_get_stream_resumes_from_its_last_event(front: Front) -> None:
 
 async def test_protocol_errors(front: Front) -> None:
     """No session id: 400; an unknown one: 404; an unsupported MCP-Protocol-Version: 400; a batch: 400;
-    a body over the frame limit: 413; a notification: 202 with no body; a wrong Content-Type: 415;
-    a body that cannot be decoded (invalid UTF-8 in a string, nested too deep): an error answer."""
+    a message of the wrong shape: 400 saying where; a body over the frame limit: 413; a notification:
+    202 with no body; a wrong Content-Type: 415; a body that cannot be decoded (invalid UTF-8 in a
+    string, nested too deep): an error answer."""
     ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
     async with front.client() as http:
         session = await raw_session(http, front.url)
@@ -471,7 +472,12 @@ async def test_protocol_errors(front: Front) -> None:
         assert (await http.post(front.url, json=ping, headers=unknown)).status_code == 404
         old = {**ours, "MCP-Protocol-Version": "1999-01-01"}
         assert (await http.post(front.url, json=ping, headers=old)).status_code == 400
-        assert (await http.post(front.url, json=[ping, ping], headers=ours)).status_code == 400
+        batch = await http.post(front.url, json=[ping, ping], headers=ours)
+        assert batch.status_code == 400 and "no batches" in batch.json()["error"]["message"]
+        # A message of the wrong shape is told what is wrong with it, not that batches are refused.
+        for shape, where in (({"id": {"a": 1}}, "$.id"), ({"id": 1.5}, "$.id"), ({"method": 5}, "$.method")):
+            odd = await http.post(front.url, json={**ping, **shape}, headers=ours)
+            assert odd.status_code == 400 and where in odd.json()["error"]["message"], odd.text
         huge = {"jsonrpc": "2.0", "id": 10, "method": "ping", "params": {"pad": "x" * 200_000}}
         assert (await http.post(front.url, json=huge, headers=ours)).status_code == 413
         for wrong in ("text/plain", "application/jsonx"):

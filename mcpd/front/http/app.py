@@ -318,8 +318,12 @@ class _Message:
 def _parse(body: bytes, headers: Headers) -> _Message | Response:
     try:
         message = _incoming.decode(body)
-    except msgspec.ValidationError:
-        return _error(400, mcp.INVALID_REQUEST, "one JSON-RPC message per POST (no batches)")
+    except msgspec.ValidationError as exc:
+        # Not "no batches" for every message of a wrong shape (an id of 1.5, a method of 5): that
+        # sent hosts looking for a batch they never sent. What is wrong, as the socket says it.
+        batch = body.lstrip().startswith(b"[")
+        why = "one JSON-RPC message per POST (no batches)" if batch else f"not a JSON-RPC message: {exc}"
+        return _error(400, mcp.INVALID_REQUEST, why)
     except DECODE_FAILURES as exc:
         return _error(400, mcp.PARSE_ERROR, f"parse error: {exc}")
     if isinstance(message.method, msgspec.UnsetType) or isinstance(message.id, msgspec.UnsetType):
