@@ -35,7 +35,7 @@ import time
 import msgspec
 
 from mcpd.client.autostart import ensure_daemon
-from mcpd.client.channel import Channel, open_channel
+from mcpd.client.channel import Channel, max_frame_of, open_channel
 from mcpd.errors import DECODE_FAILURES, DaemonNotRunning, McpdError, TransportError
 from mcpd.lines import LineReader, Oversized
 from mcpd.model import mcp
@@ -180,7 +180,9 @@ class Relay:
         self.waiting: list[tuple[float, bytes, mcp.Route | None]] = []
         """Host messages read while there is no daemon: when, the line, its route."""
         self.initialized = False
-        """The host has sent ``initialize``: after a reconnect it is told to list tools again."""
+        """A daemon has had the host's ``initialize``: after a reconnect the host is told to list tools
+        again. Not before: one read while there was no daemon yet goes to the next one, and the host
+        must have its answer before any notification."""
         self._stdin, self._stdout = stdin, stdout
         self._out = bytearray()
         """What the host has not taken yet (its stdout is a full pipe)."""
@@ -199,9 +201,8 @@ class Relay:
         self._delay = FIRST_DELAY
         self._autostart_at = 0.0
         self._autostart_wait = AUTOSTART_AFTER
-        self._max_frame = 0
-        """The largest message the daemon of the last connection reads (its hello): set at each
-        ``_attach``, the first before the host's input is read."""
+        self._max_frame = max_frame_of(None)
+        """The largest message the daemon of the last connection reads (its hello, at each ``_attach``)."""
         self._daemon_up_since = 0.0
         """When the daemon of the current connection came up (by its hello), else when it was attached."""
 
@@ -214,7 +215,14 @@ class Relay:
         if stat.S_ISFIFO(os.fstat(self._stdout).st_mode) or stat.S_ISSOCK(os.fstat(self._stdout).st_mode):
             # A pipe (as hosts give): writes that never block. Not a terminal's, which a shell shares.
             os.set_blocking(self._stdout, False)
-        self._attach(self._open(self._resume()))
+        try:
+            self._attach(self._open(self._resume()))
+        except TransportError as exc:
+            # A daemon that listens and does not answer (stopped, stalled): a gap like any, which the
+            # host's requests wait out (``GAP_WAIT``). Ended here, the host lost its server for good.
+            _log("bridge.daemon_unresponsive", error=str(exc))
+            self._gap_since = time.monotonic()
+            self._autostart_at = self._gap_since + self._autostart_wait
         self._watch(self._stdin, select.POLLIN)
         lines = LineReader(lambda: self._max_frame)
         input_ended: float | None = None
@@ -294,8 +302,6 @@ class Relay:
         if not line.strip():
             return
         route = _route_of(line)
-        if route is not None and route.method == "initialize":
-            self.initialized = True
         answered = _response_id(route)
         if answered is not None:
             self.asked.discard(answered)
@@ -322,6 +328,8 @@ class Relay:
                 self.inflight.pop(cancelled, None)
         try:
             self.channel.send(line)
+            if route is not None and route.method == "initialize":
+                self.initialized = True
         except McpdError:
             # Never delivered: it waits for the next daemon like any message of the gap.
             if request_id is not None:

@@ -636,6 +636,8 @@ class RawHost:
         self.stdin, self.stdout = process.stdin, process.stdout
         self.pid = process.pid
         self.buffer = b""
+        self.greeting: list[dict[str, Any]] = []
+        """What the bridge wrote up to the answer to ``initialize`` (``raw_host``)."""
 
     async def send(self, message: dict[str, Any]) -> None:
         await self.stdin.send(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
@@ -670,7 +672,7 @@ async def raw_host(socket: Path, capabilities: dict[str, Any] | None = None) -> 
     async with await anyio.open_process(command) as process:
         host = RawHost(process)
         await host.send({"id": 1, "method": "initialize", "params": initialize})
-        await host.until_answer(1)
+        host.greeting = await host.until_answer(1)
         await host.send({"method": "notifications/initialized"})
         try:
             yield host
@@ -1064,16 +1066,19 @@ def test_an_oversized_line_is_answered_by_its_own_id_never_one_inside_it() -> No
     assert reader.feed(b'{"id":1}\n{"id"') == [b'{"id":1}'] and reader.end() == b'{"id"'
 
 
-async def test_a_daemon_stopped_past_the_hello_timeout_loses_no_call_of_a_host_that_kept_writing(
+async def test_a_daemon_stopped_past_the_hello_timeout_loses_no_call_nor_a_bridge_started_meanwhile(
     tmp_path: Path,
 ) -> None:
-    """A daemon stopped (SIGSTOP) for 11 s while its host sends more than the socket holds (4 MB of
-    tool calls) answers every request once it goes on: before, the bridge gave up on its write after
-    10 s, failed the call already sent as "the daemon restarted" (none had) and resumed the session on
-    a new connection. It waits as long as for a daemon in a gap now (``GAP_WAIT``). Costs 11 s: the
-    old wait must pass."""
+    """A daemon stopped (SIGSTOP) for 11 s answers everything once it goes on: every request of a host
+    that sent more than the socket holds meanwhile (4 MB of tool calls), and the ``initialize`` of a
+    host whose bridge started meanwhile. Before, the first bridge gave up on its write after 10 s and
+    failed the call already sent as "the daemon restarted" (none had), and the second exited when its
+    hello had no answer within 10 s: the host's server gone for good. Both wait as in a gap now
+    (``GAP_WAIT``), and the second host hears nothing before its answer to ``initialize``. Costs 11 s:
+    the old waits must pass."""
     config = tmp_path / "config.toml"
     config.write_text("")
+    late: list[dict[str, Any]] = []
     async with running_daemon(config) as daemon, raw_host(daemon.socket) as host:
         daemon.signal(signal.SIGSTOP)
         pad = "a" * 500_000
@@ -1086,13 +1091,21 @@ async def test_a_daemon_stopped_past_the_hello_timeout_loses_no_call_of_a_host_t
                 call = {"name": "nope", "arguments": {"pad": pad}}
                 await host.send({"id": request_id, "method": "tools/call", "params": call})
 
+        async def start_late() -> None:
+            async with raw_host(daemon.socket) as second:  # its initialize answered, or it raises
+                await second.send({"id": 2, "method": "ping"})
+                late.extend([*second.greeting, *await second.until_answer(2)])
+
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(write)
-                await anyio.sleep(11)  # the stall itself: past the 10 s the bridge waited
+                tg.start_soon(start_late)
+                await anyio.sleep(11)  # the stall itself: past the 10 s the bridges waited
                 daemon.signal(signal.SIGCONT)
         finally:
             daemon.signal(signal.SIGCONT)
         answers = [m for m in await host.until_answer(*range(9, 18)) if "id" in m]
     # Each answered by the daemon that took it: there is no tool "nope".
     assert {m["error"]["code"] for m in answers} == {-32602}, answers[:2]
+    # Nothing before the answer to its initialize (a list_changed came first, as after a reconnect).
+    assert [m.get("id") for m in late] == [1, 2] and late[1]["result"] == {}, late

@@ -41,8 +41,8 @@ class Channel:
 
     @property
     def max_frame(self) -> int:
-        """The largest message the daemon reads (its hello says; the default for one too old to)."""
-        return self.hello.max_frame or DEFAULT_MAX_FRAME
+        """The largest message the daemon reads (``max_frame_of`` its hello)."""
+        return max_frame_of(self.hello)
 
     def send(self, payload: bytes) -> None:
         """Send one message; ``TransportError`` if the daemon is gone or stopped reading."""
@@ -68,6 +68,12 @@ class Channel:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def max_frame_of(hello: HelloResult | None) -> int:
+    """The largest message a daemon reads: as its hello says; the default for one too old to say it,
+    or not reached yet."""
+    return (hello.max_frame if hello is not None else None) or DEFAULT_MAX_FRAME
 
 
 def open_channel(
