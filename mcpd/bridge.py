@@ -10,9 +10,10 @@ to answer them itself during a gap, and the daemon's private notifications: the 
 state and the changes of its subscriptions, which together it hands a new daemon to carry the
 session on (as many subscriptions as the hello may hold: the rest are dropped, never the session).
 
-When the daemon goes away (a restart, a crash) the bridge stays: it reconnects with
-backoff, starting a daemon itself after ``AUTOSTART_AFTER`` unless ``--no-autostart``,
-resumes the session and sends the host ``notifications/tools/list_changed``. A request
+When the daemon goes away (a restart, a crash), or does not answer its first hello (stopped,
+stalled), the bridge stays: it reconnects with backoff, starting a daemon itself after
+``AUTOSTART_AFTER`` unless ``--no-autostart``, resumes the session and sends the host
+``notifications/tools/list_changed``. A request
 that arrives during the gap waits up to ``GAP_WAIT`` and is then sent (or answered with
 an error); a request the daemon held when it went away is answered with an error, except
 read-only ones (``RESENDABLE``), which are simply sent again; a request the daemon made of the
@@ -315,8 +316,8 @@ class Relay:
         request_id = _request_id(route)
         if len(line) > self._max_frame:
             # The daemon would cut the connection at it, and every next one as the message was
-            # sent again: refused here, the rest of the session goes on. (A line read while another
-            # daemon, of a higher limit, was there.)
+            # sent again: refused here, the rest of the session goes on. Here too, not only as read: a
+            # line read in a gap was measured against the last daemon's limit, not this one's.
             self._too_large(len(line), request_id, route)
             return
         if request_id is not None and route is not None and isinstance(route.method, str):

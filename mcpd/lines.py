@@ -5,7 +5,7 @@ splitting the whole again cost time quadratic in a line's length (a 50 MB line t
 every other call of its host waiting behind it) and kept a line without a newline for ever,
 however long. Here each read is searched once, and a line longer than the daemon reads is not
 kept: only its ``EDGE`` first and last bytes, enough to name the request the host sent in it
-(``oversized_id``), so the host is answered rather than left waiting.
+(``Oversized.request_id``), so the host is answered rather than left waiting.
 """
 
 from __future__ import annotations
