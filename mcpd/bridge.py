@@ -211,12 +211,12 @@ class Relay:
 
     def run(self) -> int:
         """Relay until the host closes stdin; returns the exit status."""
-        if self.autostart:
-            ensure_daemon(self.socket_path, config=self.config)
         if stat.S_ISFIFO(os.fstat(self._stdout).st_mode) or stat.S_ISSOCK(os.fstat(self._stdout).st_mode):
             # A pipe (as hosts give): writes that never block. Not a terminal's, which a shell shares.
             os.set_blocking(self._stdout, False)
         try:
+            if self.autostart:
+                ensure_daemon(self.socket_path, config=self.config)
             self._attach(self._open(self._resume()))
         except TransportError as exc:
             # A daemon that listens and does not answer (stopped, stalled): a gap like any, which the

@@ -661,9 +661,13 @@ class RawHost:
 
 
 @asynccontextmanager
-async def raw_host(socket: Path, capabilities: dict[str, Any] | None = None) -> AsyncIterator[RawHost]:
-    """A ``RawHost`` on its own ``mcpd bridge`` (no autostart), initialized with ``capabilities``."""
-    command = [sys.executable, "-m", "mcpd", "bridge", "--socket", str(socket), "--no-autostart"]
+async def raw_host(
+    socket: Path, capabilities: dict[str, Any] | None = None, *, autostart: bool = False
+) -> AsyncIterator[RawHost]:
+    """A ``RawHost`` on its own ``mcpd bridge`` (no autostart unless asked), initialized with
+    ``capabilities``."""
+    command = [sys.executable, "-m", "mcpd", "bridge", "--socket", str(socket)]
+    command += [] if autostart else ["--no-autostart"]
     initialize = {
         "protocolVersion": "2025-06-18",
         "capabilities": capabilities or {},
@@ -1092,7 +1096,8 @@ async def test_a_daemon_stopped_past_the_hello_timeout_loses_no_call_nor_a_bridg
                 await host.send({"id": request_id, "method": "tools/call", "params": call})
 
         async def start_late() -> None:
-            async with raw_host(daemon.socket) as second:  # its initialize answered, or it raises
+            # With autostart, as hosts run it: its look for a daemon met the stopped one first.
+            async with raw_host(daemon.socket, autostart=True) as second:  # initialized, or it raises
                 await second.send({"id": 2, "method": "ping"})
                 late.extend([*second.greeting, *await second.until_answer(2)])
 
