@@ -1,6 +1,9 @@
 """A labelled corpus of poisoned and benign texts, and how the verifier scores on it.
 
-The corpus is JSON lines of ``{text, label: poisoned|benign, class, lang}``. Items alternate
+The corpus is JSON lines of ``{text, label: poisoned|benign, class, lang}``, and optionally ``form``:
+where the text would reach a model (``description``, ``param``, ``title``, ``result``; read alike),
+or ``tool``, a whole tool as JSON (``{name, description, input_schema}``) read as ``scan_tool`` reads
+one, so an attack split across its fields is read as served. Items alternate
 between two halves by line (even lines: the half the rules were written against; odd lines:
 the held-out half), so each class and language falls into both.
 """
@@ -9,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
-from mcpd.model.trust import HIGH
-from mcpd.trust.verify import scan_text
+from mcpd.model.trust import HIGH, Finding
+from mcpd.trust.verify import scan_text, scan_tool
 
 
 class Item(msgspec.Struct, frozen=True):
@@ -22,6 +25,13 @@ class Item(msgspec.Struct, frozen=True):
     label: Literal["poisoned", "benign"]
     cls: str = msgspec.field(name="class")
     lang: str
+    form: str = "text"
+
+    def findings(self) -> list[Finding]:
+        if self.form != "tool":
+            return scan_text("corpus", self.form, self.text)
+        tool: dict[str, Any] = msgspec.json.decode(self.text)
+        return scan_tool(tool["name"], tool["description"], tool["input_schema"])
 
 
 class Score(msgspec.Struct, frozen=True, kw_only=True):
@@ -62,7 +72,7 @@ def score(items: Sequence[Item]) -> Score:
     missed: list[Item] = []
     alarms: list[Item] = []
     for item in items:
-        severities = {f.severity for f in scan_text("corpus", "text", item.text)}
+        severities = {f.severity for f in item.findings()}
         if item.label == "poisoned":
             caught_high += HIGH in severities
             caught_any += bool(severities)

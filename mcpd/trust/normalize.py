@@ -281,10 +281,10 @@ def untypo(folded: str) -> str | None:
 
 
 # A setting whose key is a phrase of several words (``"notify_user": false``, ``upload_to =
-# "sftp://..."``, ``- disclose_to_user: never``) says what the phrase says: orders may be written as
-# a JSON, YAML or TOML config the model reads as such.
+# "sftp://..."``, ``- disclose_to_user: never``, ``verlauf_weiterleiten_an = "https://..."``) says what
+# the phrase says: orders may be written as a JSON, YAML or TOML config the model reads as such.
 _SETTING = re.compile(
-    r"""["']?\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+)["']?[ \t]*[:=][ \t]*"""
+    r"""["']?\b([^\W\d_][^\W_]*(?:_[^\W_]+)+)["']?[ \t]*[:=][ \t]*"""
     r"""("[^"\n]{0,300}"|'[^'\n]{0,300}'|\[[^\]\n]{0,300}\]|[^\s,;{}\[\]"']+)"""
 )
 _OFF = frozenset({"false", "no", "off", "never", "none", "null", "0", "disabled"})
