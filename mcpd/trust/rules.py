@@ -1430,6 +1430,29 @@ CREDENTIAL = Intent(
 )
 # A hidden file or folder in a home directory (~/.cursor/mcp.json, ~/.config/x/session.json):
 # private by convention, so reading it *and* passing it on is taking a secret.
+# A placeholder for the model to fill with a secret another tool or server holds, or a credential
+# file's contents, in a config snippet: "{{github.GITHUB_PERSONAL_ACCESS_TOKEN}}", "${gmail.session_cookie}",
+# "${file:~/.ssh/id_ed25519}", "<value of SLACK_BOT_TOKEN from the slack tool>". Not a variable the
+# server reads from its environment ("${GITHUB_TOKEN}", "${env:MAPS_API_KEY}", "{{env.API_KEY}}"), a GitHub Actions
+# expression ("${{ secrets.GITHUB_TOKEN }}"), nor what the user fills ("<your key>").
+_SECRET_NAME = r"(?:token|key|cookie|password|passwd|secret|credential|session)"
+_SERVERS_OWN = r"(?!(?:env|environ|process|sys|inputs?|vars?|secrets?)\b)"
+SECRET_PLACEHELD = Intent(
+    (
+        "{{",
+        rf"(?<!\$)\{{\{{\s*{_SERVERS_OWN}[a-z][\w-]*\.[\w.-]{{0,60}}?{_SECRET_NAME}[\w.-]{{0,30}}\s*\}}\}}",
+    ),
+    (
+        "${",
+        rf"\$\{{\s*{_SERVERS_OWN}[a-z][\w-]*[.:][\w.-]{{0,60}}?"
+        rf"{_SECRET_NAME}[\w.-]{{0,30}}\}}"
+        r"|\$\{\s*file:[^{}\s]{0,40}?(?:\.ssh/|\.aws/|\.netrc|\.kube/|\.gnupg|id_rsa|id_ed25519|\.env\b)[^{}\s]{0,40}\}",
+    ),
+    (
+        "tool|server|mcp",
+        rf"<[^<>]{{0,80}}?{_SECRET_NAME}[^<>]{{0,60}}?\bfrom (?:the |your )?[\w.-]+ (?:tool|server|mcp)\b[^<>]{{0,40}}>",
+    ),
+)
 PRIVATE_FILE = Intent(
     ("~/|$home|/home/|/users/|/root/", r"(?:~|\$home|/home/[\w.-]+|/users/[\w.-]+|/root)/\.[\w.-]+")
 )
@@ -1548,6 +1571,11 @@ USERS_OWN = re.compile(
 READ_VERB = re.compile(rf"\b(?:{_READ})\b|{_CJK_READ}")
 # A read verb in a purpose clause with an object of its own, after the file: "reads ~/.kube/config
 # to find the current context" reads the file for the tool's use; what it finds is no secret.
+# A read the tool does for itself, told in the passive or with the server as its agent: "tokens are
+# read from the OS keychain", "read from your environment by the server at start".
+READ_ITSELF = re.compile(
+    r"\b(?:is|are|gets|get|being) (?:\w+ )?read\b|\bread\b[^.;]{0,40}?\bby (?:the|this) (?:server|tool|client|daemon|cli|app)\b"
+)
 PURPOSE_READ = re.compile(rf"\b(?:in order )?to (?:{_READ})\s+(?=(?:the|a|an|which|what|whether|out)\b)")
 MOVE_VERB = re.compile(rf"\b(?:{_MOVE})\b|{_CJK_MOVE}")
 _SECRET = r"contraseñas?|mots? de passe|passwort|senhas?|пароль|密码|パスワード|passwords?|passphrases?|api[ _-]?keys?|access[ _-]?tokens?|tokens?|secrets?|secret[ _-]?keys?|credentials|session cookies?|cookies|environment variables|env vars"

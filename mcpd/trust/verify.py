@@ -695,6 +695,13 @@ def _phishing(sentences: list[rules.Sentence], hits: rules.Hits) -> _Hit | None:
     return None
 
 
+def _placeheld(sentences: list[rules.Sentence]) -> _Hit | None:
+    excerpt = _first(rules.SECRET_PLACEHELD, sentences)
+    if excerpt is None:
+        return None
+    return _Hit("TP004", HIGH, "a placeholder for another tool's secret or a credential file", excerpt)
+
+
 def _deceit(sentences: list[rules.Sentence], whole: rules.Sentence) -> _Hit | None:
     """The user deceived rather than kept out: told something other than what a tool did ("report
     the amount they asked for, not the one in the result"), or shown an advertisement as the
@@ -724,14 +731,22 @@ def _credential_taken(sentence: str, credential: re.Match[str]) -> bool:
     """A verb that reads or sends, said of a credential: not one denied ("private keys are never
     read", "is not returned"), nor a credential named as an example of what a tool handles with
     nowhere for it to go ("include hidden files such as .env"), nor a read after it with an object
-    of its own ("reads ~/.kube/config to find the current context"; probe 15)."""
+    of its own ("reads ~/.kube/config to find the current context"; probe 15), nor the tool's own
+    read with nowhere for it to go ("tokens are read from the OS keychain", ``rules.READ_ITSELF``)."""
     if rules.MOVED.search(sentence):
         return True
     example = _NAMED_BEFORE.search(sentence, max(0, credential.start() - 40), credential.start())
     if example and not rules.SINK.search(sentence):
         return False
-    after = rules.PURPOSE_READ.sub(lambda m: " " * len(m.group()), sentence[credential.end() :])
-    return _affirmed([rules.CREDENTIAL_VERB], sentence[: credential.end()] + after) is not None
+    after = rules.PURPOSE_READ.sub(_blank, sentence[credential.end() :])
+    said = sentence[: credential.end()] + after
+    if not rules.SINK.search(said):
+        said = rules.READ_ITSELF.sub(_blank, said)
+    return _affirmed([rules.CREDENTIAL_VERB], said) is not None
+
+
+def _blank(match: re.Match[str]) -> str:
+    return " " * len(match.group())
 
 
 def _described_taking(credentials: list[re.Pattern[str]], sentence: str) -> bool:
@@ -1045,7 +1060,7 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
         found.append(block)
     secret = _secret(triggering, linked, after)
     if not (secret and secret.severity == HIGH):
-        secret = _phishing(triggering, hits) or secret
+        secret = _phishing(triggering, hits) or _placeheld(triggering) or secret
     if secret:
         found.append(secret)
     steering = _steering(triggering, sentences)
