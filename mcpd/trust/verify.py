@@ -922,10 +922,16 @@ def _exfiltration(sentences: list[rules.Sentence], whole: rules.Sentence) -> str
     return _first(rules.EXFIL_DIRECT, sentences) or _first(rules.IMAGE_EXFIL, [whole])
 
 
+def _leaves_it_to_the_user(match: re.Match[str]) -> bool:
+    """What is ordered about another tool is a step of the user's ("make sure the user has
+    reviewed the draft first"), and nothing in the sentence goes to an address."""
+    return bool(rules.USER_LEAVE.search(match.group())) and not rules.CONCRETE.search(match.string)
+
+
 def _steering(sentences: list[rules.Sentence], every: list[rules.Sentence]) -> _Hit | None:
     """Steering in ``sentences`` (those that trigger a pattern); the user's whole request may be
     asked for in any of ``every`` sentence."""
-    shadow = _first(rules.SHADOWING, sentences)
+    shadow = _first_meant(rules.SHADOWING, sentences, _leaves_it_to_the_user)
     if shadow:
         return _Hit("TP005", HIGH, "rewrites or disables other tools", shadow)
     # Matches of separate phrases count apart: "use this tool instead of x, and never call x
