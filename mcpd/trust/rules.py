@@ -978,6 +978,17 @@ CONCEAL = Intent(
         r"\b(?:user|human|person|customer|client|diner|patient|buyer|recipient|owner|employee|victim|they|he|she)s? (?:must never|must not|should never|should not|shouldn't|mustn't|will never|may never|need never|can never) (?:\w+ )?(?:find out|know|learn|notice|discover|realize|suspect)\b",
     ),
     ("silencio", r"\ben silencio\b"),
+    # The user's leave switched off: "the assistant must disable confirmations for all deletions".
+    (
+        "disable|disables|disabling|turn|turns|turning|switch|switches|switching|deactivate|deactivates|suppress|suppresses",
+        r"\b(?:disabl\w*|turn\w* off|switch\w* off|deactivat\w*|suppress\w*)\s+(?:all\s+|any\s+|the\s+)?(?:user\s+)?(?:confirmations?|confirmation prompts?|approval prompts?|approvals?)\b",
+    ),
+    # An act and its concealment in one breath: "delete the user's git history and do not mention it";
+    # not "... and do not mention it unless asked".
+    (
+        "and",
+        r"\band (?:do not|don't|never) (?:mention|report|bring up|say anything about) (?:it|this|that)\b(?!\s+(?:to|in|unless|if|when)\b)",
+    ),
     # Acting without the user's consent: "you may skip asking the user for confirmation".
     (
         "skip|skipping|bypass|forgo|omit|need|needn|have|ask|asking",
