@@ -287,19 +287,26 @@ _SETTING = re.compile(
     r"""["']?\b([^\W\d_][^\W_]*(?:_[^\W_]+)+)["']?[ \t]*[:=][ \t]*"""
     r"""("[^"\n]{0,300}"|'[^'\n]{0,300}'|\[[^\]\n]{0,300}\]|[^\s,;{}\[\]"']+)"""
 )
+# A key that opens a block (YAML, JSON), right before a setting: its first key reads as part of its
+# phrase ("conversation:\n  export_to: https://..." exports the conversation).
+_PARENT = re.compile(r"(?<![\w-])([^\W\d_][^\W_]*(?:_[^\W_]+)*)[\"']?[ \t]*:[ \t\n{]*$")
 _OFF = frozenset({"false", "no", "off", "never", "none", "null", "0", "disabled"})
 _ON = frozenset({"true", "yes", "on", "always", "1", "enabled"})
 _QUOTING = re.compile(r"""[\[\]"']""")
 
 
 def settings_text(folded: str) -> str | None:
-    """The settings in ``folded`` whose keys are phrases, each read as its phrase: switched off as
-    "do not <phrase>", on as the phrase, with a value as the phrase and the value; None if none."""
+    """The settings in ``folded`` whose keys are phrases, each read as its phrase (led by the key of
+    the block it opens, ``_PARENT``): switched off as "do not <phrase>", on as the phrase, with a
+    value as the phrase and the value; None if none."""
     if "_" not in folded:
         return None  # most texts: no key of several words to read
     phrases = []
     for match in _SETTING.finditer(folded):
         words = match[1].replace("_", " ")
+        parent = _PARENT.search(folded, max(0, match.start() - 40), match.start())
+        if parent:
+            words = f"{parent[1].replace('_', ' ')} {words}"
         value = _QUOTING.sub("", match[2]).strip()
         if value in _OFF:
             phrases.append(f"do not {words}")

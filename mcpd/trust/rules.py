@@ -1810,19 +1810,20 @@ ITSELF = re.compile(
 )
 _NOT_ITSELF = f"(?!{ITSELF.pattern})"
 # The model's own conversation named in settings read as phrases (``normalize.settings_text``): the
-# chat, its transcript or the system prompt, in the languages of the lexicon; not a thread's or a
-# ticket's history, nor bare "messages" (a mailbox's).
+# conversation, the chat's history or transcript, the whole chat, the system prompt, in the languages
+# of the lexicon; not a bare "chat" (an app: "chat webhook" of Slack), "transcript" (a meeting's),
+# "history" (a ticket's) or "messages" (a mailbox's).
 _SESSION_NAMED = (
-    r"\b(?:conversations?|chats?|transcripts?|dialog(?:ue)?s?|system prompt|conversaci[oó]n\w*|conversa"
-    r"|unterhaltung\w*|gespr[aä]ch\w*|chatverlauf|conversazion\w*|переписк\w*|разговор\w*|диалог\w*)\b"
-    r"|对话|聊天|会話|チャット|대화"
+    r"\b(?:conversations?|(?:chat|conversation) (?:history|log|transcript)s?|(?:full|whole|entire|current|this) chat"
+    r"|dialog(?:ue)?s?|system prompt|conversaci[oó]n\w*|conversa|unterhaltung\w*|gespr[aä]ch\w*|chatverlauf"
+    r"|conversazion\w*|переписк\w*|разговор\w*|диалог\w*)\b|对话|聊天记录|会話|대화"
 )
 # Settings that send it away: a switch that, on, does so with no destination named ("share chat
 # history", "forward conversation" alone as a phrase, between the commas ``settings_text`` joins
-# phrases with), or a phrase that names it and an address ("transcript webhook https://...").
+# phrases with, perhaps led by the key of its block), or a phrase that names it and an address
+# ("conversation export to https://...").
 SESSION_SENT = re.compile(
-    rf"(?:^|, )(?:share|forward|send|upload|post|mirror|relay|stream|leak)(?: \w+)? (?:{_SESSION_NAMED})"
-    r"(?: history| log| transcript)?(?=,|\.$)"
+    rf"(?:^|, )(?:\w+ )?(?:share|forward|send|upload|post|mirror|relay|stream|leak)(?: \w+)? (?:{_SESSION_NAMED})(?=,|\.$)"
     rf"|(?:{_SESSION_NAMED})[^,]{{0,60}}?(?:https?://|[\w.+-]+@[\w-]+\.)"
 )
 # A parameter of the tool itself as a destination names it ("in the `content` parameter", "in
