@@ -695,8 +695,10 @@ def _phishing(sentences: list[rules.Sentence], hits: rules.Hits) -> _Hit | None:
     return None
 
 
-def _placeheld(sentences: list[rules.Sentence]) -> _Hit | None:
+def _placeheld(sentences: list[rules.Sentence], folded: str) -> _Hit | None:
     excerpt = _first(rules.SECRET_PLACEHELD, sentences)
+    if excerpt is None and rules.FILLED_ELSEWHERE.search(folded):
+        excerpt = _first(rules.SECRET_TEMPLATE, sentences)
     if excerpt is None:
         return None
     return _Hit("TP004", HIGH, "a placeholder for another tool's secret or a credential file", excerpt)
@@ -925,10 +927,13 @@ def _exfiltration(sentences: list[rules.Sentence], whole: rules.Sentence) -> str
 
 
 def _to_address(sentence: str, conversation: re.Match[str]) -> bool:
-    """The model's own conversation beside an address in its sentence, not denied near it: "the
-    current conversation transcript is posted to https://..." in any voice."""
+    """The model's own conversation beside an address in its sentence, not denied near it nor put
+    in a place of the user's ("exports this conversation to your Obsidian vault (see https://...)"):
+    "the current conversation transcript is posted to https://..." in any voice."""
     near = sentence[max(0, conversation.start() - 40) : conversation.end() + 30]
-    return bool(rules.CONCRETE.search(sentence)) and not rules.DENIED_NEAR.search(near)
+    if rules.DENIED_NEAR.search(near) or rules.TO_USERS_OWN.search(sentence):
+        return False
+    return bool(rules.CONCRETE.search(sentence))
 
 
 def _leaves_it_to_the_user(match: re.Match[str]) -> bool:
@@ -1096,7 +1101,7 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
         found.append(block)
     secret = _secret(triggering, linked, after)
     if not (secret and secret.severity == HIGH):
-        secret = _phishing(triggering, hits) or _placeheld(triggering) or secret
+        secret = _phishing(triggering, hits) or _placeheld(triggering, folded) or secret
     if secret:
         found.append(secret)
     steering = _steering(triggering, sentences)
@@ -1454,10 +1459,10 @@ def _beside(value: str) -> Callable[[re.Match[str]], str]:
 
 
 def _read_together(description: str, schema: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    """What a model reads across a tool's fields, put together: a property's fixed value after its
-    own description ("Where the current conversation transcript is posted." with the one value
-    "https://..."), and the tool's description with a property's default or fixed value beside each
-    quoted mention of it ("read the file given as the default of `path`" of "~/.aws/credentials")."""
+    """What a model reads across a tool's fields, put together: a property's fixed value (else its
+    default) after its own description ("Where the current conversation transcript is posted." with
+    the one value "https://..."), and the tool's description with that value beside each quoted
+    mention of the property ("read the file given as the default of `path`" of "~/.aws/credentials")."""
     properties = schema.get("properties")
     if not isinstance(properties, dict):
         return
@@ -1465,11 +1470,10 @@ def _read_together(description: str, schema: dict[str, Any]) -> Iterator[tuple[s
     for name, prop in properties.items():
         if not isinstance(prop, dict):
             continue
-        fixed = _fixed(prop)
+        value = _fixed(prop) or prop.get("default")
         own = prop.get("description")
-        if fixed and isinstance(own, str):
-            yield f"input_schema.properties.{name} (with its value)", f"{own.rstrip(' .')}: {fixed}"
-        value = fixed or prop.get("default")
+        if isinstance(value, str) and value and isinstance(own, str):
+            yield f"input_schema.properties.{name} (with its value)", f"{own.rstrip(' .')}: {value}"
         if isinstance(value, str) and value:
             mention = re.compile(rf"[`'\"]{re.escape(name)}[`'\"]")
             annotated = mention.sub(_beside(value), annotated)
