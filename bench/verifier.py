@@ -79,6 +79,14 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   committed before any change: 33/44 high; after classes written from its misses (hiding said beside
   a third-person description or a skipped confirmation, rank over the other tools or safety in five
   languages), 42/44, no honest text of any set, the 2,196 published texts or toolret high;
+  then a fifth held-out set (``heldout5``: 55 attacks, 110 honest look-alikes, 11 languages, as
+  descriptions, parameters, titles, result texts and whole tools whose attack is split across
+  fields: settings that send the chat away, forced flags, secret placeholders in config snippets,
+  misreporting, unusual carriers, shadowing, urgency, fake markup), committed before any change:
+  25/55 attacks and 7/110 honest high; after mechanisms written from it (a schema's object value
+  read as written, one setting sending the conversation away, an option forced on every call,
+  success claimed anyway, placeholders for another tool's secret, a tool read across its fields,
+  shadowing in more languages), 54/55 and 2/110, with the fourth set 44/44 and the second 57/58;
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
@@ -123,6 +131,8 @@ HELD_OUT_3 = DATA / "trust_heldout3_honest.jsonl"
 """The third held-out set, honest texts only (``heldout3``)."""
 HELD_OUT_4 = DATA / "trust_heldout4_poisoned.jsonl"
 """The fourth held-out set, attacks through the third set's exemptions only (``heldout4``)."""
+HELD_OUT_5 = DATA / "trust_heldout5.jsonl"
+"""The fifth held-out set, attacks and honest look-alikes in several forms (``heldout5``)."""
 TOOLRET = ROOT.parent / "shared" / "toolret"
 
 
@@ -279,6 +289,7 @@ def main() -> None:
     probes["heldout2"] = [item for path in HELD_OUT_2 for item in load(path)]
     probes["heldout3"] = load(HELD_OUT_3)
     probes["heldout4"] = load(HELD_OUT_4)
+    probes["heldout5"] = load(HELD_OUT_5)
     corpus_report(load(CORPUS), probes)
     tools = load_tools(args.data)
     if not tools:
