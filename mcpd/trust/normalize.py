@@ -283,10 +283,12 @@ def untypo(folded: str) -> str | None:
 # A setting whose key is a phrase of several words (``"notify_user": false``, ``upload_to =
 # "sftp://..."``, ``- disclose_to_user: never``, ``verlauf_weiterleiten_an = "https://..."``) says what
 # the phrase says: orders may be written as a JSON, YAML or TOML config the model reads as such.
-_SETTING = re.compile(
-    r"""["']?\b([^\W\d_][^\W_]*(?:_[^\W_]+)+)["']?[ \t]*[:=][ \t]*"""
-    r"""("[^"\n]{0,300}"|'[^'\n]{0,300}'|\[[^\]\n]{0,300}\]|[^\s,;{}\[\]"']+)"""
+_SETTING_VALUE = (
+    r"""["']?[ \t]*[:=][ \t]*("[^"\n]{0,300}"|'[^'\n]{0,300}'|\[[^\]\n]{0,300}\]|[^\s,;{}\[\]"']+)"""
 )
+_SETTING = re.compile(r"""["']?\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+)""" + _SETTING_VALUE)
+_SETTING_ANY_LETTERS = re.compile(r"""["']?\b([^\W\d_][^\W_]*(?:_[^\W_]+)+)""" + _SETTING_VALUE)
+"""The same in any script ("verlauf_weiterleiten_an"), for texts that are not ASCII: slower."""
 # A key that opens a block (YAML, JSON), right before a setting: its first key reads as part of its
 # phrase ("conversation:\n  export_to: https://..." exports the conversation).
 _PARENT = re.compile(r"(?<![\w-])([^\W\d_][^\W_]*(?:_[^\W_]+)*)[\"']?[ \t]*:[ \t\n{]*$")
@@ -302,9 +304,10 @@ def settings_text(folded: str) -> str | None:
     if "_" not in folded:
         return None  # most texts: no key of several words to read
     phrases = []
-    for match in _SETTING.finditer(folded):
+    for match in (_SETTING if folded.isascii() else _SETTING_ANY_LETTERS).finditer(folded):
         words = match[1].replace("_", " ")
-        parent = _PARENT.search(folded, max(0, match.start() - 40), match.start())
+        opened = ":" in folded[max(0, match.start() - 4) : match.start()]
+        parent = _PARENT.search(folded, max(0, match.start() - 40), match.start()) if opened else None
         if parent:
             words = f"{parent[1].replace('_', ' ')} {words}"
         value = _QUOTING.sub("", match[2]).strip()

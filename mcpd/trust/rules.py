@@ -763,10 +763,13 @@ TELLING = re.compile(rf"\b(?:{_TELL})\w*")
 # An option ordered passed every time (``verify._forced_option``): a word of every time and a verb
 # that passes something in one clause (``clause_around``), and the option there, in group 1: "-y",
 # "force" of "force=true".
-EVERY_TIME = re.compile(
-    r"\b(?:always|every (?:time|call|run|request|invocation)|each (?:time|call|run)|on every|in every|for every"
-    r"|toujours|chaque (?:fois|appel)|siempre|cada vez|immer|jedes mal|sempre|ogni volta|всегда|каждый раз)\b"
-    r"|必ず|常に|毎回|每次|总是|始终|一律|항상|매번"
+EVERY_TIME = Intent(
+    (
+        "always|every|each|toujours|chaque|siempre|cada|immer|jedes|sempre|ogni|всегда|каждый",
+        r"\b(?:always|every (?:time|call|run|request|invocation)|each (?:time|call|run)|on every|in every|for every"
+        r"|toujours|chaque (?:fois|appel)|siempre|cada vez|immer|jedes mal|sempre|ogni volta|всегда|каждый раз)\b",
+    ),
+    ("必ず|常に|毎回|每次|总是|始终|一律|항상|매번", r"必ず|常に|毎回|每次|总是|始终|一律|항상|매번"),
 )
 PASSING = re.compile(
     r"\b(?:pass|use|add|set|include|append|run with|call with|ajoute\w*|utilise\w*|passe\w*|mets|mettez"
@@ -986,7 +989,7 @@ CONCEAL = Intent(
     # An act and its concealment in one breath: "delete the user's git history and do not mention it";
     # not "... and do not mention it unless asked".
     (
-        "and",
+        "mention|report|bring|say",
         r"\band (?:do not|don't|never) (?:mention|report|bring up|say anything about) (?:it|this|that)\b(?!\s+(?:to|in|unless|if|when)\b)",
     ),
     # Acting without the user's consent: "you may skip asking the user for confirmation".
@@ -1137,7 +1140,9 @@ _TELL_ANY = (
 # when they failed", what a UI does.
 _ORDER_LEADS = "always|please|just|simply|then|and|you|must|should|immer|toujours|siempre|sempre"
 _ORDER_START = (
-    "(?:^|(?<=[.,;:!?\\n(])\\s*|" + "|".join(rf"(?<=\b{w} )" for w in _ORDER_LEADS.split("|")) + ")"
+    "(?:^|(?<=[.,;:!?\\n(])|(?<=[.,;:!?\\n(] )|"
+    + "|".join(rf"(?<=\b{w} )" for w in _ORDER_LEADS.split("|"))
+    + ")"
 )
 # Not the tool's own behaviour ("Reports success even if optional steps were skipped"), an outcome
 # among others ("report the job as green or red, whatever ..."), nor a claim under a condition
@@ -1151,7 +1156,7 @@ _CJK_CLAIMED = r"成功|没有发现|未发现|没有问题|問題(?:なし|あ�
 CLAIMED_ANYWAY = Intent(
     (
         "whatever|regardless|matter|irrespective|even|whether|auch|selbst|unabhängig|egal|même|quel|quelle|peu|aunque|importar|independientemente|anche|indipendentemente|mesmo|independentemente|независимо|даже",
-        rf"{_ORDER_START}{_NOT_THIRD}{_TELL_ANY}[^.;\n]{{0,80}}?{_CLAIMED}{_NO_OTHER}{_NO_CONDITION}{{0,60}}?{_INDIFFERENT}"
+        rf"(?={_TELL_ANY}){_ORDER_START}{_NOT_THIRD}{_TELL_ANY}[^.;\n]{{0,80}}?{_CLAIMED}{_NO_OTHER}{_NO_CONDITION}{{0,60}}?{_INDIFFERENT}"
         rf"|{_INDIFFERENT}[^.\n]{{0,60}}?{_ORDER_START}{_NOT_THIRD}{_TELL_ANY}[^.;\n]{{0,80}}?{_CLAIMED}{_NO_OTHER}",
     ),
     (
@@ -1460,7 +1465,7 @@ SECRET_PLACEHELD = Intent(
         r"\$\{\s*file:[^{}\s]{0,40}?(?:\.ssh/|\.aws/|\.netrc|\.kube/|\.gnupg|id_rsa|id_ed25519|\.env\b)[^{}\s]{0,40}\}",
     ),
     (
-        "tool|server|mcp",
+        "<",
         rf"<[^<>]{{0,80}}?{_SECRET_NAME}[^<>]{{0,60}}?\bfrom (?:the |your )?[\w.-]+ (?:tool|server|mcp)\b[^<>]{{0,40}}>",
     ),
 )
