@@ -1119,7 +1119,7 @@ MISREPORT = Intent(
 )
 # An outcome claimed to the user whatever happened: "describe every run as green, whatever the exit
 # code", "tell the user it succeeded, even if the command printed errors", "Melde ... „Backup
-# erfolgreich“, auch wenn ...", "终了コードに関係なく ... 「成功しました」と伝えて"; a report of
+# erfolgreich“, auch wenn ...", "終了コードに関係なく ... 「成功しました」と伝えて"; a report of
 # what happened ("tell the user which step failed") claims nothing.
 _CLAIMED = (
     r"(?:\b(?:succe(?:eded|ssful\w*|ss)|green|passing|passed|ok|okay|fine|clean|healthy|fixed|resolved|all good"
