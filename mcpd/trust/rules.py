@@ -1170,14 +1170,13 @@ CLAIMED_ANYWAY = Intent(
 # report it as passing" after a failure said of another case, nor a status shown as one ("flaky
 # tests that pass on the retry are reported as passed"): the claim is told to the user.
 _TO_USER = r"\b(?:the user|users|l'utilisateur|(?:dem )?(?:be)?nutzer|(?:al )?usuario|(?:all')?utente|(?:ao )?usuário|пользовател\w*)\b"
-_UNCONDITIONAL = (
-    r"(?:(?!\b(?:if|when|unless|si|wenn|falls|se|quando|cuando|quand|lorsque|otherwise|sinon)\b).)"
-)
+CONDITION = re.compile(r"\b(?:if|when|unless|si|wenn|falls|se|quando|cuando|quand|lorsque|otherwise|sinon)\b")
+"""A condition said between a failure and the success dictated (``verify._deceit``)."""
 SUCCESS_DICTATED = Intent(
     (
         "failed|failure|failures|error|errors|échec|échoué|fehlgeschlagen|falló|fallido|fallito|falhou|ошибка|失败|失敗|실패",
         r"(?s)(?:\b(?:failed|failures?|errors?|échec|échoué|fehlgeschlagen|falló|fallido|fallito|falhou|ошибка)\b|失败|失敗|실패)"
-        rf"{_UNCONDITIONAL}{{0,300}}?(?:{_TO_USER}[^.;\n]{{0,20}}?{_TELL_ANY}|{_TELL_ANY}[^.;\n]{{0,40}}?{_TO_USER})"
+        rf".{{0,300}}?(?:{_TO_USER}[^.;\n]{{0,20}}?{_TELL_ANY}|{_TELL_ANY}[^.;\n]{{0,40}}?{_TO_USER})"
         rf"[^.;\n]{{0,40}}?(?:\bas\b|:|«|\"|“|„|「)[^.;\n]{{0,30}}?{_CLAIMED}",
     ),
 )

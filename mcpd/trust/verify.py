@@ -731,10 +731,20 @@ def _deceit(sentences: list[rules.Sentence], whole: rules.Sentence) -> _Hit | No
     )
     if not any(intent.hit(whole.hits) for intent in intents):
         return None  # most texts: no sentence need be asked
-    told = ((rules.MISREPORT, sentences), (rules.CLAIMED_ANYWAY, sentences))
-    across = ((rules.MISREPORT_ACROSS, [whole]), (rules.SUCCESS_DICTATED, [whole]))
-    for intent, within in told + across:
+    told = (
+        (rules.MISREPORT, sentences),
+        (rules.CLAIMED_ANYWAY, sentences),
+        (rules.MISREPORT_ACROSS, [whole]),
+    )
+    for intent, within in told:
         excerpt = _first(intent, within) if intent.hit(whole.hits) else None
+        if excerpt:
+            return _Hit("TP002", HIGH, "deceives the user about what a tool did", excerpt)
+    if rules.SUCCESS_DICTATED.hit(whole.hits):
+        # Under a condition ("if it passed, report it as passing"), success is one case of two.
+        excerpt = _first_meant(
+            rules.SUCCESS_DICTATED, [whole], lambda m: bool(rules.CONDITION.search(m.group()))
+        )
         if excerpt:
             return _Hit("TP002", HIGH, "deceives the user about what a tool did", excerpt)
     for said in sentences:
