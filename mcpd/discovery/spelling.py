@@ -24,16 +24,13 @@ import bisect
 import gzip
 import importlib.resources
 import re
-import threading
 import zlib
 from collections.abc import Container, Iterable, Iterator
 
 import Stemmer
-import structlog
 
+from mcpd.discovery.once import ReadOnce
 from mcpd.discovery.text import REQUEST_WORDS, STOP_WORDS, stem, without_contractions
-
-log = structlog.get_logger("mcpd.discovery")
 
 MIN_LENGTH = 4
 """Shorter words are left alone: "cod" is one edit from "code", "god", "cot" and many more."""
@@ -92,23 +89,6 @@ def read_lexicon(data: bytes) -> Lexicon:
     return Lexicon(match.group(1).decode() for match in _KEY.finditer(gzip.decompress(data)))
 
 
-_lock = threading.Lock()
-_english: list[Lexicon | None] = []
-"""The English lexicon once ``load`` ran: [lexicon], or [None] when it could not be read."""
-
-
-def load() -> Lexicon | None:
-    """The English lexicon, read at the first call (~0.2 s: call it in a worker thread); None without it."""
-    with _lock:
-        if not _english:
-            try:
-                _english.append(_read_english())
-            except (ImportError, OSError, ValueError, EOFError, zlib.error) as exc:
-                log.warning("spelling.unavailable", error=str(exc))
-                _english.append(None)
-        return _english[0]
-
-
 def _read_english() -> Lexicon:
     resource = importlib.resources.files("spellchecker") / "resources" / "en.json.gz"
     lexicon = read_lexicon(resource.read_bytes())
@@ -117,17 +97,27 @@ def _read_english() -> Lexicon:
     return lexicon
 
 
+_english = ReadOnce(
+    _read_english, (ImportError, OSError, ValueError, EOFError, zlib.error), "spelling.unavailable"
+)
+
+
+def load() -> Lexicon | None:
+    """The English lexicon, read at the first call (~0.2 s: call it in a worker thread); None without it."""
+    return _english.load()
+
+
 def tried() -> bool:
     """Whether ``load`` has run (whatever it found)."""
-    return bool(_english)
+    return _english.tried()
 
 
 def loaded() -> Lexicon | None:
     """The English lexicon if ``load`` has read it, else None; never waits."""
-    return _english[0] if _english else None
+    return _english.loaded()
 
 
-def _unknown(text: str, known: Container[str]) -> Iterator[str]:
+def unknown(text: str, known: Container[str]) -> Iterator[str]:
     """The words of ``text`` typed as words (lowercase, distinct) that are neither stop words nor
     the stem of a term in ``known``."""
     typed = dict.fromkeys(word.lower() for word in _TYPED.findall(without_contractions(text)))
@@ -140,7 +130,7 @@ def misspelt(text: str, known: Container[str], english: Container[str]) -> list[
     """The words of ``text`` typed as words (lowercase, distinct, at most ``MAX_WORDS``) that are
     neither stop words, nor English, nor the stem of a term in ``known``: the ones to correct."""
     out: list[str] = []
-    for word in _unknown(text, known):
+    for word in unknown(text, known):
         if correctable(word) and word not in english:
             out.append(word)
             if len(out) == MAX_WORDS:
@@ -157,7 +147,7 @@ def compounds(text: str, known: Container[str], english: Container[str]) -> dict
     ``MAX_WORDS`` words are tried."""
     out: dict[str, tuple[str, str]] = {}
     tried = 0
-    for word in _unknown(text, known):
+    for word in unknown(text, known):
         if not 2 * MIN_PART <= len(word) <= MAX_LENGTH:
             continue
         best = 0
