@@ -57,7 +57,7 @@ from typing import Any
 
 from lexical_variants import variants
 
-from mcpd.discovery import spelling
+from mcpd.discovery import spelling, synonyms
 from mcpd.discovery.index import Params, ToolIndex, ToolText, schema_params
 from mcpd.discovery.prior import UsagePrior
 from mcpd.discovery.text import learned_terms, plain_terms
@@ -211,7 +211,9 @@ def tool_texts(tools: Sequence[Tool]) -> dict[str, list[ToolText]]:
 def mcpd_ranking(
     tools: Sequence[Tool], prior: UsagePrior | None = None, params: Params | None = None
 ) -> Ranker:
-    spelling.load()  # as the daemon's catalogue does when it starts
+    # As the daemon's catalogue does at the first ranked query.
+    spelling.load()
+    synonyms.load()
     index = ToolIndex(params or Params())
     index.replace_servers(tool_texts(tools))  # one pass over every server, as the catalogue does
 
@@ -305,6 +307,10 @@ GRID: dict[str, Variant] = {
     "request words dropped (before)": Params(request_weight=0.0),
     "request words weigh 1 (earlier)": Params(request_weight=1.0),
     "request words x0.5": Params(request_weight=0.5),
+    "synonyms off (before)": Params(synonyms=0.0),
+    "synonyms x0.25": Params(synonyms=0.25),
+    "synonyms x0.75": Params(synonyms=0.75),
+    "synonyms, no hypernyms": Params(hypernyms=False),
     **variants(),
 }
 """Named settings that the cross-validation chooses among (the defaults included)."""

@@ -22,7 +22,8 @@ def english() -> spelling.Lexicon:
 
 
 def catalogue(spell: bool = True) -> ToolIndex:
-    index = ToolIndex(Params(spelling=spell))
+    # Without spelling, without synonyms too: "develop" would find the branch tool through "create".
+    index = ToolIndex(Params() if spell else Params(spelling=False, synonyms=0.0))
     index.replace_servers(
         {
             "weather": [ToolText("weather", "get_forecast", "Weather forecast for a city")],
