@@ -67,13 +67,13 @@ def test_english_words_and_pieces_of_tokens_are_not_corrected(english: spelling.
     assert index.search("benefits of meditation") == []
     assert index.search("what is iVBORw0KGgoAAAANSUhEUgAAAgAAAAIACAYAAAD0eNT6 ?") == []
     query = "meditation kindly iVBORw0KGgoAAAA d0eNT6 histroy's"
-    assert spelling.misspelt(query, set(), english) == ["histroy"]
+    assert spelling.misspelt(spelling.unknown(query, set()), english) == ["histroy"]
 
 
 def test_a_query_corrects_a_bounded_number_of_words(english: spelling.Lexicon) -> None:
     """A query is client input: made-up words past ``MAX_WORDS`` are not looked at."""
     made_up = " ".join(f"qz{a}{b}xv" for a in "abcdefgh" for b in "abcdefgh")
-    assert len(spelling.misspelt(made_up, set(), english)) == spelling.MAX_WORDS
+    assert len(spelling.misspelt(spelling.unknown(made_up, set()), english)) == spelling.MAX_WORDS
 
 
 def test_a_compound_written_as_one_word_finds_the_tool_of_its_two_words(english: spelling.Lexicon) -> None:
@@ -104,13 +104,26 @@ def test_words_that_only_look_compound_are_not_split(english: spelling.Lexicon) 
     """A part is an English word of four letters at least and no stop word: "promotional" is not
     pro + motion, "clickable" not click + able, "proper" not pro + per; nor is a word the catalogue
     has ("database") split, nor one more than ``MAX_LENGTH`` letters long."""
-    known = {"pro", "motion", "click", "abl", "per", "data", "base", "flow", "chart", "hous", "plant"}
+    known = {
+        "pro",
+        "motion",
+        "click",
+        "abl",
+        "per",
+        "data",
+        "base",
+        "flow",
+        "chart",
+        "hous",
+        "plant",
+        "databas",
+    }
     query = "promotional clickable proper flowchart houseplants " + "flowchart" * 3
-    assert spelling.compounds(query, known | {"databas"}, english) == {
+    assert spelling.compounds(spelling.unknown(query, known), known, english) == {
         "flowchart": ("flow", "chart"),
         "houseplants": ("hous", "plant"),
     }
-    assert spelling.compounds("database", known | {"databas"}, english) == {}
+    assert spelling.compounds(spelling.unknown("database", known), known, english) == {}
 
 
 def test_a_list_laid_out_otherwise_is_read_alike() -> None:

@@ -36,6 +36,12 @@ def catalogue(params: Params | None = None, insurer: bool = False) -> ToolIndex:
     return index
 
 
+def readings(text: str, known: set[str], thesaurus: synonyms.Thesaurus) -> dict[str, list[str]]:
+    english = spelling.loaded()
+    assert english is not None
+    return synonyms.readings(spelling.unknown(text, known), known, english, thesaurus)
+
+
 def best(index: ToolIndex, query: str) -> str | None:
     hits = index.search(query, limit=1)
     return hits[0].tool if hits else None
@@ -65,12 +71,10 @@ def test_a_word_tools_use_is_not_expanded(thesaurus: synonyms.Thesaurus) -> None
     index = catalogue(insurer=True)
     assert [hit.tool for hit in index.search("car")] == ["rent_car"]
     assert [hit.tool for hit in index.search("automobile")] == ["insure_automobile"]
-    english = spelling.loaded()
-    assert english is not None
     known = {"car", "automobil", "time", "origin", "sourc", "base"}
-    assert synonyms.readings("car and automobile hours", known, english, thesaurus) == {"hours": ["time"]}
-    assert synonyms.readings("files in /root/notes", known, english, thesaurus) == {}
-    assert synonyms.readings("hour", {"nothing"}, english, thesaurus) == {}
+    assert readings("car and automobile hours", known, thesaurus) == {"hours": ["time"]}
+    assert readings("files in /root/notes", known, thesaurus) == {}
+    assert readings("hour", {"nothing"}, thesaurus) == {}
 
 
 def test_hypernyms_are_read_only_when_asked(thesaurus: synonyms.Thesaurus) -> None:
@@ -82,11 +86,9 @@ def test_hypernyms_are_read_only_when_asked(thesaurus: synonyms.Thesaurus) -> No
 
 def test_a_query_looks_up_a_bounded_number_of_words(thesaurus: synonyms.Thesaurus) -> None:
     """A query is client input: English words past ``spelling.MAX_WORDS`` are not looked up."""
-    english = spelling.loaded()
-    assert english is not None
     words = ["hour", "store", "record", "disk", "month", "week", "clock", "watch", "diary", "automobile"]
     known = {term for word in words for term in thesaurus.related(stem(word))} - {stem(w) for w in words}
-    assert len(synonyms.readings(" ".join(words), known, english, thesaurus)) == spelling.MAX_WORDS
+    assert len(readings(" ".join(words), known, thesaurus)) == spelling.MAX_WORDS
 
 
 def test_a_table_out_of_order_is_searched_right() -> None:

@@ -25,7 +25,7 @@ import gzip
 import importlib.resources
 import re
 import zlib
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Container, Iterable
 
 import Stemmer
 
@@ -50,6 +50,8 @@ _PLAIN = re.compile(r"[a-z]+")
 # A word as typed: letters between spaces or punctuation, capitalised at most. Not a piece of a
 # token (base64, a hash, an identifier), whose splits are no typos.
 _TYPED = re.compile(r"(?<!\w)[A-Za-z][a-z]+(?!\w)")
+# A path or URL ("/root/markdown/report.md"): its pieces name files and places, not what is asked for.
+_PATH = re.compile(r"\S*[/\\]\S*")
 _STEMMER = Stemmer.Stemmer("english", 0)
 
 
@@ -117,20 +119,24 @@ def loaded() -> Lexicon | None:
     return _english.loaded()
 
 
-def unknown(text: str, known: Container[str]) -> Iterator[str]:
-    """The words of ``text`` typed as words (lowercase, distinct) that are neither stop words nor
-    the stem of a term in ``known``."""
+def unknown(text: str, known: Container[str]) -> list[str]:
+    """The words of ``text`` typed as words (lowercase, distinct), outside paths and URLs, that are
+    neither stop or request words nor the stem of a term in ``known``: those that ``misspelt``,
+    ``compounds`` and ``mcpd.discovery.synonyms.readings`` read, found once for the three."""
+    if "/" in text or "\\" in text:
+        text = _PATH.sub(" ", text)
     typed = dict.fromkeys(word.lower() for word in _TYPED.findall(without_contractions(text)))
-    for word in typed:
-        if word not in STOP_WORDS and word not in REQUEST_WORDS and stem(word) not in known:
-            yield word
+    return [
+        word
+        for word in typed
+        if word not in STOP_WORDS and word not in REQUEST_WORDS and stem(word) not in known
+    ]
 
 
-def misspelt(text: str, known: Container[str], english: Container[str]) -> list[str]:
-    """The words of ``text`` typed as words (lowercase, distinct, at most ``MAX_WORDS``) that are
-    neither stop words, nor English, nor the stem of a term in ``known``: the ones to correct."""
+def misspelt(words: Iterable[str], english: Container[str]) -> list[str]:
+    """The ``unknown`` words (at most ``MAX_WORDS``) that are no English words: the ones to correct."""
     out: list[str] = []
-    for word in unknown(text, known):
+    for word in words:
         if correctable(word) and word not in english:
             out.append(word)
             if len(out) == MAX_WORDS:
@@ -138,16 +144,18 @@ def misspelt(text: str, known: Container[str], english: Container[str]) -> list[
     return out
 
 
-def compounds(text: str, known: Container[str], english: Container[str]) -> dict[str, tuple[str, str]]:
-    """The words of ``text`` that no tool uses but that are two English words written as one, each
-    a stem of a term in ``known`` ("flowchart" -> flow, chart): the word -> the two stems.
+def compounds(
+    words: Iterable[str], known: Container[str], english: Container[str]
+) -> dict[str, tuple[str, str]]:
+    """The ``unknown`` words that are two English words written as one, each a stem of a term in
+    ``known`` ("flowchart" -> flow, chart): the word -> the two stems.
 
     The split with the most even parts wins; a part has ``MIN_PART`` letters at least and is no
     stop word, which leaves alone words that only look split ("pro|motion", "click|able"). At most
     ``MAX_WORDS`` words are tried."""
     out: dict[str, tuple[str, str]] = {}
     tried = 0
-    for word in unknown(text, known):
+    for word in words:
         if not 2 * MIN_PART <= len(word) <= MAX_LENGTH:
             continue
         best = 0

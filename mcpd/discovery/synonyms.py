@@ -48,16 +48,12 @@ import array
 import bisect
 import gzip
 import importlib.resources
-import re
 import zlib
-from collections.abc import Container
+from collections.abc import Container, Iterable
 
 from mcpd.discovery import spelling
 from mcpd.discovery.once import ReadOnce
 from mcpd.discovery.text import stem
-
-# A path or URL ("/root/markdown/report.md"): its pieces name files and places, not what is asked for.
-_PATH = re.compile(r"\S*[/\\]\S*")
 
 MIN_KEYS = 10_000
 """A table with fewer keys is not the thesaurus (it has ~38k): damaged or cut short."""
@@ -141,17 +137,18 @@ def loaded() -> Thesaurus | None:
 
 
 def readings(
-    text: str, known: Container[str], english: Container[str], thesaurus: Thesaurus, hypernyms: bool = True
+    words: Iterable[str],
+    known: Container[str],
+    english: Container[str],
+    thesaurus: Thesaurus,
+    hypernyms: bool = True,
 ) -> dict[str, list[str]]:
-    """The words of ``text`` outside paths that no tool uses (``spelling.unknown``: their stem is no
-    term of ``known``, no stop or request word) and that are English words of a typing length
+    """The ``spelling.unknown`` words (no tool uses them) that are English words of a typing length
     (``spelling.correctable``), each with its related terms (``Thesaurus.related``) that are in
     ``known``; a word with none is left out. At most ``spelling.MAX_WORDS`` words are looked up."""
     out: dict[str, list[str]] = {}
     looked_up = 0
-    if "/" in text or "\\" in text:
-        text = _PATH.sub(" ", text)
-    for word in spelling.unknown(text, known):
+    for word in words:
         if not spelling.correctable(word) or word not in english:
             continue
         found = [term for term in thesaurus.related(stem(word), hypernyms) if term in known]
