@@ -22,13 +22,16 @@ EDGE = 4096
 """Bytes kept of each end of a line too long to keep: where its id is."""
 
 _STRING = rb'"(?:[^"\\]|\\.)*"'
-_ID = rb"(-?\d+|" + _STRING + rb")"
-_KEY = rb'"(?:jsonrpc|method)"\s*:\s*' + _STRING
-# The top-level ``id`` either comes before ``params`` (after only ``jsonrpc`` and ``method``: the
-# Python SDK's order) or closes the object (the TypeScript SDK writes it last). Anchored at the
-# line's ends, neither can match an ``id`` inside ``params``.
-_HEAD_ID = re.compile(rb"\s*\{\s*(?:" + _KEY + rb'\s*,\s*)*"id"\s*:\s*' + _ID)
-_TAIL_ID = re.compile(rb'"id"\s*:\s*' + _ID + rb"\s*(?:,\s*" + _KEY + rb"\s*)*\}\s*$")
+# An id is an integer or a string: a number that goes on (``1.5``) is neither, not its ``1``.
+_VALUE = rb"(?:-?\d+(?![\d.eE])|" + _STRING + rb")"
+_MEMBER = rb'"(?:jsonrpc|method|id)"\s*:\s*' + _VALUE
+_MEMBERS = _MEMBER + rb"(?:\s*,\s*" + _MEMBER + rb")*"
+# The top-level ``jsonrpc``, ``method`` and ``id`` written before the first other member (the Python
+# SDK's order), or after the last one, closing the object (the TypeScript SDK writes ``id`` last).
+# Anchored at the line's ends, neither can match one inside ``params`` (or in a string).
+_HEAD = re.compile(rb"\s*\{\s*(" + _MEMBERS + rb")")
+_TAIL = re.compile(rb"[{,]\s*(" + _MEMBERS + rb")\s*\}\s*$")
+_NAMED = re.compile(rb'"(jsonrpc|method|id)"\s*:\s*(' + _VALUE + rb")")
 _request_id: msgspec.json.Decoder[mcp.RequestId] = msgspec.json.Decoder(mcp.RequestId)
 
 
@@ -40,12 +43,16 @@ class Oversized(msgspec.Struct, frozen=True):
     tail: bytes
 
     def request_id(self) -> mcp.RequestId | None:
-        """The id of the request the line held, if its ends show it (None for a notification too)."""
-        found = _HEAD_ID.match(self.head) or _TAIL_ID.search(self.tail.rstrip(b"\r"))
-        if found is None:
+        """The id of the request the line held, if its ends show it: None for a notification, and for
+        a response (no ``method``), whose id is one of the daemon's requests, not the host's."""
+        members: dict[bytes, bytes] = {}
+        for found in (_HEAD.match(self.head), _TAIL.search(self.tail.rstrip(b"\r"))):
+            if found is not None:
+                members.update((key, value) for key, value in _NAMED.findall(found[1]))
+        if b"method" not in members or b"id" not in members:
             return None
         try:
-            return _request_id.decode(found[1])
+            return _request_id.decode(members[b"id"])
         except DECODE_FAILURES:
             return None
 

@@ -1070,6 +1070,23 @@ def test_an_oversized_line_is_answered_by_its_own_id_never_one_inside_it() -> No
     assert reader.feed(b'{"id":1}\n{"id"') == [b'{"id":1}'] and reader.end() == b'{"id"'
 
 
+def test_an_oversized_response_or_float_id_is_answered_by_no_id() -> None:
+    """A host's answer to the daemon's request (a sampling result with an image) over the limit names
+    no request of the host's: its id is the daemon's, and an error sent under it would answer the
+    host's own request of that id. Nor does an id of 1.5 name request 1. Before, both were taken."""
+    reader = LineReader(lambda: 100)
+    padding = "a" * 10_000
+    lines = [
+        {"jsonrpc": "2.0", "id": 5, "result": {"content": {"type": "image", "data": padding}}},
+        {"result": {"data": padding}, "jsonrpc": "2.0", "id": 6},
+        {"jsonrpc": "2.0", "id": 7, "error": {"code": -1, "message": padding}},
+        {"jsonrpc": "2.0", "id": 1.5, "method": "ping", "params": {"x": padding}},
+        {"method": "ping", "params": {"x": padding}, "jsonrpc": "2.0", "id": 8},
+    ]
+    found = reader.feed("".join(json.dumps(line) + "\r\n" for line in lines).encode())
+    assert [line.request_id() for line in found if isinstance(line, Oversized)] == [None, None, None, None, 8]
+
+
 async def test_a_daemon_stopped_past_the_hello_timeout_loses_no_call_nor_a_bridge_started_meanwhile(
     tmp_path: Path,
 ) -> None:
