@@ -181,9 +181,9 @@ class Relay:
         self.waiting: list[tuple[float, bytes, mcp.Route | None]] = []
         """Host messages read while there is no daemon: when, the line, its route."""
         self.initialized = False
-        """A daemon has had the host's ``initialize``: after a reconnect the host is told to list tools
-        again. Not before: one read while there was no daemon yet goes to the next one, and the host
-        must have its answer before any notification."""
+        """A daemon has answered the host's ``initialize``: after a reconnect the host is told to list
+        tools again. Not before: the host must have its answer before any notification, and one read
+        while there was no daemon, or that a daemon held when it went away, goes to the next one."""
         self._stdin, self._stdout = stdin, stdout
         self._out = bytearray()
         """What the host has not taken yet (its stdout is a full pipe)."""
@@ -329,8 +329,6 @@ class Relay:
                 self.inflight.pop(cancelled, None)
         try:
             self.channel.send(line)
-            if route is not None and route.method == "initialize":
-                self.initialized = True
         except McpdError:
             # Never delivered: it waits for the next daemon like any message of the gap.
             if request_id is not None:
@@ -367,7 +365,8 @@ class Relay:
             route = _route_of(data)
             answered = _response_id(route)
             if answered is not None:
-                self.inflight.pop(answered, None)
+                if self.inflight.pop(answered, ("", None))[0] == "initialize":
+                    self.initialized = True
             elif (asking := _request_id(route)) is not None:
                 self.asked.add(asking)
             elif route is not None and route.method == mcp.CANCELLED:

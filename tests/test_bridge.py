@@ -1131,3 +1131,37 @@ async def test_a_daemon_stopped_past_the_hello_timeout_loses_no_call_nor_a_bridg
     assert {m["error"]["code"] for m in answers} == {-32602}, answers[:2]
     # Nothing before the answer to its initialize (a list_changed came first, as after a reconnect).
     assert [m.get("id") for m in late] == [1, 2] and late[1]["result"] == {}, late
+
+
+async def test_an_initialize_the_daemon_died_holding_is_answered_before_any_list_changed(
+    tmp_path: Path,
+) -> None:
+    """A host's ``initialize`` a daemon held when it was killed (a cold start waits for the servers'
+    first start) is sent again to the next daemon, and the host hears nothing before its answer: MCP
+    allows no notification before it. Before, the bridge counted the host initialized once the first
+    daemon had the request, and wrote ``list_changed`` at the reconnect, ahead of the answer."""
+    config = tmp_path / "config.toml"
+    config.write_text('[servers.mute]\ncommand = "sleep"\nargs = ["60"]\n')  # starting for 20 s
+    command = [sys.executable, "-m", "mcpd", "bridge", "--no-autostart", "--socket"]
+    async with running_daemon(config, wait_ready=False) as first:
+        await first.wait_for("daemon.starting")  # listening: the bridge's hello waits for it to serve
+        async with await anyio.open_process([*command, str(first.socket)]) as process:
+            host = RawHost(process)
+            try:
+                initialize = {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t"},
+                }
+                await host.send({"id": 1, "method": "initialize", "params": initialize})
+                await host.send({"id": 2, "method": "ping"})
+                # Answered while the initialize waits (2 s) for the server: the daemon has read it.
+                assert [m.get("id") for m in await host.until_answer(2)] == [2]
+                first.signal(signal.SIGKILL)
+                await first.wait_exit()
+                config.write_text("")
+                async with running_daemon(config, socket=first.socket):
+                    seen = await host.until_answer(1)
+            finally:
+                process.terminate()
+    assert [m.get("id") for m in seen] == [1], seen
