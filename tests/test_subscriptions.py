@@ -26,7 +26,7 @@ from test_front import initialize, peer
 
 from mcpd.client.aio import connect
 from mcpd.config.model import Config, RestartPolicy
-from mcpd.errors import CallTimeout, McpdError, UnknownResource
+from mcpd.errors import CallTimeout, McpdError, UnknownResource, UnknownServer
 from mcpd.front import subscriptions
 from mcpd.front.subscriptions import UNSUBSCRIBE_ATTEMPTS, Subscriptions
 from mcpd.model.mcp import RESOURCE_UPDATED, SUBSCRIPTIONS_NOTIFICATION, SessionState
@@ -637,6 +637,34 @@ async def test_a_server_removed_by_reload_ends_its_subscriptions_for_good(tmp_pa
         finally:
             host.channel.close()
         assert "resource.resubscribed" not in [e.get("event") for e in running.events[mark:]]
+
+
+async def test_a_subscribe_still_in_its_check_when_its_server_is_removed_is_told_at_once(
+    tmp_path: Path,
+) -> None:
+    """A subscribe whose trust check is still running when a reload removes its server gets
+    ``UnknownServer`` once the check is done. Before, ``forget`` answered only the subscribes past
+    their check, and this one waited its whole deadline (the server's ``call_timeout``, 60 s) for a
+    server nobody would ask, then got ``CallTimeout``."""
+    async with held_server(tmp_path) as held:
+        hub = held.subscriptions
+        hub.register("host", ignore)
+        checked = anyio.Event()
+
+        async def check() -> None:
+            await checked.wait()
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+
+                async def subscribe() -> None:
+                    with pytest.raises(UnknownServer):
+                        await hub.subscribe("host", "full", "full://r/0", check=check)
+
+                tg.start_soon(subscribe)
+                await anyio.wait_all_tasks_blocked()
+                hub.forget("full")
+                checked.set()
 
 
 async def test_unsubscriptions_waiting_for_a_refusing_server_are_bounded(

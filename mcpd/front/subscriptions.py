@@ -365,7 +365,9 @@ class Subscriptions:
         error = UnknownServer(f"server {server!r} was removed from the config", {"server": server})
         ended = 0
         for uri, state in uris.items():
-            self._answer((server, uri), state, error)
+            # Those still in their check too: nobody would answer them after, and they would wait
+            # out their deadline for a server nobody asks.
+            self._answer((server, uri), state, error, checking=True)
             ended += bool(self._end((server, uri), state, error))
             if state.settled is not None:
                 state.settled.set()
@@ -432,10 +434,11 @@ class Subscriptions:
                 log.exception("subscription.delivery_failed", server=server, uri=uri)
         return len(holders)
 
-    def _answer(self, key: Key, state: _Uri, error: McpdError | None) -> None:
-        """The server's answer to the allowed joins: each holds it now, or is told ``error``."""
+    def _answer(self, key: Key, state: _Uri, error: McpdError | None, *, checking: bool = False) -> None:
+        """The server's answer to the allowed joins (and those still ``checking``, told ``error``):
+        each holds it now, or is told ``error``."""
         for owner, join in list(state.joining.items()):
-            if not join.allowed:
+            if not join.allowed and not checking:
                 continue
             del state.joining[owner]
             if error is None:
