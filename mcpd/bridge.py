@@ -533,8 +533,17 @@ class Relay:
             self.channel.close()
             self.channel = None
 
+    def _take_last(self) -> None:
+        """Deliver what the daemon sent before it went away and is still in the socket: one found
+        gone by a send (a broken pipe) may have answered calls the relay had not read yet."""
+        assert self.channel is not None
+        with contextlib.suppress(McpdError):
+            while select.select([self.channel], [], [], 0)[0]:
+                self._deliver(self.channel.receive())
+
     def _lost(self) -> None:
         """The daemon went away: answer or keep what it held, and start reconnecting."""
+        self._take_last()
         self._close()
         now = time.monotonic()
         resend: list[tuple[float, bytes, mcp.Route | None]] = []

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable
@@ -28,6 +29,8 @@ from mcp.shared.exceptions import MCPError
 
 from mcpd.bridge import ADVISORY_LIMIT, AUTOSTART_AFTER, AUTOSTART_MAX, AUTOSTART_RETRY, Relay
 from mcpd.client.aio import connect
+from mcpd.client.channel import Channel
+from mcpd.ipc.framing import FrameBuffer, frame
 from mcpd.lines import LineReader, Oversized
 from mcpd.model.mcp import (
     DAEMON_RESTARTED,
@@ -39,6 +42,7 @@ from mcpd.model.mcp import (
     SessionState,
     SubscriptionsChanged,
 )
+from mcpd.model.protocol import HelloResult
 from mcpd.testing import fixture_toml, fullserver_toml, pids_with_args, process_gone
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
@@ -1165,3 +1169,26 @@ async def test_an_initialize_the_daemon_died_holding_is_answered_before_any_list
             finally:
                 process.terminate()
     assert [m.get("id") for m in seen] == [1], seen
+
+
+def test_an_answer_the_daemon_sent_before_it_went_away_reaches_the_host() -> None:
+    """A daemon answers a call and goes away (a restart) before the relay read the answer, and the
+    relay finds it gone by sending the host's next line (a broken pipe): the host gets the answer
+    the daemon sent, still in the socket, not "the mcpd daemon restarted during tools/call"."""
+    ours, daemons = socket.socketpair()
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    hello = HelloResult(protocol=1, version="test", pid=0)
+    relay = Relay(None, config=None, state=SessionState(), autostart=False, stdout=write)
+    try:
+        relay._attach(Channel(ours, hello, [], FrameBuffer()))
+        relay._from_host(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/call"}).encode())
+        daemons.sendall(frame(json.dumps({"jsonrpc": "2.0", "id": 5, "result": {"done": True}}).encode()))
+        daemons.close()
+        relay._from_host(json.dumps({"jsonrpc": "2.0", "id": 6, "method": "ping"}).encode())
+        got = [json.loads(line) for line in os.read(read, 1 << 16).splitlines()]
+    finally:
+        relay._close()
+        os.close(read)
+        os.close(write)
+    assert [m.get("result") for m in got if m.get("id") == 5] == [{"done": True}], got
