@@ -417,6 +417,9 @@ def test_diff_names_changed_fields_as_hosts_see_them() -> None:
     fields = gate.changed_fields(gate.definition(approved), gate.definition(seen))
     assert fields == ["annotations", "execution", "inputSchema"]
     assert gate.changed_fields(gate.definition(approved), gate.definition(approved)) == []
+    bare = msgspec.structs.replace(approved, extra=None)
+    emptied = msgspec.structs.replace(approved, extra={})
+    assert gate.changed_fields(gate.definition(bare), gate.definition(emptied)) == ["unmodelled fields"]
 
 
 async def test_a_restart_that_changes_nothing_holds_nothing(tmp_path: Path) -> None:

@@ -730,13 +730,14 @@ def changed_fields(approved: str | None, seen: str) -> list[str]:
     changed = _differing(before, after)
     if "extra" in changed:
         old, new = before.get("extra") or {}, after.get("extra") or {}
-        if isinstance(old, dict) and isinstance(new, dict):
+        inner = _differing(old, new) if isinstance(old, dict) and isinstance(new, dict) else []
+        if inner:  # else only null became {}: still a change (its hash differs), named as a whole
             changed.remove("extra")
-            changed.extend(_differing(old, new))
+            changed.extend(inner)
     return sorted(_WIRE_NAMES.get(key, key) for key in changed)
 
 
-_WIRE_NAMES = {"input_schema": "inputSchema", "output_schema": "outputSchema"}
+_WIRE_NAMES = {"input_schema": "inputSchema", "output_schema": "outputSchema", "extra": "unmodelled fields"}
 """Pinned keys named otherwise on the wire (the pinned text keeps its keys: they are hashed)."""
 
 
