@@ -1252,7 +1252,12 @@ UNTIL_GUESSED = re.compile(
 # -- TP003: hidden instruction blocks ------------------------------------------------------------
 
 INSTRUCTION_BLOCK = Intent(
-    ("<", r"<\s*/?\s*(?:important|system|instructions?|hidden|admin|override|critical|sys)\b[^<>]{0,120}>"),
+    # A name that goes on past the word ("<system-out>", JUnit's) is another element: it counts only
+    # as a weak tag, with its closing tag (``weak_block``).
+    (
+        "<",
+        r"<\s*/?\s*(?:important|system|instructions?|hidden|admin|override|critical|sys)(?![\w-])[^<>]{0,120}>",
+    ),
     (
         "im_start|im_end|system|endoftext|start_header_id|end_header_id|eot_id|begin_of_text",
         r"<\|\s*(?:im_start|im_end|system|endoftext|start_header_id|end_header_id|eot_id|begin_of_text)\s*\|>",
@@ -1262,13 +1267,19 @@ INSTRUCTION_BLOCK = Intent(
         "##",
         r"(?<!#)#{2,}\s*(?:system (?:override|prompt|message|instructions?)|new instructions|admin override)\b",
     ),
-    ("[", r"\[\[?\s*(?:system|admin|important|instructions?|sys|hidden)\b[^\]]{0,40}\]"),
+    ("[", r"\[\[?\s*(?:system|admin|important|instructions?|sys|hidden)(?![\w-])[^\]]{0,40}\]"),
     ("<!--", r"<!--[^>]{0,20}\b(?:ai|assistant|model|llm|agent|system|claude|gpt)\b\s*:"),
 )
 # A chat-template token named as one of its kind ("role markers (<|im_start|>system etc.)",
 # "strips tokens such as <|im_start|>system and <|im_end|>"), and a turn it opens: the words of a
 # message after an opening token and its role, up to the next token or the clause's end.
 TOKEN_KIND = re.compile(r"\b(?:tokens?|markers?|templates?|chatml|delimiters?)\b")
+# A tag named as one ("hidden <IMPORTANT> tags", "tags such as <system>"): the kind right after it,
+# or right before it with at most an example word between.
+TAG_KIND_AFTER = re.compile(r"\s*(?:tags?|blocks?|elements?|markers?)\b")
+TAG_KIND_BEFORE = re.compile(
+    r"\b(?:tags?|blocks?|elements?|markers?)\W{1,3}(?:(?:such as|like|e\.g\.|including)\W{1,3})?$"
+)
 CHAT_TURN = re.compile(
     r"<\|\s*(?:im_start|system|start_header_id|begin_of_text)\s*\|>\s*(?:(?:system|user|assistant|developer)\b|\{\w+\})?"
     r"([^<.,;)]*)"

@@ -1060,6 +1060,19 @@ def _token_named(match: re.Match[str]) -> bool:
 
 _WORD = re.compile(r"[^\W\d_]+")
 _TAG = re.compile(r"<[^<>]{0,120}>")
+_TAG_NAME = re.compile(r"<\s*([\w-]+)")
+
+
+def _tag_named(match: re.Match[str]) -> bool:
+    """A tag named as one of its kind ("flags hidden <IMPORTANT> tags", "tags such as <system>")
+    that nothing in the text closes: a scanner's word for what it looks for, holding no message."""
+    text, name = match.string, _TAG_NAME.match(match.group())
+    if name is None:
+        return False
+    named = rules.TAG_KIND_AFTER.match(text, match.end()) or rules.TAG_KIND_BEFORE.search(
+        text, max(0, match.start() - 30), match.start()
+    )
+    return bool(named) and f"</{name.group(1)}" not in text
 
 
 def _markup_of_data(match: re.Match[str]) -> bool:
@@ -1085,7 +1098,9 @@ def _markup_of_data(match: re.Match[str]) -> bool:
 def _block(whole: rules.Sentence) -> _Hit | None:
     """A hidden instruction block; a tag quoted as an example ("lists descriptions with blocks such
     as '<IMPORTANT>'") or a chat-template token named as one hides nothing."""
-    excerpt = _first_meant(rules.INSTRUCTION_BLOCK, [whole], lambda m: _token_named(m) or _markup_of_data(m))
+    excerpt = _first_meant(
+        rules.INSTRUCTION_BLOCK, [whole], lambda m: _token_named(m) or _tag_named(m) or _markup_of_data(m)
+    )
     if not excerpt:
         weak = rules.weak_block(whole.text)
         if weak and not (_quoted_example(weak) or _markup_of_data(weak)):
@@ -1119,7 +1134,11 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
         found.append(_Hit("TP001", HIGH, "instructions aimed at the model", excerpt))
     games = _games(texts, folded)
     excerpt = _first_meant(
-        rules.CONCEAL, triggering, lambda m: _game_answer(m, games) or _option_effect(m), after=after
+        rules.CONCEAL,
+        triggering,
+        lambda m: _game_answer(m, games) or _option_effect(m),
+        continued,
+        after=after,
     )
     concealed = _Hit("TP002", HIGH, "concealment from the user", excerpt) if excerpt else None
     concealed = concealed or _deceit(triggering, whole) or _forced_option(whole)
