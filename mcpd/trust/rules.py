@@ -1830,6 +1830,12 @@ USER_DATA = re.compile(
 # The model's own conversation or instructions, said so that no mailbox or channel of the user is
 # meant: "every message exchanged so far", "the user's previous messages", "your system prompt".
 _SESSION = r"conversation|chat|session|dialog(?:ue)?|exchange|messages?|history|transcript"
+# What a place's purpose may not send without being read as sent (``verify._for_a_place``): the
+# chat, a secret, the user's or anyone's things, a quantity.
+CHAT_SECRET_OR_ALL = re.compile(
+    rf"\b(?:{_SESSION}|{_SECRET_NAME}s?|api[ _-]?keys?|(?:the )?users?'s?|your|their|{_QUANTITY_WORDS}"
+    r"|whole|entire|full|complete|emails?|files?|contacts?|personal)\b"
+)
 # What names a thing and is not it: "the conversation ID", "message count".
 # A name of the data, not the data: "the conversation ID", "the file path", "文件路径", "ファイルのパス".
 ITSELF = re.compile(

@@ -852,8 +852,27 @@ _NOUN_FORMS = frozenset(
 _DETERMINED = re.compile(r"\b(?:new|blog|its|their|your|our|marketing|ad|social|forum|latest|recent)\s+$")
 
 
+# An infinitive that ends on its preposition names what a place is for ("the webhook to post the
+# build summary to", "the channel to send alerts to, e.g. ..."): it describes the place, orders
+# nothing, unless what it sends is the chat, a secret or a quantity ("the webhook to post the
+# user's chat history to"). Sending to a place named after it ("to https://...") is no such clause.
+_FOR_PLACE_BEFORE = re.compile(r"\w\s+to\s+$")
+_FOR_PLACE_AFTER = re.compile(r"(?:\s+[\w'-]+){1,6}?\s+(?:to|into|on|in)(?=\s*(?:[,.;:)]|e\.g\.|$))")
+
+
+def _for_a_place(sentence: str, match: re.Match[str]) -> bool:
+    if not _FOR_PLACE_BEFORE.search(sentence, max(0, match.start() - 20), match.start()):
+        return False
+    clause = _FOR_PLACE_AFTER.match(sentence, match.end())
+    if clause is None:
+        return False
+    return not rules.CHAT_SECRET_OR_ALL.search(clause.group())
+
+
 def _an_order(sentence: str, match: re.Match[str]) -> bool:
     if _NOT_AN_ORDER.search(sentence, max(0, match.start() - 20), match.start()):
+        return False
+    if _for_a_place(sentence, match):
         return False
     if match.group() in _NOUN_FORMS and _DETERMINED.search(
         sentence, max(0, match.start() - 20), match.start()
