@@ -1249,6 +1249,17 @@ UNTIL_GUESSED = re.compile(
     r"\W*(?:(?:nicht|niet|pas)\b\W*)?(?:(?P<end>$|[,.;:!?()\-–—])|(?:until|till|before|unless|jusqu\w*|avant|tant que|hasta|antes|bis|ehe|bevor|até|finché|prima|пока|до|tot|totdat|voordat|dopóki|zanim|kadar|önce)\b|直到|之前|까지)"
 )
 
+# A secret named just before "keep it private": advice to guard it, not to hide anything from the
+# user ("returns a new API key; keep it secret", "the file holds session tokens; keep it private").
+KEPT_SECRET = re.compile(
+    r"\bkeep (?:this|it|these|them|that)(?: \w+){0,2}? (?:secret|confidential|private)\b(?! from\b)"
+)
+SECRET_NAMED = re.compile(
+    r"\b(?:api[ _-]?keys?|keys?|tokens?|secrets?|passwords?|passphrases?|credentials?|cookies?"
+    r"|recovery codes?|backup codes?)\b"
+)
+
+
 # -- TP003: hidden instruction blocks ------------------------------------------------------------
 
 INSTRUCTION_BLOCK = Intent(

@@ -466,6 +466,17 @@ def _games(texts: list[str], folded: str) -> frozenset[str]:
     return frozenset(text for at, text in enumerate(texts) if named[at] or (at and named[at - 1]))
 
 
+def _secret_guarded(match: re.Match[str], before: str) -> bool:
+    """Being told to keep a secret private, said of one named just before it in its sentence or the
+    one before (``before``), with no order there to read or move it: the reader told to guard a key
+    the tool made or a file holds, nobody kept in the dark ("put the session token in the notes.
+    keep it private" still hides a secret moved)."""
+    if not rules.KEPT_SECRET.match(match.string, match.start()):
+        return False
+    said = f"{before} {match.string[: match.start()]}"[-160:]
+    return bool(rules.SECRET_NAMED.search(said)) and not rules.CREDENTIAL_VERB.search(said)
+
+
 def _option_effect(match: re.Match[str]) -> bool:
     """The user's leave not asked for as the effect of an option or parameter the clause describes
     ("-y: don't ask for confirmation", "pass force=true to delete without asking for confirmation"),
@@ -1152,10 +1163,11 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     if excerpt:
         found.append(_Hit("TP001", HIGH, "instructions aimed at the model", excerpt))
     games = _games(texts, folded)
+    before = {following: sentence for sentence, following in reversed(after.items())}
     excerpt = _first_meant(
         rules.CONCEAL,
         triggering,
-        lambda m: _game_answer(m, games) or _option_effect(m),
+        lambda m: _game_answer(m, games) or _option_effect(m) or _secret_guarded(m, before.get(m.string, "")),
         continued,
         after=after,
     )
