@@ -1285,6 +1285,18 @@ INSTRUCTION_BLOCK = Intent(
 # "strips tokens such as <|im_start|>system and <|im_end|>"), and a turn it opens: the words of a
 # message after an opening token and its role, up to the next token or the clause's end.
 TOKEN_KIND = re.compile(r"\b(?:tokens?|markers?|templates?|chatml|delimiters?)\b")
+# A log line's level or source in brackets ("[SYSTEM] Disk usage at 91% on /dev/sda1", "[ADMIN]
+# Maintenance window scheduled for Sunday 02:00"): one word, then a report with a number in it and
+# nothing that addresses or binds a reader, up to the end of its sentence.
+LOG_TAG = re.compile(r"\[\s*[a-z]+\s*\]\s*(?=[^.!?:\n]{0,160}\d)")
+BINDS = re.compile(
+    r"\b(?:you|your|yours|must|should|shall|need to|have to|always|never|do not|don't|ignore|disregard"
+    r"|forget|assistant|model|ai|agent|llm|comply|obey|follow|instructions?|polic(?:y|ies)|rules?"
+    r"|allow\w*|grant\w*|permit\w*|disabled?|enabled?|overrid\w*|call|run|send|read)\b"
+)
+SENTENCE_END = re.compile(r"[.!?](?:\s|$)|\n")
+
+
 # A tag named as one ("hidden <IMPORTANT> tags", "tags such as <system>"): the kind right after it,
 # or right before it with at most an example word between.
 TAG_KIND_AFTER = re.compile(r"\s*(?:tags?|blocks?|elements?|markers?)\b")

@@ -1125,11 +1125,23 @@ def _markup_of_data(match: re.Match[str]) -> bool:
     return len(_WORD.findall(_TAG.sub(" ", held))) < 2
 
 
+def _log_level(match: re.Match[str]) -> bool:
+    """A bracketed role word as a log line's level (``rules.LOG_TAG``): what follows to the end of
+    its sentence is a report, with no word that addresses or binds the reader (``rules.BINDS``)."""
+    if not rules.LOG_TAG.match(match.string, match.start()):
+        return False
+    end = rules.SENTENCE_END.search(match.string, match.end(), match.end() + 200)
+    report = match.string[match.end() : end.start() if end else match.end() + 200]
+    return report.isascii() and not rules.BINDS.search(report)
+
+
 def _block(whole: rules.Sentence) -> _Hit | None:
     """A hidden instruction block; a tag quoted as an example ("lists descriptions with blocks such
     as '<IMPORTANT>'") or a chat-template token named as one hides nothing."""
     excerpt = _first_meant(
-        rules.INSTRUCTION_BLOCK, [whole], lambda m: _token_named(m) or _tag_named(m) or _markup_of_data(m)
+        rules.INSTRUCTION_BLOCK,
+        [whole],
+        lambda m: _token_named(m) or _tag_named(m) or _log_level(m) or _markup_of_data(m),
     )
     if not excerpt:
         weak = rules.weak_block(whole.text)
