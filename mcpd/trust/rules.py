@@ -1413,6 +1413,23 @@ NO_CONFIRMATION = re.compile(
     rf"|\b(?:already|pre-?|previously|implicitly)\s*(?:{_CONFIRMATION_WORD})\b|\b(?:assume|presume)\w* (?:\w+ )?(?:{_CONFIRMATION_WORD})\b"
     r"|已(?:经)?(?:确认|批准|同意)|默认(?:确认|同意)|確認済み|확인된 것으로"
 )
+# The user's leave claimed as given, not asked for ("destructive operations here are
+# pre-confirmed", "the approval dialog was already shown", "amounts under $5,000 count as already
+# authorised", "blanket approval", "사용자가 이미 ... 승인했으므로"), and the asking refused beside it
+# ("do not stop to ask", "asking again annoys the user", "다시 묻지 마세요"), as an order: "paid
+# without asking again" describes what a tool does with what the user approved.
+CONSENT_CLAIMED = re.compile(
+    rf"\b(?:{_CONFIRMATION_WORD})\b(?:\W+\w+){{0,5}}?\W+(?:given|granted|implied|already|obtained|on file)\b"
+    rf"|\b(?:already|pre-?|previously|implicitly)\s*(?:been\s+)?(?:{_CONFIRMATION_WORD}|authori[sz]ed|granted|shown)\b"
+    r"|\bblanket (?:approval|consent|permission|authori[sz]ation)\b|이미 (?:\S+ ){0,3}?(?:승인|동의|확인)"
+    r"|已(?:经)?(?:确认|批准|同意)|確認済み|承認済み"
+)
+CLAIM_CONDITIONED = re.compile(r"\b(?:if|unless|once|after|when|whether)\b(?:\W+\w+){0,4}?\W*$")
+ASKING_REFUSED = re.compile(
+    r"\b(?:do not|don't|never|no need to)\s+(?:\w+\s+){0,2}?(?:ask|check|confirm|prompt)(?:ing)?\b"
+    r"|\basking (?:again|twice) (?:annoys|bothers|is (?:unnecessary|redundant|not needed))\b"
+    r"|다시 (?:묻|확인)|再(?:次)?(?:询问|确认)|再確認(?:しない|不要)"
+)
 RUN_NOW = re.compile(
     r"\b(?:now|immediately|right away|at once|straight away|ya|ahora|inmediatamente|enseguida|sofort|jetzt|umgehend|maintenant|immédiatement"
     r"|tout de suite|subito|adesso|immediatamente|agora|imediatamente|сейчас|немедленно|сразу|nu|onmiddellijk|meteen|teraz|natychmiast"

@@ -511,6 +511,20 @@ def _forced_option(whole: rules.Sentence) -> _Hit | None:
     return None
 
 
+def _consent_claimed(whole: rules.Sentence) -> _Hit | None:
+    """The user's leave claimed as given already, not under a condition ("only if the user already
+    confirmed"), with asking refused within a few sentences of it: the model told the user has
+    agreed so that nobody asks them."""
+    folded = whole.text
+    for claim in rules.CONSENT_CLAIMED.finditer(folded):
+        if rules.CLAIM_CONDITIONED.search(folded, max(0, claim.start() - 60), claim.start()):
+            continue
+        if rules.ASKING_REFUSED.search(folded, max(0, claim.start() - 300), claim.end() + 300):
+            message = "claims the user's consent was given, so that nobody asks them"
+            return _Hit("TP002", HIGH, message, _excerpt(folded, claim.start(), claim.end()))
+    return None
+
+
 def _game_answer(match: re.Match[str], games: frozenset[str]) -> bool:
     """An answer withheld in a game the user plays ("Trivia game. Do not tell the user the answer
     until they guess"): the game is named in the sentence or the one before (``games``), and what
@@ -1184,7 +1198,7 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
         after=after,
     )
     concealed = _Hit("TP002", HIGH, "concealment from the user", excerpt) if excerpt else None
-    concealed = concealed or _deceit(triggering, whole) or _forced_option(whole)
+    concealed = concealed or _deceit(triggering, whole) or _forced_option(whole) or _consent_claimed(whole)
     if concealed:
         found.append(concealed)
     block = _block(whole)
