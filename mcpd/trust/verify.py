@@ -739,8 +739,19 @@ def _placeheld(sentences: list[rules.Sentence], whole: rules.Sentence) -> _Hit |
     if templates and rules.FILLED_ELSEWHERE.search(whole.text):
         excerpt = _first(rules.SECRET_TEMPLATE, sentences)
     if excerpt is None:
-        return None
+        return _secret_elsewhere(sentences)
     return _Hit("TP004", HIGH, "a placeholder for another tool's secret or a credential file", excerpt)
+
+
+def _secret_elsewhere(sentences: list[rules.Sentence]) -> _Hit | None:
+    """A credential the model used with another tool or call, asked for here, not denied ("the token
+    you used for another server is never reused")."""
+    for said in sentences:
+        match = _affirmed(rules.SECRET_ELSEWHERE.active(said.hits), said.text)
+        if match and not rules.DENIED_NEAR.search(said.text, match.end(), match.end() + 40):
+            excerpt = _excerpt(said.text, match.start(), match.end())
+            return _Hit("TP004", HIGH, "asks for a credential used with another tool", excerpt)
+    return None
 
 
 def _deceit(sentences: list[rules.Sentence], whole: rules.Sentence) -> _Hit | None:
