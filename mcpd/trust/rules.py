@@ -271,7 +271,11 @@ OVERRIDE = Intent(
         _INVALID,
         rf"(?:\b(?:previous|prior|above|earlier|preceding|original|your|old|system)\W+(?:\w+\W+){{0,2}}?(?:instructions|rules|guidelines|system prompt|system messages?|prompt|directions|guidance|messages)\b"
         # ... or named by whom they come from: "the guidance from your operator was superseded".
-        r"|\b(?:instructions|rules|guidelines|guidance|directions|directives|polic(?:y|ies))\W+(?:from|of|by|given by)\W+(?:your|the) (?:operator|developer|deployer|creator|system|administrator|admin|provider)s?\b)"
+        r"|\b(?:instructions|rules|guidelines|guidance|directions|directives|polic(?:y|ies))\W+(?:from|of|by|given by)\W+(?:your|the) (?:operator|developer|deployer|creator|system|administrator|admin|provider)s?\b"
+        # ... or as the host's, the app that runs the model: "the host's guidelines are superseded",
+        r"|\b(?:host|client|platform)(?:'s|s') (?:\w+\W+){0,2}?(?:instructions|guidelines|guidance|system prompt|directions|safety polic(?:y|ies))\b"
+        # not a noun's modifier, the subject being that noun: "the host's instructions file is ...".
+        r"(?!\s+[a-z]+\s+(?:is|are|was|were|has|have)\b))"
         rf"{gap(6)}(?:are|is|were|was|have been|has been)\W+(?:now\W+)?(?:void|invalid|obsolete|outdated|cancel+ed|revoked|null|superseded|overridden|fake|wrong|a test|no longer (?:valid|in effect)|not to be (?:followed|trusted)|to be ignored|updated by|out of date|expired|stale|deprecated)",
     ),
     (
