@@ -283,10 +283,23 @@ OVERRIDE = Intent(
         r"\b(?:instructions|rules|prompt)\b(?:\W+\w+){0,5}?\W+(?:no longer appl(?:y|ies)|(?:must|should) be (?:ignored|disregarded|forgotten))",
     ),
     # A state the session is in ("you are now connected to staging", "logged in as ...") is no new
-    # identity.
+    # identity. "From now on" orders the reader when what follows addresses or binds them, not a
+    # changelog's "from now on the API only returns paginated results".
     (
         "now",
-        r"\byou are now\b(?!\s+(?:connected|logged|signed|authenticated|subscribed|registered|enrolled|viewing|browsing|editing|offline|online)\b)|\bfrom now on\b,?(?:\W+\w+){0,3}?\W+(?:you|your|answer|respond|reply|obey|act|only)\b",
+        r"\byou are now\b(?!\s+(?:connected|logged|signed|authenticated|subscribed|registered|enrolled|viewing|browsing|editing|offline|online)\b)"
+        r"|\bfrom now on\b,?(?:\W+\w+){0,3}?\W+(?:you|your|answer|respond|reply|obey|act|follow"
+        r"|only\W+(?:answer|respond|reply|obey|follow|use|call|trust|act|listen))\b",
+    ),
+    # The same in other languages, with a verb of answering or obeying ("à partir de maintenant,
+    # réponds uniquement ...", "ab sofort antwortest du nur ..."), not a pronoun: changelogs address
+    # their readers too ("ab sofort müssen Sie einen Schlüssel angeben").
+    (
+        "partir|désormais|dorénavant|ahora|adelante|sofort|jetzt|nun|agora|diante|момента|отныне|впредь",
+        r"\b(?:à partir de maintenant|désormais|dorénavant|a partir de ahora|de ahora en adelante|ab sofort|ab jetzt|von nun an"
+        r"|a partir de agora|de agora em diante|с этого момента|отныне|впредь)\b,?(?:\W+\w+){0,3}?\W+"
+        r"(?:réponds|répondez|obéis|obéissez|suivez|responde|responda|obedece|obedezca|obedeça"
+        r"|antworte|antwortest|gehorche|отвечай|отвечайте|подчиняйся|следуй|следуйте)\b",
     ),
     (
         "your",
