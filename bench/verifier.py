@@ -87,6 +87,10 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   read as written, one setting sending the conversation away, an option forced on every call,
   success claimed anyway, placeholders for another tool's secret, a tool read across its fields,
   shadowing in more languages), 54/55 and 2/110, with the fourth set 44/44 and the second 57/58;
+  then a sixth held-out set (``heldout6``: 47 attacks in new forms, 180 honest texts from many
+  domains, 9 languages), written blind: 25/47 attacks and 10/180 honest high; after classes written
+  from it (tags named as kinds, places a thing is posted to, secrets kept private, log levels; consent
+  claimed as given, credentials used with another tool), 31/47 and 4/180;
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
@@ -133,6 +137,8 @@ HELD_OUT_4 = DATA / "trust_heldout4_poisoned.jsonl"
 """The fourth held-out set, attacks through the third set's exemptions only (``heldout4``)."""
 HELD_OUT_5 = DATA / "trust_heldout5.jsonl"
 """The fifth held-out set, attacks and honest look-alikes in several forms (``heldout5``)."""
+HELD_OUT_6 = DATA / "trust_heldout6.jsonl"
+"""The sixth held-out set, written blind: honest texts of many domains, new attacks (``heldout6``)."""
 TOOLRET = ROOT.parent / "shared" / "toolret"
 
 
@@ -290,6 +296,7 @@ def main() -> None:
     probes["heldout3"] = load(HELD_OUT_3)
     probes["heldout4"] = load(HELD_OUT_4)
     probes["heldout5"] = load(HELD_OUT_5)
+    probes["heldout6"] = load(HELD_OUT_6)
     corpus_report(load(CORPUS), probes)
     tools = load_tools(args.data)
     if not tools:
