@@ -161,6 +161,25 @@ async def test_stop_during_backoff_is_prompt() -> None:
         assert (actor.history[-1].old, actor.history[-1].new) == (S.BACKOFF, S.STOPPED)
 
 
+async def test_a_supervisor_cancelled_whole_says_its_servers_stopped_at_once() -> None:
+    """Cancelled from outside with a server in its handshake (`mcpd check` given up at a signal):
+    the run stops the child on its way out and the actor says stopped, so the shielded stop of
+    every server returns then. Before, the state stayed starting, no task left to change it, and
+    that stop waited out its whole bound (9.3 s of a check's 10 at SIGTERM with the defaults)."""
+    hung = fixture_server("hung", "--hang-initialize", connect_timeout=120.0, stop_grace=0.2)
+    with anyio.CancelScope() as scope:
+        async with open_supervisor(config(hung)) as sup:
+            actor = sup.actor("hung")
+            with anyio.fail_after(60):
+                while not actor.alive:  # the spawn sends no event to wait on
+                    await anyio.sleep(0.02)
+            cancelled = anyio.current_time()
+            scope.cancel()
+    took = anyio.current_time() - cancelled
+    assert (actor.state, actor.alive) == (S.STOPPED, False)
+    assert took < actor_module.stop_bound(hung.stop_grace) - 1, took
+
+
 async def test_frozen_server_is_degraded_then_restarted() -> None:
     """Alive but silent (pings time out) is degraded, not dead; after unhealthy_after misses, restarted."""
     frozen = fixture_server(

@@ -447,6 +447,16 @@ class ServerActor:
 
     async def run(self) -> None:
         """Supervise until cancelled: start when wished, restart as the policy says, stop when wished."""
+        try:
+            await self._supervise()
+        finally:
+            # Cancelled with the server up or on its way (a check given up at a signal cancels its
+            # supervisor whole): the run's way out stopped the child. Said, or ``stop()`` waits out
+            # its whole bound (9 s by default) for a state no task will change any more.
+            if self._state not in _DOWN_STATES:
+                self._set(S.STOPPED, "supervisor stopped")
+
+    async def _supervise(self) -> None:
         while True:
             if not self._want_running:
                 if self._seek_command:
