@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import functools
 import os
 import shutil
 import signal
@@ -9,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 NPM_BIN = Path(__file__).resolve().parent.parent / ".ci" / "npm" / "node_modules" / ".bin"
 
@@ -26,6 +29,43 @@ def pytest_configure(config: pytest.Config) -> None:
     state = tempfile.mkdtemp(prefix="mcpd-tests-state-")
     os.environ["XDG_STATE_HOME"] = state
     config.add_cleanup(lambda: shutil.rmtree(state, ignore_errors=True))
+
+
+class _ByTestUnlessShared(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships no types
+    """Hands out tests one at a time, but a module with a fixture of module (or class) scope whole to
+    one worker, so that fixture (a daemon of ten thousand tools) runs once.
+
+    Whole modules (``--dist loadscope``), largest first by count, left a module of few long tests
+    (test_orphans: 20 tests, a minute) to the end, one worker busy and the others done. xdist's own
+    ``loadgroup`` would do this with marks, but it puts the group into ``item._nodeid``, which
+    pytest 9 no longer reads: every mark is ignored. So the module's source says it: a fixture
+    declared with such a scope in the test module keeps the module together. Shared fixtures in
+    conftest.py are session-scoped, which each worker runs once anyway."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        module = nodeid.split("::", 1)[0]
+        return module if _shares_fixtures(self.config.rootpath / module) else nodeid
+
+
+@functools.cache
+def _shares_fixtures(path: Path) -> bool:
+    """The module declares a fixture of module, class or package scope (or of a scope computed)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return True  # unreadable here: kept whole, as before
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == "scope":
+            value = node.value
+            if not (isinstance(value, ast.Constant) and value.value in ("function", "session")):
+                return True
+    return False
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> _ByTestUnlessShared | None:
+    # Only for `--dist loadgroup` (pyproject): any other --dist given on the command line is obeyed.
+    return _ByTestUnlessShared(config, log) if config.getvalue("dist") == "loadgroup" else None
 
 
 @pytest.fixture(scope="session")
