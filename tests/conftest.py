@@ -22,6 +22,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # then wait on a process that cannot be interrupted. Children of a handled SIGINT get the default.
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Likewise SIGHUP under nohup: a `mcpd check` that inherits it ignored keeps it so (as asked),
+    # and the tests of a check ended by SIGHUP waited out their 20 s and failed.
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
     # Every daemon a test starts keeps its usage store (pins, approvals, calls) in a directory of the
     # run's, never the user's own: a daemon started through a shell or a bridge's autostart inherits
     # this, where one started by `running_daemon` gets a directory of its own anyway. A test of
