@@ -36,34 +36,63 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 class _ByTestUnlessShared(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships no types
-    """Hands out tests one at a time, but a module with a fixture of module (or class) scope whole to
-    one worker, so that fixture (a daemon of ten thousand tools) runs once.
+    """Hands out tests one at a time, but those of a module that use one of its fixtures of module
+    scope (a daemon of ten thousand tools) together to one worker, so that fixture runs once.
 
     Whole modules (``--dist loadscope``), largest first by count, left a module of few long tests
     (test_orphans: 20 tests, a minute) to the end, one worker busy and the others done. xdist's own
     ``loadgroup`` would do this with marks, but it puts the group into ``item._nodeid``, which
-    pytest 9 no longer reads: every mark is ignored. So the module's source says it: a fixture
-    declared with such a scope in the test module keeps the module together. Shared fixtures in
-    conftest.py are session-scoped, which each worker runs once anyway."""
+    pytest 9 no longer reads: every mark is ignored. So the module's source says it (the scheduler
+    sees test ids only). Fixtures in conftest.py are session-scoped: each worker runs them once."""
 
     def _split_scope(self, nodeid: str) -> str:
-        module = nodeid.split("::", 1)[0]
-        return module if _shares_fixtures(self.config.rootpath / module) else nodeid
+        module, _, rest = nodeid.partition("::")
+        sharing = _sharing(self.config.rootpath / module)
+        if sharing is None or (sharing is not _WHOLE and rest.split("[", 1)[0] not in sharing):
+            return nodeid
+        return module
+
+
+_WHOLE = frozenset({"*"})
+"""Every test of the module counts as a user: what the source says cannot be followed here."""
 
 
 @functools.cache
-def _shares_fixtures(path: Path) -> bool:
-    """The module declares a fixture of module, class or package scope (or of a scope computed)."""
+def _sharing(path: Path) -> frozenset[str] | None:
+    """The tests of the module that use a fixture of module, class or package scope, or one computed,
+    directly or through the module's other fixtures; None when it has no such fixture."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        source = path.read_text(encoding="utf-8")
+        tree = ast.parse(source)
     except (OSError, SyntaxError, ValueError):
-        return True  # unreadable here: kept whole, as before
-    for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg == "scope":
-            value = node.value
-            if not (isinstance(value, ast.Constant) and value.value in ("function", "session")):
-                return True
-    return False
+        return _WHOLE
+    wide: set[str] = set()
+    needs: dict[str, set[str]] = {}
+    # A test class (its tests' ids carry it), a fixture renamed or used unasked: not followed.
+    unclear = "usefixtures" in source or "getfixturevalue" in source
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            unclear |= node.name.startswith("Test")
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        needs[node.name] = {arg.arg for arg in [*node.args.args, *node.args.kwonlyargs]}
+        for decorator in node.decorator_list:
+            for keyword in decorator.keywords if isinstance(decorator, ast.Call) else ():
+                value = keyword.value
+                fixed = isinstance(value, ast.Constant) and value.value in ("function", "session")
+                if keyword.arg == "scope" and not fixed:
+                    wide.add(node.name)
+                unclear |= keyword.arg in ("name", "autouse")
+    if not wide:
+        return None
+    if unclear:
+        return _WHOLE
+    users, grew = set(wide), True
+    while grew:
+        more = {name for name, args in needs.items() if args & users} - users
+        users |= more
+        grew = bool(more)
+    return frozenset(users)
 
 
 @pytest.hookimpl(optionalhook=True)
