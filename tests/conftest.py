@@ -46,11 +46,16 @@ class _ByTestUnlessShared(LoadScopeScheduling):  # type: ignore[misc]  # xdist s
     sees test ids only). Fixtures in conftest.py are session-scoped: each worker runs them once."""
 
     def _split_scope(self, nodeid: str) -> str:
-        module, _, rest = nodeid.partition("::")
-        sharing = _sharing(self.config.rootpath / module)
-        if sharing is None or (sharing is not _WHOLE and rest.split("[", 1)[0] not in sharing):
-            return nodeid
-        return module
+        return _work_unit(self.config.rootpath, nodeid)
+
+
+def _work_unit(root: Path, nodeid: str) -> str:
+    """The test's own id, or its module's for a test kept with the others of its module."""
+    module, _, rest = nodeid.partition("::")
+    sharing = _sharing(root / module)
+    if sharing is None or (sharing is not _WHOLE and rest.split("[", 1)[0] not in sharing):
+        return nodeid
+    return module
 
 
 _WHOLE = frozenset({"*"})
@@ -93,6 +98,25 @@ def _sharing(path: Path) -> frozenset[str] | None:
         users |= more
         grew = bool(more)
     return frozenset(users)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # The scheduler reads sources; a worker has pytest's own answer. A user of a wide fixture the
+    # source hides (imported, assigned, or asked for by a fixture of conftest.py) was sent out alone:
+    # its fixture would run again on each worker such a test lands on, at once. Said, not a flake.
+    # On a worker (its --dist is "no"), ``loadgroup`` is what xdist keeps of the controller's.
+    config = item.config
+    if not (hasattr(config, "workerinput") and config.option.loadgroup):
+        return
+    if not isinstance(item, pytest.Function) or _work_unit(config.rootpath, item.nodeid) != item.nodeid:
+        return
+    wide = [
+        name
+        for name, defs in item._fixtureinfo.name2fixturedefs.items()
+        if defs and defs[-1].scope in ("module", "class", "package")
+    ]
+    if wide:
+        pytest.fail(f"uses {', '.join(wide)}, which tests/conftest.py's scheduler did not see", pytrace=False)
 
 
 @pytest.hookimpl(optionalhook=True)
