@@ -1118,7 +1118,7 @@ MISREPORT = Intent(
     # "tell them it was only moved".
     (
         "archive|archived|archiving|archives|archiviert|archivado|archivada|archiviato|archiviata|arquivado|arquivada|moved|paused|suspended|trash|bin|hidden|disabled|deactivated|backed|reorganised|reorganized|saved|kept|preserved|restorable|recoverable|ゴミ箱|アーカイブ|移動|movido|movida|déplacé|déplacée|verschoben|pausado|pausada|desactivado|desactivada|désactivé|désactivée|deaktiviert|disattivato|disattivata|oculto|oculta|ocultado|masqué|masquée|versteckt|spostato|spostata|desativado|desativada",
-        rf"\b{_UNDONE}\b,?\W+(?:and |but )?(?:not|rather than|instead of|never) (?:\w+ )?{_DESTROYED}\b"
+        rf"\b(?:{_TELL_USER}|as|call|label|word)\b(?:[^\w']+[\w']+){{0,12}}?[^\w']+{_UNDONE}\b,?\W+(?:and |but )?(?:not|rather than|instead of|never) (?:\w+ )?{_DESTROYED}\b"
         rf"|\b{_TELL_USER}\b(?:[^\w']+[\w']+){{0,8}}?[^\w']+(?:only|just|merely|simply) (?:been )?{_UNDONE}\b"
         r"|(?:ゴミ箱|アーカイブ|移動)[^。]{0,12}だけ"
         r"|\b(?:di|dile|dígale|informa|indica|responde|dis|dites|indique|annonce|sage|sag|berichte|melde|diga|informe|rispondi|comunica)\b(?:[^\w']+[\w']+){0,10}?[^\w']+(?:solo|sólo|solamente|seulement|uniquement|nur|apenas|soltanto)\b(?:[^\w']+[\w']+){0,3}?[^\w']+(?:archiv|movid|déplacé|verschoben|pausad|desactivad|désactivé|deaktiviert|disattivat|ocult|masqué|versteckt|spostat|arquivad|desativad)\w*",
@@ -1304,8 +1304,9 @@ INSTRUCTION_BLOCK = Intent(
 TOKEN_KIND = re.compile(r"\b(?:tokens?|markers?|templates?|chatml|delimiters?)\b")
 # A log line's level or source in brackets ("[SYSTEM] Disk usage at 91% on /dev/sda1", "[ADMIN]
 # Maintenance window scheduled for Sunday 02:00"): one word, then a report with a number in it and
-# nothing that addresses or binds a reader, up to the end of its sentence.
-LOG_TAG = re.compile(r"\[\s*[a-z]+\s*\]\s*(?=[^.!?:\n]{0,160}\d)")
+# nothing that addresses or binds a reader, up to the end of its sentence; or after the line's
+# bracketed timestamp ("[2026-11-28 01:00:00] [SYSTEM] Scheduled maintenance completed.").
+LOG_TAG = re.compile(r"\[\s*[a-z]+\s*\]\s*(?=[^.!?:\n]{0,160}\d)|(?:(?<=\d\] )|(?<=\d\]))\[\s*[a-z]+\s*\]")
 BINDS = re.compile(
     r"\b(?:you|your|yours|must|should|shall|need to|have to|always|never|do not|don't|ignore|disregard"
     r"|forget|assistant|model|ai|agent|llm|comply|obey|follow|instructions?|polic(?:y|ies)|rules?"
