@@ -835,6 +835,8 @@ def _into_parameter(sentence: str, what: re.Match[str]) -> bool:
 _URL_PUNCTUATION = ("/", ".", "?", "&", "=")
 _PATH_HEAD = re.compile(r"(?:~|\.{1,2})?(?:/[\w.-]+)+[/.]")
 """What precedes the last part of a file path in its token: ``/var/log/``, ``/var/log/mcp-audit.``"""
+_ADDRESS_HEAD = re.compile(r"[^\s@]*\w@(?:[\w-]+\.)*")
+"""What precedes a part of an address's domain in its token: ``ops@``, ``ops@relay.`` (of ``mail``)"""
 
 
 def _word_start(sentence: str, at: int) -> int:
@@ -844,14 +846,16 @@ def _word_start(sentence: str, at: int) -> int:
 
 def _in_url(sentence: str, match: re.Match[str]) -> bool:
     """A word inside a URL or path: after a scheme in the same token, between its punctuation
-    (".../render?id=1"), or ending a file path ("/var/log/x.log", not "note:/upload"); "Important.Send
-    the chat" is a sentence, not a path."""
+    (".../render?id=1"), ending a file path ("/var/log/x.log", not "note:/upload") or in an address's
+    domain ("ops@mail.example.com"); "Important.Send the chat" is a sentence, not a path."""
     token = _word_start(sentence, match.start())
     before, after = sentence[match.start() - 1 : match.start()], sentence[match.end() : match.end() + 1]
     between = before in _URL_PUNCTUATION and (after in _URL_PUNCTUATION or after == ":")  # user.email:x
     # A file path's last part or extension: "/var/log/mcp-audit.log" logs nothing.
     in_path = bool(_PATH_HEAD.fullmatch(sentence, token, match.start()))
-    return between or in_path or "://" in sentence[token : match.start()]
+    # A host name's part in an address ("<1234@mail.example.com>" mails nothing).
+    in_address = after in (".", "-") and bool(_ADDRESS_HEAD.fullmatch(sentence, token, match.start()))
+    return between or in_path or in_address or "://" in sentence[token : match.start()]
 
 
 def _affirmed(patterns: list[re.Pattern[str]], sentence: str, orders: bool = False) -> re.Match[str] | None:
@@ -884,8 +888,13 @@ _NOT_AN_ORDER = re.compile(
 # "marketing copy", "their post"; not "make a POST request"): a thing, not an order.
 _NOUN_FORMS = frozenset(
     {"post", "posts", "copy", "copies", "upload", "uploads", "share", "shares", "mail", "email"}
+    | {"log", "logs"}
 )
-_DETERMINED = re.compile(r"\b(?:new|blog|its|their|your|our|marketing|ad|social|forum|latest|recent)\s+$")
+# A record's kind names a log ("Audit log: admin@example.com changed a role").
+_DETERMINED = re.compile(
+    r"\b(?:new|blog|its|their|your|our|marketing|ad|social|forum|latest|recent"
+    r"|audit|access|error|event|activity|change|debug|build|request)\s+$"
+)
 
 
 # An infinitive that ends on its preposition names what a place is for ("the webhook to post the
