@@ -91,6 +91,12 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   domains, 9 languages), written blind: 25/47 attacks and 10/180 honest high; after classes written
   from it (tags named as kinds, places a thing is posted to, secrets kept private, log levels; consent
   claimed as given, credentials used with another tool), 31/47 and 4/180;
+  then a seventh held-out set (``heldout7``: 252 honest texts of databases, cloud IAM, git hosting,
+  mail rules, memory servers, browser password fill, payments, health and HR records, prompt
+  templates, red-team scanners, shells, 10 languages and logs; 20 attacks), written blind: 17/20
+  attacks and 8/252 honest high; after classes written from it ("disabled, not deleted" as a fact,
+  a word of an address's domain, "log" after a record's kind, a level after a log line's timestamp),
+  17/20 and 3/252;
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
@@ -139,6 +145,8 @@ HELD_OUT_5 = DATA / "trust_heldout5.jsonl"
 """The fifth held-out set, attacks and honest look-alikes in several forms (``heldout5``)."""
 HELD_OUT_6 = DATA / "trust_heldout6.jsonl"
 """The sixth held-out set, written blind: honest texts of many domains, new attacks (``heldout6``)."""
+HELD_OUT_7 = DATA / "trust_heldout7.jsonl"
+"""The seventh held-out set, written blind: honest texts of domains the others missed (``heldout7``)."""
 TOOLRET = ROOT.parent / "shared" / "toolret"
 
 
@@ -297,6 +305,7 @@ def main() -> None:
     probes["heldout4"] = load(HELD_OUT_4)
     probes["heldout5"] = load(HELD_OUT_5)
     probes["heldout6"] = load(HELD_OUT_6)
+    probes["heldout7"] = load(HELD_OUT_7)
     corpus_report(load(CORPUS), probes)
     tools = load_tools(args.data)
     if not tools:
