@@ -1689,9 +1689,10 @@ _SECRET = r"contraseñas?|mots? de passe|passwort|senhas?|пароль|密码|�
 _IMPERATIVE = r"(?:^|[,;:(]\s*|\b(?:and|then|also|always|first|please|must|should|you|now|next|just|simply|quietly|silently|secretly)\s+)"
 _SECRET_TRIGGER = "contraseña|contraseñas|mot|passwort|senha|senhas|пароль|密码|パスワード|password|passwords|passphrase|passphrases|api|api_key|api_keys|apikey|token|tokens|access_token|secret|secrets|secret_key|credentials|cookie|cookies|environment|env"
 SECRET_TAKEN = Intent(
+    # A verb closed by its bracket, with no object, is a verdict ("blocked by guardrail (PASS)").
     (
         _SECRET_TRIGGER,
-        rf"{_IMPERATIVE}(?:{_READ})\b(?:[^\w']+[\w']+){{0,5}}?(?:[^\w']+|(?<=\w)')(?:{_SECRET})\b.*{_IMPERATIVE}(?:{_MOVE})\b",
+        rf"{_IMPERATIVE}(?:{_READ})\b(?:[^\w']+[\w']+){{0,5}}?(?:[^\w']+|(?<=\w)')(?:{_SECRET})\b.*{_IMPERATIVE}(?:{_MOVE})\b(?!\)|\])",
     ),
     # A tool named for secrets called and its output passed on: "call get_secrets() ... and include".
     (

@@ -194,7 +194,7 @@ def _first(intent: rules.Intent, sentences: Iterable[rules.Sentence]) -> str | N
 # Words that introduce an example, or name what is quoted, in the lexicon's languages. A word that
 # is as often "how" or "as" ("wie", "como", "come") introduces one only right before the quote.
 _EXAMPLES = (
-    r"(?:such as|like|e\.g\.|for example|phrases?|patterns?|strings?|por ejemplo|tales como|frases"
+    r"(?:such as|like|e\.g\.|for example|phrases?|patterns?|strings?|payloads?|por ejemplo|tales como|frases"
     r"|par exemple|tels? que|telles que|zum beispiel|beispielsweise|sätze|ad esempio|per esempio|frasi"
     r"|por exemplo|bijvoorbeeld|zinnen|örneğin|ifadeler\w*|например|такие как|такие|фраз\w*)"
 )
