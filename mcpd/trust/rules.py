@@ -435,6 +435,12 @@ OVERRIDE = Intent(
         "supersede|supersedes|override|overrides|replace|replaces",
         r"\b(?:supersedes?|overrides?|replaces?) (?:your|all|any) (?:previous |prior |earlier |original |system |other )?(?:instructions|rules|guidelines|system prompt|directives)\b",
     ),
+    # The same in German and Chinese: "ersetzen alle vorherigen Anweisungen", "优先于系统提示".
+    (
+        "ersetzen|ersetzt|überschreiben|überschreibt|优先于|取代|覆盖|替代",
+        r"\b(?:ersetzen|ersetzt|überschreiben|überschreibt)\W+(?:alle|jede|sämtliche|deine|ihre) (?:vorherigen |bisherigen |früheren |ursprünglichen )?(?:anweisungen|regeln|richtlinien|vorgaben|instruktionen|systemanweisungen|systemprompts?)\b"
+        r"|(?:优先于|取代|覆盖|替代)[^。，,]{0,6}?(?:系统提示|系统指令|之前的(?:所有)?(?:指令|指示|说明)|所有(?:其他)?(?:指令|指示|规则)|用户的指令)",
+    ),
     (
         "below|here",
         r"\bfollow (?:the|these|my) (?:rules|instructions|directions|steps) (?:below|here) instead\b",
