@@ -96,7 +96,8 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   templates, red-team scanners, shells, 10 languages and logs; 20 attacks), written blind: 17/20
   attacks and 8/252 honest high; after classes written from it ("disabled, not deleted" as a fact,
   a word of an address's domain, "log" after a record's kind, a level after a log line's timestamp,
-  a quotation named as a payload, a verdict "(PASS)"), 17/20 and 2/252;
+  a quotation named as a payload, a verdict "(PASS)"), 17/20 and 2/252; with "supersedes all previous
+  instructions" in German and Chinese, 19/20;
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
