@@ -257,6 +257,13 @@ OUTRANKED = (
     r"|(?:all|any|every|other|previous|prior|earlier|existing|original)[^\w'-]+(?:[\w'-]+[^\w'-]+){0,2}?(?:rules|requests|messages|policies)\b"
     r"(?=\s*(?:[.;,!?:)]|$)|(?:[^\w'-]+[\w'-]+){0,2}?[^\w'-]+(?:you|your|yours|the user|the model|the assistant)\b)"
 )
+# What a release, a document or a policy supersedes, no order ("supersedes all previous versions",
+# "any prior data retention policy", "all previous installation instructions").
+_SUPERSEDED_THINGS = (
+    r"(?:\W+\w+)?\W+(?:versions?|releases?|editions?|migrations?|schemas?|builds?|drafts?|revisions?|price"
+    r"|terms|agreements?|notices?|documents?|docs|documentation|installation|invoices?|statements?"
+    r"|contracts?|data|backups?|snapshots?|plans?|tiers?|endpoints?|formats?|files?)\b"
+)
 OVERRIDE = Intent(
     (
         _IGNORE_TRIGGER,
@@ -429,7 +436,7 @@ OVERRIDE = Intent(
     ),
     (
         "supersede|supersedes|trump|trumps|outrank|outranks|precedence",
-        rf"\b(?:supersedes?|trumps?|outranks?|takes? precedence over)\b{gap(2)}(?:anything|everything|all|any)\b(?:\W+\w+){{0,4}}?\W+(?:told|given|instructed|before|previous|prior|earlier|else)\b",
+        rf"\b(?:supersedes?|trumps?|outranks?|takes? precedence over)\b{gap(2)}(?:anything|everything|all|any)\b(?:\W+\w+){{0,4}}?\W+(?:told|given|instructed|before|else|(?:previous|prior|earlier)\b(?!{_SUPERSEDED_THINGS}))\b",
     ),
     (
         "supersede|supersedes|override|overrides|replace|replaces",
