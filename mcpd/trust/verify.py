@@ -953,7 +953,9 @@ def _destinations(destinations: list[re.Pattern[str]], sentence: str) -> Iterato
                 and sentence[match.end() : match.end() + 1] == "`"
                 and _IDENTIFIER.fullmatch(match.group())
             )
-            if not (example or field):
+            # The mail address a thing comes from is no place it goes ("sent from billing@acme.com").
+            source = "@" in sentence[token : match.end()] and sentence.endswith("from ", 0, token)
+            if not (example or field or source):
                 yield match
 
 
