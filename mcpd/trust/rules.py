@@ -1318,8 +1318,10 @@ TOKEN_KIND = re.compile(r"\b(?:tokens?|markers?|templates?|chatml|delimiters?)\b
 # A log line's level or source in brackets ("[SYSTEM] Disk usage at 91% on /dev/sda1", "[ADMIN]
 # Maintenance window scheduled for Sunday 02:00"): one word, then a report with a number in it and
 # nothing that addresses or binds a reader, up to the end of its sentence; or after the line's
-# bracketed timestamp ("[2026-11-28 01:00:00] [SYSTEM] Scheduled maintenance completed.").
-LOG_TAG = re.compile(r"\[\s*[a-z]+\s*\]\s*(?=[^.!?:\n]{0,160}\d)|(?:(?<=\d\] )|(?<=\d\]))\[\s*[a-z]+\s*\]")
+# timestamp ("[2026-11-28 01:00:00] [SYSTEM] Scheduled maintenance completed.", "...T03:00:01Z]
+# [ADMIN] user root logged in", "2026-11-28 03:00:01 [SYSTEM] backup job started").
+_STAMPED = r"(?<=\d\] )|(?<=\d\])|(?<=\dz\] )|(?<=\dz\])|(?<=\d:\d\d )|(?<=\d:\d\dz )|(?<=\.\d\d\d )"
+LOG_TAG = re.compile(rf"\[\s*[a-z]+\s*\]\s*(?=[^.!?:\n]{{0,160}}\d)|(?:{_STAMPED})\[\s*[a-z]+\s*\]")
 BINDS = re.compile(
     r"\b(?:you|your|yours|must|should|shall|need to|have to|always|never|do not|don't|ignore|disregard"
     r"|forget|assistant|model|ai|agent|llm|comply|obey|follow|instructions?|polic(?:y|ies)|rules?"
