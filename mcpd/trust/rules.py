@@ -257,6 +257,9 @@ OUTRANKED = (
     r"|(?:all|any|every|other|previous|prior|earlier|existing|original)[^\w'-]+(?:[\w'-]+[^\w'-]+){0,2}?(?:rules|requests|messages|policies)\b"
     r"(?=\s*(?:[.;,!?:)]|$)|(?:[^\w'-]+[\w'-]+){0,2}?[^\w'-]+(?:you|your|yours|the user|the model|the assistant)\b)"
 )
+# Instructions a document gives, declared outdated by its authors ("the previous instructions in
+# this README are outdated; see docs/install.md"): no instructions of the model's.
+_OF_A_DOCUMENT = r"(?!\s+(?:in|of|from) (?:this|the|that|our) (?:readme|guide|manual|docs|documentation|wiki|tutorial|changelog)\b)"
 # What a release, a document or a policy supersedes, no order ("supersedes all previous versions",
 # "any prior data retention policy", "all previous installation instructions").
 _SUPERSEDED_THINGS = (
@@ -276,7 +279,7 @@ OVERRIDE = Intent(
     ("told", rf"\b(?:{_IGNORE})\b\W+(?:{_TOLD})|(?:{_TOLD}){gap(3)}(?:ignore|disregard|forget)\b"),
     (
         _INVALID,
-        rf"(?:\b(?:previous|prior|above|earlier|preceding|original|your|old|system)\W+(?:\w+\W+){{0,2}}?(?:instructions|rules|guidelines|system prompt|system messages?|prompt|directions|guidance|messages)\b"
+        rf"(?:\b(?:previous|prior|above|earlier|preceding|original|your|old|system)\W+(?:\w+\W+){{0,2}}?(?:instructions|rules|guidelines|system prompt|system messages?|prompt|directions|guidance|messages)\b{_OF_A_DOCUMENT}"
         # ... or named by whom they come from: "the guidance from your operator was superseded".
         r"|\b(?:instructions|rules|guidelines|guidance|directions|directives|polic(?:y|ies))\W+(?:from|of|by|given by)\W+(?:your|the) (?:operator|developer|deployer|creator|system|administrator|admin|provider)s?\b"
         # ... or as the host's, the app that runs the model: "the host's guidelines are superseded",
