@@ -1361,6 +1361,9 @@ def weak_block(folded: str) -> re.Match[str] | None:
 
 # -- TP008: addressing the model directly --------------------------------------------------------
 
+# A word that makes what comes before it a control's name ("the admin override flag lets an
+# administrator bypass the approval workflow"): a setting described, no one speaking.
+NAMES_A_CONTROL = r"(?!\s+(?:flags?|options?|settings?|switch(?:es)?|buttons?|toggles?|checkbox(?:es)?|fields?|parameters?|permissions?)\b)"
 _MODEL = r"ai|a\.i\.|assistant|llm|language model|model|agent|ai agent|ai assistant|chatbot|claude|gpt|chatgpt|copilot"
 ADDRESSING = Intent(
     (
@@ -1374,7 +1377,7 @@ ADDRESSING = Intent(
     ),
     (
         "directive|override",
-        r"\bpriority directive\b|\b(?:operator|admin|administrator|system) (?:override|directive)\b",
+        rf"\bpriority directive\b|\b(?:operator|admin|administrator|system) (?:override|directive)\b{NAMES_A_CONTROL}",
     ),
     # "Note for the assistant" in other languages, and the assistant called by name before a colon.
     (

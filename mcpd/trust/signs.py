@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 from mcpd.trust.rules import (
     CREDENTIAL,
+    NAMES_A_CONTROL,
     OUTRANKED,
     PRIVATE_FILE,
     SINK,
@@ -276,7 +277,8 @@ AUTHORITY = Intent(
         # The system speaking: "[SYSTEM]", "admin:", a chat message in its role ({"role": "system", ...}).
         # A role named first in a list is no marker: "each message's role (system, user, assistant)".
         r"[\[(<{]\s*(?:system|admin|administrator|platform|operator|developer)\b(?!\s*(?:,|or\b|and\b))|^\s*(?:system|admin|administrator)\s*[:|]"
-        r"|\brole[\"']?\s*[:=]\s*[\"']?(?:system|developer)\b|\b(?:system|admin|administrator|platform|operator|it|security|compliance|governance)(?:'s)? (?:notice|message|directive|requirement|override|mandate|order|policy|announcement|notification|requirements)\b",
+        r"|\brole[\"']?\s*[:=]\s*[\"']?(?:system|developer)\b|\b(?:system|admin|administrator|platform|operator|it|security|compliance|governance)(?:'s)? (?:notice|message|directive|requirement|override|mandate|order|policy|announcement|notification|requirements)\b"
+        + NAMES_A_CONTROL,
     ),
     (
         "mandated|required|requested|enforced|mandatory|compliance|compliant|policy|requirement|rule|mandate",
