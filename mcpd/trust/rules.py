@@ -831,10 +831,16 @@ def clause_around(text: str, start: int, end: int, reach: int = 60) -> str:
     return text[edges[-1] if edges else left : right.start() if right else min(len(text), end + reach)]
 
 
+# Those a confidentiality rule keeps a record from: "do not disclose the diagnosis to anyone who
+# is not on the care team", "... to users who are not authorized"; not the user.
+_UNAUTHORISED = (
+    r"(?!\s+(?:who|that) (?:is|are) not (?:on|in|part of|a member of|members of|authori[sz]ed|cleared|listed)\b"
+    r"|\s+(?:not authori[sz]ed|without (?:authori[sz]ation|clearance|a need to know))\b)"
+)
 CONCEAL = Intent(
     (
         _NEG_TRIGGER,
-        rf"\b(?:{_NEG})\s+(?:\w+\s+){{0,2}}?(?:{_TELL})\b(?:[^\w']+[\w']+){{0,6}}?(?:[^\w']+|(?<=\w)')(?:{_WHOM})\b",
+        rf"\b(?:{_NEG})\s+(?:\w+\s+){{0,2}}?(?:{_TELL})\b(?:[^\w']+[\w']+){{0,6}}?(?:[^\w']+|(?<=\w)')(?:{_WHOM})\b{_UNAUTHORISED}",
     ),
     # In the third person, of what is done ("Deletes backups ... and never tells the user"); not
     # "never notifies the user unless a job fails", a notifier's setting.
