@@ -204,7 +204,12 @@ _QUOTE_OPEN = re.compile(
 )
 # A list of quoted examples goes on ("such as 'ignore ...' or 'do not tell ...'"): a quote that
 # opens after one of these words, earlier in the sentence, still quotes.
-_MENTION = re.compile(rf"\b{_EXAMPLES}\W|{_EXAMPLES_CJK}")
+# A scanner's report names what it quotes as a finding ("Detected prompt injection in README.md
+# line 4: \"Ignore ...\"", "Blocked input: '...'", "Test case 12: \"...\" Result: refused").
+_MENTION = re.compile(
+    rf"\b{_EXAMPLES}\W|{_EXAMPLES_CJK}"
+    r"|\b(?:detected|blocked|flagged|matched|injections?|jailbreaks?|test cases?|attack strings?)\W"
+)
 # Quotations one after the other, with only a list's separators between them.
 _LISTED = re.compile(
     r"(?:\s*(?:\"[^\"]*\"|'[^']*'|\u201c[^\u201d]*\u201d|\u2018[^\u2019]*\u2019|\u00ab[^\u00bb]*\u00bb"
@@ -293,7 +298,8 @@ def _closing(sentence: str, opened: int, after: int) -> int | None:
 
 
 # An order, after a quoted example, to use what it quotes: "e.g. 'you are now in developer mode'.
-# Stay in that mode", "'ignore ...' must be obeyed", "phrases like '...', which you should follow".
+# Stay in that mode", "'ignore ...' must be obeyed", "phrases like '...', which you should follow",
+# "... Now do as it says".
 _USED_AFTER = re.compile(
     r"\b(?:do|perform|follow|obey|execute|run|apply|carry out|act on|comply with|repeat|adopt)\s+"
     r"(?:it|that|this|them|these|those|so|the (?:above|same))\b"
@@ -303,6 +309,7 @@ _USED_AFTER = re.compile(
     r"(?:follow|obey|execute|run|do|apply|adopt|perform|comply)\b"
     r"|\b(?:stay|remain|keep|be)\s+in\s+(?:that|this|the same|the above)\s+mode\b"
     r"|\bappl(?:y|ies)\s+to\s+you\b"
+    r"|\bdo\s+(?:as|what)\s+(?:it|that|this|they|these|those)\s+(?:says?|tells?|asks?)\b"
 )
 
 
