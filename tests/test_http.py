@@ -14,6 +14,7 @@ import signal
 import socket
 import sqlite3
 import stat
+import subprocess
 import sys
 import threading
 import time
@@ -1322,6 +1323,57 @@ async def test_connections_trickling_a_head_cannot_lock_new_hosts_out(tmp_path: 
         try:
             await anyio.sleep(1.5)  # the pool of connections without the token is full by now
             for _ in range(10):
+                async with front.client() as newcomer:
+                    await raw_session(newcomer, front.url)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                attacker.kill()
+            await attacker.wait()
+
+
+_CHURN = """
+import socket, sys, time
+host, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+request = b"POST /mcp HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 2\\r\\n\\r\\n{}"
+opened = []
+end = time.monotonic() + seconds
+print("flooding", flush=True)
+while time.monotonic() < end:
+    for _ in range(200):
+        sock = socket.socket()
+        sock.setblocking(False)
+        sock.connect_ex((host, port))
+        opened.append(sock)
+    for sock in opened[:-200]:
+        try:
+            sock.send(request)
+        except OSError:
+            pass
+        sock.close()
+    del opened[:-200]
+"""
+
+
+async def test_a_flood_of_connections_without_the_token_holds_up_no_host(tmp_path: Path) -> None:
+    """A process opening connections as fast as it can, each sending a request without the token and
+    closing: a host's calls on its kept-alive connection, and a new host's session, are still served
+    within a second or two (asyncio accepted up to 2,048 connections per turn of the loop, each a task
+    and an h11 protocol: calls took 5 s and more, and most new connections were reset or timed out)."""
+    async with http_daemon(tmp_path) as front, front.client() as http:
+        session = await raw_session(http, front.url)
+        host, port = address_of(front.url)
+        attacker = await anyio.open_process(
+            [sys.executable, "-c", _CHURN, host, str(port), "30"], stderr=subprocess.DEVNULL
+        )
+        try:
+            assert attacker.stdout is not None
+            with anyio.fail_after(10):
+                await attacker.stdout.receive()
+            await anyio.sleep(1.0)  # the flood under way
+            for request_id in range(10):
+                with anyio.fail_after(3):
+                    assert await listed(http, front.url, session, request_id) == 200
+            with anyio.fail_after(6):
                 async with front.client() as newcomer:
                     await raw_session(newcomer, front.url)
         finally:

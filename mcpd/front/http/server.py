@@ -10,7 +10,10 @@ most ``SHUTDOWN_GRACE`` for responses in flight.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
+import socket
 from collections.abc import Iterator
 
 import anyio
@@ -21,6 +24,7 @@ from anyio.abc import TaskStatus
 from mcpd.config.model import is_loopback
 from mcpd.front.hosts import Hosts
 from mcpd.front.http.app import HttpLimits, build_app
+from mcpd.front.http.gate import Gate
 from mcpd.front.http.listener import HttpFront
 from mcpd.front.http.protocol import limited_protocol
 from mcpd.front.http.sessions import HttpSessions, saved_sessions
@@ -35,10 +39,45 @@ without it have a pool of their own, and cannot take these)."""
 
 
 class _Server(uvicorn.Server):
+    """uvicorn, that accepts through a ``Gate`` on ``front``'s listener rather than an asyncio server."""
+
+    def __init__(self, config: uvicorn.Config, front: HttpFront) -> None:
+        super().__init__(config)
+        self._front = front
+        self._gate: Gate | None = None
+        self._admitting: set[asyncio.Task[object]] = set()
+
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         # uvicorn would replace the daemon's handlers with its own for SIGINT and SIGTERM.
         yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=[])  # no listener of uvicorn's own
+        loop = asyncio.get_running_loop()
+        self._gate = Gate(self._front.listener, self._front.token, self._admit, loop)
+        self._gate.open()
+
+    def _admit(self, conn: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        protocol = self.config.http_protocol_class(  # type: ignore[call-arg]
+            config=self.config, server_state=self.server_state, app_state=self.lifespan.state, _loop=loop
+        )
+        task = loop.create_task(loop.connect_accepted_socket(lambda: protocol, conn))
+        self._admitting.add(task)
+        task.add_done_callback(functools.partial(self._admitted, conn))
+
+    def _admitted(self, conn: socket.socket, task: asyncio.Task[object]) -> None:
+        self._admitting.discard(task)
+        if task.cancelled() or task.exception() is not None:
+            conn.close()  # gone before its transport was made
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self._gate is not None:
+            self._gate.close()
+        for task in self._admitting:
+            task.cancel()
+        await super().shutdown(sockets=sockets)
 
 
 async def serve(
@@ -66,7 +105,8 @@ async def serve(
                 server_header=False,
                 date_header=False,
                 timeout_graceful_shutdown=SHUTDOWN_GRACE,
-            )
+            ),
+            front,
         )
         running = anyio.CancelScope(shield=True)
         stopped = anyio.Event()
@@ -75,7 +115,7 @@ async def serve(
             # Shielded: a cancelled main loop would skip uvicorn's shutdown (listener, connections).
             with running:
                 try:
-                    await server.serve(sockets=[front.listener])
+                    await server.serve()
                 finally:
                     stopped.set()
 
