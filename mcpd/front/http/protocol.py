@@ -1,13 +1,10 @@
 """uvicorn's HTTP/1.1 protocol with the limits it lacks, all checked before any token is.
 
-- Connections come in two pools. One that has not yet sent a request with the token is
-  *anonymous*: at most ``ANONYMOUS_CONNECTIONS`` of them are open, a new one past that drops the
-  oldest that has sent nothing the loop has not read yet, each must send its request head within
-  ``ANONYMOUS_HEAD_TIMEOUT`` of opening, and it is closed after its one answer (a 401). A
-  connection whose request carried the token is *trusted*, counted against ``max_connections``
-  alone: any local process can open sockets, and a thousand reconnecting idle ones (no token)
-  used to fill the one shared pool, after which uvicorn's own limit answered 503 even on hosts'
-  established connections. uvicorn's ``limit_concurrency`` is therefore not used.
+- A connection reaches the protocol only once ``gate.Gate`` has seen the token in its first
+  request head (h11 parses it again here). One whose parsed head has the token after all is
+  *trusted*, counted against ``max_connections``; one without it is answered 401 by ``Guard``
+  and closed after that one answer. uvicorn's ``limit_concurrency`` is not used: it answered
+  503 even on hosts' established connections once connections without the token filled it.
 - A trusted connection must send a whole request head within ``timeout`` of each answer's
   end: uvicorn waits for ever on a connection that sends nothing, or a byte now and then.
 - A connection reads at most ``HELD_INPUT`` bytes ahead of the request being served: uvicorn
@@ -29,7 +26,6 @@ import array
 import asyncio
 import fcntl
 import functools
-import itertools
 import termios
 
 import structlog
@@ -45,19 +41,9 @@ ABORT = "mcpd.abort"
 reading), quietly: an app that just returned left uvicorn to log an error."""
 CHECKS = 4
 """Looks at the pending output per ``timeout``."""
-ANONYMOUS_CONNECTIONS = 256
-"""Connections open at once that have not sent the token (yet): a new one past it drops the oldest,
-so a process without the token can never keep a host's new connection out for longer than it
-takes to read that connection's first request."""
-ANONYMOUS_HEAD_TIMEOUT = 2.0
-"""Seconds an anonymous connection has to send its request head (a host sends it at once)."""
-SCANNED = 32
-"""Oldest anonymous connections looked at for one to drop (each a system call)."""
 HELD_INPUT = 64 * 1024
 """Bytes of a connection's input read ahead of the request being served (pipelined requests, at
 most one read of the socket more): a body is read as the app takes it, so this bounds the rest."""
-DROPS_LOGGED_EVERY = 60.0
-"""Seconds between warnings about anonymous connections dropped (one per drop would flood the log)."""
 
 
 def _unread(transport: asyncio.BaseTransport) -> bool:
@@ -106,23 +92,7 @@ class _Holding(H11Protocol):
 def limited_protocol(timeout: float, max_connections: int, token: str) -> type[H11Protocol]:
     """The protocol class for uvicorn's ``http`` setting: ``max_connections`` trusted ones at once."""
     secret = token.encode()
-    # Shared by every connection of this server; dicts keep their order, so the first is the oldest.
-    anonymous: dict[Limited, None] = {}
-    trusted: set[Limited] = set()
-    drops = {"count": 0, "logged_at": -DROPS_LOGGED_EVERY}
-
-    def dropped(loop: asyncio.AbstractEventLoop) -> None:
-        drops["count"] += 1
-        now = loop.time()
-        if now - drops["logged_at"] >= DROPS_LOGGED_EVERY:
-            log.warning(
-                "http.anonymous_connections_dropped",
-                dropped=drops["count"],
-                limit=ANONYMOUS_CONNECTIONS,
-                why="connections without the token, oldest first",
-            )
-            drops["count"] = 0
-            drops["logged_at"] = now
+    trusted: set[Limited] = set()  # shared by every connection of this server
 
     class Limited(_Holding):
         _head_due: asyncio.TimerHandle | None = None
@@ -130,40 +100,11 @@ def limited_protocol(timeout: float, max_connections: int, token: str) -> type[H
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            if len(anonymous) >= ANONYMOUS_CONNECTIONS and not self._drop_anonymous():
-                transport.abort()
-                dropped(self.loop)
-                return
-            anonymous[self] = None
             self.flow = _Flow(transport, self)
             self._await_head()
             self._stuck_since: float | None = None
             self._pending_before = 0
             self._watch = self.loop.call_later(timeout / CHECKS, self._check_output)
-
-        def _drop_anonymous(self) -> bool:
-            """Make room by dropping the oldest anonymous connection that is not just arriving
-            (``_arriving``), or the oldest of all if the oldest few all are; False only when there is
-            none to drop.
-
-            A host's connection is anonymous until the loop reads its request head, and under a
-            flood of connections the loop accepts hundreds before it reads one: a host's request
-            waiting in the kernel must not be what is dropped. But a connection the loop has read
-            from and that is still anonymous has sent only part of a head, and one that trickles a
-            byte at a time always has some waiting: those are never kept over a newcomer."""
-            scanned = list(itertools.islice(anonymous, SCANNED))
-            if not scanned:
-                return False
-            victim = next((c for c in scanned if not c._arriving()), scanned[0])
-            del anonymous[victim]
-            victim.transport.abort()
-            dropped(self.loop)
-            return True
-
-        def _arriving(self) -> bool:
-            """Nothing read from it yet, and bytes waiting in the kernel: a request being delivered."""
-            cycle: RequestResponseCycle | None = self.cycle  # uvicorn's annotation omits its None
-            return cycle is None and self._next_waiting()
 
         def _next_waiting(self) -> bool:
             """The next request has come, none of it read yet: it came as a wait for it ran out, or
@@ -188,14 +129,13 @@ def limited_protocol(timeout: float, max_connections: int, token: str) -> type[H
                 # h11 took requests off what it held: read on (uvicorn pauses again if it must).
                 self.holding = False
                 self.flow.resume_reading()
-            if self in anonymous and self.cycle is not cycle and self.cycle is not None:
+            if self not in trusted and self.cycle is not cycle and self.cycle is not None:
                 self._present(dict(self.scope["headers"]).get(b"authorization"))
 
         def _present(self, authorization: bytes | None) -> None:
-            """A request head came on an anonymous connection: with the token, it becomes trusted."""
+            """The first request head came: with the token, the connection becomes trusted."""
             if authorization is None or not bearer_matches(authorization.decode("latin-1"), secret):
                 return  # Guard answers 401, and the connection closes after it
-            del anonymous[self]
             if len(trusted) >= max_connections:
                 log.warning("http.connections_full", limit=max_connections)
                 self.transport.abort()
@@ -217,7 +157,6 @@ def limited_protocol(timeout: float, max_connections: int, token: str) -> type[H
             self._await_head()
 
         def connection_lost(self, exc: Exception | None) -> None:
-            anonymous.pop(self, None)
             trusted.discard(self)
             for timer in (self._head_due, self._watch):
                 if timer is not None:
@@ -227,8 +166,7 @@ def limited_protocol(timeout: float, max_connections: int, token: str) -> type[H
         def _await_head(self) -> None:
             if self._head_due is not None:
                 self._head_due.cancel()
-            wait = timeout if self in trusted else min(timeout, ANONYMOUS_HEAD_TIMEOUT)
-            self._head_due = self.loop.call_later(wait, self._head_overdue)
+            self._head_due = self.loop.call_later(timeout, self._head_overdue)
 
         def _head_overdue(self) -> None:
             if self._next_waiting():
