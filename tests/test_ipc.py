@@ -959,10 +959,12 @@ async def test_other_uid_is_refused(daemon: DaemonProcess) -> None:
 
 
 async def test_client_library_does_not_import_the_sdk() -> None:
-    """`import mcpd.client` loads neither the mcp SDK nor the daemon, so CLI calls start fast."""
+    """`import mcpd.client` (and the bridge) loads neither the mcp SDK nor the daemon, so CLI calls
+    start fast; nor OpenSSL (hashlib, ssl), ~4 MiB of every bridge process's RSS."""
     code = (
-        "import sys, mcpd.client, mcpd.cli; "
-        "bad = [m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'pydantic', 'anyio') "
+        "import sys, mcpd.client, mcpd.cli, mcpd.bridge, mcpd.cli.bridge; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in "
+        "('mcp', 'mcp_types', 'pydantic', 'anyio', 'hashlib', '_hashlib', 'ssl', '_ssl') "
         "or m.startswith(('mcpd.daemon', 'mcpd.supervisor.actor'))]; print(bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=30)

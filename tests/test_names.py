@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from mcpd.config.load import load_config
-from mcpd.registry.names import qualify, qualify_uri, split_uri
+from mcpd.model.uris import qualify_uri, split_uri
+from mcpd.registry.names import qualify
 
 VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 

@@ -68,8 +68,8 @@ from mcpd.model.resources import (
 )
 from mcpd.model.servers import Event, ServerDetail, ServerStatus
 from mcpd.model.tools import ToolResult
+from mcpd.model.uris import qualify_uri
 from mcpd.model.usage import ReportResult
-from mcpd.registry.names import qualify_uri
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -71,8 +71,9 @@ from mcpd.model.resources import (
 from mcpd.model.servers import ResourceUpdated, ServerDetail, ServerStatus
 from mcpd.model.states import LIVE_STATES, ServerState
 from mcpd.model.tools import ToolResult
+from mcpd.model.uris import qualify_uri
 from mcpd.model.usage import CapabilityGroup, ReportResult, ToolReport
-from mcpd.registry.names import qualify, qualify_uri
+from mcpd.registry.names import qualify
 from mcpd.store import usage as usage_report
 from mcpd.store.db import StoreUnavailable
 from mcpd.supervisor.actor import ServerActor

@@ -50,8 +50,8 @@ from mcpd.model.resources import ReadParams
 from mcpd.model.servers import ResourceUpdated, ServerEvent, StateChanged, SurfaceChanged, ToolsChanged
 from mcpd.model.states import LIVE_STATES, ServerState
 from mcpd.model.tools import Rendered, ToolEntry, ToolResult
+from mcpd.model.uris import qualify_uri, split_uri
 from mcpd.registry import reserved
-from mcpd.registry.names import qualify_uri, split_uri
 from mcpd.supervisor.session import CancelReason, ProgressCallback
 
 log = structlog.get_logger("mcpd.front")

@@ -30,7 +30,8 @@ from mcpd.model.resources import (
 )
 from mcpd.model.states import LIVE_STATES
 from mcpd.model.tools import SEPARATOR
-from mcpd.registry.names import qualify, qualify_uri, split_uri
+from mcpd.model.uris import qualify_uri, split_uri
+from mcpd.registry.names import qualify
 from mcpd.supervisor import surface_requests
 from mcpd.supervisor.actor import ServerActor
 
