@@ -52,7 +52,7 @@ from mcpd.front.http.sessions import (
 )
 from mcpd.model.mcp import SESSION_ENDED, SavedSession, SavedSubscriptions, SessionState, SubscriptionsChanged
 from mcpd.store.db import MIGRATIONS, Store
-from mcpd.store.sessions import prune_sessions, session_row
+from mcpd.store.sessions import drop_subscriptions, prune_sessions, session_row
 from mcpd.testing import fixture_toml, fullserver_toml, open_quiet, run_cli
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.testing.remote import free_port, running_http_fixture
@@ -1005,6 +1005,21 @@ async def test_saved_subscriptions_change_and_go_with_their_session(tmp_path: Pa
     assert found_one is not None and found_one.subscribed == ["open/4", "open/5"]
     assert await store.run(lambda conn: prune_sessions(conn, since=0, keep=0)) == 1
     assert stored_subscriptions(db) == 0
+    store.close()
+
+
+async def test_the_subscriptions_of_removed_servers_go_from_every_stored_session(tmp_path: Path) -> None:
+    """``drop_subscriptions`` deletes the stored subscriptions under the qualified URIs of removed
+    servers, of every session, and no other server's, however alike its name."""
+    store = Store.open(tmp_path / "usage.db")
+    kept = ["mcpd://full2/full://r/0", "mcpd://ful/l/x", "mcpd://other/mcpd://full/x"]
+    for key in ("one", "two"):
+        store.save_session(SavedSession(key, b"{}", time.time()))
+        store.save_subscriptions(SavedSubscriptions(key, ["mcpd://full/full://r/0", *kept, "mcpd://b/y"], []))
+    prefixes = ["mcpd://full/", "mcpd://b/"]
+    assert await store.run(lambda conn: drop_subscriptions(conn, prefixes)) == 4
+    found = await saved_sessions(store, idle=60)
+    assert {key: saved.subscribed for key, saved in found.items()} == {"one": kept, "two": kept}
     store.close()
 
 

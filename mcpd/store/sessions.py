@@ -1,5 +1,6 @@
 """HTTP host sessions kept across daemon restarts (and set aside): writes, the load when the front
-end starts, the look-up of one set aside, and pruning while the daemon runs.
+end starts, the look-up of one set aside, pruning while the daemon runs, and the subscriptions
+dropped of servers a reload removed.
 
 A session's subscriptions are rows of ``http_session_subscriptions``, apart from its state: each
 change writes the URIs that changed, where a state holding them all cost O(n) bytes a change."""
@@ -79,6 +80,17 @@ def session_row(conn: sqlite3.Connection, key: str, since: float) -> SavedSessio
         return None
     uris = conn.execute("SELECT uri FROM http_session_subscriptions WHERE key = ? ORDER BY seq", (key,))
     return SavedSession(key, bytes(row[0]), row[1], [uri for (uri,) in uris])
+
+
+def drop_subscriptions(conn: sqlite3.Connection, prefixes: Sequence[str]) -> int:
+    """Delete every stored session's subscriptions to URIs beginning with one of ``prefixes`` (those
+    of servers a reload removed); how many went."""
+    with transaction(conn):
+        # A scan of the table (no index leads with the URI): bounded by the sessions kept, and rare.
+        return conn.executemany(
+            "DELETE FROM http_session_subscriptions WHERE substr(uri, 1, ?) = ?",
+            [(len(prefix), prefix) for prefix in prefixes],
+        ).rowcount
 
 
 def prune_sessions(conn: sqlite3.Connection, since: float, keep: int, open_keys: Collection[str] = ()) -> int:
