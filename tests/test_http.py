@@ -36,6 +36,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from msgspec.structs import replace as replace_struct
 
+from mcpd.client.aio import connect
 from mcpd.config.load import load_config
 from mcpd.errors import ConfigError
 from mcpd.front.hosts import Hosts
@@ -819,6 +820,68 @@ async def test_a_session_set_aside_resumes_with_its_subscriptions(tmp_path: Path
             await daemon.wait_for("resource.subscribed", after=mark, server="full", uri="full://r/1")
         with contextlib.closing(sqlite3.connect(db)) as conn:
             assert saved_subscriptions(conn, session_key(aside)) == uris
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["in-memory", "restarted"])
+@pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
+async def test_a_server_removed_by_reload_is_not_subscribed_again_for_a_session_set_aside(
+    tmp_path: Path, restart: bool
+) -> None:
+    """A reload removes the server whose resource a session set aside (at http_max_sessions) was
+    subscribed to: when a server of that name is configured again and the host comes back, the new
+    server is asked for none of it (``full://asked``), whether the daemon kept the session in memory
+    or, restarted in between, only in the store, which keeps none of it either. Before, the host's
+    return subscribed the new server to it again, from the session's saved list."""
+    config, db = full_http_config(tmp_path, http_max_sessions=1)
+    with_full = config.read_text()
+    without_full = with_full.replace(fullserver_toml("full"), "")
+    uri, other = "mcpd://full/full://r/0", "mcpd://full/full://r/1"
+
+    async def resume(daemon: DaemonProcess, http: httpx2.AsyncClient, url: str, aside: str) -> None:
+        mark = len(daemon.events)
+        assert await listed(http, url, aside) == 200
+        await daemon.wait_for("http.session_resumed", after=mark)
+        # The host's own subscribe comes after any its session would take again on its return.
+        body = {"jsonrpc": "2.0", "id": 3, "method": "resources/subscribe", "params": {"uri": other}}
+        headers = {**JSON_AND_SSE, "Mcp-Session-Id": aside}
+        assert (await http.post(url, json=body, headers=headers)).status_code == 200
+        async with connect(daemon.socket) as client:
+            asked = await client.read_resource("mcpd://full/full://asked")
+            subscribed = await client.read_resource("mcpd://full/full://subscribed")
+        assert json.loads(subscribed.contents[0].text or "") == ["full://r/1"]
+        assert json.loads(asked.contents[0].text or "") == 1
+
+    async with running_daemon(config) as first:
+        url = (await first.wait_for("http.listening"))["url"]
+        await first.wait_for("server.state", server="full", new="running", timeout=120)
+        async with Front(first, url, token_in(tmp_path), config).client() as http:
+            aside = await raw_session(http, url)
+            body = {"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe", "params": {"uri": uri}}
+            headers = {**JSON_AND_SSE, "Mcp-Session-Id": aside}
+            assert (await http.post(url, json=body, headers=headers)).status_code == 200
+            await anyio.sleep(SET_ASIDE_AFTER + 0.1)  # idle long enough to be set aside for another
+            await raw_session(http, url)
+            await first.wait_for("http.session_ended", why="set aside for a new session")
+            async with connect(first.socket) as client:
+                config.write_text(without_full)
+                await client.reload()
+                config.write_text(with_full)
+                if not restart:
+                    mark = len(first.events)
+                    await client.reload()
+                    await first.wait_for("server.state", server="full", new="running", after=mark, timeout=60)
+                    await anyio.sleep(SET_ASIDE_AFTER)  # the newer session may be set aside in turn
+                    await resume(first, http, url, aside)
+    if restart:
+        async with (
+            running_daemon(config) as second,
+            Front(second, url, token_in(tmp_path), config).client() as http,
+        ):
+            await second.wait_for("http.listening")
+            await second.wait_for("server.state", server="full", new="running", timeout=120)
+            await resume(second, http, url, aside)
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert saved_subscriptions(conn, session_key(aside)) == [other]
 
 
 def _as_saved_before_rows(db: Path) -> None:

@@ -124,11 +124,14 @@ class Daemon(Core):
                 # table said only the file's problem, as if the daemon had not been running.
                 raise ConfigError(f"reload refused, nothing changed: {exc.message}") from None
             # Shielded: a client that hangs up mid-reload must not leave the diff half applied.
-            # apply() is bounded by the servers' stop grace periods.
+            # apply() is bounded by the servers' stop grace periods, each forgetter by its own wait.
             with anyio.CancelScope(shield=True):
                 plan = await self.supervisor.apply(config)
-            for name in plan.removed:  # a server of that name later may be another one
-                self.subscriptions.forget(name)
+                for name in plan.removed:  # a server of that name later may be another one
+                    self.subscriptions.forget(name)
+                if plan.removed:
+                    for forget in self.forgetters:
+                        await forget(plan.removed)
             waiting = self._restart_needed(config.daemon)
             # What is in force stays said as it is: the settings apply at the next start.
             self.config = msgspec.structs.replace(config, daemon=self.config.daemon)

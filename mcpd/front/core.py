@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 
 import msgspec
@@ -33,6 +33,9 @@ class Core:
     resavers: list[Callable[[], int]] = field(default_factory=list)
     """What keeps records in memory that a store which lost them (its file deleted, or read-only
     meanwhile) is given again; each returns how many it saved (``daemon.serving.keep_store``)."""
+    forgetters: list[Callable[[Collection[str]], Awaitable[None]]] = field(default_factory=list)
+    """What keeps hosts' subscriptions beyond ``subscriptions`` (the HTTP sessions set aside), told
+    of the servers a reload removed, after ``Subscriptions.forget``; each waits a bounded time."""
 
     def __post_init__(self) -> None:
         self.subscriptions = Subscriptions(self.supervisor)

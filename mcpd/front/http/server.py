@@ -92,6 +92,7 @@ async def serve(
         saved = await saved_sessions(hosts.core.usage, idle)
         sessions = HttpSessions(hosts, tg, max_sessions=settings.http_max_sessions, idle=idle, saved=saved)
         hosts.core.resavers.append(sessions.resave)
+        hosts.core.forgetters.append(sessions.forget_servers)
         app = build_app(sessions, front.token, limits, check_host=is_loopback(host))
         server = _Server(
             uvicorn.Config(
@@ -128,6 +129,7 @@ async def serve(
         finally:
             with anyio.CancelScope(shield=True):
                 hosts.core.resavers.remove(sessions.resave)
+                hosts.core.forgetters.remove(sessions.forget_servers)
                 sessions.end_all("the daemon is stopping")
                 server.should_exit = True
                 with anyio.move_on_after(SHUTDOWN_GRACE + 1):

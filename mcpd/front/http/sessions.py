@@ -23,7 +23,9 @@ the hash of its id, and a request that names a session this daemon does not hold
 there, as ``mcpd bridge`` resumes its session in a new daemon. A host never has to notice a
 restart (MCP's answer to it, a 404 and a new ``initialize``, is one the SDK's client leaves to its
 user). A session ended by its host or by idleness is forgotten; one idle longer than
-``http_session_idle`` is not resumed.
+``http_session_idle`` is not resumed. A session kept loses its subscriptions to a server a reload
+removed, as an open one does (``HttpSessions.forget_servers``): its host, back, is not subscribed to
+a server of that name configured later.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import secrets
 import sqlite3
 import time
 from collections import deque
+from collections.abc import Collection
 
 import anyio
 import msgspec
@@ -48,8 +51,9 @@ from mcpd.front.core import Caller
 from mcpd.front.hosts import Hosts
 from mcpd.front.session import HostSession
 from mcpd.model import mcp
+from mcpd.model.uris import qualify_uri
 from mcpd.store.db import Store, StoreUnavailable
-from mcpd.store.sessions import prune_sessions, session_row, session_rows
+from mcpd.store.sessions import drop_subscriptions, prune_sessions, session_row, session_rows
 from mcpd.updates import HeldUpdates, updated_uri
 
 log = structlog.get_logger("mcpd.front")
@@ -517,6 +521,35 @@ class HttpSessions:
             return
         if pruned:
             log.info("http.sessions_pruned", pruned=pruned)
+
+    async def forget_servers(self, servers: Collection[str]) -> None:
+        """``servers`` are configured no more (a reload removed them): the sessions set aside, kept
+        here or only in the store, lose their subscriptions to them, so a host that comes back is not
+        subscribed to a server of one of those names configured later (which may be another one).
+        The open sessions' end with ``Subscriptions.forget``, their hosts told."""
+        prefixes = tuple(qualify_uri(server, "") for server in servers)
+        for key, saved in list(self._saved.items()):
+            if saved.subscribed and any(uri.startswith(prefixes) for uri in saved.subscribed):
+                kept = [uri for uri in saved.subscribed if not uri.startswith(prefixes)]
+                self._saved[key] = msgspec.structs.replace(saved, subscribed=kept)
+        # Queued behind every write before it and ahead of any later look-up (``_stored``): a host
+        # that comes back meanwhile finds them gone, whether or not this waits for the store.
+        drop = functools.partial(drop_subscriptions, prefixes=prefixes)
+        try:
+            async with asyncio.timeout(STORE_WAIT):
+                dropped = await self._store.run(drop)
+        except (StoreUnavailable, TimeoutError):
+            return  # nothing kept there to resume; or the store is busy, and drops them when it can
+        except sqlite3.Error as exc:
+            log.warning(
+                "http.subscriptions_undropped",
+                servers=sorted(servers),
+                error=str(exc),
+                consequence="a session set aside may be subscribed to a server of that name configured later",
+            )
+            return
+        if dropped:
+            log.info("http.subscriptions_dropped", servers=sorted(servers), subscriptions=dropped)
 
     async def open(
         self, session_id: str | None = None, state: mcp.SessionState | None = None, *, resumed: bool = False
