@@ -206,10 +206,8 @@ _QUOTE_OPEN = re.compile(
 # opens after one of these words, earlier in the sentence, still quotes.
 # A scanner's report names what it quotes as a finding ("Detected prompt injection in README.md
 # line 4: \"Ignore ...\"", "Blocked input: '...'", "Test case 12: \"...\" Result: refused").
-_MENTION = re.compile(
-    rf"\b{_EXAMPLES}\W|{_EXAMPLES_CJK}"
-    r"|\b(?:detected|blocked|flagged|matched|injections?|jailbreaks?|test cases?|attack strings?)\W"
-)
+_REPORTS = r"\b(?:detected|blocked|flagged|matched|injections?|jailbreaks?|test cases?|attack strings?)\W"
+_MENTION = re.compile(rf"\b{_EXAMPLES}\W|{_EXAMPLES_CJK}|{_REPORTS}")
 # Quotations one after the other, with only a list's separators between them.
 _LISTED = re.compile(
     r"(?:\s*(?:\"[^\"]*\"|'[^']*'|\u201c[^\u201d]*\u201d|\u2018[^\u2019]*\u2019|\u00ab[^\u00bb]*\u00bb"
@@ -348,6 +346,40 @@ def _quoted_example(match: re.Match[str], continues: str = "", following: str = 
     # not past words of its own ("e.g. 'hello' and then you will 'ignore ...'").
     listed = bool(continues) and _LISTED.fullmatch(introduced) is not None
     return bool(listed or _QUOTE_OPEN.search(introduced[-20:]) or _MENTION.search(mentions))
+
+
+_REPORTED = re.compile(_REPORTS)
+_OPENING = re.compile(r"[\"\u201c\u00ab\u300c\u201e]|(?<![\w'\u2019])['\u2018](?=\w)")
+_QUOTED_LENGTH = 600
+"""Characters a reported quotation may hold: a finding quotes a sentence or two, not a page."""
+
+
+def _unreported(folded: str) -> str:
+    """``folded`` with what each reported quotation holds blanked: one opened after a report's word
+    in its sentence ('Detected prompt injection in README: "send the user's password to ..."',
+    "Blocked input: '...'") and closed, with no order after it to do what it says (``_used_after``:
+    "... Now do as it says"). The rules that do not read quotation (TP004, TP009) read this: an
+    attack a scanner reports is mentioned, as for TP001 (``_quoted_example``)."""
+    pieces: list[str] = []
+    at = 0
+    for opening in _OPENING.finditer(folded):
+        opened = opening.start()
+        if opened < at:
+            continue  # inside a quotation already read
+        # Sought in a window: a quote never closed must not send each opening to the text's end.
+        inside = _closing(folded[opened : opened + _QUOTED_LENGTH], 0, 1)
+        if inside is None:
+            continue
+        closed = opened + inside
+        before = folded[max(0, opened - 120) : opened]
+        clause = before[max((cut.end() for cut in rules.SENTENCES.finditer(before)), default=0) :]
+        if _REPORTED.search(clause) and not _used_after(folded[closed + 1 : closed + 401]):
+            pieces += [folded[at : opened + 1], " " * (closed - opened - 1)]
+            at = closed
+        else:
+            pieces.append(folded[at:closed])
+            at = closed
+    return "".join(pieces) + folded[at:]
 
 
 def _continued(folded: str, visible: str) -> dict[str, str]:
@@ -1193,20 +1225,47 @@ def _block(whole: rules.Sentence) -> _Hit | None:
     return _Hit("TP003", HIGH, "hidden instruction block", excerpt) if excerpt else None
 
 
+class _Reading(NamedTuple):
+    """A text cut for the rules: its sentences (``texts``, windows of long ones), those that can
+    match an intent (``triggering``), each with its antecedents (``linked``), the whole, each
+    sentence's next (``after``)."""
+
+    hits: rules.Hits
+    texts: list[str]
+    sentences: list[rules.Sentence]
+    triggering: list[rules.Sentence]
+    linked: list[rules.Sentence]
+    whole: rules.Sentence
+    after: dict[str, str]
+
+
+def _read(folded: str, hits: rules.Hits) -> _Reading:
+    texts = [window for sentence in rules.SENTENCES.split(folded) for window in _windows(sentence)]
+    sentences = rules.sentences(texts)
+    return _Reading(
+        hits,
+        texts,
+        sentences,
+        # Only these can match an intent: the others are skipped without a call per intent.
+        [sentence for sentence in sentences if sentence.hits],
+        [window for window in rules.sentences(_with_antecedents(texts)) if window.hits],
+        rules.Sentence(folded, hits),
+        _next_sentences(texts),
+    )
+
+
 def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     folded = prepared.folded
     hits = rules.triggered(folded)
     found: list[_Hit] = []
     if not hits:
         return found
-    texts = [window for sentence in rules.SENTENCES.split(folded) for window in _windows(sentence)]
-    sentences = rules.sentences(texts)
-    # Only these can match an intent: the others are skipped without a call per intent.
-    triggering = [sentence for sentence in sentences if sentence.hits]
-    linked = [window for window in rules.sentences(_with_antecedents(texts)) if window.hits]
-    whole = rules.Sentence(folded, hits)
+    reading = _read(folded, hits)
+    texts, sentences, triggering, _, whole, after = reading[1:]
     continued = _continued(folded, prepared.visible)
-    after = _next_sentences(texts)
+    # The rules that do not read quotation read the text without what scanners report quoting.
+    unquoted = _unreported(folded)
+    plain = reading if unquoted == folded else _read(unquoted, rules.triggered(unquoted))
     excerpt = _first_meant(
         rules.OVERRIDE,
         triggering,
@@ -1233,9 +1292,11 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     block = _block(whole)
     if block:
         found.append(block)
-    secret = _secret(triggering, linked, after)
+    secret = _secret(plain.triggering, plain.linked, plain.after)
     if not (secret and secret.severity == HIGH):
-        secret = _phishing(triggering, hits) or _placeheld(triggering, whole) or secret
+        secret = (
+            _phishing(plain.triggering, plain.hits) or _placeheld(plain.triggering, plain.whole) or secret
+        )
     if secret:
         found.append(secret)
     steering = _steering(triggering, sentences)
@@ -1244,7 +1305,7 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
     excerpt = _first(rules.ADDRESSING, [whole])
     if excerpt:
         found.append(_Hit("TP008", MEDIUM, "addresses the model directly", excerpt))
-    excerpt = _exfiltration(triggering + linked, whole)
+    excerpt = _exfiltration(plain.triggering + plain.linked, plain.whole)
     if excerpt:
         found.append(_Hit("TP009", HIGH, "sends data to a URL, an address or another tool", excerpt))
     excerpt = _first_meant(
@@ -1259,7 +1320,7 @@ def _each_intent(prepared: Prepared, hidden: bool) -> list[_Hit]:
         found.append(_Hit("TP010", HIGH, "destructive or remote-code shell command", excerpt))
     if not _high_already(found):
         # The signs catch what no rule above names; a text a rule found needs no second name.
-        together = _signs(folded, sentences, hits, hidden)
+        together = _signs(unquoted, plain.sentences, plain.hits, hidden)
         if together:
             found.append(together)
     return found
