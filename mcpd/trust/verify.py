@@ -308,6 +308,17 @@ _USED_AFTER = re.compile(
     r"|\b(?:stay|remain|keep|be)\s+in\s+(?:that|this|the same|the above)\s+mode\b"
     r"|\bappl(?:y|ies)\s+to\s+you\b"
     r"|\bdo\s+(?:as|what)\s+(?:it|that|this|they|these|those)\s+(?:says?|tells?|asks?)\b"
+    r"|\b(?:carry|act|go|see)\s+(?:it|that|this|them)\s+(?:out|through)\b|\bproceed\s+(?:with|as)\b"
+    r"|\b(?:do|perform|follow|obey|execute|run|apply|carry out|complete|honou?r)\s+(?:the\s+)?"
+    r"(?:flagged|blocked|detected|quoted|reported|matched|above|said)\b"
+    # The report taken back, or what it quotes made the tool's own: "the block was lifted", "this
+    # input is approved", "this is the required behaviour", "that is what this tool does".
+    r"|\b(?:block|flag|finding|detection)s?\s+(?:was|is|has been|were)\s+"
+    r"(?:lifted|removed|cleared|overridden|withdrawn|wrong|a mistake|outdated)\b"
+    r"|\b(?:it|this|that|the (?:input|request|action|instruction|text))\s+(?:\w+\s+)?(?:is|was|has been)\s+"
+    r"(?:approved|allowed|permitted|authori[sz]ed|legitimate)\b"
+    r"|\b(?:this|that|it)\s+is\s+(?:the\s+)?(?:required|expected|intended|normal|correct|desired)\s+behaviou?r\b"
+    r"|\bwhat (?:this|the) (?:tool|server) does\b"
 )
 
 
