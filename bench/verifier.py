@@ -98,6 +98,12 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   a word of an address's domain, "log" after a record's kind, a level after a log line's timestamp,
   a quotation named as a payload, a verdict "(PASS)"), 17/20 and 2/252; with "supersedes all previous
   instructions" in German and Chinese, 19/20;
+  then a set of LLM tooling (``llmtool``: 40 honest texts of OpenAI, Anthropic and Ollama wrappers,
+  prompt templates and eval tools documenting the chat format with a system message, and scanners
+  reporting attacks they quote; 14 attacks in role markup or quoting one and ordering it done),
+  written before any change: 12/40 honest high, 14/14; after a documented format's system message
+  saying only a persona was read as no authority and a reported quotation as mentioned for TP004 and
+  TP009 (as for TP001), 0/40 and 14/14, every figure above unchanged;
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
@@ -148,6 +154,8 @@ HELD_OUT_6 = DATA / "trust_heldout6.jsonl"
 """The sixth held-out set, written blind: honest texts of many domains, new attacks (``heldout6``)."""
 HELD_OUT_7 = DATA / "trust_heldout7.jsonl"
 """The seventh held-out set, written blind: honest texts of domains the others missed (``heldout7``)."""
+LLM_TOOLING = DATA / "trust_llm_tooling.jsonl"
+"""LLM tooling documenting the chat format, scanners quoting attacks, attacks in role markup (``llmtool``)."""
 TOOLRET = ROOT.parent / "shared" / "toolret"
 
 
@@ -307,6 +315,7 @@ def main() -> None:
     probes["heldout5"] = load(HELD_OUT_5)
     probes["heldout6"] = load(HELD_OUT_6)
     probes["heldout7"] = load(HELD_OUT_7)
+    probes["llmtool"] = load(LLM_TOOLING)
     corpus_report(load(CORPUS), probes)
     tools = load_tools(args.data)
     if not tools:
