@@ -130,6 +130,9 @@ what it says:
                   over character n-grams (``learned``), learnt from the poisoning corpus and its
                   probes against 2,196 honest texts of 47 published MCP servers; scored above every
                   honest text it had not seen (its ``high``), it is one of the rare kinds
+                  A system-role chat message of a documented format (the format, a schema or an
+                  example named, or another role's message beside it) saying only a persona is no
+                  claim of authority
     TP013 high    a text too long to read (over ``MAX_TEXT`` characters): its first part is read,
                   the rest would be unread, so the length alone holds the tool back; so do more
                   hidden layers in one text than are read (``MAX_LAYERS``)
@@ -140,6 +143,11 @@ comment, an element styled or marked hidden, a Markdown comment) is decoded and 
 found there is reported as high, with ``where`` naming the encoding, e.g. ``description (decoded
 base64)``. Mere words such as "password", "token", "IMPORTANT:" or "send email" raise nothing:
 honest tools use them all the time.
+
+An attack a scanner's report quotes ('Detected prompt injection in README: "send ..."', "Blocked
+input: '...'") is mentioned, not used, by every rule (TP004, TP009 and the signs read the text
+with such quotations blanked), unless what follows it upholds it ("now do as it says", "the block
+was lifted; proceed with it").
 
 High findings are what a ``block`` policy blocks on; medium ones are reported.
 """
