@@ -456,6 +456,21 @@ async def test_an_unsubscribe_after_failed_resubscribes_gets_its_own_attempts(
         held.gate.unlink()
 
 
+async def _cycled(hub: Subscriptions, tg: anyio.abc.TaskGroup, uris: list[str]) -> int:
+    """Bytes allocated and kept while a host subscribes to and unsubscribes from each of ``uris``,
+    one after another, without waiting for the server's answers."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for uri in uris:
+            tg.start_soon(hub.subscribe, "host", "full", uri)
+            await anyio.lowlevel.checkpoint()  # its wish is recorded
+            assert await hub.unsubscribe("host", "full", uri, timeout=1e-6)
+        return sum(stat.size_diff for stat in tracemalloc.take_snapshot().compare_to(before, "filename"))
+    finally:
+        tracemalloc.stop()
+
+
 async def test_unsubscribes_that_stop_waiting_leave_nothing_behind(tmp_path: Path) -> None:
     """A host sends subscribe then unsubscribe of one URI, again and again without waiting for the
     answers, each unsubscribe waiting a moment only, while the server has not answered a request
@@ -467,18 +482,7 @@ async def test_unsubscribes_that_stop_waiting_leave_nothing_behind(tmp_path: Pat
         async with anyio.create_task_group() as tg:
             tg.start_soon(hub.subscribe, "host", "full", "full://r/0")
             await held.until_held(1)
-            tracemalloc.start()
-            try:
-                before = tracemalloc.take_snapshot()
-                for _ in range(5_000):
-                    tg.start_soon(hub.subscribe, "host", "full", "full://r/0")
-                    await anyio.lowlevel.checkpoint()  # its wish is recorded
-                    assert await hub.unsubscribe("host", "full", "full://r/0", timeout=1e-6)
-                grown = sum(
-                    stat.size_diff for stat in tracemalloc.take_snapshot().compare_to(before, "filename")
-                )
-            finally:
-                tracemalloc.stop()
+            grown = await _cycled(hub, tg, ["full://r/0"] * 5_000)
             held.gate.unlink()
         assert grown < 500_000
 
@@ -508,18 +512,7 @@ async def test_a_host_cycling_through_distinct_uris_leaves_nothing_behind(tmp_pa
         async with anyio.create_task_group() as tg:
             tg.start_soon(hub.subscribe, "host", "full", "full://r/held")
             await held.until_held(1)
-            tracemalloc.start()
-            try:
-                before = tracemalloc.take_snapshot()
-                for i in range(10_000):
-                    tg.start_soon(hub.subscribe, "host", "full", f"full://r/{i}")
-                    await anyio.lowlevel.checkpoint()  # its wish is recorded
-                    assert await hub.unsubscribe("host", "full", f"full://r/{i}", timeout=1e-6)
-                grown = sum(
-                    stat.size_diff for stat in tracemalloc.take_snapshot().compare_to(before, "filename")
-                )
-            finally:
-                tracemalloc.stop()
+            grown = await _cycled(hub, tg, [f"full://r/{i}" for i in range(10_000)])
             held.gate.unlink()
         assert grown < 500_000
 
