@@ -65,7 +65,8 @@ def test_replacing_one_server_reindexes_only_it() -> None:
     assert not [h for h in index.search("directory") if h.tool == "list_directory"]
     assert index._by_server["github"] == github_ids
     index.remove_server("files")
-    assert not index.search("write file")
+    # Other servers' tools may still answer it (through "write"'s synonyms, once they are read).
+    assert not [h for h in index.search("write file") if h.server == "files"]
     assert len(index) == 2
 
 
