@@ -36,7 +36,11 @@ async def asked(supervisor: Supervisor) -> int:
 
 
 async def measure(count: int, warmup: float, window: float) -> float:
-    refuse = Path(tempfile.mkdtemp(prefix="mcpd-bench-")) / "refuse"
+    with tempfile.TemporaryDirectory(prefix="mcpd-bench-") as folder:
+        return await _measure(Path(folder) / "refuse", count, warmup, window)
+
+
+async def _measure(refuse: Path, count: int, warmup: float, window: float) -> float:
     config = Config(source="<bench>", servers=(fullserver_config("full", "--refuse", str(refuse)),))
     async with open_supervisor(config) as supervisor:
         actor = supervisor.actor("full")
@@ -49,7 +53,7 @@ async def measure(count: int, warmup: float, window: float) -> float:
             async with anyio.create_task_group() as subscribing:
                 for i in range(count):
                     subscribing.start_soon(hub.subscribe, "host", "full", f"full://r/{i}", 600.0)
-            refuse.touch()
+            refuse.touch()  # noqa: ASYNC240 - one file, created once
             pid = actor.status().pid
             assert pid is not None
             os.kill(pid, signal.SIGKILL)
