@@ -54,7 +54,7 @@ from mcpd.front.http.sessions import (
 from mcpd.model.mcp import SESSION_ENDED, SavedSession, SavedSubscriptions, SessionState, SubscriptionsChanged
 from mcpd.store.db import MIGRATIONS, Store
 from mcpd.store.sessions import drop_subscriptions, prune_sessions, session_row
-from mcpd.testing import fixture_toml, fullserver_toml, open_quiet, run_cli
+from mcpd.testing import fixture_toml, fullserver_toml, run_cli
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.testing.remote import free_port, running_http_fixture
 
@@ -1370,6 +1370,24 @@ async def test_connections_without_the_token_cannot_lock_hosts_out(tmp_path: Pat
                 sock.close()
 
 
+@contextlib.asynccontextmanager
+async def attacking(script: str, *args: str) -> AsyncIterator[None]:
+    """``script`` run in a process of its own until the block ends, then killed. The block starts
+    once the script's first line says its attack is under way."""
+    attacker = await anyio.open_process(
+        [sys.executable, "-c", script, *args], stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        assert attacker.stdout is not None
+        with anyio.fail_after(10):
+            await attacker.stdout.receive()
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            attacker.kill()
+        await attacker.aclose()  # its stdout too, not left to a later test's loop
+
+
 _TRICKLE = """
 import socket, sys, time
 host, port, count, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
@@ -1379,6 +1397,7 @@ def opened():
     sock.send(b"POST /mcp HTTP/1.1\\r\\nX-a: ")
     return sock
 held = [opened() for _ in range(count)]
+print("trickling", flush=True)
 end = time.monotonic() + seconds
 while time.monotonic() < end:
     for index, sock in enumerate(held):
@@ -1397,16 +1416,11 @@ async def test_connections_trickling_a_head_cannot_lock_new_hosts_out(tmp_path: 
     kept over a newcomer, so 20-24 of 40 of a host's new connections were closed unanswered)."""
     async with http_daemon(tmp_path) as front:
         host, port = address_of(front.url)
-        attacker = await open_quiet([sys.executable, "-c", _TRICKLE, host, str(port), "300", "120"])
-        try:
+        async with attacking(_TRICKLE, host, str(port), "300", "120"):
             await anyio.sleep(1.5)  # the pool of connections without the token is full by now
             for _ in range(10):
                 async with front.client() as newcomer:
                     await raw_session(newcomer, front.url)
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                attacker.kill()
-            await attacker.wait()
 
 
 _CHURN = """
@@ -1440,13 +1454,7 @@ async def test_a_flood_of_connections_without_the_token_holds_up_no_host(tmp_pat
     async with http_daemon(tmp_path) as front, front.client() as http:
         session = await raw_session(http, front.url)
         host, port = address_of(front.url)
-        attacker = await anyio.open_process(
-            [sys.executable, "-c", _CHURN, host, str(port), "30"], stderr=subprocess.DEVNULL
-        )
-        try:
-            assert attacker.stdout is not None
-            with anyio.fail_after(10):
-                await attacker.stdout.receive()
+        async with attacking(_CHURN, host, str(port), "30"):
             await anyio.sleep(1.0)  # the flood under way
             for request_id in range(10):
                 with anyio.fail_after(3):
@@ -1454,10 +1462,6 @@ async def test_a_flood_of_connections_without_the_token_holds_up_no_host(tmp_pat
             with anyio.fail_after(6):
                 async with front.client() as newcomer:
                     await raw_session(newcomer, front.url)
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                attacker.kill()
-            await attacker.wait()
 
 
 def rss_bytes(pid: int) -> int:
