@@ -25,31 +25,11 @@ from pathlib import Path
 
 import anyio
 import httpx2
+from ipc import cpu_seconds
 
 from mcpd.testing import fixture_toml
 from mcpd.testing.daemon import running_daemon
 
-_FLOOD = """
-import socket, sys, time
-host, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-request = b"POST /mcp HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 2\\r\\n\\r\\n{}"
-opened, count, end = [], 0, time.monotonic() + seconds
-while time.monotonic() < end:
-    for _ in range(200):
-        sock = socket.socket()
-        sock.setblocking(False)
-        sock.connect_ex((host, port))
-        opened.append(sock)
-        count += 1
-    for sock in opened[:-200]:
-        try:
-            sock.send(request)
-        except OSError:
-            pass
-        sock.close()
-    del opened[:-200]
-print(count)
-"""
 _JSON = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 _INIT = {
     "jsonrpc": "2.0",
@@ -67,11 +47,6 @@ _CALL = {
     "method": "tools/call",
     "params": {"name": "tools__echo", "arguments": {"text": "x"}},
 }
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _session(http: httpx2.AsyncClient, url: str) -> str:
@@ -98,9 +73,19 @@ async def _phase(
     headers = {**_JSON, "Authorization": f"Bearer {token}"}
     host, port = url.split("//")[1].split("/", maxsplit=1)[0].rsplit(":", 1)
     seconds = args.seconds
-    command = ["nice", "-n", str(args.nice), sys.executable, "-c", _FLOOD, host, port, str(seconds + 2)]
+    command = [
+        "nice",
+        "-n",
+        str(args.nice),
+        sys.executable,
+        "-m",
+        "mcpd.testing.flood",
+        host,
+        port,
+        str(seconds + 2),
+    ]
     floods = [await anyio.open_process(command, stderr=subprocess.DEVNULL) for _ in range(flooders)]
-    cpu_before, started = _cpu_seconds(pid), time.monotonic()
+    cpu_before, started = cpu_seconds(pid), time.monotonic()
     kept: list[float] = []
     kept_failed = new_ok = new_failed = 0
     new: list[float] = []
@@ -124,12 +109,13 @@ async def _phase(
                     new.append(time.monotonic() - began)
                 except (httpx2.HTTPError, AssertionError, KeyError):
                     new_failed += 1
-    cpu = (_cpu_seconds(pid) - cpu_before) / (time.monotonic() - started)
+    cpu = (cpu_seconds(pid) - cpu_before) / (time.monotonic() - started)
     opened = 0
     for flood in floods:
         assert flood.stdout is not None
         async with flood:
-            opened += int((await flood.stdout.receive()).decode())
+            printed = b"".join([chunk async for chunk in flood.stdout])
+            opened += int(printed.split()[-1])  # the count, after "flooding"
     rate = opened / (seconds + 2)
     print(
         f"{name:6} kept-alive call p50 {_quantile(kept, 0.5) * 1000:7.1f} ms"

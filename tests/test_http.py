@@ -1371,11 +1371,11 @@ async def test_connections_without_the_token_cannot_lock_hosts_out(tmp_path: Pat
 
 
 @contextlib.asynccontextmanager
-async def attacking(script: str, *args: str) -> AsyncIterator[None]:
-    """``script`` run in a process of its own until the block ends, then killed. The block starts
-    once the script's first line says its attack is under way."""
+async def attacking(args: list[str]) -> AsyncIterator[None]:
+    """Python run with ``args`` in a process of its own until the block ends, then killed. The block
+    starts once its first line says the attack is under way."""
     attacker = await anyio.open_process(
-        [sys.executable, "-c", script, *args], stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [sys.executable, *args], stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
         assert attacker.stdout is not None
@@ -1416,34 +1416,11 @@ async def test_connections_trickling_a_head_cannot_lock_new_hosts_out(tmp_path: 
     kept over a newcomer, so 20-24 of 40 of a host's new connections were closed unanswered)."""
     async with http_daemon(tmp_path) as front:
         host, port = address_of(front.url)
-        async with attacking(_TRICKLE, host, str(port), "300", "120"):
+        async with attacking(["-c", _TRICKLE, host, str(port), "300", "120"]):
             await anyio.sleep(1.5)  # the pool of connections without the token is full by now
             for _ in range(10):
                 async with front.client() as newcomer:
                     await raw_session(newcomer, front.url)
-
-
-_CHURN = """
-import socket, sys, time
-host, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-request = b"POST /mcp HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 2\\r\\n\\r\\n{}"
-opened = []
-end = time.monotonic() + seconds
-print("flooding", flush=True)
-while time.monotonic() < end:
-    for _ in range(200):
-        sock = socket.socket()
-        sock.setblocking(False)
-        sock.connect_ex((host, port))
-        opened.append(sock)
-    for sock in opened[:-200]:
-        try:
-            sock.send(request)
-        except OSError:
-            pass
-        sock.close()
-    del opened[:-200]
-"""
 
 
 async def test_a_flood_of_connections_without_the_token_holds_up_no_host(tmp_path: Path) -> None:
@@ -1454,7 +1431,7 @@ async def test_a_flood_of_connections_without_the_token_holds_up_no_host(tmp_pat
     async with http_daemon(tmp_path) as front, front.client() as http:
         session = await raw_session(http, front.url)
         host, port = address_of(front.url)
-        async with attacking(_CHURN, host, str(port), "30"):
+        async with attacking(["-m", "mcpd.testing.flood", host, str(port), "30"]):
             await anyio.sleep(1.0)  # the flood under way
             for request_id in range(10):
                 with anyio.fail_after(3):
