@@ -66,6 +66,14 @@ ADVISORY_LIMIT = 1024 * 1024
 daemon does on its side). Log messages and progress are dropped (the next step supersedes a
 progress step; a log line is a record, kept in the server's own log); resource updates are held,
 the latest per URI, and sent once the host took what was kept (``HeldUpdates``)."""
+GAP_LIMIT = 16 * 1024 * 1024
+"""Bytes of host messages kept for the next daemon during a gap, each counted with ``_HELD_COST``
+beside its length; a message past it is refused (a request answered with an error, anything else
+dropped), unless none is kept: one message as long as the daemon reads always waits. Without it, a
+host writing fast while the daemon was away (up to ``GAP_WAIT``) grew the bridge without bound."""
+_HELD_COST = 256
+"""Bytes a message kept in a gap costs beside its own (its entry, route and time): a flood of
+``{}`` would otherwise cost a hundred times what it is counted."""
 EXIT_FLUSH = 5.0
 """Seconds the bridge keeps writing what the host has not read yet, once stdin has closed."""
 EOF_WAIT = GAP_WAIT
@@ -180,6 +188,9 @@ class Relay:
         """Requests the daemon made of the host that the host has not answered yet."""
         self.waiting: list[tuple[float, bytes, mcp.Route | None]] = []
         """Host messages read while there is no daemon: when, the line, its route."""
+        self._waiting_size = 0
+        """What ``waiting`` costs, as ``GAP_LIMIT`` counts it."""
+        self._refused_in_gap = False
         self.initialized = False
         """A daemon has answered the host's ``initialize``: after a reconnect the host is told to list
         tools again. Not before: the host must have its answer before any notification, and one read
@@ -274,7 +285,7 @@ class Relay:
         expired = [item for item in self.waiting if now - item[0] >= GAP_WAIT]
         if not expired:
             return
-        self.waiting = [item for item in self.waiting if now - item[0] < GAP_WAIT]
+        self._set_waiting([item for item in self.waiting if now - item[0] < GAP_WAIT])
         answers = []
         for _, _, route in expired:
             request_id = _request_id(route)
@@ -290,7 +301,7 @@ class Relay:
     def _answer_unanswered(self, message: str) -> None:
         ids = [*self.inflight, *(_request_id(route) for _, _, route in self.waiting)]
         self.inflight.clear()
-        self.waiting.clear()
+        self._set_waiting([])
         self._write(b"".join(_error_line(i, mcp.DAEMON_UNAVAILABLE, message) for i in ids if i is not None))
 
     # -- host -> daemon ---------------------------------------------------------------------
@@ -307,9 +318,33 @@ class Relay:
         if answered is not None:
             self.asked.discard(answered)
         if self.channel is None:
-            self.waiting.append((time.monotonic(), line, route))
+            if self.waiting and self._waiting_size + len(line) + _HELD_COST > GAP_LIMIT:
+                self._refuse_in_gap(route)
+            else:
+                self._hold((time.monotonic(), line, route))
             return
         self._forward(line, route)
+
+    def _hold(self, item: tuple[float, bytes, mcp.Route | None], *, first: bool = False) -> None:
+        self.waiting.insert(0 if first else len(self.waiting), item)
+        self._waiting_size += len(item[1]) + _HELD_COST
+
+    def _set_waiting(self, items: list[tuple[float, bytes, mcp.Route | None]]) -> None:
+        self.waiting = items
+        self._waiting_size = sum(len(line) + _HELD_COST for _, line, _ in items)
+
+    def _refuse_in_gap(self, route: mcp.Route | None) -> None:
+        """A message past ``GAP_LIMIT``: a request is answered, anything else dropped (said once a gap)."""
+        if not self._refused_in_gap:
+            _log("bridge.gap_full", held=self._waiting_size, limit=GAP_LIMIT)
+            self._refused_in_gap = True
+        request_id = _request_id(route)
+        if request_id is not None:
+            message = (
+                f"the mcpd daemon is away and the bridge already holds {self._waiting_size} bytes of"
+                f" requests for it (at most {GAP_LIMIT}); try again later"
+            )
+            self._write(_error_line(request_id, mcp.DAEMON_UNAVAILABLE, message))
 
     def _forward(self, line: bytes, route: mcp.Route | None) -> None:
         assert self.channel is not None
@@ -333,7 +368,7 @@ class Relay:
             # Never delivered: it waits for the next daemon like any message of the gap.
             if request_id is not None:
                 self.inflight.pop(request_id, None)
-            self.waiting.insert(0, (time.monotonic(), line, route))
+            self._hold((time.monotonic(), line, route), first=True)
             self._lost()
 
     def _too_large(self, size: int, request_id: mcp.RequestId | None, route: mcp.Route | None) -> None:
@@ -555,7 +590,7 @@ class Relay:
                 message = f"the mcpd daemon restarted during {method}; it may or may not have run"
                 answers.append(_error_line(request_id, mcp.DAEMON_RESTARTED, message))
         self.inflight.clear()
-        self.waiting = resend + self.waiting
+        self._set_waiting(resend + self.waiting)
         # The daemon's questions go with it: the host should stop asking its user, and an answer
         # would reach only a daemon that never asked it.
         withdrawn = [
@@ -620,10 +655,12 @@ class Relay:
             # The new daemon's servers may differ: the host should list tools, resources and prompts again
             # (after the updates held, which came before).
             self._write(self._release_held() + _LIST_CHANGED)
-        waiting, self.waiting = self.waiting, []
+        waiting = self.waiting
+        self._set_waiting([])
+        self._refused_in_gap = False
         for _, line, route in waiting:
             if self.channel is None:  # lost again while sending: keep the rest for the next one
-                self.waiting.append((now, line, route))
+                self._hold((now, line, route))
             else:
                 self._forward(line, route)
 

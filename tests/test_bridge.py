@@ -14,6 +14,7 @@ import signal
 import socket
 import sys
 import tempfile
+import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -27,13 +28,14 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from mcpd.bridge import ADVISORY_LIMIT, AUTOSTART_AFTER, AUTOSTART_MAX, AUTOSTART_RETRY, Relay
+from mcpd.bridge import ADVISORY_LIMIT, AUTOSTART_AFTER, AUTOSTART_MAX, AUTOSTART_RETRY, GAP_LIMIT, Relay
 from mcpd.client.aio import connect
 from mcpd.client.channel import Channel
 from mcpd.ipc.framing import FrameBuffer, frame
 from mcpd.lines import LineReader, Oversized
 from mcpd.model.mcp import (
     DAEMON_RESTARTED,
+    DAEMON_UNAVAILABLE,
     RESOURCE_UPDATED,
     RESOURCES_LIST_CHANGED,
     SESSION_NOTIFICATION,
@@ -1192,3 +1194,31 @@ def test_an_answer_the_daemon_sent_before_it_went_away_reaches_the_host() -> Non
         os.close(read)
         os.close(write)
     assert [m.get("result") for m in got if m.get("id") == 5] == [{"done": True}], got
+
+
+def test_a_host_writing_fast_while_the_daemon_is_away_is_refused_past_a_bound_not_held() -> None:
+    """A host writes 32 MB of tool calls while there is no daemon (a gap): the first ``GAP_LIMIT``
+    bytes are kept for the next daemon, every request after is answered at once with "daemon
+    unavailable", and the relay's memory stays near the bound. Before, all were kept for up to
+    ``GAP_WAIT``: a host writing fast in a gap grew the bridge without bound (121 MiB of RSS after
+    15 s of it, and growing)."""
+    pad = "x" * 1000
+    count = 2 * GAP_LIMIT // len(pad)
+    with tempfile.TemporaryFile() as out:
+        relay = Relay(None, config=None, state=SessionState(), autostart=False, stdout=out.fileno())
+        tracemalloc.start()
+        try:
+            for request_id in range(count):
+                call = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"pad": pad}}
+                relay._from_host(json.dumps(call).encode())
+            grown = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        out.seek(0)
+        answers = [json.loads(line) for line in out.read().splitlines()]
+    kept = [json.loads(line)["id"] for _, line, _ in relay.waiting]
+    refused = [answer["id"] for answer in answers]
+    assert kept == list(range(len(kept))), len(kept)
+    assert refused == list(range(len(kept), count)), len(refused)
+    assert {answer["error"]["code"] for answer in answers} == {DAEMON_UNAVAILABLE}
+    assert grown < 1.5 * GAP_LIMIT, grown
