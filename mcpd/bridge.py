@@ -310,6 +310,7 @@ class Relay:
         if isinstance(line, Oversized):
             # Never kept whole (``LineReader``), so never sent, whatever daemon comes.
             self._too_large(line.size, line.request_id(), None)
+            self._answer_too_large(line.size, line.response_id())
             return
         if not line.strip():
             return
@@ -380,6 +381,14 @@ class Relay:
                 f"a message of {size} bytes is over the daemon's limit of {limit} ([daemon] max_frame_bytes)"
             )
             self._write(_error_line(request_id, mcp.INVALID_REQUEST, message))
+
+    def _answer_too_large(self, size: int, answered: mcp.RequestId | None) -> None:
+        """The host's answer to a request of the daemon's (a server's sampling, say) that is too long
+        to send: the daemon is told it failed, or the request waited out its whole deadline."""
+        if answered not in self.asked:
+            return
+        message = f"the host's answer of {size} bytes is over the daemon's limit of {self._max_frame}"
+        self._from_host(_error_line(answered, mcp.INTERNAL_ERROR, message).rstrip(b"\n"))
 
     # -- daemon -> host ---------------------------------------------------------------------
 

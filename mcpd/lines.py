@@ -45,11 +45,20 @@ class Oversized(msgspec.Struct, frozen=True):
     def request_id(self) -> mcp.RequestId | None:
         """The id of the request the line held, if its ends show it: None for a notification, and for
         a response (no ``method``), whose id is one of the daemon's requests, not the host's."""
+        return self._id(request=True)
+
+    def response_id(self) -> mcp.RequestId | None:
+        """The id of the daemon's request the line answered, if its ends show an ``id`` and no
+        ``method``. A request whose ``method`` lies in neither end is taken for a response too: the
+        caller answers only ids the daemon asked and the host has not answered."""
+        return self._id(request=False)
+
+    def _id(self, *, request: bool) -> mcp.RequestId | None:
         members: dict[bytes, bytes] = {}
         for found in (_HEAD.match(self.head), _TAIL.search(self.tail.rstrip(b"\r"))):
             if found is not None:
                 members.update((key, value) for key, value in _NAMED.findall(found[1]))
-        if b"method" not in members or b"id" not in members:
+        if (b"method" in members) is not request or b"id" not in members:
             return None
         try:
             return _request_id.decode(members[b"id"])

@@ -36,6 +36,7 @@ from mcpd.lines import LineReader, Oversized
 from mcpd.model.mcp import (
     DAEMON_RESTARTED,
     DAEMON_UNAVAILABLE,
+    INTERNAL_ERROR,
     RESOURCE_UPDATED,
     RESOURCES_LIST_CHANGED,
     SESSION_NOTIFICATION,
@@ -1222,3 +1223,42 @@ def test_a_host_writing_fast_while_the_daemon_is_away_is_refused_past_a_bound_no
     assert refused == list(range(len(kept), count)), len(refused)
     assert {answer["error"]["code"] for answer in answers} == {DAEMON_UNAVAILABLE}
     assert grown < 1.5 * GAP_LIMIT, grown
+
+
+def test_a_host_answer_over_the_limit_fails_the_daemons_request_at_once() -> None:
+    """The host answers a server's sampling request with a result longer than the daemon reads (an
+    image): the relay cannot send it, and answers the daemon's request with an error at once, by the
+    id at either end of the line; a long line whose id the daemon never asked (or asked and was
+    answered) is answered to nobody. Before, nothing was sent: the server's request, and the tool
+    call that made it, waited out the call's whole deadline (20 s in the repro)."""
+    ours, daemons = socket.socketpair()
+    hello = HelloResult(protocol=1, version="test", pid=0, max_frame=65536)
+    with tempfile.TemporaryFile() as out:
+        relay = Relay(None, config=None, state=SessionState(), autostart=False, stdout=out.fileno())
+        try:
+            relay._attach(Channel(ours, hello, [], FrameBuffer()))
+            for asked in (7, "s"):
+                request: dict[str, Any] = {"jsonrpc": "2.0", "id": asked, "method": "sampling/createMessage"}
+                daemons.sendall(frame(json.dumps(request).encode()))
+            relay._from_daemon()
+            image = {"type": "image", "mimeType": "image/png", "data": "A" * 100_000}
+            answers = [
+                {"jsonrpc": "2.0", "id": 7, "result": {"role": "assistant", "content": image}},
+                {"result": {"role": "assistant", "content": image}, "jsonrpc": "2.0", "id": "s"},
+                {"jsonrpc": "2.0", "id": 8, "result": {"content": image}},  # never asked
+                {"jsonrpc": "2.0", "id": 7, "result": {"content": image}},  # answered already
+            ]
+            reader = LineReader(lambda: relay._max_frame)
+            for line in reader.feed(b"".join(json.dumps(answer).encode() + b"\n" for answer in answers)):
+                relay._from_host(line)
+            relay._from_host(json.dumps({"jsonrpc": "2.0", "id": 9, "method": "ping"}).encode())
+            buffer, sent = FrameBuffer(), list[dict[str, Any]]()
+            daemons.settimeout(10)
+            while len(sent) < 3:
+                sent += [json.loads(data) for data in buffer.feed(daemons.recv(1 << 16))]
+        finally:
+            relay._close()
+            daemons.close()
+    codes = [(m["id"], m.get("error", {}).get("code")) for m in sent]
+    assert codes == [(7, INTERNAL_ERROR), ("s", INTERNAL_ERROR), (9, None)], codes
+    assert "65536" in sent[0]["error"]["message"]
