@@ -34,7 +34,7 @@ from mcpd.model.servers import SUBSCRIPTION_ENDED, ResourceUpdated
 from mcpd.model.states import ServerState
 from mcpd.supervisor import surface_requests
 from mcpd.supervisor.supervisor import Supervisor, open_supervisor
-from mcpd.testing import fullserver_config, fullserver_toml
+from mcpd.testing import fixture_server, fullserver_config, fullserver_toml
 from mcpd.testing.daemon import running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -546,16 +546,17 @@ async def test_a_server_that_refuses_every_resubscribe_is_asked_one_at_a_time(tm
         assert all(hub.held("host", "full", uri) for uri in uris)
 
 
-@pytest.mark.parametrize("code", [-32002, -32602])
+@pytest.mark.parametrize("code", [-32002, -32602, -32601])
 async def test_a_resubscribe_answered_not_found_ends_the_subscription_and_tells_its_holder(
     tmp_path: Path, code: int
 ) -> None:
     """The server's new run says the resource held does not exist (-32002, as MCP said until
-    2025-11-25; -32602 since): asked again it would say the same, so the subscription ends. Its
-    holder holds it no more and is told (a last update of the URI, its ``_meta`` saying why, and
-    ``Ended``), the server is asked no more, and a subscribe of it now gets the server's error.
-    Before, it was refused like a server not ready yet: asked again every 30 s for as long as the
-    daemon ran, the holder waiting for updates that would never come."""
+    2025-11-25; -32602 since), or that it has no ``resources/subscribe`` (-32601): asked again it
+    would say the same, so the subscription ends. Its holder holds it no more and is told (a last
+    update of the URI, its ``_meta`` saying why, and ``Ended``), the server is asked no more, and a
+    subscribe of it now gets the server's error. Before, it was refused like a server not ready
+    yet: asked again every 30 s for as long as the daemon ran (-32601 until this test had it), the
+    holder waiting for updates that would never come."""
     async with held_server(tmp_path) as held:
         hub = held.subscriptions
         heard: list[tuple[str, dict[str, Any] | None]] = []
@@ -578,6 +579,31 @@ async def test_a_resubscribe_answered_not_found_ends_the_subscription_and_tells_
         assert await held.read("full://asked") == asked
         with pytest.raises(UnknownResource):
             await hub.subscribe("host", "full", "full://r/0")
+
+
+async def test_a_new_run_that_offers_no_subscriptions_ends_them_and_tells_their_holder(
+    tmp_path: Path,
+) -> None:
+    """A reload replaces the server by a version that does not declare ``resources.subscribe``
+    (the SDK fixture): the subscription its holder kept cannot be taken again on this run, so it
+    ends, told as for a resource gone (an update whose ``_meta`` says why, and ``Ended``). Before,
+    the holder kept it without a word: no update would come, and nothing said so."""
+    async with held_server(tmp_path) as held:
+        hub = held.subscriptions
+        heard: list[tuple[str, dict[str, Any] | None]] = []
+        ended: list[str] = []
+        hub.register(
+            "host", lambda server, uri, meta: heard.append((uri, meta)), lambda s, uri: ended.append(uri)
+        )
+        await hub.subscribe("host", "full", "full://r/0")
+        with structlog.testing.capture_logs() as logged:
+            await held.supervisor.apply(Config(source="<test>", servers=(fixture_server("full"),)))
+            told = await until_logged(logged, "resource.subscription_ended")
+        assert (told["uri"], told["holders"]) == ("full://r/0", 1)
+        assert not hub.held("host", "full", "full://r/0")
+        assert ended == ["full://r/0"]
+        [(uri, meta)] = heard
+        assert uri == "full://r/0" and meta is not None and "subscriptions" in meta[SUBSCRIPTION_ENDED]
 
 
 async def test_a_server_removed_by_reload_ends_its_subscriptions_for_good(tmp_path: Path) -> None:

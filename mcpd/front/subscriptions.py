@@ -20,16 +20,19 @@ after a backoff per server (``RETRIES``): a server refusing 10,000 held URIs is 
 not 10,000 times. Once one is taken, the next goes at once. A subscriber's own request (a subscribe,
 the last holder's unsubscribe) is never held back: its answer is awaited.
 
-A server that says the resource does not exist (``NOT_FOUND``) ends its subscription: asking again
-would not change it, and a holder must not wait for updates that will never come. Nor do those of
-a server removed from the config (``forget``): a server of that name later may be another one. The
-holders of an ended subscription hold it no more, and are told as MCP lets a host be told: an
-update of the URI (a host that reads it again learns that it is gone), whose ``_meta`` says why
-(``SUBSCRIPTION_ENDED``), and ``Ended`` for a subscriber that keeps its own list (a relay).
+A server that says the resource does not exist (``NOT_FOUND``), or that offers no subscriptions (it
+does not declare them, or answers "method not found": a new run of another version, say), ends its
+subscription: asking again would not change it, and a holder must not wait for updates that will
+never come. Nor do those of a server removed from the config (``forget``): a server of that name
+later may be another one. The holders of an ended subscription hold it no more, and are told as MCP
+lets a host be told: an update of the URI (a host that reads it again learns that it is gone), whose
+``_meta`` says why (``SUBSCRIPTION_ENDED``), and ``Ended`` for a subscriber that keeps its own list
+(a relay).
 
-Any other failure (the server stopped, or does not offer subscriptions) waits for its next run,
-asked anyway. ``ResourceUpdated`` events go to the subscribers of that URI, and of any URI it lies
-under (MCP allows an update for a sub-resource of the one subscribed).
+Any other failure waits for the server's next run (it stopped), or is sent again while held (it
+refused: not ready yet, or with a code that names no reason, as the Python SDK's 1.x answers 0 for
+whatever its handler raised). ``ResourceUpdated`` events go to the subscribers of that URI, and of
+any URI it lies under (MCP allows an update for a sub-resource of the one subscribed).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from mcpd.errors import (
     TransportError,
     UnknownResource,
     UnknownServer,
+    Unsupported,
     server_refusal,
 )
 from mcpd.front.background import Background
@@ -75,6 +79,9 @@ Check = Callable[[], Awaitable[object]]
 NOT_FOUND = frozenset({mcp.RESOURCE_NOT_FOUND, mcp.INVALID_PARAMS})
 """A server's codes for "no such resource": -32002 in MCP up to 2025-11-25, -32602 from 2026-07-28
 on (SEP-2164, which asks clients to take both)."""
+_FINAL = frozenset({*NOT_FOUND, mcp.METHOD_NOT_FOUND})
+"""A server's codes for a refusal that asking again would not change: ``NOT_FOUND``, and "method not
+found" from a server that offers no subscriptions."""
 
 UNSUBSCRIBE_TIMEOUT = 10.0
 """Seconds an ``resources/unsubscribe`` may take, and an unsubscriber waits for it."""
@@ -676,6 +683,9 @@ class Subscriptions:
 
 
 def _gone(exc: McpdError) -> bool:
-    """The server refused because the resource does not exist (``NOT_FOUND``)."""
+    """The server refused for good: the resource does not exist, or subscriptions do not (``_FINAL``,
+    or ``Unsupported``: the run did not declare them)."""
+    if isinstance(exc, Unsupported):
+        return True
     refusal = server_refusal(exc)
-    return isinstance(exc, UnknownResource) and refusal is not None and refusal.code in NOT_FOUND
+    return isinstance(exc, UnknownResource) and refusal is not None and refusal.code in _FINAL
