@@ -517,6 +517,30 @@ async def test_a_host_cycling_through_distinct_uris_leaves_nothing_behind(tmp_pa
         assert grown < 500_000
 
 
+async def test_an_unsubscribe_goes_ahead_of_a_restarts_resubscribes(tmp_path: Path) -> None:
+    """After a restart the daemon subscribes the new run again to 1,000 URIs, one at a time; a host
+    whose own URI was taken again first unsubscribes it meanwhile: the server hears of it next, and
+    the unsubscribe returns while most resubscribes are still to come. Before, it waited behind all
+    of them (10,000 URIs: its whole 10 s wait, the server still subscribed after)."""
+    count = 1_000
+    async with held_server(tmp_path) as held:
+        hub = held.subscriptions
+        hub.register("host", ignore)
+        hub.register("many", ignore)
+        await hub.subscribe("host", "full", "full://own")
+        async with anyio.create_task_group() as tg:
+            for i in range(count):
+                tg.start_soon(hub.subscribe, "many", "full", f"full://r/{i}")
+        await kill_and_wait_for_the_next_run(held)
+        with anyio.fail_after(30):
+            while "full://own" not in await held.server_has():
+                await anyio.sleep(0.01)
+        await hub.unsubscribe("host", "full", "full://own")
+        has = await held.server_has()
+    assert "full://own" not in has
+    assert len(has) < count / 2, len(has)
+
+
 async def test_a_server_that_refuses_every_resubscribe_is_asked_one_at_a_time(tmp_path: Path) -> None:
     """200 URIs are held and the server's new run refuses every resubscribe: while it refuses, the
     daemon sends it one request at a time, after a backoff (a handful in two seconds); once it takes

@@ -212,6 +212,52 @@ class _Pace:
         return False
 
 
+class _Due:
+    """One server's URIs whose server side may differ from what is wanted, in the order they changed:
+    those a subscriber waits for (its subscribe, the last holder's unsubscribe) before the daemon's
+    own (a new run's resubscribes, one let through while the server refuses). Before, a host's
+    unsubscribe waited behind every resubscribe of a restart: behind 10,000, its whole wait
+    (``UNSUBSCRIBE_TIMEOUT``), the server still subscribed after. It still waits for the request
+    under way: one at a time per server."""
+
+    __slots__ = ("asked", "own")
+
+    def __init__(self) -> None:
+        self.asked: dict[str, None] = {}
+        self.own: dict[str, None] = {}
+
+    def __contains__(self, uri: str) -> bool:
+        return uri in self.asked or uri in self.own
+
+    def __bool__(self) -> bool:
+        return bool(self.asked or self.own)
+
+    def add(self, uri: str, *, asked: bool) -> None:
+        if asked:
+            self.own.pop(uri, None)
+            self.asked[uri] = None
+        elif uri not in self.asked:
+            self.own[uri] = None
+
+    def discard(self, uri: str) -> None:
+        self.asked.pop(uri, None)
+        self.own.pop(uri, None)
+
+    def take(self) -> str:
+        """The next URI to bring in line, no longer due."""
+        line = self.asked or self.own
+        uri = next(iter(line))
+        del line[uri]
+        return uri
+
+    def left(self) -> list[str]:
+        return [*self.asked, *self.own]
+
+    def clear(self) -> None:
+        self.asked.clear()
+        self.own.clear()
+
+
 class Subscriptions:
     """``on_event`` must be a supervisor listener, and ``run()`` a task of the daemon."""
 
@@ -231,9 +277,9 @@ class Subscriptions:
         self._ended: dict[Hashable, Ended] = {}
         self._paces: dict[str, _Pace] = {}
         """The servers that refused (or did not answer) their last request, or have requests in line."""
-        self._due: dict[str, dict[str, None]] = {}
-        """By server, the URIs whose server side may differ from what is wanted, in the order they
-        changed; a server is here while its ``_work`` task runs. One task per server, not per URI:
+        self._due: dict[str, _Due] = {}
+        """By server, the URIs whose server side may differ from what is wanted; a server is here
+        while its ``_work`` task runs. One task per server, not per URI:
         a client of thousands of URIs that leaves would start thousands of tasks in one loop
         iteration, which stalled every other client; and one per server keeps them bounded."""
         self._background = Background()
@@ -358,7 +404,7 @@ class Subscriptions:
                 state.server = False  # a new run knows no subscriptions
                 state.rerun = bool(state.holders)
                 state.failures = 0  # its own failures are said again
-                self._make_due((event.server, uri))
+                self._make_due((event.server, uri), asked=False)
 
     def forget(self, server: str) -> None:
         """``server`` is configured no more (a reload removed it): its subscriptions end, their
@@ -416,7 +462,9 @@ class Subscriptions:
             return True
         # Nothing to send: gone at once, not kept until the server's task comes to it (which may be
         # busy for a while: a host cycling through URIs meanwhile would leave one for each).
-        self._due.get(key[0], {}).pop(key[1], None)
+        due = self._due.get(key[0])
+        if due is not None:
+            due.discard(key[1])
         pace = self._paces.get(key[0])
         if pace is not None and pace.leave(key[1]):
             self._go_on(key[0])
@@ -455,31 +503,31 @@ class Subscriptions:
                 self._owned.get(owner, set()).discard(key)
             join.done.set()
 
-    def _make_due(self, key: Key) -> None:
+    def _make_due(self, key: Key, *, asked: bool = True) -> None:
+        """``asked``: by a subscriber, who waits for it (see ``_Due``)."""
         server, uri = key
         due = self._due.get(server)
         if due is None:
-            due = self._due[server] = {}
+            due = self._due[server] = _Due()
             if not self._background.start(self._work, server):
                 del self._due[server]  # the daemon stops (or never ran): no server will be asked
                 self._give_up(key)
                 return
-        due[uri] = None
+        due.add(uri, asked=asked)
 
     async def _work(self, server: str) -> None:
-        """Bring ``server``'s URIs in line, oldest change first, until none is due."""
+        """Bring ``server``'s URIs in line, until none is due."""
         due = self._due[server]
         uri: str | None = None
         try:
             while due:
-                uri = next(iter(due))
-                del due[uri]
+                uri = due.take()
                 await self._settle((server, uri))
                 uri = None
         finally:
             del self._due[server]
             # Cancelled (the daemon stops), or a bug: nobody else would answer those left.
-            for left in [uri, *due] if uri is not None else list(due):
+            for left in [uri, *due.left()] if uri is not None else due.left():
                 self._give_up((server, left))
 
     def _give_up(self, key: Key) -> None:
@@ -602,7 +650,7 @@ class Subscriptions:
             uri = next(iter(line))
             del line[uri]
             pace.probe = uri
-            self._make_due((server, uri))
+            self._make_due((server, uri), asked=False)
 
     def _forget_pace(self, server: str) -> None:
         pace = self._paces.pop(server, None)
