@@ -41,6 +41,7 @@ from mcpd.errors import DECODE_FAILURES, DaemonNotRunning, McpdError, TransportE
 from mcpd.lines import LineReader, Oversized
 from mcpd.model import mcp
 from mcpd.model.protocol import RESUME_MAX
+from mcpd.model.servers import SUBSCRIPTION_ENDED
 from mcpd.readsize import READ_SIZE
 from mcpd.updates import HeldUpdates, hold_message
 
@@ -102,6 +103,7 @@ _state = msgspec.json.Decoder(mcp.SessionState)
 _encoder = msgspec.json.Encoder()
 _SESSION_MARK = mcp.SESSION_NOTIFICATION.encode()
 _SUBSCRIPTIONS_MARK = mcp.SUBSCRIPTIONS_NOTIFICATION.encode()
+_ENDED_MARK = b'"' + SUBSCRIPTION_ENDED.encode() + b'"'
 _LIST_CHANGED = b"".join(
     _encoder.encode(mcp.Notification(method)) + b"\n"
     for method in (mcp.TOOLS_LIST_CHANGED, mcp.RESOURCES_LIST_CHANGED, mcp.PROMPTS_LIST_CHANGED)
@@ -417,9 +419,14 @@ class Relay:
                 withdrawn = _cancelled_id(data)
                 if withdrawn is not None:
                     self.asked.discard(withdrawn)
-            elif route is not None and route.method == mcp.RESOURCES_LIST_CHANGED and self._held_updates:
-                # The updates held came before it, as at the server: after it, one may name a
-                # resource the new list no longer has.
+            elif route is not None and (
+                route.method == mcp.RESOURCES_LIST_CHANGED
+                or (route.method == mcp.RESOURCE_UPDATED and _ENDED_MARK in data)
+            ):
+                # The updates held came before it, as at the server: after a list change, one may
+                # name a resource the new list no longer has. Nor is the last update of a subscription
+                # that ended held with them: past ``HeldUpdates``' bounds it would be dropped, and the
+                # host never told that no update of the URI will come.
                 out.append(self._release_held())
             elif len(self._out) > ADVISORY_LIMIT and route is not None and route.method in mcp.ADVISORY:
                 if hold_message(self._held_updates, data):

@@ -82,3 +82,22 @@ async def test_flush_sends_what_is_held_at_once() -> None:
     await anyio.sleep(ADVICE_RETRY * 2)
     assert sent == ["a1", "b1"]
     behind.close()
+
+
+async def test_the_last_update_of_an_ended_subscription_is_sent_after_those_held_never_dropped() -> None:
+    """A subscriber far behind, its held updates at ``HELD_BYTES``: the update that ends one of its
+    subscriptions (``final``) is sent at once, after those held, and nothing is dropped. Before, it
+    was held like any other, and past the bounds dropped: a socket client never learnt that its
+    subscription had ended (the daemon's only word of it), and took it again at its next reconnect."""
+    sent: list[str] = []
+    drops: list[None] = []
+    big = HELD_BYTES // 2
+    behind: Behind[str] = Behind(
+        lambda: False, sent.append, size=lambda u: big, dropped=lambda: drops.append(None)
+    )
+    for uri in ("a", "b"):
+        behind.offer(uri, uri)
+    behind.offer("c", "c ended", final=True)
+    assert sent == ["a", "b", "c ended"]
+    assert not drops
+    behind.close()

@@ -46,8 +46,10 @@ from mcpd.model.mcp import (
     SubscriptionsChanged,
 )
 from mcpd.model.protocol import HelloResult
+from mcpd.model.servers import SUBSCRIPTION_ENDED
 from mcpd.testing import fixture_toml, fullserver_toml, pids_with_args, process_gone
 from mcpd.testing.daemon import DaemonProcess, running_daemon
+from mcpd.updates import HELD_UPDATES
 
 pytestmark = pytest.mark.anyio
 
@@ -988,6 +990,41 @@ def test_a_relay_sends_the_updates_it_holds_before_a_list_changed_that_came_afte
         os.close(write)
     methods = [json.loads(line).get("method") for line in got.splitlines()]
     assert methods == [None, *[RESOURCE_UPDATED] * 3, RESOURCES_LIST_CHANGED]
+
+
+def test_a_relay_sends_the_last_update_of_an_ended_subscription_to_a_host_far_behind() -> None:
+    """A host that is behind, the relay's held updates at their bounds (``HELD_UPDATES`` URIs): the update
+    that ends a subscription (its ``_meta`` says ``SUBSCRIPTION_ENDED``) is kept for the host after
+    those held, and reaches it. Before, it was held like any other and, past the bounds, dropped:
+    the host never learnt that no update of the URI would come."""
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    os.set_blocking(write, False)
+    got = b""
+    try:
+        relay = Relay(None, config=None, state=SessionState(), autostart=False, stdout=write)
+        big = {"jsonrpc": "2.0", "id": 1, "result": {"pad": "x" * 2 * ADVISORY_LIMIT}}
+        relay._deliver([json.dumps(big).encode()])  # the host does not read it yet
+        updated = [
+            {"jsonrpc": "2.0", "method": RESOURCE_UPDATED, "params": {"uri": f"f://{i}"}}
+            for i in range(HELD_UPDATES + 100)
+        ]
+        why = {SUBSCRIPTION_ENDED: "the resource does not exist"}
+        ended = {"jsonrpc": "2.0", "method": RESOURCE_UPDATED, "params": {"uri": "f://", "_meta": why}}
+        relay._deliver([json.dumps(message).encode() for message in (*updated, ended)])
+        while True:  # the host reads all
+            with contextlib.suppress(BlockingIOError):
+                while chunk := os.read(read, 1 << 16):
+                    got += chunk
+            if not relay._out:
+                break
+            relay._flush()
+    finally:
+        os.close(read)
+        os.close(write)
+    uris = [json.loads(line).get("params", {}).get("uri") for line in got.splitlines()]
+    assert uris[-1] == "f://", uris[-3:]
+    assert len(uris) < len(updated)  # the bounds did apply to the others
 
 
 def test_a_relay_takes_the_subscriptions_of_a_daemon_that_sends_whole_states() -> None:

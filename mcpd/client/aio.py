@@ -40,7 +40,7 @@ from mcpd.model.protocol import (
     Response,
 )
 from mcpd.model.requests import SERVER_REQUEST_NOTIFICATION, ServerAsk
-from mcpd.model.servers import SUBSCRIPTION_ENDED, Event, ResourceUpdated
+from mcpd.model.servers import Event, ResourceUpdated, ends_subscription
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -385,7 +385,7 @@ class AsyncClient(Api):
             _settle(pending, response)
 
     def _push(self, event: Event) -> None:
-        if isinstance(event, ResourceUpdated) and event.meta and SUBSCRIPTION_ENDED in event.meta:
+        if isinstance(event, ResourceUpdated) and ends_subscription(event.meta):
             # The daemon ended it (the resource is gone, or its server): a reconnect must not take it
             # again, perhaps from another server of that name.
             self._restore = [call for call in self._restore if not _wire.subscribes_to(call, event.uri)]

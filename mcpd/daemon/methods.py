@@ -68,7 +68,7 @@ from mcpd.model.resources import (
     SurfaceListParams,
     TemplatesListResult,
 )
-from mcpd.model.servers import ResourceUpdated, ServerDetail, ServerStatus
+from mcpd.model.servers import ResourceUpdated, ServerDetail, ServerStatus, ends_subscription
 from mcpd.model.states import LIVE_STATES, ServerState
 from mcpd.model.tools import ToolResult
 from mcpd.model.uris import qualify_uri
@@ -474,7 +474,7 @@ def _register(daemon: Daemon, conn: Connection) -> None:
 
     def deliver(server: str, uri: str, meta: dict[str, Any] | None) -> None:
         updated = ResourceUpdated(server=server, uri=qualify_uri(server, uri), meta=meta)
-        behind.offer(updated.uri, updated)
+        behind.offer(updated.uri, updated, final=ends_subscription(meta))
 
     daemon.subscriptions.register(conn, deliver)
     conn.flush_held = behind.flush

@@ -68,10 +68,18 @@ class Behind(Generic[T]):
         self._due: asyncio.TimerHandle | None = None
         self._closed = False
 
-    def offer(self, uri: str, update: T) -> None:
+    def offer(self, uri: str, update: T, *, final: bool = False) -> None:
         """Send ``update`` of ``uri``, or hold it; one held for the same URI is replaced by it, and
-        the others go first (they are older). Ignored once closed."""
+        the others go first (they are older). Ignored once closed. A ``final`` one (the last of a
+        subscription that ended, ``ends_subscription``) is sent at once, after those held, room or
+        not: held, it could be dropped past ``HeldUpdates``' bounds, and the subscriber would not
+        learn that it lost the subscription (a socket client's reconnect took it again). There is at
+        most one for each subscription the subscriber held."""
         if self._closed:
+            return
+        if final:
+            self.flush()
+            self._send(update)
             return
         if not self._held and self._room():
             self._send(update)

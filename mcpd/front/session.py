@@ -47,7 +47,14 @@ from mcpd.model import mcp
 from mcpd.model.logs import LogMessage
 from mcpd.model.protocol import ConnectResult, ToolsCallParams, ToolsListParams
 from mcpd.model.resources import ReadParams
-from mcpd.model.servers import ResourceUpdated, ServerEvent, StateChanged, SurfaceChanged, ToolsChanged
+from mcpd.model.servers import (
+    ResourceUpdated,
+    ServerEvent,
+    StateChanged,
+    SurfaceChanged,
+    ToolsChanged,
+    ends_subscription,
+)
 from mcpd.model.states import LIVE_STATES, ServerState
 from mcpd.model.tools import Rendered, ToolEntry, ToolResult
 from mcpd.model.uris import qualify_uri, split_uri
@@ -827,7 +834,12 @@ class HostSession:
         params = mcp.ResourceUpdatedParams(
             uri=qualify_uri(server, uri), meta=msgspec.UNSET if meta_ is None else meta_
         )
-        self._advise(mcp.RESOURCE_UPDATED, params)
+        if ends_subscription(meta_):
+            # Not advice: the host's one word that no update of the URI will come (``Behind.offer``).
+            update = _encoder.encode(mcp.Notification(mcp.RESOURCE_UPDATED, params))
+            self._updates.offer(params.uri, update, final=True)
+        else:
+            self._advise(mcp.RESOURCE_UPDATED, params)
 
     def _subscription_ended(self, server: str, uri: str) -> None:
         # The relay (or the saved state) hears of it too: a new daemon must not take it again.

@@ -127,6 +127,11 @@ does not exist, or a reload removed the server), its value why; its holders hold
 has no notification for it, and a host that only reads the resource again learns it too."""
 
 
+def ends_subscription(meta: dict[str, Any] | None) -> bool:
+    """Whether an update with this ``_meta`` is the last of a subscription (``SUBSCRIPTION_ENDED``)."""
+    return meta is not None and SUBSCRIPTION_ENDED in meta
+
+
 class CallActivity(msgspec.Struct, frozen=True, kw_only=True, tag="calls"):
     """Tool calls finished in the last ``interval_s`` seconds, per server (sent once per interval
     when there were any): what a live view such as ``mcpd top`` shows as calls per second."""
