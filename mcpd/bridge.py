@@ -217,6 +217,10 @@ class Relay:
         self._autostart_wait = AUTOSTART_AFTER
         self._max_frame = max_frame_of(None)
         """The largest message the daemon of the last connection reads (its hello, at each ``_attach``)."""
+        self._max_frame_said = False
+        """A daemon's hello said ``_max_frame``: until then it is the default, which a daemon
+        configured above it (``[daemon] max_frame_bytes``, up to 256 MiB) may not share. Kept as
+        the bound anyway (a stalled daemon at start leaves the bridge guessing), but said so."""
         self._daemon_up_since = 0.0
         """When the daemon of the current connection came up (by its hello), else when it was attached."""
 
@@ -379,17 +383,23 @@ class Relay:
         method = route.method if route is not None and isinstance(route.method, str) else None
         _log("bridge.message_too_large", bytes=size, limit=limit, method=method)
         if request_id is not None:
-            message = (
-                f"a message of {size} bytes is over the daemon's limit of {limit} ([daemon] max_frame_bytes)"
-            )
+            message = f"a message of {size} bytes is over {self._limit_said()}"
             self._write(_error_line(request_id, mcp.INVALID_REQUEST, message))
+
+    def _limit_said(self) -> str:
+        if self._max_frame_said:
+            return f"the daemon's limit of {self._max_frame} ([daemon] max_frame_bytes)"
+        return (
+            f"the default limit of {self._max_frame} ([daemon] max_frame_bytes): no daemon has said"
+            " its own yet"
+        )
 
     def _answer_too_large(self, size: int, answered: mcp.RequestId | None) -> None:
         """The host's answer to a request of the daemon's (a server's sampling, say) that is too long
         to send: the daemon is told it failed, or the request waited out its whole deadline."""
         if answered not in self.asked:
             return
-        message = f"the host's answer of {size} bytes is over the daemon's limit of {self._max_frame}"
+        message = f"the host's answer of {size} bytes is over {self._limit_said()}"
         self._from_host(_error_line(answered, mcp.INTERNAL_ERROR, message).rstrip(b"\n"))
 
     # -- daemon -> host ---------------------------------------------------------------------
@@ -572,6 +582,7 @@ class Relay:
     def _attach(self, channel: Channel) -> None:
         self.channel = channel
         self._max_frame = channel.max_frame
+        self._max_frame_said = channel.hello.max_frame is not None
         now = time.monotonic()
         uptime = channel.hello.uptime_s
         self._daemon_up_since = now if uptime is None else now - uptime

@@ -1095,6 +1095,23 @@ async def test_a_host_line_far_over_the_limit_is_refused_as_it_comes_not_held(tm
     assert peak < 48, peak
 
 
+def test_a_line_over_the_default_limit_before_any_daemon_answered_is_refused_as_such() -> None:
+    """Before any daemon answered (one stalled at the bridge's start), the bridge bounds a host's
+    line by the default limit (16 MiB), which a daemon configured higher would take: the host's
+    error says it is the default, not the daemon's. Before, it named "the daemon's limit" that no
+    daemon had said."""
+    with tempfile.TemporaryFile() as out:
+        relay = Relay(None, config=None, state=SessionState(), autostart=False, stdout=out.fileno())
+        reader = LineReader(lambda: relay._max_frame)
+        call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"pad": "x" * (17 << 20)}}
+        for line in reader.feed(json.dumps(call).encode() + b"\n"):
+            relay._from_host(line)
+        out.seek(0)
+        [answer] = [json.loads(line) for line in out.read().splitlines()]
+    assert answer["error"]["code"] == -32600
+    assert "default limit of 16777216" in answer["error"]["message"], answer
+
+
 def test_an_oversized_line_is_answered_by_its_own_id_never_one_inside_it() -> None:
     """Only the top-level ``id`` of a line too long to keep names it: one in its params (a request of
     another's, in a tool's arguments) must not be answered, and a notification is answered by none."""
