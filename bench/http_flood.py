@@ -5,7 +5,8 @@ server over HTTP; for a quiet phase and then a flood phase (``--flooders`` proce
 opening connections as fast as it can, sending a request without the token on each and closing
 it, as /tmp/redteam3-scratch/http_flood2.py does) the script prints: a host's ``tools/call`` on
 its kept-alive connection (p50, p99, failures), new connections each opening a session and
-calling once (how many succeed within 20 s, their p50), the daemon's CPU, and the flood's rate.
+calling once (how many succeed within 20 s, their p50 and max), the daemon's CPU, the flood's rate,
+and how many connections the kernel dropped with the accept queue full (``_overflows``).
 
 The flooders run in their own processes, so the measuring client's loop is not the one under
 load, at ``--nice`` (19 by default, as in ``bench/hostile.py``: what is measured is how the daemon
@@ -62,6 +63,15 @@ async def _call(http: httpx2.AsyncClient, url: str, session: str) -> None:
     assert answer.status_code == 200, answer.text
 
 
+def _overflows() -> int:
+    """The machine's ``ListenOverflows`` so far (Linux): connections the kernel dropped because an
+    accept queue was full, whose client then retransmits its SYN after 1 s, 3 s, 7 s. Every
+    listener's, not only the daemon's: on a machine doing nothing else, the flood's."""
+    lines = Path("/proc/net/netstat").read_text().splitlines()
+    names, values = lines[0].split(), lines[1].split()
+    return int(values[names.index("ListenOverflows")])
+
+
 def _quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
@@ -86,6 +96,7 @@ async def _phase(
     ]
     floods = [await anyio.open_process(command, stderr=subprocess.DEVNULL) for _ in range(flooders)]
     cpu_before, started = cpu_seconds(pid), time.monotonic()
+    overflows_before = _overflows()
     kept: list[float] = []
     kept_failed = new_ok = new_failed = 0
     new: list[float] = []
@@ -110,6 +121,7 @@ async def _phase(
                 except (httpx2.HTTPError, AssertionError, KeyError):
                     new_failed += 1
     cpu = (cpu_seconds(pid) - cpu_before) / (time.monotonic() - started)
+    overflowed = _overflows() - overflows_before
     opened = 0
     for flood in floods:
         assert flood.stdout is not None
@@ -121,7 +133,8 @@ async def _phase(
         f"{name:6} kept-alive call p50 {_quantile(kept, 0.5) * 1000:7.1f} ms"
         f"  p99 {_quantile(kept, 0.99) * 1000:7.1f} ms"
         f"  ({len(kept)} calls, {kept_failed} failed)   new connections {new_ok}/{new_ok + new_failed}"
-        f" p50 {_quantile(new, 0.5) * 1000:6.1f} ms   daemon CPU {cpu:4.0%}   flood {rate:,.0f} conn/s"
+        f" p50 {_quantile(new, 0.5) * 1000:6.1f} ms max {max(new, default=0) * 1000:6.0f} ms"
+        f"   daemon CPU {cpu:4.0%}   flood {rate:,.0f} conn/s   accept queue overflows {overflowed:,}"
     )
 
 
