@@ -65,8 +65,9 @@ from mcpd.discovery.text import learned_terms, plain_terms
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "toolret"
 UNSEEN = Path(__file__).resolve().parent / "unseen"
 """Queries written for each set's tools, none from the benchmarks (see ``unseen/README.md``)."""
-UNSEEN_SETS = {"1": UNSEEN, "2": UNSEEN.with_name("unseen2")}
-"""The unseen query sets by number, in the order they were written (``unseen2/README.md``)."""
+UNSEEN_SETS = {"1": UNSEEN, "2": UNSEEN.with_name("unseen2"), "3": UNSEEN.with_name("unseen3")}
+"""The unseen query sets by number, in the order they were written (``unseen2/README.md``,
+``unseen3/README.md``)."""
 METRICS = ("R@1", "R@5", "R@10", "nDCG@10", "Hit@1", "SR@5")
 TARGET_LIFT = 1.5
 TARGET_CAP = 90.0
@@ -109,7 +110,7 @@ class Query:
     relevant_servers: frozenset[str]
     style: str = ""
     """How an unseen query is put: para, kw, chat, typo, svc, act (``bench/unseen``); ask, multi, esl
-    (``bench/unseen2``)."""
+    (``bench/unseen2``); short, long, jargon, abbr, dtype, neg, plan (``bench/unseen3``)."""
     half: str = ""
     """A (worked on) or B (held out) of an unseen set."""
 
@@ -458,7 +459,7 @@ def main() -> None:
         "--unseen-set",
         choices=sorted(UNSEEN_SETS),
         default="1",
-        help="which unseen set --unseen scores: 1 = bench/unseen, 2 = bench/unseen2",
+        help="which unseen set --unseen scores: 1 = bench/unseen, 2 = bench/unseen2, 3 = bench/unseen3",
     )
     args = parser.parse_args()
     sets = sorted(p for p in args.data.iterdir() if (p / "tools.jsonl").exists())
