@@ -7,7 +7,7 @@ import gzip
 import pytest
 
 from mcpd.discovery import spelling, synonyms
-from mcpd.discovery.index import Params, ToolIndex, ToolText
+from mcpd.discovery.index import RARE_WORD_TOOLS, Params, ToolIndex, ToolText
 from mcpd.discovery.once import ReadOnce
 from mcpd.discovery.text import stem
 
@@ -63,18 +63,30 @@ def test_an_english_word_no_tool_uses_finds_the_tool_through_its_relatives(
     assert best(catalogue(), query) == tool
 
 
-def test_a_word_tools_use_is_not_expanded(thesaurus: synonyms.Thesaurus) -> None:
-    """ "car" is a tool's word: it finds that tool alone, not the insurer of automobiles that its
-    synonym would add, while "automobile", the insurer's word, finds the insurer alone. A word of a
-    path ("/root/notes") is no word of the request, and a word whose relatives the catalogue lacks
-    adds nothing."""
+def test_a_word_few_tools_use_is_read_also_as_its_synonyms_below_them(thesaurus: synonyms.Thesaurus) -> None:
+    """ "automobile" is a tool's word: it finds that tool first, and the car hire only below it,
+    through its synonym "car" at a share of its weight (``Params.rare_synonyms``); without that share
+    it found its own tool alone. A word of a path ("/root/notes") is no word of the request, and a
+    word whose relatives the catalogue lacks adds nothing."""
     index = catalogue(insurer=True)
-    assert [hit.tool for hit in index.search("car")] == ["rent_car"]
-    assert [hit.tool for hit in index.search("automobile")] == ["insure_automobile"]
+    assert [hit.tool for hit in index.search("automobile")] == ["insure_automobile", "rent_car"]
+    alone = catalogue(Params(rare_synonyms=0.0), insurer=True)
+    assert [hit.tool for hit in alone.search("automobile")] == ["insure_automobile"]
     known = {"car", "automobil", "time", "origin", "sourc", "base"}
     assert readings("car and automobile hours", known, thesaurus) == {"hours": ["time"]}
     assert readings("files in /root/notes", known, thesaurus) == {}
     assert readings("hour", {"nothing"}, thesaurus) == {}
+
+
+def test_a_word_many_tools_use_is_not_read_as_its_synonyms(thesaurus: synonyms.Thesaurus) -> None:
+    """A word more than ``RARE_WORD_TOOLS`` tools use already finds what it names among them:
+    "automobile" then finds those tools alone, not the car hire."""
+    index = catalogue(insurer=True)
+    index.replace_server(
+        "dealers",
+        [ToolText("dealers", f"sell_automobile_{i}", "Sell an automobile") for i in range(RARE_WORD_TOOLS)],
+    )
+    assert "rent_car" not in {hit.tool for hit in index.search("automobile")}
 
 
 def test_hypernyms_are_read_only_when_asked(thesaurus: synonyms.Thesaurus) -> None:

@@ -119,18 +119,19 @@ def loaded() -> Lexicon | None:
     return _english.loaded()
 
 
-def unknown(text: str, known: Container[str]) -> list[str]:
+def typed(text: str) -> list[str]:
     """The words of ``text`` typed as words (lowercase, distinct), outside paths and URLs, that are
-    neither stop or request words nor the stem of a term in ``known``: those that ``misspelt``,
-    ``compounds`` and ``mcpd.discovery.synonyms.readings`` read, found once for the three."""
+    no stop or request words: the ones that may be misspelt or read as their synonyms."""
     if "/" in text or "\\" in text:
         text = _PATH.sub(" ", text)
-    typed = dict.fromkeys(word.lower() for word in _TYPED.findall(without_contractions(text)))
-    return [
-        word
-        for word in typed
-        if word not in STOP_WORDS and word not in REQUEST_WORDS and stem(word) not in known
-    ]
+    words = dict.fromkeys(word.lower() for word in _TYPED.findall(without_contractions(text)))
+    return [word for word in words if word not in STOP_WORDS and word not in REQUEST_WORDS]
+
+
+def unknown(text: str, known: Container[str]) -> list[str]:
+    """The ``typed`` words of ``text`` whose stem is no term in ``known``: those that ``misspelt``,
+    ``compounds`` and ``mcpd.discovery.synonyms.readings`` read, found once for the three."""
+    return [word for word in typed(text) if stem(word) not in known]
 
 
 def misspelt(words: Iterable[str], english: Container[str]) -> list[str]:

@@ -1,11 +1,13 @@
-"""English query words no tool uses, read as their synonyms and direct hypernyms in the catalogue.
+"""English query words no tool uses (or few do), read as their synonyms and direct hypernyms in the catalogue.
 
 A request asks for an "automobile" where the tool rents a "car", or for the "hour" where it
 tells the "time": an English word that no tool of the catalogue uses matches nothing, yet it
 often has a synonym (automobile -> car) or a broader word (hour -> time) that tools do use. Such
 a word is read also as those of its WordNet relatives that are terms of the catalogue, sharing a
-fraction of its weight (``mcpd.discovery.index.Params.synonyms``). A word that a tool uses is
-never expanded: it already finds what it names. Neither is a word of a path ("/root/notes"), a
+fraction of its weight (``mcpd.discovery.index.Params.synonyms``). A word that a tool uses
+already finds what it names; when few tools use it (``mcpd.discovery.index.RARE_WORD_TOOLS``),
+another may say the same in other words ("hints" for "clues"), so it is read also as its synonyms,
+at a smaller share (``Params.rare_synonyms``). No word of a path ("/root/notes") is read so, nor a
 stop or request word ("save", "present": they mostly say how a request is put), nor a word that
 is no English word: that is ``mcpd.discovery.spelling``'s (a typo).
 
@@ -143,7 +145,7 @@ def readings(
     thesaurus: Thesaurus,
     hypernyms: bool = True,
 ) -> dict[str, list[str]]:
-    """The ``spelling.unknown`` words (no tool uses them) that are English words of a typing length
+    """The ``words`` (``spelling.typed`` ones) that are English words of a typing length
     (``spelling.correctable``), each with its related terms (``Thesaurus.related``) that are in
     ``known``; a word with none is left out. At most ``spelling.MAX_WORDS`` words are looked up."""
     out: dict[str, list[str]] = {}
