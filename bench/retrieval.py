@@ -312,6 +312,9 @@ GRID: dict[str, Variant] = {
     "synonyms x0.25": Params(synonyms=0.25),
     "synonyms x0.75": Params(synonyms=0.75),
     "synonyms, no hypernyms": Params(hypernyms=False),
+    "rare-word synonyms off (before)": Params(rare_synonyms=0.0),
+    "rare-word synonyms x0.1": Params(rare_synonyms=0.1),
+    "rare-word synonyms x0.5": Params(rare_synonyms=0.5),
     **variants(),
 }
 """Named settings that the cross-validation chooses among (the defaults included)."""
