@@ -112,6 +112,51 @@ async def test_next_daemon_reaps_what_a_killed_one_left(tmp_path: Path) -> None:
         shutil.rmtree(socket.parent, ignore_errors=True)
 
 
+BROWSER_LAUNCHER = (
+    "import subprocess, sys\n"
+    "helper = subprocess.Popen(['sleep', '300'], start_new_session=True, stdin=subprocess.DEVNULL)\n"
+    "open(sys.argv[1], 'w').write(f'{helper.pid}\\n')\n"
+    "sys.exit(subprocess.call(sys.argv[2:]))\n"
+)
+"""A launcher as ``npx`` is one (the server its child, not exec'd) whose server starts a helper in a
+session of its own, as Puppeteer and Playwright start their browser (Node's ``detached``); the
+helper's pid goes to the file named first, the server's argv follows."""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reaping reads /proc (Linux only)")
+async def test_next_daemon_reaps_a_browser_the_killed_ones_server_detached(tmp_path: Path) -> None:
+    """kill -9 of the daemon: a process its server started in a session of its own (a browser that
+    Puppeteer or Playwright launched) outlives it, and the next daemon at the same socket path
+    SIGKILLs it as it does what was left in the server's session. Before, only the sessions the
+    ledger named were looked into: every crash of the daemon left a browser running."""
+    path = tmp_path / "config.toml"
+    helper_file = tmp_path / "helper.pid"
+    argv = ["-c", BROWSER_LAUNCHER, str(helper_file), *fullserver_command()]
+    path.write_text(f"[servers.browser]\ncommand = {json.dumps(sys.executable)}\nargs = {json.dumps(argv)}\n")
+    socket = Path(tempfile.mkdtemp(prefix="mcpd-", dir="/tmp")) / "mcpd.sock"
+    pidfds: list[int] = []
+    try:
+        async with running_daemon(path, socket=socket) as first:
+            helper = int(helper_file.read_text())  # written before the server, which is running now
+            pidfds.append(os.pidfd_open(helper))
+            assert os.getsid(helper) == helper != first.pids()["browser"]
+            first.process.kill()
+            await first.process.wait()
+            await wait_all_gone([first.pids()["browser"]], timeout=5)
+            assert not process_gone(helper)
+        async with running_daemon(path, socket=socket) as second:
+            reaped = await second.wait_for("supervisor.reaped")
+            assert reaped["processes"] == 1
+            await wait_all_gone([helper], timeout=5)
+            pidfds.append(os.pidfd_open(int(helper_file.read_text())))  # the new server's
+    finally:
+        for pidfd in pidfds:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            os.close(pidfd)
+        shutil.rmtree(socket.parent, ignore_errors=True)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reaping reads /proc (Linux only)")
 async def test_a_session_of_a_reused_number_is_not_reaped(tmp_path: Path) -> None:
     """A ledger's session id whose leader is gone may have been given again to a process that led a

@@ -190,6 +190,37 @@ async def test_a_job_in_a_group_of_its_own_is_ended_at_the_stop(tmp_path: Path) 
             os.close(pidfd)
 
 
+async def test_a_process_in_a_session_of_its_own_is_ended_at_the_stop(tmp_path: Path) -> None:
+    """What the server started in a session of its own (`setsid`: a browser that Puppeteer or
+    Playwright launched, detached) is ended by the stop too, by the mark it inherited; a process of
+    another child's (another server's helper, detached alike) is left alone. Before, the stop looked
+    into the child's own session only, and the helper ran on after every stop or restart."""
+    helpers = {name: tmp_path / f"{name}.pid" for name in ("a", "b")}
+
+    def detaching(name: str) -> ServerConfig:
+        script = f"setsid sleep 300 & echo $! > {helpers[name]}; exec sleep 200"
+        return ServerConfig(name=name, command="sh", args=("-c", script), stop_grace=0.2)
+
+    async with (
+        open_stdio_child(detaching("b")) as (other, _),
+        open_stdio_child(detaching("a")) as (child, _),
+    ):
+        await until(lambda: all(p.is_file() and p.read_text().endswith("\n") for p in helpers.values()))
+        pids = {name: int(p.read_text()) for name, p in helpers.items()}
+        pidfds = [os.pidfd_open(pid) for pid in pids.values()]
+        try:
+            await until(lambda: all(os.getsid(pid) == pid for pid in pids.values()))  # once setsid ran
+            await child.stop(0.2)
+            assert process_gone(pids["a"]) and not process_gone(pids["b"])
+            await other.stop(0.2)
+            assert process_gone(pids["b"])
+        finally:
+            for pidfd in pidfds:
+                with contextlib.suppress(ProcessLookupError):
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                os.close(pidfd)
+
+
 def dead_daemons_ledger(socket: Path, leader: int, mark: str) -> None:
     """The ledger a killed daemon would have left at ``socket``, naming ``leader``'s session."""
     boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()

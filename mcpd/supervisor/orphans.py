@@ -6,24 +6,25 @@ wrapper script left in the background, a browser the server launched) outlives a
 of the daemon. systemd ends them with the unit's cgroup; a daemon run by hand or started by a
 bridge has no such help. So the daemon keeps a ledger of its children's sessions beside its
 socket (``<socket>.groups``: one daemon per socket path, under its lock), and the next daemon
-there, before it spawns anything, SIGKILLs what is left in the sessions of a daemon that is gone.
+there, before it spawns anything, SIGKILLs what a daemon that is gone left running.
 
-Against reused numbers, the ledger holds the boot it was written in, the daemon's pid and start
-time, and each session's id (its leader's pid) with the leader's start time. A process is ended
-only when it is this user's, in a recorded session, started no earlier than the session's leader,
-and carries the daemon's mark in its environment (``MARK``, set in each child's and inherited by
-what it starts); a session whose id now names a different process (the number was given again) is
-left alone, and so is the new daemon itself. The mark is what tells a killed daemon's session from
-one whose leader took the number after it and is gone too (a program that put itself in the
-background by a double fork): the numbers and start times of what is left in both look alike. It
-is also why no process is spared for starting after the new daemon: only the killed daemon's
-processes carry its mark, and one that forks on (a shell loop) would otherwise leave what it
-forked meanwhile running for good. The look is made again until it finds nothing new, and the
-new daemon spawns nothing before what it killed is gone (a port it held is free only then).
+A process is ended when it is this user's and carries the killed daemon's mark in its environment
+(``MARK``: random, one per daemon, set in each child's and inherited by what it starts), wherever
+it is now: a browser that Puppeteer or Playwright launch runs in a session of its own (Node's
+``detached``), as does a helper that put itself in the background by a double fork, and both
+outlived every look at the sessions alone. Each child's mark is the daemon's and a number of its
+own, so the look at a stop (``leftovers``) finds what that child started and nothing of another
+server's. The mark tells a killed daemon's processes from all others: its random part is in no
+other environment, so neither reused numbers nor what started after the new daemon need telling
+apart (a process one of them forks carries it too). This process and its ancestors are spared (a
+daemon started from a killed daemon's server runs under a process with its mark). The look is made
+again until it finds nothing new, and the new daemon spawns nothing before what it killed is gone
+(a port it held is free only then). The ledger names the sessions, each with its leader's start
+time, so that a child stopped with nothing left is forgotten (and a daemon none of whose children
+are left has nothing to reap), and the daemon's pid and start time, which tell whether it is gone.
 
-The same look ends what a child's session keeps after its process group is gone, at each stop
-(``leftovers``): a descendant that moved to a group of its own (``setpgid``, a shell's job
-control) is missed by a signal to the group.
+A stop ends, by the child's mark, what its process group did not take: a descendant that moved to
+a group or a session of its own (``setpgid``, a shell's job control, ``setsid``).
 
 The ledger is written in a worker thread by one task (``open_ledger``): spawns and stops never
 wait on the file (a slow filesystem), and each write holds the whole state as it was when the
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 import secrets
 import signal
@@ -64,6 +66,8 @@ MARK = "MCPD_DAEMON_MARK"
 """The variable in each child's environment whose value (random, one per daemon) the ledger holds."""
 _OWN_MARK = secrets.token_hex(16)
 """This process's mark: one daemon (or ``mcpd check``) per process."""
+_children = itertools.count(1)
+"""Numbers the marks of this process's children (``child_mark``)."""
 _MAX_LEDGER_BYTES = 1024 * 1024
 """More than any number of servers writes: a larger file is not ours, and not read."""
 REAP_WAIT = 5.0
@@ -139,9 +143,15 @@ def start_of(pid: int) -> int | None:
     return None if found is None else found[1]
 
 
-def marked_environment() -> dict[str, str]:
-    """What each child's environment gets, so that its processes are known for this daemon's."""
-    return {MARK: _OWN_MARK}
+def child_mark() -> str:
+    """A new child's mark: this daemon's, a dot and the child's number, so that one look finds what
+    the daemon's children left (a reap) and another what one child left (its stop)."""
+    return f"{_OWN_MARK}.{next(_children)}"
+
+
+def marked_environment(mark: str) -> dict[str, str]:
+    """What a child's environment gets, so that its processes are known for its own (``child_mark``)."""
+    return {MARK: mark}
 
 
 def _boot_id() -> str:
@@ -150,37 +160,35 @@ def _boot_id() -> str:
 
 
 def _marked(pid: str, mark: bytes) -> bool:
-    """``pid`` was started with ``mark`` in its environment (False when that cannot be read)."""
+    """``pid`` was started with ``mark`` (``MARK=value`` as bytes) in its environment, or with a
+    child's mark of which it is the daemon's (False when that cannot be read)."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as file:
-            return mark in file.read().split(b"\0")
+            entries = file.read().split(b"\0")
     except OSError:  # gone, or not ours to read
         return False
+    child = mark + b"."
+    return any(entry == mark or entry.startswith(child) for entry in entries)
 
 
-def _members(sessions: dict[int, int], mark: str) -> list[tuple[int, int]]:
-    """(pid, start) of this user's processes in ``sessions`` (id -> its leader's start) started no
-    earlier than the leader, with ``mark`` in their environment; never this process or its
-    ancestors. A session whose id names a living process of another start time is another session
-    (the number given again), and skipped."""
-    own: dict[int, int] = {}
-    for sid, first in sessions.items():
-        now = _stat(sid)
-        if now is None or now[1] == first:
-            own[sid] = first
+def _members(mark: str) -> list[tuple[int, int]]:
+    """(pid, start) of this user's processes with ``mark`` in their environment (see ``_marked``),
+    in whatever session; never this process or its ancestors."""
     entry_mark = f"{MARK}={mark}".encode()
     uid = os.getuid()
     spared = _lineage()
     found: list[tuple[int, int]] = []
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or (seen := _stat(entry.name)) is None:
+        if not entry.name.isdigit() or int(entry.name) in spared:
             continue
-        sid, start = seen
-        if (leader := own.get(sid)) is None or start < leader or int(entry.name) in spared:
+        try:
+            if entry.stat().st_uid != uid or not _marked(entry.name, entry_mark):
+                continue
+        except OSError:  # gone meanwhile
             continue
-        with contextlib.suppress(OSError):  # gone meanwhile
-            if entry.stat().st_uid == uid and _marked(entry.name, entry_mark):
-                found.append((int(entry.name), start))
+        # Read last, for the few marked: a zombie (an empty environment) is never read.
+        if (seen := _stat(entry.name)) is not None:
+            found.append((int(entry.name), seen[1]))
     return found
 
 
@@ -202,10 +210,10 @@ def signal_all(processes: Iterable[tuple[int, int]], signum: int) -> None:
             os.close(pidfd)
 
 
-def leftovers(sid: int, start: int) -> list[tuple[int, int]]:
-    """What is left of this daemon's child's session ``sid`` (its leader started at ``start``):
+def leftovers(mark: str) -> list[tuple[int, int]]:
+    """What is left of the child marked ``mark`` and what it started, in its session or another:
     (pid, start) of each process; ``OSError`` when ``/proc`` cannot be read."""
-    return _members({sid: start}, _OWN_MARK)
+    return _members(mark)
 
 
 def _gone(processes: Iterable[tuple[int, int]]) -> bool:
@@ -431,15 +439,14 @@ def _load(path: Path) -> _Ledger | None:
     return _decode(data)
 
 
-def _kill_sessions(groups: tuple[_Group, ...], mark: str) -> tuple[int, int]:
-    """SIGKILL this user's processes in ``groups``' sessions with ``mark`` in their environment,
-    look after look until one finds none (what forked meanwhile), then wait for them to be gone
-    (what they held, a port, is free only then); how many were killed, and left."""
-    sessions = {group.sid: group.start for group in groups}
+def _kill_marked(mark: str) -> tuple[int, int]:
+    """SIGKILL this user's processes with ``mark`` in their environment, look after look until one
+    finds none (what forked meanwhile), then wait for them to be gone (what they held, a port, is
+    free only then); how many were killed, and left."""
     killed: set[tuple[int, int]] = set()
     for _ in range(_REAP_PASSES):
         # What was killed may not have exited yet: seen again, it is not killed again.
-        found = set(_members(sessions, mark)) - killed
+        found = set(_members(mark)) - killed
         if not found:
             break
         signal_all(found, signal.SIGKILL)
@@ -463,7 +470,7 @@ def _reap(path: Path, boot: str) -> tuple[bool, _Reaped | None]:
     if not old.groups:
         return True, None
     try:
-        killed, left = _kill_sessions(old.groups, old.mark)
+        killed, left = _kill_marked(old.mark)
     except OSError as exc:  # /proc unreadable: the daemon runs on without reaping
         log.warning("supervisor.reap_failed", path=str(path), error=str(exc))
         return True, None

@@ -8,7 +8,7 @@ other line goes to the session (``stdio_session``).
 
 Each child gets its own session and process group, so stopping it reaches the
 grandchildren too (``npx`` -> ``node``, ``uvx`` -> ``python``), and on Linux also those that
-left the group but not the session (``orphans.leftovers``: a shell's background job). On Linux the child
+left the group or the session (``orphans.leftovers``: a shell's background job, a browser). On Linux the child
 also gets ``PR_SET_PDEATHSIG = SIGKILL`` (through ``setpriv``, else a ``preexec_fn``): if
 the daemon is killed with SIGKILL, the kernel kills the child at once; its own children
 see stdin close and exit, and those that never read it are ended by the next daemon (``orphans``).
@@ -38,7 +38,14 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcpd import memory
 from mcpd.config.model import ServerConfig
 from mcpd.readsize import read_in_pieces
-from mcpd.supervisor.orphans import GroupLedger, leftovers, marked_environment, signal_all, start_of
+from mcpd.supervisor.orphans import (
+    GroupLedger,
+    child_mark,
+    leftovers,
+    marked_environment,
+    signal_all,
+    start_of,
+)
 from mcpd.supervisor.rawrpc import RawRpc
 from mcpd.supervisor.replies import DirectPipe, RoutingReader
 from mcpd.supervisor.stdin import StdinPipe
@@ -278,6 +285,8 @@ class StdioChild:
     exited: anyio.Event = field(default_factory=anyio.Event)
     started: int | None = None
     """Its start time (clock ticks since boot; Linux), which tells its session from a later one."""
+    mark: str = ""
+    """Its ``orphans`` mark, inherited by what it starts: what of that is left at a stop is ended."""
     stdout_closed: anyio.Event = field(default_factory=anyio.Event)
     """Set at EOF on stdout: from then on no answer can come, whether or not the exit was seen yet."""
     ended_by_mcpd: bool = False
@@ -408,24 +417,24 @@ class StdioChild:
         return True
 
     async def _leftovers(self) -> list[tuple[int, int]]:
-        """The processes left in the child's session (Linux; a read of ``/proc``, in a thread)."""
+        """The processes left of the child and what it started (Linux; a read of ``/proc``, in a thread)."""
         if self.started is None:
             return []
         try:
-            return await anyio.to_thread.run_sync(leftovers, self.pid, self.started)
+            return await anyio.to_thread.run_sync(leftovers, self.mark)
         except OSError:  # /proc unreadable: the group is all that can be seen
             return []
 
     async def _signal_session(self, signum: int) -> bool:
-        """Send ``signum`` to the child's group and what else is left of its session; False when
-        nothing is."""
+        """Send ``signum`` to the child's group and what else is left of what it started, in its
+        session or another; False when nothing is."""
         sent = self._signal_group(signum)
         rest = await self._leftovers()
         signal_all(rest, signum)
         return sent or bool(rest)
 
     async def _wait_session_gone(self, timeout: float) -> bool:
-        """Wait until the leader has exited and no process is left in its group or session."""
+        """Wait until the leader has exited and no process is left in its group, nor any it started."""
         with anyio.move_on_after(timeout):
             await self.exited.wait()
             # Grandchildren are not ours to wait for; polling the group is the only way to see them go.
@@ -478,10 +487,10 @@ class SpawnError(Exception):
 
 
 async def _spawn(
-    config: ServerConfig, exited: anyio.Event
+    config: ServerConfig, exited: anyio.Event, mark: str
 ) -> tuple[asyncio.SubprocessTransport, asyncio.subprocess.SubprocessStreamProtocol, StdinPipe]:
-    # Marked whether or not a ledger is kept: a stop ends what is left of the child's session by it.
-    env = child_environment({**config.env, **marked_environment()})
+    # Marked whether or not a ledger is kept: a stop ends what is left of the child by it.
+    env = child_environment({**config.env, **marked_environment(mark)})
     problem = _cwd_problem(os.path.expanduser(config.cwd)) if config.cwd else None  # noqa: ASYNC240 - a stat
     if problem is not None:
         # exec would blame the command for it ("No such file or directory: '/bin/cat'").
@@ -566,8 +575,9 @@ async def open_stdio_child(
     if groups is not None:
         spawning.enter_context(groups.spawning())
     with spawning:
+        mark = child_mark()
         try:
-            transport, protocol, stdin = await _spawn(config, exited)
+            transport, protocol, stdin = await _spawn(config, exited, mark)
         except (OSError, ValueError) as exc:
             raise _spawn_error(config, exc) from exc
         read_in, read_out = anyio.create_memory_object_stream[bytes](32)
@@ -579,6 +589,7 @@ async def open_stdio_child(
             lines=read_in,
             exited=exited,
             started=start_of(transport.get_pid()),
+            mark=mark,
         )
         try:
             async with anyio.create_task_group() as tg:
