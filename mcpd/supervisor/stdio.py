@@ -48,6 +48,7 @@ from mcpd.supervisor.orphans import (
 )
 from mcpd.supervisor.rawrpc import RawRpc
 from mcpd.supervisor.replies import DirectPipe, RoutingReader
+from mcpd.supervisor.stderr_cause import cause_line
 from mcpd.supervisor.stdin import StdinPipe
 
 log = structlog.get_logger("mcpd.supervisor")
@@ -331,13 +332,14 @@ class StdioChild:
         return self.process.returncode
 
     def exit_reason(self) -> str:
-        """Why it is gone, with its last stderr line: the usual answer to "why did it die"."""
+        """Why it is gone, with its last stderr line (the error above a runtime's trailers: see
+        ``stderr_cause``): the usual answer to "why did it die"."""
         code = self.returncode
         reason = "process is running" if code is None else describe_exit(code)
         if self.stdout_cut:
             reason = f"{self.stdout_cut}; {reason}"
-        if self.stderr.tail:
-            reason += f"; last stderr: {self.stderr.tail[-1][:300]}"
+        if (line := cause_line(self.stderr.tail)) is not None:
+            reason += f"; last stderr: {line[:300]}"
         return reason
 
     async def _read_stdout(self) -> None:
