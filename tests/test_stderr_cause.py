@@ -112,3 +112,26 @@ async def test_a_node_server_that_cannot_start_says_why(tmp_path: Path) -> None:
             await trailer.wait()
         reason = child.exit_reason()
     assert reason.startswith("exited with code 1; last stderr: Error: Cannot find module "), reason
+
+
+@pytest.mark.anyio
+async def test_a_run_that_wrote_nothing_quotes_no_earlier_runs_error() -> None:
+    """A server's stderr log spans its runs (its tail in `mcpd status`), but the reason a run ended
+    quotes only what that run's process wrote: the first run's error, then a second run killed by
+    SIGKILL having written nothing, says `killed by SIGKILL` alone. Before, it quoted the first
+    run's error, as if that were why the second died."""
+    said = anyio.Event()
+    stderr = StderrLog("flaky", on_line=lambda _line: said.set())
+    first = ServerConfig(name="flaky", command="sh", args=("-c", "echo 'Error: no database' >&2; exit 1"))
+    async with open_stdio_child(first, stderr) as (child, _lines):
+        with anyio.fail_after(20):
+            await child.exited.wait()
+            await said.wait()
+        assert child.exit_reason() == "exited with code 1; last stderr: Error: no database"
+    second = ServerConfig(name="flaky", command="sleep", args=("300",), stop_grace=0.2)
+    async with open_stdio_child(second, stderr) as (child, _lines):
+        child.process.kill()
+        with anyio.fail_after(20):
+            await child.exited.wait()
+        assert child.exit_reason() == "killed by SIGKILL"
+    assert list(stderr.tail) == ["Error: no database"]

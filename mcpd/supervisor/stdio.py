@@ -190,14 +190,22 @@ class StderrLog:
         self._on_line = on_line
         """Also receives every line, not rate-limited (the server's log ring)."""
         self.tail: deque[str] = deque(maxlen=tail)
+        self.written = 0
+        """Lines received so far, by every process of the server (``since`` tells one's from another's)."""
         self._burst = burst
         self._rate = per_second
         self._tokens = float(burst)
         self._stamp = time.monotonic()
         self._dropped = 0
 
+    def since(self, written: int) -> list[str]:
+        """The kept lines that came after the first ``written`` (a ``written`` read earlier)."""
+        count = min(self.written - written, len(self.tail))
+        return list(self.tail)[len(self.tail) - count :]
+
     def line(self, text: str) -> None:
         self.tail.append(text)
+        self.written += 1
         if self._on_line is not None:
             self._on_line(text)
         now = time.monotonic()
@@ -295,9 +303,12 @@ class StdioChild:
     stdout_cut: str | None = None
     """Why mcpd stopped reading the child's stdout itself (a line over ``MAX_LINE_BYTES``)."""
     rpc: RawRpc = field(init=False)
+    _stderr_from: int = field(init=False)
+    """The lines of ``stderr`` written before this process's (an earlier run's, the log spans them)."""
 
     def __post_init__(self) -> None:
         self.rpc = RawRpc(self.stdin.write, self.stdin.not_reading)
+        self._stderr_from = self.stderr.written
         if isinstance(self.process.stdout, RoutingReader):
             self.process.stdout.route = self._route
 
@@ -332,13 +343,14 @@ class StdioChild:
         return self.process.returncode
 
     def exit_reason(self) -> str:
-        """Why it is gone, with its last stderr line (the error above a runtime's trailers: see
-        ``stderr_cause``): the usual answer to "why did it die"."""
+        """Why it is gone, with the last line it wrote to stderr (the error above a runtime's
+        trailers: see ``stderr_cause``): the usual answer to "why did it die". Only its own: an
+        earlier run's error said nothing of why this one, which wrote none, ended."""
         code = self.returncode
         reason = "process is running" if code is None else describe_exit(code)
         if self.stdout_cut:
             reason = f"{self.stdout_cut}; {reason}"
-        if (line := cause_line(self.stderr.tail)) is not None:
+        if (line := cause_line(self.stderr.since(self._stderr_from))) is not None:
             reason += f"; last stderr: {line[:300]}"
         return reason
 
