@@ -5,6 +5,7 @@ Its stdin: what a dead child never read is told apart from what it read."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import sys
@@ -201,3 +202,29 @@ async def test_a_server_writing_faster_than_its_lines_are_taken_waits_in_its_wri
         held = len(child.process.stdout._buffer)  # type: ignore[union-attr]
     assert not written
     assert held <= 2 * PAUSE_BYTES
+
+
+async def test_a_server_gets_the_session_and_network_variables_and_not_the_daemons_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A browser server needs the display, git over ssh the agent, a company network its CA; a token
+    the daemon was started with is for no server (its ``env`` passes what it needs)."""
+    wanted = {
+        "DISPLAY": ":1",
+        "WAYLAND_DISPLAY": "wayland-1",
+        "SSH_AUTH_SOCK": str(tmp_path / "agent"),
+        "NODE_EXTRA_CA_CERTS": str(tmp_path / "ca.pem"),
+        "ALL_PROXY": "socks5://127.0.0.1:1080",
+    }
+    for key, value in {**wanted, "GITHUB_TOKEN": "daemon-secret"}.items():
+        monkeypatch.setenv(key, value)
+    script = tmp_path / "server"
+    script.write_text(f"#!{sys.executable}\nimport json, os\nprint(json.dumps(dict(os.environ)))\n")
+    script.chmod(0o755)
+    config = ServerConfig(name="x", command=str(script), env={"TZ": "UTC"}, stop_grace=1.0)
+    async with open_stdio_child(config) as (_child, lines):
+        with anyio.fail_after(10):
+            seen = json.loads(await lines.receive())
+    assert {key: seen.get(key) for key in wanted} == wanted
+    assert seen["TZ"] == "UTC"
+    assert "GITHUB_TOKEN" not in seen

@@ -71,9 +71,16 @@ _STDERR_TURN = 64
 _INHERITED_ENV = (
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
     "TMPDIR", "TZ", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME",
-    "XDG_STATE_HOME", "SSL_CERT_FILE", "SSL_CERT_DIR", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
-    "http_proxy", "https_proxy", "no_proxy",
+    "XDG_STATE_HOME",
+    # The user's desktop session: a browser server opens a window, a notifier reaches the bus.
+    "DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "DBUS_SESSION_BUS_ADDRESS",
+    # What reaching the network takes behind a proxy or a company's own CA, and git over ssh.
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE",
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy",
+    "all_proxy", "SSH_AUTH_SOCK",
 )  # fmt: skip
+"""Not the rest of the daemon's environment: its own secrets (tokens of other services) would
+reach every server. Anything else a server needs goes in its ``env``."""
 
 
 def child_environment(extra: dict[str, str]) -> dict[str, str]:
