@@ -433,6 +433,7 @@ class ServerActor:
                     f"server {self.name!r} is {self._state}{why}",
                     {"server": self.name, "state": str(self._state), "last_error": self.last_error},
                 )
+            self._check_retry_in_time(deadline)
             with anyio.move_on_after(deadline - anyio.current_time()):
                 await self._changed.wait()
                 continue
@@ -442,6 +443,29 @@ class ServerActor:
                 f"server {self.name!r} was still {_WAITING[self._state]} after {limit:g}s{why}",
                 {"server": self.name, "state": str(self._state), "last_error": self.last_error},
             )
+
+    def _check_retry_in_time(self, deadline: float) -> None:
+        """Raise ``ServerNotRunning`` if the server waits out a backoff past ``deadline``: a call to a
+        server in a crash loop (a key missing from its env) would wait its whole deadline for a
+        try that comes after it. A start, a restart or a reload in the meantime could still have
+        run it; they are a person's act, rarer than the crash loop's every call."""
+        retry_at = self._next_retry_at
+        if self._state is not S.BACKOFF or retry_at is None or self._replacing:
+            return
+        retry_in = retry_at - time.time()
+        if retry_in <= deadline - anyio.current_time():
+            return
+        why = f": {self.last_error}" if self.last_error else ""
+        raise ServerNotRunning(
+            f"server {self.name!r} is waiting to restart (backoff), its next try in {retry_in:.1f}s, "
+            f"after this call's deadline{why}",
+            {
+                "server": self.name,
+                "state": str(self._state),
+                "last_error": self.last_error,
+                "retry_in": retry_in,
+            },
+        )
 
     # -- the task ---------------------------------------------------------------------------
 
