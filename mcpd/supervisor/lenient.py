@@ -3,11 +3,14 @@
 JavaScript strings are UTF-16, so a server on the TypeScript SDK that cuts a text mid-emoji sends a
 lone surrogate escape (``"\\ud83d"``), which JSON parsers in other languages take but msgspec
 refuses: the whole answer was lost for one broken character. ``mend`` puts U+FFFD in its place.
+Text a server printed without ending its line (``Loading... ``) is glued to the start of the next
+message: ``unglue`` finds that message.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 _ESCAPES = re.compile(
     rb"\\\\"  # an escaped backslash: what follows it is text, not an escape
@@ -28,3 +31,19 @@ def mend(line: bytes) -> bytes | None:
         return None
     mended = _ESCAPES.sub(_keep_pairs, line)
     return mended if mended != line else None
+
+
+_OBJECT_START = re.compile(rb'\{\s*"')
+_UNGLUE_TRIES = 4
+"""Object starts tried at most: a line's cost stays a few decodes, however many it holds."""
+
+
+def unglue(line: bytes, is_message: Callable[[bytes], bool]) -> tuple[bytes, bytes] | None:
+    """``line`` cut in two where a message (an object that ``is_message``) filling the rest of it
+    begins after other text: (the text, the message); None when there is none."""
+    for tries, start in enumerate(_OBJECT_START.finditer(line, 1)):
+        if tries == _UNGLUE_TRIES:
+            break
+        if is_message(rest := line[start.start() :]):
+            return line[: start.start()], rest
+    return None

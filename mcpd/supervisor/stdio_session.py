@@ -181,6 +181,15 @@ class _ErrorCode(msgspec.Struct, frozen=True):
 _error_code = msgspec.json.Decoder(_ErrorCode)
 
 
+def _json_rpc(line: bytes) -> bool:
+    """Whether ``line`` is a JSON-RPC message: a request, a notification or a reply."""
+    try:
+        message = _message.decode(line)
+    except DECODE_FAILURES:
+        return False
+    return not all(isinstance(field, UnsetType) for field in (message.method, message.result, message.error))
+
+
 def _unreadable_request(error: msgspec.Raw | UnsetType) -> bool:
     """The error is the one JSON-RPC sends, with id ``null``, for a request it could not read
     (parse error, invalid request); with any other code it answers something else, such as a
@@ -507,22 +516,21 @@ class StdioSession:
         """Take every line the raw path left, in order, until the child's stdout ends."""
         async with lines:
             async for line in lines:
-                if line.lstrip()[:1] == b"[":
-                    self._batch(line)
-                elif not self._rpc.route(line):  # a reply that waited behind earlier lines
-                    self._take(line)
+                self._line(line)
                 # Not kept while the server is silent: a 30 MiB line stayed until the next one came.
                 del line
+
+    def _line(self, line: bytes) -> None:
+        if line.lstrip()[:1] == b"[":
+            self._batch(line)
+        elif not self._rpc.route(line):  # a reply that waited behind earlier lines
+            self._take(line)
 
     def _take(self, line: bytes) -> None:
         try:
             message = _message.decode(line)
         except DECODE_FAILURES:
-            mended = lenient.mend(line)
-            if mended is None:
-                self._garbage(line)
-            else:
-                self._take(mended)
+            self._undecodable(line)
             return
         if isinstance(message.method, UnsetType):
             if isinstance(message.result, UnsetType) and isinstance(message.error, UnsetType):
@@ -557,6 +565,20 @@ class StdioSession:
             self._notified(message.method, message.params)
         else:
             self._asks.received(message.id, message.method, message.params)
+
+    def _undecodable(self, line: bytes) -> None:
+        """A line that is not JSON: mended, its message found after other text, or garbage."""
+        mended = lenient.mend(line)
+        if mended is not None:
+            self._take(mended)
+        elif (glued := lenient.unglue(line, _json_rpc)) is not None:
+            # Text printed with no newline after it: the message after it is still read (a
+            # reply's call waited out its deadline), the text is said as what it is.
+            text, message_line = glued
+            self._garbage(text)
+            self._line(message_line)
+        else:
+            self._garbage(line)
 
     def _batch(self, line: bytes) -> None:
         """A JSON-RPC batch (revision 2025-03-26 allows them): each message as if it had a line of
