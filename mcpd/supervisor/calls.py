@@ -113,8 +113,10 @@ async def _error(
         return TransportError(f"{server} sent a malformed answer to {tool}: {exc}", data)
     if isinstance(exc, ConnectionLost | OSError):
         if link.child is not None and link.child.ended_by_mcpd:
-            # A restart, a stop, a reload or failed pings, after the server had read the request.
-            return TransportError(f"mcpd stopped {server} during {tool}, before it answered", data)
+            # A restart, a stop, a reload or failed pings, after the server had read the request;
+            # the pings are said (the others were asked for), or the caller is left to guess.
+            why = f": {link.child.ended_for}" if link.child.ended_for else ""
+            return TransportError(f"mcpd stopped {server} during {tool}, before it answered{why}", data)
         why = await _why_lost(link, exc)
         return TransportError(f"{server} closed the connection during {tool}: {why}", data)
     return TransportError(f"{server} failed during {tool}: {type(exc).__name__}: {exc}", data)

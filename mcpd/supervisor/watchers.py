@@ -157,7 +157,10 @@ async def watch_health(link: Link, config: ServerConfig, hooks: Hooks) -> None:
                 continue
             hooks.degrade(f"{_describe(exc, 'ping')} ({failures}/{config.unhealthy_after})")
             if failures >= config.unhealthy_after:
-                raise RunEnded(f"unresponsive: {failures} pings failed in a row") from None
+                reason = f"unresponsive: {failures} pings failed in a row"
+                if link.child is not None:
+                    link.child.ended_for = reason
+                raise RunEnded(reason) from None
             continue
         failures = 0
         hooks.recover("ping answered")
