@@ -108,6 +108,25 @@ async def test_kill_9_child_is_restarted_with_reason() -> None:
     await wait_gone(first)
 
 
+async def test_a_server_stable_again_is_no_longer_said_to_fail_in_a_row() -> None:
+    """Once the run after a crash has lasted ``stable_after``, status counts no failed runs in a row
+    (``mcpd status NAME`` said "1 failed in a row" of a server up for days); restarts keeps the crash."""
+    steady = RestartPolicy(initial_delay=0.05, max_delay=0.2, stable_after=1.0)
+    async with open_supervisor(config(fullserver_config("steady", restart=steady))) as sup:
+        actor = sup.actor("steady")
+        await actor.wait_state(S.RUNNING, timeout=20)
+        first = actor.status().pid
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        await actor.wait_state(S.BACKOFF, timeout=10)
+        await actor.wait_state(S.RUNNING, timeout=20)
+        assert actor.status().attempt == 1
+        with anyio.fail_after(10):
+            while actor.status().attempt:  # what is watched is time passing: no event says it
+                await anyio.sleep(0.1)
+        assert actor.status().restarts == 1
+
+
 async def test_crash_loop_ends_in_failed_until_restarted() -> None:
     """With a hard stop set, a server that dies right after start is retried max_retries times,
     then left failed."""

@@ -272,10 +272,19 @@ class ServerActor:
             tools=len(self._tools),
             description=self.config.description,
             server_info=self._server_info,
-            attempt=self._attempt,
+            attempt=self._failed_in_a_row(),
             next_retry_at=self._next_retry_at if self._state is S.BACKOFF else None,
             last_exit=self.last_exit,
         )
+
+    def _failed_in_a_row(self) -> int:
+        """The unstable runs in a row, as status tells them: none once the current run has lasted
+        ``stable_after`` (the count itself is reset only when the run ends, ``policy.next_attempt``);
+        a server up for days was still shown with the crashes that came before."""
+        live = self._live_since
+        if live is not None and time.monotonic() - live >= self.config.restart.stable_after:
+            return 0
+        return self._attempt
 
     @property
     def history(self) -> list[StateChange]:
