@@ -8,6 +8,7 @@ import fcntl
 import json
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -153,6 +154,17 @@ async def test_a_request_the_dead_child_never_read_is_not_sent(tmp_path: Path) -
         tg.start_soon(request, "unread", child.rpc)
     assert isinstance(outcomes["read"], ConnectionLost)
     assert isinstance(outcomes["unread"], NotDelivered)
+
+
+async def test_a_stopped_child_is_ended_by_sigterm() -> None:
+    """A child stopped by SIGSTOP, which does not read its stdin's end: it is continued after SIGTERM,
+    so SIGTERM ends it (and a handler of it would run); it was left to SIGKILL."""
+    config = ServerConfig(
+        name="x", command=sys.executable, args=("-c", "import time; time.sleep(60)"), stop_grace=0.5
+    )
+    async with open_stdio_child(config) as (child, _lines):
+        os.kill(child.pid, signal.SIGSTOP)
+    assert child.returncode == -signal.SIGTERM
 
 
 async def test_a_child_that_takes_its_input_slowly_is_reading(monkeypatch: pytest.MonkeyPatch) -> None:

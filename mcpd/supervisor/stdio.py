@@ -489,8 +489,12 @@ class StdioChild:
             self.stdin.close()
             if await self._wait_session_gone(grace):
                 return True
-            if await self._signal_session(signal.SIGTERM) and await self._wait_session_gone(grace):
-                return True
+            if await self._signal_session(signal.SIGTERM):
+                # A stopped process (SIGSTOP, a debugger let go) acts on SIGTERM only once continued,
+                # as systemd knows: it was left to SIGKILL, its clean-up undone.
+                await self._signal_session(signal.SIGCONT)
+                if await self._wait_session_gone(grace):
+                    return True
             if await self._signal_session(signal.SIGKILL) and not await self._wait_session_gone(KILL_WAIT):
                 log.error("server.unkillable", server=self.server, pid=self.pid)
                 return False
