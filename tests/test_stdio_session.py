@@ -581,25 +581,31 @@ for line in sys.stdin:
         continue
     print('DEBUG {"not": "a message"}', flush=True)
     print("Loading... ", end="", flush=True)  # no newline: the reply is glued to it
-    send({"id": message["id"], "result": {"content": [{"type": "text", "text": "loaded"}]}})
+    if message["params"]["name"] == "last":  # the TypeScript SDK's order: the id closes the line
+        content = [{"type": "text", "text": "loaded"}]
+        print(json.dumps({"jsonrpc": "2.0", "result": {"content": content}, "id": message["id"]}), flush=True)
+    else:
+        send({"id": message["id"], "result": {"content": [{"type": "text", "text": "loaded"}]}})
 """
 )
 
 
 async def test_a_reply_glued_to_text_printed_without_a_newline_is_read(tmp_path: Path) -> None:
     """Text a server prints with no newline after it (a progress word) starts the line of its next
-    message: the message is still read (the call waited out its deadline), the text shown as not
-    JSON-RPC; a line that holds no message is one line of garbage, JSON in it or not."""
+    message: the message is still read (the call waited out its deadline; with its id last, it
+    failed as malformed), the text shown as not JSON-RPC; a line that holds no message is one line
+    of garbage, JSON in it or not."""
     config = script_server(tmp_path, "glued", GLUED)
     shown: list[str] = []
     hooks = SessionHooks(lambda: None, lambda: None, stdout=shown.append)
     async with session_of(config, hooks) as session:
         with anyio.fail_after(20):
             await session.initialize()
-            result = await session.call_tool("load", {}, anyio.current_time() + 10, None)
-        assert result.content == [{"type": "text", "text": "loaded"}]
-        assert session.garbage_lines == 2
-    assert shown == ['[not JSON-RPC] DEBUG {"not": "a message"}', "[not JSON-RPC] Loading..."]
+            for tool in ("first", "last"):
+                result = await session.call_tool(tool, {}, anyio.current_time() + 10, None)
+                assert result.content == [{"type": "text", "text": "loaded"}]
+        assert session.garbage_lines == 4
+    assert shown == 2 * ['[not JSON-RPC] DEBUG {"not": "a message"}', "[not JSON-RPC] Loading..."]
 
 
 FLOOD = (

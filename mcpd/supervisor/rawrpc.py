@@ -178,9 +178,10 @@ class RawRpc:
                 return self.route(mended)
             # Not even its id can be read (nested too deep, not UTF-8): if it names one of ours
             # where a reply's own id stands (and no method), that request ends now (as
-            # ``Malformed``), not at its deadline.
+            # ``Malformed``), not at its deadline. Only a line that is one object: a reply glued
+            # to text before it is the session's to find (``lenient.unglue``), and would end so.
             named = None
-            if b'"method"' not in line[:_HEAD]:
+            if b'"method"' not in line[:_HEAD] and line.lstrip()[:1] == b"{":
                 named = _OUR_ID_FIRST.match(line) or _OUR_ID_LAST.search(line, max(0, len(line) - _HEAD))
             waiting = self._waiters.pop(named[1].decode(), None) if named else None
             if waiting is None:
