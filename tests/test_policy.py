@@ -10,6 +10,7 @@ import pytest
 from mcpd.config.model import MAX_STOP_GRACE, DaemonSettings, RestartPolicy, ServerConfig
 from mcpd.supervisor.actor import stop_bound
 from mcpd.supervisor.policy import (
+    ASKED_WAIT_MAX,
     RECOVERED_AFTER,
     UNREACHABLE_MAX_DELAY,
     Decision,
@@ -138,6 +139,17 @@ def test_a_run_live_for_a_while_after_an_outage_resets_the_count() -> None:
     assert too_soon == Retry(13, 2.0)
     no_outage = after(attempt=12, ran_for=RECOVERED_AFTER)
     assert no_outage == Retry(13, 2.0)
+
+
+def test_the_wait_a_server_asked_for_holds_its_next_run_back() -> None:
+    """A remote's ``Retry-After`` (a 429 or 503) is the least delay before its next run, above the
+    two-second cap of an outage's reconnects, up to ASKED_WAIT_MAX; a longer backoff stays."""
+    policy = RestartPolicy(initial_delay=1.0, max_delay=60.0, jitter=0.0)
+    after = functools.partial(decide, reason="x", ran_for=0, policy=policy, wanted=True, unit_random=0.5)
+    assert after(Ending.CRASHED, attempt=0, asked_wait=30.0) == Retry(1, 30.0)
+    assert after(Ending.UNREACHABLE, attempt=0, asked_wait=30.0) == Retry(1, 30.0)
+    assert after(Ending.CRASHED, attempt=0, asked_wait=86400.0) == Retry(1, ASKED_WAIT_MAX)
+    assert after(Ending.CRASHED, attempt=7, asked_wait=0.5) == Retry(8, 60.0)
 
 
 def test_a_crash_loop_behind_a_gateway_backs_off_and_gives_up() -> None:

@@ -5,6 +5,7 @@ login says so, a gateway's blip costs seconds, and hung remotes leave the start 
 
 from __future__ import annotations
 
+import email.utils
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,6 +19,7 @@ from mcpd.errors import CallTimeout, TransportError, UnknownResource
 from mcpd.model.states import ServerState
 from mcpd.supervisor.actor import ServerActor
 from mcpd.supervisor.gate import StartGate
+from mcpd.supervisor.sdk import retry_after
 from mcpd.supervisor.supervisor import open_supervisor
 from mcpd.supervisor.surface_requests import read_resource
 from mcpd.testing.hostile_http import command, control
@@ -262,6 +264,29 @@ async def test_a_refused_login_says_so_and_is_retried_with_backoff(status: int) 
             assert f"HTTP {status}" in last_error and "authentication refused" in last_error
             await control(url, mode="ok")
             await actor.wait_state(S.RUNNING, timeout=60)
+
+
+def test_retry_after_is_read_as_seconds_or_a_date() -> None:
+    """``Retry-After`` is delay-seconds or an HTTP-date (RFC 9110); what is neither asks for nothing."""
+    now = 1_700_000_000.0
+    assert retry_after("30", now) == 30.0
+    assert retry_after(email.utils.formatdate(now + 90, usegmt=True), now) == 90.0
+    assert retry_after(email.utils.formatdate(now - 90, usegmt=True), now) == 0.0
+    assert retry_after("soon", now) is None and retry_after(None, now) is None
+
+
+@pytest.mark.parametrize("status", [429, 503])
+async def test_a_server_that_asks_to_be_left_alone_is_left_alone(status: int) -> None:
+    """A handshake refused with a ``Retry-After`` of 30 s: the next run waits that long (before: the
+    backoff's 0.01 s, and for a 503 at most two seconds between reconnects, however long it asked)."""
+    async with hostile() as (actor, url):
+        await actor.wait_state(S.RUNNING, timeout=60)
+        await control(url, mode=f"status:{status}", arg=30)
+        actor.restart()
+        await actor.wait_state(S.BACKOFF, timeout=60)
+        status_now = actor.status()
+        assert status_now.next_retry_at is not None and status_now.next_retry_at - time.time() > 25
+        assert f"HTTP {status}" in (status_now.last_error or "")
 
 
 async def test_a_gateway_blip_after_an_outage_costs_seconds_not_the_outage_backoff() -> None:

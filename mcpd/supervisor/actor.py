@@ -556,6 +556,7 @@ class ServerActor:
             wanted=self._want_running,
             unit_random=self._random(),
             after_outage=after_outage,
+            asked_wait=ended.asked_wait,
         )
 
     def _give_up(self, decision: Decision) -> None:
@@ -622,7 +623,10 @@ class ServerActor:
                     tg.start_soon(watchers.watch_surface, link, self._surface_dirty, self.config, self)
                     await anyio.sleep_forever()
         except Exception as exc:  # an ExceptionGroup from the task group, or a spawn error
-            return self._ended_by(exc, http)
+            ended = self._ended_by(exc, http)
+            if http is not None and http.back_at is not None:
+                ended.asked_wait = max(0.0, http.back_at - time.monotonic())
+            return ended
         finally:
             self._link = None
             self._child = None

@@ -38,6 +38,11 @@ login) needs ``stable_after``, or a backend crash-looping behind a gateway (a 50
 then a crash a few seconds in) would never back off further nor reach ``max_retries``."""
 
 
+ASKED_WAIT_MAX = 600.0
+"""The longest a server's own ``Retry-After`` holds its next run back: one that asks for a day is
+still tried again within minutes (a start or restart asked for tries at once)."""
+
+
 class Ending(enum.StrEnum):
     """How a run ended, as far as the restart decision cares."""
 
@@ -91,13 +96,16 @@ def decide(
     wanted: bool,
     unit_random: float,
     after_outage: bool = False,
+    asked_wait: float = 0.0,
 ) -> Decision:
     """What to do after a run that ended with ``ending`` (``reason`` says how).
 
     ``attempt`` is the count of unstable runs before this one, ``ran_for`` how long this
     one was live (0 if it never was), ``unit_random`` a number in [0, 1) for the jitter,
     ``after_outage`` whether the run before this one ended ``UNREACHABLE`` (``RECOVERED_AFTER``
-    applies if this one did too).
+    applies if this one did too), ``asked_wait`` the seconds the server asked to be left alone for
+    (a remote's ``Retry-After``): the delay is that at least (up to ``ASKED_WAIT_MAX``), above the
+    cap of an outage's reconnects, which would otherwise knock every two seconds.
     """
     if not wanted:
         return Stop()
@@ -111,4 +119,5 @@ def decide(
     if gives_up(attempt, policy):
         return GiveUp(attempt, f"crash loop: {attempt} failed runs in a row (max_retries); last: {reason}")
     cap = UNREACHABLE_MAX_DELAY if ending is Ending.UNREACHABLE else None
-    return Retry(attempt, backoff_delay(attempt, policy, unit_random, cap))
+    delay = backoff_delay(attempt, policy, unit_random, cap)
+    return Retry(attempt, max(delay, min(asked_wait, ASKED_WAIT_MAX)))

@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import email.utils
 import itertools
 import re
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -226,6 +228,9 @@ class HttpWatch:
         """The server (or a proxy before it) answered 401 or 403: our credentials were refused."""
         self.reason: str | None = None
         """The latest trouble reported, if any."""
+        self.back_at: float | None = None
+        """When (``time.monotonic()``) the server last asked to be left alone until (``Retry-After`` of
+        a 429 or 503)."""
 
     def report(self, reason: str, *, lost: bool = False, auth: bool = False) -> None:
         self.reason = reason
@@ -254,6 +259,25 @@ AFTER_RUN_POSSIBLE = frozenset({502, 503})
 """Of ``NOT_DELIVERED``, the statuses a gateway may also send after its upstream ran the request."""
 _LARGE = 1024 * 1024
 """A body larger than this is checked off the event loop."""
+
+
+ASKS_TO_WAIT = frozenset({429, 503})
+"""Statuses whose ``Retry-After`` says when to come back (RFC 9110): the next run waits that long."""
+
+
+def retry_after(value: str | None, now: float) -> float | None:
+    """Seconds a ``Retry-After`` value asks for (delay-seconds, or an HTTP-date; ``now`` is the
+    wall clock); None when there is none or it cannot be read."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - now) if when.tzinfo is not None else None
 
 
 def _phrase(status: int) -> str:
@@ -558,6 +582,8 @@ class _Watch(httpx2.AsyncBaseTransport):
             self._watch.report(f"{request.method} failed: {type(exc).__name__}: {exc}")
             raise
         status = response.status_code
+        if status in ASKS_TO_WAIT and (wait := retry_after(response.headers.get("retry-after"), time.time())):
+            self._watch.back_at = time.monotonic() + wait
         if status == 404 and "mcp-session-id" in request.headers:
             self._watch.report("the server no longer knows our session (HTTP 404)", lost=True)
         elif status in (401, 403):

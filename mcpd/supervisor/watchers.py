@@ -49,6 +49,8 @@ class RunEnded(Exception):
         super().__init__(reason)
         self.reason = reason
         self.ending = ending
+        self.asked_wait = 0.0
+        """Seconds the server asked to be left alone for (a remote's ``Retry-After``)."""
 
 
 class Hooks(Protocol):

@@ -9,7 +9,7 @@ Faults apply to POSTs of requests whose method is in ``methods`` (every request 
 ``count`` of them (all if null), and to the tools in ``tools`` only if that is set:
 
     ok                 answer (the default)
-    status:N           HTTP status N, a text body, nothing run
+    status:N           HTTP status N, a text body, nothing run (with ``Retry-After: arg`` if ``arg`` is set)
     hang               never answer (headers never come)
     endless_sse        an event stream of log notifications that never ends, no answer
     huge_json          a JSON answer whose text is ``arg`` bytes long
@@ -275,7 +275,8 @@ async def _request(
     STATS["m:" + message["method"]] = STATS.get("m:" + message["method"], 0) + 1
     if fault.startswith("status:"):
         STATS["refused"] = STATS.get("refused", 0) + 1
-        writer.write(_answer(int(fault.partition(":")[2]), b"refused", "text/plain"))
+        wait = {"retry-after": str(STATE["arg"])} if STATE["arg"] is not None else None
+        writer.write(_answer(int(fault.partition(":")[2]), b"refused", "text/plain", wait))
         return True
     if message["method"] == "tools/call":
         ran = await _run_call(message, fault, writer)
