@@ -63,6 +63,35 @@ def test_console_keeps_a_readable_traceback() -> None:
     assert "hunter2" not in text
 
 
+LIBRARY = """
+import logging, sys
+from mcpd.daemon.logging import configure_logging
+configure_logging(sys.argv[2], sys.argv[1])
+try:
+    raise ValueError("not an event stream")
+except ValueError:
+    logging.getLogger("mcp.client.streamable_http").exception("Error parsing SSE message")
+"""
+
+
+def test_a_librarys_exception_is_one_line_unless_debugging() -> None:
+    """The SDK logs a server's garbage with its traceback: in mcpd's log that is one line saying
+    the error (a traceback at each handshake read as a crash of mcpd's), the frames at debug."""
+
+    def library_logged(fmt: str, level: str) -> str:
+        command = [sys.executable, "-c", LIBRARY, fmt, level]
+        return subprocess.run(command, capture_output=True, text=True, timeout=60, check=True).stderr
+
+    line = json.loads(library_logged("json", "info"))
+    assert line["message"] == "Error parsing SSE message" and line["level"] == "error"
+    assert line["error"] == "ValueError: not an event stream" and "exception" not in line
+    console = library_logged("console", "info")
+    assert "ValueError: not an event stream" in console and "Traceback" not in console
+    assert len(console.splitlines()) == 1
+    assert "frames" in json.loads(library_logged("json", "debug"))["exception"][0]
+    assert "Traceback (most recent call last):" in library_logged("console", "debug")
+
+
 # -- a log that cannot be written -------------------------------------------------------------
 
 LOG_LIMIT = 16 * 1024

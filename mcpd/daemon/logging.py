@@ -71,7 +71,10 @@ def configure_logging(level: str = "info", fmt: LogFormat = "auto") -> StderrSin
     handler = SinkHandler(sink)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=[structlog.stdlib.add_logger_name, _library_event],
+            foreign_pre_chain=[
+                structlog.stdlib.add_logger_name,
+                _library_event if level.lower() != "debug" else _library_event_traced,
+            ],
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *processors],
         )
     )
@@ -79,10 +82,25 @@ def configure_logging(level: str = "info", fmt: LogFormat = "auto") -> StderrSin
     return sink
 
 
-def _library_event(
+def _library_event_traced(
     logger: object, method: str, event: structlog.typing.EventDict
 ) -> structlog.typing.EventDict:
     """A library's log record as an event of mcpd's: ``library.log``, its text as ``message``."""
     event["message"] = event.pop("event", "")
     event["event"] = "library.log"
+    return event
+
+
+def _library_event(
+    logger: object, method: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """``_library_event_traced`` with an exception said in one line (``error``), not its traceback.
+
+    What a library logs with a traceback is about a server's or a peer's doing (the SDK's "Error
+    parsing SSE message" at each handshake with a server that streams garbage), not a fault of
+    mcpd's to debug: a traceback each time reads as a crash. ``--log-level debug`` keeps them."""
+    event = _library_event_traced(logger, method, event)
+    exc_info = event.pop("exc_info", None)
+    if isinstance(exc_info, tuple) and isinstance(exc_info[1], BaseException):
+        event["error"] = f"{type(exc_info[1]).__name__}: {exc_info[1]}"
     return event
