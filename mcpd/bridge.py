@@ -193,6 +193,11 @@ class Relay:
         self._waiting_size = 0
         """What ``waiting`` costs, as ``GAP_LIMIT`` counts it."""
         self._refused_in_gap = False
+        self._requests_held: set[mcp.RequestId] = set()
+        """The ids of the requests in ``waiting``, but those the host cancelled (``_withdrawn``)."""
+        self._withdrawn: set[mcp.RequestId] = set()
+        """Requests in ``waiting`` the host cancelled: neither sent nor answered, and gone from it at
+        its next rebuild (``_set_waiting``), not each at its cancel (a pass over all held)."""
         self.initialized = False
         """A daemon has answered the host's ``initialize``: after a reconnect the host is told to list
         tools again. Not before: the host must have its answer before any notification, and one read
@@ -291,24 +296,20 @@ class Relay:
         expired = [item for item in self.waiting if now - item[0] >= GAP_WAIT]
         if not expired:
             return
+        ids = [i for _, _, route in expired if (i := _request_id(route)) in self._requests_held]
         self._set_waiting([item for item in self.waiting if now - item[0] < GAP_WAIT])
-        answers = []
-        for _, _, route in expired:
-            request_id = _request_id(route)
-            if request_id is not None:
-                message = f"no mcpd daemon came back within {GAP_WAIT:g}s; try again later"
-                answers.append(_error_line(request_id, mcp.DAEMON_UNAVAILABLE, message))
-        self._write(b"".join(answers))
+        message = f"no mcpd daemon came back within {GAP_WAIT:g}s; try again later"
+        self._write(b"".join(_error_line(i, mcp.DAEMON_UNAVAILABLE, message) for i in ids))
 
     def _unanswered(self) -> bool:
         """Requests of the host that have no answer yet: held by the daemon, or waiting for one."""
-        return bool(self.inflight) or any(_request_id(route) is not None for _, _, route in self.waiting)
+        return bool(self.inflight) or bool(self._requests_held)
 
     def _answer_unanswered(self, message: str) -> None:
-        ids = [*self.inflight, *(_request_id(route) for _, _, route in self.waiting)]
+        ids = [*self.inflight, *self._requests_held]
         self.inflight.clear()
         self._set_waiting([])
-        self._write(b"".join(_error_line(i, mcp.DAEMON_UNAVAILABLE, message) for i in ids if i is not None))
+        self._write(b"".join(_error_line(i, mcp.DAEMON_UNAVAILABLE, message) for i in ids))
 
     # -- host -> daemon ---------------------------------------------------------------------
 
@@ -325,6 +326,16 @@ class Relay:
         if answered is not None:
             self.asked.discard(answered)
         if self.channel is None:
+            if route is not None and route.method == mcp.CANCELLED:
+                # The request it cancels never reached a daemon (one that went away answered or
+                # handed back what it held): it is withdrawn, not sent to the next one and run. The
+                # cancel has nobody left to tell, and is not held: past ``GAP_LIMIT`` it was dropped
+                # while the call it cancelled, held before, still went.
+                cancelled = _cancelled_id(line)
+                if cancelled in self._requests_held:
+                    self._requests_held.discard(cancelled)
+                    self._withdrawn.add(cancelled)
+                return
             if self.waiting and self._waiting_size + len(line) + _HELD_COST > GAP_LIMIT:
                 self._refuse_in_gap(route)
             else:
@@ -335,10 +346,18 @@ class Relay:
     def _hold(self, item: tuple[float, bytes, mcp.Route | None], *, first: bool = False) -> None:
         self.waiting.insert(0 if first else len(self.waiting), item)
         self._waiting_size += len(item[1]) + _HELD_COST
+        request_id = _request_id(item[2])
+        if request_id is not None:
+            self._requests_held.add(request_id)
 
     def _set_waiting(self, items: list[tuple[float, bytes, mcp.Route | None]]) -> None:
+        """``waiting`` becomes ``items``, but the requests the host withdrew."""
+        if self._withdrawn:
+            items = [item for item in items if _request_id(item[2]) not in self._withdrawn]
+            self._withdrawn.clear()
         self.waiting = items
         self._waiting_size = sum(len(line) + _HELD_COST for _, line, _ in items)
+        self._requests_held = {i for _, _, route in items if (i := _request_id(route)) is not None}
 
     def _refuse_in_gap(self, route: mcp.Route | None) -> None:
         """A message past ``GAP_LIMIT``: a request is answered, anything else dropped (said once a gap)."""
@@ -682,6 +701,11 @@ class Relay:
             # The new daemon's servers may differ: the host should list tools, resources and prompts again
             # (after the updates held, which came before).
             self._write(self._release_held() + _LIST_CHANGED)
+        self._send_waiting(now)
+
+    def _send_waiting(self, now: float) -> None:
+        """What waited for a daemon goes to the one just attached, but what the host withdrew."""
+        self._set_waiting(self.waiting)
         waiting = self.waiting
         self._set_waiting([])
         self._refused_in_gap = False

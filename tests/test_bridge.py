@@ -14,6 +14,8 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
+import time
 import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -1316,3 +1318,53 @@ def test_a_host_answer_over_the_limit_fails_the_daemons_request_at_once() -> Non
     codes = [(m["id"], m.get("error", {}).get("code")) for m in sent]
     assert codes == [(7, INTERNAL_ERROR), ("s", INTERNAL_ERROR), (9, None)], codes
     assert "65536" in sent[0]["error"]["message"]
+
+
+def test_a_request_the_host_cancels_in_a_gap_is_not_run_by_the_next_daemon_however_full_the_gap(
+    tmp_path: Path,
+) -> None:
+    """During a gap the host sends a tool call, then a long one that fills ``GAP_LIMIT``, then
+    cancels the first: the next daemon is sent the long call only, never the one cancelled. Before,
+    the cancel came past the bound and was dropped like any notification, while the call it
+    cancelled, held before, was sent to the next daemon and run."""
+    ours, daemons = socket.socketpair()
+    received = bytearray()
+
+    def drain() -> None:  # the next daemon reads all it is sent (16 MiB: more than a socket holds)
+        while chunk := daemons.recv(1 << 20):
+            received.extend(chunk)
+
+    reader = threading.Thread(target=drain)
+    with tempfile.TemporaryFile() as out:
+        relay = Relay(
+            str(tmp_path / "no-daemon.sock"),
+            config=None,
+            state=SessionState(),
+            autostart=False,
+            stdout=out.fileno(),
+        )
+        call: dict[str, Any] = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "deploy"},
+        }
+        relay._from_host(json.dumps(call).encode())
+        blob = "x" * (GAP_LIMIT - 700)
+        relay._from_host(
+            json.dumps({**call, "id": 2, "params": {"name": "store", "arguments": {"blob": blob}}}).encode()
+        )
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
+        relay._from_host(json.dumps(cancel).encode())
+        reader.start()
+        try:
+            relay._attach(Channel(ours, HelloResult(protocol=1, version="test", pid=0), [], FrameBuffer()))
+            relay._send_waiting(time.monotonic())
+        finally:
+            relay._close()
+            reader.join(30)
+            daemons.close()
+    sent = [json.loads(data) for data in FrameBuffer().feed(bytes(received))]
+    cancelled = {m["params"]["requestId"] for m in sent if m.get("method") == "notifications/cancelled"}
+    run = [m["id"] for m in sent if m.get("method") == "tools/call" and m["id"] not in cancelled]
+    assert run == [2], run
