@@ -1368,3 +1368,26 @@ def test_a_request_the_host_cancels_in_a_gap_is_not_run_by_the_next_daemon_howev
     cancelled = {m["params"]["requestId"] for m in sent if m.get("method") == "notifications/cancelled"}
     run = [m["id"] for m in sent if m.get("method") == "tools/call" and m["id"] not in cancelled]
     assert run == [2], run
+
+
+def test_a_wake_in_a_gap_costs_the_same_however_many_lines_wait(tmp_path: Path) -> None:
+    """A host writes a line at a time (a wake of the relay each) while there is no daemon: holding
+    30,000 lines costs well under a second of CPU. Before, each wake looked at every line held (the
+    oldest, and those due), quadratic: 9 s for 20,000, 80 s for the 60,000 ``GAP_LIMIT`` holds."""
+    with tempfile.TemporaryFile() as out:
+        relay = Relay(
+            str(tmp_path / "no-daemon.sock"),
+            config=None,
+            state=SessionState(),
+            autostart=False,
+            stdout=out.fileno(),
+        )
+        line = json.dumps({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}).encode()
+        started = time.process_time()
+        for _ in range(30_000):
+            relay._from_host(line)
+            relay._tick()
+            relay._timeout(None)
+        spent = time.process_time() - started
+    assert len(relay.waiting) == 30_000
+    assert spent < 3.0, spent
