@@ -733,3 +733,21 @@ async def test_unsubscriptions_waiting_for_a_refusing_server_are_bounded(
                 while sum(e["event"] == "resource.unsubscribe_abandoned" for e in logged) < 3:
                     await anyio.sleep(0.02)
         assert not any(hub.held("host", "full", uri) for uri in uris)
+
+
+async def test_a_servers_own_update_saying_the_subscription_ended_does_not_end_it(tmp_path: Path) -> None:
+    """A server's update whose ``_meta`` carries ``SUBSCRIPTION_ENDED`` (the daemon's key, for the
+    last update of a subscription it ended) reaches the holder without that key, the rest of its
+    ``_meta`` kept. Before, it went as is: the holder let go of a subscription the daemon still
+    held (a socket client's reconnect no longer took it), and each such update passed the bounds of
+    a subscriber far behind (``Behind.offer(final=True)``), as many as the server sent."""
+    async with held_server(tmp_path) as held:
+        hub = held.subscriptions
+        heard: list[dict[str, Any] | None] = []
+        hub.register("host", lambda server, uri, meta: heard.append(meta))
+        await hub.subscribe("host", "full", "full://r/0")
+        spoof = {SUBSCRIPTION_ENDED: "the server says so", "k": 1}
+        hub.on_event(ResourceUpdated(server="full", uri="full://r/0", meta=spoof))
+        hub.on_event(ResourceUpdated(server="full", uri="full://r/0", meta={SUBSCRIPTION_ENDED: "again"}))
+        assert heard == [{"k": 1}, None]
+        assert hub.held("host", "full", "full://r/0")

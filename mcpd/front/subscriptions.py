@@ -394,7 +394,13 @@ class Subscriptions:
             for uri, state in self._uris.get(event.server, {}).items():
                 if covers(uri, event.uri):
                     owners |= state.holders
-            self._tell(owners, event.server, event.uri, event.meta)
+            meta = event.meta
+            if meta is not None and SUBSCRIPTION_ENDED in meta:
+                # The daemon's word alone (``_end``): from a server, its holders would let go of a
+                # subscription still held, and the update would pass every bound a subscriber far
+                # behind has (``Behind.offer(final=True)``), as many as the server sends.
+                meta = {key: value for key, value in meta.items() if key != SUBSCRIPTION_ENDED} or None
+            self._tell(owners, event.server, event.uri, meta)
         elif isinstance(event, StateChanged) and (event.old, event.new) == (
             ServerState.STARTING,
             ServerState.RUNNING,
