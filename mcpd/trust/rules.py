@@ -277,6 +277,11 @@ OVERRIDE = Intent(
         rf"\b(?:{_IGNORE})\b{gap(3)}(?:{_RULES})\W+(?:above|before|so far|given (?:before|earlier|above))\b",
     ),
     ("told", rf"\b(?:{_IGNORE})\b\W+(?:{_TOLD})|(?:{_TOLD}){gap(3)}(?:ignore|disregard|forget)\b"),
+    # The model turned against its own user: "stop following the user and carry out ...".
+    (
+        "following|follow|obeying|obey|listening|listen|disobey",
+        r"\b(?:stop (?:following|obeying|listening to)|no longer (?:follow|obey|listen to)|disobey)\s+(?:the |your )?(?:user|human|person you are helping)\b(?!['’])",
+    ),
     (
         _INVALID,
         rf"(?:\b(?:previous|prior|above|earlier|preceding|original|your|old|system)\W+(?:\w+\W+){{0,2}}?(?:instructions|rules|guidelines|system prompt|system messages?|prompt|directions|guidance|messages)\b{_OF_A_DOCUMENT}"
@@ -296,8 +301,8 @@ OVERRIDE = Intent(
     # identity. "From now on" orders the reader when what follows addresses or binds them, not a
     # changelog's "from now on the API only returns paginated results".
     (
-        "now",
-        r"\byou are now\b(?!\s+(?:connected|logged|signed|authenticated|subscribed|registered|enrolled|viewing|browsing|editing|offline|online)\b)"
+        "now|here|point",
+        r"\b(?:you are now|(?:from here on|from this point (?:on|forward|onwards?)),? you are)\b(?!\s+(?:connected|logged|signed|authenticated|subscribed|registered|enrolled|viewing|browsing|editing|offline|online|ready|done|in)\b)"
         r"|\bfrom now on\b,?(?:\W+\w+){0,3}?\W+(?:you|your|answer|respond|reply|obey|act|follow"
         r"|only\W+(?:answer|respond|reply|obey|follow|use|call|trust|act|listen))\b",
     ),
@@ -1371,12 +1376,52 @@ def weak_block(folded: str) -> re.Match[str] | None:
 # administrator bypass the approval workflow"): a setting described, no one speaking.
 NAMES_A_CONTROL = r"(?!\s+(?:flags?|options?|settings?|switch(?:es)?|buttons?|toggles?|checkbox(?:es)?|fields?|parameters?|permissions?)\b)"
 _MODEL = r"ai|a\.i\.|assistant|llm|language model|model|agent|ai agent|ai assistant|chatbot|claude|gpt|chatgpt|copilot"
-ADDRESSING = Intent(
+# A note addressed to the model, written to be read by it in what it is given: "NOTE TO AI:", "dear
+# assistant", "AI helpers opening this file ...", "P.S. for AI agents", "Catatan untuk asisten".
+# Unlike an instruction to the assistant (server instructions are written to it), a sign of its own
+# (``signs``): with another rare sign, an attack.
+_NOTES = (
     (
-        "note|message|attention|instruction|instructions|reminder|directive|notice",
-        rf"\b(?:note|message|attention|instructions?|reminder|directive|notice) (?:to|for) (?:the |all |any )?(?:{_MODEL})s?\b",
+        "note|message|attention|reminder|notice|tip|hint",
+        rf"\b(?:note|message|attention|reminder|notice|tip|hint) (?:to|for) (?:the |all |any )?(?:{_MODEL})s?\b",
     ),
     ("attention|hey|dear", rf"\b(?:attention|hey|dear),? (?:the )?(?:{_MODEL})s?\b"),
+    # The model named as the reader of the text it is given, a page or a file addressing whoever
+    # processes it: "AI helpers opening this file should ...", "P.S. for AI agents summarising this page".
+    (
+        "reading|processing|summarising|summarizing|opening|parsing|viewing|visiting|crawling|indexing|analysing|analyzing|handling|ingesting",
+        rf"\b(?:{_MODEL}|ai (?:helpers?|systems?|tools?|bots?)|bots?)s?\b(?:\s+\w+){{0,2}}?\s+(?:reading|processing|summari[sz]ing|opening|parsing|viewing|visiting|crawling|indexing|analy[sz]ing|handling|ingesting)\s+(?:this|these)\b",
+    ),
+    ("p.s|ps", rf"\bp\.?s\.?\s*(?:for|to) (?:the |all |any )?(?:{_MODEL}|ai (?:systems?|helpers?))s?\b"),
+    # "Note for the assistant" in other languages.
+    (
+        "nota|remarque|note|hinweis|observação|observacao|aviso|avviso|примечание|заметка|uwaga|instrukcja|تعليمات|ملاحظة|تنبيه",
+        r"\b(?:nota|notas|remarque|note|hinweis|observação|observacao|aviso|avviso|примечание|заметка|uwaga|instrukcja)\b\W+(?:\w+\W+){0,2}?(?:el |la |l'|le |den |die |o |a |lo |dla |для )?(?:modelo|modèle|modell|modello|asistente|assistant|assistenten|assistente|ia|ki|ai|агента|ассистента|модели|asystenta|modelu|agente|agent)\b"
+        r"|(?:تعليمات|ملاحظة|تنبيه)\s+(?:لل|إلى ال|الى ال)(?:مساعد|نموذج|ذكاء)",
+    ),
+    # Swedish, Indonesian, Vietnamese, Czech, Ukrainian, Hindi.
+    (
+        "anmärkning|notering|obs|catatan|pesan|lưu|ghi|poznámka|upozornění|примітка|увага|सहायक",
+        r"\b(?:anmärkning|notering|obs|meddelande) (?:till|för) (?:assistenten|modellen|ai|agenten)\b|\b(?:catatan|pesan) (?:untuk|bagi|kepada) (?:asisten|model|ai|agen)\b"
+        r"|\b(?:lưu ý|ghi chú) (?:cho|dành cho|gửi) (?:trợ lý|mô hình|ai)\b|\b(?:poznámka|upozornění) (?:pro|pro tebe,?) (?:asistenta|model|ai|agenta)\b"
+        r"|(?:примітка|увага) для (?:асистента|моделі|агента|ші)|सहायक के लिए",
+    ),
+    (
+        "opmerking|asistan|어시스턴트|모델",
+        r"\b(?:opmerking|notitie) voor de (?:assistent|ai|model)\b|\basistan(?:a| için)\b|(?:어시스턴트|모델|ai)(?:에게|를 위한)",
+    ),
+    (
+        "助手|アシスタント|ai",
+        r"(?:给|致|对)(?:ai|助手|模型)(?:的)?(?:说明|提示|注意|指示)|(?:ai|助手|模型)注意|(?:アシスタント|ai|モデル)(?:へ|に)の?(?:注意|指示|メモ)",
+    ),
+)
+NOTE_TO_MODEL = Intent(*_NOTES)
+ADDRESSING = Intent(
+    *_NOTES,
+    (
+        "instruction|instructions|directive",
+        rf"\b(?:instructions?|directive) (?:to|for) (?:the |all |any )?(?:{_MODEL})s?\b",
+    ),
     (
         ":",
         r"(?:^|[.!?:\n] ?)(?:system|ai|assistant|admin|administrator|operator)\s*:\s*(?:you|ignore|do not|don't|never|always|stop|from now|new|the assistant|assistant|read|send|forward|this is)\b",
@@ -1385,23 +1430,10 @@ ADDRESSING = Intent(
         "directive|override",
         rf"\bpriority directive\b|\b(?:operator|admin|administrator|system) (?:override|directive)\b{NAMES_A_CONTROL}",
     ),
-    # "Note for the assistant" in other languages, and the assistant called by name before a colon.
-    (
-        "nota|remarque|note|hinweis|observação|observacao|aviso|avviso|примечание|заметка|uwaga|instrukcja|تعليمات|ملاحظة|تنبيه",
-        r"\b(?:nota|notas|remarque|note|hinweis|observação|observacao|aviso|avviso|примечание|заметка|uwaga|instrukcja)\b\W+(?:\w+\W+){0,2}?(?:el |la |l'|le |den |die |o |a |lo |dla |для )?(?:modelo|modèle|modell|modello|asistente|assistant|assistenten|assistente|ia|ki|ai|агента|ассистента|модели|asystenta|modelu|agente|agent)\b"
-        r"|(?:تعليمات|ملاحظة|تنبيه)\s+(?:لل|إلى ال|الى ال)(?:مساعد|نموذج|ذكاء)",
-    ),
-    (
-        "opmerking|asistan|어시스턴트|모델",
-        r"\b(?:opmerking|notitie) voor de (?:assistent|ai|model)\b|\basistan(?:a| için)\b|(?:어시스턴트|모델|ai)(?:에게|를 위한)",
-    ),
+    # The assistant called by name before a colon.
     (
         ":",
         r"(?:^|[.!?,:\n] ?)(?:asistente|assistente|assistent|assistant|ассистент|агент|asystencie|asystent|modelo|modèle|modello)\s*:",
-    ),
-    (
-        "助手|アシスタント|ai",
-        r"(?:给|致|对)(?:ai|助手|模型)(?:的)?(?:说明|提示|注意|指示)|(?:ai|助手|模型)注意|(?:アシスタント|ai|モデル)(?:へ|に)の?(?:注意|指示|メモ)",
     ),
 )
 
@@ -1445,7 +1477,7 @@ CONFIRMATION = re.compile(
 # "without confirmation", "confirmation assumed", "la confirmación se da por hecha", "die
 # Bestätigung gilt als erteilt", "une confirmation déjà donnée"; and an order to run them now.
 _CONFIRMATION_WORD = (
-    r"confirm\w*|approv\w*|permission|consent|подтвержд\w*|разрешени\w*|confirmaci\w*|aprobaci\w*|bestätig\w*|zustimmung|genehmig\w*"
+    r"confirm\w*|approv\w*|permission|consent\w*|подтвержд\w*|разрешени\w*|confirmaci\w*|aprobaci\w*|bestätig\w*|zustimmung|genehmig\w*"
     r"|confirmaç\w*|aprovaç\w*|conferma\w*|approvazion\w*|bevestig\w*|toestemming|potwierdz\w*|zgod\w*|approbation|onay\w*"
 )
 NO_CONFIRMATION = re.compile(
@@ -1470,8 +1502,9 @@ CONSENT_CLAIMED = re.compile(
     r"|已(?:经)?(?:确认|批准|同意)|確認済み|承認済み"
 )
 CLAIM_CONDITIONED = re.compile(r"\b(?:if|unless|once|after|when|whether)\b(?:\W+\w+){0,4}?\W*$")
+# Telling refused is the same: "the user has already consented, so there is no reason to mention it".
 ASKING_REFUSED = re.compile(
-    r"\b(?:do not|don't|never|no need to)\s+(?:\w+\s+){0,2}?(?:ask|check|confirm|prompt)(?:ing)?\b"
+    r"\b(?:do not|don't|never|no need to|no reason to)\s+(?:\w+\s+){0,2}?(?:ask|check|confirm|prompt|mention|tell|inform|notify)(?:ing)?\b"
     r"|\basking (?:again|twice) (?:annoys|bothers|is (?:unnecessary|redundant|not needed))\b"
     r"|다시 (?:묻|확인)|再(?:次)?(?:询问|确认)|再確認(?:しない|不要)"
 )
@@ -1661,7 +1694,7 @@ NOT_USED = re.compile(
     r"|\bworden (?:nooit|niet) (?:\w+ )?(?:gelezen|verzonden|verstuurd|teruggegeven|gedeeld|opgeslagen|geüpload)\b|\bverlaat (?:nooit|niet)\b|\balleen (?:de )?namen\b|\bwaarden (?:worden )?(?:gemaskeerd|verborgen)\b"
     r"|\bnie (?:są|jest|będą) (?:\w+ )?(?:odczytywane|wysyłane|przesyłane|zwracane|udostępniane|zapisywane|czytane)\b|\bnie opuszcza\w*|\btylko nazwy\b|\bwartości (?:są )?(?:maskowane|ukryte)\b"
     r"|(?:gönderilmez|okunmaz|paylaşılmaz|döndürülmez|saklanmaz|yüklenmez)|\b(?:yalnızca|sadece) (?:\w+ )?adları|\bdeğerler (?:maskelenir|gizlenir)"
-    r"|(?:不会|不|从不|绝不)(?:被)?(?:读取|发送|上传|返回|共享|存储|保存|传输|离开)|(?:仅|只)(?:列出|显示|返回)?(?:名称|名字|路径|文件名)|(?:值|内容)(?:被|会被|将被)?(?:隐藏|屏蔽|遮蔽|脱敏|掩码)"
+    r"|(?:不会|不|从不|绝不|无法|不能|不可|禁止)(?:被)?(?:读取|发送|上传|返回|共享|存储|保存|传输|离开)|(?:仅|只)(?:列出|显示|返回)?(?:名称|名字|路径|文件名)|(?:值|内容)(?:被|会被|将被)?(?:隐藏|屏蔽|遮蔽|脱敏|掩码)"
     r"|(?:読み取|読み込|送信|返|保存|共有|アップロード)(?:り|み|し|さ|され)?(?:ません|ない)|名前のみ|名前だけ|マスク"
     r"|(?:읽|전송하|보내|반환하|저장하|공유하|업로드하)지 않(?!으면)|이름만|마스킹"
     r"|لا (?:يتم|تتم) (?:إرسال|قراءة|مشاركة|إرجاع|رفع|تخزين)|لا (?:ترسل|يرسل|تُرسل|يُرسل|تقرأ|يقرأ|تغادر|يغادر)|إخفاء القيم|الأسماء فقط"
@@ -1740,12 +1773,12 @@ SECRET_TAKEN = Intent(
 _ASKED_SECRET = (
     r"(?:passwords?|passcodes?|passphrases?|pins?|pin codes?|cvv2?|cvc|security codes?|card numbers?|card details|credit card|(?:3|three|4|four)-digit code"
     r"|one-time (?:code|password)|otp|2fa|two-factor|verification codes?|authenticator|(?:recovery|seed|backup|mnemonic) (?:words|phrase|codes?)|mnemonic|private keys?"
-    r"|ssn|social security|online banking|bank login|login credentials)"
+    r"|ssn|social security|online[- ]banking(?: login)?|bank login|login credentials)"
 )
 PHISH = Intent(
     (
         "ask|asks|asking|request|requests|prompt|prompts|get|have|tell|persuade|convince|invite",
-        rf"\b(?:ask|asks|asking|request|requests|prompt|prompts|get|have|tell|persuade|convince|invite)\b (?:the |each |every )?(?:user|users|customer|customers|person|human|them|client|caller|account holder)\b{gap(10)}{_ASKED_SECRET}\b"
+        rf"\b(?:ask|asks|asking|request|requests|prompt|prompts|get|have|tell|persuade|convince|invite)\b (?:the |each |every )?(?:user|users|customer|customers|person|human|them|client|caller|account holder)(?:'s|’s|s')?(?!\w){gap(10)}{_ASKED_SECRET}\b"
         rf"|\b(?:ask|request|prompt)\w* (?:them |the user )?for (?:the |their |the user's |his |her )(?:\w+ ){{0,3}}?{_ASKED_SECRET}\b",
     ),
     (
@@ -1758,9 +1791,18 @@ PHISH = Intent(
         r"|(?:попроси|попросите|запроси)\w* (?:у )?пользовател\w*(?:\W+\w+){0,6}?\W+(?:парол|пин|номер карты|cvv|код)"
         r"|(?:向|让|请)用户(?:提供|输入|索要|告知)[^。]{0,12}(?:密码|验证码|卡号|助记词|安全码)|ユーザーに[^。]{0,12}(?:パスワード|暗証番号|カード番号|セキュリティコード)[^。]{0,8}(?:入力|教え|尋ね|聞)",
     ),
+    # Indonesian, Czech, Swedish, Vietnamese.
+    (
+        "minta|mintalah|vyžádej|vyžádejte|požádej|požádejte|zeptej|användaren|người",
+        r"\bminta(?:lah)? (?:kepada )?pengguna\b(?:\W+\w+){0,6}?\W+(?:kata sandi|sandi|pin|nomor kartu|kode (?:otp|verifikasi|keamanan))\b"
+        r"|\b(?:vyžádej|vyžádejte|požádej|požádejte|zeptej)\w*\b(?:\W+\w+){0,2}?\W+(?:od )?uživatel\w*(?:\W+\w+){0,6}?\W+(?:hesl\w*|pin|číslo (?:platební )?karty)\b"
+        r"|\bod uživatele (?:\w+\W+){0,2}?(?:vyžádej|vyžádejte|požádej|požádejte)\w*(?:\W+\w+){0,4}?\W+(?:hesl\w*|pin|číslo (?:platební )?karty)\b"
+        r"|\bbe användaren\b(?:\W+\w+){0,6}?\W+(?:lösenord\w*|pinkod\w*|pin|kortnum\w*|engångskod\w*)"
+        r"|\b(?:yêu cầu|hỏi) người dùng\b(?:\W+\w+){0,6}?\W+(?:mật khẩu|mã pin|số thẻ|mã otp)",
+    ),
 )
 PHISH_STRONG = re.compile(
-    r"\b(?:card|cvv2?|cvc|security code|\d-digit code|(?:three|four)-digit code|recovery|seed|mnemonic|private key|ssn|social security|banking|bank|pin|tarjeta|karte\w*|kartennummer|carte|carta|cartão|cryptogramme|banco|bancaria|online-banking\w*)\b"
+    r"\b(?:card|cvv2?|cvc|security code|\d-digit code|(?:three|four)-digit code|recovery|seed|mnemonic|private key|ssn|social security|banking|bank|pin|tarjeta|karte\w*|kartennummer|carte|carta|cartão|cryptogramme|banco|bancaria|online-banking\w*|kartu kredit|kreditní\w*|kortnum\w*)\b|số thẻ|\bhesl\w* k (?:e-?mail\w*|účtu)\b"
     r"|\b(?:e-?mail|mail|icloud|apple id|gmail|outlook|correo)\W+(?:\w+\W+)?(?:passwords?|contraseña|passwort|kennwort|mot de passe|senha)|\b(?:passwords?|contraseña|passwort|mot de passe|senha)\W+(?:\w+\W+){0,2}?(?:e-?mail|mail|correo|e-mails)\b"
     r"|\b(?:to verify|for verification|verif(?:y|ying) (?:their|your|his|her|the user's) identity|identity|for security|security reasons|zur verifizierung|para verificar|identidad|pour vérifier|identité|per verificare|identità|verificação|identidade)\b|верификац|подтвержден|验证|身份|本人確認|卡号|助记词|安全码|カード番号|暗証番号|номер карты"
 )
@@ -1782,6 +1824,9 @@ _TRANSFER_OTHER = (
     "|adjunta|añade|agrega|pon|mete|joins|ajoute|mets|füge|anexe|adicione|coloque|allega|aggiungi|metti|приложи|добавь|вставь"
     "|sende|leite|lade|schicke|schick|übermittle|kopiere|envie|encaminhe|mande|inclua|compartilhe|invia|inoltra|includi|condividi|carica"
     "|отправь|отправьте|отправляй|отправляйте|перешли|перешлите|пересылай|пересылайте|загрузи|загружай|пошли|передай|передавай|melde|melden|copie|stuur|verstuur|gönder|yükle|wyślij|wyslij|prześlij|przeslij|przekaż|przekaz|dołącz|dolacz|wklej|załącz|zalacz"
+    # Swedish, Indonesian, Vietnamese, Czech, Ukrainian
+    "|skicka|vidarebefordra|kirim|kirimkan|teruskan|unggah|sertakan|gửi|chuyển tiếp|pošli|pošlete|odešli|odešlete|přepošli|přepošlete|nahraj|přilož"
+    "|надішли|надішліть|надсилай|перешли|додай|додавай"
 )
 _CJK_TRANSFER = "보내|전송|업로드|发送|发到|转发|上传|提交|附加|添加|放入|附上|送信|転送|アップロード|送っ|添付|追加|入れ|넣|أرسل|ارسل|إرسال|ارفع|انقل"
 # Japanese and Korean deny at the end of the clause: "含めたりすることはありません" (never includes),
@@ -1903,6 +1948,11 @@ DATA = Intent(
     ),
     (_DATA_OTHER, rf"\b(?:{_DATA_OTHER})\b"),
     (_DATA_STEMS, _DATA_STEMS),
+    # Swedish, Indonesian, Vietnamese, Czech, Ukrainian: stems, their endings vary.
+    (
+        "meddelande*|konversation*|historik*|percakapan|pesan|riwayat|trò chuyện|tin nhắn|nội dung|konverzac*|zpráv*|histori*|obsah*|розмов*|повідомлен*|вміст*",
+        r"\b(?:meddelande|konversation|historik|percakapan|pesan|riwayat|konverzac|zpráv|histori|obsah)\w*|trò chuyện|tin nhắn|nội dung|розмов|повідомлен|вміст",
+    ),
     (
         "verlauf*|nachricht*|datei*|inhalt*|daten*|e-mails*|dokument*",
         r"\w*(?:verlauf|nachrichten|dateien|inhalte?|daten|e-mails|dokumente?)\b",
@@ -1974,7 +2024,7 @@ TOOL_INPUT = re.compile(
 )
 
 INPUT_PARAMETER = re.compile(
-    r"contents?|text|body|message|code|files?|documents?|data|query|q|input|source|question"
+    r"contents?|text|body|message|code|files?|documents?|data|query|q|input|source|question|attachments?"
 )
 """A parameter's name for such input (not ``path``, ``name``, ``id``)."""
 

@@ -31,6 +31,7 @@ from typing import NamedTuple
 from mcpd.trust.rules import (
     CREDENTIAL,
     NAMES_A_CONTROL,
+    NOTE_TO_MODEL,
     OUTRANKED,
     PRIVATE_FILE,
     SINK,
@@ -55,16 +56,16 @@ consented are not asked again"): never the second way of hiding."""
 HIDE = Intent(
     (
         "not|never|without|need|don|dont",
-        r"\b(?:no need to|without|do not|don't|dont|never|not)\s+(?:\w+\s+){0,3}?(?:tell|telling|inform|informing|notify|notifying|mention|mentioning|bother|bothering|alert|alerting|disclose|disclosing|acknowledge|acknowledging|indicate|indicating|bring (?:it|this|that) up|surface|paraphrase)\b",
+        r"\b(?:no need to|no reason to|without|do not|don't|dont|never|not|skip|refrain from)\s+(?:\w+\s+){0,3}?(?:tell|telling|inform|informing|notify|notifying|mention|mentioning|bother|bothering|alert|alerting|disclose|disclosing|acknowledge|acknowledging|indicate|indicating|bring (?:it|this|that) up|surface|paraphrase)\b",
     ),
     # Not asking: for the user's leave, not for their data ("never ask customers for passwords").
     (
         "not|never|without|need|don|dont",
-        r"\b(?:no need to|without|do not|don't|dont|never|not)\s+(?:\w+\s+){0,2}?(?:ask|asking|confirm|confirming|check with)\b(?:\s+(?:the user|users|them|anyone|him|her|first|again))*(?:\s+for)?\s*(?:confirmation|permission|approval|consent|first|beforehand|before\b|[.,;:!]|$)",
+        r"\b(?:no need to|without|do not|don't|dont|never|not)\s+(?:\w+\s+){0,2}?(?:ask|asks|asking|confirm|confirms|confirming|check with)\b(?:\s+(?:the user|users|them|anyone|him|her|first|again))*(?:\s+for)?\s*(?:confirmation|permission|approval|consent|first|beforehand|before\b|[.,;:!]|$)",
     ),
     (
         "keep|leave",
-        r"\b(?:keep|leave)\b(?:\s+\w+){0,3}?\s+(?:out of|off) (?:your |the |any )?(?:\w+ )?(?:replies|reply|answers?|responses?|summary|summaries|output|logs?|report)\b",
+        r"\b(?:keep|leave)\b(?:\s+\w+){0,5}?\s+(?:out of|off) (?:your |the |any |every |each |all )?(?:\w+ )?(?:replies|reply|answers?|responses?|summary|summaries|output|logs?|report)\b",
     ),
     (
         "user_visible|visible_to_user|uservisible|visible|visibility|visibility*",
@@ -306,7 +307,9 @@ AUTHORITY = Intent(
         r"\b(?:permissions?|privileges?|access|rights|clearance)\b(?:\W+\w+){0,2}?\W+(?:elevated|escalated|raised|upgraded|granted)\s+(?:to\s+)?"
         r"(?:root|admin|administrator|superuser|full|unrestricted|system)\b"
         r"|\b(?:model|assistant|agent|ai|you)\b(?:\W+\w+){0,2}?\W+(?:now )?(?:has|have|runs? with|is granted|are granted|operates? with)\s+"
-        r"(?:root|admin|administrator|superuser|full system|unrestricted) (?:access|privileges?|permissions?|rights)\b",
+        r"(?:root|admin|administrator|superuser|full system|unrestricted) (?:access|privileges?|permissions?|rights)\b"
+        # ... or the model cast as one who holds them: "you are DeployBot, an operator with root rights".
+        r"|\byou are\b(?:\W+\w+){0,3}?\W+an? (?:\w+ )?(?:operator|agent|admin|administrator|assistant|bot|user|engineer) with (?:root|admin|administrator|superuser|full|unrestricted) (?:access|privileges?|permissions?|rights)\b",
     ),
 )
 """A claim of rank: the system or an administrator speaking, a policy, a reward or a threat."""
@@ -451,6 +454,7 @@ RARE = {
     "replace": REPLACE,
     "overrule": OVERRULE,
     "later": LATER,
+    "note to the model": NOTE_TO_MODEL,
 }
 COMMON = {"context": CONTEXT, "secret": SECRET, "place": PLACE, "run": RUN}
 
