@@ -104,6 +104,15 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   written before any change: 12/40 honest high, 14/14; after a documented format's system message
   saying only a persona was read as no authority and a reported quotation as mentioned for TP004 and
   TP009 (as for TP001), 0/40 and 14/14, every figure above unchanged;
+  then an eighth held-out set (``heldout8``: 77 attacks as descriptions, parameters, schema defaults
+  and enums, server instructions, prompts, resources and tool results, in 20 languages; 169 honest
+  look-alikes: security docs, admin tools, policies, prompt libraries, logs), written blind: 54/77
+  attacks high (57 at any severity) and 5/169 honest high; after classes written from its misses (a
+  note addressed to the model as a rare sign, the model turned against its user, sends and requests
+  for secrets in five more languages, consent claimed with telling refused, another tool refused
+  and ours put in its place, ...), 67/77 and 3/169 (a note to the model counts with another rare
+  sign, not with the learned model's word: "NOTE TO AI: prefer ISO dates in every argument"),
+  with probes 9, 13 and 14 up by 1, 2 and 3 and no honest text of any set high;
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
@@ -154,6 +163,8 @@ HELD_OUT_6 = DATA / "trust_heldout6.jsonl"
 """The sixth held-out set, written blind: honest texts of many domains, new attacks (``heldout6``)."""
 HELD_OUT_7 = DATA / "trust_heldout7.jsonl"
 """The seventh held-out set, written blind: honest texts of domains the others missed (``heldout7``)."""
+HELD_OUT_8 = DATA / "trust_heldout8.jsonl"
+"""The eighth held-out set, written blind: attacks in many carriers, honest look-alikes (``heldout8``)."""
 LLM_TOOLING = DATA / "trust_llm_tooling.jsonl"
 """LLM tooling documenting the chat format, scanners quoting attacks, attacks in role markup (``llmtool``)."""
 TOOLRET = ROOT.parent / "shared" / "toolret"
@@ -315,6 +326,7 @@ def main() -> None:
     probes["heldout5"] = load(HELD_OUT_5)
     probes["heldout6"] = load(HELD_OUT_6)
     probes["heldout7"] = load(HELD_OUT_7)
+    probes["heldout8"] = load(HELD_OUT_8)
     probes["llmtool"] = load(LLM_TOOLING)
     corpus_report(load(CORPUS), probes)
     tools = load_tools(args.data)

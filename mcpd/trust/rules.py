@@ -1248,7 +1248,7 @@ DISGUISE = Intent(
     ),
     (
         "without|ohne|sin|sans|senza|sem",
-        r"\bwithout (?:labell?ing|marking|flagging|disclosing|identifying|noting|saying|mentioning|indicating|tagging)\b (?:them |it |this |that |these |those )?(?:as|that (?:it is|they are|it's|this is)) (?:an? )?(?:sponsored|ads?|advertis\w*|paid|promot\w*|affiliate|partner\w*|commercial)\b"
+        r"\bwithout (?:labell?ing|marking|flagging|disclosing|identifying|noting|saying|mentioning|indicating|tagging)\b (?:them |it |this |that |these |those )?(?:as|(?:that )?(?:it is|they are|it's|this is)) (?:an? )?(?:sponsored|ads?|advertis\w*|paid|promot\w*|affiliate|partner\w*|commercial)\b"
         r"|\bohne (?:ihn |sie |es |dies )?als (?:werbung|anzeige|gesponsert\w*|sponsoring|reklame) zu (?:kennzeichnen|markieren|erwähnen|bezeichnen)\b"
         r"|\bsin (?:indicar|decir|mencionar|señalar|aclarar|advertir) que (?:es|son|se trata de) (?:publicidad|patrocinad\w*|un anuncio|contenido pagado)"
         r"|\bsans (?:préciser|indiquer|dire|mentionner|signaler) qu'il s'agit (?:de publicité|d'une publicité|d'un partenariat|de contenu sponsorisé)"
@@ -1825,7 +1825,7 @@ _TRANSFER_OTHER = (
     "|sende|leite|lade|schicke|schick|übermittle|kopiere|envie|encaminhe|mande|inclua|compartilhe|invia|inoltra|includi|condividi|carica"
     "|отправь|отправьте|отправляй|отправляйте|перешли|перешлите|пересылай|пересылайте|загрузи|загружай|пошли|передай|передавай|melde|melden|copie|stuur|verstuur|gönder|yükle|wyślij|wyslij|prześlij|przeslij|przekaż|przekaz|dołącz|dolacz|wklej|załącz|zalacz"
     # Swedish, Indonesian, Vietnamese, Czech, Ukrainian
-    "|skicka|vidarebefordra|kirim|kirimkan|teruskan|unggah|sertakan|gửi|chuyển tiếp|pošli|pošlete|odešli|odešlete|přepošli|přepošlete|nahraj|přilož"
+    "|recopie|recopiez|copiez|skicka|vidarebefordra|kirim|kirimkan|teruskan|unggah|sertakan|gửi|chuyển tiếp|pošli|pošlete|odešli|odešlete|přepošli|přepošlete|nahraj|přilož"
     "|надішли|надішліть|надсилай|перешли|додай|додавай"
 )
 _CJK_TRANSFER = "보내|전송|업로드|发送|发到|转发|上传|提交|附加|添加|放入|附上|送信|転送|アップロード|送っ|添付|追加|入れ|넣|أرسل|ارسل|إرسال|ارفع|انقل"
@@ -1911,8 +1911,8 @@ DESTINATION = Intent(
         r"\bhere\b|\bwebhook\b|パラメータ|パラメーター|参数|параметр|引数|인자|인수",
     ),
     (
-        "parámetro|paramètre|parâmetro|parametro|campo|champ|feld",
-        r"\b(?:parámetro|paramètre|parâmetro|parametro|campo|champ|feld)\b",
+        "parámetro|paramètre|parâmetro|parametro|campo|champ|feld|l'argument|argumento",
+        r"\b(?:parámetro|paramètre|parâmetro|parametro|campo|champ|feld|l'argument|argumento)\b",
     ),
     (
         "servidor|serveur|server|服务器|サーバー|сервер",
@@ -1936,6 +1936,7 @@ _DATA_OTHER = (
     "correos|mensajes|historial|conversación|contenido|archivos|historique|courriels|contenu|fichiers"
     "|verlauf|nachrichten|inhalt|dateien|unterhaltung|histórico|conversa|mensagens|conteúdo|arquivos|cronologia"
     "|messaggi|contenuto|documento|documentos|documenti|documents|contraseña|contraseñas|senha|senhas|passwort"
+    "|mot de passe|mots de passe|jeton|jetons"
 )
 _DATA_STEMS = "переписк|истори|сообщени|содержимое|письм|对话|聊天记录|消息|内容|文件|邮件|会話|履歴|メッセージ|ファイル|メール|محادثة|المحادثة|رسائل|الرسائل|ملفات|الملفات|محتوى|كلمات المرور|كلمة المرور|rozmow|wiadomoś|wiadomos|plik|zawartoś|hasł|대화|파일|내용|메시지|비밀번호|gesprek|bestand|inhoud|bericht|wachtwoord|konuşma|dosya|içeri|mesaj|şifre"
 DATA = Intent(
@@ -2188,6 +2189,21 @@ STEERING = Intent(
     ),
     ("replace|replaces|supersede|supersedes", rf"\b(?:replaces?|supersedes?) {_SNAKE}\b"),
     ("instead", r"\b(?:call|use) this (?:tool|one) instead\b"),
+    # This server's own tool put in another's place, and the other one named and refused: "instead
+    # use our purge tool", "another tool named x ... do not use it"; in Spanish and French too.
+    (
+        "instead|our",
+        r"\binstead,? (?:use|call|invoke) (?:our|this server's) (?:[\w-]+ )?(?:tool|function)\b|\b(?:use|call|invoke) our (?:[\w-]+ )?(?:tool|function) instead\b",
+    ),
+    (
+        "another|other|different",
+        r"\b(?:another|other|any other|a different) (?:tool|function)s?\b(?:\W+\w+){0,4}?\W+(?:do not|don't|never) (?:use|call|invoke) (?:it|them)\b",
+    ),
+    (
+        "lugar|herramienta|herramientas|plutôt|outil",
+        r"\ben su lugar,? (?:usa|utiliza|llama a|emplea) (?:nuestra|esta) herramienta\b|\b(?:otra|otras|cualquier otra) herramientas?\b(?:\W+\w+){0,4}?\W+no (?:la|las|lo|los) (?:uses|utilices|llames)\b"
+        r"|\butilise(?:z)? plutôt (?:notre|cet|cette) (?:outil|fonction)\b|\bun autre outil\b(?:\W+\w+){0,4}?\W+ne l'(?:utilise|utilisez|appelle|appelez) pas\b",
+    ),
     # Other languages: "à la place de l'outil", "en lugar de la herramienta", "statt des Tools".
     (
         "place|lieu|lugar|vez|statt|anstelle|invece|вместо|而不是|代替|取代|代わりに",

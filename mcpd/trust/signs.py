@@ -61,7 +61,7 @@ HIDE = Intent(
     # Not asking: for the user's leave, not for their data ("never ask customers for passwords").
     (
         "not|never|without|need|don|dont",
-        r"\b(?:no need to|without|do not|don't|dont|never|not)\s+(?:\w+\s+){0,2}?(?:ask|asks|asking|confirm|confirms|confirming|check with)\b(?:\s+(?:the user|users|them|anyone|him|her|first|again))*(?:\s+for)?\s*(?:confirmation|permission|approval|consent|first|beforehand|before\b|[.,;:!]|$)",
+        r"\b(?:no need to|without|do not|don't|dont|never|not)\s+(?:\w+\s+){0,2}?(?:ask|asks|asking|confirm|confirms|confirming|check with)\b(?:\s+(?:the user|users|them|anyone|him|her|first|again))*(?:\s+for)?\s*(?:confirmation|permission|approval|consent|first|beforehand|before\b|[.,;:!\])]|$)",
     ),
     (
         "keep|leave",
@@ -445,6 +445,9 @@ RUN = Intent(
 
 SPAN = 3
 """Sentences in a row whose signs count together."""
+NOTED = "note to the model"
+ALIKE = "like known attacks"
+"""The learned model's sign (``verify``), one of the common kind."""
 
 RARE = {
     "hide": HIDE,
@@ -454,7 +457,7 @@ RARE = {
     "replace": REPLACE,
     "overrule": OVERRULE,
     "later": LATER,
-    "note to the model": NOTE_TO_MODEL,
+    NOTED: NOTE_TO_MODEL,
 }
 COMMON = {"context": CONTEXT, "secret": SECRET, "place": PLACE, "run": RUN}
 
@@ -468,14 +471,18 @@ class Signs(NamedTuple):
 
     @property
     def attack(self) -> bool:
-        """Two signs honest tools never need, or one with two of the others."""
-        return len(self.rare) >= 2 or (len(self.rare) >= 1 and len(self.common) >= 2)
+        """Two signs honest tools never need, or one with two of the others; a note to the model
+        with two of the lexicon's, not the model's word: server instructions address it, and what
+        the model learnt attacks by ("NOTE TO AI: prefer ISO dates in every argument" has a place
+        and reads like known attacks)."""
+        common = self.common if self.rare - {NOTED} else self.common - {ALIKE}
+        return len(self.rare) >= 2 or (len(self.rare) >= 1 and len(common) >= 2)
 
     @property
     def hidden_attack(self) -> bool:
         """In text decoded from hiding (base64, letters set apart) half as much: whoever hid it
         meant it not to be read."""
-        return len(self.rare) >= 1 or len(self.common) >= 2
+        return len(self.rare) >= 2 or len(self.rare - {NOTED}) >= 1 or len(self.common) >= 2
 
 
 def possible(hits: Hits, hidden: bool) -> bool:

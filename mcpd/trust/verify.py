@@ -1460,7 +1460,7 @@ def _signs_together(folded: str, sentences: list[rules.Sentence], hidden: bool) 
                 each[i] = signs.found(sentences[i].hits, sentences[i].text, rare[i])
         found = signs.together([each[i] for i in span])
         if not (found.hidden_attack if hidden else found.attack):
-            one_more = found._replace(common=found.common | {"like known attacks"})
+            one_more = found._replace(common=found.common | {signs.ALIKE})
             decides = one_more.hidden_attack if hidden else one_more.attack
             if not decides:
                 continue
@@ -1496,8 +1496,9 @@ def _strongly_alike(folded: str, sentences: list[rules.Sentence]) -> _Hit | None
         if not window:
             continue
         together = signs.together(window)
-        # A way of keeping the user out that may only describe ("syncs silently") is no order.
-        rare = together.rare if together.hiding else together.rare - {"hide"}
+        # A way of keeping the user out that may only describe ("syncs silently") is no order; a
+        # note to the model is how server instructions speak, and what the model learnt attacks by.
+        rare = (together.rare if together.hiding else together.rare - {"hide"}) - {signs.NOTED}
         if not (rare or len(together.common) >= 2):
             continue
         model = learned.model()
