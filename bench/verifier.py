@@ -110,7 +110,7 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   attacks high (57 at any severity) and 5/169 honest high; after classes written from its misses (a
   note addressed to the model as a rare sign, the model turned against its user, sends and requests
   for secrets in five more languages, consent claimed with telling refused, another tool refused
-  and ours put in its place, ...), 67/77 and 3/169 (a note to the model counts with another rare
+  and ours put in its place, ...), 68/77 and 3/169 (a note to the model counts with another rare
   sign, not with the learned model's word: "NOTE TO AI: prefer ISO dates in every argument"),
   with probes 9, 13 and 14 up by 1, 2 and 3 and no honest text of any set high;
 - every finding on every real tool of toolret (name, description, input schema) and on each

@@ -847,6 +847,13 @@ CONCEAL = Intent(
         _NEG_TRIGGER,
         rf"\b(?:{_NEG})\s+(?:\w+\s+){{0,2}}?(?:{_TELL})\b(?:[^\w']+[\w']+){{0,6}}?(?:[^\w']+|(?<=\w)')(?:{_WHOM})\b{_UNAUTHORISED}",
     ),
+    # The telling verb as a gerund right after what refuses it: "avoid telling them", "refrain from
+    # mentioning it to the user" (not "do not send without showing the user the draft"; not "skip",
+    # an option's effect: "quiet=true skips notifying the owner").
+    (
+        "avoid|refrain",
+        rf"\b(?:avoid|refrain from)\s+(?:(?:{_TELL})(?:ing)?|letting|surfacing|exposing)\b(?:[^\w']+[\w']+){{0,6}}?(?:[^\w']+|(?<=\w)')(?:{_WHOM})\b{_UNAUTHORISED}",
+    ),
     # In the third person, of what is done ("Deletes backups ... and never tells the user"); not
     # "never notifies the user unless a job fails", a notifier's setting.
     (
@@ -897,7 +904,7 @@ CONCEAL = Intent(
     ),
     (
         "out",
-        r"\b(?:leave|keep) (?:\w+ ){0,4}?out of (?:your|the) (?:reply|answer|response|summary|report|output)",
+        r"\b(?:leave|keep) (?:\w+ ){0,5}?out of (?:your|the|every|each|any|all) (?:reply|replies|answers?|responses?|summary|report|output)",
     ),
     (
         _NEG_TRIGGER,
