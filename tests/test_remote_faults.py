@@ -273,6 +273,21 @@ def test_retry_after_is_read_as_seconds_or_a_date() -> None:
     assert retry_after(email.utils.formatdate(now + 90, usegmt=True), now) == 90.0
     assert retry_after(email.utils.formatdate(now - 90, usegmt=True), now) == 0.0
     assert retry_after("soon", now) is None and retry_after(None, now) is None
+    # Digits to str.isdigit, not to float() nor to RFC 9110's DIGIT: asked for nothing.
+    assert retry_after("\u00b2", now) is None and retry_after("\u0663", now) is None
+
+
+async def test_a_429_with_an_unreadable_retry_after_leaves_the_connection_up() -> None:
+    """A tool call answered 429 with ``Retry-After: \u00b2`` (a superscript two): the call fails with
+    the status and the server stays running (before: the header's ValueError came out of the HTTP transport,
+    the connection dropped, the call failed as 'Connection closed' and the run ended)."""
+    async with hostile() as (actor, url):
+        await actor.wait_state(S.RUNNING, timeout=60)
+        await control(url, mode="status:429", methods=["tools/call"], arg="\u00b2")
+        with pytest.raises(TransportError, match="HTTP 429"):
+            await actor.call_tool("echo", {"text": "x"}, timeout=30)
+        assert actor.status().state is S.RUNNING
+        assert all(change.new is not S.BACKOFF for change in actor.history)
 
 
 @pytest.mark.parametrize("status", [429, 503])

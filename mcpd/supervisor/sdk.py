@@ -271,7 +271,9 @@ def retry_after(value: str | None, now: float) -> float | None:
     if value is None:
         return None
     value = value.strip()
-    if value.isdigit():
+    # ASCII only: str.isdigit takes a superscript two, which float() refuses, and the ValueError
+    # out of the transport dropped the connection.
+    if value.isascii() and value.isdigit():
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
