@@ -164,11 +164,13 @@ def _marked(pid: str, mark: bytes) -> bool:
     child's mark of which it is the daemon's (False when that cannot be read)."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as file:
-            entries = file.read().split(b"\0")
+            data = file.read()
     except OSError:  # gone, or not ours to read
         return False
+    if mark not in data:  # most processes: one search, no split into entries
+        return False
     child = mark + b"."
-    return any(entry == mark or entry.startswith(child) for entry in entries)
+    return any(entry == mark or entry.startswith(child) for entry in data.split(b"\0"))
 
 
 def _members(mark: str) -> list[tuple[int, int]]:
