@@ -172,6 +172,45 @@ async def test_a_call_to_a_server_whose_next_try_is_past_its_deadline_is_told_at
         assert raised.value.data["state"] == "backoff"
 
 
+def failing_once(flag: Path, backoff: float) -> ServerConfig:
+    """A fixture server ``once`` whose first run exits 3 (leaving ``flag``), then waits ``backoff``."""
+    script = 'test -e "$1" || { : > "$1"; exit 3; }; shift; exec "$@"'
+    return ServerConfig(
+        name="once",
+        command="/bin/sh",
+        args=("-c", script, "sh", str(flag), *fixture_command("once")),
+        restart=RestartPolicy(initial_delay=backoff, max_delay=backoff, jitter=0.0),
+    )
+
+
+@pytest.mark.parametrize("wish", ["start", "restart"])
+async def test_a_call_right_after_a_start_during_a_long_backoff_runs(wish: str, tmp_path: Path) -> None:
+    """A server in an hour's backoff, fixed meanwhile: a call that comes right after ``mcpd start`` or
+    ``restart`` (before the server's task has woken) waits for the try they asked for and runs
+    (before: ServerNotRunning at once, 'its next try in 3599.9s', of a try that was already asked for)."""
+    async with open_supervisor(config(failing_once(tmp_path / "failed", 3600.0))) as sup:
+        actor = sup.actor("once")
+        await actor.wait_state(S.BACKOFF, timeout=30)
+        getattr(actor, wish)()
+        result = await actor.call_tool("echo", {"text": "after the fix"}, timeout=30)
+        assert result.content[0]["text"] == "after the fix"
+
+
+async def test_a_wall_clock_step_back_does_not_refuse_a_call_the_backoff_serves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wall clock set an hour back during a 2 s backoff (an NTP step, ``date -s``): a call with
+    30 s to go waits for the try, which the event loop's clock times, and runs (before: ServerNotRunning
+    at once, 'its next try in 3602.0s')."""
+    async with open_supervisor(config(failing_once(tmp_path / "failed", 2.0))) as sup:
+        actor = sup.actor("once")
+        await actor.wait_state(S.BACKOFF, timeout=30)
+        wall = time.time
+        monkeypatch.setattr(time, "time", lambda: wall() - 3600.0)
+        result = await actor.call_tool("echo", {"text": "on time"}, timeout=30)
+        assert result.content[0]["text"] == "on time"
+
+
 async def test_stop_during_backoff_is_prompt() -> None:
     """A server waiting out a long backoff stops when asked, without sitting the backoff out: the
     backoff (an hour) is far longer than a stop may wait, so stopped can only mean cut short."""

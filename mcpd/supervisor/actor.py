@@ -212,6 +212,10 @@ class ServerActor:
         self._seek_command = False
         """Failed because its command could not be executed, and no wish since: look for it again."""
         self._next_retry_at: float | None = None
+        """When the backoff's try comes, on the wall clock (as status shows it)."""
+        self._retry_due: float | None = None
+        """The same on the event loop's clock, which the wait itself keeps: a call told that the try
+        comes past its deadline is told so by the clock that will time it, not one a step moved."""
         self._history: deque[StateChange] = deque(maxlen=HISTORY)
         self.first_attempt_done = anyio.Event()
         """Set when the first start attempt has ended, whichever way: what readiness waits for."""
@@ -307,7 +311,7 @@ class ServerActor:
             self._attempt = 0
         self._want_running = True
         self._seek_command = False
-        self._wake.set()
+        self._try_now()
 
     def restart(self) -> None:
         """Stop the current process (if any) and start again, resetting the retry count."""
@@ -315,6 +319,12 @@ class ServerActor:
         self._want_running = True
         self._restart_wanted = True
         self._seek_command = False
+        self._try_now()
+
+    def _try_now(self) -> None:
+        """Wake the task; a backoff's try is due now: a call that comes before the task has woken
+        waits for it, not told of the try it replaces (``_check_retry_in_time``)."""
+        self._next_retry_at = self._retry_due = None
         self._wake.set()
 
     async def stop(self, timeout: float | None = None) -> None:
@@ -458,10 +468,10 @@ class ServerActor:
         server in a crash loop (a key missing from its env) would wait its whole deadline for a
         try that comes after it. A start, a restart or a reload in the meantime could still have
         run it; they are a person's act, rarer than the crash loop's every call."""
-        retry_at = self._next_retry_at
+        retry_at = self._retry_due
         if self._state is not S.BACKOFF or retry_at is None or self._replacing:
             return
-        retry_in = retry_at - time.time()
+        retry_in = retry_at - anyio.current_time()
         if retry_in <= deadline - anyio.current_time():
             return
         why = f": {self.last_error}" if self.last_error else ""
@@ -582,12 +592,13 @@ class ServerActor:
         self._attempt = decision.attempt
         self.last_error = ended.reason
         self._next_retry_at = time.time() + decision.delay
+        self._retry_due = anyio.current_time() + decision.delay
         self._wake.clear()  # wishes from before this moment were for the run that ended
         self._set(S.BACKOFF, f"retry {decision.attempt} in {decision.delay:.2f}s: {ended.reason}")
         if not self._restart_wanted:
             with anyio.move_on_after(decision.delay):
                 await self._wake.wait()  # a stop, start or restart cuts the wait short
-        self._next_retry_at = None
+        self._next_retry_at = self._retry_due = None
         if self._stop_wanted():
             self._set(S.STOPPED, "stop requested")
 
