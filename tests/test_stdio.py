@@ -9,6 +9,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -240,3 +241,42 @@ async def test_a_server_gets_the_session_and_network_variables_and_not_the_daemo
     assert {key: seen.get(key) for key in wanted} == wanted
     assert seen["TZ"] == "UTC"
     assert "GITHUB_TOKEN" not in seen
+
+
+_REUSED_LEADER = """
+import subprocess, sys, anyio
+from mcpd.config.model import ServerConfig
+from mcpd.supervisor.stdio import open_stdio_child
+
+async def main() -> None:
+    # The server leaves a process in a session of its own (a browser) and exits.
+    detach = "setsid sleep 300 </dev/null >/dev/null 2>&1 & exec sleep 0.2"
+    config = ServerConfig(name="x", command="/bin/sh", args=("-c", detach), stop_grace=1.0)
+    async with open_stdio_child(config) as (child, _lines):
+        await child.exited.wait()
+        with open("/proc/sys/kernel/ns_last_pid", "w") as file:
+            file.write(str(child.pid - 1))
+        other = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        assert other.pid == child.pid, (other.pid, child.pid)
+    print(child.started is not None, other.poll(), flush=True)
+    other.kill()
+
+anyio.run(main)
+"""
+
+
+def test_a_leaders_number_given_again_is_not_signalled_at_the_stop(tmp_path: Path) -> None:
+    """A server that exited leaving a process in a session of its own: its number, free once it was
+    collected, given to another process leading a group of its own (forced here through a pid
+    namespace's ``ns_last_pid``; 32768 numbers go round in seconds on a busy machine): the stop
+    sends that group nothing (before: SIGTERM to it, then SIGCONT, and SIGKILL after the grace)."""
+    unshare = ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc"]
+    if subprocess.run([*unshare, "true"], check=False, capture_output=True).returncode != 0:
+        pytest.skip("no user and pid namespaces here")
+    script = tmp_path / "reuse.py"
+    script.write_text(_REUSED_LEADER)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    argv = [*unshare, sys.executable, str(script)]
+    done = subprocess.run(argv, check=False, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["True", "None"]  # still running: no signal reached it

@@ -432,6 +432,11 @@ class StdioChild:
 
     def _signal_group(self, signum: int) -> bool:
         """Send ``signum`` to the child's whole process group; False when the group is gone."""
+        if self.exited.is_set() and os.path.exists(f"/proc/{self.pid}"):
+            # The leader was collected, so a process of its number is another's, and so is any
+            # group of that number (one is never given out while a group holds it): a stop that
+            # waits on what the child left in a session of its own would signal it.
+            return False
         try:
             os.killpg(self.pid, signum)
         except ProcessLookupError:
