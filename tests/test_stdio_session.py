@@ -608,6 +608,42 @@ async def test_a_reply_glued_to_text_printed_without_a_newline_is_read(tmp_path:
     assert shown == 2 * ['[not JSON-RPC] DEBUG {"not": "a message"}', "[not JSON-RPC] Loading..."]
 
 
+LOGS_UPSTREAM = (
+    PRELUDE
+    + """
+PARSE_ERROR = {"code": -32700, "message": "Parse error"}
+calls = 0
+for line in sys.stdin:
+    message = json.loads(line)
+    if initialized(message) or "id" not in message:
+        continue
+    # A proxy's log, on stdout, of what its upstream answered: numbered as it numbers (the same
+    # number as ours, ``mcpd-N``), or an error without id; then its own answer.
+    calls += 1
+    number = int(str(message["id"]).rpartition("-")[2])
+    upstream = {"content": [{"type": "text", "text": "the upstream's"}]}
+    said = {"id": number, "result": upstream} if calls == 1 else {"id": None, "error": PARSE_ERROR}
+    print("upstream said: " + json.dumps({"jsonrpc": "2.0", **said}), flush=True)
+    send({"id": message["id"], "result": {"content": [{"type": "text", "text": "its own"}]}})
+"""
+)
+
+
+async def test_a_message_in_a_log_line_answers_no_request_by_a_number_or_no_id(tmp_path: Path) -> None:
+    """A log line on stdout quoting another party's reply (a proxy's upstream, numbered as it numbers,
+    or its error without id): the call gets the server's own answer, which names it by its own id
+    (before: the quoted reply was taken as the call's, as a server that made ``mcpd-N`` a number)."""
+    config = script_server(tmp_path, "proxy", LOGS_UPSTREAM)
+    hooks = SessionHooks(lambda: None, lambda: None)
+    async with session_of(config, hooks) as session:
+        with anyio.fail_after(20):
+            await session.initialize()
+            result = await session.call_tool("t", {}, anyio.current_time() + 10, None)
+            assert result.content == [{"type": "text", "text": "its own"}]
+            result = await session.call_tool("t", {}, anyio.current_time() + 10, None)
+            assert result.content == [{"type": "text", "text": "its own"}]
+
+
 FLOOD = (
     PRELUDE
     + """

@@ -526,7 +526,10 @@ class StdioSession:
         elif not self._rpc.route(line):  # a reply that waited behind earlier lines
             self._take(line)
 
-    def _take(self, line: bytes) -> None:
+    def _take(self, line: bytes, *, glued: bool = False) -> None:
+        """Act on a message line the raw path did not take. ``glued``: found after other text, which
+        may be a log line quoting another party's message (a proxy's upstream), so a reply is
+        taken only by its own id (``_undecodable``), never by a number or as the one waiting."""
         try:
             message = _message.decode(line)
         except DECODE_FAILURES:
@@ -535,6 +538,8 @@ class StdioSession:
         if isinstance(message.method, UnsetType):
             if isinstance(message.result, UnsetType) and isinstance(message.error, UnsetType):
                 self._garbage(line)  # JSON, but not JSON-RPC (a structured log line)
+            elif glued:
+                self._garbage(line)
             elif message.id is None:
                 # JSON-RPC's error to a request whose id the server could not read: often every
                 # request of ours (a server that takes only numeric ids). With one request waiting
@@ -576,7 +581,8 @@ class StdioSession:
             # reply's call waited out its deadline), the text is said as what it is.
             text, message_line = glued
             self._garbage(text)
-            self._line(message_line)
+            if not self._rpc.route(message_line):  # a reply to one of ours, by its own id
+                self._take(message_line, glued=True)
         else:
             self._garbage(line)
 
