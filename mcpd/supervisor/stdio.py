@@ -447,7 +447,8 @@ class StdioChild:
 
     async def _leftovers(self) -> list[tuple[int, int]]:
         """The processes left of the child and what it started (Linux; a read of ``/proc``, in a thread)."""
-        if self.started is None:
+        # Not its start time: a child that exited at once has none, and what it left carries its mark.
+        if not self.mark or not sys.platform.startswith("linux"):
             return []
         try:
             return await anyio.to_thread.run_sync(leftovers, self.mark)
