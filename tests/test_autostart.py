@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -15,6 +16,7 @@ import pytest
 
 from mcpd.client.autostart import ensure_daemon
 from mcpd.errors import DaemonNotRunning
+from mcpd.supervisor.orphans import MARK
 from mcpd.testing import run_cli
 
 
@@ -59,3 +61,25 @@ def test_a_start_lock_held_elsewhere_is_waited_on_until_the_timeout(socket: Path
     finally:
         os.close(holder)
     assert not socket.exists()
+
+
+@pytest.mark.timeout(60)
+def test_a_daemon_started_from_a_servers_process_does_not_carry_that_servers_mark(
+    socket: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bridge or an agent that another daemon runs as a server starts its daemon without that
+    server's mark: the other daemon ends whatever carries it when it stops the server."""
+    monkeypatch.setenv(MARK, "0123456789abcdef0123456789abcdef.7")
+    config = socket.parent / "config.toml"
+    config.write_text("[daemon]\nusage = false\n")
+    assert ensure_daemon(socket, config=config, timeout=30)
+    pid = int(socket.with_name(socket.name + ".lock").read_text())
+    try:
+        environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert not [entry for entry in environment if entry.startswith(MARK.encode() + b"=")]
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        # Our child (ensure_daemon's Popen): reaped here, or it stays a zombie of the test's process.
+        while os.waitpid(pid, os.WNOHANG) == (0, 0) and time.monotonic() < deadline:
+            time.sleep(0.05)

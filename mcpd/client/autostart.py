@@ -37,6 +37,16 @@ def _reachable(path: str | Path | None) -> bool:
     return True
 
 
+_SERVER_MARK = "MCPD_DAEMON_MARK"
+"""``mcpd.supervisor.orphans.MARK``, not imported: a bridge must not load the supervisor."""
+
+
+def _daemon_environment() -> dict[str, str]:
+    """Ours, less the mark of the daemon whose server we may be (a bridge a server runs, an agent
+    under one): a daemon carrying it would be ended with that server, as what the server left."""
+    return {key: value for key, value in os.environ.items() if key != _SERVER_MARK}
+
+
 def ensure_daemon(
     socket_path: str | Path | None = None, *, config: str | Path | None = None, timeout: float = 60.0
 ) -> bool:
@@ -74,6 +84,7 @@ def ensure_daemon(
             os.set_blocking(log_fd, True)  # the daemon's stderr: opened non-blocking only to be checked
             process = subprocess.Popen(
                 argv,
+                env=_daemon_environment(),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=log_fd,
