@@ -51,7 +51,8 @@ async def daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Daem
     port = free_port()
     async with running_http_fixture("remote", port) as url:
         path = tmp_path_factory.mktemp("server-requests") / "config.toml"
-        path.write_text(fixture_toml("fx") + f"[servers.remote]\nurl = {json.dumps(url)}\n")
+        # fx served through the SDK too: these tests are of the SDK's server side asking, on both transports.
+        path.write_text(fixture_toml("fx", "--sdk") + f"[servers.remote]\nurl = {json.dumps(url)}\n")
         async with running_daemon(path) as running:
             for name in ("fx", "remote"):
                 await running.wait_for("server.state", server=name, new="running", timeout=120)

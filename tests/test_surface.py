@@ -32,11 +32,13 @@ BLOB_TEMPLATE = "demo://resource/dynamic/blob/{resourceId}"
 @asynccontextmanager
 async def everything_daemon(directory: Path, npm_bin: Path) -> AsyncIterator[DaemonProcess]:
     """A daemon running ev and ev2, two server-everything processes (same resources and prompts), and
-    fx, the fixture server (only a template of sized blobs, no prompts), once all three run."""
+    fx, the fixture server (only a template of sized blobs, no prompts), once all three run: servers
+    built on the two SDKs (TypeScript's, Python's)."""
     everything = json.dumps(str(npm_bin / "mcp-server-everything"))
     path = directory / "config.toml"
     path.write_text(
-        f"[servers.ev]\ncommand = {everything}\n[servers.ev2]\ncommand = {everything}\n" + fixture_toml("fx")
+        f"[servers.ev]\ncommand = {everything}\n[servers.ev2]\ncommand = {everything}\n"
+        + fixture_toml("fx", "--sdk")
     )
     async with running_daemon(path) as running:
         for name in ("ev", "ev2", "fx"):

@@ -1,8 +1,8 @@
 """Helpers for testing with mcpd, in this repository and in users' own test suites.
 
 ``fixture_server()`` builds the config of a fixture server (see ``mcpd.testing.fixture``
-for its misbehaviour flags) and ``fixture_toml()`` the same as a ``[servers.NAME]`` section
-of a config file (``fullserver_toml()`` one running the cheaper, SDK-less
+for its misbehaviour flags; ``--sdk`` for one served through the mcp SDK) and ``fixture_toml()``
+the same as a ``[servers.NAME]`` section of a config file (``fullserver_toml()`` one running
 ``mcpd.testing.fullserver``); ``process_gone()`` tells whether a pid has really exited, and
 ``pids_with_args()`` finds processes by their arguments (Linux).
 """
@@ -26,14 +26,14 @@ FAST_RESTARTS = RestartPolicy(initial_delay=0.05, max_delay=0.2, max_retries=3, 
 
 
 def fixture_command(name: str, *flags: str) -> tuple[str, ...]:
-    """argv that runs the fixture server named ``name`` with misbehaviour ``flags``."""
+    """argv that runs the fixture server named ``name`` with misbehaviour ``flags``: in plain Python,
+    unless ``flags`` hold ``--sdk`` (or ``--transport http``)."""
     return (sys.executable, "-m", "mcpd.testing.fixture", "--name", name, *flags)
 
 
 def fullserver_command(*flags: str) -> tuple[str, ...]:
-    """argv that runs ``mcpd.testing.fullserver``: an MCP server in plain Python, no SDK, so it starts
-    in ~0.1 s of CPU where the fixture server takes ~1 s; for a test that needs servers to run, not
-    the SDK's behaviour nor the fixture's tools."""
+    """argv that runs ``mcpd.testing.fullserver``: an MCP server in plain Python that fills every
+    optional field MCP defines, with tools of its own (see its docstring)."""
     return (sys.executable, "-m", "mcpd.testing.fullserver", *flags)
 
 

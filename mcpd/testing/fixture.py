@@ -1,8 +1,11 @@
 """A configurable MCP server for tests, benchmarks and users' own experiments.
 
-Run ``python -m mcpd.testing.fixture --help``. It is written with the mcp SDK (its tools are in
-``mcpd.testing.fixture_sdk``), so it behaves like a real server, and its flags make it misbehave on
-purpose: hang in ``initialize``, die, freeze, answer slowly, print garbage on stdout, expose no tools.
+Run ``python -m mcpd.testing.fixture --help``. Its flags make it misbehave on purpose: hang in
+``initialize``, die, freeze, answer slowly, print garbage on stdout, expose no tools. With ``--sdk``
+(and always over HTTP) it is written with the mcp SDK (``mcpd.testing.fixture_sdk``), so it behaves as
+a server built on it does; without, the same tools answer the same way from plain Python
+(``mcpd.testing.fixture_plain``), which starts in a tenth of the CPU time: for a test of what mcpd does
+with a server, not of how it gets on with the SDK's.
 """
 
 from __future__ import annotations
@@ -22,7 +25,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tools", type=int, default=3, help="number of generic tools tool_0..tool_N-1")
     parser.add_argument("--no-control", action="store_true", help="omit echo/fail/sleep/crash/add_tool")
     parser.add_argument("--instructions", default=None, help="instructions sent in initialize")
-    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    parser.add_argument("--sdk", action="store_true", help="serve through the mcp SDK (~1 s of CPU to start)")
+    parser.add_argument(
+        "--transport",
+        choices=["stdio", "http"],
+        default="stdio",
+        help="http: served by the SDK, as with --sdk",
+    )
     parser.add_argument("--port", type=int, default=0, help="loopback port for --transport http")
     parser.add_argument("--hang-initialize", action="store_true", help="never answer initialize")
     parser.add_argument("--exit-after", type=int, default=0, metavar="K", help="exit(3) on the K-th call")
@@ -87,6 +96,11 @@ def _misbehave_at_start(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = _parse_args(argv)
     _misbehave_at_start(args)
+    if not (args.sdk or args.transport == "http"):
+        from mcpd.testing.fixture_plain import serve  # noqa: PLC0415
+
+        serve(args)
+        return
     # The SDK only now: importing it costs ~1 s of CPU, which a server that hangs in initialize (or
     # dies first) never uses, and tests start many of those.
     from mcpd.testing.fixture_sdk import build_server  # noqa: PLC0415

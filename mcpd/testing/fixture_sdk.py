@@ -24,7 +24,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+from mcpd.testing.fixture_plain import PNG_SIGNATURE, close_stdout
 
 
 class _Behaviour:
@@ -41,27 +41,12 @@ class _Behaviour:
         if self.args.exit_after and self.calls >= self.args.exit_after:
             os._exit(3)
         if self.calls == self.args.close_stdout_after:
-            _close_stdout(self.stdout)
+            close_stdout(self.stdout)
         if self.args.freeze_after and self.calls > self.args.freeze_after:
             # Blocks the event loop: the process stays alive but answers nothing, not even ping.
             time.sleep(3600)  # noqa: ASYNC251
         if self.args.slow:
             await anyio.sleep(self.args.slow)
-
-
-def _close_stdout(pipe: os.stat_result) -> None:
-    """Put /dev/null in place of every descriptor of ``pipe``: the client reads EOF, while the
-    server's writes still succeed, so it goes on reading stdin and running calls."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    for name in os.listdir("/dev/fd"):
-        fd = int(name)
-        try:
-            found = os.fstat(fd)
-        except OSError:  # the listing's own descriptor, closed by now
-            continue
-        if fd != devnull and (found.st_dev, found.st_ino) == (pipe.st_dev, pipe.st_ino):
-            os.dup2(devnull, fd, inheritable=fd <= 2)
-    os.close(devnull)
 
 
 def _generic_tools(name: str, behaviour: _Behaviour, count: int) -> list[Tool]:

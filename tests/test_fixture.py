@@ -1,0 +1,120 @@
+"""The fixture server in plain Python (the default) stands in for the one written with the SDK
+(``--sdk``): most tests run the plain one, so where the two part, those tests no longer test what a
+server built on the SDK does. Both are driven through one script of requests over stdio."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from subprocess import PIPE
+from typing import Any
+
+import pytest
+
+from mcpd.testing import fixture_command
+
+ROOTS = {"roots": [{"uri": "file:///home/user/project", "name": "project"}]}
+
+SCRIPT: list[tuple[str, dict[str, Any]]] = [
+    ("ping", {}),
+    ("tools/list", {}),
+    ("resources/list", {}),
+    ("resources/templates/list", {}),
+    ("prompts/list", {}),
+    *[
+        ("tools/call", {"name": name, "arguments": arguments})
+        for name, arguments in [
+            ("echo", {"text": "hi"}),
+            ("tool_1", {"text": "x"}),
+            ("tool_0", {}),
+            ("fail", {"message": "kept to the server's log"}),
+            ("refuse", {"code": -32001, "message": "no"}),
+            ("meta_echo", {"text": "t"}),
+            ("sleep", {"seconds": 0.01}),
+            ("huge", {}),
+            ("image", {"size": 12}),
+            ("nosuch", {}),
+            ("progress", {"steps": 2}),
+            ("log", {"text": "hello", "level": "warning", "logger": "lg"}),
+            ("add_tool", {"name": "added_one"}),
+            ("add_prompt", {"name": "added_prompt", "description": "new"}),
+            ("list_changed_storm", {"count": 2}),
+            ("added_one", {"text": "z"}),
+            ("get_weather", {"city": "Oslo"}),
+            ("add_numbers", {"a": 2, "b": 3}),
+            ("hostile_link", {}),
+            ("ask", {"kind": "roots"}),
+            ("ask", {"kind": "sampling-tools"}),
+        ]
+    ],
+    ("tools/call", {"name": "progress", "arguments": {"steps": 2}, "_meta": {"progressToken": "p"}}),
+    ("tools/call", {"name": "request_meta", "arguments": {}, "_meta": {"progressToken": 7, "a/b": 1}}),
+    ("tools/list", {}),
+    ("prompts/list", {}),
+    ("prompts/get", {"name": "added_prompt"}),
+    ("prompts/get", {"name": "unknown"}),
+    ("resources/read", {"uri": "fixture://bytes/300"}),
+    ("resources/read", {"uri": "fixture://hostile"}),
+    ("resources/read", {"uri": "fixture://unknown"}),
+    ("logging/setLevel", {"level": "error"}),
+    (
+        "completion/complete",
+        {"ref": {"type": "ref/prompt", "name": "x"}, "argument": {"name": "a", "value": ""}},
+    ),
+]
+"""Every tool and list of the fixture, besides those that end, block or flood the server; the
+asking tools, for one question each, and the roots answered."""
+
+
+def _session(*flags: str) -> list[dict[str, Any]]:
+    """What the fixture server sent for ``SCRIPT``, in order: answers, notifications and questions."""
+    argv = fixture_command("fx", "--tools", "2", "--poisoned", "--instructions", "Be kind.", *flags)
+    argv += ("--hostile-text", "\x1b[2J")
+    with subprocess.Popen(argv, stdin=PIPE, stdout=PIPE, stderr=subprocess.DEVNULL, text=True) as server:
+        assert server.stdin is not None and server.stdout is not None
+        seen: list[dict[str, Any]] = []
+
+        def send(message: dict[str, Any]) -> None:
+            assert server.stdin is not None
+            server.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+            server.stdin.flush()
+
+        capabilities: dict[str, Any] = {"roots": {}, "sampling": {}}
+        send({"id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+              "capabilities": capabilities, "clientInfo": {"name": "t", "version": "1"}}})  # fmt: skip
+        send({"method": "notifications/initialized"})
+        for index, (method, params) in enumerate([("", {}), *SCRIPT]):
+            if index:
+                send({"id": index, "method": method, "params": params})
+            while True:
+                message = json.loads(server.stdout.readline())
+                if "method" in message and "id" in message:  # a question: answered, id left out
+                    send({"id": message.pop("id"), "result": ROOTS})
+                seen.append(message)
+                if message.get("id") == index and "method" not in message:
+                    break
+        server.terminate()
+    return seen
+
+
+@pytest.mark.timeout(60)
+def test_the_plain_fixture_answers_as_the_sdk_one_does() -> None:
+    """Same initialize, lists, schemas, results, errors, notifications and questions, message for
+    message; only the wording of a validation error (pydantic's) and a pid may differ."""
+    plain, sdk = _session(), _session("--sdk")
+    assert [m.get("id") for m in plain] == [m.get("id") for m in sdk]
+    for ours, theirs in zip(plain, sdk, strict=True):
+        assert ours == theirs
+    assert len(plain) > len(SCRIPT) + 8  # notifications and a question came too
+
+
+def test_the_plain_fixture_imports_no_sdk() -> None:
+    """The point of the plain fixture: it starts without the SDK, whose import costs ~1 s of CPU."""
+    probe = (
+        "import sys, mcpd.testing.fixture_plain; print([m for m in sys.modules if m.split('.')[0] == 'mcp'])"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert found.stdout.strip() == "[]"
