@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from subprocess import PIPE
 from typing import Any
 
@@ -67,7 +68,7 @@ SCRIPT: list[tuple[str, dict[str, Any]]] = [
 asking tools, for one question each, and the roots answered."""
 
 
-def _session(*flags: str) -> list[dict[str, Any]]:
+def _session(flags: tuple[str, ...]) -> list[dict[str, Any]]:
     """What the fixture server sent for ``SCRIPT``, in order: answers, notifications and questions."""
     argv = fixture_command("fx", "--tools", "2", "--poisoned", "--instructions", "Be kind.", *flags)
     argv += ("--hostile-text", "\x1b[2J")
@@ -102,7 +103,8 @@ def _session(*flags: str) -> list[dict[str, Any]]:
 def test_the_plain_fixture_answers_as_the_sdk_one_does() -> None:
     """Same initialize, lists, schemas, results, errors, notifications and questions, message for
     message; only the wording of a validation error (pydantic's) and a pid may differ."""
-    plain, sdk = _session(), _session("--sdk")
+    with ThreadPoolExecutor(2) as both:  # at once: the SDK's start is most of the time
+        plain, sdk = both.map(_session, [(), ("--sdk",)])
     assert [m.get("id") for m in plain] == [m.get("id") for m in sdk]
     for ours, theirs in zip(plain, sdk, strict=True):
         assert ours == theirs
