@@ -3,7 +3,9 @@ and prompts of ``mcpd.testing.fixture_sdk``, listed and answered as that SDK ser
 JSON-RPC lines on stdio, without importing the SDK (~0.1 s of CPU to start, against ~1 s).
 
 Each request runs on a thread of its own, so a slow tool or a question to the client holds up
-nothing else; ``--freeze-after`` stops every thread's output and the reading of stdin.
+nothing else; ``--freeze-after`` stops every thread's output and the reading of stdin. Where it parts
+from the SDK's: a validation error's text is shorter (no pydantic URL), and ``notifications/cancelled``
+is ignored (a ``sleep`` runs to its end and is answered); ``tests/test_fixture.py`` holds it to the rest.
 """
 
 from __future__ import annotations
