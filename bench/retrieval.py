@@ -36,6 +36,10 @@ The usage replay learns from every other query (its relevant tools recorded as s
 calls through a ``Recorder``, by default ``UsagePrior.observe`` with the query analysed by
 ``mcpd.discovery.text.learned_terms``, as the daemon records a call) and scores the rest.
 
+``--unseen`` and ``--realcat`` score only a set of queries written for the benchmarks' tools
+(``unseen*/``) or for real servers' tools in one catalogue (``realcat/``), per style of request:
+mcpd, BM25 and TF-cosine.
+
 ``--json`` prints one object ``{set: {method: {metric: value}}}``; the bootstrap, the
 cross-validation and the usage replay each sit in a key of their own with the same shape
 (``{"bootstrap": {set: {"mcpd/bm25": {...}}}, "cv": {...}, "usage_replay": {...}}``).
@@ -65,6 +69,8 @@ from mcpd.discovery.text import learned_terms, plain_terms
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "toolret"
 UNSEEN = Path(__file__).resolve().parent / "unseen"
 """Queries written for each set's tools, none from the benchmarks (see ``unseen/README.md``)."""
+REALCAT = Path(__file__).resolve().parent / "realcat"
+"""Real servers' tools in one catalogue, with queries written for them (``realcat/README.md``)."""
 UNSEEN_SETS = {"1": UNSEEN, "2": UNSEEN.with_name("unseen2"), "3": UNSEEN.with_name("unseen3")}
 """The unseen query sets by number, in the order they were written (``unseen2/README.md``,
 ``unseen3/README.md``)."""
@@ -398,10 +404,10 @@ def usage_replay(tools: Sequence[Tool], queries: Sequence[Query]) -> dict[str, d
 
 
 def unseen_figures(tools: Sequence[Tool], queries: Sequence[Query], half: str) -> Table:
-    """{style: {method: metrics}} for mcpd and BM25 on one half ("A", "B") or all of an unseen set;
+    """{style: {method: metrics}} for mcpd, BM25 and TF-cosine on one half ("A", "B") or all of an unseen set;
     style "all" is every query of the half; "n" is the number of queries."""
     chosen = [q for q in queries if half in ("all", q.half)]
-    values = {method: per_query(METHODS[method](tools), chosen) for method in ("mcpd", "bm25")}
+    values = {method: per_query(METHODS[method](tools), chosen) for method in ("mcpd", "bm25", "tf-cosine")}
     styles = ["all", *dict.fromkeys(q.style for q in chosen)]
     table: Table = {}
     for style in styles:
@@ -420,17 +426,22 @@ def report_unseen(sets: Sequence[Path], half: str, as_json: bool, unseen: Path =
         for d in sets
         if (unseen / f"{d.name}.jsonl").exists()
     }
+    print_figures(figures, f"unseen queries, half {half}", as_json)
+
+
+def print_figures(figures: dict[str, Table], title: str, as_json: bool) -> None:
+    """Print ``unseen_figures`` of each named set, as tables or as one JSON object."""
     if as_json:
         print(json.dumps(figures))
         return
+    methods = ("mcpd", "bm25", "tf-cosine")
     for name, table in figures.items():
-        print(f"\n{name}, unseen queries, half {half}: R@5 / nDCG@10")
-        print(f"  {'style':<8}{'n':>4}{'mcpd':>14}{'bm25':>14}")
-        for style, methods in table.items():
-            ours, theirs = methods["mcpd"], methods["bm25"]
+        print(f"\n{name}, {title}: R@5 / nDCG@10")
+        print(f"  {'style':<8}{'n':>4}" + "".join(f"{method:>14}" for method in methods))
+        for style, row in table.items():
             print(
-                f"  {style:<8}{ours['n']:>4.0f}"
-                f"{ours['R@5']:>7.1f}{ours['nDCG@10']:>7.1f}{theirs['R@5']:>7.1f}{theirs['nDCG@10']:>7.1f}"
+                f"  {style:<8}{row['mcpd']['n']:>4.0f}"
+                + "".join(f"{row[m]['R@5']:>7.1f}{row[m]['nDCG@10']:>7.1f}" for m in methods)
             )
 
 
@@ -456,7 +467,7 @@ def main() -> None:
     parser.add_argument(
         "--unseen",
         choices=("A", "B", "all"),
-        help="only score an unseen set's queries (one half, or all) per style, mcpd against BM25",
+        help="only score an unseen set's queries (one half, or all) per style: mcpd, BM25, TF-cosine",
     )
     parser.add_argument(
         "--unseen-set",
@@ -464,7 +475,19 @@ def main() -> None:
         default="1",
         help="which unseen set --unseen scores: 1 = bench/unseen, 2 = bench/unseen2, 3 = bench/unseen3",
     )
+    parser.add_argument(
+        "--realcat",
+        choices=("A", "B", "all"),
+        help="only score bench/realcat's queries (one half, or all) per style: mcpd, BM25, TF-cosine",
+    )
     args = parser.parse_args()
+    if args.realcat:
+        print_figures(
+            {"realcat": unseen_figures(*load(REALCAT), args.realcat)},
+            f"real servers' tools, half {args.realcat}",
+            args.json,
+        )
+        return
     sets = sorted(p for p in args.data.iterdir() if (p / "tools.jsonl").exists())
     if not sets:
         sys.exit(f"no data sets (folders with tools.jsonl and queries.jsonl) in {args.data}")
