@@ -321,6 +321,7 @@ GRID: dict[str, Variant] = {
     "rare-word synonyms off (before)": Params(rare_synonyms=0.0),
     "rare-word synonyms x0.1": Params(rare_synonyms=0.1),
     "rare-word synonyms x0.5": Params(rare_synonyms=0.5),
+    "initialisms off (before)": Params(initialisms=False),
     **variants(),
 }
 """Named settings that the cross-validation chooses among (the defaults included)."""

@@ -260,3 +260,26 @@ def test_a_parameter_description_that_is_no_string_adds_no_words() -> None:
     index = ToolIndex()
     index.replace_server("fs", [ToolText("fs", "read", "Read a file.", params=schema_params(schema))])
     assert index.search("none") == []
+
+
+def test_a_two_letter_initialism_reads_as_the_compound_it_stands_for() -> None:
+    """A query's "PR" finds the pull-request tool through "pull request" in its name and description, not
+    through its other words; the "fi" of "sci-fi" is no initialism of "find info"; without
+    ``Params.initialisms``, or once the server is gone, "PR" finds nothing."""
+    tools = [
+        tool("github", "create_pull_request", "Create a new pull request in a repository"),
+        tool("github", "create_issue", "Create a new issue in a repository"),
+        tool("lookup", "find_info", "Look up facts about a topic"),
+    ]
+    on, off = ToolIndex(), ToolIndex(Params(initialisms=False))
+    for index in (on, off):
+        index.replace_server("github", tools[:2])
+        index.replace_server("lookup", tools[2:])
+    assert [h.tool for h in on.search("open a PR")] == ["create_pull_request"]
+    assert next(h.tool for h in on.search("create a pr")) == "create_pull_request"
+    assert not [h for h in on.search("sci-fi") if h.tool == "find_info"]
+    assert [h.tool for h in on.search("FI")] == ["find_info"]
+    assert off.search("open a PR") == []
+    on.remove_server("github")
+    assert on.search("open a PR") == []
+    assert on._initials == {"fi": {"findinfo": 1}}

@@ -44,6 +44,8 @@ _CONTRACTION = re.compile(r"(?<=[A-Za-z])['\u2019](?:s|m|t|d|ve|re|ll)\b", re.IG
 _WORD = re.compile(r"[^\W_]+")
 _BREAK = re.compile(r"[^\w \-]+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+# A two-letter word typed on its own: not a piece of "sci-fi", "v1.2", "a/b" or "I've".
+_TWO_LETTERS = re.compile(r"(?<![\w\-./\\'\u2019])[A-Za-z]{2}(?![\w\-./\\'\u2019])")
 
 STOP_WORDS = frozenset(
     """
@@ -125,8 +127,16 @@ class _QueryStops:
         return word in STOP_WORDS or (word in REQUEST_WORDS and word not in self._keep)
 
 
-def terms(text: str, compounds: bool = True, stop: Container[str] = STOP_WORDS) -> list[str]:
-    """Index terms of ``text`` (see the module docstring); ``compounds=False`` leaves out the joined pairs."""
+def terms(
+    text: str,
+    compounds: bool = True,
+    stop: Container[str] = STOP_WORDS,
+    initials: set[tuple[str, str]] | None = None,
+) -> list[str]:
+    """Index terms of ``text`` (see the module docstring); ``compounds=False`` leaves out the joined pairs.
+
+    ``initials`` gets (initials, compound) of each compound whose words start with Latin letters:
+    ("pr", "pullrequest") for "pull request", what an initialism may stand for."""
     out: list[str] = []
     for run in _runs(text):
         previous = ""  # the word before, if it was a term of its own (not a stop word, not CJK)
@@ -141,7 +151,11 @@ def terms(text: str, compounds: bool = True, stop: Container[str] = STOP_WORDS) 
             else:
                 out.append(stem(word))
                 if compounds and previous:
-                    out.append(stem(previous + word))
+                    compound = stem(previous + word)
+                    out.append(compound)
+                    letters = previous[0] + word[0]
+                    if initials is not None and letters.isascii() and letters.isalpha():
+                        initials.add((letters, compound))
                 previous = word
     return out
 
@@ -161,6 +175,14 @@ def weighted_query_terms(
     weights = dict.fromkeys(terms(text, compounds), request_weight) if request_weight else {}
     weights.update(dict.fromkeys(query_terms(text, keep, compounds), 1.0))
     return weights
+
+
+def two_letter_words(query: str) -> list[str]:
+    """The distinct two-letter words of a query typed on their own, lowercase, that are no stop words
+    ("PR", "ci", not "of", nor the "fi" of "sci-fi"): those that may be initialisms. The request
+    words stay: the general stop list holds every two-letter code ("pr", "ci", "ai", "ml")."""
+    words = dict.fromkeys(word.lower() for word in _TWO_LETTERS.findall(query))
+    return [word for word in words if word not in STOP_WORDS]
 
 
 LEARNED_TERMS = 32
