@@ -44,7 +44,9 @@ _CONTRACTION = re.compile(r"(?<=[A-Za-z])['\u2019](?:s|m|t|d|ve|re|ll)\b", re.IG
 _WORD = re.compile(r"[^\W_]+")
 _BREAK = re.compile(r"[^\w \-]+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
-# A two-letter word typed on its own: not a piece of "sci-fi", "v1.2", "a/b" or "I've".
+# A two-letter word typed on its own: not a piece of "sci-fi", "v1.2", "a/b" or "I've", nor one a
+# dot follows: "vs." and the "II." of "World War II." are no initialisms (read so, one of MetaTool's
+# development queries lost its tool from the top 5), at the cost of a sentence's last "PR.".
 _TWO_LETTERS = re.compile(r"(?<![\w\-./\\'\u2019])[A-Za-z]{2}(?![\w\-./\\'\u2019])")
 
 STOP_WORDS = frozenset(
