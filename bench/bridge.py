@@ -78,7 +78,7 @@ def row(label: str, p50: float, p99: float) -> None:
 
 async def main(count: int, seconds: float, calls: int) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="mcpd-bench-", dir="/tmp"))
-    command, *args = fixture_command("fx", "--tools", "1")
+    command, *args = fixture_command("fx", "--sdk", "--tools", "1")
     config = workdir / "config.toml"
     config.write_text(f"[servers.fx]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n")
     bridge_args = ["-m", "mcpd", "bridge", "--no-autostart", "--connect", "fx"]

@@ -157,7 +157,7 @@ class RawClient:
 async def serve_proxy(path: str) -> None:
     """Relay each framed request's params as a ``tools/call`` to the fixture, with nothing else."""
     loop = asyncio.get_running_loop()
-    command, *args = fixture_command("fx", "--tools", "1")
+    command, *args = fixture_command("fx", "--sdk", "--tools", "1")
     child = await asyncio.create_subprocess_exec(
         command, *args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
@@ -343,7 +343,7 @@ async def main(count: int, seconds: float, cpu_rounds: int = 0) -> None:
 
 def fixture_config(workdir: Path) -> Path:
     """A config of one server, the fixture with one tool (what every tools.call here calls)."""
-    command, *args = fixture_command("fx", "--tools", "1")
+    command, *args = fixture_command("fx", "--sdk", "--tools", "1")
     config = workdir / "config.toml"
     config.write_text(f"[servers.fx]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n")
     return config
@@ -390,7 +390,7 @@ async def measure(
     workdir: Path, echo: tuple[Path, int], proxy: tuple[Path, int], count: int, seconds: float
 ) -> None:
     (echo_path, echo_pid), (proxy_path, proxy_pid) = echo, proxy
-    command, *args = fixture_command("fx", "--tools", "1")
+    command, *args = fixture_command("fx", "--sdk", "--tools", "1")
     config = fixture_config(workdir)
     results: dict[str, dict[int, float]] = {}
 
@@ -529,7 +529,7 @@ async def measure(
 async def call_path_benefit(count: int) -> None:
     """CPU of this process per tools/call: mcpd's stdio session (msgspec, what the daemon runs), and
     the SDK's ``ClientSession`` on its own ``stdio_client``, each to its own copy of the fixture."""
-    config = fixture_server("fx", "--tools", "1")
+    config = fixture_server("fx", "--sdk", "--tools", "1")
     assert config.command is not None
     params = StdioServerParameters(command=config.command, args=list(config.args))
     async with (

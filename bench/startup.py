@@ -78,7 +78,7 @@ async def main(sizes: list[int], gates: list[int | None], with_hung: bool) -> No
     print(f"daemon RSS before any server: {base_rss:.1f} MiB; shipped gate: {StartGate().slots} slots\n")
     print(f"{'case':<34}{'all running':>12}{'first tries failed':>20}{'daemon RSS':>13}")
     for n in sizes:
-        servers = [fixture_server(f"s{i}") for i in range(n)]
+        servers = [fixture_server(f"s{i}", "--sdk") for i in range(n)]
         for slots in gates:
             run, rss = await start_all(servers, slots, {s.name for s in servers})
             label = f"{n} servers, {gate_label(slots)}"
@@ -88,8 +88,10 @@ async def main(sizes: list[int], gates: list[int | None], with_hung: bool) -> No
 
     if not with_hung:
         return
-    healthy = [fixture_server(f"ok{i}") for i in range(8)]
-    hung = [fixture_server(f"h{i}", "--hang-initialize", connect_timeout=HANG_TIMEOUT) for i in range(2)]
+    healthy = [fixture_server(f"ok{i}", "--sdk") for i in range(8)]
+    hung = [
+        fixture_server(f"h{i}", "--sdk", "--hang-initialize", connect_timeout=HANG_TIMEOUT) for i in range(2)
+    ]
     names = {s.name for s in healthy}
     print(
         f"\n8 healthy + 2 hanging in initialize ({HANG_TIMEOUT:g}s connect timeout): last healthy usable at"
