@@ -961,12 +961,9 @@ async def test_a_paused_host_subscribed_to_a_flooding_resource_loses_no_call_nor
     assert not dropped_since(daemon, mark)
 
 
-def test_a_relay_sends_the_updates_it_holds_before_a_list_changed_that_came_after_them() -> None:
-    """A host that is behind (more than ``ADVISORY_LIMIT`` kept for it): the relay holds the
-    resource updates that come, then a ``resources/list_changed`` comes (it may remove their
-    resources): the host reads the updates held before it, as the daemon sent them. Before, the
-    ``list_changed`` joined what was kept at once, and the updates held went once the host caught
-    up: after it, of a resource the new list may not have."""
+def _read_by_a_host_behind(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a host reads, in order, of ``messages`` that a relay delivers while the host is behind
+    (a large answer unread first: more than ``ADVISORY_LIMIT`` kept for it), once it reads all."""
     read, write = os.pipe()
     os.set_blocking(read, False)
     os.set_blocking(write, False)
@@ -975,11 +972,7 @@ def test_a_relay_sends_the_updates_it_holds_before_a_list_changed_that_came_afte
         relay = Relay(None, config=None, state=SessionState(), autostart=False, stdout=write)
         big = {"jsonrpc": "2.0", "id": 1, "result": {"pad": "x" * 2 * ADVISORY_LIMIT}}
         relay._deliver([json.dumps(big).encode()])  # the host does not read it yet
-        updated = [
-            {"jsonrpc": "2.0", "method": RESOURCE_UPDATED, "params": {"uri": f"f://{i}"}} for i in range(3)
-        ]
-        changed = {"jsonrpc": "2.0", "method": RESOURCES_LIST_CHANGED}
-        relay._deliver([json.dumps(message).encode() for message in (*updated, changed)])
+        relay._deliver([json.dumps(message).encode() for message in messages])
         while True:  # the host reads all
             with contextlib.suppress(BlockingIOError):
                 while chunk := os.read(read, 1 << 16):
@@ -990,8 +983,23 @@ def test_a_relay_sends_the_updates_it_holds_before_a_list_changed_that_came_afte
     finally:
         os.close(read)
         os.close(write)
-    methods = [json.loads(line).get("method") for line in got.splitlines()]
-    assert methods == [None, *[RESOURCE_UPDATED] * 3, RESOURCES_LIST_CHANGED]
+    answer, *rest = [json.loads(line) for line in got.splitlines()]
+    assert answer.get("id") == 1
+    return rest
+
+
+def test_a_relay_sends_the_updates_it_holds_before_a_list_changed_that_came_after_them() -> None:
+    """A host that is behind (more than ``ADVISORY_LIMIT`` kept for it): the relay holds the
+    resource updates that come, then a ``resources/list_changed`` comes (it may remove their
+    resources): the host reads the updates held before it, as the daemon sent them. Before, the
+    ``list_changed`` joined what was kept at once, and the updates held went once the host caught
+    up: after it, of a resource the new list may not have."""
+    updated = [
+        {"jsonrpc": "2.0", "method": RESOURCE_UPDATED, "params": {"uri": f"f://{i}"}} for i in range(3)
+    ]
+    changed = {"jsonrpc": "2.0", "method": RESOURCES_LIST_CHANGED}
+    methods = [message.get("method") for message in _read_by_a_host_behind([*updated, changed])]
+    assert methods == [*[RESOURCE_UPDATED] * 3, RESOURCES_LIST_CHANGED]
 
 
 def test_a_relay_sends_the_last_update_of_an_ended_subscription_to_a_host_far_behind() -> None:
@@ -999,32 +1007,13 @@ def test_a_relay_sends_the_last_update_of_an_ended_subscription_to_a_host_far_be
     that ends a subscription (its ``_meta`` says ``SUBSCRIPTION_ENDED``) is kept for the host after
     those held, and reaches it. Before, it was held like any other and, past the bounds, dropped:
     the host never learnt that no update of the URI would come."""
-    read, write = os.pipe()
-    os.set_blocking(read, False)
-    os.set_blocking(write, False)
-    got = b""
-    try:
-        relay = Relay(None, config=None, state=SessionState(), autostart=False, stdout=write)
-        big = {"jsonrpc": "2.0", "id": 1, "result": {"pad": "x" * 2 * ADVISORY_LIMIT}}
-        relay._deliver([json.dumps(big).encode()])  # the host does not read it yet
-        updated = [
-            {"jsonrpc": "2.0", "method": RESOURCE_UPDATED, "params": {"uri": f"f://{i}"}}
-            for i in range(HELD_UPDATES + 100)
-        ]
-        why = {SUBSCRIPTION_ENDED: "the resource does not exist"}
-        ended = {"jsonrpc": "2.0", "method": RESOURCE_UPDATED, "params": {"uri": "f://", "_meta": why}}
-        relay._deliver([json.dumps(message).encode() for message in (*updated, ended)])
-        while True:  # the host reads all
-            with contextlib.suppress(BlockingIOError):
-                while chunk := os.read(read, 1 << 16):
-                    got += chunk
-            if not relay._out:
-                break
-            relay._flush()
-    finally:
-        os.close(read)
-        os.close(write)
-    uris = [json.loads(line).get("params", {}).get("uri") for line in got.splitlines()]
+    updated = [
+        {"jsonrpc": "2.0", "method": RESOURCE_UPDATED, "params": {"uri": f"f://{i}"}}
+        for i in range(HELD_UPDATES + 100)
+    ]
+    why = {SUBSCRIPTION_ENDED: "the resource does not exist"}
+    ended = {"jsonrpc": "2.0", "method": RESOURCE_UPDATED, "params": {"uri": "f://", "_meta": why}}
+    uris = [message.get("params", {}).get("uri") for message in _read_by_a_host_behind([*updated, ended])]
     assert uris[-1] == "f://", uris[-3:]
     assert len(uris) < len(updated)  # the bounds did apply to the others
 
