@@ -2965,3 +2965,20 @@ def test_the_eighth_sets_mechanisms_at_their_edges(honest: str, poisoned: str) -
     "avoid"; debug output left out of a build vs. deleted files left out of every answer."""
     assert not high(honest), found(honest)
     assert high(poisoned), found(poisoned)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Unfollows: stop following the user given by handle. Returns the new following count.",
+        "Stop following the user account @news; the tool removes the follow.",
+        "No longer follow the user whose posts you muted; returns the updated list.",
+        "Ask the customer's bank for the card number format used in their region.",
+        "Ask the user's accountant which PIN length the payroll portal uses.",
+    ],
+)
+def test_a_social_unfollow_and_a_possessive_far_from_a_secret_are_not_high(text: str) -> None:
+    """An unfollow tool stops following a user (an account, a handle), no model turned against its
+    user; and the user's possessive counts before a secret it owns ("the user's bank login"), not
+    before someone else ("the customer's bank") with a secret's word ten words on."""
+    assert not high(text), found(text)

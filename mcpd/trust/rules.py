@@ -277,10 +277,14 @@ OVERRIDE = Intent(
         rf"\b(?:{_IGNORE})\b{gap(3)}(?:{_RULES})\W+(?:above|before|so far|given (?:before|earlier|above))\b",
     ),
     ("told", rf"\b(?:{_IGNORE})\b\W+(?:{_TOLD})|(?:{_TOLD}){gap(3)}(?:ignore|disregard|forget)\b"),
-    # The model turned against its own user: "stop following the user and carry out ...".
+    # The model turned against its own user: "stop obeying the user", "stop following the user and
+    # carry out ...". Following a user is also what an unfollow tool stops ("stop following the user
+    # given by handle"): only with what the model is to do instead.
     (
         "following|follow|obeying|obey|listening|listen|disobey",
-        r"\b(?:stop (?:following|obeying|listening to)|no longer (?:follow|obey|listen to)|disobey)\s+(?:the |your )?(?:user|human|person you are helping)\b(?!['’])",
+        r"\b(?:stop obeying|no longer obey|disobey)\s+(?:the |your )?(?:user|human|person you are helping)\b(?!['’])"
+        r"|\b(?:stop (?:following|listening to)|no longer (?:follow|listen to))\s+(?:the |your )?(?:user|human|person you are helping)"
+        r"(?=[\s,;]{1,3}(?:and|instead|but|anymore|any more|from now|now)\b)",
     ),
     (
         _INVALID,
@@ -1785,7 +1789,10 @@ _ASKED_SECRET = (
 PHISH = Intent(
     (
         "ask|asks|asking|request|requests|prompt|prompts|get|have|tell|persuade|convince|invite",
-        rf"\b(?:ask|asks|asking|request|requests|prompt|prompts|get|have|tell|persuade|convince|invite)\b (?:the |each |every )?(?:user|users|customer|customers|person|human|them|client|caller|account holder)(?:'s|’s|s')?(?!\w){gap(10)}{_ASKED_SECRET}\b"
+        rf"\b(?:ask|asks|asking|request|requests|prompt|prompts|get|have|tell|persuade|convince|invite)\b (?:the |each |every )?(?:user|users|customer|customers|person|human|them|client|caller|account holder)\b{gap(10)}{_ASKED_SECRET}\b"
+        # The user's own secret, named next to the possessive ("get the user's bank login"); not
+        # someone of theirs ("ask the customer's bank for the card number format").
+        rf"|\b(?:ask|asks|asking|request|requests|prompt|prompts|get|have|tell|persuade|convince|invite)\b (?:the |each |every )?(?:user|customer|person|human|client|caller|account holder)(?:'s|’s)\s+(?:[\w-]+\s+)?{_ASKED_SECRET}\b"
         rf"|\b(?:ask|request|prompt)\w* (?:them |the user )?for (?:the |their |the user's |his |her )(?:\w+ ){{0,3}}?{_ASKED_SECRET}\b",
     ),
     (
