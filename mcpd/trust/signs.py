@@ -504,6 +504,12 @@ def _never(match: re.Match[str]) -> bool:
     return False
 
 
+def _required(intent: Intent, match: re.Match[str], sentence: str) -> bool:
+    """A way of keeping the user out that a denial before it turns into an order to let them in: "do
+    not call it without asking the user first" (``denied_before``)."""
+    return intent is HIDE and match.group().startswith("without") and denied_before(sentence, match.start())
+
+
 def rare_in(hits: Hits, sentence: str, mentioned: Callable[[re.Match[str]], bool] = _never) -> frozenset[str]:
     """The rare signs in one sentence: an attack has one unless it was hidden (``Signs.attack``),
     so a sentence with none needs its other signs only if one of its neighbours has one. A trigger
@@ -513,7 +519,11 @@ def rare_in(hits: Hits, sentence: str, mentioned: Callable[[re.Match[str]], bool
     rare = {
         name
         for name, intent in RARE.items()
-        if any(not mentioned(m) for p in intent.active(hits) for m in p.finditer(sentence))
+        if any(
+            not (mentioned(m) or _required(intent, m, sentence))
+            for p in intent.active(hits)
+            for m in p.finditer(sentence)
+        )
         and (intent is not LATER or _ONSET.search(sentence))
     }
     if _ranked(hits, sentence, mentioned):
