@@ -306,7 +306,12 @@ OVERRIDE = Intent(
     # changelog's "from now on the API only returns paginated results".
     (
         "now|here|point",
-        r"\b(?:you are now|(?:from here on|from this point (?:on|forward|onwards?)),? you are)\b(?!\s+(?:connected|logged|signed|authenticated|subscribed|registered|enrolled|viewing|browsing|editing|offline|online|ready|done|in)\b)"
+        r"\byou are now\b(?!\s+(?:connected|logged|signed|authenticated|subscribed|registered|enrolled|viewing|browsing|editing|offline|online|ready|done|in)\b)"
+        # "From here on you are" tells a tutorial's reader what they are or may do from that step
+        # ("working in the venv", "the owner", "authorized to ..."): an identity only when it names
+        # one, casts a model or takes the model's own away.
+        r"|\b(?:from here on|from this point (?:on|forward|onwards?)),? you are (?:[\w-]+,|no longer\b"
+        r"|(?:an?|the) (?:[\w-]+ ){0,2}?(?:ai|assistant|model|llm|agent|bot|chatbot|operator|persona|character|admin|administrator|superuser|hacker)\b)"
         r"|\bfrom now on\b,?(?:\W+\w+){0,3}?\W+(?:you|your|answer|respond|reply|obey|act|follow"
         r"|only\W+(?:answer|respond|reply|obey|follow|use|call|trust|act|listen))\b",
     ),
