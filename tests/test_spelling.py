@@ -67,13 +67,14 @@ def test_english_words_and_pieces_of_tokens_are_not_corrected(english: spelling.
     assert index.search("benefits of meditation") == []
     assert index.search("what is iVBORw0KGgoAAAANSUhEUgAAAgAAAAIACAYAAAD0eNT6 ?") == []
     query = "meditation kindly iVBORw0KGgoAAAA d0eNT6 histroy's"
-    assert spelling.misspelt(spelling.unknown(query, set()), english) == ["histroy"]
+    assert spelling.misspelt(spelling.unknown(spelling.typed(query), set()), english) == ["histroy"]
 
 
 def test_a_query_corrects_a_bounded_number_of_words(english: spelling.Lexicon) -> None:
     """A query is client input: made-up words past ``MAX_WORDS`` are not looked at."""
     made_up = " ".join(f"qz{a}{b}xv" for a in "abcdefgh" for b in "abcdefgh")
-    assert len(spelling.misspelt(spelling.unknown(made_up, set()), english)) == spelling.MAX_WORDS
+    words = spelling.unknown(spelling.typed(made_up), set())
+    assert len(spelling.misspelt(words, english)) == spelling.MAX_WORDS
 
 
 def test_a_compound_written_as_one_word_finds_the_tool_of_its_two_words(english: spelling.Lexicon) -> None:
@@ -119,11 +120,11 @@ def test_words_that_only_look_compound_are_not_split(english: spelling.Lexicon) 
         "databas",
     }
     query = "promotional clickable proper flowchart houseplants " + "flowchart" * 3
-    assert spelling.compounds(spelling.unknown(query, known), known, english) == {
+    assert spelling.compounds(spelling.unknown(spelling.typed(query), known), known, english) == {
         "flowchart": ("flow", "chart"),
         "houseplants": ("hous", "plant"),
     }
-    assert spelling.compounds(spelling.unknown("database", known), known, english) == {}
+    assert spelling.compounds(spelling.unknown(spelling.typed("database"), known), known, english) == {}
 
 
 def test_a_list_laid_out_otherwise_is_read_alike() -> None:

@@ -39,7 +39,7 @@ def catalogue(params: Params | None = None, insurer: bool = False) -> ToolIndex:
 def readings(text: str, known: set[str], thesaurus: synonyms.Thesaurus) -> dict[str, list[str]]:
     english = spelling.loaded()
     assert english is not None
-    return synonyms.readings(spelling.unknown(text, known), known, english, thesaurus)
+    return synonyms.readings(spelling.unknown(spelling.typed(text), known), known, english, thesaurus)
 
 
 def best(index: ToolIndex, query: str) -> str | None:

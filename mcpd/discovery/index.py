@@ -368,7 +368,7 @@ class ToolIndex:
             return
         postings = self._postings
         typed = spelling.typed(query)
-        words = [word for word in typed if stem(word) not in postings]
+        words = spelling.unknown(typed, postings)
         split = spelling.compounds(words, postings, english) if self.params.spelling else {}
         for parts in split.values():
             for term in parts:

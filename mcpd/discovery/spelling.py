@@ -128,10 +128,10 @@ def typed(text: str) -> list[str]:
     return [word for word in words if word not in STOP_WORDS and word not in REQUEST_WORDS]
 
 
-def unknown(text: str, known: Container[str]) -> list[str]:
-    """The ``typed`` words of ``text`` whose stem is no term in ``known``: those that ``misspelt``,
+def unknown(words: Iterable[str], known: Container[str]) -> list[str]:
+    """The ``typed`` ``words`` whose stem is no term in ``known``: those that ``misspelt``,
     ``compounds`` and ``mcpd.discovery.synonyms.readings`` read, found once for the three."""
-    return [word for word in typed(text) if stem(word) not in known]
+    return [word for word in words if stem(word) not in known]
 
 
 def misspelt(words: Iterable[str], english: Container[str]) -> list[str]:
