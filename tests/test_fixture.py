@@ -27,6 +27,7 @@ SCRIPT: list[tuple[str, dict[str, Any]]] = [
         ("tools/call", {"name": name, "arguments": arguments})
         for name, arguments in [
             ("echo", {"text": "hi"}),
+            ("echo", {"text": "h\u00e9 \u2603 \U0001d11e \x1b"}),
             ("tool_1", {"text": "x"}),
             ("tool_0", {}),
             ("fail", {"message": "kept to the server's log"}),
@@ -67,34 +68,65 @@ SCRIPT: list[tuple[str, dict[str, Any]]] = [
 """Every tool and list of the fixture, besides those that end, block or flood the server; the
 asking tools, for one question each, and the roots answered."""
 
+DROPPED = [
+    "not JSON",
+    '[{"jsonrpc": "2.0", "id": 90, "method": "ping"}]',
+    '{"id": 91, "method": "ping"}',
+    '{"jsonrpc": "2.0", "id": 92, "method": "ping", "params": [1]}',
+    '{"jsonrpc": "2.0", "id": true, "method": "ping"}',
+    '{"jsonrpc": "2.0", "id": 93.5, "method": "ping"}',
+]
+"""Lines the SDK's server answers nothing to and lives on: not JSON, a batch, no "jsonrpc", params not
+an object, an id neither string nor integer (read as a notification)."""
 
-def _session(flags: tuple[str, ...]) -> list[dict[str, Any]]:
-    """What the fixture server sent for ``SCRIPT``, in order: answers, notifications and questions."""
+
+def _session(flags: tuple[str, ...]) -> list[tuple[dict[str, Any], int]]:
+    """What the fixture server sent for ``SCRIPT``, in order, each with its line's length in bytes:
+    answers, notifications and questions. Before it, ``DROPPED`` and a request before ``initialize``;
+    after it, a call cancelled while it runs."""
     argv = fixture_command("fx", "--tools", "2", "--poisoned", "--instructions", "Be kind.", *flags)
     argv += ("--hostile-text", "\x1b[2J")
-    with subprocess.Popen(argv, stdin=PIPE, stdout=PIPE, stderr=subprocess.DEVNULL, text=True) as server:
+    with subprocess.Popen(argv, stdin=PIPE, stdout=PIPE, stderr=subprocess.DEVNULL) as server:
         assert server.stdin is not None and server.stdout is not None
-        seen: list[dict[str, Any]] = []
+        seen: list[tuple[dict[str, Any], int]] = []
 
-        def send(message: dict[str, Any]) -> None:
+        def write(line: str) -> None:
             assert server.stdin is not None
-            server.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+            server.stdin.write(line.encode() + b"\n")
             server.stdin.flush()
 
+        def send(message: dict[str, Any]) -> None:
+            write(json.dumps({"jsonrpc": "2.0", **message}))
+
+        def until_answered(request_id: int | str) -> None:
+            assert server.stdout is not None
+            while True:
+                line = server.stdout.readline()
+                message = json.loads(line)
+                if "method" in message and "id" in message:  # a question: answered, id left out
+                    send({"id": message.pop("id"), "result": ROOTS})
+                seen.append((message, len(line)))
+                if message.get("id") == request_id and "method" not in message:
+                    return
+
+        for line in DROPPED:
+            write(line)
+        send({"id": "early", "method": "tools/list"})
+        until_answered("early")
         capabilities: dict[str, Any] = {"roots": {}, "sampling": {}}
         send({"id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
               "capabilities": capabilities, "clientInfo": {"name": "t", "version": "1"}}})  # fmt: skip
         send({"method": "notifications/initialized"})
-        for index, (method, params) in enumerate([("", {}), *SCRIPT]):
-            if index:
-                send({"id": index, "method": method, "params": params})
-            while True:
-                message = json.loads(server.stdout.readline())
-                if "method" in message and "id" in message:  # a question: answered, id left out
-                    send({"id": message.pop("id"), "result": ROOTS})
-                seen.append(message)
-                if message.get("id") == index and "method" not in message:
-                    break
+        until_answered(0)
+        for index, (method, params) in enumerate(SCRIPT, 1):
+            send({"id": index, "method": method, "params": params})
+            until_answered(index)
+        for request_id, seconds in [("gone", 1.0), ("last", 1.5)]:
+            send({"id": request_id, "method": "tools/call",
+                  "params": {"name": "sleep", "arguments": {"seconds": seconds}}})  # fmt: skip
+            if request_id == "gone":
+                send({"method": "notifications/cancelled", "params": {"requestId": "gone"}})
+        until_answered("last")
         server.terminate()
     return seen
 
@@ -102,10 +134,11 @@ def _session(flags: tuple[str, ...]) -> list[dict[str, Any]]:
 @pytest.mark.timeout(60)
 def test_the_plain_fixture_answers_as_the_sdk_one_does() -> None:
     """Same initialize, lists, schemas, results, errors, notifications and questions, message for
-    message; only the wording of a validation error (pydantic's) and a pid may differ."""
+    message, each as many bytes on its line; nothing for a line the SDK drops or a cancelled call;
+    only the wording of a validation error (pydantic's) and a pid may differ."""
     with ThreadPoolExecutor(2) as both:  # at once: the SDK's start is most of the time
         plain, sdk = both.map(_session, [(), ("--sdk",)])
-    assert [m.get("id") for m in plain] == [m.get("id") for m in sdk]
+    assert [m.get("id") for m, _ in plain] == [m.get("id") for m, _ in sdk]
     for ours, theirs in zip(plain, sdk, strict=True):
         assert ours == theirs
     assert len(plain) > len(SCRIPT) + 8  # notifications and a question came too

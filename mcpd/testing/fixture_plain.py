@@ -4,8 +4,10 @@ JSON-RPC lines on stdio, without importing the SDK (~0.1 s of CPU to start, agai
 
 Each request runs on a thread of its own, so a slow tool or a question to the client holds up
 nothing else; ``--freeze-after`` stops every thread's output and the reading of stdin. Where it parts
-from the SDK's: a validation error's text is shorter (no pydantic URL), and ``notifications/cancelled``
-is ignored (a ``sleep`` runs to its end and is answered); ``tests/test_fixture.py`` holds it to the rest.
+from the SDK's: a validation error's text is shorter (no pydantic URL), and a call the client cancels
+runs to its end (a ``sleep`` is not cut short, a question it asked is not withdrawn), though, as with
+the SDK, it is not answered; ``tests/test_fixture.py`` holds it to the rest, down to what is dropped
+unanswered and the bytes of each line.
 """
 
 from __future__ import annotations
@@ -30,6 +32,45 @@ HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 REQUIRED = object()
 """A parameter without a default."""
 FOREVER = 3600.0
+SERVED = frozenset(
+    {
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+    }
+)
+"""The methods answered besides ``initialize`` and ``ping``: any other is not found, even before
+``initialize``, as with the SDK."""
+
+RequestId = int | str
+
+
+def as_request_id(value: object) -> RequestId | None:
+    """``value`` if the SDK takes it for a request's id (a string or integer, not a bool), else None."""
+    return value if isinstance(value, int | str) and not isinstance(value, bool) else None
+
+
+def request_key(request_id: RequestId) -> RequestId:
+    """The id as the SDK matches it: "7" and 7 are one request."""
+    numeral = isinstance(request_id, str) and request_id.lstrip("-").isdecimal()
+    return int(request_id) if numeral else request_id
+
+
+def read_message(line: str) -> dict[str, Any] | None:
+    """The JSON-RPC message on ``line``, or None where the SDK's stdio drops the line unanswered
+    (not JSON, a batch, no ``"jsonrpc": "2.0"``, a method or params of the wrong type)."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return None
+    method, params = message.get("method", ""), message.get("params")
+    return message if isinstance(method, str) and isinstance(params, dict | None) else None
 
 
 class RpcError(Exception):
@@ -122,7 +163,11 @@ class PlainFixture:
         self.frozen = threading.Event()
         self.lock = threading.Lock()
         self.client_capabilities: dict[str, Any] = {}
-        self.asked: dict[int, tuple[threading.Event, list[dict[str, Any]]]] = {}
+        self.initialized = False
+        """Whether ``initialize`` came: before it, the SDK serves only ``ping``."""
+        self.cancelled: dict[RequestId, bool] = {}
+        """The client's requests being answered, by ``request_key``: True once the client cancelled one."""
+        self.asked: dict[RequestId, tuple[threading.Event, list[dict[str, Any]]]] = {}
         """Requests to the client awaiting an answer, by id: the event set once it is in the list."""
         self.ids = itertools.count()
         self.tools: dict[str, Tool] = {}
@@ -574,7 +619,9 @@ class PlainFixture:
         with self.lock:
             if self.frozen.is_set():
                 time.sleep(FOREVER)
-            sys.stdout.write(json.dumps(message) + "\n")
+            # As pydantic writes it: UTF-8 as is and no spaces, so a reader meets multi-byte
+            # characters (split across reads) and the byte counts a server built on the SDK sends.
+            sys.stdout.write(json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n")
             sys.stdout.flush()
 
     def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
@@ -584,20 +631,42 @@ class PlainFixture:
         for line in sys.stdin:
             if self.frozen.is_set():
                 time.sleep(FOREVER)
-            message = json.loads(line)
+            message = read_message(line)
+            if message is None:
+                continue
+            request_id = as_request_id(message.get("id"))
             if "method" not in message:  # the client's answer to one of our questions
-                waiting = self.asked.get(message.get("id"))
+                waiting = None if request_id is None else self.asked.get(request_key(request_id))
                 if waiting is not None:
                     waiting[1].append(message)
                     waiting[0].set()
-            elif "id" in message:
+            elif request_id is None:  # as the SDK, a request whose id is no string or integer too
+                self.on_notification(message["method"], message.get("params") or {})
+            else:
+                with self.lock:
+                    self.cancelled[request_key(request_id)] = False
+                if message["method"] == "initialize":  # answered before the next line, as the SDK does
+                    self.initialized = True
                 threading.Thread(target=self.answer, args=(message,), daemon=True).start()
+
+    def on_notification(self, method: str, params: dict[str, Any]) -> None:
+        if method == "notifications/initialized":
+            self.initialized = True
+        elif method == "notifications/cancelled":
+            # The SDK never answers a request once cancelled (the call runs on here, unheard).
+            cancelled = as_request_id(params.get("requestId"))
+            with self.lock:
+                if cancelled is not None and request_key(cancelled) in self.cancelled:
+                    self.cancelled[request_key(cancelled)] = True
 
     def answer(self, message: dict[str, Any]) -> None:
         try:
             response: dict[str, Any] = {"result": self.result(message["method"], message.get("params") or {})}
         except RpcError as exc:
             response = {"error": exc.error}
+        with self.lock:
+            if self.cancelled.pop(request_key(message["id"]), False):
+                return
         self.send({"jsonrpc": "2.0", "id": message["id"], **response})
 
     def result(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -619,6 +688,10 @@ class PlainFixture:
             return initialized
         if method == "ping":
             return {}
+        if method not in SERVED:
+            raise RpcError(-32601, "Method not found", method)
+        if not self.initialized:
+            raise RpcError(-32602, "Invalid request parameters", "")
         if method == "tools/list":
             return {"tools": [tool.listed() for tool in list(self.tools.values())]}
         if method == "tools/call":
@@ -634,13 +707,11 @@ class PlainFixture:
                 {"name": name, "description": told, "arguments": []} for name, told in self.prompts.items()
             ]
             return {"prompts": listed}
-        if method == "prompts/get":
-            name = str(params.get("name"))
-            if name not in self.prompts:
-                raise RpcError(0, f"Unknown prompt: {name}")
-            content = {"type": "text", "text": f"Prompt {name}, added at run time."}
-            return {"description": self.prompts[name], "messages": [{"role": "user", "content": content}]}
-        raise RpcError(-32601, "Method not found", method)
+        name = str(params.get("name"))  # prompts/get, the last of SERVED
+        if name not in self.prompts:
+            raise RpcError(0, f"Unknown prompt: {name}")
+        content = {"type": "text", "text": f"Prompt {name}, added at run time."}
+        return {"description": self.prompts[name], "messages": [{"role": "user", "content": content}]}
 
     def _call(self, params: dict[str, Any]) -> dict[str, Any]:
         name = str(params.get("name"))
@@ -670,6 +741,7 @@ class PlainFixture:
 
 def serve(args: argparse.Namespace) -> None:
     """Serve the fixture the flags describe on stdio until stdin ends."""
-    for stream in (sys.stdin, sys.stdout):
-        stream.reconfigure(encoding="utf-8")  # type: ignore[union-attr]  # what the SDK's stdio uses
+    # What the SDK's stdio uses; a line not UTF-8 is read with replacement characters, not fatal.
+    sys.stdin.reconfigure(encoding="utf-8", errors="replace")  # type: ignore[union-attr]
+    sys.stdout.reconfigure(encoding="utf-8")  # type: ignore[union-attr]
     PlainFixture(args).serve()
