@@ -15,7 +15,12 @@ import pytest
 
 from mcpd.testing import fixture_command
 
-ROOTS = {"roots": [{"uri": "file:///home/user/project", "name": "project"}]}
+ANSWERS: dict[str, dict[str, Any]] = {
+    "roots/list": {"roots": [{"uri": "file:///home/user/project", "name": "project"}]},
+    "sampling/createMessage": {"model": "m", "content": {"type": "text", "text": "no role"}},
+    "elicitation/create": {"action": "perhaps"},
+}
+"""The client's answer to each question the server asks: the roots well formed, the others not."""
 
 SCRIPT: list[tuple[str, dict[str, Any]]] = [
     ("ping", {}),
@@ -47,6 +52,8 @@ SCRIPT: list[tuple[str, dict[str, Any]]] = [
             ("add_numbers", {"a": 2, "b": 3}),
             ("hostile_link", {}),
             ("ask", {"kind": "roots"}),
+            ("ask", {"kind": "sampling"}),
+            ("ask", {"kind": "elicitation"}),
             ("ask", {"kind": "sampling-tools"}),
         ]
     ],
@@ -66,7 +73,7 @@ SCRIPT: list[tuple[str, dict[str, Any]]] = [
     ),
 ]
 """Every tool and list of the fixture, besides those that end, block or flood the server; the
-asking tools, for one question each, and the roots answered."""
+asking tools, for one question each, answered as ``ANSWERS`` says."""
 
 DROPPED = [
     "not JSON",
@@ -104,7 +111,7 @@ def _session(flags: tuple[str, ...]) -> list[tuple[dict[str, Any], int]]:
                 line = server.stdout.readline()
                 message = json.loads(line)
                 if "method" in message and "id" in message:  # a question: answered, id left out
-                    send({"id": message.pop("id"), "result": ROOTS})
+                    send({"id": message.pop("id"), "result": ANSWERS[message["method"]]})
                 seen.append((message, len(line)))
                 if message.get("id") == request_id and "method" not in message:
                     return

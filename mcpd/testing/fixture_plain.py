@@ -134,6 +134,21 @@ class Tool:
         return found
 
 
+def well_formed(method: str, result: dict[str, Any]) -> bool:
+    """Whether the client's ``result`` of ``method`` has what the SDK's model of it requires."""
+    if method == "sampling/createMessage":
+        content = result.get("content")
+        blocks = content if isinstance(content, list) else [content]
+        typed = all(isinstance(block, dict) and isinstance(block.get("type"), str) for block in blocks)
+        return result.get("role") in ("user", "assistant") and isinstance(result.get("model"), str) and typed
+    if method == "elicitation/create":
+        return result.get("action") in ("accept", "decline", "cancel")
+    roots = result.get("roots")
+    return isinstance(roots, list) and all(
+        isinstance(root, dict) and str(root.get("uri")).startswith("file://") for root in roots
+    )
+
+
 def text_result(text: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": False}
 
@@ -591,6 +606,8 @@ class PlainFixture:
         if "error" in answer:
             return f"refused {answer['error']['code']}: {answer['error']['message']}"
         result = answer["result"]
+        if not well_formed(method, result):
+            raise ValueError(f"the client's answer to {method} is malformed")  # as pydantic refuses it
         if kind == "sampling":
             content = result["content"]
             return f"sampled ({result['model']}): {content.get('text', content)}"
@@ -723,6 +740,10 @@ class PlainFixture:
             value = tool.run(meta=params.get("_meta") or {}, **arguments)
         except ToolError as exc:
             return {"content": [{"type": "text", "text": str(exc)}], "isError": True}
+        except RpcError:
+            raise
+        except Exception:  # as the SDK's: any other failure, its message kept to the server's log
+            return {"content": [{"type": "text", "text": f"Error executing tool {name}"}], "isError": True}
         if tool.returns is None:
             return dict(value)
         return text_result(value if isinstance(value, str) else json.dumps(value)) | {
