@@ -67,6 +67,13 @@ SCRIPT: list[tuple[str, dict[str, Any]]] = [
     ("resources/read", {"uri": "fixture://hostile"}),
     ("resources/read", {"uri": "fixture://unknown"}),
     ("logging/setLevel", {"level": "error"}),
+    ("tools/call", {"arguments": {}}),
+    ("tools/call", {"name": "echo", "arguments": ["x"]}),
+    ("tools/call", {"name": "echo", "arguments": {"text": "m"}, "_meta": 3}),
+    ("resources/read", {}),
+    ("prompts/get", {"name": 3}),
+    ("tools/list", {"cursor": 5}),
+    ("tools/list", {"cursor": "elsewhere"}),
     (
         "completion/complete",
         {"ref": {"type": "ref/prompt", "name": "x"}, "argument": {"name": "a", "value": ""}},
@@ -89,8 +96,9 @@ an object, an id neither string nor integer (read as a notification)."""
 
 def _session(flags: tuple[str, ...]) -> list[tuple[dict[str, Any], int]]:
     """What the fixture server sent for ``SCRIPT``, in order, each with its line's length in bytes:
-    answers, notifications and questions. Before it, ``DROPPED`` and a request before ``initialize``;
-    after it, a call cancelled while it runs."""
+    answers, notifications and questions. Before it, ``DROPPED``, an ``initialize`` without the
+    client's capabilities and info, and a request before a whole one; after it, a call cancelled
+    while it runs."""
     argv = fixture_command("fx", "--tools", "2", "--poisoned", "--instructions", "Be kind.", *flags)
     argv += ("--hostile-text", "\x1b[2J")
     with subprocess.Popen(argv, stdin=PIPE, stdout=PIPE, stderr=subprocess.DEVNULL) as server:
@@ -118,6 +126,8 @@ def _session(flags: tuple[str, ...]) -> list[tuple[dict[str, Any], int]]:
 
         for line in DROPPED:
             write(line)
+        send({"id": "bare", "method": "initialize", "params": {"protocolVersion": "2025-06-18"}})
+        until_answered("bare")
         send({"id": "early", "method": "tools/list"})
         until_answered("early")
         capabilities: dict[str, Any] = {"roots": {}, "sampling": {}}

@@ -46,7 +46,34 @@ SERVED = frozenset(
 """The methods answered besides ``initialize`` and ``ping``: any other is not found, even before
 ``initialize``, as with the SDK."""
 
+_LISTED: dict[str, tuple[type, bool]] = {"cursor": (str, False)}
+PARAMS: dict[str, dict[str, tuple[type, bool]]] = {
+    "initialize": {"protocolVersion": (str, True), "capabilities": (dict, True), "clientInfo": (dict, True)},
+    "tools/call": {"name": (str, True), "arguments": (dict, False)},
+    "resources/read": {"uri": (str, True)},
+    "prompts/get": {"name": (str, True), "arguments": (dict, False)},
+    "tools/list": _LISTED,
+    "resources/list": _LISTED,
+    "resources/templates/list": _LISTED,
+    "prompts/list": _LISTED,
+    "clientInfo": {"name": (str, True), "version": (str, True)},
+}
+"""The params of a request the SDK checks before it answers: name -> (type, required); and of
+``initialize``'s ``clientInfo``."""
+
 RequestId = int | str
+
+
+def malformed(method: str, params: dict[str, Any]) -> bool:
+    """Whether ``params`` lack what the SDK's model of ``method``'s requires (it answers -32602)."""
+    shape = {"_meta": (dict, False)} | PARAMS.get(method, {})
+    client = params.get("clientInfo")
+    if method == "initialize" and (not isinstance(client, dict) or malformed("clientInfo", client)):
+        return True
+    return any(
+        not isinstance(params[key], kind) if params.get(key) is not None else required
+        for key, (kind, required) in shape.items()
+    )
 
 
 def as_request_id(value: object) -> RequestId | None:
@@ -662,8 +689,9 @@ class PlainFixture:
             else:
                 with self.lock:
                     self.cancelled[request_key(request_id)] = False
-                if message["method"] == "initialize":  # answered before the next line, as the SDK does
-                    self.initialized = True
+                params = message.get("params") or {}
+                if message["method"] == "initialize" and not malformed("initialize", params):
+                    self.initialized = True  # answered before the next line is read, as the SDK does
                 threading.Thread(target=self.answer, args=(message,), daemon=True).start()
 
     def on_notification(self, method: str, params: dict[str, Any]) -> None:
@@ -687,22 +715,10 @@ class PlainFixture:
         self.send({"jsonrpc": "2.0", "id": message["id"], **response})
 
     def result(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if malformed(method, params):
+            raise RpcError(-32602, "Invalid request parameters", "")
         if method == "initialize":
-            self.client_capabilities = params.get("capabilities") or {}
-            version = params.get("protocolVersion")
-            capabilities = {
-                "prompts": {"listChanged": False},
-                "resources": {"listChanged": False, "subscribe": False},
-                "tools": {"listChanged": False},
-            }
-            initialized = {
-                "protocolVersion": version if version in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1],
-                "capabilities": capabilities,
-                "serverInfo": {"name": self.args.name, "version": ""},
-            }
-            if self.args.instructions is not None:
-                initialized["instructions"] = self.args.instructions
-            return initialized
+            return self._initialize(params)
         if method == "ping":
             return {}
         if method not in SERVED:
@@ -729,6 +745,23 @@ class PlainFixture:
             raise RpcError(0, f"Unknown prompt: {name}")
         content = {"type": "text", "text": f"Prompt {name}, added at run time."}
         return {"description": self.prompts[name], "messages": [{"role": "user", "content": content}]}
+
+    def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.client_capabilities = params["capabilities"]
+        version = params["protocolVersion"]
+        capabilities = {
+            "prompts": {"listChanged": False},
+            "resources": {"listChanged": False, "subscribe": False},
+            "tools": {"listChanged": False},
+        }
+        initialized = {
+            "protocolVersion": version if version in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1],
+            "capabilities": capabilities,
+            "serverInfo": {"name": self.args.name, "version": ""},
+        }
+        if self.args.instructions is not None:
+            initialized["instructions"] = self.args.instructions
+        return initialized
 
     def _call(self, params: dict[str, Any]) -> dict[str, Any]:
         name = str(params.get("name"))
