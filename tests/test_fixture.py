@@ -20,7 +20,8 @@ ANSWERS: dict[str, dict[str, Any]] = {
     "sampling/createMessage": {"model": "m", "content": {"type": "text", "text": "no role"}},
     "elicitation/create": {"action": "perhaps"},
 }
-"""The client's answer to each question the server asks: the roots well formed, the others not."""
+"""The client's answer to each question the server asks: the roots well formed, the others not;
+``ask_many``'s questions are left unanswered."""
 
 SCRIPT: list[tuple[str, dict[str, Any]]] = [
     ("ping", {}),
@@ -54,6 +55,7 @@ SCRIPT: list[tuple[str, dict[str, Any]]] = [
             ("ask", {"kind": "roots"}),
             ("ask", {"kind": "sampling"}),
             ("ask", {"kind": "elicitation"}),
+            ("ask_many", {"kind": "elicitation", "count": 1, "wait": 0.2}),
             ("ask", {"kind": "sampling-tools"}),
         ]
     ],
@@ -119,7 +121,11 @@ def _session(flags: tuple[str, ...]) -> list[tuple[dict[str, Any], int]]:
                 line = server.stdout.readline()
                 message = json.loads(line)
                 if "method" in message and "id" in message:  # a question: answered, id left out
-                    send({"id": message.pop("id"), "result": ANSWERS[message["method"]]})
+                    asked = message.pop("id")
+                    if not message.get("params", {}).get("message", "").startswith("question "):
+                        send({"id": asked, "result": ANSWERS[message["method"]]})
+                if message.get("method") == "notifications/cancelled":  # of a question: its id left out
+                    del message["params"]["requestId"]
                 seen.append((message, len(line)))
                 if message.get("id") == request_id and "method" not in message:
                     return

@@ -211,7 +211,7 @@ class PlainFixture:
         """The client's requests being answered, by ``request_key``: True once the client cancelled one."""
         self.asked: dict[RequestId, tuple[threading.Event, list[dict[str, Any]]]] = {}
         """Requests to the client awaiting an answer, by id: the event set once it is in the list."""
-        self.ids = itertools.count()
+        self.ids = itertools.count(1)  # as the SDK numbers them
         self.tools: dict[str, Tool] = {}
         self.prompts: dict[str, str] = {}
         """Prompts added at run time: name -> description."""
@@ -655,6 +655,8 @@ class PlainFixture:
         )
         arrived.wait(wait)
         self.asked.pop(request_id, None)
+        if not answer:  # withdrawn, as the SDK withdraws a request its caller stopped waiting for
+            self.notify("notifications/cancelled", {"requestId": request_id, "reason": "caller cancelled"})
         return answer[0] if answer else None
 
     # -- the protocol -----------------------------------------------------------------------------
