@@ -60,6 +60,10 @@ SCRIPT: list[tuple[str, dict[str, Any]]] = [
         ]
     ],
     ("tools/call", {"name": "progress", "arguments": {"steps": 2}, "_meta": {"progressToken": "p"}}),
+    *[
+        ("tools/call", {"name": "progress", "arguments": {"steps": 1}, "_meta": {"progressToken": token}})
+        for token in (1.5, True, None, "7")
+    ],
     ("tools/call", {"name": "request_meta", "arguments": {}, "_meta": {"progressToken": 7, "a/b": 1}}),
     ("tools/list", {}),
     ("prompts/list", {}),

@@ -67,9 +67,15 @@ RequestId = int | str
 def malformed(method: str, params: dict[str, Any]) -> bool:
     """Whether ``params`` lack what the SDK's model of ``method``'s requires (it answers -32602)."""
     shape = {"_meta": (dict, False)} | PARAMS.get(method, {})
-    client = params.get("clientInfo")
+    client, meta = params.get("clientInfo"), params.get("_meta")
     if method == "initialize" and (not isinstance(client, dict) or malformed("clientInfo", client)):
         return True
+    if (
+        isinstance(meta, dict)
+        and "progressToken" in meta
+        and not isinstance(meta["progressToken"], int | str)
+    ):
+        return True  # a bool passes as an integer, though no progress is sent for it (``as_request_id``)
     return any(
         not isinstance(params[key], kind) if params.get(key) is not None else required
         for key, (kind, required) in shape.items()
@@ -440,7 +446,7 @@ class PlainFixture:
         return f"sent {count} list_changed"
 
     def _progress(self, steps: int, pause: float, pad: int, meta: dict[str, Any], **_: Any) -> str:
-        token = meta.get("progressToken")
+        token = as_request_id(meta.get("progressToken"))
         for step in range(1, steps + 1):
             time.sleep(pause)
             note = f"step {step} of {steps}" + "." * pad + (self.args.hostile_text or "")
