@@ -92,6 +92,29 @@ def test_a_librarys_exception_is_one_line_unless_debugging() -> None:
     assert "Traceback (most recent call last):" in library_logged("console", "debug")
 
 
+CALLBACK = """
+import asyncio, sys
+from mcpd.daemon.logging import configure_logging
+configure_logging("info", "json")
+def expire():
+    raise KeyError("a request already gone")
+loop = asyncio.new_event_loop()
+loop.call_soon(expire)
+loop.call_soon(loop.stop)
+loop.run_forever()
+"""
+
+
+def test_a_callback_of_mcpds_that_raised_keeps_its_traceback() -> None:
+    """What asyncio logs is a callback or protocol of mcpd's own that raised (rawrpc's expiry
+    timer, a child's pipes): a fault of mcpd's, whose frames say where, at any level."""
+    command = [sys.executable, "-c", CALLBACK]
+    stderr = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True).stderr
+    line = json.loads(stderr)
+    assert line["message"].startswith("Exception in callback expire()")
+    assert [frame["name"] for frame in line["exception"][0]["frames"]][-1] == "expire"
+
+
 # -- a log that cannot be written -------------------------------------------------------------
 
 LOG_LIMIT = 16 * 1024

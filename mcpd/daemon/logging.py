@@ -98,8 +98,12 @@ def _library_event(
 
     What a library logs with a traceback is about a server's or a peer's doing (the SDK's "Error
     parsing SSE message" at each handshake with a server that streams garbage), not a fault of
-    mcpd's to debug: a traceback each time reads as a crash. ``--log-level debug`` keeps them."""
+    mcpd's to debug: a traceback each time reads as a crash. ``--log-level debug`` keeps them.
+    Not asyncio's: what it logs is a callback or protocol of mcpd's own that raised (rawrpc's
+    expiry timer, a child's pipes), whose frames say where the fault is."""
     event = _library_event_traced(logger, method, event)
+    if event.get("logger") == "asyncio":
+        return event
     exc_info = event.pop("exc_info", None)
     if isinstance(exc_info, tuple) and isinstance(exc_info[1], BaseException):
         event["error"] = f"{type(exc_info[1]).__name__}: {exc_info[1]}"
