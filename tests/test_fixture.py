@@ -72,6 +72,8 @@ SCRIPT: list[tuple[str, dict[str, Any]]] = [
     ("resources/read", {"uri": "fixture://bytes/300"}),
     ("resources/read", {"uri": "fixture://hostile"}),
     ("resources/read", {"uri": "fixture://unknown"}),
+    ("resources/read", {"uri": "fixture://bytes/abc"}),
+    ("resources/read", {"uri": "fixture://bytes/-5"}),
     ("logging/setLevel", {"level": "error"}),
     ("tools/call", {"arguments": {}}),
     ("tools/call", {"name": "echo", "arguments": ["x"]}),

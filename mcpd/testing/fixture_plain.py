@@ -793,7 +793,10 @@ class PlainFixture:
 
     def _read(self, uri: str) -> dict[str, Any]:
         if uri.startswith("fixture://bytes/") and "fixture://bytes/{size}" in self.resources:
-            count = min(int(uri.removeprefix("fixture://bytes/")), 64 << 20)
+            try:
+                count = max(0, min(int(uri.removeprefix("fixture://bytes/")), 64 << 20))
+            except ValueError:  # the SDK's words when the template's function fails
+                raise RpcError(-32603, f"Error creating resource from template {uri}", {"uri": uri}) from None
             blob = base64.b64encode((bytes(range(256)) * (count // 256 + 1))[:count]).decode()
             return {"contents": [{"uri": uri, "mimeType": "application/octet-stream", "blob": blob}]}
         if uri == "fixture://hostile" and uri in self.resources:
