@@ -466,14 +466,11 @@ class ServerActor:
     def _check_retry_in_time(self, deadline: float) -> None:
         """Raise ``ServerNotRunning`` if the server waits out a backoff past ``deadline``: a call to a
         server in a crash loop (a key missing from its env) would wait its whole deadline for a
-        try that comes after it. A start, a restart or a reload in the meantime could still have
-        run it; they are a person's act, rarer than the crash loop's every call."""
+        try that comes after it. (``start`` and ``restart`` clear the due time: the try comes now.)"""
         retry_at = self._retry_due
-        if self._state is not S.BACKOFF or retry_at is None or self._replacing:
+        if self._state is not S.BACKOFF or retry_at is None or self._replacing or retry_at <= deadline:
             return
         retry_in = retry_at - anyio.current_time()
-        if retry_in <= deadline - anyio.current_time():
-            return
         why = f": {self.last_error}" if self.last_error else ""
         raise ServerNotRunning(
             f"server {self.name!r} is waiting to restart (backoff), its next try in {retry_in:.1f}s, "
