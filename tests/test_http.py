@@ -79,8 +79,8 @@ class Front:
 
 def http_config(directory: Path, *, servers: Sequence[str] = (), **daemon: Any) -> Path:
     """A config with HTTP on, its token file in ``directory``, and a fixture server for each of
-    ``servers`` (none by default: each one started costs a second of CPU, and a test of HTTP itself
-    calls no tool)."""
+    ``servers`` (none by default: a test of HTTP itself calls no tool, and each server started is one
+    more process on a shared machine)."""
     settings = {"http": '"127.0.0.1:0"', "http_token_file": f'"{directory / "http.token"}"', **daemon}
     config = directory / "config.toml"
     table = "".join(f"{key} = {value}\n" for key, value in settings.items())
