@@ -12,7 +12,7 @@ import os
 import random
 import signal
 import tracemalloc
-from collections.abc import AsyncIterator, Callable, MutableMapping
+from collections.abc import AsyncIterator, Callable, Mapping, MutableMapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -570,6 +570,31 @@ async def test_a_server_that_refuses_every_resubscribe_is_asked_one_at_a_time(tm
         assert all(hub.held("host", "full", uri) for uri in uris)
 
 
+Heard = list[tuple[str, dict[str, Any] | None]]
+
+
+def _listening(hub: Subscriptions) -> tuple[Heard, list[str]]:
+    """Register ``host`` on ``hub``: the updates it hears (URI, ``_meta``) and the URIs it is told ended."""
+    heard: Heard = []
+    ended: list[str] = []
+    hub.register(
+        "host", lambda server, uri, meta: heard.append((uri, meta)), lambda s, uri: ended.append(uri)
+    )
+    return heard, ended
+
+
+def _assert_ended(
+    told: Mapping[str, Any], hub: Subscriptions, heard: Heard, ended: list[str], why: str
+) -> None:
+    """``host``'s subscription of full://r/0 ended: logged, held no more, told by ``Ended`` and by a last
+    update whose ``_meta`` reason holds ``why``."""
+    assert (told["uri"], told["holders"]) == ("full://r/0", 1)
+    assert not hub.held("host", "full", "full://r/0")
+    assert ended == ["full://r/0"]
+    [(uri, meta)] = heard
+    assert uri == "full://r/0" and meta is not None and why in meta[SUBSCRIPTION_ENDED]
+
+
 @pytest.mark.parametrize("code", [-32002, -32602, -32601])
 async def test_a_resubscribe_answered_not_found_ends_the_subscription_and_tells_its_holder(
     tmp_path: Path, code: int
@@ -583,21 +608,13 @@ async def test_a_resubscribe_answered_not_found_ends_the_subscription_and_tells_
     holder waiting for updates that would never come."""
     async with held_server(tmp_path) as held:
         hub = held.subscriptions
-        heard: list[tuple[str, dict[str, Any] | None]] = []
-        ended: list[str] = []
-        hub.register(
-            "host", lambda server, uri, meta: heard.append((uri, meta)), lambda s, uri: ended.append(uri)
-        )
+        heard, ended = _listening(hub)
         await hub.subscribe("host", "full", "full://r/0")
         held.refuse.write_text(str(code))
         with structlog.testing.capture_logs() as logged:
             await kill_and_wait_for_the_next_run(held)
             told = await until_logged(logged, "resource.subscription_ended")
-        assert (told["uri"], told["holders"]) == ("full://r/0", 1)
-        assert not hub.held("host", "full", "full://r/0")
-        assert ended == ["full://r/0"]
-        [(uri, meta)] = heard
-        assert uri == "full://r/0" and meta is not None and "full://r/0" in meta[SUBSCRIPTION_ENDED]
+        _assert_ended(told, hub, heard, ended, "full://r/0")
         asked = await held.read("full://asked")
         await anyio.sleep(1)  # a refusal would have been sent again twice by now
         assert await held.read("full://asked") == asked
@@ -614,20 +631,12 @@ async def test_a_new_run_that_offers_no_subscriptions_ends_them_and_tells_their_
     the holder kept it without a word: no update would come, and nothing said so."""
     async with held_server(tmp_path) as held:
         hub = held.subscriptions
-        heard: list[tuple[str, dict[str, Any] | None]] = []
-        ended: list[str] = []
-        hub.register(
-            "host", lambda server, uri, meta: heard.append((uri, meta)), lambda s, uri: ended.append(uri)
-        )
+        heard, ended = _listening(hub)
         await hub.subscribe("host", "full", "full://r/0")
         with structlog.testing.capture_logs() as logged:
             await held.supervisor.apply(Config(source="<test>", servers=(fixture_server("full"),)))
             told = await until_logged(logged, "resource.subscription_ended")
-        assert (told["uri"], told["holders"]) == ("full://r/0", 1)
-        assert not hub.held("host", "full", "full://r/0")
-        assert ended == ["full://r/0"]
-        [(uri, meta)] = heard
-        assert uri == "full://r/0" and meta is not None and "subscriptions" in meta[SUBSCRIPTION_ENDED]
+        _assert_ended(told, hub, heard, ended, "subscriptions")
 
 
 async def test_a_server_removed_by_reload_ends_its_subscriptions_for_good(tmp_path: Path) -> None:
