@@ -71,9 +71,9 @@ UNSEEN = Path(__file__).resolve().parent / "unseen"
 """Queries written for each set's tools, none from the benchmarks (see ``unseen/README.md``)."""
 REALCAT = Path(__file__).resolve().parent / "realcat"
 """Real servers' tools in one catalogue, with queries written for them (``realcat/README.md``)."""
-UNSEEN_SETS = {"1": UNSEEN, "2": UNSEEN.with_name("unseen2"), "3": UNSEEN.with_name("unseen3")}
+UNSEEN_SETS = {str(n): UNSEEN.with_name(f"unseen{n}" if n > 1 else "unseen") for n in range(1, 5)}
 """The unseen query sets by number, in the order they were written (``unseen2/README.md``,
-``unseen3/README.md``)."""
+``unseen3/README.md``, ``unseen4/README.md``)."""
 METRICS = ("R@1", "R@5", "R@10", "nDCG@10", "Hit@1", "SR@5")
 TARGET_LIFT = 1.5
 TARGET_CAP = 90.0
@@ -116,7 +116,8 @@ class Query:
     relevant_servers: frozenset[str]
     style: str = ""
     """How an unseen query is put: para, kw, chat, typo, svc, act (``bench/unseen``); ask, multi, esl
-    (``bench/unseen2``); short, long, jargon, abbr, dtype, neg, plan (``bench/unseen3``)."""
+    (``bench/unseen2``); short, long, jargon, abbr, dtype, neg, plan (``bench/unseen3``); step, output,
+    contrast, brand, mixed, units, two, error (``bench/unseen4``)."""
     half: str = ""
     """A (worked on) or B (held out) of an unseen set."""
 
@@ -474,7 +475,7 @@ def main() -> None:
         "--unseen-set",
         choices=sorted(UNSEEN_SETS),
         default="1",
-        help="which unseen set --unseen scores: 1 = bench/unseen, 2 = bench/unseen2, 3 = bench/unseen3",
+        help="which unseen set --unseen scores: 1 = bench/unseen, 2 = bench/unseen2, ... 4 = bench/unseen4",
     )
     parser.add_argument(
         "--realcat",
