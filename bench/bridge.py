@@ -6,7 +6,10 @@ Run ``python bench/bridge.py``. Prints:
 - echo p50/p99 through a bridge vs a direct SDK session to another copy of the fixture server;
 - calls/s with 8 host sessions: 8 bridges sharing the daemon's one server, vs 8 direct
   sessions each to its own server (what 8 hosts do without mcpd); the ratio is the median of
-  alternating pairs of cells, with each side's CPU per call by process (where the time goes);
+  alternating pairs of cells, with each side's CPU per call by process (where the time goes).
+  The machine is saturated, and one server busy with 8 sessions spends less CPU per call than 8
+  servers each with one: that saving is in this ratio, not only the bridge's cost (for that, see
+  ``bench/peers.py``, where each session calls a server of its own on both sides);
 - CPU per call of the daemon plus the bridges (8 sessions calling);
 - each bridge's memory: RSS, PSS (its share of pages it shares with the other bridges) and
   USS (its own pages), and whether the bridge process imports the SDK, pydantic or anyio.

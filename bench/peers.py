@@ -11,11 +11,20 @@ npm, ``--json`` for machine output). In one run, on the same fixture servers
   shown, with each run in a note: one start moves by about a second between runs on 5;
 - ``echo`` p50/p99 with one session; calls/s with 8 sessions (session i calls server i);
 - gateway CPU per call over that load (utime+stime from /proc of the gateway's own
-  processes: the daemon plus its bridges for ``mcpd bridge``, node for mcp-hub);
+  processes: the daemon plus its bridges for ``mcpd bridge``, node for mcp-hub), and the CPU
+  per call of the host (this process) and of the servers beside it;
 - gateway RSS idle and loaded, and per host (each host runs its own ``mcpd bridge``);
 - ``kill -9`` of a server under load (8 sessions calling it): time until a call made after
   the kill succeeds, and the failed calls split into those issued after the server was seen
   dead (it never received them) and those issued before (in flight at the death, or queued).
+
+Load and latency are measured with every gateway running at once, in cells that alternate
+gateway and order round by round (``--rounds``): on a shared machine one cell moves by 2x from
+one minute to the next, and cells taken one gateway after the other gave that drift to whichever
+ran in a bad minute. calls/s is the median of a gateway's cells, its ratio the median of the
+ratios to the direct SDK's cell of the same round; p50/p99 pool blocks of calls taken in turns.
+With 8 sessions on two cores the machine is saturated, so calls/s follows the total CPU per call
+(host + gateway + servers), which the table gives by part.
 
 mcp-hub 4.2.1 is installed by ``npm install --prefix`` into a temporary directory. Prints
 one table with ratios to the direct SDK, then the targets of issue 17 with the figures
@@ -26,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import dataclasses
 import json
 import math
@@ -47,6 +57,7 @@ from peer_gateways import (
     Launcher,
     ServerSpec,
     Session,
+    child_pids,
     compile_mcpd,
     install_hub,
     launch_bridge,
@@ -77,7 +88,9 @@ class Settings:
     calls: int
     """Sequential calls of the latency measurement."""
     seconds: float
-    """Length of the 8-session load."""
+    """Length of one cell of the 8-session load."""
+    rounds: int
+    """Cells of load per gateway, alternating with the other gateways' (and latency blocks)."""
     deadline: float
     """Longest wait for a start; past it the gateway counts as never usable."""
     outage: float
@@ -86,9 +99,9 @@ class Settings:
     """Launches per start case (cold, 2 of 10 hung); the median is reported."""
 
 
-QUICK = Settings(calls=200, seconds=3.0, deadline=30.0, outage=15.0, starts=1)
+QUICK = Settings(calls=200, seconds=1.5, rounds=5, deadline=30.0, outage=15.0, starts=1)
 # 90 s: long enough for mcp-hub to give up on a hung server (its SDK times initialize out at 60 s).
-FULL = Settings(calls=1000, seconds=10.0, deadline=90.0, outage=30.0, starts=3)
+FULL = Settings(calls=1000, seconds=4.0, rounds=7, deadline=90.0, outage=30.0, starts=3)
 
 
 @dataclass(frozen=True)
@@ -100,9 +113,17 @@ class Latency:
 @dataclass(frozen=True)
 class Load:
     calls_per_s: float
+    """The median of the cells."""
+    cells: list[float]
+    """calls/s of each cell, round by round."""
+    ratios: list[float]
+    """calls/s of each cell over the direct SDK's of the same round."""
     failed: int
     cpu_us_per_call: float | None
     """CPU of the gateway's own processes per successful call; None without a gateway."""
+    host_cpu_us_per_call: float
+    """CPU of this process (the hosts' SDK clients, or the HTTP and socket clients) per call."""
+    servers_cpu_us_per_call: float
     rss_idle_mib: float | None
     rss_loaded_mib: float | None
     host_rss_idle_mib: float | None
@@ -147,6 +168,13 @@ class Column:
     @property
     def hung_s(self) -> float | None:
         return _median(self.hung_runs)
+
+    @property
+    def rate_ratio(self) -> float | None:
+        """The median of the paired ratios of calls/s to the direct SDK (None without them)."""
+        if self.load is None or not self.load.ratios:
+            return None
+        return statistics.median(self.load.ratios)
 
     start_cpu_s: float | None = None
     """CPU seconds of the gateway's shared processes from launch until the first cold start was usable:
@@ -244,24 +272,41 @@ async def open_sessions(gateway: Gateway) -> tuple[list[Session], float]:
     return sessions, statistics.median(times) * 1000
 
 
-async def measure_latency(session: Session, calls: int) -> Latency:
-    for _ in range(min(20, calls)):
-        await echo(session, VICTIM)
-    samples = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        await echo(session, VICTIM)
-        samples.append(time.perf_counter() - start)
-    return Latency(percentile(samples, 0.5) * 1000, percentile(samples, 0.99) * 1000)
+def server_pids(gateway: Gateway) -> list[int]:
+    """The fixture servers the gateway runs (the direct SDK's are this process's children)."""
+    parents = core_pids(gateway) or [os.getpid()]
+    found = []
+    for parent in parents:
+        for pid in child_pids(parent):
+            with contextlib.suppress(OSError):
+                if b"mcpd.testing.fixture" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(pid)
+    return found
 
 
-async def measure_load(gateway: Gateway, sessions: list[Session], seconds: float) -> Load:
-    """Session i calls server i for ``seconds``; CPU and RSS of the gateway meanwhile."""
-    core, hosts = core_pids(gateway), gateway.host_pids()
-    idle, host_idle = total_rss(core), mean_rss(hosts)
-    loaded, host_loaded = idle, host_idle
+@dataclass
+class Running:
+    """A gateway kept running for the load, latency and outage measurements, with its sessions."""
+
+    column: Column
+    gateway: Gateway
+    sessions: list[Session]
+    rates: list[float] = field(default_factory=list)
+    done: int = 0
+    failed: int = 0
+    cpu: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("host", "gateway", "servers"), 0.0))
+    idle: tuple[float | None, float | None] = (None, None)
+    loaded: tuple[float | None, float | None] = (None, None)
+
+
+async def load_cell(running: Running, seconds: float) -> float:
+    """Session i calls server i for ``seconds``; adds the CPU and RSS of the cell to ``running``."""
+    gateway = running.gateway
+    core, hosts, servers = core_pids(gateway), gateway.host_pids(), server_pids(gateway)
+    if running.idle == (None, None):
+        running.idle = running.loaded = (total_rss(core), mean_rss(hosts))
     done = failed = 0
-    cpu_before = cpu_seconds(gateway.gateway_pids())
+    before = (time.process_time(), cpu_seconds(gateway.gateway_pids()), cpu_seconds(servers))
     started = time.perf_counter()
     end = started + seconds
 
@@ -276,19 +321,67 @@ async def measure_load(gateway: Gateway, sessions: list[Session], seconds: float
                 await anyio.sleep(RETRY_PAUSE)
 
     async def sample() -> None:
-        nonlocal loaded, host_loaded
         while time.perf_counter() < end:
             await anyio.sleep(0.2)
-            loaded, host_loaded = peak(loaded, total_rss(core)), peak(host_loaded, mean_rss(hosts))
+            loaded, host_loaded = running.loaded
+            running.loaded = (peak(loaded, total_rss(core)), peak(host_loaded, mean_rss(hosts)))
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(sample)
-        for index, session in enumerate(sessions):
+        for index, session in enumerate(running.sessions):
             tg.start_soon(worker, session, HEALTHY[index % len(HEALTHY)].name)
     elapsed = time.perf_counter() - started
-    cpu = cpu_seconds(gateway.gateway_pids()) - cpu_before
-    per_call = cpu / done * 1e6 if gateway.gateway_pids() and done else None
-    return Load(done / elapsed, failed, per_call, idle, loaded, host_idle, host_loaded)
+    after = (time.process_time(), cpu_seconds(gateway.gateway_pids()), cpu_seconds(servers))
+    for part, used in zip(running.cpu, (b - a for a, b in zip(before, after, strict=True)), strict=True):
+        running.cpu[part] += used
+    running.done += done
+    running.failed += failed
+    return done / elapsed
+
+
+async def measure_loads(running: list[Running], settings: Settings) -> None:
+    """``settings.rounds`` cells of load per gateway, the gateways in turn, forward then backward."""
+    for round_ in range(settings.rounds):
+        for each in running if round_ % 2 == 0 else running[::-1]:
+            each.rates.append(await load_cell(each, settings.seconds))
+    direct = next((each for each in running if each.column.label == DIRECT), None)
+    for each in running:
+        per_call = {
+            part: used / each.done * 1e6 if each.done else math.nan for part, used in each.cpu.items()
+        }
+        each.column.load = Load(
+            calls_per_s=statistics.median(each.rates),
+            cells=each.rates,
+            ratios=[rate / base for rate, base in zip(each.rates, direct.rates, strict=True)]
+            if direct
+            else [],
+            failed=each.failed,
+            cpu_us_per_call=per_call["gateway"] if each.gateway.gateway_pids() else None,
+            host_cpu_us_per_call=per_call["host"],
+            servers_cpu_us_per_call=per_call["servers"],
+            rss_idle_mib=each.idle[0],
+            rss_loaded_mib=each.loaded[0],
+            host_rss_idle_mib=each.idle[1],
+            host_rss_loaded_mib=each.loaded[1],
+        )
+
+
+async def measure_latencies(running: list[Running], settings: Settings) -> None:
+    """``settings.calls`` sequential calls on one session per gateway, in ``settings.rounds`` blocks
+    taken in turns."""
+    for each in running:
+        for _ in range(min(20, settings.calls)):
+            await echo(each.sessions[0], VICTIM)
+    samples: dict[str, list[float]] = {each.column.label: [] for each in running}
+    for block in range(settings.rounds):
+        for each in running if block % 2 == 0 else running[::-1]:
+            for _ in range(settings.calls // settings.rounds):
+                start = time.perf_counter()
+                await echo(each.sessions[0], VICTIM)
+                samples[each.column.label].append(time.perf_counter() - start)
+    for each in running:
+        taken = samples[each.column.label]
+        each.column.latency = Latency(percentile(taken, 0.5) * 1000, percentile(taken, 0.99) * 1000)
 
 
 @dataclass(frozen=True)
@@ -352,26 +445,24 @@ async def measure_outage(sessions: list[Session], limit: float) -> Outage:
     )
 
 
-async def measure_running(column: Column, launcher: Launcher, settings: Settings, workdir: Path) -> None:
-    """Cold start, then load, latency and a kill -9 on the same gateway instance."""
+async def start_running(
+    column: Column, launcher: Launcher, settings: Settings, workdir: Path, stack: contextlib.AsyncExitStack
+) -> Running | None:
+    """Cold start, then the sessions; the gateway stays running in ``stack`` (None if never usable)."""
     started = time.perf_counter()
-    async with launcher(HEALTHY, workdir) as gateway:
+    async with contextlib.AsyncExitStack() as attempt:
+        gateway = await attempt.enter_async_context(launcher(HEALTHY, workdir))
         column.cold_runs.append(
             await wait_usable(gateway, [s.name for s in HEALTHY], started, settings.deadline)
         )
         if column.cold_runs[-1] is None:
             column.notes.append(f"not usable within {settings.deadline:g}s")
-            return
+            return None
         pids = core_pids(gateway)
         column.start_cpu_s = cpu_seconds(pids) if pids else None
         sessions, column.session_open_ms = await open_sessions(gateway)
-        await anyio.sleep(1.0)  # let start-up garbage settle before the idle RSS
-        column.load = await measure_load(gateway, sessions, settings.seconds)
-        column.latency = await measure_latency(sessions[0], settings.calls)
-        if column.label == DIRECT:
-            column.notes.append("kill -9: nothing restarts a server for a direct client")
-        else:
-            column.outage = await measure_outage(sessions, settings.outage)
+        stack.push_async_exit(attempt.pop_all())
+    return Running(column, gateway, sessions)
 
 
 async def measure_start(
@@ -384,11 +475,9 @@ async def measure_start(
         return await wait_usable(gateway, healthy, started, settings.deadline)
 
 
-async def measure(label: str, launcher: Launcher, settings: Settings, workroot: Path) -> Column:
-    workdir = Path(tempfile.mkdtemp(prefix="gw-", dir=workroot))
-    column = Column(label)
+async def measure_starts(column: Column, launcher: Launcher, settings: Settings, workdir: Path) -> None:
+    """The start cases' other runs (the first cold start was the running gateway's)."""
     try:
-        await measure_running(column, launcher, settings, workdir)
         for _ in range(settings.starts - 1):
             column.cold_runs.append(await measure_start(launcher, HEALTHY, settings, workdir))
         for _ in range(settings.starts):
@@ -397,7 +486,42 @@ async def measure(label: str, launcher: Launcher, settings: Settings, workroot: 
         column.notes.append(f"stopped by {type(exc).__name__}: {exc}")
     if column.hung_s is None and column.cold_s is not None:
         column.notes.append(f"2 of 10 hung: the 8 healthy not usable within {settings.deadline:g}s")
-    return column
+
+
+async def measure_all(
+    gateways: list[tuple[str, Launcher]], settings: Settings, workroot: Path
+) -> list[Column]:
+    """Every gateway started and kept running, so that load and latency alternate between them;
+    then a kill -9 on each, and the other start runs one gateway at a time."""
+    columns = [Column(label) for label, _ in gateways]
+    workdirs = [Path(tempfile.mkdtemp(prefix="gw-", dir=workroot)) for _ in gateways]
+    async with contextlib.AsyncExitStack() as stack:
+        running = []
+        for column, (_, launcher), workdir in zip(columns, gateways, workdirs, strict=True):
+            progress(f"starting {column.label} ...")
+            try:
+                started = await start_running(column, launcher, settings, workdir, stack)
+            except Exception as exc:  # one gateway's failure must not cost the other columns
+                column.notes.append(f"stopped by {type(exc).__name__}: {exc}")
+                started = None
+            if started is not None:
+                running.append(started)
+        await anyio.sleep(1.0)  # let start-up garbage settle before the idle RSS
+        progress(
+            f"load and latency, {settings.rounds} rounds alternating between {len(running)} gateways ..."
+        )
+        await measure_loads(running, settings)
+        await measure_latencies(running, settings)
+        for each in running:
+            if each.column.label == DIRECT:
+                each.column.notes.append("kill -9: nothing restarts a server for a direct client")
+            else:
+                progress(f"kill -9 under {each.column.label} ...")
+                each.column.outage = await measure_outage(each.sessions, settings.outage)
+    for column, (_, launcher), workdir in zip(columns, gateways, workdirs, strict=True):
+        progress(f"starts of {column.label} ...")
+        await measure_starts(column, launcher, settings, workdir)
+    return columns
 
 
 # -- report --------------------------------------------------------------------------------------
@@ -429,12 +553,28 @@ def p99(column: Column | None) -> float | None:
     return column.latency.p99_ms if column and column.latency else None
 
 
-def rate(column: Column | None) -> float | None:
-    return column.load.calls_per_s if column and column.load else None
-
-
 def cpu(column: Column | None) -> float | None:
     return column.load.cpu_us_per_call if column and column.load else None
+
+
+def rate_cell(column: Column) -> str:
+    """calls/s with the median of its paired ratios to the direct SDK and their range."""
+    if column.load is None:
+        return "-"
+    ratios = column.load.ratios
+    if not ratios or column.label == DIRECT:
+        return f"{column.load.calls_per_s:,.0f}"
+    spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
+    return f"{column.load.calls_per_s:,.0f} ({statistics.median(ratios):.2f}x, {spread})"
+
+
+def cpu_parts(column: Column) -> str:
+    """CPU per call of the host, the gateway and the servers, and their sum."""
+    load = column.load
+    if load is None:
+        return "-"
+    parts = [load.host_cpu_us_per_call, load.cpu_us_per_call or 0.0, load.servers_cpu_us_per_call]
+    return " + ".join(f"{part:.0f}" for part in parts) + f" = {sum(parts):,.0f}"
 
 
 def host_rss(column: Column | None) -> float | None:
@@ -489,8 +629,9 @@ def table(columns: list[Column]) -> list[str]:
         ["open one more session (ms)", *(fixed(session_open(c), 1) for c in columns)],
         ratio_row("echo p50 (ms)", p50),
         ratio_row("echo p99 (ms)", p99),
-        ratio_row(f"calls/s, {SESSIONS} sessions", rate, digits=0),
+        [f"calls/s, {SESSIONS} sessions", *(rate_cell(c) for c in columns)],
         ["gateway CPU per call (us)", *(fixed(cpu(c), 0) for c in columns)],
+        ["CPU/call host+gateway+servers (us)", *(cpu_parts(c) for c in columns)],
         [
             "gateway RSS idle / loaded (MiB)",
             *(pair(x.rss_idle_mib, x.rss_loaded_mib) if x else "-" for x in loads),
@@ -540,6 +681,12 @@ def plus(base: float | None, extra: float) -> float | None:
     return None if base is None else base + extra
 
 
+def inverse(column: Column | None) -> float | None:
+    """The direct SDK's calls/s over the column's, as the median of the alternating pairs."""
+    paired = column.rate_ratio if column else None
+    return 1 / paired if paired else None
+
+
 def targets(columns: list[Column]) -> list[Target]:
     """Issue 17's "Figures to reach", each as value <= limit (ratios inverted where higher is better)."""
     by = {c.label: c for c in columns}
@@ -549,11 +696,11 @@ def targets(columns: list[Column]) -> list[Target]:
         Target("bridge RSS per host, loaded", host_rss(bridge), 15.0, " MiB"),
         Target("bridge CPU per call / mcp-hub /mcp", ratio(cpu(bridge), cpu(hub_mcp)), 0.5, "x"),
         Target("bridge p50", p50(bridge), plus(p50(direct), 0.5), " ms = direct + 0.5"),
-        Target("direct calls/s / bridge calls/s", ratio(rate(direct), rate(bridge)), 1 / 0.9, "x"),
+        Target("direct calls/s / bridge calls/s", inverse(bridge), 1 / 0.9, "x"),
         Target("socket daemon CPU per call", cpu(socket), 150.0, " us"),
         Target("socket CPU per call / mcp-hub REST", ratio(cpu(socket), cpu(hub_rest)), 0.2, "x"),
         Target("socket p50", p50(socket), plus(p50(direct), 0.1), " ms = direct + 0.1"),
-        Target("direct calls/s / socket calls/s", ratio(rate(direct), rate(socket)), 1 / 0.9, "x"),
+        Target("direct calls/s / socket calls/s", inverse(socket), 1 / 0.9, "x"),
     ]
     for column in (socket, bridge):
         label = column.label if column else "?"
@@ -626,11 +773,7 @@ async def measure_gateways(
         hub_cli = await install_hub(workroot / "npm")
         if hub_cli is None:
             notes.append("mcp-hub: not measured (no npm/node, or the install failed)")
-    columns = []
-    for label, launcher in plan(hub_cli):
-        progress(f"measuring {label} ...")
-        columns.append(await measure(label, launcher, settings, workroot))
-    return columns, notes
+    return await measure_all(plan(hub_cli), settings, workroot), notes
 
 
 def header(settings: Settings, load_before: tuple[float, float, float]) -> list[str]:
@@ -641,6 +784,8 @@ def header(settings: Settings, load_before: tuple[float, float, float]) -> list[
         f"machine: {os.cpu_count()} CPUs, load average {load_before[0]:.1f} before the run, "
         f"{load_after[0]:.1f} after",
         "(x) = ratio to the direct SDK; kill -9 failed counts: issued after the kill / before it",
+        f"load and latency: {settings.rounds} rounds, every gateway running, cells of {settings.seconds:g}s "
+        "in turns; calls/s = median cell (median paired ratio, range)",
         "",
     ]
 
@@ -652,12 +797,17 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--deadline", type=float, help="seconds a start may take (default 30 quick, 90)")
     parser.add_argument("--starts", type=int, help="launches per start case (default 1 quick, 3)")
+    parser.add_argument(
+        "--rounds", type=int, help="alternating cells of load per gateway (default 5 quick, 7)"
+    )
     options = parser.parse_args()
     settings = QUICK if options.quick else FULL
     if options.deadline:
         settings = dataclasses.replace(settings, deadline=options.deadline)
     if options.starts:
         settings = dataclasses.replace(settings, starts=options.starts)
+    if options.rounds:
+        settings = dataclasses.replace(settings, rounds=options.rounds)
     configure_logging("warning")
     compile_mcpd()
     load_before = os.getloadavg()
