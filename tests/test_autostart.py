@@ -79,7 +79,28 @@ def test_a_daemon_started_from_a_servers_process_does_not_carry_that_servers_mar
         assert not [entry for entry in environment if entry.startswith(MARK.encode() + b"=")]
     finally:
         os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        # Our child (ensure_daemon's Popen): reaped here, or it stays a zombie of the test's process.
-        while os.waitpid(pid, os.WNOHANG) == (0, 0) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_reaped(pid, 20)
+
+
+def wait_reaped(pid: int, timeout: float) -> bool:
+    """Whether ``pid`` is gone for good (not even a zombie) within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{pid}").exists():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)  # a zombie's reaping: nothing to wait on
+    return True
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not Path("/proc/self").exists(), reason="looks at /proc")
+def test_a_started_daemon_that_dies_leaves_no_zombie_under_its_starter(socket: Path) -> None:
+    """A daemon that a long-lived starter (a bridge) started is killed: its exit status is collected
+    at once. Before, it stayed a zombie under the starter until the starter happened to start another
+    daemon, for good when a service manager or a person started the next one."""
+    config = socket.parent / "config.toml"
+    config.write_text("[daemon]\nusage = false\n")
+    assert ensure_daemon(socket, config=config, timeout=30)
+    pid = int(socket.with_name(socket.name + ".lock").read_text())
+    os.kill(pid, signal.SIGKILL)
+    assert wait_reaped(pid, 5), Path(f"/proc/{pid}/stat").read_text()

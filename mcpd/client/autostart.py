@@ -22,6 +22,7 @@ from mcpd.errors import DaemonNotRunning
 from mcpd.ipc.endpoint import prepare_directory
 
 if TYPE_CHECKING:
+    import subprocess
     from pathlib import Path
 
 POLL = 0.05
@@ -93,12 +94,16 @@ def ensure_daemon(
             )
         finally:
             os.close(log_fd)
-        while time.monotonic() < deadline:
-            if _reachable(path):
-                return True
-            if process.poll() is not None and not _reachable(path):
-                break
-            time.sleep(POLL)
+        try:
+            while time.monotonic() < deadline:
+                if _reachable(path):
+                    return True
+                if process.poll() is not None and not _reachable(path):
+                    break
+                time.sleep(POLL)
+        finally:
+            if process.returncode is None:
+                _reap_when_it_exits(process)
         raise DaemonNotRunning(
             f"started `mcpd serve` on {path} but it did not come up; see {log_path}",
             {"socket": str(path), "log": str(log_path)},
@@ -109,6 +114,19 @@ def ensure_daemon(
                 os.ftruncate(lock_fd, 0)  # a pid in it names the starter holding it now
                 fcntl.flock(lock_fd, fcntl.LOCK_UN)
         os.close(lock_fd)
+
+
+def _reap_when_it_exits(process: subprocess.Popen[bytes]) -> None:
+    """Collect the daemon's exit status as soon as it exits, from a thread that only waits.
+
+    The daemon is our child (``start_new_session`` gives it a session, not another parent): a
+    bridge lives on after it, and a daemon killed or stopped left a zombie under the bridge until
+    the bridge happened to start another one (``subprocess`` reaps old children only then), for
+    good when a service manager or a person started the next. Started only once the daemon is up:
+    ``poll`` reports nothing while another thread waits, and the loop above needs it."""
+    import threading  # noqa: PLC0415  (as subprocess: only when a daemon is started)
+
+    threading.Thread(target=process.wait, name="mcpd-autostart-reap", daemon=True).start()
 
 
 def _cannot_start(socket: Path, problem: str, path: Path | None = None) -> DaemonNotRunning:
