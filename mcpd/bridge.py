@@ -41,9 +41,8 @@ from mcpd.errors import DECODE_FAILURES, DaemonNotRunning, McpdError, TransportE
 from mcpd.lines import LineReader, Oversized
 from mcpd.model import mcp
 from mcpd.model.protocol import RESUME_MAX
-from mcpd.model.servers import SUBSCRIPTION_ENDED
 from mcpd.readsize import READ_SIZE
-from mcpd.updates import HeldUpdates, hold_message
+from mcpd.updates import ENDED_MARK, HeldUpdates, hold_message
 
 GAP_WAIT = 60.0
 """Seconds a host request waits for a daemon to come back (a host's usual request timeout)."""
@@ -107,7 +106,6 @@ _state = msgspec.json.Decoder(mcp.SessionState)
 _encoder = msgspec.json.Encoder()
 _SESSION_MARK = mcp.SESSION_NOTIFICATION.encode()
 _SUBSCRIPTIONS_MARK = mcp.SUBSCRIPTIONS_NOTIFICATION.encode()
-_ENDED_MARK = b'"' + SUBSCRIPTION_ENDED.encode() + b'"'
 _LIST_CHANGED = b"".join(
     _encoder.encode(mcp.Notification(method)) + b"\n"
     for method in (mcp.TOOLS_LIST_CHANGED, mcp.RESOURCES_LIST_CHANGED, mcp.PROMPTS_LIST_CHANGED)
@@ -462,7 +460,7 @@ class Relay:
                     self.asked.discard(withdrawn)
             elif route is not None and (
                 route.method == mcp.RESOURCES_LIST_CHANGED
-                or (route.method == mcp.RESOURCE_UPDATED and _ENDED_MARK in data)
+                or (route.method == mcp.RESOURCE_UPDATED and ENDED_MARK in data)
             ):
                 # The updates held came before it, as at the server: after a list change, one may
                 # name a resource the new list no longer has. Nor is the last update of a subscription

@@ -18,6 +18,7 @@ import msgspec
 
 from mcpd.errors import DECODE_FAILURES
 from mcpd.model.mcp import RESOURCE_UPDATED
+from mcpd.model.servers import SUBSCRIPTION_ENDED
 
 HELD_UPDATES = 10_000
 """URIs held at most (a host holds at most 10,000 subscriptions, ``MAX_SUBSCRIPTIONS``; updates of
@@ -27,6 +28,9 @@ HELD_BYTES = 4 * 1024 * 1024
 
 T = TypeVar("T")
 _MARK = b'"' + RESOURCE_UPDATED.encode() + b'"'
+ENDED_MARK = b'"' + SUBSCRIPTION_ENDED.encode() + b'"'
+"""In an update encoded, its ``_meta`` says it is the last of a subscription that ended: a relay
+sends it whatever else it holds or drops."""
 
 
 class _Uri(msgspec.Struct):

@@ -52,11 +52,13 @@ from mcpd.front.http.sessions import (
     session_key,
 )
 from mcpd.model.mcp import SESSION_ENDED, SavedSession, SavedSubscriptions, SessionState, SubscriptionsChanged
+from mcpd.model.servers import SUBSCRIPTION_ENDED
 from mcpd.store.db import MIGRATIONS, Store
 from mcpd.store.sessions import drop_subscriptions, prune_sessions, session_row
 from mcpd.testing import fixture_toml, fullserver_toml, run_cli
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.testing.remote import free_port, running_http_fixture
+from mcpd.updates import HELD_UPDATES
 
 pytestmark = pytest.mark.anyio
 
@@ -1252,6 +1254,22 @@ async def test_updates_an_outbox_pushes_out_come_before_the_later_ones_it_holds(
     sent = [json.loads(item)["params"]["_meta"]["n"] for item in items if b"updated" in item]
     assert sent == sorted(sent)
     assert sent[-1] == half
+
+
+async def test_the_last_update_of_an_ended_subscription_reaches_a_host_far_behind() -> None:
+    """A host that does not read its GET stream while updates of as many URIs as ``HeldUpdates``
+    holds came, then its subscription to one more URI ended: the update that says so
+    (``SUBSCRIPTION_ENDED``) is kept, after the others. Before, it was advisory like any update and
+    dropped past ``HeldUpdates``' bounds: the host never learnt that no update of it would come (as
+    the bridge and socket subscribers already keep it: ``Behind.offer(final=True)``)."""
+    session = HttpSession(1)
+    for n in range(EVENTS_KEPT // 2 + HELD_UPDATES):
+        session.deliver(updated(f"mcpd://s/r{n}", n))
+    params = {"uri": "mcpd://s/gone", "_meta": {SUBSCRIPTION_ENDED: "the server restarted without it"}}
+    ended = json.dumps({"method": "notifications/resources/updated", "params": params}).encode()
+    session.deliver(ended)
+    items, _ = await session.events.take()
+    assert items[-1] == ended
 
 
 def raw_outcome(sock: socket.socket, wait: float) -> tuple[bool, int]:

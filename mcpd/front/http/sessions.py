@@ -54,7 +54,7 @@ from mcpd.model import mcp
 from mcpd.model.uris import qualify_uri
 from mcpd.store.db import Store, StoreUnavailable
 from mcpd.store.sessions import drop_subscriptions, prune_sessions, session_row, session_rows
-from mcpd.updates import HeldUpdates, updated_uri
+from mcpd.updates import ENDED_MARK, HeldUpdates, updated_uri
 
 log = structlog.get_logger("mcpd.front")
 
@@ -352,7 +352,7 @@ class HttpSession:
             # the call) goes with that request's answer, before it (MCP's Streamable HTTP: "SHOULD
             # relate to the originating client request"): a host need not open a GET stream to be
             # asked, nor to get them, and a GET stream would bring them after the answer.
-            target.push(data, advisory=route.method in mcp.ADVISORY)
+            target.push(data, advisory=_advisory(route.method, data))
             return
         if route.method == mcp.PROGRESS and self._progress and _PROGRESS_MARK in data:
             try:
@@ -363,7 +363,7 @@ class HttpSession:
             if target is not None:
                 target.push(data, advisory=True)
                 return
-        self.events.push(data, advisory=route.method in mcp.ADVISORY)
+        self.events.push(data, advisory=_advisory(route.method, data))
 
     def _answered(self, request_id: mcp.RequestId | None, data: bytes) -> None:
         outbox = self._pending.pop(request_id, None) if request_id is not None else None
@@ -384,6 +384,13 @@ class HttpSession:
         self._pending.clear()
         self._progress.clear()
         self.ended.set()
+
+
+def _advisory(method: str, data: bytes) -> bool:
+    """Whether an outbox may drop (or hold) ``data``: not the last update of a subscription that
+    ended (``SUBSCRIPTION_ENDED``), which a host far behind would otherwise never get (past
+    ``HeldUpdates``' bounds), waiting for updates that will not come."""
+    return method in mcp.ADVISORY and not (method == mcp.RESOURCE_UPDATED and ENDED_MARK in data)
 
 
 def session_key(session_id: str) -> str:
