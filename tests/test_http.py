@@ -631,6 +631,43 @@ async def test_daemon_stops_cleanly_with_a_session_open(tmp_path: Path) -> None:
         await front.daemon.wait_for("daemon.stopped")
 
 
+async def test_a_daemon_stopping_withdraws_the_questions_its_servers_asked_a_host(tmp_path: Path) -> None:
+    """SIGTERM while a server's sampling request waits on an SDK host (its user being asked): the
+    host is told the request is withdrawn (``notifications/cancelled``: the SDK cancels its
+    callback) before the session's streams close, as a bridged host is. Before, the streams closed
+    first and the withdrawal went nowhere: the host kept asking its user for a daemon gone."""
+    asked, withdrawn = anyio.Event(), anyio.Event()
+
+    async def sampling(
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        asked.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            withdrawn.set()
+        raise AssertionError("never answered")
+
+    async with (
+        http_daemon(tmp_path, servers=["fx"]) as front,
+        sdk_host(front, sampling_callback=sampling) as host,
+    ):
+        assert "Connected fx" in await host.call("mcpd_connect_server", {"server": "fx"})
+
+        async def held_call() -> None:
+            with pytest.raises(MCPError):
+                await host.session.call_tool("fx__ask", {"kind": "sampling"})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(held_call)
+            with anyio.fail_after(60):
+                await asked.wait()
+            front.daemon.signal(signal.SIGTERM)
+            with anyio.fail_after(10):
+                await withdrawn.wait()
+        assert await front.daemon.wait_exit() == 0
+
+
 async def test_token_file_is_private_and_checked(tmp_path: Path) -> None:
     """`mcpd token` makes a 0600 token once and prints the same one after; a token file others may
     read, or a symlink, is refused with a line saying why."""

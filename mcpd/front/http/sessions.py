@@ -377,13 +377,21 @@ class HttpSession:
         self._answered(request_id, _encoder.encode(mcp.ErrorResponse(request_id, error)))
 
     def end(self) -> None:
-        """End the session: its streams close, its POSTs get an error, its HostSession goes."""
+        """End the session: its HostSession goes, then its streams close and its POSTs get an error
+        (``close_streams``, at once if it has no HostSession)."""
         self.started.set()  # nobody waits for a start that will not come
+        self.ended.set()
+        if self._host is None:
+            self.close_streams()
+
+    def close_streams(self) -> None:
+        """Close its streams, once its HostSession is gone: that withdraws the questions its
+        servers asked the host (``notifications/cancelled``), which must reach it. Closed before,
+        they were dropped: a daemon stopping left the host asking its user for nobody."""
         for outbox in (*self._pending.values(), self.events):
             outbox.close()
         self._pending.clear()
         self._progress.clear()
-        self.ended.set()
 
 
 def _advisory(method: str, data: bytes) -> bool:
@@ -594,6 +602,7 @@ class HttpSessions:
         finally:
             self._forget(session)
             session.end()
+            session.close_streams()
 
     def _set_aside_idlest(self) -> bool:
         """Close the session idle longest, keeping it to resume when its host comes back; False
