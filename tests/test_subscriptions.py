@@ -129,6 +129,26 @@ async def test_a_subscribe_cancelled_while_the_server_takes_it_leaves_the_server
         assert not held.subscriptions.held("gone", "full", "full://r/0")
 
 
+async def test_a_subscribe_the_server_is_slow_to_take_holds_up_no_other_uris(tmp_path: Path) -> None:
+    """One host's subscribe waits at the server (a resource slow to watch, a server that never
+    answers it): another host's subscribe to another URI of the server's goes to the server
+    meanwhile, not after it. Before, one request at a time went per server: the second host waited
+    for the first's answer (19.5 s behind a subscribe the server took 20 s over), or past its own
+    deadline, failed by another host's."""
+    async with held_server(tmp_path) as held:
+        hub = gated(held)
+        hub.register("other", ignore)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hub.subscribe, "host", "full", "full://r/0")
+            await held.until_held(1)
+            tg.start_soon(hub.subscribe, "other", "full", "full://r/1")
+            with anyio.fail_after(5):
+                await held.until_held(2)
+            held.gate.unlink()
+        assert hub.held("host", "full", "full://r/0") and hub.held("other", "full", "full://r/1")
+        assert await held.settles_at(lambda: ["full://r/0", "full://r/1"]) == ["full://r/0", "full://r/1"]
+
+
 async def test_a_subscribe_the_owner_withdraws_before_the_servers_turn_is_not_taken(tmp_path: Path) -> None:
     """A host sends subscribe and then unsubscribe of one URI without waiting for the first's answer,
     while another subscription of the server's is at the server: the unsubscribe withdraws the
@@ -213,11 +233,12 @@ async def test_any_interleaving_of_subscribers_settles_with_the_server_subscribe
 
 
 async def test_a_subscribe_behind_another_uri_at_the_server_keeps_to_its_own_deadline(tmp_path: Path) -> None:
-    """A subscriber's ``timeout`` bounds its whole wait, its turn at the server included: behind
-    another URI's subscribe that the server holds, it gets ``CallTimeout`` at its deadline, holds
-    nothing, and the server is not subscribed to it. Before, it waited for the URIs before it
-    (each a request with its own deadline: 10 s for an unsubscribe, as many as were due), then
-    for its own: 17 s for a subscribe of 1 s behind one of 6 s."""
+    """A subscriber's ``timeout`` bounds its whole wait, its turn at the server included: while
+    another URI's subscribe is held at the server (and its own too, now that it is not behind it),
+    it gets ``CallTimeout`` at its deadline, holds nothing, and the server is not subscribed to it
+    once it answered them (the unsubscribe goes after the server's late yes). Before, it waited
+    for the URIs before it (each a request with its own deadline: 10 s for an unsubscribe, as many
+    as were due), then for its own: 17 s for a subscribe of 1 s behind one of 6 s."""
     async with held_server(tmp_path) as held:
         hub = held.subscriptions
         hub.register("a", ignore)

@@ -2,7 +2,8 @@
 
 Subscribers (socket connections, host sessions) subscribe by (server, the server's own URI).
 What they want is recorded as their requests come, in that order; what the server has is brought
-in line with it by one task per server (``_work``), a URI at a time: ``resources/subscribe`` while
+in line with it by one task per server (``_work``), one request at a time for each URI (a few URIs
+at once, ``AT_ONCE``, so that one the server is slow to take holds up no other): ``resources/subscribe`` while
 somebody wants a URI the server may lack, ``resources/unsubscribe`` once nobody wants one it may
 have. The requests are that task's, never a subscriber's: a subscriber that cancels, unsubscribes
 or disconnects meanwhile cuts none short, it only changes what the task does next. So whatever
@@ -93,6 +94,11 @@ as it is held, and a client taking millions would grow the daemon without bound.
 RETRIES = RestartPolicy(initial_delay=0.5, max_delay=30.0)
 """Delays between a server's refusals (or silences) and the next request let through to it: at
 most every 30 s while it refuses, for as long as one is due, as a crashing server is restarted."""
+
+AT_ONCE = 8
+"""URIs of one server brought in line at once (each its own request): a subscribe the server is
+slow to take (or never answers) held up every other one of the server's, other hosts' too, for as
+long as it took. Bounded: a new run's resubscribes of thousands of URIs go a few at a time."""
 
 MAX_UNSUBSCRIBES_WAITING = 1_000
 """Unsubscriptions of one server's that wait in line while it refuses; past it the oldest is left to
@@ -217,14 +223,18 @@ class _Due:
     those a subscriber waits for (its subscribe, the last holder's unsubscribe) before the daemon's
     own (a new run's resubscribes, one let through while the server refuses). Before, a host's
     unsubscribe waited behind every resubscribe of a restart: behind 10,000, its whole wait
-    (``UNSUBSCRIBE_TIMEOUT``), the server still subscribed after. It still waits for the request
-    under way: one at a time per server."""
+    (``UNSUBSCRIBE_TIMEOUT``), the server still subscribed after. Up to ``AT_ONCE`` URIs are
+    brought in line at once (``busy``), one request at a time for each."""
 
-    __slots__ = ("asked", "own")
+    __slots__ = ("asked", "busy", "changed", "own")
 
     def __init__(self) -> None:
         self.asked: dict[str, None] = {}
         self.own: dict[str, None] = {}
+        self.busy: set[str] = set()
+        """URIs whose request is under way: none is taken again before it is done."""
+        self.changed = anyio.Event()
+        """Set when a URI becomes due, or one under way is done."""
 
     def __contains__(self, uri: str) -> bool:
         return uri in self.asked or uri in self.own
@@ -238,17 +248,30 @@ class _Due:
             self.asked[uri] = None
         elif uri not in self.asked:
             self.own[uri] = None
+        self.changed.set()
 
     def discard(self, uri: str) -> None:
         self.asked.pop(uri, None)
         self.own.pop(uri, None)
 
-    def take(self) -> str:
-        """The next URI to bring in line, no longer due."""
-        line = self.asked or self.own
-        uri = next(iter(line))
-        del line[uri]
-        return uri
+    def take(self) -> str | None:
+        """The next URI to bring in line, no longer due and now ``busy``; None if every one due is
+        busy (at most ``AT_ONCE`` are passed over)."""
+        for line in (self.asked, self.own):
+            for uri in line:
+                if uri not in self.busy:
+                    del line[uri]
+                    self.busy.add(uri)
+                    return uri
+        return None
+
+    def done(self, uri: str) -> None:
+        self.busy.discard(uri)
+        self.changed.set()
+
+    async def wait_changed(self) -> None:
+        await self.changed.wait()
+        self.changed = anyio.Event()
 
     def left(self) -> list[str]:
         return [*self.asked, *self.own]
@@ -522,19 +545,40 @@ class Subscriptions:
         due.add(uri, asked=asked)
 
     async def _work(self, server: str) -> None:
-        """Bring ``server``'s URIs in line, until none is due."""
+        """Bring ``server``'s URIs in line, ``AT_ONCE`` at most at a time, until none is due."""
         due = self._due[server]
-        uri: str | None = None
         try:
-            while due:
-                uri = due.take()
-                await self._settle((server, uri))
-                uri = None
+            # Looked at again once the group is left: a URI made due while it closed is not given up.
+            while due or due.busy:
+                async with anyio.create_task_group() as tg:
+                    while due or due.busy:
+                        while len(due.busy) < self._at_once(server) and (uri := due.take()) is not None:
+                            tg.start_soon(self._settle_due, due, (server, uri))
+                        await due.wait_changed()
         finally:
             del self._due[server]
             # Cancelled (the daemon stops), or a bug: nobody else would answer those left.
-            for left in [uri, *due.left()] if uri is not None else due.left():
+            for left in due.left():
                 self._give_up((server, left))
+
+    def _at_once(self, server: str) -> int:
+        """``AT_ONCE`` while the server runs, else one: a request that waits for the server's start
+        goes out once it runs, wanted or not by then, while those behind it are looked at then."""
+        try:
+            running = self._supervisor.actor(server).state is ServerState.RUNNING
+        except UnknownServer:
+            running = False
+        return AT_ONCE if running else 1
+
+    async def _settle_due(self, due: _Due, key: Key) -> None:
+        settled = False
+        try:
+            await self._settle(key)
+            settled = True
+        finally:
+            due.done(key[1])
+            if not settled:
+                self._give_up(key)
 
     def _give_up(self, key: Key) -> None:
         state = self._uris.get(key[0], {}).get(key[1])
@@ -676,16 +720,22 @@ class Subscriptions:
     async def _subscribe(self, key: Key, state: _Uri, late: bool) -> McpdError | None:
         server, uri = key
         rerun, state.rerun = state.rerun, False
-        # As long as the most patient subscriber waits (each gives up at its own deadline): the
-        # server's late yes still reaches it, and none is told of another's timeout.
-        timeout = max((join.timeout for join in state.joining.values() if join.allowed), default=None)
+        patience = [join.timeout for join in state.joining.values() if join.allowed]
         # May be, while the request is out (and after, if it is cancelled: the daemon stops): the
         # last subscriber's unsubscribe meanwhile waits for the server to hear of it, as it would
         # had the server answered already.
         state.server = None
         state.attempt(unsubscribing=False)
         try:
-            await surface_requests.subscribe_resource(self._supervisor.actor(server), uri, timeout)
+            actor = self._supervisor.actor(server)
+            # As long as the most patient subscriber waits (each gives up at its own deadline), and
+            # the server's call timeout at least: the server's late yes still reaches it, none is
+            # told of another's timeout, and the unsubscribe after a subscriber who gave up goes
+            # once the server answered. Sent while the subscribe was still at the server, one that
+            # takes a cancellation as advice could take the two the other way round, and stay
+            # subscribed for nobody.
+            timeout = max([actor.config.call_timeout, *patience])
+            await surface_requests.subscribe_resource(actor, uri, timeout)
         except McpdError as exc:
             if self._uris.get(server, {}).get(uri) is not state:
                 return exc  # its server was removed meanwhile (``forget``)
