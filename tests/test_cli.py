@@ -498,6 +498,28 @@ def test_every_command_ends_quietly_on_a_closed_pipe(argv: list[str], tmp_path: 
     assert (result.returncode, result.stderr) == (141, "")
 
 
+@pytest.mark.parametrize("unbuffered", [True, False])
+def test_a_reader_gone_mid_write_ends_quietly(unbuffered: bool, tmp_path: Path) -> None:
+    """`mcpd ... | head` with the reader gone while one large write is under way: 141, as when it
+    left before the first byte, with `python -u` or PYTHONUNBUFFERED too (whose text layer took
+    the short write for the whole and ended with 0, the rest of the output dropped)."""
+    hosts = {f"s{i}": {"command": "x", "args": ["a" * 200]} for i in range(2000)}
+    (tmp_path / "hosts.json").write_text(json.dumps({"mcpServers": hosts}))
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    argv = ["import", str(tmp_path / "hosts.json"), "--config", str(tmp_path / "c.toml"), "--dry-run"]
+    with subprocess.Popen(
+        [sys.executable, "-m", "mcpd", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    ) as child:
+        assert child.stdout is not None and child.stderr is not None
+        # Its first bytes: the write (half a megabyte, past what the pipe holds) is under way, and waits.
+        assert os.read(child.stdout.fileno(), 10)
+        child.stdout.close()
+        status = child.wait(timeout=60)
+        assert (status, child.stderr.read()) == (141, b"")
+
+
 def test_an_unwritable_stderr_keeps_the_exit_status(tmp_path: Path) -> None:
     """With stderr on a full disk, the error that cannot be said still decides the exit status
     (3: no daemon), and nothing else goes wrong on its way out."""

@@ -34,16 +34,21 @@ class OutputFailed(Exception):
 
 
 class _Guarded:
-    """A stream (text, or its binary ``buffer``) whose write and flush go through ``on_error``."""
+    """A stream (text, or its binary ``buffer``) whose write and flush go through ``on_error``;
+    with ``flush_each``, every write is flushed at once."""
 
-    def __init__(self, stream: Any, on_error: Callable[[OSError], None]) -> None:
+    def __init__(self, stream: Any, on_error: Callable[[OSError], None], *, flush_each: bool = False) -> None:
         self._stream = stream
         self._on_error = on_error
+        self._flush_each = flush_each
         if hasattr(stream, "buffer"):
-            self.buffer = _Guarded(stream.buffer, on_error)
+            self.buffer = _Guarded(stream.buffer, on_error, flush_each=flush_each)
 
     def write(self, data: Any) -> int:
-        return self._guard(lambda: int(self._stream.write(data)), len(data))
+        written = self._guard(lambda: int(self._stream.write(data)), len(data))
+        if self._flush_each:
+            self.flush()
+        return written
 
     def flush(self) -> None:
         self._guard(self._stream.flush, None)
@@ -90,11 +95,24 @@ def guard_standard_streams() -> None:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stdout for the rest of the process
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - stderr for the rest of the process
+    stdout = sys.stdout
+    unbuffered = isinstance(stdout, io.TextIOWrapper) and isinstance(stdout.buffer, io.RawIOBase)
+    if unbuffered:
+        # `python -u`, or PYTHONUNBUFFERED (set in many container images): the text layer writes
+        # straight to the descriptor and drops what a short write left, so a reader that went away
+        # mid-write (`mcpd tools --json | head -c 10`) cost the rest of the output silently, with
+        # exit 0. A buffered layer writes the rest or raises; each write is flushed, as asked.
+        sys.stdout = io.TextIOWrapper(
+            io.BufferedWriter(cast(io.RawIOBase, stdout.buffer)),
+            encoding=stdout.encoding,
+            errors=stdout.errors,
+            write_through=True,
+        )
     if isinstance(sys.stdout, io.TextIOWrapper):
         # A locale that is not UTF-8 (en_US.ISO-8859-1) cannot encode all a server writes, nor the
         # "…" that cuts a description: written as \u2026, as stderr does, not an error that ended
         # `mcpd tools` with exit 2 and "'\u2026' in an argument is not valid UTF-8".
         sys.stdout.reconfigure(errors="backslashreplace")
     # Typed as what they stand in for: every caller uses them as the streams they wrap.
-    sys.stdout = cast(TextIO, _Guarded(sys.stdout, _stdout_failed))
+    sys.stdout = cast(TextIO, _Guarded(sys.stdout, _stdout_failed, flush_each=unbuffered))
     sys.stderr = cast(TextIO, _Guarded(sys.stderr, _stderr_failed))
