@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import os
 import random
@@ -207,6 +208,44 @@ async def test_a_huge_hello_is_refused_by_size_before_it_is_decoded(daemon: Daem
             assert error_code(answer) == InvalidParams.code and "over its limit" in str(answer[3])
         assert status[1] == 9 and status[3] is None
     assert cost["hello"] < 1.5 * cost["status"] + 0.03, cost
+
+
+def half_closed(path: Path, data: bytes, answers: int, *, close: bool = False) -> list[list[object]]:
+    """Send a hello and ``data``, then shut down the sending side (``nc -N``), or close the socket
+    entirely (``close``); the answers read until the daemon closes or ``answers`` came."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10)
+        sock.connect(str(path))
+        sock.sendall(hello() + data)
+        if close:
+            return []
+        sock.shutdown(socket.SHUT_WR)
+        out: list[list[object]] = []
+        while len(out) < answers + 1 and len(header := sock.recv(4, socket.MSG_WAITALL)) == 4:
+            out.append(msgspec.msgpack.decode(sock.recv(int.from_bytes(header, "big"), socket.MSG_WAITALL)))
+    return [answer for answer in out if answer[1] != 1]
+
+
+@pytest.mark.anyio
+async def test_a_client_that_stops_sending_still_gets_its_answers(daemon: DaemonProcess) -> None:
+    """A client that shuts down its sending side once its requests are written (``nc -N``, a script
+    through ``socat``) gets every answer, a call still running at its EOF included; a client that
+    closes the socket entirely has its running call cancelled at once (its connection is gone from
+    the daemon's fds long before the call would end). Answered or not, neither leaves an fd behind.
+    (The daemon cancelled both at EOF: a half-closed client got the status but never the call.)"""
+    pid = daemon.process.pid
+    async with connect(daemon.socket) as bystander:
+        await bystander.status()
+        baseline = open_fds(pid)
+        call = request(5, "tools.call", {"tool": "fx__sleep", "arguments": {"seconds": 0.5}})
+        answers = await anyio.to_thread.run_sync(half_closed, daemon.socket, call + request(6, "status"), 2)
+        assert len(answers) == 2 and {answer[1] for answer in answers} == {5, 6}, answers
+        assert all(answer[3] is None for answer in answers), answers
+        slow = request(7, "tools.call", {"tool": "fx__sleep", "arguments": {"seconds": 30}})
+        await anyio.to_thread.run_sync(functools.partial(half_closed, daemon.socket, slow, 1, close=True))
+        with anyio.fail_after(5):
+            while open_fds(pid) > baseline:
+                await anyio.sleep(0.02)
 
 
 # -- the socket and its directory ------------------------------------------------------------------

@@ -22,6 +22,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import select
 import socket
 import stat
 import struct
@@ -313,6 +314,16 @@ def peer_uid(sock: socket.socket) -> int | None:
         xucred = sock.getsockopt(sol_local, local_peercred, struct.calcsize("IIh16I"))
         return int(struct.unpack_from("II", xucred)[1])
     return None  # pragma: no cover
+
+
+def peer_hung_up(sock: socket.socket) -> bool:
+    """Whether the peer closed its socket (or died), as opposed to shutting down only its sending side.
+
+    Both read as end-of-file; only a socket closed at the other end is hung up for ``poll``.
+    """
+    poller = select.poll()
+    poller.register(sock, select.POLLOUT)
+    return any(events & (select.POLLHUP | select.POLLERR) for _, events in poller.poll(0))
 
 
 def check_server(sock: socket.socket, path: Path | str) -> None:

@@ -39,6 +39,8 @@ class InFlight:
         self._waiting: deque[tuple[int, Coroutine[Any, Any, None], contextvars.Context]] = deque()
         """Requests read while every slot was taken, oldest first, unstarted, each with the reader's
         context as it was read (not that of the request whose end starts it)."""
+        self._idle: asyncio.Future[None] | None = None
+        """Resolved once no request runs or waits (``wait_idle``)."""
 
     def full(self) -> bool:
         """True while ``limit`` requests run and ``limit`` more wait: the next one is to be refused."""
@@ -72,6 +74,21 @@ class InFlight:
             del self._by_id[request_id]
         if self._waiting:
             self._run(*self._waiting.popleft())
+        elif not self._running and self._idle is not None and not self._idle.done():
+            self._idle.set_result(None)
+
+    def busy(self) -> bool:
+        return bool(self._running or self._waiting)
+
+    async def wait_idle(self, timeout: float) -> None:
+        """Return once no request runs or waits, or once ``timeout`` has passed."""
+        if not self.busy():
+            return
+        self._idle = idle = self._loop.create_future()
+        try:
+            await asyncio.wait([idle], timeout=timeout)
+        finally:
+            self._idle = None
 
     def cancel(self, request_id: int) -> bool:
         """Cancel a request (the client gave up on it); False if it is neither running nor waiting.

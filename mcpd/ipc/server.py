@@ -47,7 +47,7 @@ from mcpd.errors import (
     UnknownMethod,
 )
 from mcpd.ipc import codec
-from mcpd.ipc.endpoint import peer_uid
+from mcpd.ipc.endpoint import peer_hung_up, peer_uid
 from mcpd.ipc.framing import DEFAULT_MAX_FRAME, MAX_CLIENT_FRAME, FrameTooLarge, TruncatedFrame, frame
 from mcpd.ipc.inflight import InFlight
 from mcpd.ipc.stream import FrameStream
@@ -81,6 +81,8 @@ CHURN_PER_ITERATION = 16
 """Connection set-ups plus tear-downs per event-loop iteration (see ``Turns``)."""
 MAX_RESPONSE = MAX_CLIENT_FRAME - 1024
 """Largest response the daemon sends: what clients accept, less room for the envelope."""
+HANG_UP_LOOK = 0.25
+"""Seconds between two looks at whether a client that stopped sending has left (``_answer_rest``)."""
 
 
 def _only_disconnects(exc: BaseException) -> bool:
@@ -516,6 +518,7 @@ class RpcServer(Generic[Ctx]):
         requests = InFlight(self.limits.max_in_flight)
         try:
             await self._serve_requests(conn, requests)
+            await self._answer_rest(conn, requests)
         except FrameTooLarge as exc:
             log.warning("client.bad_frame", conn=conn.id, client=conn.client, error=exc.message)
             with contextlib.suppress(*_DISCONNECTS):
@@ -526,6 +529,19 @@ class RpcServer(Generic[Ctx]):
             pass
         finally:
             await requests.aclose()  # the client is gone, or the connection ends: nobody to answer
+
+    @staticmethod
+    async def _answer_rest(conn: Connection, requests: InFlight) -> None:
+        """The client sent its last byte: answer the requests it sent before, unless it left.
+
+        A client may shut down only its sending side once its requests are written (``nc -N``, a
+        script through ``socat``) and go on reading: its answers are still wanted. A client that
+        closed the socket, or died, reads the same end-of-file but has hung up: nobody is left to
+        answer, and its requests are cancelled (``_read_requests``). Each request's own deadline
+        bounds the wait; a hang-up meanwhile is looked for every ``HANG_UP_LOOK``.
+        """
+        while requests.busy() and not peer_hung_up(conn.stream.socket):
+            await requests.wait_idle(HANG_UP_LOOK)
 
     async def _serve_requests(self, conn: Connection, requests: InFlight) -> None:
         conn.stream.express(functools.partial(self._express, conn, requests))
