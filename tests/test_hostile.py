@@ -20,7 +20,7 @@ import pytest
 
 from mcpd.client import Client
 from mcpd.client.aio import connect
-from mcpd.errors import InvalidParams, PeerRejected, ProtocolError, UnknownMethod
+from mcpd.errors import InvalidParams, PeerRejected, ProtocolError, TooManyRequests, UnknownMethod
 from mcpd.ipc import endpoint
 from mcpd.ipc.endpoint import UnsafePath
 from mcpd.ipc.server import CHURN_PER_ITERATION, Connection, MethodTable, RpcServer
@@ -246,6 +246,36 @@ async def test_a_client_that_stops_sending_still_gets_its_answers(daemon: Daemon
         with anyio.fail_after(5):
             while open_fds(pid) > baseline:
                 await anyio.sleep(0.02)
+
+
+@pytest.mark.anyio
+async def test_a_daemon_out_of_descriptors_turns_newcomers_away_and_says_so_once(tmp_path: Path) -> None:
+    """With its open files all taken by idle connections, the daemon answers a new client at once with
+    ``TooManyRequests`` naming the cause, logs ``ipc.accept_failed`` once for the whole spell, and
+    serves again once they are gone (``ipc.accept_recovered``). (The client waited 20 s to hear that
+    the daemon "stopped answering", and the daemon logged the failure ten times a second.)"""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("fx", "--tools", "1"))
+    async with running_daemon(config, wrapper=["prlimit", "--nofile=128:128", "--"]) as daemon:
+        idle: list[socket.socket] = []
+        try:
+            with anyio.fail_after(10):
+                while not [e for e in daemon.events if e.get("event") == "ipc.accept_failed"]:
+                    idle.append(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+                    idle[-1].connect(str(daemon.socket))
+                    await anyio.sleep(0.005)
+            with anyio.fail_after(5), pytest.raises(TooManyRequests, match="out of file descriptors"):
+                async with connect(daemon.socket) as refused:
+                    await refused.status()
+            await anyio.sleep(0.5)  # five retries of the accept
+        finally:
+            for sock in idle:
+                sock.close()
+        async with connect(daemon.socket) as client:
+            assert len(await client.status()) == 1
+        recovered = await daemon.wait_for("ipc.accept_recovered")
+    assert [e["event"] for e in daemon.events].count("ipc.accept_failed") == 1
+    assert recovered["turned_away"] >= 1
 
 
 # -- the socket and its directory ------------------------------------------------------------------

@@ -50,6 +50,7 @@ from mcpd.ipc import codec
 from mcpd.ipc.endpoint import peer_hung_up, peer_uid
 from mcpd.ipc.framing import DEFAULT_MAX_FRAME, MAX_CLIENT_FRAME, FrameTooLarge, TruncatedFrame, frame
 from mcpd.ipc.inflight import InFlight
+from mcpd.ipc.spare import Spare
 from mcpd.ipc.stream import FrameStream
 from mcpd.ipc.turns import Turns
 from mcpd.memory import CONNECTION_BYTES, Reclaimer
@@ -429,6 +430,7 @@ class RpcServer(Generic[Ctx]):
         # refers to: a start-up object must not gather references to later ones (each server's
         # first actor once chained every actor a reload replaced, see ``supervisor.actor._Lineage``).
         gc.freeze()
+        self._spare = Spare(functools.partial(error_response, None))
         try:
             tasks.spawn(self._watch_writes())
             tasks.spawn(self._reclaimer.run())
@@ -444,6 +446,7 @@ class RpcServer(Generic[Ctx]):
                 await tasks.aclose()
             finally:
                 listener.close()
+                self._spare.close()
 
     def listen(self, listener: socket.socket) -> None:
         """Accept new clients on ``listener`` from now on, in place of the one ``serve`` was given."""
@@ -456,10 +459,12 @@ class RpcServer(Generic[Ctx]):
             try:
                 sock, _ = await loop.sock_accept(listener)
             except OSError as exc:
-                # Out of file descriptors, most likely: keep serving those already here.
-                log.error("ipc.accept_failed", error=str(exc))
+                # Out of file descriptors, most likely: keep serving those already here, and tell
+                # those who wait to be accepted why they cannot be (``Spare``).
+                self._spare.failed(listener, exc)
                 await anyio.sleep(_ACCEPT_RETRY)
                 continue
+            self._spare.accepted()
             tasks.spawn(self._serve_connection(sock))
             # The connection's set-up waits for its turn (``_churn``); the next accept
             # waits for the next iteration, or a client that connects and hangs up in a
