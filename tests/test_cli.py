@@ -758,3 +758,20 @@ async def test_bytes_that_are_not_utf8_are_a_usage_error_where_they_must_be_text
     exit 2 saying so (an internal error before); a file path of such bytes still works elsewhere."""
     result = mcpd("status", "a\udcffb", socket=daemon.socket)
     assert result.returncode == 2 and "not valid UTF-8" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [
+        (["call", "fx", "echo", '{"text": "hi"}'], "mcpd call"),
+        (["status", "fx", "extra"], "mcpd status"),
+        (["config", "check", "c.toml"], "mcpd config"),
+    ],
+)
+def test_an_argument_no_command_takes_points_to_that_commands_help(argv: list[str], command: str) -> None:
+    """An argument the command does not take (the JSON of ``call`` without ``--args``) is exit 2 with
+    one line pointing to that command's help, which lists what it takes (it pointed to `mcpd --help`,
+    which lists only the commands)."""
+    result = run_cli(*argv, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == f"{command}: unrecognized arguments: {argv[-1]} (see `{command} --help`)\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from mcpd.cli import completion, config, local, logs, output, servers, surface, tools, top, trust, usage
+from mcpd.cli.output import UsageError
 from mcpd.cli.parsing import Parser, client_options
 
 
@@ -22,6 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
     config.register(commands)
     local.register(commands)
     completion.register(commands, parser)
+    for command in commands.choices.values():
+        # An argument no command takes is said with the help of the command it was given to.
+        command.set_defaults(usage_prog=command.prog)
     return parser
 
 
@@ -30,7 +34,11 @@ def run(argv: list[str]) -> int:
         return output.reported(completion.print_servers, as_json=False)
 
     def parse_and_run() -> int:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            # Its --help lists what the command takes: the top one's lists only the commands.
+            raise UsageError(f"unrecognized arguments: {' '.join(extra)}", args.usage_prog)
         status: int = args.run(args)
         return status
 
