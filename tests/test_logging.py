@@ -63,6 +63,30 @@ def test_console_keeps_a_readable_traceback() -> None:
     assert "hunter2" not in text
 
 
+ESCAPES = """
+import logging, sys, structlog
+from mcpd.daemon.logging import configure_logging
+configure_logging("info", sys.argv[1])
+structlog.get_logger("mcpd.test").info("server.stderr", server="fx", line="\\x1b]0;owned\\x07\\x1b[2Jhi")
+logging.getLogger("mcp.client.stdio").warning("\\x1b]52;c;Y2xpcA\\x07")
+"""
+
+
+def test_a_console_log_shows_what_servers_wrote_and_never_obeys_it() -> None:
+    """On a terminal, a server's stderr line and a library's message are logged with their control
+    characters written out (``\\x1b``), as the command line shows them: a server could otherwise
+    retitle the terminal of ``mcpd serve``, clear it or write its clipboard (OSC 52). The JSON log
+    escapes them anyway."""
+    result = subprocess.run(
+        [sys.executable, "-c", ESCAPES, "console"], capture_output=True, text=True, timeout=60, check=True
+    )
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2, result.stderr
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr
+    assert "line=\\x1b]0;owned\\x07\\x1b[2Jhi" in lines[0], lines[0]
+    assert "message=\\x1b]52;c;Y2xpcA\\x07" in lines[1], lines[1]
+
+
 LIBRARY = """
 import logging, sys
 from mcpd.daemon.logging import configure_logging

@@ -19,6 +19,7 @@ from typing import IO, Any, NoReturn
 
 import msgspec
 
+from mcpd import controls
 from mcpd.cli import streams
 from mcpd.cli.streams import OutputFailed
 from mcpd.errors import ConfigError, DaemonNotRunning, InvalidParams, McpdError
@@ -256,20 +257,13 @@ def _terminal_width() -> int:
 
 # -- text from servers -------------------------------------------------------------------------
 
-# C0 controls but newline and tab, DEL, and the C1 controls (0x9b is a CSI of its own to some
-# terminals): the bytes that start escape sequences or move the cursor.
-_CONTROLS = {
-    code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if chr(code) not in "\n\t"
-}
-
 
 def visible(text: str) -> str:
     """Text mcpd does not control (a server's stderr, a tool's description or result, an agent's
-    request) as human output shows it: control characters written out as ``\\xNN``, so that what a
-    server wrote cannot retitle the terminal, write its clipboard (OSC 52) or clear the screen.
-    Every renderer of such text goes through here (``table`` and ``clip`` do); ``--json`` escapes
-    them anyway, and ``--raw`` writes content as it is, on purpose."""
-    return text.replace("\r\n", "\n").translate(_CONTROLS)
+    request) as human output shows it (``controls.visible``). Every renderer of such text goes
+    through here (``table`` and ``clip`` do); ``--json`` escapes them anyway, and ``--raw`` writes
+    content as it is, on purpose."""
+    return controls.visible(text)
 
 
 # -- small formats ----------------------------------------------------------------------------

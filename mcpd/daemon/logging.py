@@ -18,6 +18,7 @@ from typing import Literal
 import structlog
 from structlog.tracebacks import ExceptionDictTransformer
 
+from mcpd.controls import visible
 from mcpd.daemon.logsink import SinkHandler, SinkLoggerFactory, StderrSink
 
 LogFormat = Literal["auto", "json", "console"]
@@ -29,22 +30,24 @@ def configure_logging(level: str = "info", fmt: LogFormat = "auto") -> StderrSin
     """Configure structlog once for the process; ``auto`` picks JSON unless stderr is a terminal.
     Returns the sink, which counts the lines it had to drop."""
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
+    rendering: list[structlog.typing.Processor] = (
+        [
+            structlog.processors.ExceptionRenderer(
+                ExceptionDictTransformer(show_locals=False, use_rich=False)
+            ),
+            structlog.processors.JSONRenderer(),
+        ]
+        if use_json
+        # The plain Python traceback: rich's (the default when installed) prints frame locals.
+        else [
+            _shown_not_obeyed,
+            structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback),
+        ]
+    )
     processors: list[structlog.typing.Processor] = [
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
-        *(
-            [
-                structlog.processors.ExceptionRenderer(
-                    ExceptionDictTransformer(show_locals=False, use_rich=False)
-                ),
-                structlog.processors.JSONRenderer(),
-            ]
-            if use_json
-            # The plain Python traceback: rich's (the default when installed) prints frame locals.
-            else [
-                structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)
-            ]
-        ),
+        *rendering,
     ]
 
     def dropped_notice(count: int) -> str:
@@ -80,6 +83,19 @@ def configure_logging(level: str = "info", fmt: LogFormat = "auto") -> StderrSin
     )
     logging.basicConfig(handlers=[handler], level=logging.WARNING)
     return sink
+
+
+def _shown_not_obeyed(
+    logger: object, method: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """On a terminal, the text of an event as ``visible`` shows it: a server's stderr line, a
+    client's name or a library's message could otherwise retitle the terminal of ``mcpd serve``,
+    clear it or write its clipboard. (The console renderer writes a value without spaces as it is;
+    JSON escapes control characters itself.)"""
+    for key, value in event.items():
+        if isinstance(value, str):
+            event[key] = visible(value)
+    return event
 
 
 def _library_event_traced(
