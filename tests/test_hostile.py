@@ -179,6 +179,20 @@ async def test_params_limits_name_the_limit(daemon: DaemonProcess) -> None:
     assert error_code(too_big) == InvalidParams.code and "over its limit of 65536" in str(too_big[3])
 
 
+@pytest.mark.anyio
+async def test_arguments_msgpack_cannot_carry_are_invalid_params_and_the_client_goes_on(
+    daemon: DaemonProcess,
+) -> None:
+    """An object msgpack cannot encode, an integer past 64 bits and a lone surrogate in a tool's
+    arguments are each ``InvalidParams``, raised by the client before anything is sent (they were a
+    bare TypeError, OverflowError and UnicodeEncodeError), and the connection serves the next call."""
+    async with connect(daemon.socket) as client:
+        for bad, says in ((object(), "unsupported"), (2**70, "ints"), ("\ud800", "not valid UTF-8")):
+            with pytest.raises(InvalidParams, match=says):
+                await client.call_tool("fx__echo", {"text": bad})
+        assert (await client.call_tool("fx__echo", {"text": "ok"})).content[0]["text"] == "ok"
+
+
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU time ``pid`` has used so far (Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

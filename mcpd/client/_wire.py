@@ -114,6 +114,13 @@ class Call(msgspec.Struct, Generic[T], frozen=True):
         except RecursionError:
             # The daemon refuses far less deep anyway; here it is refused before anything is sent.
             raise InvalidParams(f"the arguments of {self.method} are nested too deeply to encode") from None
+        except UnicodeEncodeError as exc:  # a lone surrogate (bytes decoded with surrogateescape)
+            bad = exc.object[exc.start : exc.end] if isinstance(exc.object, str) else ""
+            raise InvalidParams(
+                f"the arguments of {self.method} hold {bad!r}, which is not valid UTF-8"
+            ) from None
+        except (TypeError, OverflowError) as exc:  # a type msgpack has not, an integer past 64 bits
+            raise InvalidParams(f"the arguments of {self.method} cannot be sent: {exc}") from None
         return frame(encoder.encode(Request(request_id, self.method, msgspec.Raw(params))))
 
 
