@@ -224,6 +224,27 @@ async def test_a_huge_hello_is_refused_by_size_before_it_is_decoded(daemon: Daem
     assert cost["hello"] < 1.5 * cost["status"] + 0.03, cost
 
 
+@pytest.mark.anyio
+async def test_a_huge_cancel_is_refused_by_size_before_it_is_decoded(daemon: DaemonProcess) -> None:
+    """Params of 10 MB (two and a half million ``id`` keys, each a valid cancel) cost the daemon no more
+    as a ``cancel`` than as a ``status``: both are refused by their size, undecoded. (``cancel`` was
+    answered before any size check: decoded whole, each frame held up the event loop, and so every
+    client, for 80-480 ms.)"""
+    pid = daemon.process.pid
+    count = 2_500_000
+    params = b"\xdf" + count.to_bytes(4, "big") + b"\xa2id\x01" * count
+    cost: dict[str, float] = {}
+    for method in ("status", "cancel"):
+        sent = frame(b"\x94\x00\x07" + msgspec.msgpack.encode(method) + params) * 3 + request(9, "status")
+        before = cpu_seconds(pid)
+        *refused, status = await anyio.to_thread.run_sync(exchange, daemon.socket, sent, 4)
+        cost[method] = cpu_seconds(pid) - before
+        for answer in refused:
+            assert error_code(answer) == InvalidParams.code and "over its limit" in str(answer[3]), answer
+        assert status[1] == 9 and status[3] is None
+    assert cost["cancel"] < 1.5 * cost["status"] + 0.03, cost
+
+
 def half_closed(path: Path, data: bytes, answers: int, *, close: bool = False) -> list[list[object]]:
     """Send a hello and ``data``, then shut down the sending side (``nc -N``), or close the socket
     entirely (``close``); the answers read until the daemon closes or ``answers`` came."""

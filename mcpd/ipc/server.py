@@ -640,6 +640,9 @@ class RpcServer(Generic[Ctx]):
     def _cancel(request: Request, requests: InFlight, conn_id: int) -> bytes:
         """``cancel {id}``: stop a request of this connection; its caller gets no answer for it."""
         try:
+            # Answered here, before the table's size check: bounded like any method's params, or
+            # megabytes of ``id`` keys would be decoded at once, holding up every client.
+            _check_size("cancel", request.params, DEFAULT_MAX_PARAMS)
             params = _decode_params(request.params, CancelParams)
         except InvalidParams as exc:
             return error_response(request.id, exc)
