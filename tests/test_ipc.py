@@ -227,6 +227,27 @@ async def test_a_full_connection_still_reads_its_cancels_and_refuses_the_excess(
             assert [read_response(sock)[1] for _ in range(2)] == [8, 9]
 
 
+async def test_a_cancel_stops_every_request_of_its_id(daemon: DaemonProcess) -> None:
+    """A client that reuses an id while the first request with it still runs has both served; a
+    ``cancel`` of that id stops the one still running, though the later one has ended (it stopped
+    only the latest, and once that had ended the earlier could no longer be stopped: ``ok: false``
+    while it ran, and its answer came 30 s later)."""
+
+    def call(request_id: int, seconds: float) -> bytes:
+        params = ToolsCallParams(tool="alpha__sleep", arguments={"seconds": seconds})
+        return frame(Request(request_id, "tools.call", msgspec.Raw(encoder.encode(params))))
+
+    with contextlib.closing(greeted_socket(daemon)) as sock:
+        sock.settimeout(10)
+        sock.sendall(call(2, 30) + call(2, 0.1))
+        quick = read_response(sock)
+        assert quick[1] == 2 and quick[3] is None
+        sock.sendall(frame(Request(3, "cancel", msgspec.Raw(encoder.encode(CancelParams(id=2))))))
+        assert read_response(sock)[1:3] == [3, {"ok": True}]
+        sock.sendall(frame(Request(4, "status", msgspec.Raw(encoder.encode(NoParams())))))
+        assert read_response(sock)[1] == 4
+
+
 async def test_many_clients_at_once(daemon: DaemonProcess) -> None:
     """Forty clients with concurrent calls all get their own answers."""
 

@@ -34,8 +34,7 @@ class InFlight:
         """Looked up once: on Python 3.11 each ``get_running_loop()`` is a ``getpid`` system call,
         and ``current_task()`` without a loop makes one, twice per request here."""
         self._running: dict[asyncio.Task[None], int] = {}
-        self._by_id: dict[int, asyncio.Task[None]] = {}
-        """The latest running request with each id: what ``cancel`` stops (ids are the client's to pick)."""
+        """Each running request's task, and its id (the client's to pick: two may share one)."""
         self._waiting: deque[tuple[int, Coroutine[Any, Any, None], contextvars.Context]] = deque()
         """Requests read while every slot was taken, oldest first, unstarted, each with the reader's
         context as it was read (not that of the request whose end starts it)."""
@@ -58,7 +57,6 @@ class InFlight:
     ) -> None:
         task = self._loop.create_task(coro, context=context)
         self._running[task] = request_id
-        self._by_id[request_id] = task
 
     def finished(self) -> None:
         """The calling request is done: its slot is free."""
@@ -70,8 +68,6 @@ class InFlight:
         request_id = self._running.pop(task, None)
         if request_id is None:
             return  # ended already (a cancelled request that ran its finally)
-        if self._by_id.get(request_id) is task:
-            del self._by_id[request_id]
         if self._waiting:
             self._run(*self._waiting.popleft())
         elif not self._running and self._idle is not None and not self._idle.done():
@@ -91,23 +87,24 @@ class InFlight:
             self._idle = None
 
     def cancel(self, request_id: int) -> bool:
-        """Cancel a request (the client gave up on it); False if it is neither running nor waiting.
+        """Cancel every request with this id, running or waiting (the client gave up on it); False if
+        there is none. A client that reused an id cannot tell their answers apart: it gives up on all.
 
-        A waiting request with that id is the later one (it was read after every running one):
-        it is dropped unstarted.
+        A waiting one is dropped unstarted. The running ones are looked for among at most ``limit``
+        (a scan, but only on a cancel: nothing is kept per request for it).
         """
+        found = False
         for index in range(len(self._waiting) - 1, -1, -1):
             if self._waiting[index][0] == request_id:
                 coro = self._waiting[index][1]
                 del self._waiting[index]
                 coro.close()
-                return True
-        task = self._by_id.get(request_id)
-        if task is None:
-            return False
-        task.cancel()
-        task.add_done_callback(self._end)
-        return True
+                found = True
+        for task in [task for task, running_id in self._running.items() if running_id == request_id]:
+            task.cancel()
+            task.add_done_callback(self._end)
+            found = True
+        return found
 
     async def aclose(self) -> None:
         """Drop the waiting requests, cancel the running ones and wait for them (shielded, so it
