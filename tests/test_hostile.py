@@ -27,7 +27,7 @@ from mcpd.ipc.server import CHURN_PER_ITERATION, Connection, MethodTable, RpcSer
 from mcpd.ipc.turns import Turns
 from mcpd.memory import TRIM_AFTER, Reclaimer
 from mcpd.model.protocol import MAX_QUERY
-from mcpd.testing import fixture_toml
+from mcpd.testing import fixture_toml, rss_mib
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 from mcpd.testing.hostile import (
     INVALID_UTF8,
@@ -243,6 +243,39 @@ async def test_a_huge_cancel_is_refused_by_size_before_it_is_decoded(daemon: Dae
             assert error_code(answer) == InvalidParams.code and "over its limit" in str(answer[3]), answer
         assert status[1] == 9 and status[3] is None
     assert cost["cancel"] < 1.5 * cost["status"] + 0.03, cost
+
+
+@pytest.mark.anyio
+async def test_memory_of_frames_cut_short_is_given_back(daemon: DaemonProcess) -> None:
+    """Twenty clients that each send 15 MB of a 16 MB frame, wait, then leave: the daemon holds the
+    300 MB while they wait (what a frame is read into) and gives it back once they are gone, as it
+    does after whole large frames. (Frames cut short were never counted for a trim: the daemon kept
+    the 300 MB resident after the clients had left.)"""
+    pid = daemon.process.pid
+    baseline = rss_mib(pid)
+    part = (16 * 1024 * 1024 - 8).to_bytes(4, "big") + b"\x94\x00\x05\xaatools.call" + b"x" * (15 << 20)
+
+    def send_parts() -> list[socket.socket]:
+        socks = []
+        for _ in range(20):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(10)
+            sock.connect(str(daemon.socket))
+            sock.sendall(hello() + part)
+            socks.append(sock)
+        return socks
+
+    socks = await anyio.to_thread.run_sync(send_parts)
+    try:
+        with anyio.fail_after(10):
+            while rss_mib(pid) < baseline + 250:
+                await anyio.sleep(0.05)
+    finally:
+        for sock in socks:
+            sock.close()
+    with anyio.fail_after(15):
+        while rss_mib(pid) > baseline + 100:
+            await anyio.sleep(0.1)
 
 
 def half_closed(path: Path, data: bytes, answers: int, *, close: bool = False) -> list[list[object]]:

@@ -513,7 +513,8 @@ class RpcServer(Generic[Ctx]):
                 self.connections.discard(conn)
                 await conn.tasks.aclose()  # the client is gone: nobody is left to answer
                 conn.stream.close()
-                self._reclaimer.note(CONNECTION_BYTES)
+                # A frame cut short goes with the connection: up to ``max_frame`` bytes to give back.
+                self._reclaimer.note(CONNECTION_BYTES + conn.stream.pending)
                 if conn.client is not None or conn.bad_messages:
                     bad = conn.bad_messages
                     log.info("client.disconnected", conn=conn.id, client=conn.client, bad_messages=bad)

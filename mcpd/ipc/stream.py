@@ -78,6 +78,7 @@ class FrameStream:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._reader = reader
         self._writer = writer
+        self._framing: FrameBuffer | None = None
         read_in_pieces(writer.transport)
 
     @classmethod
@@ -116,7 +117,7 @@ class FrameStream:
 
     async def frames(self, max_frame: int = DEFAULT_MAX_FRAME) -> AsyncIterator[bytes]:
         """Each frame until the peer closes; ``TruncatedFrame`` if it closes mid-frame."""
-        buffer = FrameBuffer(max_frame)
+        buffer = self._framing = FrameBuffer(max_frame)
         if isinstance(self._reader, _ExpressReader):
             self._reader.framing = buffer
         work = 0
@@ -155,6 +156,11 @@ class FrameStream:
     def send_nowait(self, data: bytes) -> None:
         """Queue ``data`` without waiting (for a last word from a task being cancelled)."""
         self._writer.write(data)
+
+    @property
+    def pending(self) -> int:
+        """Bytes read from the peer and not yet handed out by ``frames()``: a frame cut short, mostly."""
+        return 0 if self._framing is None else self._framing.pending
 
     def backed_up(self) -> bool:
         """More is queued than the peer lets through: ``send`` would wait (``drain``)."""
