@@ -422,6 +422,37 @@ async def test_a_server_busy_with_one_call_after_another_is_not_ended(tmp_path: 
         assert actor.status().pid == pid and actor.status().restarts == 0
 
 
+async def test_tool_calls_that_hang_while_pings_are_answered_are_said_and_degrade() -> None:
+    """A server that answers pings but lets its tool calls run out ``call_timeout`` is said to in
+    ``last_error`` from the first such call and is ``degraded`` at ``unhealthy_after`` in a row,
+    answered pings or not, without a restart; an answered call makes it healthy again. A call that
+    timed out by its caller's shorter deadline says nothing of the server. Before, status stayed
+    ``running`` with no ``last_error`` however many calls hung."""
+    server = fixture_server("hangs", call_timeout=0.5, ping_interval=0.1, ping_timeout=1.0, unhealthy_after=2)
+    async with open_supervisor(config(server)) as sup:
+        actor = sup.actor("hangs")
+        await actor.wait_state(S.RUNNING, timeout=20)
+        pid = actor.status().pid
+        with pytest.raises(CallTimeout):
+            await actor.call_tool("sleep", {"seconds": 30}, timeout=0.2)  # the caller's own hurry
+        assert actor.status().last_error is None
+        with pytest.raises(CallTimeout):
+            await actor.call_tool("sleep", {"seconds": 30})
+        status = actor.status()
+        assert status.state is S.RUNNING
+        said = "1 tool call in a row timed out (last: hangs/sleep gave no answer within 0.5s)"
+        assert status.last_error == said
+        with pytest.raises(CallTimeout):
+            await actor.call_tool("sleep", {"seconds": 30})
+        assert actor.status().state is S.DEGRADED
+        assert (actor.status().last_error or "").startswith("2 tool calls in a row timed out")
+        await anyio.sleep(0.5)  # pings answered meanwhile (every 0.1 s) do not make its tools answer
+        assert actor.status().state is S.DEGRADED
+        await actor.call_tool("echo", {"text": "back"})
+        status = actor.status()
+        assert (status.state, status.last_error, status.pid, status.restarts) == (S.RUNNING, None, pid, 0)
+
+
 async def test_a_call_given_longer_keeps_a_hung_server_no_longer_than_call_timeout(tmp_path: Path) -> None:
     """A server that answers nothing while a call runs is ended once that call has run
     ``call_timeout``, though its caller gave it longer: the call's own timeout (up to a day) kept

@@ -224,6 +224,8 @@ class ServerActor:
         """What is wrong now; cleared when a start succeeds."""
         self.last_exit: str | None = None
         """How the previous run ended; kept after ``last_error`` is cleared."""
+        self._hung_error: str | None = None
+        """The ``last_error`` that tool calls hanging set last (``calls_hung``), which an answer clears."""
 
     # -- the handle -------------------------------------------------------------------------
 
@@ -378,6 +380,8 @@ class ServerActor:
                 limit=limit,
                 on_progress=on_progress,
                 meta=meta,
+                hung_after=self.config.call_timeout,
+                watch=self,
             )
 
         return self.on_live(timeout, known, send)
@@ -757,9 +761,35 @@ class ServerActor:
         link = self._link
         if link is not None and link.stale:
             return  # a list it holds is old: an answered ping does not make it fresh
+        if link is not None and link.hung >= self._hung_limit():
+            return  # its tools hang: an answered ping does not make them answer
         if self._state is S.DEGRADED:
             self.last_error = None
             self._set(S.RUNNING, reason)
+
+    # -- calls.CallWatch ----------------------------------------------------------------------
+
+    def _hung_limit(self) -> int:
+        return max(1, self.config.unhealthy_after)
+
+    def calls_hung(self, link: Link, what: str) -> None:
+        """Said in ``last_error`` from the first; ``degraded`` once ``unhealthy_after`` in a row
+        hung, as for pings, but never restarted for it: a slow tool is no dead server, and a
+        restart would fail the calls the others are running."""
+        if link is not self._link:
+            return  # a call of a run that has ended
+        reason = f"{link.hung} tool call{'s' if link.hung > 1 else ''} in a row timed out (last: {what})"
+        self.last_error = self._hung_error = reason
+        if link.hung >= self._hung_limit() and self._state is S.RUNNING:
+            self._set(S.DEGRADED, reason)
+
+    def calls_answered(self, link: Link) -> None:
+        if link is not self._link:
+            return
+        if self._state is S.DEGRADED:
+            self.recover("a tool call was answered")
+        elif self.last_error is self._hung_error:
+            self.last_error = None
 
     def tools_listed(self, tools: tuple[ToolInfo, ...]) -> None:
         self.recover("tools/list answered")

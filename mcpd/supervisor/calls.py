@@ -10,8 +10,9 @@ status refused this request only) leaves the link usable; any other ``NotDeliver
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import msgspec
@@ -34,7 +35,20 @@ from mcpd.supervisor.session import (
 _EXIT_WAIT = 0.5
 """How long a lost call waits for the exit status, which makes the better message."""
 
+_ON_SERVER = 0.9
+"""The share of a timed-out call's time it must have spent on the server to count as hung there."""
+
 T = TypeVar("T")
+
+
+class CallWatch(Protocol):
+    """Told what tool calls say of the server's health (``Link.hung``)."""
+
+    def calls_hung(self, link: Link, what: str) -> None:
+        """A call ran out the server's ``call_timeout`` unanswered (``link.hung`` counts it)."""
+
+    def calls_answered(self, link: Link) -> None:
+        """A call was answered after calls that hung (``link.hung`` is reset)."""
 
 
 async def send_call(
@@ -47,23 +61,37 @@ async def send_call(
     limit: float,
     on_progress: ProgressCallback | None,
     meta: dict[str, Any] | None = None,
+    hung_after: float,
+    watch: CallWatch,
 ) -> ToolResult:
     """Call ``tool`` over ``link`` until ``deadline`` (event-loop time, ``limit`` seconds after the start).
+
+    A call that timed out although its caller allowed ``hung_after`` seconds (the server's
+    ``call_timeout``) or more, most of it (``_ON_SERVER``) spent on the server rather than waiting
+    for a start, is told to ``watch``: the server's doing. One that timed out by its caller's shorter
+    deadline says nothing of the server (a tool may legitimately take minutes).
 
     Raises ``NotDelivered`` or an ``McpdError`` (see the module docstring).
     """
     token = object()
     link.calls[token] = deadline - limit
+    sent = asyncio.get_running_loop().time()
     try:
         result = await link.session.call_tool(tool, arguments, deadline, on_progress, meta)
     except NotDelivered as exc:
         _refused(link, exc)
         raise
     except Exception as exc:
+        if isinstance(exc, TimeoutError) and limit >= hung_after and deadline - sent >= _ON_SERVER * limit:
+            link.hung += 1
+            watch.calls_hung(link, f"{server}/{tool} gave no answer within {deadline - sent:.3g}s")
         raise await _error(exc, link, server, tool, limit, data={"server": server, "tool": tool}) from None
     finally:
         del link.calls[token]
     link.answered += 1
+    if link.hung:
+        link.hung = 0
+        watch.calls_answered(link)
     return result
 
 

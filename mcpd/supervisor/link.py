@@ -33,6 +33,10 @@ class Link:
     old, so the server stays degraded, whatever pings say, until they are listed again."""
     answered: int = 0
     """Tool calls it answered: a server that answers calls is alive, pings answered or not."""
+    hung: int = 0
+    """Tool calls in a row that ran out the server's whole ``call_timeout`` unanswered (``calls``);
+    an answered call resets it. Pings say nothing of these: a server may answer pings and hang
+    every tool."""
 
     def usable(self) -> bool:
         """False once no request can reach the server any more (a call must not be written to it)."""
