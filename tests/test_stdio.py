@@ -11,13 +11,14 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import anyio
 import pytest
 
 from mcpd.config.model import ServerConfig
-from mcpd.supervisor import stdin
+from mcpd.supervisor import stdin, stdio
 from mcpd.supervisor.orphans import leftovers, signal_all
 from mcpd.supervisor.rawrpc import RawRpc
 from mcpd.supervisor.replies import PAUSE_BYTES
@@ -300,3 +301,27 @@ async def test_what_a_child_gone_at_once_left_in_a_session_of_its_own_is_ended_a
     finally:
         for mark in marks:
             signal_all(leftovers(mark), signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="leftovers are found in /proc")
+async def test_a_stop_whose_look_at_proc_stalls_still_ends_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stop is bounded when its look at ``/proc`` for what the child left stalls (a read of the
+    environment of one of the user's processes waits on its memory map's lock, held through a page
+    fault on a hung network filesystem): the look is given up, the group is ended as ever. Before,
+    the shielded stop waited for the look without a bound. The stalled read is stood in for by a
+    look that blocks until the test ends (no hung filesystem can be made without root)."""
+    release = threading.Event()
+
+    def stalled(mark: str) -> list[tuple[int, int]]:
+        release.wait(30)
+        return []
+
+    monkeypatch.setattr(stdio, "leftovers", stalled)
+    config = ServerConfig(name="x", command="sh", args=("-c", "trap '' TERM; exec sleep 300"), stop_grace=0.2)
+    try:
+        async with open_stdio_child(config) as (child, _lines):
+            with anyio.fail_after(10):  # 2 * 0.2 s of grace, 2 s after SIGKILL, three looks given up
+                assert await child.stop(0.2)
+            assert child.returncode == -signal.SIGKILL
+    finally:
+        release.set()

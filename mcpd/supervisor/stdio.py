@@ -63,6 +63,11 @@ STDERR_LINE_BYTES = 64 * 1024
 
 KILL_WAIT = 2.0
 """Seconds to wait for the group to go after SIGKILL."""
+SCAN_WAIT = 1.0
+"""Seconds a look at ``/proc`` for what a child left may take (a few milliseconds as a rule). A read
+of a process's environment waits for its memory map's lock, which another of the user's processes
+can hold for as long as its page fault on a hung network filesystem lasts: the stop, shielded,
+waited as long (its daemon's exit with it)."""
 _GROUP_POLL = 0.02
 _SESSION_POLL = 0.1
 """A look at the session is a read of all ``/proc``: less often than at the group."""
@@ -446,14 +451,20 @@ class StdioChild:
         return True
 
     async def _leftovers(self) -> list[tuple[int, int]]:
-        """The processes left of the child and what it started (Linux; a read of ``/proc``, in a thread)."""
+        """The processes left of the child and what it started (Linux; a read of ``/proc``, in a
+        thread, given up after ``SCAN_WAIT``: then none are seen, and the group is all a stop reaches)."""
         # Not its start time: a child that exited at once has none, and what it left carries its mark.
         if not self.mark or not sys.platform.startswith("linux"):
             return []
-        try:
-            return await anyio.to_thread.run_sync(leftovers, self.mark)
-        except OSError:  # /proc unreadable: the group is all that can be seen
-            return []
+        with anyio.move_on_after(SCAN_WAIT):
+            try:
+                # Abandoned, the thread gives its worker token back: a stalled look holds up no
+                # other use of the threads.
+                return await anyio.to_thread.run_sync(leftovers, self.mark, abandon_on_cancel=True)
+            except OSError:  # /proc unreadable: the group is all that can be seen
+                return []
+        log.warning("server.leftovers_scan_stalled", server=self.server, pid=self.pid, seconds=SCAN_WAIT)
+        return []
 
     async def _signal_session(self, signum: int) -> bool:
         """Send ``signum`` to the child's group and what else is left of what it started, in its
