@@ -514,3 +514,25 @@ async def test_a_check_started_with_sighup_ignored_runs_on_at_a_sighup(tmp_path:
             await check.process.wait()
         assert check.process.returncode is None
         assert not process_gone(check.job)
+
+
+async def test_a_child_gone_before_its_start_time_was_read_is_in_the_ledger(tmp_path: Path) -> None:
+    """A child that exits at once (a wrapper that put the server in the background), often before
+    its start time can be read, is named in the ledger all the same: what it left carries its mark,
+    which the next daemon reaps only when the ledger names a session. Before, such a child (about
+    half of these runs) was not recorded, and its leftovers outlived a killed daemon for good."""
+    socket = Path(tempfile.mkdtemp(prefix="mcpd-", dir="/tmp")) / "mcpd.sock"
+    ledger_file = socket.with_name(socket.name + SUFFIX)
+    detach = "setsid sleep 300 </dev/null >/dev/null 2>&1 & exit 0"
+    config = ServerConfig(name="x", command="/bin/sh", args=("-c", detach), stop_grace=0.2)
+    missed: list[int] = []
+    try:
+        async with open_ledger(socket, interval=60) as ledger:
+            for _ in range(10):
+                async with open_stdio_child(config, groups=ledger) as (child, _lines):
+                    groups = json.loads(ledger_file.read_text())["groups"] if ledger_file.exists() else []
+                    if child.pid not in {sid for sid, _ in groups}:
+                        missed.append(child.pid)
+        assert missed == []
+    finally:
+        shutil.rmtree(socket.parent, ignore_errors=True)

@@ -81,11 +81,15 @@ FLUSH_WAIT = 5.0
 _POLL = 0.02
 
 
+UNKNOWN_START = 0
+"""The start time recorded of a child that had none to read (gone at once): no process has it."""
+
+
 class _Group(msgspec.Struct, frozen=True, array_like=True):
     sid: int
     """The session's id: its leader's pid (a child is spawned as a session leader)."""
     start: int
-    """The leader's start time, in clock ticks since boot."""
+    """The leader's start time, in clock ticks since boot (``UNKNOWN_START`` when it had none)."""
 
 
 class _Ledger(msgspec.Struct, frozen=True):

@@ -39,6 +39,7 @@ from mcpd import memory
 from mcpd.config.model import ServerConfig
 from mcpd.readsize import read_in_pieces
 from mcpd.supervisor.orphans import (
+    UNKNOWN_START,
     GroupLedger,
     child_mark,
     leftovers,
@@ -636,23 +637,23 @@ async def open_stdio_child(
             started=start_of(transport.get_pid()),
             mark=mark,
         )
+        # Recorded without a start time too (a child that exited at once, as a wrapper that put
+        # the server in the background does): what it left carries the mark the ledger names, and
+        # went unreaped after a daemon's crash. The ledger's start times tell its entries apart only.
+        recorded = child.started if child.started is not None else UNKNOWN_START
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(child._read_stdout)
                 tg.start_soon(child._read_stderr)
                 try:
                     # Inside: a run cancelled while the ledger is written still stops the child.
-                    if groups is not None and child.started is not None:
-                        await groups.add(child.pid, child.started)
+                    if groups is not None:
+                        await groups.add(child.pid, recorded)
                     spawning.close()
                     yield child, read_out
                 finally:
-                    if (
-                        await child.stop(config.stop_grace)
-                        and groups is not None
-                        and child.started is not None
-                    ):
-                        groups.discard(child.pid, child.started)
+                    if await child.stop(config.stop_grace) and groups is not None:
+                        groups.discard(child.pid, recorded)
                     tg.cancel_scope.cancel()
         finally:
             read_out.close()
