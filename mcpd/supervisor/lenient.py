@@ -27,7 +27,10 @@ def _keep_pairs(match: re.Match[bytes]) -> bytes:
 
 def mend(line: bytes) -> bytes | None:
     """``line`` with its lone surrogate escapes replaced by U+FFFD; None when it has none."""
-    if b"\\u" not in line:
+    # A search for the backslash alone first (memchr): ``b"\\u" in line`` cost 3.5 us per 4 KiB
+    # line of text, most of what a server printing text on its stdout cost the daemon per line.
+    backslash = line.find(b"\\")
+    if backslash < 0 or line.find(b"\\u", backslash) < 0:
         return None
     mended = _ESCAPES.sub(_keep_pairs, line)
     return mended if mended != line else None
@@ -41,7 +44,9 @@ def unglue(line: bytes, is_message: Callable[[bytes], bool]) -> tuple[bytes, byt
     begins after other text: (the text, the message); None when there is none. Only the first
     object start is tried: each try decodes up to the whole line, and a 30 MiB log line with
     objects nested in it held the event loop a quarter of a second when four were."""
-    start = _OBJECT_START.search(line, 1)
+    # A search for the brace alone first (memchr): the pattern's search cost ~1 us per 4 KiB line.
+    brace = line.find(b"{", 1)
+    start = _OBJECT_START.search(line, brace) if brace > 0 else None
     if start is None or not is_message(rest := line[start.start() :]):
         return None
     return line[: start.start()], rest
