@@ -97,12 +97,27 @@ class ServerAsks:
             self._send(mcp.Response(request_id, {}))
         elif method not in _SHAPES or self._ask is None:
             self._error(request_id, mcp.METHOD_NOT_FOUND, f"Method not found: {method}")
-        elif len(self._answering) >= MAX_SERVER_REQUESTS:
-            self._error(request_id, mcp.TOO_MANY_REQUESTS, TOO_MANY_ASKS)
         else:
-            scope = anyio.CancelScope()
-            self._answering[request_id] = scope
-            self._tasks.start_soon(self._answer, self._ask, scope, request_id, method, params)
+            self._take(self._ask, request_id, method, params)
+
+    def _take(self, ask: Ask, request_id: mcp.RequestId, method: str, params: msgspec.Raw) -> None:
+        """Refuse a request without the params its method needs, or one past the bound; answer the
+        others in a task. Checked here, before it takes a place: one refused for its params held a
+        place until its task ran, and a burst of requests read in one go had the last refused."""
+        try:
+            given = msgspec.json.decode(params, type=dict[str, Any] | None) or {}
+            # Absent, not null, as the SDK's models passed them on: ``"tools": null`` is no tools.
+            asked = {key: value for key, value in given.items() if value is not None}
+            msgspec.convert(asked, _SHAPES[method][0])
+        except DECODE_FAILURES as exc:
+            self._error(request_id, mcp.INVALID_PARAMS, f"mcpd: invalid params for {method}: {exc}")
+            return
+        if len(self._answering) >= MAX_SERVER_REQUESTS:
+            self._error(request_id, mcp.TOO_MANY_REQUESTS, TOO_MANY_ASKS)
+            return
+        scope = anyio.CancelScope()
+        self._answering[request_id] = scope
+        self._tasks.start_soon(self._answer, ask, scope, request_id, method, asked)
 
     def cancelled(self, request_id: mcp.RequestId) -> None:
         """The server withdrew a request: stop asking, answer nothing (MCP's rule for a cancelled one)."""
@@ -111,18 +126,10 @@ class ServerAsks:
             scope.cancel()
 
     async def _answer(
-        self, ask: Ask, scope: CancelScope, request_id: mcp.RequestId, method: str, params: msgspec.Raw
+        self, ask: Ask, scope: CancelScope, request_id: mcp.RequestId, method: str, asked: dict[str, Any]
     ) -> None:
         try:
             with scope:
-                try:
-                    given = msgspec.json.decode(params, type=dict[str, Any] | None) or {}
-                    # Absent, not null, as the SDK's models passed them on: ``"tools": null`` is no tools.
-                    asked = {key: value for key, value in given.items() if value is not None}
-                    msgspec.convert(asked, _SHAPES[method][0])
-                except DECODE_FAILURES as exc:
-                    self._error(request_id, mcp.INVALID_PARAMS, f"mcpd: invalid params for {method}: {exc}")
-                    return
                 try:
                     reply = await ask(method, asked)
                 except Exception:
