@@ -886,6 +886,38 @@ async def test_an_exit_ends_the_run_though_a_process_it_left_holds_stdout() -> N
         await wait_gone(helper)
 
 
+async def test_a_run_that_ended_is_said_while_what_it_left_is_stopped() -> None:
+    """A server killed while a process it started holds its stdout and ignores SIGTERM: its run's
+    teardown takes two stop graces and a SIGKILL, and meanwhile status says ``backoff`` with why
+    (the backoff counted from the end of the run), not ``running`` of a process gone (alive false,
+    no ``last_error``), as it did until the helper was gone."""
+    server = ServerConfig(
+        name="helped",
+        command="/bin/sh",
+        args=(
+            "-c",
+            "sh -c \"trap '' TERM; sleep 300\" & exec " + " ".join(map(_quote, fullserver_command())),
+        ),
+        restart=FAST_RESTARTS,
+        stop_grace=2.0,
+    )
+    async with open_supervisor(config(server)) as sup:
+        actor = sup.actor("helped")
+        await actor.wait_state(S.RUNNING, timeout=20)
+        pid = actor.status().pid
+        assert pid is not None
+        helpers = [member for member in _group_members(pid) if member != pid]
+        os.kill(pid, signal.SIGKILL)
+        await actor.wait_state(S.BACKOFF, timeout=3)
+        status = actor.status()
+        assert not all(process_gone(helper) for helper in helpers)  # its teardown is still under way
+        assert not status.alive and "killed by SIGKILL" in (status.last_error or "")
+        await actor.wait_state(S.RUNNING, timeout=20)
+    assert helpers
+    for helper in helpers:
+        await wait_gone(helper)
+
+
 def _quote(arg: str) -> str:
     return "'" + arg.replace("'", "'\\''") + "'"
 

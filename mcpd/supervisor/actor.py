@@ -224,6 +224,8 @@ class ServerActor:
         """What is wrong now; cleared when a start succeeds."""
         self.last_exit: str | None = None
         """How the previous run ended; kept after ``last_error`` is cleared."""
+        self._early: tuple[RunEnded, Decision] | None = None
+        """How the live run ended and what was decided, before its teardown (``_ending``)."""
         self._hung_error: str | None = None
         """The ``last_error`` that tool calls hanging set last (``calls_hung``), which an answer clears."""
 
@@ -585,26 +587,34 @@ class ServerActor:
             self._set(S.STOPPED, decision.reason if isinstance(decision, GiveUp) else "stop requested")
 
     async def _after(self, ended: RunEnded) -> None:
-        """Apply the policy's decision about a run that ended on its own."""
-        decision = self._decide(ended)
+        """Apply the policy's decision about a run that ended on its own (made already, before the
+        teardown, when the run was live: ``_ending``)."""
+        early, self._early = self._early, None
+        decision = early[1] if early is not None else self._decide(ended)
         if not isinstance(decision, Retry):
             self._give_up(decision)
             return
+        if self._state is not S.BACKOFF:
+            self._back_off(ended, decision)
+        due = self._retry_due
+        if not self._restart_wanted and due is not None:
+            with anyio.move_on_after(due - anyio.current_time()):
+                await self._wake.wait()  # a stop, start or restart cuts the wait short
+        self._next_retry_at = self._retry_due = None
+        if self._stop_wanted():
+            self._set(S.STOPPED, "stop requested")
+
+    def _back_off(self, ended: RunEnded, decision: Retry) -> None:
         self._attempt = decision.attempt
         self.last_error = ended.reason
         self._next_retry_at = time.time() + decision.delay
         self._retry_due = anyio.current_time() + decision.delay
         self._wake.clear()  # wishes from before this moment were for the run that ended
         self._set(S.BACKOFF, f"retry {decision.attempt} in {decision.delay:.2f}s: {ended.reason}")
-        if not self._restart_wanted:
-            with anyio.move_on_after(decision.delay):
-                await self._wake.wait()  # a stop, start or restart cuts the wait short
-        self._next_retry_at = self._retry_due = None
-        if self._stop_wanted():
-            self._set(S.STOPPED, "stop requested")
 
     async def _run_once(self) -> RunEnded | None:
         """One run of the server: connect, serve until it ends or we are told to stop."""
+        self._early = None
         self._tools_dirty.clear()  # a list_changed of the previous run is answered by the handshake
         self._surface_dirty.clear()
         if self.config.url is not None:
@@ -629,8 +639,8 @@ class ServerActor:
                         raise
                     if slot is not None:
                         slot.release()
-                    tg.start_soon(watchers.watch_refused, link)
-                    tg.start_soon(watchers.watch_health, link, self.config, self)
+                    tg.start_soon(self._watch, watchers.watch_refused, link)
+                    tg.start_soon(self._watch, watchers.watch_health, link, self.config, self)
                     tg.start_soon(watchers.watch_tools, link, self._tools_dirty, self.config, self)
                     tg.start_soon(watchers.watch_surface, link, self._surface_dirty, self.config, self)
                     await anyio.sleep_forever()
@@ -645,6 +655,8 @@ class ServerActor:
         return None
 
     def _ended_by(self, exc: BaseException, http: sdk.HttpWatch | None) -> RunEnded:
+        if self._early is not None:
+            return self._early[0]  # what was decided on, whatever else the teardown raised
         leaf = _first_leaf(exc)
         if isinstance(leaf, RunEnded):
             return leaf
@@ -665,7 +677,7 @@ class ServerActor:
         async with open_stdio_child(config, self._stderr, self._groups) as (child, lines):
             self._child = child
             log.debug("server.spawned", server=self.name, pid=child.pid)
-            tg.start_soon(watchers.watch_exit, child, config.stop_grace)
+            tg.start_soon(self._watch, watchers.watch_exit, child, config.stop_grace)
             async with open_stdio_session(child, lines, self._hooks()) as local:
                 yield local
 
@@ -729,6 +741,29 @@ class ServerActor:
         self.last_error = reason
         self._set(S.DEGRADED, f"{reason}; process {child.pid} alive")
         return RunEnded(reason)
+
+    async def _watch(self, watcher: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """Run a watcher of the live run; the end it finds is acted on at once (``_ending``)."""
+        try:
+            await watcher(*args)
+        except RunEnded as ended:
+            self._ending(ended)
+            raise
+
+    def _ending(self, ended: RunEnded) -> None:
+        """The live run ended on its own: decide now, and wait out a backoff from now, before the
+        run's teardown, which can take ``stop_bound`` (a process the server started holds its
+        stdout and ignores SIGTERM). Meanwhile status said ``running`` of a process gone, with no
+        ``last_error``. A give-up or a stop is applied after the teardown as before: ``stop()`` and
+        a reload wait for what the server left to be gone."""
+        if self._early is not None or self._state not in LIVE_STATES or self._stop_wanted():
+            return
+        if self._restart_wanted:
+            return
+        decision = self._decide(ended)
+        self._early = (ended, decision)
+        if isinstance(decision, Retry):
+            self._back_off(ended, decision)
 
     async def _watch_wishes(self, tg: TaskGroup) -> None:
         while self._want_running and not self._restart_wanted:
