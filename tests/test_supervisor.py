@@ -955,6 +955,34 @@ async def test_reload_applies_only_the_diff() -> None:
     await wait_gone(drop_pid)
 
 
+async def test_a_call_that_a_stop_fails_is_told_why_mcpd_stopped_the_server() -> None:
+    """A call in flight when a reload removes its server (a rename), or when a restart is asked
+    for, fails saying why mcpd stopped the server, as the server's history does. Before, the
+    call was told 'mcpd stopped old during sleep, before it answered' and no more, and the history
+    said 'stop requested' of a reload's removal."""
+    old, other = fixture_server("old"), fixture_server("other")
+    async with open_supervisor(config(old, other)) as sup:
+        for name in ("old", "other"):
+            await sup.actor(name).wait_state(S.RUNNING, timeout=20)
+
+        async def sleeping(name: str, why: str) -> None:
+            with pytest.raises(
+                TransportError, match=f"mcpd stopped {name} during sleep, before it answered: {why}"
+            ):
+                await sup.actor(name).call_tool("sleep", {"seconds": 30}, timeout=20)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sleeping, "old", "removed from the config by a reload")
+            tg.start_soon(sleeping, "other", "restart requested")
+            with anyio.fail_after(10):
+                while any(not (a.link and a.link.calls) for a in sup.actors()):
+                    await anyio.sleep(0.02)
+            retired = sup.actor("old")
+            await sup.apply(config(fixture_server("new"), other))
+            sup.actor("other").restart()
+    assert retired.history[-1].reason == "removed from the config by a reload"
+
+
 async def test_a_reload_hands_what_waits_to_the_changed_server() -> None:
     """A call waiting for a server that a reload changes goes on with the new run instead of failing
     because the old one stopped; and the server stays listed while its old run stops (slowly here:

@@ -224,10 +224,10 @@ class ServerActor:
         """What is wrong now; cleared when a start succeeds."""
         self.last_exit: str | None = None
         """How the previous run ended; kept after ``last_error`` is cleared."""
+        self._stop_why = "stop requested"
+        """Why the last stop or restart was wished (``stop``'s ``why``), for the history and calls."""
         self._early: tuple[RunEnded, Decision] | None = None
         """How the live run ended and what was decided, before its teardown (``_ending``)."""
-        self._hung_error: str | None = None
-        """The ``last_error`` that tool calls hanging set last (``calls_hung``), which an answer clears."""
 
     # -- the handle -------------------------------------------------------------------------
 
@@ -319,6 +319,7 @@ class ServerActor:
 
     def restart(self) -> None:
         """Stop the current process (if any) and start again, resetting the retry count."""
+        self._stop_why = "restart requested"
         self._attempt = 0
         self._want_running = True
         self._restart_wanted = True
@@ -331,9 +332,11 @@ class ServerActor:
         self._next_retry_at = self._retry_due = None
         self._wake.set()
 
-    async def stop(self, timeout: float | None = None) -> None:
-        """Wish the server stopped and wait (at most ``stop_bound``) until it is."""
+    async def stop(self, timeout: float | None = None, *, why: str = "stop requested") -> None:
+        """Wish the server stopped and wait (at most ``stop_bound``) until it is; ``why`` is said in
+        its history and to the calls the stop fails."""
         self._want_running = False
+        self._stop_why = why
         self._seek_command = False
         self._wake.set()
         with anyio.move_on_after(timeout if timeout is not None else stop_bound(self.config.stop_grace)):
@@ -515,7 +518,7 @@ class ServerActor:
                 ended = await self._run_once()
                 if ended is None:  # stopped or restarted on purpose
                     if self._stop_wanted():
-                        self._set(S.STOPPED, "stop requested")
+                        self._set(S.STOPPED, self._stop_why)
                     continue
                 await self._after(ended)
             except Exception as exc:
@@ -602,7 +605,7 @@ class ServerActor:
                 await self._wake.wait()  # a stop, start or restart cuts the wait short
         self._next_retry_at = self._retry_due = None
         if self._stop_wanted():
-            self._set(S.STOPPED, "stop requested")
+            self._set(S.STOPPED, self._stop_why)
 
     def _back_off(self, ended: RunEnded, decision: Retry) -> None:
         self._attempt = decision.attempt
@@ -768,6 +771,10 @@ class ServerActor:
     async def _watch_wishes(self, tg: TaskGroup) -> None:
         while self._want_running and not self._restart_wanted:
             await self._wake.wait()
+        # What the calls the stop fails are told (the server did not fail them: mcpd was asked to).
+        child = self._child
+        if child is not None and child.ended_for is None:
+            child.ended_for = self._stop_why
         tg.cancel_scope.cancel()
 
     # -- its log ----------------------------------------------------------------------------
@@ -814,7 +821,7 @@ class ServerActor:
         if link is not self._link:
             return  # a call of a run that has ended
         reason = f"{link.hung} tool call{'s' if link.hung > 1 else ''} in a row timed out (last: {what})"
-        self.last_error = self._hung_error = reason
+        self.last_error = link.hung_said = reason
         if link.hung >= self._hung_limit() and self._state is S.RUNNING:
             self._set(S.DEGRADED, reason)
 
@@ -823,7 +830,7 @@ class ServerActor:
             return
         if self._state is S.DEGRADED:
             self.recover("a tool call was answered")
-        elif self.last_error is self._hung_error:
+        elif self.last_error is link.hung_said:
             self.last_error = None
 
     def tools_listed(self, tools: tuple[ToolInfo, ...]) -> None:

@@ -37,6 +37,8 @@ class Link:
     """Tool calls in a row that ran out the server's whole ``call_timeout`` unanswered (``calls``);
     an answered call resets it. Pings say nothing of these: a server may answer pings and hang
     every tool."""
+    hung_said: str | None = None
+    """The server's ``last_error`` that its hung calls set last, which an answered call clears."""
 
     def usable(self) -> bool:
         """False once no request can reach the server any more (a call must not be written to it)."""

@@ -314,8 +314,8 @@ class StdioChild:
     ended_by_mcpd: bool = False
     """mcpd began stopping the child before its output ended: mcpd ended the run, not the server."""
     ended_for: str | None = None
-    """Why mcpd ended the run of the process while it was up (its pings failed), when it did so of
-    its own accord: told to the calls the stop fails."""
+    """Why mcpd ended the run of the process while it was up (its pings failed, a stop, restart or
+    reload asked for): told to the calls the stop fails."""
     stdout_cut: str | None = None
     """Why mcpd stopped reading the child's stdout itself (a line over ``MAX_LINE_BYTES``)."""
     rpc: RawRpc = field(init=False)

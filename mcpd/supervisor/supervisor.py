@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Callable
 
 import anyio
@@ -154,12 +155,12 @@ class Supervisor:
     async def remove(self, name: str) -> None:
         """Stop a server (within ``STOP_BOUND``) and forget it, its log too (its followers end)."""
         logs = self.actor(name).logs
-        await self._retire(name)
+        await self._retire(name, "removed from the config by a reload")
         del self._actors[name]
         logs.close()
 
-    async def _retire(self, name: str) -> None:
-        await self.actor(name).stop()
+    async def _retire(self, name: str, why: str) -> None:
+        await self.actor(name).stop(why=why)
         self._scopes.pop(name).cancel()
 
     async def _replace(self, config: ServerConfig) -> None:
@@ -169,7 +170,7 @@ class Supervisor:
         old = self.actor(config.name)
         was_running = old.state in (*LIVE_STATES, ServerState.STARTING, ServerState.BACKOFF)
         old.replacing()
-        await self._retire(config.name)
+        await self._retire(config.name, "its config changed (reload)")
         self.add(config, old.logs).restarts = old.restarts + was_running
         old.hand_over(self._actors[config.name])
 
@@ -207,7 +208,7 @@ class Supervisor:
         with anyio.move_on_after(STOP_BOUND):
             async with anyio.create_task_group() as tg:
                 for actor in self.actors():
-                    tg.start_soon(actor.stop)
+                    tg.start_soon(functools.partial(actor.stop, why="mcpd is stopping"))
         for scope in self._scopes.values():
             scope.cancel()
 
