@@ -587,7 +587,7 @@ class ServerActor:
         if isinstance(decision, GiveUp) and can_transition(self._state, S.FAILED):
             self._set(S.FAILED, decision.reason)
         else:
-            self._set(S.STOPPED, decision.reason if isinstance(decision, GiveUp) else "stop requested")
+            self._set(S.STOPPED, decision.reason if isinstance(decision, GiveUp) else self._stop_why)
 
     async def _after(self, ended: RunEnded) -> None:
         """Apply the policy's decision about a run that ended on its own (made already, before the
