@@ -761,7 +761,9 @@ class ServerActor:
         a reload wait for what the server left to be gone."""
         if self._early is not None or self._state not in LIVE_STATES or self._stop_wanted():
             return
-        if self._restart_wanted:
+        # A remote run's end waits for its ``Retry-After`` (read once the session is closed), and
+        # its teardown is no process group's.
+        if self._restart_wanted or self._child is None:
             return
         decision = self._decide(ended)
         self._early = (ended, decision)
