@@ -13,6 +13,7 @@ import signal
 import stat
 import sys
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -25,6 +26,7 @@ from structlog.testing import capture_logs
 from mcpd.client.aio import connect
 from mcpd.config.model import ServerConfig
 from mcpd.ipc.endpoint import prepare_directory
+from mcpd.supervisor import orphans
 from mcpd.supervisor.orphans import MARK, SUFFIX, open_ledger, open_run_ledger, start_of
 from mcpd.supervisor.stdio import open_stdio_child
 from mcpd.testing import fixture_toml, fullserver_toml, open_quiet, process_gone, rss_mib, run_cli
@@ -535,4 +537,39 @@ async def test_a_child_gone_before_its_start_time_was_read_is_in_the_ledger(tmp_
                         missed.append(child.pid)
         assert missed == []
     finally:
+        shutil.rmtree(socket.parent, ignore_errors=True)
+
+
+async def test_a_start_whose_look_at_proc_stalls_goes_on_and_keeps_its_ledger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A daemon's start is bounded when its look for what a killed daemon left stalls (a read of
+    the environment of one of the user's processes waits on its memory map's lock, held through a
+    page fault on a hung network filesystem): the daemon goes on after ``TAKE_OVER_WAIT``, says so,
+    and its own ledger is written (the killed daemon's is removed, as the look does when it ends).
+    Before, the start waited for the look without a bound. The stalled read is stood in for by a
+    look that blocks until the test ends (no hung filesystem can be made without root)."""
+    release = threading.Event()
+
+    def stalled(mark: str) -> list[tuple[int, int]]:
+        release.wait(20)
+        return []
+
+    monkeypatch.setattr(orphans, "_members", stalled)
+    monkeypatch.setattr(orphans, "TAKE_OVER_WAIT", 0.5, raising=False)  # none before the bound
+    socket = Path(tempfile.mkdtemp(prefix="mcpd-", dir="/tmp")) / "mcpd.sock"
+    ledger_file = socket.with_name(socket.name + SUFFIX)
+    config = ServerConfig(name="x", command="sleep", args=("300",), stop_grace=0.2)
+    try:
+        async with left_session(["sleep", "300"], "2" * 32) as leftover:
+            dead_daemons_ledger(socket, leftover.pid, "2" * 32)
+            with capture_logs() as logs, anyio.fail_after(5):
+                async with open_ledger(socket, interval=60) as ledger:
+                    assert ledger is not None
+                    async with open_stdio_child(config, groups=ledger) as (child, _lines):
+                        groups = json.loads(ledger_file.read_text())["groups"]
+                        assert [sid for sid, _ in groups] == [child.pid]
+            assert "supervisor.reap_stalled" in [entry["event"] for entry in logs]
+    finally:
+        release.set()
         shutil.rmtree(socket.parent, ignore_errors=True)

@@ -46,6 +46,7 @@ import secrets
 import signal
 import stat
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
@@ -76,6 +77,10 @@ before it spawns anything: a large process takes a while to exit (2 GiB: ~0.3 s,
 _REAP_PASSES = 10
 """Looks at ``/proc`` at most, each killing what the one before it missed: a leftover that forked
 meanwhile. Each pass kills every process forking there, so two are the rule."""
+TAKE_OVER_WAIT = 30.0
+"""Seconds the daemon's start waits for what a killed daemon left to be found and ended (a few
+``REAP_WAIT`` when a check finds several ledgers); past it the daemon starts without, the look left
+to finish in its thread."""
 FLUSH_WAIT = 5.0
 """Seconds the daemon's end waits for the ledger's last write (a hung filesystem)."""
 _POLL = 0.02
@@ -493,16 +498,22 @@ def _sweep_temporaries(directory: Path) -> None:
                 temp.unlink()
 
 
-def _take_over(path: Path, siblings: bool) -> tuple[GroupLedger, list[_Reaped]]:
-    """The ledger at ``path``, once what the one there named is ended; with ``siblings``, also
-    what the ledgers beside it name whose daemons are gone (removed then)."""
+def _new_ledger(path: Path) -> GroupLedger:
+    """This daemon's ledger at ``path`` (empty: nothing is written until a child is added)."""
     own = _stat("self")
     assert own is not None  # /proc is there (Linux), and we run
     try:
         boot = _boot_id()
     except OSError:
         boot = ""  # a ledger is then never taken for this boot's: nothing is reaped, nothing wrong killed
-    ledger = GroupLedger(path, boot, own[1])
+    return GroupLedger(path, boot, own[1])
+
+
+def _take_over(path: Path, siblings: bool, boot: str, given_up: threading.Event) -> list[_Reaped]:
+    """End what the ledger at ``path`` named; with ``siblings``, also what the ledgers beside it
+    name whose daemons are gone (removed then). Once ``given_up`` is set (the daemon went on
+    without waiting, ``TAKE_OVER_WAIT``), no file is removed any more: the one at ``path`` is the
+    new daemon's by then."""
     reaped: list[_Reaped] = []
     if siblings:
         _sweep_temporaries(path.parent)
@@ -511,13 +522,15 @@ def _take_over(path: Path, siblings: bool) -> tuple[GroupLedger, list[_Reaped]]:
         done, found = _reap(other, boot) if boot else (True, None)
         if found is not None:
             reaped.append(found)
+        if given_up.is_set():
+            break
         # Ours whatever it held (unreadable too): this daemon's children start a new one.
         if other == path:
             _remove(path)
         elif done:
             with contextlib.suppress(OSError):
                 other.unlink()
-    return ledger, reaped
+    return reaped
 
 
 @contextlib.asynccontextmanager
@@ -566,8 +579,22 @@ async def _open(path: Path, interval: float, *, siblings: bool) -> AsyncIterator
     if not sys.platform.startswith("linux"):
         yield None
         return
-    # A look at every process in /proc, and a wait for what it killed: off the event loop.
-    ledger, reaped = await anyio.to_thread.run_sync(_take_over, path, siblings)
+    ledger = await anyio.to_thread.run_sync(_new_ledger, path)
+    # A look at every process in /proc, and a wait for what it killed: off the event loop, and
+    # bounded: a read of a process's environment waits on its memory map's lock, which a page fault
+    # on a hung network filesystem holds, and the daemon never started.
+    given_up = threading.Event()
+    reaped: list[_Reaped] = []
+    with anyio.move_on_after(TAKE_OVER_WAIT) as waited:
+        reaped = await anyio.to_thread.run_sync(
+            _take_over, path, siblings, ledger._boot, given_up, abandon_on_cancel=True
+        )
+    if waited.cancelled_caught:
+        given_up.set()
+        log.warning("supervisor.reap_stalled", path=str(path), seconds=TAKE_OVER_WAIT)
+        # Ours from now on: a ledger left there would be taken for another daemon's, and this
+        # daemon's never written (what the look was to remove, as it does when it ends in time).
+        await anyio.to_thread.run_sync(_remove, path)
     for found in reaped:
         log.warning("supervisor.reaped", groups=found.groups, processes=found.processes, left=found.left)
     async with anyio.create_task_group() as tg:
