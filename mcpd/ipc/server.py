@@ -523,8 +523,8 @@ class RpcServer(Generic[Ctx]):
     async def _read_requests(self, conn: Connection) -> None:
         requests = InFlight(self.limits.max_in_flight)
         try:
-            await self._serve_requests(conn, requests)
-            await self._answer_rest(conn, requests)
+            if await self._serve_requests(conn, requests):
+                await self._answer_rest(conn, requests)
         except FrameTooLarge as exc:
             log.warning("client.bad_frame", conn=conn.id, client=conn.client, error=exc.message)
             with contextlib.suppress(*_DISCONNECTS):
@@ -549,14 +549,16 @@ class RpcServer(Generic[Ctx]):
         while requests.busy() and not peer_hung_up(conn.stream.socket):
             await requests.wait_idle(HANG_UP_LOOK)
 
-    async def _serve_requests(self, conn: Connection, requests: InFlight) -> None:
+    async def _serve_requests(self, conn: Connection, requests: InFlight) -> bool:
+        """Serve the client's requests until it stops sending (True) or its connection was handed to
+        a mode, or refused one (False: it ends, whatever still runs with it)."""
         conn.stream.express(functools.partial(self._express, conn, requests))
         try:
-            await self._read_frames(conn, requests)
+            return await self._read_frames(conn, requests)
         finally:
             conn.stream.express(None)
 
-    async def _read_frames(self, conn: Connection, requests: InFlight) -> None:
+    async def _read_frames(self, conn: Connection, requests: InFlight) -> bool:
         frames = conn.stream.frames(self.limits.max_frame)
         async for data in frames:
             if conn.client is None:
@@ -572,7 +574,7 @@ class RpcServer(Generic[Ctx]):
                 await conn.send(self._cancel(message, requests, conn.id))
                 continue
             if message.method == "hello" and self.upgrades and await self._upgrade(conn, message, frames):
-                return
+                return False
             # Nothing of a frame is kept while the client is silent (``del``): a client idle
             # after a large request would hold megabytes until its next one.
             params: msgspec.Struct | None = None
@@ -602,6 +604,7 @@ class RpcServer(Generic[Ctx]):
             else:
                 requests.start(message.id, self._answer(conn, message, method, requests, params))
             del params
+        return True
 
     def _express(self, conn: Connection, requests: InFlight, data: bytes) -> bool:
         """Start an established client's plain request straight from the read callback (see
