@@ -1309,6 +1309,24 @@ async def test_the_last_update_of_an_ended_subscription_reaches_a_host_far_behin
     assert items[-1] == ended
 
 
+async def test_the_ends_of_many_subscriptions_push_nothing_off_the_get_stream() -> None:
+    """A server a host held 3,000 subscriptions of is removed (or its new run offers none): each ends
+    with its last update (``SUBSCRIPTION_ENDED``) while the host does not read its GET stream. The
+    `list_changed` queued before them is still there, and every one of them reaches the host: they
+    stop at half the outbox and are held past it, as other updates are. Before, they counted as what
+    matters: they pushed the `list_changed` out, and each other, past the outbox's bound, dropped."""
+    session = HttpSession(1)
+    list_changed = b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}'
+    session.deliver(list_changed)
+    uris = [f"mcpd://s/r{n}" for n in range(3 * EVENTS_KEPT)]
+    for uri in uris:
+        params = {"uri": uri, "_meta": {SUBSCRIPTION_ENDED: "server 's' was removed from the config"}}
+        session.deliver(json.dumps({"method": "notifications/resources/updated", "params": params}).encode())
+    items, _ = await session.events.take()
+    assert items[0] == list_changed
+    assert [json.loads(item)["params"]["uri"] for item in items[1:]] == uris
+
+
 def raw_outcome(sock: socket.socket, wait: float) -> tuple[bool, int]:
     """After ``wait`` seconds of not reading: whether the daemon ended the connection, and the bytes
     it had sent."""

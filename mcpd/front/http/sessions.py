@@ -118,7 +118,9 @@ class Outbox:
     the new ones dropped, so a chatty server cannot push out what matters (a ``list_changed``, a
     server's question); past the bound the oldest messages go. A resource update is not dropped
     but held, the latest per URI, and taken with the next ``take`` (``HeldUpdates``), in the order
-    messages came: it is the host's one news of the change. Progress and log messages go (the next
+    messages came: it is the host's one news of the change. The last update of a subscription that
+    ended (``SUBSCRIPTION_ENDED``) is held apart, so that updates held to the bound cannot drop it
+    (the host would wait for updates that will not come). Progress and log messages go (the next
     step supersedes a progress step; a log line is a record)."""
 
     def __init__(self, limit: int, owner: str, *, may_stream: bool = False) -> None:
@@ -140,6 +142,10 @@ class Outbox:
         self._dropping = False
         self._updates: HeldUpdates[tuple[int, bytes]] = HeldUpdates()
         """Updates past the advisory half, or pushed out (numbered as ``_items``)."""
+        self._ended: HeldUpdates[tuple[int, bytes]] = HeldUpdates()
+        """Those of them that end a subscription: at most one per subscription the host held (10,000
+        at once, ``MAX_SUBSCRIPTIONS``), bounded as ``_updates`` are. Not kept among the messages
+        that matter, where a server ending thousands of them pushed out the rest, and each other."""
 
     def _full(self, size: int) -> bool:
         """No room for one more message of ``size`` bytes without dropping an older one."""
@@ -174,9 +180,12 @@ class Outbox:
         """Hold the update ``data`` (message ``number``), unless one that came after it is held: an
         update pushed out is older than one held when the advisory half was full."""
         uri = updated_uri(data)
-        held = None if uri is None else self._updates.get(uri)
-        if uri is not None and (held is None or held[0] < number):
-            self._updates.hold(uri, (number, data), len(data))
+        if uri is None:
+            return
+        updates = self._ended if ENDED_MARK in data else self._updates
+        held = updates.get(uri)
+        if held is None or held[0] < number:
+            updates.hold(uri, (number, data), len(data))
 
     @property
     def answer(self) -> bytes | None:
@@ -201,7 +210,9 @@ class Outbox:
             self._wake = asyncio.Event()
             await self._wake.wait()
         # In the order they came: an update held before some kept (pushed out) goes before them.
-        came = sorted([*((n, data) for n, _, data in self._items), *self._updates.release()])
+        came = sorted(
+            [*((n, data) for n, _, data in self._items), *self._updates.release(), *self._ended.release()]
+        )
         items = [data for _, data in came]
         self._items.clear()
         self._advisory = self._advisory_bytes = self._bytes = 0
@@ -352,7 +363,7 @@ class HttpSession:
             # the call) goes with that request's answer, before it (MCP's Streamable HTTP: "SHOULD
             # relate to the originating client request"): a host need not open a GET stream to be
             # asked, nor to get them, and a GET stream would bring them after the answer.
-            target.push(data, advisory=_advisory(route.method, data))
+            target.push(data, advisory=route.method in mcp.ADVISORY)
             return
         if route.method == mcp.PROGRESS and self._progress and _PROGRESS_MARK in data:
             try:
@@ -363,7 +374,7 @@ class HttpSession:
             if target is not None:
                 target.push(data, advisory=True)
                 return
-        self.events.push(data, advisory=_advisory(route.method, data))
+        self.events.push(data, advisory=route.method in mcp.ADVISORY)
 
     def _answered(self, request_id: mcp.RequestId | None, data: bytes) -> None:
         outbox = self._pending.pop(request_id, None) if request_id is not None else None
@@ -392,13 +403,6 @@ class HttpSession:
             outbox.close()
         self._pending.clear()
         self._progress.clear()
-
-
-def _advisory(method: str, data: bytes) -> bool:
-    """Whether an outbox may drop (or hold) ``data``: not the last update of a subscription that
-    ended (``SUBSCRIPTION_ENDED``), which a host far behind would otherwise never get (past
-    ``HeldUpdates``' bounds), waiting for updates that will not come."""
-    return method in mcp.ADVISORY and not (method == mcp.RESOURCE_UPDATED and ENDED_MARK in data)
 
 
 def session_key(session_id: str) -> str:
