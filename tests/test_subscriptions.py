@@ -80,14 +80,16 @@ QUICK_RETRIES = RestartPolicy(initial_delay=0.1, max_delay=0.4)
 
 
 @asynccontextmanager
-async def held_server(tmp_path: Path, **settings: Any) -> AsyncIterator[Held]:
+async def held_server(
+    tmp_path: Path, retries: RestartPolicy = QUICK_RETRIES, **settings: Any
+) -> AsyncIterator[Held]:
     """``settings``: of the server's config."""
     gate, refuse = tmp_path / "gate", tmp_path / "refuse"
     server = fullserver_config("full", "--hold", str(gate), "--refuse", str(refuse), **settings)
     config = Config(source="<test>", servers=(server,))
     async with open_supervisor(config) as supervisor:
         await supervisor.actor("full").wait_state(ServerState.RUNNING, timeout=60)
-        subscriptions = Subscriptions(supervisor, retries=QUICK_RETRIES)
+        subscriptions = Subscriptions(supervisor, retries=retries)
         supervisor.add_listener(subscriptions.on_event)
         async with anyio.create_task_group() as tg:
             await tg.start(subscriptions.run)
@@ -589,6 +591,32 @@ async def test_a_server_that_refuses_every_resubscribe_is_asked_one_at_a_time(tm
             while heard != set(uris):
                 await anyio.sleep(0.02)
         assert all(hub.held("host", "full", uri) for uri in uris)
+
+
+async def test_resubscribes_refused_together_count_as_one_refusal_for_the_backoff(tmp_path: Path) -> None:
+    """The server's new run refuses the ``AT_ONCE`` resubscribes sent to it at once (not ready for
+    them yet), and the first sent again, then takes requests again: the next is sent after the
+    backoff's second delay, and the others at once after it. Before, each of the refusals sent at
+    once counted as one more in a row: the next was sent only after the ninth delay, the backoff's
+    cap (here 20 s, 30 s in production), however briefly the server had refused."""
+    uris = sorted(f"full://r/{i}" for i in range(subscriptions.AT_ONCE))
+    async with held_server(tmp_path, retries=RestartPolicy(initial_delay=0.2, max_delay=20.0)) as held:
+        hub = held.subscriptions
+        hub.register("host", ignore)
+        async with anyio.create_task_group() as tg:
+            for uri in uris:
+                tg.start_soon(hub.subscribe, "host", "full", uri)
+        held.refuse.touch()
+        with structlog.testing.capture_logs() as logged:
+            await kill_and_wait_for_the_next_run(held)
+            with anyio.fail_after(30):
+                while [e["event"] for e in logged].count("resource.resubscribe_failed") < len(uris):
+                    await anyio.sleep(0.02)
+        with anyio.fail_after(30):
+            while await held.read("full://asked") <= len(uris):  # the first sent again: refused too
+                await anyio.sleep(0.02)
+        held.refuse.unlink()
+        assert await held.settles_at(lambda: uris) == uris
 
 
 Heard = list[tuple[str, dict[str, Any] | None]]

@@ -196,7 +196,8 @@ class _Pace:
 
     def __init__(self) -> None:
         self.failures = 0
-        """Requests in a row the server refused or did not answer: the backoff's attempt."""
+        """Requests in a row the server refused or did not answer, those out at the same time
+        counted once: the backoff's attempt."""
         self.resubscribes: dict[str, None] = {}
         """URIs whose subscription waits in line, oldest first; let through before ``unsubscribes``
         (holders wait for their updates, nobody for an unsubscription)."""
@@ -600,6 +601,7 @@ class Subscriptions:
 
     async def _bring_in_line(self, key: Key, state: _Uri, probe: bool, late: bool) -> None:
         failure: McpdError | None = None
+        seen = self._refusals(key[0])
         if state.wanted():
             if state.server is True:
                 state.rerun = False  # a subscribe under way at the restart reached the new run
@@ -616,22 +618,33 @@ class Subscriptions:
             and (probe or not self._waits(key, state, unsubscribing=True))
         ):
             state.server = None  # while the request is out: a subscriber joining now waits for it
+            seen = self._refusals(key[0])
             failure = await self._unsubscribe(key, state)
             if self._uris.get(key[0], {}).get(key[1]) is not state:
                 return
             state.server = None if failure is not None else False
-        self._after(key, state, failure)
+        self._after(key, state, failure, seen)
         if key[1] not in self._due.get(key[0], ()):
             self._settled(key, state)
 
-    def _after(self, key: Key, state: _Uri, failure: McpdError | None) -> None:
-        """Count the failure that leaves the server's side differing, and put the request in line."""
+    def _refusals(self, server: str) -> int:
+        """The server's refusals in a row so far (``_Pace.failures``)."""
+        pace = self._paces.get(server)
+        return 0 if pace is None else pace.failures
+
+    def _after(self, key: Key, state: _Uri, failure: McpdError | None, seen: int) -> None:
+        """Count the failure that leaves the server's side differing, and put the request in line.
+        ``seen``: the server's refusals in a row when the request went out."""
         if state.server is state.wanted():
             state.failures = 0  # in line: subscribed exactly when wanted
         elif isinstance(failure, _RETRIED):
             state.failures += 1
             pace = self._paces.setdefault(key[0], _Pace())
-            pace.failures += 1
+            if pace.failures == seen:
+                # One more in a row, unless another request out at the same time (``AT_ONCE``) was
+                # counted: refused together, they say once that the server refuses now. Counted
+                # each, 8 refused at once put the backoff at its cap (30 s) from the second retry on.
+                pace.failures += 1
             if state.wanted():
                 pace.resubscribes[key[1]] = None
             elif state.failures < UNSUBSCRIBE_ATTEMPTS:
