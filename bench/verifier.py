@@ -165,6 +165,8 @@ HELD_OUT_7 = DATA / "trust_heldout7.jsonl"
 """The seventh held-out set, written blind: honest texts of domains the others missed (``heldout7``)."""
 HELD_OUT_8 = DATA / "trust_heldout8.jsonl"
 """The eighth held-out set, written blind: attacks in many carriers, honest look-alikes (``heldout8``)."""
+HELD_OUT_9 = DATA / "trust_heldout9.jsonl"
+"""The ninth held-out set, written blind: attacks in schema fields, results, comments, encodings (``heldout9``)."""
 LLM_TOOLING = DATA / "trust_llm_tooling.jsonl"
 """LLM tooling documenting the chat format, scanners quoting attacks, attacks in role markup (``llmtool``)."""
 TOOLRET = ROOT.parent / "shared" / "toolret"
@@ -327,6 +329,7 @@ def main() -> None:
     probes["heldout6"] = load(HELD_OUT_6)
     probes["heldout7"] = load(HELD_OUT_7)
     probes["heldout8"] = load(HELD_OUT_8)
+    probes["heldout9"] = load(HELD_OUT_9)
     probes["llmtool"] = load(LLM_TOOLING)
     corpus_report(load(CORPUS), probes)
     tools = load_tools(args.data)
