@@ -572,6 +572,14 @@ OVERRIDE = Intent(
         "talimat|kuralları|yönergeleri",
         r"(?:talimat|kural|yönerge)\w*\s+(?:\w+\s+)?(?:yok say|görmezden gel|unut)",
     ),
+    # Hebrew, Vietnamese, Thai, Hindi, Indonesian, Ukrainian: ignore the (previous) instructions.
+    (
+        "התעלם|להתעלם|תתעלם|שכח|bỏ|phớt|ละเว้น|เพิกเฉย|ไม่ต้องสนใจ|अनदेखा|नज़रअंदाज़|नजरअंदाज|abaikan|lupakan|ігноруй|ігноруйте|забудь|забудьте",
+        r"(?:להתעלם|התעלם|תתעלם|שכח)\S*\s+(?:\S+\s+){0,2}?\S*(?:הוראות|הנחיות|כללים|חוקים)"
+        r"|\b(?:bỏ qua|phớt lờ)\s+(?:\w+\s+){0,3}?(?:hướng dẫn|chỉ dẫn|chỉ thị|quy tắc)\b"
+        r"|(?:ละเว้น|เพิกเฉย|ไม่ต้องสนใจ)\S{0,12}(?:คำสั่ง|คำแนะนำ|กฎ)|(?:निर्देशों|निर्देश|नियमों)[^।]{0,20}(?:अनदेखा|नज़रअंदाज़|नजरअंदाज)"
+        r"|\b(?:abaikan|lupakan)\b(?:\W+\w+){0,3}?\W+(?:instruksi|petunjuk|aturan|perintah)\b|(?:ігноруй|ігноруйте|забудь|забудьте)(?:\W+\w+){0,4}?\W+(?:інструкці|правил|вказів)",
+    ),
     # Arabic and Polish: ignore the (previous) instructions.
     (
         "تجاهل|انس|لا تتبع",
@@ -1405,8 +1413,28 @@ _NOTES = (
     # The model named as the reader of the text it is given, a page or a file addressing whoever
     # processes it: "AI helpers opening this file should ...", "P.S. for AI agents summarising this page".
     (
-        "reading|processing|summarising|summarizing|opening|parsing|viewing|visiting|crawling|indexing|analysing|analyzing|handling|ingesting",
-        rf"\b(?:{_MODEL}|ai (?:helpers?|systems?|tools?|bots?)|bots?)s?\b(?:\s+\w+){{0,2}}?\s+(?:reading|processing|summari[sz]ing|opening|parsing|viewing|visiting|crawling|indexing|analy[sz]ing|handling|ingesting)\s+(?:this|these)\b",
+        "reading|processing|summarising|summarizing|opening|parsing|viewing|visiting|crawling|indexing|analysing|analyzing|handling|ingesting|reads|receives|receiving|processes",
+        rf"\b(?:{_MODEL}|ai (?:helpers?|systems?|tools?|bots?)|bots?)s?\b(?:\s+\w+){{0,2}}?\s+(?:reading|processing|summari[sz]ing|opening|parsing|viewing|visiting|crawling|indexing|analy[sz]ing|handling|ingesting|reads|receives|receiving|processes)\s+(?:this|these)\b"
+        # Whoever reads it, then named: "whoever is reading this description (the assistant)".
+        rf"|\bwhoever (?:is )?(?:reading|reads|receives|receiving|processing|processes) (?:this|these)\b[^.]{{0,30}}?\b(?:{_MODEL})\b",
+    ),
+    # The same reader in other languages: "el modelo que reciba este prompt", "העוזר שקורא זאת",
+    # "trợ lý đọc dòng này", "이 설명을 읽는 AI", "ผู้ช่วย AI ที่อ่านข้อความนี้".
+    (
+        "lea|reciba|procese|lee|recibe|procesa|ler|receber|lê|recebe|legge|riceve|elabora|lit|reçoit|traite|liest|erhält|verarbeitet"
+        "|okuyan|membaca|menerima|memproses|czyta|otrzyma|przetwarza|שקורא|שקוראת|שמקבל|đọc|nhận|ที่อ่าน|ที่ได้รับ|읽는|받는|を読んでいる|を読む|読み取る|الذي يقرأ|التي تقرأ|पढ़ने वाला|читает|прочитает|получит|читає|отримає",
+        r"\b(?:el |la )?(?:modelo|asistente|ia|agente)\b(?:\s+\w+){0,2}?\s+que (?:lea|reciba|procese|lee|recibe|procesa) (?:este|esta|esto|estas|estos)\b"
+        r"|\b(?:modelo|assistente|ia|agente) que (?:ler|receber|processar|lê|recebe|processa) (?:este|esta|isto|isso)\b"
+        r"|\b(?:modello|assistente|ia|agente) che (?:legge|riceve|elabora) (?:questo|questa|queste|questi)\b"
+        r"|\b(?:modèle|assistant|ia|agent) qui (?:lit|reçoit|traite) (?:ceci|ce|cette|ces)\b"
+        r"|\b(?:modell|assistent|ki|agent)\w*,? (?:das|der|die) (?:dies|diese\w*|das hier) (?:liest|erhält|verarbeitet)\b"
+        r"|\bbunu (?:okuyan|alan|işleyen) (?:asistan|model|yapay zeka|ai)\b|\b(?:asisten|model|ai|agen) yang (?:membaca|menerima|memproses) (?:ini|\w+ ini)\b"
+        r"|\b(?:asystent|model|agent)\w*,? (?:który|która) (?:czyta|otrzyma|przetwarza) (?:to|ten|tę|tą)\b"
+        r"|(?:ассистент|модел|агент|ии)\w*,? (?:котор\w+ (?:читает|прочитает|получит)) (?:это|эт\w+)|(?:асистент|модел|агент)\w*,? (?:який|яка) (?:читає|отримає) (?:це|ц\w+)"
+        r"|(?:העוזר|המודל|הסוכן|הבינה המלאכותית)\s*(?:ש(?:קורא|קוראת|מקבל|מקבלת|מעבד))|\b(?:trợ lý|mô hình|ai|tác nhân)\s+(?:nào\s+)?(?:đọc|nhận|xử lý)\s+(?:dòng|văn bản|mô tả|thông điệp|đoạn|tin nhắn)\s+này"
+        r"|(?:ผู้ช่วย|โมเดล)(?:\s*ai)?\s*ที่(?:อ่าน|ได้รับ)\S{0,12}นี้|이 (?:설명|메시지|문서|텍스트|글|프롬프트)(?:을|를)? (?:읽는|받는) (?:ai|어시스턴트|모델|에이전트)"
+        r"|(?:これ|この(?:説明|メッセージ|文書|テキスト|プロンプト))を(?:読んでいる|読む|読み取る)(?:ai|アシスタント|モデル|エージェント)"
+        r"|(?:المساعد|النموذج|الوكيل) (?:الذي|التي) (?:يقرأ|تقرأ) (?:هذا|هذه)|(?:इसे|यह) पढ़ने वाला (?:सहायक|मॉडल|एआई)",
     ),
     ("p.s|ps", rf"\bp\.?s\.?\s*(?:for|to) (?:the |all |any )?(?:{_MODEL}|ai (?:systems?|helpers?))s?\b"),
     # "Note for the assistant" in other languages.
@@ -1847,7 +1875,7 @@ _TRANSFER_OTHER = (
     "|recopie|recopiez|copiez|skicka|vidarebefordra|kirim|kirimkan|teruskan|unggah|sertakan|gửi|chuyển tiếp|pošli|pošlete|odešli|odešlete|přepošli|přepošlete|nahraj|přilož"
     "|надішли|надішліть|надсилай|перешли|додай|додавай"
 )
-_CJK_TRANSFER = "보내|전송|업로드|发送|发到|转发|上传|提交|附加|添加|放入|附上|送信|転送|アップロード|送っ|添付|追加|入れ|넣|أرسل|ارسل|إرسال|ارفع|انقل"
+_CJK_TRANSFER = "보내|전송|업로드|붙여|붙이|发送|发到|转发|上传|提交|附加|添加|放入|附上|送信|転送|アップロード|送っ|添付|追加|入れ|넣|أرسل|ارسل|إرسال|ارفع|انقل|ส่ง|לשלוח|שלח"
 # Japanese and Korean deny at the end of the clause: "含めたりすることはありません" (never includes),
 # "보내지 않습니다" (does not send); not "なければなりません" (must), "않으면 안 됩니다" (must).
 NEGATED_AFTER = re.compile(
@@ -1957,7 +1985,7 @@ _DATA_OTHER = (
     "|messaggi|contenuto|documento|documentos|documenti|documents|contraseña|contraseñas|senha|senhas|passwort"
     "|mot de passe|mots de passe|jeton|jetons"
 )
-_DATA_STEMS = "переписк|истори|сообщени|содержимое|письм|对话|聊天记录|消息|内容|文件|邮件|会話|履歴|メッセージ|ファイル|メール|محادثة|المحادثة|رسائل|الرسائل|ملفات|الملفات|محتوى|كلمات المرور|كلمة المرور|rozmow|wiadomoś|wiadomos|plik|zawartoś|hasł|대화|파일|내용|메시지|비밀번호|gesprek|bestand|inhoud|bericht|wachtwoord|konuşma|dosya|içeri|mesaj|şifre"
+_DATA_STEMS = "mật khẩu|รหัสผ่าน|ประวัติการสนทนา|סיסמ|השיחה|היסטוריי|पासवर्ड|парол|密码|パスワード|연락처|переписк|истори|сообщени|содержимое|письм|对话|聊天记录|消息|内容|文件|邮件|会話|履歴|メッセージ|ファイル|メール|محادثة|المحادثة|رسائل|الرسائل|ملفات|الملفات|محتوى|كلمات المرور|كلمة المرور|rozmow|wiadomoś|wiadomos|plik|zawartoś|hasł|대화|파일|내용|메시지|비밀번호|gesprek|bestand|inhoud|bericht|wachtwoord|konuşma|dosya|içeri|mesaj|şifre"
 DATA = Intent(
     (_DATA_WORDS, rf"\b(?:{_DATA_WORDS})\b"),
     ("user|their", r"\b(?:user's|their) \w+"),

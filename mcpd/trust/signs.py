@@ -105,11 +105,11 @@ HIDE = Intent(
         r"\b(?:no (?:hace falta|es necesario|necesitas|debes|hay que)|sin|nunca)\s+(?:\w+\s+){0,2}?(?:avisar\w*|informar\w*|decir\w*|mencionar\w*|preguntar\w*|notificar\w*|comentar\w*)\b|\bno (?:le |les |se lo )?(?:avises|digas|menciones|preguntes|informes|comentes)\b",
     ),
     (
-        "avisar|informar|perguntar|mencionar|dizer|avise|informe|pergunte|mencione|diga|comentar",
-        r"\b(?:sem|não (?:é necessário|precisa|deve)|nunca)\s+(?:\w+\s+){0,2}?(?:avisar|informar|perguntar|mencionar|dizer|comentar)\b|\bnão (?:o |lhe )?(?:avise|informe|pergunte|mencione|diga|comente)\b",
+        "avisar|informar|perguntar|mencionar|dizer|avise|informe|pergunte|mencione|diga|comentar|confirmar",
+        r"\b(?:sem|não (?:é necessário|precisa|deve)|nunca)\s+(?:\w+\s+){0,2}?(?:avisar|informar|perguntar|mencionar|dizer|comentar|confirmar)\b|\bnão (?:o |lhe )?(?:avise|informe|pergunte|mencione|diga|comente)\b",
     ),
     (
-        "avvisare|informare|chiedere|dire|menzionar|menzionarlo|menzionare|dirlo|segnalare",
+        "avvisare|informare|chiedere|dire|menzionar|menzionarlo|menzionare|dirlo|dirglielo|dirgli|segnalare",
         r"\b(?:senza|non (?:serve|è necessario|occorre)|mai)\s+(?:\w+\s+){0,2}?(?:avvisar\w*|informar\w*|chieder\w*|dir\w*|menzionar\w*|segnalar\w*)\b|\bnon (?:\w+ )?(?:menzionar\w*|dir\w*|avvisar\w*|chieder\w*|segnalar\w*)\b",
     ),
     (
@@ -134,10 +134,10 @@ HIDE = Intent(
         r"\b(?:nie|bez)\s+(?:\w+\s+){0,2}?(?:informuj\w*|mów\w*|wspominaj\w*|pytaj\w*|pytania|powiadamia\w*|informowania)\b",
     ),
     (
-        "söyleme|bahsetme|sorma|bildirme|sormadan|söylemeden|bildirmeden|yalnızca|sadece",
-        r"(?:söyleme|bahsetme|sorma|bildirme)(?:yin|yiniz|den|dan)?\b|\bkullanıcıya (?:yalnızca|sadece)\b",
+        "söyleme|bahsetme|sorma|bildirme|sormadan|söylemeden|bildirmeden|yalnızca|sadece|almadan|istemeden|onaysız",
+        r"(?:söyleme|bahsetme|sorma|bildirme)(?:yin|yiniz|den|dan)?\b|\bkullanıcıya (?:yalnızca|sadece)\b|\bonay (?:almadan|istemeden)\b|\bonaysız\b",
     ),
-    ("لا|دون|بدون", r"(?:لا|دون|بدون) (?:\w+ )?(?:تخبر|تذكر|تسأل|تبلغ|تعلم|إبلاغ|اخبار|إخبار|علم)"),
+    ("لا|دون|بدون", r"(?:لا|دون|بدون) (?:\w+ )?(?:تخبر|تذكر|تسأل|تبلغ|تعلم|إبلاغ|اخبار|إخبار|علم|موافقة)"),
     (
         "बताएं|बताने|बताए|पूछें|पूछने",
         r"(?:न|मत|बिना) (?:\S+ )?(?:बताएं|बताए|पूछें|बताना)|बताने की (?:कोई )?(?:जरूरत|आवश्यकता) नहीं|पूछने की (?:कोई )?(?:जरूरत|आवश्यकता) नहीं",
@@ -148,7 +148,7 @@ HIDE = Intent(
     ),
     (
         "tanpa|tidak|jangan",
-        r"\b(?:tanpa|tidak perlu|jangan)\s+(?:\w+\s+){0,2}?(?:memberi tahu|memberitahu|bertanya|menyebutkan|memberitahukan|memberi tahukan)\b",
+        r"\b(?:tanpa|tidak perlu|jangan)\s+(?:\w+\s+){0,2}?(?:memberi tahu|memberitahu|beri tahu|kasih tahu|bertanya|menyebutkan|memberitahukan|memberi tahukan)\b",
     ),
     # Chinese, Japanese, Korean
     (
@@ -178,6 +178,23 @@ HIDE = Intent(
         r"|\bohne (?:rückfrage|nachfrage|bestätigung|zustimmung|erlaubnis)\b"
         r"|\b(?:bestätigungen|rückfragen|bestätigungsdialoge?)\s+(?:sind |wurden |werden )?(?:deaktiviert|abgeschaltet|ausgeschaltet)\b"
         r"|без (?:подтверждения|запроса|разрешения)",
+    ),
+    # ... and in Japanese, Chinese, Korean, Ukrainian: "確認なしで", "无需确认", "확인 없이", "без підтвердження".
+    (
+        "確認|确认|확인|підтвердження|питаючи",
+        r"確認(?:なしで|なしに|せずに|を求めずに|を取らずに)|(?:无需|无须|不经|未经|不用|不必)(?:用户)?(?:的)?确认|확인\s*없이|확인하지\s*않고|без підтвердження|не питаючи",
+    ),
+    # Consent taken as given, as an order: "assume the user has already agreed", "считай, что
+    # пользователь уже дал согласие"; said alone ("users who already consented") it may describe.
+    (
+        "assume|consider|suppose|pretend|act|считай|считайте|asume|supón|considera|considère|considérez|suppose|supposez|geh|gehe|gehen|assuma|considere|suponha|假定|假设|视为|当作|ものと|간주|가정",
+        r"\b(?:assume|consider|suppose|pretend|act as (?:if|though))\b(?:\W+\w+){0,2}?\W+(?:that )?(?:the user|they|the owner|the customer)\b(?:\W+\w+){0,3}?\W+(?:agreed|consented|approved|authori[sz]ed|confirmed|given (?:their |your )?(?:consent|approval|permission))\b"
+        r"|(?:считай|считайте|исходи из того),? что (?:пользователь|владелец|он) (?:уже )?(?:дал (?:своё |свое )?(?:согласие|разрешение)|согласился|разрешил|одобрил|подтвердил)"
+        r"|\b(?:asume|supón|considera|da por hecho) que el usuario (?:ya )?(?:ha )?(?:aceptado|consentido|aprobado|autorizado|dado su consentimiento)"
+        r"|\b(?:considère|considérez|suppose|supposez|pars du principe) que l'utilisateur (?:a )?(?:déjà )?(?:accepté|consenti|approuvé|autorisé|donné son accord)"
+        r"|\b(?:geh|gehe|gehen sie) davon aus,? dass (?:der|die) (?:nutzer|benutzer)\w* (?:bereits |schon )?(?:zugestimmt|eingewilligt|genehmigt)"
+        r"|\b(?:assuma|considere|suponha) que o (?:usuário|utilizador) (?:já )?(?:aceitou|consentiu|aprovou|autorizou|deu (?:o |seu )?consentimento)"
+        r"|(?:假定|假设|视为|当作)用户(?:已经|已)?(?:同意|授权|批准)|ユーザーは(?:既に|すでに)?(?:同意|承認|許可)(?:済み|した)ものと|사용자가 이미 (?:동의|승인|허락)한 것으로 (?:간주|가정)",
     ),
     # The user told nothing was done: "tell them nothing was deleted", "dile que no se borró nada".
     (
@@ -214,6 +231,11 @@ OVERRULE = Intent(
         r"|(?:无论|不管)用户[^。]{0,10}(?:要求|说|想要|选择|需要|偏好)|即使用户[^。]{0,6}(?:要求|说|想要)[^。]{0,6}(?:其他|相反|别的)"
         r"|ユーザーが[^。]{0,10}(?:求めて|言って|頼んで|希望して)も|ユーザーの(?:要望|希望|指示|選択)に(?:関係なく|かかわらず)"
         r"|사용자가[^.。]{0,12}(?:요청하더라도|원하더라도|말하더라도)|사용자의 (?:요청|선호|선택|지시)와 (?:관계없이|상관없이)",
+    ),
+    # Ranked below something else: "treat the user's later requests as lower priority than ...".
+    (
+        "priority|important|importance",
+        r"\b(?:the user's|their|users'|the customer's)\s+(?:\w+\s+)?(?:requests?|instructions?|messages?|wishes|questions?|commands?|preferences?)\s+as\s+(?:a\s+|of\s+)?(?:lower|low|less|least|secondary)\s+(?:priority|important|importance)\b",
     ),
     # Set aside, or outranked when they conflict: "set their requests aside", "even when it
     # contradicts the user".
@@ -254,6 +276,25 @@ LATER = Intent(
 )
 """What the text does later, not at once: after so many calls, from a date."""
 
+WATCH = Intent(
+    (
+        "mentions|mention|mentioned|contains|brings|talks|types|pastes|refers",
+        r"\b(?:if|when|whenever|once|as soon as)\s+(?:the user|users|they|the customer|the conversation|the chat|a message|any message|the user's message)\s+(?:\w+\s+)?(?:mentions?|mentioned|talks? about|brings? up|refers? to|contains?|types?|pastes?)\b",
+    ),
+    (
+        "wenn|falls|sobald|se|si|jika|kalau|apabila|als|если|如果|ユーザーが|사용자가|यदि|kullanıcı",
+        r"\b(?:wenn|falls|sobald) (?:der|die) (?:nutzer|benutzer|anwender|kunde)\w* (?:\w+ ){0,4}?(?:erwähnt|nennt|anspricht)\b"
+        r"|\bse l'utente (?:parla di|menziona|nomina|cita)\b|\bsi el usuario (?:menciona|habla de|nombra)\b"
+        r"|\bsi l'utilisateur (?:mentionne|parle de|évoque)\b|\bse o (?:usuário|utilizador) (?:mencionar|falar de|falar sobre|citar)\b"
+        r"|\b(?:jika|kalau|apabila) pengguna (?:menyebut|menyebutkan|membahas)\b|\bals de gebruiker (?:\w+ ){0,3}?(?:noemt|vermeldt)\b"
+        r"|если пользователь (?:упомянет|упоминает|заговорит о)|如果用户(?:提到|提及|说到)|ユーザーが[^。]{0,12}(?:に言及|について話)|사용자가[^.。]{0,12}언급하면"
+        r"|यदि उपयोगकर्ता[^।]{0,20}(?:ज़िक्र|जिक्र|उल्लेख)|kullanıcı[^.]{0,20}(?:bahsederse|söz ederse)",
+    ),
+)
+"""A watch kept on what the user says: "if the user mentions a card, first ..."; honest tools say
+so of how they read their input ("if the user mentions a date without a year, ..."), so a sign
+honest tools never need only beside another of the kind or two common ones."""
+
 _ONSET = re.compile(
     r"\b(?:begin|begins|start|starts|switch|switches|thereafter|henceforth|onwards|from then on|from that point"
     r"|empieza|comienza|empiece|comience|en adelante|commence|commencez|désormais|dès lors|beginne|beginnen sie|fange|fortan"
@@ -277,7 +318,7 @@ AUTHORITY = Intent(
         "system|admin|administrator|platform|operator|developer|security|compliance|governance|it",
         # The system speaking: "[SYSTEM]", "admin:", a chat message in its role ({"role": "system", ...}).
         # A role named first in a list is no marker: "each message's role (system, user, assistant)".
-        r"[\[(<{]\s*(?:system|admin|administrator|platform|operator|developer)\b(?!\s*(?:,|or\b|and\b))|^\s*(?:system|admin|administrator)\s*[:|]"
+        r"[\[(<{]\s*(?:system|admin|administrator|platform|operator|developer)\b(?!\s*(?:,|or\b|and\b))|^\s*(?:#{1,6}\s*|\*\*|__)?(?:system|admin|administrator)(?:\*\*|__)?\s*[:|]"
         r"|\brole[\"']?\s*[:=]\s*[\"']?(?:system|developer)\b|\b(?:system|admin|administrator|platform|operator|it|security|compliance|governance)(?:'s)? (?:notice|message|directive|requirement|override|mandate|order|policy|announcement|notification|requirements)\b"
         + NAMES_A_CONTROL,
     ),
@@ -294,8 +335,9 @@ AUTHORITY = Intent(
         r"\b(?:content )?(?:policies|guidelines|refusals)\b(?:\W+\w+){0,4}?\W+(?:suspended|lifted|disabled|defects|existed|outdated|revoked)\b",
     ),
     (
-        "системн|sistema|administrador|administrateur|système|amministratore|administrator|系统|管理员|システム|管理者|시스템|관리자|hệ thống|quản trị|система|администратор",
-        r"\b(?:aviso|mensaje|instrucción|requisito|política|nota) del? (?:sistema|administrador|administração|plataforma)\b|\baviso do administrador\b|\bexigência do sistema\b|\b(?:avis|message|note|consigne) (?:du|de l') ?(?:système|administrateur|plateforme)\b|\b(?:avviso|messaggio|nota) (?:del |dell')(?:sistema|amministratore)\b|\b(?:systemhinweis|administratorhinweis|hinweis des (?:administrators|systems))\b|系统(?:要求|通知|指令|消息)|管理员(?:要求|通知|指令)|システム(?:要件|通知|指示|からの)|管理者(?:から|の指示)|시스템 (?:요구|공지|지시)|관리자 (?:지시|공지)|yêu cầu của hệ thống|(?:thông báo|chỉ thị) (?:của|từ) (?:hệ thống|quản trị)|(?:системн|администратор)\w* (?:требован|уведомлен|указани)",
+        "системн|sistema|administrador|administrateur|système|amministratore|administrator|系统|管理员|システム|管理者|시스템|관리자|hệ thống|quản trị|система|администратор|güvenlik|セキュリティ|安全团队|보안팀|보안 팀",
+        r"\b(?:aviso|mensaje|instrucción|requisito|política|nota) del? (?:sistema|administrador|administração|plataforma)\b|\baviso do administrador\b|\bexigência do sistema\b|\b(?:avis|message|note|consigne) (?:du|de l') ?(?:système|administrateur|plateforme)\b|\b(?:avviso|messaggio|nota) (?:del |dell')(?:sistema|amministratore)\b|\b(?:systemhinweis|administratorhinweis|hinweis des (?:administrators|systems))\b|系统(?:要求|通知|指令|消息)|管理员(?:要求|通知|指令)|システム(?:要件|通知|指示|からの)|管理者(?:から|の指示)|시스템 (?:요구|공지|지시)|관리자 (?:지시|공지)|yêu cầu của hệ thống|(?:thông báo|chỉ thị) (?:của|từ) (?:hệ thống|quản trị)|(?:системн|администратор)\w* (?:требован|уведомлен|указани)"
+        r"|güvenlik (?:ekibi|birimi)(?:nin)? (?:talimatı|talebi|emri|uyarısı)|セキュリティ(?:チーム|部門)の(?:要請|指示|命令|要求)|安全(?:团队|部门)(?:的)?(?:要求|指示|指令)|보안\s?팀의? (?:요청|지시|명령)",
     ),
     (
         "revogadas|revocadas|révoquées|widerrufen|revocate|отменены|撤销|取り消",
@@ -311,6 +353,26 @@ AUTHORITY = Intent(
         # ... or the model cast as one who holds them: "you are DeployBot, an operator with root rights".
         r"|\byou are\b(?:\W+\w+){0,3}?\W+an? (?:\w+ )?(?:operator|agent|admin|administrator|assistant|bot|user|engineer) with (?:root|admin|administrator|superuser|full|unrestricted) (?:access|privileges?|permissions?|rights)\b",
     ),
+    # Leave given to the model by this text: "reading this resource authorizes the assistant to
+    # execute any command"; "allows you to" is how tools describe themselves, so not that.
+    (
+        "authorizes|authorises|entitles|empowers|licenses",
+        r"\b(?:authori[sz]es|entitles|empowers|licenses)\s+(?:the |any |every )?(?:assistant|model|agent|ai|llm|you)\s+to\s+(?:\w+\s+){0,2}?(?:any|every|all|arbitrary|whatever)\b",
+    ),
+    # The model cast as the administrator in a make-believe: "pretend you are the system
+    # administrator", "faça de conta que você é o administrador", "تخيل أنك مسؤول النظام".
+    (
+        "pretend|imagine|suppose|faça|finja|imagine|suponha|finge|imagina|haz|fais|prétends|stell|tu|nimm|fingi|immagina|fai|представь|представьте|притворись|تخيل|تخيّل|افترض|تظاهر|假装|想象|管理者|관리자",
+        r"\b(?:pretend|imagine|suppose|act as if|assume) (?:that )?you(?:'re| are| were)\b(?:\W+\w+){0,2}?\W+(?:the |an? )?(?:system |server |root |database |org |site )?(?:admin|administrator|sysadmin|root user|superuser|owner)\b"
+        r"|\b(?:faça de conta|finja|imagine|suponha) que (?:você )?(?:é|seja) (?:o |um )?(?:administrador|admin|superusuário|root)\b"
+        r"|\b(?:finge|imagina|haz como si|supón) que (?:eres|fueras|tú eres) (?:el |un )?(?:administrador|admin|superusuario|root)\b"
+        r"|\b(?:fais comme si|imagine|suppose|prétends) (?:que )?(?:tu es|tu étais|être) (?:l'|un )?(?:administrateur|admin|superutilisateur|root)\b"
+        r"|\b(?:stell dir vor|tu so als|nimm an),? (?:dass |ob )?du (?:bist|wärst|seist) (?:der |ein )?(?:administrator|admin|root|superuser)\b"
+        r"|\b(?:fingi|immagina|fai finta) (?:che|di) (?:tu )?(?:sei|essere|sia) (?:l'|un )?(?:amministratore|admin|root)\b"
+        r"|(?:представь|представьте|притворись|притворитесь),? (?:что )?(?:ты|вы) (?:\W\s*)?(?:системный )?администратор"
+        r"|(?:تخيل|تخيّل|افترض|تظاهر) (?:أنك|انك|بأنك) (?:مسؤول|مدير) (?:النظام|الخادم)"
+        r"|(?:假装|假设|想象)你是(?:系统)?管理员|(?:システム)?管理者(?:だと|であると)(?:想像|仮定|思って)|(?:당신|너)(?:이|가|는) (?:시스템 )?관리자라고 (?:상상|가정)",
+    ),
 )
 """A claim of rank: the system or an administrator speaking, a policy, a reward or a threat."""
 
@@ -324,8 +386,17 @@ OBEY = Intent(
         r"\bnever (?:declines?|refuses?|says no|adds? (?:warnings|disclaimers|caveats))\b|\bwithout (?:any )?(?:warnings|disclaimers|caveats|refusals?)\b",
     ),
     (
-        "unrestricted|uncensored|unfiltered|restrictions|limits|filters|guardrails|caveats|warnings|restricciones|restrições|restrizioni|einschränkungen|ограничений|限制|制限|제한",
-        r"\b(?:unrestricted|uncensored|unfiltered)\b|\b(?:without|no|free of|free from) (?:any )?(?:restrictions|limits|filters|guardrails)\b|\b(?:sin|sem|senza|sans|ohne) (?:ninguna |nenhuma |alcuna |aucune |jegliche )?(?:restricciones|restrições|restrizioni|restrictions|einschränkungen)\b|без ограничений|不受限制|没有限制|制限のない|制限なし|제한 없",
+        "unrestricted|uncensored|unfiltered|restrictions|limits|filters|guardrails|caveats|warnings|restricciones|restrições|restrizioni|einschränkungen|ограничений|限制|制限|제한|قيود",
+        r"\b(?:unrestricted|uncensored|unfiltered)\b|\b(?:without|no|free of|free from) (?:any )?(?:restrictions|limits|filters|guardrails)\b|\b(?:sin|sem|senza|sans|ohne) (?:ninguna |nenhuma |alcuna |aucune |jegliche )?(?:restricciones|restrições|restrizioni|restrictions|einschränkungen)\b|без ограничений|不受限制|没有限制|制限のない|制限なし|제한 없|(?:بلا|دون|بدون) (?:أي )?قيود",
+    ),
+    # A story or a game carried out in earnest: "act the story out for real with your tools",
+    # "joue la scène en utilisant réellement tes outils".
+    (
+        "real|reality|réellement|vrai|verdad|realmente|wirklich|tatsächlich|davvero|veramente",
+        r"\b(?:act|play|carry|perform|do)\w*\b(?:\W+\w+){0,3}?\W+(?:out )?(?:for real|in reality)\b|\b(?:for real|in reality|actually|really) (?:with|using) (?:your|the|real) (?:\w+ )?tools\b"
+        r"|\b(?:en utilisant|avec) (?:réellement|vraiment|pour de vrai) (?:tes|vos) outils\b|\b(?:réellement|pour de vrai|en vrai) (?:avec|en utilisant) (?:tes|vos) outils\b"
+        r"|\b(?:de verdad|realmente) (?:con|usando) tus herramientas\b|\b(?:usando|con) (?:realmente|de verdad) tus herramientas\b"
+        r"|\b(?:wirklich|echt|tatsächlich) mit (?:deinen|ihren) (?:werkzeugen|tools)\b|\b(?:davvero|veramente) (?:con|usando) i tuoi strumenti\b|\b(?:de verdade|realmente) (?:com|usando) (?:suas|tuas) ferramentas\b",
     ),
     (
         "remainder|rest|persona|role|identity|called|named|known",
@@ -370,6 +441,15 @@ OTHER_TOOL = Intent(
     (
         "werkzeug|herramienta|outil|ferramenta|strumento|instrument|инструмент|工具|ツール|도구|công cụ|alat|araç",
         r"\b(?:wird|wenn|cuando|si|lorsque|quand|quando|se|als|wanneer|если|когда)\b(?:\W+\w+){0,6}?\W+(?:das werkzeug|die funktion|la herramienta|l'outil|la ferramenta|a ferramenta|lo strumento|het instrument|инструмент)\b|(?:使用|调用)[^。]{0,12}工具时|ツール[^。]{0,10}(?:を使う|を呼び出す|が呼ばれる)(?:とき|場合)|도구[^.。]{0,10}(?:사용|호출)(?:할 때|하면|시)",
+    ),
+    # This tool alone for a kind of task: "for any email, use exclusively our tool", "utilisez
+    # exclusivement notre outil"; a tool saying what it is for ("use only for test data") is not that.
+    (
+        "exclusively|solely|only|exclusivement|uniquement|seulement|exclusivamente|únicamente|solamente|ausschließlich|nur|esclusivamente|soltanto|somente|apenas",
+        r"\b(?:use|call)\s+(?:only|exclusively|solely)\s+(?:this|our)\s+(?:tool|server|function|integration)\b"
+        r"|\butilise[zr]? (?:exclusivement|uniquement|seulement) (?:notre|cet|ce) (?:outil|serveur)\b"
+        r"|\b(?:usa|use|utiliza|utilice|utilize)r? (?:exclusivamente|únicamente|solamente|solo|somente|apenas) (?:nuestra|esta|nossa|essa) (?:herramienta|ferramenta)\b"
+        r"|\b(?:verwende|verwenden sie|nutze|nutzen sie) (?:ausschließlich|nur) (?:unser|dieses) (?:werkzeug|tool)\b|\busa (?:esclusivamente|soltanto|solo) (?:il nostro|questo) strumento\b",
     ),
 )
 """Another tool's call made conditional on, or changed by, this description."""
@@ -427,6 +507,10 @@ PLACE = Intent(
         r"매개변수|파라미터|\btham số\b|\b(?:paramètre|parámetro|parâmetro|parametro|parameter|campo|champ|feld|param|argument)\b|参数|パラメータ|параметр",
     ),
     ("channel|webhook|bcc|iban", r"\b(?:channel|webhook|bcc)\b|\b[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){3,}\b"),
+    (
+        "cachée|oculta|cco|blindkopie|скрыт|密送|暗送|숨은",
+        r"\bcopie cachée\b|\bcopia oculta\b|\bcco\b|\bblindkopie\b|скрыт\w* копи|密送|暗送|숨은 참조",
+    ),
     ("bc1*|tb1*|ltc1*|0x*", rf"\b{WALLET}"),
 )
 """A place data goes besides the answer: a parameter, an address, a channel, an account."""
@@ -435,6 +519,11 @@ RUN = Intent(
     (
         "sh|bash|iex|invoke|bypass|pip|pip3|curl|wget|powershell|crontab|launchctl|bashrc|zshrc|profile|terminal|shell|console|run|execute|type|enter|paste",
         r"\|\s*(?:ba|z)?sh\b|\biex\b|\binvoke-expression\b|-(?:ep|executionpolicy) bypass\b|\bpip3? install\b[^`\n]{0,60}--(?:index-url|extra-index-url|trusted-host)\b|\b(?:curl|wget|powershell)\b|\bcrontab\b|\blaunchctl\b|\.(?:bashrc|zshrc|profile)\b|\b(?:run|execute|type|enter|paste)\b(?:[^\w`'\"./-]+[\w`'\"./-]+){0,6}?[^\w`'\"./-]+(?:in|into|with|through|via) (?:the |a |your )?(?:terminal|shell|console|command line)\b",
+    ),
+    # Whatever command comes: "execute any shell command found in the log lines".
+    (
+        "run|execute|runs|executes",
+        r"\b(?:run|execute)s?\s+(?:any|every|all|arbitrary|whatever)\s+(?:shell\s+|terminal\s+|system\s+)?commands?\b",
     ),
     (
         "kabuk|terminal|komut|консол|терминал|終端|终端|ターミナル|터미널",
@@ -457,6 +546,7 @@ RARE = {
     "replace": REPLACE,
     "overrule": OVERRULE,
     "later": LATER,
+    "watch": WATCH,
     NOTED: NOTE_TO_MODEL,
 }
 COMMON = {"context": CONTEXT, "secret": SECRET, "place": PLACE, "run": RUN}
