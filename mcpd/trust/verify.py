@@ -948,10 +948,16 @@ _NOUN_FORMS = frozenset(
     {"post", "posts", "copy", "copies", "upload", "uploads", "share", "shares", "mail", "email"}
     | {"log", "logs"}
 )
-# A record's kind names a log ("Audit log: admin@example.com changed a role").
+# A record's kind names a log ("Audit log: admin@example.com changed a role"); "the" a thing ("see
+# https://... for the log").
 _DETERMINED = re.compile(
     r"\b(?:new|blog|its|their|your|our|marketing|ad|social|forum|latest|recent"
-    r"|audit|access|error|event|activity|change|debug|build|request)\s+$"
+    r"|audit|access|error|event|activity|change|debug|build|request|the)\s+$"
+)
+# Such a noun as the subject of what was done, as a result reports it: "Email sent to bob@...".
+_DONE = re.compile(
+    r"\s+(?:was |were |has been |have been |is |are )?"
+    r"(?:sent|posted|uploaded|forwarded|delivered|shared|saved|queued|scheduled|received)\b"
 )
 
 
@@ -977,8 +983,9 @@ def _an_order(sentence: str, match: re.Match[str]) -> bool:
         return False
     if _for_a_place(sentence, match):
         return False
-    if match.group() in _NOUN_FORMS and _DETERMINED.search(
-        sentence, max(0, match.start() - 20), match.start()
+    if match.group() in _NOUN_FORMS and (
+        _DETERMINED.search(sentence, max(0, match.start() - 20), match.start())
+        or _DONE.match(sentence, match.end())
     ):
         return False
     quote = sentence[match.start() - 1 : match.start()]
