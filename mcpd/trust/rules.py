@@ -267,6 +267,12 @@ _SUPERSEDED_THINGS = (
     r"|terms|agreements?|notices?|documents?|docs|documentation|installation|invoices?|statements?"
     r"|contracts?|data|backups?|snapshots?|plans?|tiers?|endpoints?|formats?|files?)\b"
 )
+_CAST = (
+    r"ai|assistant|model|llm|agent|bot|chatbot|operator|persona|admin|administrator|superuser|root|hacker|system"
+    r"|unrestricted|uncensored|unfiltered|jailbroken|dan"
+)
+"""What the model is cast as in an attack: a model, a rank, one without limits."""
+
 OVERRIDE = Intent(
     (
         _IGNORE_TRIGGER,
@@ -307,6 +313,9 @@ OVERRIDE = Intent(
     (
         "now|here|point",
         r"\byou are now\b(?!\s+(?:connected|logged|signed|authenticated|subscribed|registered|enrolled|viewing|browsing|editing|offline|online|ready|done|in)\b)"
+        # Nor is a character of a story or a game ("you are now the innkeeper of the Prancing Pony"),
+        # unless it is a model, a rank or one without limits.
+        rf"(?!\s+(?:an?|the)\s+(?!(?:[\w-]+\s+){{0,2}}?(?:{_CAST})\b))"
         # "From here on you are" tells a tutorial's reader what they are or may do from that step
         # ("working in the venv", "the owner", "authorized to ..."): an identity only when it names
         # one, casts a model or takes the model's own away.
