@@ -868,17 +868,23 @@ _UNAUTHORISED = (
     r"(?!\s+(?:who|that) (?:is|are) not (?:on|in|part of|a member of|members of|authori[sz]ed|cleared|listed)\b"
     r"|\s+(?:not authori[sz]ed|without (?:authori[sz]ation|clearance|a need to know))\b)"
 )
+# ... nor told too often: "groups alerts to avoid notifying the user on every keystroke", "more
+# than once an hour"; telling is kept, only its repeats are spared.
+_TOO_OFTEN = (
+    r"(?!\s+(?:on|with|at|after|for) every\b|\s+(?:each|every) time\b|\s+more than (?:once|twice|\d+)\b"
+    r"|\s+(?:repeatedly|too often|twice)\b)"
+)
 CONCEAL = Intent(
     (
         _NEG_TRIGGER,
-        rf"\b(?:{_NEG})\s+(?:\w+\s+){{0,2}}?(?:{_TELL})\b(?:[^\w']+[\w']+){{0,6}}?(?:[^\w']+|(?<=\w)')(?:{_WHOM})\b{_UNAUTHORISED}",
+        rf"\b(?:{_NEG})\s+(?:\w+\s+){{0,2}}?(?:{_TELL})\b(?:[^\w']+[\w']+){{0,6}}?(?:[^\w']+|(?<=\w)')(?:{_WHOM})\b{_UNAUTHORISED}{_TOO_OFTEN}",
     ),
     # The telling verb as a gerund right after what refuses it: "avoid telling them", "refrain from
     # mentioning it to the user" (not "do not send without showing the user the draft"; not "skip",
     # an option's effect: "quiet=true skips notifying the owner").
     (
         "avoid|refrain",
-        rf"\b(?:avoid|refrain from)\s+(?:(?:{_TELL})(?:ing)?|letting|surfacing|exposing)\b(?:[^\w']+[\w']+){{0,6}}?(?:[^\w']+|(?<=\w)')(?:{_WHOM})\b{_UNAUTHORISED}",
+        rf"\b(?:avoid|refrain from)\s+(?:(?:{_TELL})(?:ing)?|letting|surfacing|exposing)\b(?:[^\w']+[\w']+){{0,6}}?(?:[^\w']+|(?<=\w)')(?:{_WHOM})\b{_UNAUTHORISED}{_TOO_OFTEN}",
     ),
     # In the third person, of what is done ("Deletes backups ... and never tells the user"); not
     # "never notifies the user unless a job fails", a notifier's setting.
