@@ -1853,6 +1853,15 @@ PHISH = Intent(
         r"|(?:попроси|попросите|запроси)\w* (?:у )?пользовател\w*(?:\W+\w+){0,6}?\W+(?:парол|пин|номер карты|cvv|код)"
         r"|(?:向|让|请)用户(?:提供|输入|索要|告知)[^。]{0,12}(?:密码|验证码|卡号|助记词|安全码)|ユーザーに[^。]{0,12}(?:パスワード|暗証番号|カード番号|セキュリティコード)[^。]{0,8}(?:入力|教え|尋ね|聞)",
     ),
+    # Korean, Turkish, Arabic, Hindi, Hebrew: "사용자에게 ... 비밀번호를 물어보고".
+    (
+        "사용자에게|kullanıcıdan|المستخدم|उपयोगकर्ता|מהמשתמש",
+        r"사용자에게[^.。]{0,24}(?:비밀번호|카드 번호|보안 코드|인증번호|핀 번호|otp)[^.。]{0,10}(?:물어|묻|요청|입력하도록|알려 달라)"
+        r"|\bkullanıcıdan\b[^.]{0,30}(?:şifre|parola|kart numara|pin|doğrulama kodu)\w*[^.]{0,20}(?:iste|sor)"
+        r"|(?:اطلب|اسأل) (?:من )?المستخدم[^.]{0,30}(?:كلمة المرور|كلمة السر|رقم البطاقة|رمز التحقق)"
+        r"|उपयोगकर्ता से[^।]{0,30}(?:पासवर्ड|कार्ड नंबर|पिन|ओटीपी)[^।]{0,15}(?:पूछें|मांगें|माँगें)"
+        r"|בקש(?:ו)? מהמשתמש[^.]{0,30}(?:סיסמ|מספר כרטיס|קוד)",
+    ),
     # Indonesian, Czech, Swedish, Vietnamese.
     (
         "minta|mintalah|vyžádej|vyžádejte|požádej|požádejte|zeptej|användaren|người",
@@ -1867,6 +1876,7 @@ PHISH_STRONG = re.compile(
     r"\b(?:card|cvv2?|cvc|security code|\d-digit code|(?:three|four)-digit code|recovery|seed|mnemonic|private key|ssn|social security|banking|bank|pin|tarjeta|karte\w*|kartennummer|carte|carta|cartão|cryptogramme|banco|bancaria|online-banking\w*|kartu kredit|kreditní\w*|kortnum\w*)\b|số thẻ|\bhesl\w* k (?:e-?mail\w*|účtu)\b"
     r"|\b(?:e-?mail|mail|icloud|apple id|gmail|outlook|correo)\W+(?:\w+\W+)?(?:passwords?|contraseña|passwort|kennwort|mot de passe|senha)|\b(?:passwords?|contraseña|passwort|mot de passe|senha)\W+(?:\w+\W+){0,2}?(?:e-?mail|mail|correo|e-mails)\b"
     r"|\b(?:to verify|for verification|verif(?:y|ying) (?:their|your|his|her|the user's) identity|identity|for security|security reasons|zur verifizierung|para verificar|identidad|pour vérifier|identité|per verificare|identità|verificação|identidade)\b|верификац|подтвержден|验证|身份|本人確認|卡号|助记词|安全码|カード番号|暗証番号|номер карты"
+    r"|인증서|카드 번호|계좌|은행|본인 확인|\bkart numara|\bbanka\w*|البطاقة|البنك|बैंक|कार्ड|כרטיס|בנק"
 )
 
 # What a secret holds, not where it is: "the contents of .env", "what they contain".
@@ -1892,9 +1902,9 @@ _TRANSFER_OTHER = (
 )
 _CJK_TRANSFER = "보내|전송|업로드|붙여|붙이|发送|发到|转发|上传|提交|附加|添加|放入|附上|送信|転送|アップロード|送っ|添付|追加|入れ|넣|أرسل|ارسل|إرسال|ارفع|انقل|ส่ง|לשלוח|שלח"
 # Japanese and Korean deny at the end of the clause: "含めたりすることはありません" (never includes),
-# "보내지 않습니다" (does not send); not "なければなりません" (must), "않으면 안 됩니다" (must).
+# "보내지 않습니다" (does not send), "묻지 마세요" (do not ask); not "なければなりません" (must), "않으면 안 됩니다" (must).
 NEGATED_AFTER = re.compile(
-    r"[^。．.!?！？;；]{0,30}?(?:ことはありません|ことはない|しません|されません|ないでください|지 않(?!으면)|없습니다)"
+    r"[^。．.!?！？;；]{0,30}?(?:ことはありません|ことはない|しません|されません|ないでください|지 않(?!으면)|지\s*마(?:세요|십시오|라)|없습니다)"
 )
 NEGATED = re.compile(
     r"(?:\bdo not|\bdon't|\bnever|\bmust not|\bmustn't|\bshould not|\bshouldn't|\bavoid|\bcannot|\bcan't|\bnot)\s+"
