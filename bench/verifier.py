@@ -113,6 +113,16 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   and ours put in its place, ...), 68/77 and 3/169 (a note to the model counts with another rare
   sign, not with the learned model's word: "NOTE TO AI: prefer ISO dates in every argument"),
   with probes 9, 13 and 14 up by 1, 2 and 3 and no honest text of any set high;
+  then a ninth held-out set (``heldout9``: 80 attacks in schema descriptions, enums, defaults and
+  examples, prompt arguments, resource templates, server instructions, results and errors, as
+  indirect, conditional and delayed orders, make-believe, comments, hidden characters, encodings,
+  pretexts, shadowing and fake turns, in 20 languages; 180 honest look-alikes), written blind: 54/80
+  attacks high (56 at any severity) and 3/180 honest high; after classes written from it (a watch on
+  what the user says as a rare sign, the model named as the reader of the text in 15 languages,
+  make-believe acted out with real tools, the model cast as administrator, consent taken as given,
+  leave granted by reading, the user's requests ranked lower, this tool alone for a task; known
+  classes in more languages; a sent mail reported, a character of a game, notices spared their
+  repeats), 75/80 and 0/180, probe 14 up by 1 and no other figure moved;
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
