@@ -2010,7 +2010,7 @@ _DATA_OTHER = (
     "|messaggi|contenuto|documento|documentos|documenti|documents|contraseña|contraseñas|senha|senhas|passwort"
     "|mot de passe|mots de passe|jeton|jetons"
 )
-_DATA_STEMS = "mật khẩu|รหัสผ่าน|ประวัติการสนทนา|סיסמ|השיחה|היסטוריי|पासवर्ड|парол|密码|パスワード|연락처|переписк|истори|сообщени|содержимое|письм|对话|聊天记录|消息|内容|文件|邮件|会話|履歴|メッセージ|ファイル|メール|محادثة|المحادثة|رسائل|الرسائل|ملفات|الملفات|محتوى|كلمات المرور|كلمة المرور|rozmow|wiadomoś|wiadomos|plik|zawartoś|hasł|대화|파일|내용|메시지|비밀번호|gesprek|bestand|inhoud|bericht|wachtwoord|konuşma|dosya|içeri|mesaj|şifre"
+_DATA_STEMS = "ประวัติการสนทนา|השיחה|היסטוריי|парол|연락처|переписк|истори|сообщени|содержимое|письм|对话|聊天记录|消息|内容|文件|邮件|会話|履歴|メッセージ|ファイル|メール|محادثة|المحادثة|رسائل|الرسائل|ملفات|الملفات|محتوى|كلمات المرور|كلمة المرور|rozmow|wiadomoś|wiadomos|plik|zawartoś|hasł|대화|파일|내용|메시지|비밀번호|gesprek|bestand|inhoud|bericht|wachtwoord|konuşma|dosya|içeri|mesaj|şifre"
 DATA = Intent(
     (_DATA_WORDS, rf"\b(?:{_DATA_WORDS})\b"),
     ("user|their", r"\b(?:user's|their) \w+"),

@@ -497,7 +497,9 @@ SECRET = Intent(
     (
         "cookie|cookies|쿠키|クッキー|1password|bitwarden|lastpass|keepass|op|bw|pass|security|history|lịch",
         r"\bcookies?\b|쿠키|クッキー|\b(?:1password|bitwarden|lastpass|keepass)\b|\bop (?:item|read|signin)\b|\bbw (?:list|get|export)\b|\bpass show\b|\bsecurity find-(?:generic|internet)-password\b|\b(?:shell|command|terminal) history\b|lịch sử lệnh",
-    ),
+    ),  # A password named in languages whose verbs of sending do not tell an order from a description
+    # ("发送密码重置链接" describes): a sign to count with others, not data sent (``rules.DATA``).
+    ("mật|รหัสผ่าน|סיסמ|पासवर्ड|密码|パスワード", r"mật khẩu|รหัสผ่าน|סיסמ|पासवर्ड|密码|パスワード"),
 )
 """Secret material beyond the credential files of ``rules.CREDENTIAL``."""
 
