@@ -584,10 +584,16 @@ OVERRIDE = Intent(
     # Hebrew, Vietnamese, Thai, Hindi, Indonesian, Ukrainian: ignore the (previous) instructions.
     (
         "התעלם|להתעלם|תתעלם|שכח|bỏ|phớt|ละเว้น|เพิกเฉย|ไม่ต้องสนใจ|अनदेखा|नज़रअंदाज़|नजरअंदाज|abaikan|lupakan|ігноруй|ігноруйте|забудь|забудьте",
-        r"(?:להתעלם|התעלם|תתעלם|שכח)\S*\s+(?:\S+\s+){0,2}?\S*(?:הוראות|הנחיות|כללים|חוקים)"
-        r"|\b(?:bỏ qua|phớt lờ)\s+(?:\w+\s+){0,3}?(?:hướng dẫn|chỉ dẫn|chỉ thị|quy tắc)\b"
-        r"|(?:ละเว้น|เพิกเฉย|ไม่ต้องสนใจ)\S{0,12}(?:คำสั่ง|คำแนะนำ|กฎ)|(?:निर्देशों|निर्देश|नियमों)[^।]{0,20}(?:अनदेखा|नज़रअंदाज़|नजरअंदाज)"
-        r"|\b(?:abaikan|lupakan)\b(?:\W+\w+){0,3}?\W+(?:instruksi|petunjuk|aturan|perintah)\b|(?:ігноруй|ігноруйте|забудь|забудьте)(?:\W+\w+){0,4}?\W+(?:інструкці|правил|вказів)",
+        # The previous, all or the model's own instructions, not a manual's ("skip the installation
+        # instructions if ...").
+        r"(?:להתעלם|התעלם|תתעלם|שכח)\S*\s+(?:\S+\s+){0,2}?\S*(?:הוראות|הנחיות|כללים|חוקים)\s+(?:הקודמ|שלך|שקיבלת|המקוריות)"
+        r"|(?:להתעלם|התעלם|תתעלם|שכח)\S*\s+(?:מ)?כל\s+ה(?:הוראות|הנחיות|כללים|חוקים)"
+        r"|\b(?:bỏ qua|phớt lờ)\s+(?:tất cả\s+|mọi\s+)?(?:các\s+)?(?:hướng dẫn|chỉ dẫn|chỉ thị|quy tắc)\s+(?:trước|của bạn|hệ thống)"
+        r"|\b(?:bỏ qua|phớt lờ)\s+(?:tất cả|mọi)\s+(?:các\s+)?(?:hướng dẫn|chỉ dẫn|chỉ thị|quy tắc)\b"
+        r"|(?:ละเว้น|เพิกเฉย|ไม่ต้องสนใจ)\S{0,12}(?:คำสั่ง|คำแนะนำ|กฎ)\S{0,6}(?:ก่อนหน้า|ทั้งหมด|เดิม)"
+        r"|(?:पिछले|सभी|पहले के|अपने) (?:\S+ )?(?:निर्देशों|निर्देश|नियमों)[^।]{0,20}(?:अनदेखा|नज़रअंदाज़|नजरअंदाज)"
+        r"|\b(?:abaikan|lupakan)\b(?:\W+\w+){0,2}?\W+(?:semua )?(?:instruksi|petunjuk|aturan|perintah)\s+(?:sebelumnya|sistem|anda)\b|\b(?:abaikan|lupakan) semua (?:instruksi|petunjuk|aturan|perintah)\b"
+        r"|(?:ігноруй|ігноруйте|забудь|забудьте)\s+(?:\w+\s+)?(?:попередні|усі|всі|системні|свої)\s+(?:\w+\s+)?(?:інструкці|правил|вказів)",
     ),
     # Arabic and Polish: ignore the (previous) instructions.
     (
@@ -1900,7 +1906,7 @@ _TRANSFER_OTHER = (
     "|recopie|recopiez|copiez|skicka|vidarebefordra|kirim|kirimkan|teruskan|unggah|sertakan|gửi|chuyển tiếp|pošli|pošlete|odešli|odešlete|přepošli|přepošlete|nahraj|přilož"
     "|надішли|надішліть|надсилай|перешли|додай|додавай"
 )
-_CJK_TRANSFER = "보내|전송|업로드|붙여|붙이|发送|发到|转发|上传|提交|附加|添加|放入|附上|送信|転送|アップロード|送っ|添付|追加|入れ|넣|أرسل|ارسل|إرسال|ارفع|انقل|ส่ง|לשלוח|שלח"
+_CJK_TRANSFER = "보내|전송|업로드|发送|发到|转发|上传|提交|附加|添加|放入|附上|送信|転送|アップロード|送っ|添付|追加|入れ|넣|أرسل|ارسل|إرسال|ارفع|انقل"
 # Japanese and Korean deny at the end of the clause: "含めたりすることはありません" (never includes),
 # "보내지 않습니다" (does not send), "묻지 마세요" (do not ask); not "なければなりません" (must), "않으면 안 됩니다" (must).
 NEGATED_AFTER = re.compile(
@@ -2010,7 +2016,7 @@ _DATA_OTHER = (
     "|messaggi|contenuto|documento|documentos|documenti|documents|contraseña|contraseñas|senha|senhas|passwort"
     "|mot de passe|mots de passe|jeton|jetons"
 )
-_DATA_STEMS = "ประวัติการสนทนา|השיחה|היסטוריי|парол|연락처|переписк|истори|сообщени|содержимое|письм|对话|聊天记录|消息|内容|文件|邮件|会話|履歴|メッセージ|ファイル|メール|محادثة|المحادثة|رسائل|الرسائل|ملفات|الملفات|محتوى|كلمات المرور|كلمة المرور|rozmow|wiadomoś|wiadomos|plik|zawartoś|hasł|대화|파일|내용|메시지|비밀번호|gesprek|bestand|inhoud|bericht|wachtwoord|konuşma|dosya|içeri|mesaj|şifre"
+_DATA_STEMS = "парол|переписк|истори|сообщени|содержимое|письм|对话|聊天记录|消息|内容|文件|邮件|会話|履歴|メッセージ|ファイル|メール|محادثة|المحادثة|رسائل|الرسائل|ملفات|الملفات|محتوى|كلمات المرور|كلمة المرور|rozmow|wiadomoś|wiadomos|plik|zawartoś|hasł|대화|파일|내용|메시지|비밀번호|gesprek|bestand|inhoud|bericht|wachtwoord|konuşma|dosya|içeri|mesaj|şifre"
 DATA = Intent(
     (_DATA_WORDS, rf"\b(?:{_DATA_WORDS})\b"),
     ("user|their", r"\b(?:user's|their) \w+"),

@@ -276,24 +276,35 @@ LATER = Intent(
 )
 """What the text does later, not at once: after so many calls, from a date."""
 
+_WATCHED = (
+    r"\b(?:password\w*|passcode|pin|cards?|iban|bank\w*|account numbers?|passports?|ssn|social security|api keys?|tokens?"
+    r"|secrets?|credentials?|salary|diagnos\w*|passwort\w*|kennwort\w*|kreditkart\w*|karte\w*|konto\w*|contraseñas?"
+    r"|tarjetas?|cuentas?|pasaportes?|mots? de passe|cartes?|comptes?|passeports?|senhas?|cartão|cartões|contas?"
+    r"|passaport\w*|carta|conto|kata sandi|sandi|kartu|rekening|paspor|wachtwoord\w*|парол\w*|карт\w*|сч[её]т\w*"
+    r"|паспорт\w*|şifre\w*|parola\w*|kart\w*|banka\w*)\b"
+    r"|密码|银行卡|卡号|账户|账号|护照|パスワード|カード|口座|パスポート|비밀번호|카드|계좌|여권|पासवर्ड|बैंक|कार्ड|खाता"
+)
+"""What a watch is kept for: secrets, cards, accounts, papers."""
 WATCH = Intent(
     (
         "mentions|mention|mentioned|contains|brings|talks|types|pastes|refers",
-        r"\b(?:if|when|whenever|once|as soon as)\s+(?:the user|users|they|the customer|the conversation|the chat|a message|any message|the user's message)\s+(?:\w+\s+)?(?:mentions?|mentioned|talks? about|brings? up|refers? to|contains?|types?|pastes?)\b",
+        rf"^(?=.*?(?:{_WATCHED})).*?\b(?:if|when|whenever|once|as soon as)\s+(?:the user|users|they|the customer|the conversation|the chat|a message|any message|the user's message)\s+(?:\w+\s+)?(?:mentions?|mentioned|talks? about|brings? up|refers? to|contains?|types?|pastes?)\b",
     ),
     (
         "wenn|falls|sobald|se|si|jika|kalau|apabila|als|если|如果|ユーザーが|사용자가|यदि|kullanıcı",
+        rf"^(?=.*?(?:{_WATCHED})).*?(?:"
         r"\b(?:wenn|falls|sobald) (?:der|die) (?:nutzer|benutzer|anwender|kunde)\w* (?:\w+ ){0,4}?(?:erwähnt|nennt|anspricht)\b"
         r"|\bse l'utente (?:parla di|menziona|nomina|cita)\b|\bsi el usuario (?:menciona|habla de|nombra)\b"
         r"|\bsi l'utilisateur (?:mentionne|parle de|évoque)\b|\bse o (?:usuário|utilizador) (?:mencionar|falar de|falar sobre|citar)\b"
         r"|\b(?:jika|kalau|apabila) pengguna (?:menyebut|menyebutkan|membahas)\b|\bals de gebruiker (?:\w+ ){0,3}?(?:noemt|vermeldt)\b"
         r"|если пользователь (?:упомянет|упоминает|заговорит о)|如果用户(?:提到|提及|说到)|ユーザーが[^。]{0,12}(?:に言及|について話)|사용자가[^.。]{0,12}언급하면"
-        r"|यदि उपयोगकर्ता[^।]{0,20}(?:ज़िक्र|जिक्र|उल्लेख)|kullanıcı[^.]{0,20}(?:bahsederse|söz ederse)",
+        r"|यदि उपयोगकर्ता[^।]{0,20}(?:ज़िक्र|जिक्र|उल्लेख)|kullanıcı[^.]{0,20}(?:bahsederse|söz ederse))",
     ),
 )
-"""A watch kept on what the user says: "if the user mentions a card, first ..."; honest tools say
-so of how they read their input ("if the user mentions a date without a year, ..."), so a sign
-honest tools never need only beside another of the kind or two common ones."""
+"""A watch kept on what the user says for a secret, a card or an account: "if the user mentions a
+card, first ..."; honest tools say so of how they read their input ("if the user mentions a city,
+call get_weather with it"), so only for those things, and only beside another rare sign or two
+common ones."""
 
 _ONSET = re.compile(
     r"\b(?:begin|begins|start|starts|switch|switches|thereafter|henceforth|onwards|from then on|from that point"
@@ -487,8 +498,8 @@ CONTEXT = Intent(
         r"\b(?:conversation|chat (?:history|log|transcript)|transcript|message history|(?:full |entire |whole |complete )?(?:text|contents?|body) of (?:the|each|every|any|all|their|the user's) (?:\w+ )?(?:documents?|files?|e-?mails?|pages?|notes?)|(?:document|file|e-?mail|page|note)(?:'s|s') (?:full |entire |whole |complete )?(?:text|contents?|body)|previous messages|prior messages|earlier messages|this session|tool outputs?|tool results|outputs? of (?:other|earlier|previous) tools|everything the user|(?:documents?|files?) (?:the user|they) (?:has |have )?(?:shared|uploaded|attached)|the user's (?:original |last |previous |full )?(?:request|prompt|messages?|question|input|email address))\b",
     ),
     (
-        "conversación|historial|conversation|historique|gespräch|gesprächs|verlauf|unterhaltung|conversa|histórico|conversazione|cronologia|переписк|диалог|对话|聊天|会话|会話|履歴|대화|trò chuyện|lịch sử|konuşma|sohbet|gesprek|rozmow*|محادثة|बातचीत|percakapan|riwayat",
-        r"\b(?:conversación|historial|historique|gespräch\w*|verlauf|unterhaltung|conversa|histórico|conversazione|cronologia|konuşma\w*|sohbet\w*|gesprek\w*|rozmow\w*|percakapan|riwayat)\b|переписк|диалог|对话|聊天|会话|会話|履歴|대화|trò chuyện|lịch sử|محادثة|बातचीत",
+        "conversación|historial|conversation|historique|gespräch|gesprächs|verlauf|unterhaltung|conversa|histórico|conversazione|cronologia|переписк|диалог|对话|聊天|会话|会話|履歴|대화|trò chuyện|lịch sử|konuşma|sohbet|gesprek|rozmow*|محادثة|बातचीत|percakapan|riwayat|השיחה|השיחות|การสนทนา",
+        r"\b(?:conversación|historial|historique|gespräch\w*|verlauf|unterhaltung|conversa|histórico|conversazione|cronologia|konuşma\w*|sohbet\w*|gesprek\w*|rozmow\w*|percakapan|riwayat)\b|переписк|диалог|对话|聊天|会话|会話|履歴|대화|trò chuyện|lịch sử|محادثة|बातचीत|השיחה|השיחות|การสนทนา",
     ),
 )
 """The conversation, the user's words, or other tools' outputs."""
