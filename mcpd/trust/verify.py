@@ -1504,8 +1504,12 @@ def _strongly_alike(folded: str, sentences: list[rules.Sentence]) -> _Hit | None
             continue
         together = signs.together(window)
         # A way of keeping the user out that may only describe ("syncs silently") is no order; a
-        # note to the model is how server instructions speak, and what the model learnt attacks by.
-        rare = (together.rare if together.hiding else together.rare - {"hide"}) - {signs.NOTED}
+        # note to the model is how server instructions speak, and what the model learnt attacks by;
+        # a watch on the user's words is how redaction tools speak.
+        rare = (together.rare if together.hiding else together.rare - {"hide"}) - {
+            signs.NOTED,
+            signs.WATCHING,
+        }
         if not (rare or len(together.common) >= 2):
             continue
         model = learned.model()
