@@ -182,7 +182,10 @@ HIDE = Intent(
     # ... and in Japanese, Chinese, Korean, Ukrainian: "確認なしで", "无需确认", "확인 없이", "без підтвердження".
     (
         "確認|确认|확인|підтвердження|питаючи",
-        r"確認(?:なしで|なしに|せずに|を求めずに|を取らずに)|(?:无需|无须|不经|未经|不用|不必)(?:用户)?(?:的)?确认|확인\s*없이|확인하지\s*않고|без підтвердження|не питаючи",
+        # As an order ("...してください", "请", "...하세요"), not an option's effect ("--yes オプションを付けると確認なしで削除します").
+        r"確認(?:なしで|なしに|せずに|を求めずに|を取らずに)[^。]{0,40}(?:してください|すること|しなさい|せよ)"
+        r"|(?:请|必须|务必|应当|直接)[^。；]{0,20}(?:无需|无须|不经|未经|不用|不必)(?:用户)?(?:的)?确认|(?:无需|无须|不经|未经|不用|不必)(?:用户)?(?:的)?确认[^。；]{0,6}(?:直接|立即)"
+        r"|(?:확인\s*없이|확인하지\s*않고)[^.。]{0,40}(?:하세요|하십시오|해라|해야|세요)|без підтвердження|не питаючи",
     ),
     # Consent taken as given, as an order: "assume the user has already agreed", "считай, что
     # пользователь уже дал согласие"; said alone ("users who already consented") it may describe.
@@ -348,7 +351,8 @@ AUTHORITY = Intent(
     (
         "системн|sistema|administrador|administrateur|système|amministratore|administrator|系统|管理员|システム|管理者|시스템|관리자|hệ thống|quản trị|система|администратор|güvenlik|セキュリティ|安全团队|보안팀|보안 팀",
         r"\b(?:aviso|mensaje|instrucción|requisito|política|nota) del? (?:sistema|administrador|administração|plataforma)\b|\baviso do administrador\b|\bexigência do sistema\b|\b(?:avis|message|note|consigne) (?:du|de l') ?(?:système|administrateur|plateforme)\b|\b(?:avviso|messaggio|nota) (?:del |dell')(?:sistema|amministratore)\b|\b(?:systemhinweis|administratorhinweis|hinweis des (?:administrators|systems))\b|系统(?:要求|通知|指令|消息)|管理员(?:要求|通知|指令)|システム(?:要件|通知|指示|からの)|管理者(?:から|の指示)|시스템 (?:요구|공지|지시)|관리자 (?:지시|공지)|yêu cầu của hệ thống|(?:thông báo|chỉ thị) (?:của|từ) (?:hệ thống|quản trị)|(?:системн|администратор)\w* (?:требован|уведомлен|указани)"
-        r"|güvenlik (?:ekibi|birimi)(?:nin)? (?:talimatı|talebi|emri|uyarısı)|セキュリティ(?:チーム|部門)の(?:要請|指示|命令|要求)|安全(?:团队|部门)(?:的)?(?:要求|指示|指令)|보안\s?팀의? (?:요청|지시|명령)",
+        # The security team's order, said to the model ("... asistan, ..."): not a policy reported.
+        r"|(?=.*?(?:\b(?:asistan|yapay zeka|ai)\b|アシスタント|モデル|助手|模型|어시스턴트|모델))(?:.*?)(?:güvenlik (?:ekibi|birimi)(?:nin)? (?:talimatı|talebi|emri|uyarısı)|セキュリティ(?:チーム|部門)の(?:要請|指示|命令|要求)|安全(?:团队|部门)(?:的)?(?:要求|指示|指令)|보안\s?팀의? (?:요청|지시|명령))",
     ),
     (
         "revogadas|revocadas|révoquées|widerrufen|revocate|отменены|撤销|取り消",
@@ -372,19 +376,20 @@ AUTHORITY = Intent(
         r"\b(?:(?:reading|opening|receiving|seeing) (?:this|these)|(?:this|these) (?:text|resource|file|note|message|description|document|instruction)s?)\b"
         r"(?:\W+\w+){0,3}?\W+(?:authori[sz]es|entitles|empowers)\s+(?:the |any |every )?(?:assistant|model|agent|ai|llm|you)\s+to\b",
     ),
-    # The model cast as the administrator in a make-believe: "pretend you are the system
-    # administrator", "faça de conta que você é o administrador", "تخيل أنك مسؤول النظام".
+    # The model cast as the system's administrator in a make-believe: "pretend you are the system
+    # administrator", "faça de conta que você é o administrador do sistema", "تخيل أنك مسؤول النظام";
+    # not of a club or a team ("imagine you are the admin of a small team: this template ...").
     (
         "pretend|imagine|suppose|faça|finja|imagine|suponha|finge|imagina|haz|fais|prétends|stell|tu|nimm|fingi|immagina|fai|представь|представьте|притворись|تخيل|تخيّل|افترض|تظاهر|假装|想象|管理者|관리자",
-        r"\b(?:pretend|imagine|suppose|act as if|assume) (?:that )?you(?:'re| are| were)\b(?:\W+\w+){0,2}?\W+(?:the |an? )?(?:system |server |root |database |org |site )?(?:admin|administrator|sysadmin|root user|superuser|owner)\b"
-        r"|\b(?:faça de conta|finja|imagine|suponha) que (?:você )?(?:é|seja) (?:o |um )?(?:administrador|admin|superusuário|root)\b"
-        r"|\b(?:finge|imagina|haz como si|supón) que (?:eres|fueras|tú eres) (?:el |un )?(?:administrador|admin|superusuario|root)\b"
-        r"|\b(?:fais comme si|imagine|suppose|prétends) (?:que )?(?:tu es|tu étais|être) (?:l'|un )?(?:administrateur|admin|superutilisateur|root)\b"
-        r"|\b(?:stell dir vor|tu so als|nimm an),? (?:dass |ob )?du (?:bist|wärst|seist) (?:der |ein )?(?:administrator|admin|root|superuser)\b"
-        r"|\b(?:fingi|immagina|fai finta) (?:che|di) (?:tu )?(?:sei|essere|sia) (?:l'|un )?(?:amministratore|admin|root)\b"
-        r"|(?:представь|представьте|притворись|притворитесь),? (?:что )?(?:ты|вы) (?:\W\s*)?(?:системный )?администратор"
+        r"\b(?:pretend|imagine|suppose|act as if|assume) (?:that )?you(?:'re| are| were)\b(?:\W+\w+){0,2}?\W+(?:the |an? )?(?:(?:system|server|root|database) (?:admin|administrator)|sysadmin|root user|superuser|root)\b"
+        r"|\b(?:faça de conta|finja|imagine|suponha) que (?:você )?(?:é|seja) (?:o |um )?(?:administrador do (?:sistema|servidor)|superusuário|root)\b"
+        r"|\b(?:finge|imagina|haz como si|supón) que (?:eres|fueras|tú eres) (?:el |un )?(?:administrador del (?:sistema|servidor)|superusuario|root)\b"
+        r"|\b(?:fais comme si|imagine|suppose|prétends) (?:que )?(?:tu es|tu étais|être) (?:l'|un )?(?:administrateur (?:du )?(?:système|serveur)|superutilisateur|root)\b"
+        r"|\b(?:stell dir vor|tu so als|nimm an),? (?:dass |ob )?du (?:bist|wärst|seist) (?:der |ein )?(?:systemadministrator|administrator des (?:systems|servers)|root|superuser)\b"
+        r"|\b(?:fingi|immagina|fai finta) (?:che|di) (?:tu )?(?:sei|essere|sia) (?:l'|un )?(?:amministratore (?:di|del) sistema|root)\b"
+        r"|(?:представь|представьте|притворись|притворитесь),? (?:что )?(?:ты|вы) (?:\W\s*)?системн\w* администратор"
         r"|(?:تخيل|تخيّل|افترض|تظاهر) (?:أنك|انك|بأنك) (?:مسؤول|مدير) (?:النظام|الخادم)"
-        r"|(?:假装|假设|想象)你是(?:系统)?管理员|(?:システム)?管理者(?:だと|であると)(?:想像|仮定|思って)|(?:당신|너)(?:이|가|는) (?:시스템 )?관리자라고 (?:상상|가정)",
+        r"|(?:假装|假设|想象)你是系统管理员|システム管理者(?:だと|であると)(?:想像|仮定|思って)|(?:당신|너)(?:이|가|는) 시스템 관리자라고 (?:상상|가정)",
     ),
 )
 """A claim of rank: the system or an administrator speaking, a policy, a reward or a threat."""
