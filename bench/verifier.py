@@ -118,11 +118,12 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   indirect, conditional and delayed orders, make-believe, comments, hidden characters, encodings,
   pretexts, shadowing and fake turns, in 20 languages; 180 honest look-alikes), written blind: 54/80
   attacks high (56 at any severity) and 3/180 honest high; after classes written from it (a watch on
-  what the user says as a rare sign, the model named as the reader of the text in 15 languages,
-  make-believe acted out with real tools, the model cast as administrator, consent taken as given,
-  leave granted by reading, the user's requests ranked lower, this tool alone for a task; known
-  classes in more languages; a sent mail reported, a character of a game, notices spared their
-  repeats), 75/80 and 0/180, probe 14 up by 1 and no other figure moved;
+  what the user says for a secret, with another rare sign; the model named as the reader of the text
+  in 15 languages; make-believe acted out with real tools; the model cast as the system's
+  administrator; consent taken as given; leave granted by reading this text; the user's requests
+  ranked lower; known classes in more languages; a sent mail reported, a character of a game,
+  notices spared their repeats), 71/80 and 0/180, no other figure moved (75/80 and probe 14 up by 1
+  before the signs were narrowed for honest look-alikes written after them, in the tests);
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
