@@ -325,3 +325,36 @@ async def test_a_stop_whose_look_at_proc_stalls_still_ends_the_child(monkeypatch
             assert child.returncode == -signal.SIGKILL
     finally:
         release.set()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="leftovers are found in /proc")
+async def test_stops_start_no_look_while_one_at_proc_stays_stalled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a look at ``/proc`` that was given up is still stalled, later stops start no look of
+    their own: each would stall on the same process's memory map (a look reads every environment)
+    and leave one more thread stuck for as long as the filesystem hangs. Before, each look of each
+    stop (three of a stop that reached SIGKILL) left a thread, without bound for a server restarting
+    in a loop, and waited its ``SCAN_WAIT``. Once the stalled look is back, stops look again."""
+    release = threading.Event()
+    entered: list[str] = []
+
+    def stalled(mark: str) -> list[tuple[int, int]]:
+        entered.append(mark)
+        release.wait(30)
+        return []
+
+    monkeypatch.setattr(stdio, "leftovers", stalled)
+    config = ServerConfig(name="x", command="sh", args=("-c", "trap '' TERM; exec sleep 300"), stop_grace=0.2)
+    try:
+        for _ in range(3):
+            async with open_stdio_child(config) as (child, _lines):
+                with anyio.fail_after(10):
+                    assert await child.stop(0.2)
+                assert child.returncode == -signal.SIGKILL
+        assert len(entered) == 1
+    finally:
+        release.set()
+    # The stalled look is back (its thread ends): a stop looks again, within a few.
+    with anyio.fail_after(10):
+        while len(entered) == 1:
+            async with open_stdio_child(config) as (child, _lines):
+                pass

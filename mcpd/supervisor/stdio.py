@@ -26,6 +26,7 @@ import shutil
 import signal
 import stat
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -87,6 +88,33 @@ _INHERITED_ENV = (
 )  # fmt: skip
 """Not the rest of the daemon's environment: its own secrets (tokens of other services) would
 reach every server. Anything else a server needs goes in its ``env``."""
+
+
+class _StalledLook:
+    """The look at ``/proc`` given up last (``SCAN_WAIT``), until its thread is back. Meanwhile no
+    other look is begun: it would stall on the same process's memory map (a look reads every
+    environment) and leave one more thread stuck for as long as the filesystem hangs, seven for a
+    stop of a child that ignores SIGTERM, without bound for a server restarting in a loop."""
+
+    def __init__(self) -> None:
+        self._done: threading.Event | None = None
+
+    def holds(self) -> bool:
+        return self._done is not None and not self._done.is_set()
+
+    def given_up(self, done: threading.Event) -> None:
+        self._done = done
+
+
+_STALLED_LOOK = _StalledLook()
+
+
+def _look(mark: str, done: threading.Event) -> list[tuple[int, int]]:
+    """``leftovers`` of ``mark``, in a worker thread; ``done`` once it is back (``_StalledLook``)."""
+    try:
+        return leftovers(mark)
+    finally:
+        done.set()
 
 
 def child_environment(extra: dict[str, str]) -> dict[str, str]:
@@ -455,15 +483,17 @@ class StdioChild:
         """The processes left of the child and what it started (Linux; a read of ``/proc``, in a
         thread, given up after ``SCAN_WAIT``: then none are seen, and the group is all a stop reaches)."""
         # Not its start time: a child that exited at once has none, and what it left carries its mark.
-        if not self.mark or not sys.platform.startswith("linux"):
+        if not self.mark or not sys.platform.startswith("linux") or _STALLED_LOOK.holds():
             return []
+        done = threading.Event()
         with anyio.move_on_after(SCAN_WAIT):
             try:
                 # Abandoned, the thread gives its worker token back: a stalled look holds up no
                 # other use of the threads.
-                return await anyio.to_thread.run_sync(leftovers, self.mark, abandon_on_cancel=True)
+                return await anyio.to_thread.run_sync(_look, self.mark, done, abandon_on_cancel=True)
             except OSError:  # /proc unreadable: the group is all that can be seen
                 return []
+        _STALLED_LOOK.given_up(done)
         log.warning("server.leftovers_scan_stalled", server=self.server, pid=self.pid, seconds=SCAN_WAIT)
         return []
 
