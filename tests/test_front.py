@@ -832,3 +832,35 @@ async def test_a_hosts_message_alone_in_a_read_is_handled_in_the_read_callback()
         relay.close()
         shutil.rmtree(directory, ignore_errors=True)
     assert session.handled == [(b'{"n":1}', False), (b'{"n":2}', True), (b'{"n":3}', True)]
+
+
+async def test_a_server_degraded_by_tool_calls_that_hang_is_still_preconnected(tmp_path: Path) -> None:
+    """A host session that asks for a server (``--connect``, ``?connect=``) while that server is
+    ``degraded`` only because tool calls hung, its handshake done and its pings answered, is given
+    its tools. Before, preconnect waited for ``running``, which such a server reaches only when a
+    tool call is answered: the host, which never saw its tools, could not make one."""
+    path = tmp_path / "config.toml"
+    settings = {"call_timeout": 0.5, "unhealthy_after": 1, "ping_interval": 0.2, "ping_timeout": 2}
+    path.write_text(fixture_toml("tools", **settings))
+    async with running_daemon(path) as daemon, connect(daemon.socket) as client:
+        with pytest.raises(CallTimeout):
+            await client.request(_wire.tools_call("tools__sleep", {"seconds": 30}))
+        (status,) = (await client.request(_wire.status())).servers
+        assert status.state == "degraded"
+        host = await peer(daemon, SessionState(preconnect=["tools"]))
+
+        def tools() -> list[str]:
+            host.request(1, "initialize", initialize("2025-06-18"))
+            host.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode())
+            listed: list[str] = []
+            for request_id in range(2, 102):  # 10 s
+                listed = [t["name"] for t in host.request(request_id, "tools/list")["result"]["tools"]]
+                if "tools__echo" in listed:
+                    break
+                time.sleep(0.1)
+            return listed
+
+        try:
+            assert "tools__echo" in await anyio.to_thread.run_sync(tools)
+        finally:
+            host.channel.close()

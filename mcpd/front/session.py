@@ -576,8 +576,11 @@ class HostSession:
         """Connect ``name`` if it runs now; True if it does (the connection is under way)."""
         if name in self._connecting:
             return True
-        # Running, not just live: a degraded server (handshake failing) would join with no tools.
-        if self.core.supervisor.actor(name).state is not ServerState.RUNNING:
+        # Live with a run that listed its tools: a server degraded in its handshake would join with
+        # none. One degraded after it (tool calls hung, pings answered) is there to join: it becomes
+        # ``running`` only when a call is answered, which this host, not given its tools, cannot make.
+        actor = self.core.supervisor.actor(name)
+        if actor.state not in LIVE_STATES or actor.link is None:
             return False
         self._connecting.add(name)
         self._in_background(self._preconnect(name))
