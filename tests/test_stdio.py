@@ -25,6 +25,7 @@ from mcpd.supervisor.replies import PAUSE_BYTES
 from mcpd.supervisor.session import ConnectionLost, NotDelivered
 from mcpd.supervisor.stdin import StdinPipe
 from mcpd.supervisor.stdio import SpawnError, open_stdio_child
+from mcpd.testing import process_gone
 
 pytestmark = pytest.mark.anyio
 
@@ -130,6 +131,46 @@ async def test_stdin_pipe_counts_after_the_reader_is_gone() -> None:
         pipe.write(b"y")
     pipe.close()
     assert pipe.read() == taken and pipe.written == 9000
+
+
+_SYS_EXIT = {"x86_64": 60, "aarch64": 93}.get(os.uname().machine)
+_LEADER_GOES = """
+import ctypes, os, sys, threading
+def echo():
+    while line := sys.stdin.buffer.readline():
+        os.write(1, line)
+threading.Thread(target=echo).start()
+os.write(1, b"ready\\n")
+ctypes.CDLL(None).syscall(int(sys.argv[1]), 0)  # SYS_exit: this thread only, not the process
+"""
+
+
+def _zombie(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.mark.skipif(_SYS_EXIT is None or not sys.platform.startswith("linux"), reason="a raw exit, /proc")
+async def test_a_process_whose_leader_is_a_zombie_is_not_gone_while_a_thread_reads() -> None:
+    """The leader of a process turns zombie before its other threads have exited (a SIGKILL's
+    way out, for a moment; here for good: the leader alone exits). While a thread is left, the
+    process still reads its stdin, so ``process_gone`` (what the kill -9 benches call the death,
+    after which no request may be lost) waits for the last thread; it took the zombie leader for
+    the process, and a call that a dying thread of an SDK server took off its stdin counted as
+    one it never received."""
+    async with await anyio.open_process([sys.executable, "-c", _LEADER_GOES, str(_SYS_EXIT)]) as process:
+        assert process.stdin is not None and process.stdout is not None
+        with anyio.fail_after(30):
+            assert await process.stdout.receive() == b"ready\n"
+            while not _zombie(process.pid):
+                await anyio.sleep(0.01)
+            assert not process_gone(process.pid)
+            await process.stdin.send(b"still here\n")
+            assert await process.stdout.receive() == b"still here\n"
+            await process.stdin.aclose()
+            while not process_gone(process.pid):
+                await anyio.sleep(0.01)
+            assert await process.wait() == 0
 
 
 async def test_a_request_the_dead_child_never_read_is_not_sent(tmp_path: Path) -> None:

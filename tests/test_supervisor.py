@@ -1152,9 +1152,8 @@ async def test_call_the_dead_server_never_saw_waits_and_runs() -> None:
             tg.start_soon(slow_call)
             await anyio.wait_all_tasks_blocked()
             os.kill(first, signal.SIGKILL)
-            # No await until the call: the event loop has not seen the death, the pipe has. The
-            # leader turns zombie before its last thread lets go of the pipe: wait for both.
-            while not process_gone(first) or _holds_files(first):
+            # No await until the call: the event loop has not seen the death, the pipe has.
+            while not process_gone(first):
                 pass
             assert actor.state is S.RUNNING
             result = await actor.call_tool("pid", {}, timeout=120)
@@ -1267,14 +1266,6 @@ def _stopped(pid: int) -> bool:
         with open(f"/proc/{pid}/task/{task}/stat") as stat:
             states.append(stat.read().rsplit(")", 1)[1].split()[0])
     return all(state == "T" for state in states)
-
-
-def _holds_files(pid: int) -> bool:
-    """Whether a thread of ``pid`` other than its (zombie) leader is still exiting, files in hand."""
-    try:
-        return len(os.listdir(f"/proc/{pid}/task")) > 1
-    except OSError:
-        return False
 
 
 async def test_list_changed_storm_is_coalesced(shared: Supervisor) -> None:

@@ -122,19 +122,24 @@ def run_cli(
 
 
 def process_gone(pid: int) -> bool:
-    """True when ``pid`` no longer runs. A zombie counts as gone: it has exited, only its
-    parent (or init, for orphans) has yet to collect the status."""
+    """True when ``pid`` no longer runs. A zombie counts as gone once it is all that is left of
+    the process: its parent (or init, for orphans) has yet to collect the status. Its leader turns
+    zombie before its other threads have exited, and until the last of them has, the process holds
+    its files: writes to its stdin are not refused, and a thread that SIGKILL woke in ``read`` may
+    yet take them off the pipe (acting on none)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
     try:
         with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+            fields = stat.read().rsplit(")", 1)[1].split()
     except FileNotFoundError:
         return True
     except OSError:  # no /proc (macOS): a signal-able pid is taken as running
         return False
+    # After the command: the state, and 17 fields on, the threads not yet released (proc(5)).
+    return fields[0] == "Z" and fields[17] == "1"
 
 
 async def open_quiet(argv: Sequence[str], **options: Any) -> Process:
