@@ -1,12 +1,14 @@
 """kill -9 under load: do the calls that the dead server never received wait and run?
 
-Run ``python bench/kill9.py`` (``--kills N``, ``--callers N``). One fixture server, ``fx``, in a
-real daemon; each caller has its own socket connection and calls ``fx__echo`` in a loop, with no
-pause. The server's process is killed with SIGKILL ``--kills`` times, each time once it is back and
-has answered a round of calls. A call that failed, was issued after the process was seen dead
-(a zombie counts as dead) and ended before the next kill cannot have reached that process:
-"never received", which issue 17 wants at 0 (such a call waits for the restart and runs). A
-failed call issued before the death may have been in flight in it: "in flight or unread".
+Run ``python bench/kill9.py`` (``--kills N``, ``--callers N``, ``--sdk`` for the fixture served
+through the mcp SDK, as ``bench/peers.py`` runs it). One fixture server, ``fx``, in a real daemon;
+each caller has its own socket connection and calls ``fx__echo`` in a loop, with no pause. The
+server's process is killed with SIGKILL ``--kills`` times, each time once it is back and has
+answered a round of calls. A call that failed, was issued after the process was seen dead
+(``process_gone``: a zombie with no thread left, so that none can take bytes off its stdin) and
+ended before the next kill cannot have reached that process: "never received", which issue 17
+wants at 0 (such a call waits for the restart and runs). A failed call issued before the death
+may have been in flight in it: "in flight or unread".
 Prints the counts and what the failed calls got. Asserts nothing.
 """
 
@@ -116,11 +118,11 @@ def never_received(failure: Failure, kills: list[Kill]) -> bool:
     return failure.finished < following
 
 
-async def main(kills: int, callers: int) -> None:
+async def main(kills: int, callers: int, flags: tuple[str, ...]) -> None:
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory(prefix="mcpd-kill9-") as workdir:
         config = Path(workdir) / "config.toml"
-        config.write_text(fixture_toml(SERVER, restart={"initial_delay": 0.05, "max_delay": 0.2}))
+        config.write_text(fixture_toml(SERVER, *flags, restart={"initial_delay": 0.05, "max_delay": 0.2}))
         async with running_daemon(config) as daemon, connect(daemon.socket, name="killer") as control:
             run = Run()
             started = time.perf_counter()
@@ -146,6 +148,7 @@ if __name__ == "__main__":
     )
     parser.add_argument("--kills", type=int, default=40)
     parser.add_argument("--callers", type=int, default=8)
+    parser.add_argument("--sdk", action="store_true", help="the fixture served through the mcp SDK")
     options = parser.parse_args()
     configure_logging("warning")
-    anyio.run(main, options.kills, options.callers)
+    anyio.run(main, options.kills, options.callers, ("--sdk",) if options.sdk else ())
