@@ -10,6 +10,7 @@ import random
 import socket
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -314,6 +315,48 @@ async def test_a_client_that_stops_sending_still_gets_its_answers(daemon: Daemon
         with anyio.fail_after(5):
             while open_fds(pid) > baseline:
                 await anyio.sleep(0.02)
+
+
+def closed_after_half_close(path: Path, data: bytes, delay: float) -> None:
+    """Send a hello (as ``leaver``) and ``data``, shut down the sending side, then close the socket
+    ``delay`` later."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(str(path))
+        sock.sendall(hello(client="leaver") + data)
+        sock.shutdown(socket.SHUT_WR)
+        time.sleep(delay)
+
+
+@pytest.mark.anyio
+async def test_a_half_closed_client_that_leaves_before_an_answer_is_no_connection_error(
+    daemon: DaemonProcess,
+) -> None:
+    """Clients that shut down their sending side, then close the socket while a call of theirs runs,
+    each at its own moment (some between one of the daemon's looks for a hang-up and the call's
+    answer), leave quietly: their other call is cancelled, no fd is left behind, and nothing is
+    logged as a connection error. (The answer written to a closed peer closed the daemon's socket,
+    and the next look for a hang-up raised ValueError on it: ``ipc.connection_error`` with its
+    traceback, for a client that only left.)"""
+    pid = daemon.process.pid
+    async with connect(daemon.socket) as bystander:
+        await bystander.call_tool("fx__sleep", {"seconds": 0})  # its server started: calls take their time
+        baseline = open_fds(pid)
+        seen = len(daemon.events)
+        calls = request(5, "tools.call", {"tool": "fx__sleep", "arguments": {"seconds": 0.4}}) + request(
+            6, "tools.call", {"tool": "fx__sleep", "arguments": {"seconds": 30}}
+        )
+        async with anyio.create_task_group() as clients:
+            for step in range(8):  # across the quarter second between two looks, before the answer
+                leave = functools.partial(closed_after_half_close, daemon.socket, calls, 0.2 + 0.025 * step)
+                clients.start_soon(anyio.to_thread.run_sync, leave)
+        with anyio.fail_after(5):
+            while open_fds(pid) > baseline:
+                await anyio.sleep(0.02)
+            # Its fd is closed as its answer fails, before the next look: wait for its tear-down too.
+            while [event.get("client") for event in daemon.events[seen:]].count("leaver") < 2 * 8:
+                await anyio.sleep(0.02)  # each connected, then disconnected
+    errors = [event for event in daemon.events[seen:] if event.get("level") == "error"]
+    assert not errors, errors
 
 
 @pytest.mark.anyio

@@ -319,8 +319,11 @@ def peer_uid(sock: socket.socket) -> int | None:
 def peer_hung_up(sock: socket.socket) -> bool:
     """Whether the peer closed its socket (or died), as opposed to shutting down only its sending side.
 
-    Both read as end-of-file; only a socket closed at the other end is hung up for ``poll``.
+    Both read as end-of-file; only a socket closed at the other end is hung up for ``poll``. A socket
+    closed on this side already is gone too: its transport closes it once a write finds the peer gone.
     """
+    if sock.fileno() < 0:
+        return True
     poller = select.poll()
     poller.register(sock, select.POLLOUT)
     return any(events & (select.POLLHUP | select.POLLERR) for _, events in poller.poll(0))
