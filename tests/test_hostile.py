@@ -18,13 +18,15 @@ from pathlib import Path
 import anyio
 import msgspec
 import pytest
+import structlog
+import structlog.testing
 
 from mcpd.client import Client
 from mcpd.client.aio import connect
 from mcpd.errors import InvalidParams, PeerRejected, ProtocolError, TooManyRequests, UnknownMethod
 from mcpd.ipc import endpoint
 from mcpd.ipc.endpoint import UnsafePath
-from mcpd.ipc.server import CHURN_PER_ITERATION, Connection, MethodTable, RpcServer
+from mcpd.ipc.server import CHURN_PER_ITERATION, Connection, Limits, MethodTable, RpcServer
 from mcpd.ipc.turns import Turns
 from mcpd.memory import TRIM_AFTER, Reclaimer
 from mcpd.model.protocol import MAX_QUERY
@@ -623,6 +625,74 @@ async def test_a_crowd_of_arrivals_is_answered_a_few_per_loop_iteration(private_
             ticking = False
             tg.cancel_scope.cancel()
     assert max(Counter(handled).values()) <= CHURN_PER_ITERATION
+
+
+def silent_clients(path: Path, count: int) -> list[tuple[float, list[object], bytes]]:
+    """``count`` clients that connect and say nothing: for each, how long after connecting it was
+    told something, what, and what it read after that (``b""``: the daemon closed)."""
+    socks = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        started = time.monotonic()
+        for sock in socks:
+            sock.settimeout(10)
+            sock.connect(str(path))
+        out = []
+        for sock in socks:
+            size = int.from_bytes(sock.recv(4, socket.MSG_WAITALL), "big")
+            told = msgspec.msgpack.decode(sock.recv(size, socket.MSG_WAITALL))
+            out.append((time.monotonic() - started, told, sock.recv(1)))
+        return out
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+@pytest.mark.anyio
+async def test_a_client_that_never_says_hello_is_told_and_dropped_said_once_per_episode(
+    private_dir: Path,
+) -> None:
+    """Clients that connect and say nothing are each sent a ``ProtocolError`` naming the deadline and
+    closed once ``hello_timeout`` has passed, while a client that said hello stays served; the daemon
+    says so in one line per episode (twenty at once are one), not one per connection. (Such a
+    connection was kept for good: a few thousand of them took every descriptor of the daemon.)"""
+    table: MethodTable[None] = MethodTable()
+
+    @table.method("mark", Mark)
+    async def mark(_ctx: None, _conn: Connection, _params: Mark) -> Marked:
+        return Marked(0)
+
+    rpc = RpcServer(table, None, Limits(hello_timeout=0.5))
+    path = private_dir / "silent.sock"
+    with structlog.testing.capture_logs() as logs:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(rpc.serve, endpoint.open_listener(path))
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as greeted:
+                greeted.settimeout(10)
+                greeted.connect(str(path))
+                await anyio.to_thread.run_sync(exchange_on, greeted, hello())
+                for crowd in (20, 1):
+                    told = await anyio.to_thread.run_sync(silent_clients, path, crowd)
+                    for after, answer, then in told:
+                        assert 0.5 <= after < 5 and then == b"", (after, then)
+                        assert error_code(answer) == ProtocolError.code, answer
+                        assert "no hello within 0.5 s" in str(answer[3]), answer
+                    with anyio.fail_after(5):
+                        while len(rpc.connections) > 1:
+                            await anyio.sleep(0.02)
+                    await anyio.sleep(0.3)  # two looks that find none: this episode is over
+                answer = await anyio.to_thread.run_sync(exchange_on, greeted, request(2, "mark"))
+                assert answer[1] == 2 and answer[3] is None, answer
+            tg.cancel_scope.cancel()
+    said = [entry for entry in logs if entry["event"] == "client.no_hello"]
+    assert len(said) == 2 and said[1]["closed"] == 1, said
+
+
+def exchange_on(sock: socket.socket, data: bytes) -> list[object]:
+    """Send ``data`` on ``sock`` and read one message back."""
+    sock.sendall(data)
+    size = int.from_bytes(sock.recv(4, socket.MSG_WAITALL), "big")
+    answer: list[object] = msgspec.msgpack.decode(sock.recv(size, socket.MSG_WAITALL))
+    return answer
 
 
 @pytest.mark.anyio

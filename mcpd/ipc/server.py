@@ -111,6 +111,9 @@ class Limits:
     max_frame: int = DEFAULT_MAX_FRAME
     write_timeout: float = 10.0
     """A client whose socket stays full this long is dropped."""
+    hello_timeout: float = 20.0
+    """A client that has not been greeted this long after it connected is told so and dropped: a
+    connection that never says hello would otherwise hold one of the daemon's descriptors for good."""
     max_in_flight: int = 256
     """Requests one connection may have running; as many more wait for a slot, and past those a
     request is refused (``TooManyRequests``)."""
@@ -198,6 +201,8 @@ class Connection:
     stream: FrameStream
     limits: Limits
     id: int = field(default_factory=lambda: next(_ids))
+    arrived: float = field(default_factory=anyio.current_time)
+    """When it was set up, on the event loop's clock: it has until ``hello_timeout`` after to say hello."""
     client: str | None = None
     session: Session = field(default_factory=Session)
     tasks: _Tasks = field(default_factory=_Tasks)
@@ -272,6 +277,16 @@ class Connection:
             self.stream.abort()
             self.close()
         self._last_backlog = backlog
+
+    def check_hello(self, now: float, told: bytes) -> bool:
+        """Drop the client, once it is ``told`` why, if it has not said hello ``hello_timeout`` after
+        it arrived; True if it was dropped. Called by the same watchdog as ``check_writes``."""
+        if self.client is not None or self._ended or now - self.arrived < self.limits.hello_timeout:
+            return False
+        with contextlib.suppress(*_DISCONNECTS, RuntimeError):
+            self.stream.send_nowait(told)  # flushed as the connection closes
+        self.close()
+        return True
 
     def close(self) -> None:
         """End the connection: its serving task stops, and with it the client's requests."""
@@ -403,6 +418,16 @@ class RpcServer(Generic[Ctx]):
         self._accepting = anyio.CancelScope()
         self._replacement: socket.socket | None = None
         """A listener handed to ``listen``, taken up by ``serve``."""
+        self._unheard = False
+        """The last look found clients that never said hello (``_watch``): an episode goes on, said."""
+        timeout = self.limits.hello_timeout
+        self._no_hello = error_response(
+            None,
+            ProtocolError(
+                f"no hello within {timeout:g} s of connecting: the daemon closed the connection",
+                {"timeout": timeout},
+            ),
+        )
         limit = self.limits.max_in_flight
         self._too_many = TooManyRequests(
             f"{limit} requests of this connection are running and {limit} more wait (max_in_flight); "
@@ -432,7 +457,7 @@ class RpcServer(Generic[Ctx]):
         gc.freeze()
         self._spare = Spare(functools.partial(error_response, None))
         try:
-            tasks.spawn(self._watch_writes())
+            tasks.spawn(self._watch())
             tasks.spawn(self._reclaimer.run())
             while True:
                 with anyio.CancelScope() as self._accepting:
@@ -471,16 +496,24 @@ class RpcServer(Generic[Ctx]):
             # loop would keep the listener always ready and this loop always running.
             await asyncio.sleep(0)
 
-    async def _watch_writes(self) -> None:
-        """Every quarter of ``write_timeout``, drop the clients that stopped reading."""
-        period = max(0.05, self.limits.write_timeout / 4)
+    async def _watch(self) -> None:
+        """Every quarter of ``write_timeout`` (or of ``hello_timeout``, if shorter), drop the clients
+        that stopped reading, and those that never said hello."""
+        period = max(0.05, min(self.limits.write_timeout, self.limits.hello_timeout) / 4)
         loop = asyncio.get_running_loop()
         while True:
             await anyio.sleep(period)
+            unheard = 0
             for index, conn in enumerate(list(self.connections)):
-                conn.check_writes(loop.time())
+                now = loop.time()
+                conn.check_writes(now)
+                unheard += conn.check_hello(now, self._no_hello)
                 if index % 256 == 255:
                     await asyncio.sleep(0)
+            # Said once per episode: thousands of silent connections must not make thousands of lines.
+            if unheard and not self._unheard:
+                log.warning("client.no_hello", closed=unheard, timeout=self.limits.hello_timeout)
+            self._unheard = bool(unheard)
 
     async def _serve_connection(self, sock: socket.socket) -> None:
         """Serve one client; whatever happens on this connection ends here, never in the server."""
