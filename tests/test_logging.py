@@ -87,6 +87,29 @@ def test_a_console_log_shows_what_servers_wrote_and_never_obeys_it() -> None:
     assert "message=\\x1b]52;c;Y2xpcA\\x07" in lines[1], lines[1]
 
 
+TRACED = """
+import sys, structlog
+from mcpd.daemon.logging import configure_logging
+configure_logging("info", "console")
+try:
+    raise ValueError("the server said \x1b]0;owned\x07\x1b[2J")
+except ValueError:
+    structlog.get_logger("mcpd.test").exception("server.failed", server="fx")
+"""
+
+
+def test_a_console_traceback_shows_what_an_exception_carried_and_never_obeys_it() -> None:
+    """On a terminal, a logged exception's message is shown with its control characters written out,
+    the traceback's lines kept: an exception may carry what a server sent. (Escaping covered the
+    event's values only: the traceback was written as it was, escape sequences and all.)"""
+    result = subprocess.run(
+        [sys.executable, "-c", TRACED], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr
+    assert "Traceback (most recent call last):\n" in result.stderr, result.stderr
+    assert "ValueError: the server said \\x1b]0;owned\\x07\\x1b[2J" in result.stderr, result.stderr
+
+
 LIBRARY = """
 import logging, sys
 from mcpd.daemon.logging import configure_logging

@@ -11,9 +11,10 @@ logged them (see ``logsink``).
 
 from __future__ import annotations
 
+import io
 import logging
 import sys
-from typing import Literal
+from typing import Literal, TextIO
 
 import structlog
 from structlog.tracebacks import ExceptionDictTransformer
@@ -41,7 +42,7 @@ def configure_logging(level: str = "info", fmt: LogFormat = "auto") -> StderrSin
         # The plain Python traceback: rich's (the default when installed) prints frame locals.
         else [
             _shown_not_obeyed,
-            structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback),
+            structlog.dev.ConsoleRenderer(colors=False, exception_formatter=_visible_traceback),
         ]
     )
     processors: list[structlog.typing.Processor] = [
@@ -96,6 +97,14 @@ def _shown_not_obeyed(
         if isinstance(value, str):
             event[key] = visible(value)
     return event
+
+
+def _visible_traceback(out: TextIO, exc_info: structlog.typing.ExcInfo) -> None:
+    """The plain Python traceback, as ``visible`` shows it: an exception's message may carry what a
+    server or client sent (``_shown_not_obeyed`` sees only the event's values, not its traceback)."""
+    text = io.StringIO()
+    structlog.dev.plain_traceback(text, exc_info)
+    out.write(visible(text.getvalue()))
 
 
 def _library_event_traced(
