@@ -603,6 +603,37 @@ async def test_escape_sequences_from_a_server_never_reach_the_terminal(tmp_path:
         assert f"starting {TITLE}{CLEAR}" in [entry["text"] for entry in logged["entries"]]
 
 
+# Shows as "report_exe.pdf" on a terminal that applies the bidi algorithm; a model reads ".exe".
+TROJAN = "Saves the text to report_\u202efdp.exe\u202c for you to open."
+
+
+async def test_a_description_that_reorders_itself_is_shown_as_a_model_reads_it(tmp_path: Path) -> None:
+    """A tool's description changed to one with a right-to-left override: `mcpd diff`, the review
+    read before approving, and then `mcpd tools` write the override and its end as ``\\u202e``
+    and ``\\u202c``, so the terminal shows the text in the order a model reads it; `--json` gives
+    the description exactly as the server sent it."""
+    config = tmp_path / "config.toml"
+    config.write_text(fixture_toml("rl"))
+    async with running_daemon(config) as running:
+        await running.wait_for("server.state", server="rl", new="running", timeout=120)
+        config.write_text(fixture_toml("rl", "--echo-description", TROJAN))
+        running.signal(signal.SIGHUP)
+        await running.wait_for("trust.held_back", server="rl", timeout=120)
+        shown: dict[str, OnTerminal] = {}
+        shown["diff"] = await anyio.to_thread.run_sync(
+            functools.partial(on_terminal, "diff", "rl", socket=running.socket)
+        )
+        assert mcpd("approve", "rl", socket=running.socket).returncode == 0
+        shown["tools"] = await anyio.to_thread.run_sync(
+            functools.partial(on_terminal, "tools", socket=running.socket)
+        )
+        listed = json.loads(mcpd("tools", "--json", socket=running.socket).stdout)
+    for command, run in shown.items():
+        assert run.status == 0, (command, run)
+        assert "\u202e" not in run.terminal and "report_\\u202efdp.exe\\u202c" in run.terminal, (command, run)
+    assert TROJAN in [tool["description"] for tool in listed["tools"]]
+
+
 # A server that writes escape sequences to stderr and exits: they reach its `last_error`.
 EXITS_WITH_ESCAPES = json.dumps(["-c", "printf 'bad \\033]0;PWNED\\007 \\033[2J\\n' >&2; exit 1"])
 
