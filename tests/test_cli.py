@@ -611,7 +611,7 @@ async def test_a_description_that_reorders_itself_is_shown_as_a_model_reads_it(t
     """A tool's description changed to one with a right-to-left override: `mcpd diff`, the review
     read before approving, and then `mcpd tools` write the override and its end as ``\\u202e``
     and ``\\u202c``, so the terminal shows the text in the order a model reads it; `--json` gives
-    the description exactly as the server sent it."""
+    the description exactly as the server sent it, the override as a JSON escape."""
     config = tmp_path / "config.toml"
     config.write_text(fixture_toml("rl"))
     async with running_daemon(config) as running:
@@ -627,11 +627,12 @@ async def test_a_description_that_reorders_itself_is_shown_as_a_model_reads_it(t
         shown["tools"] = await anyio.to_thread.run_sync(
             functools.partial(on_terminal, "tools", socket=running.socket)
         )
-        listed = json.loads(mcpd("tools", "--json", socket=running.socket).stdout)
+        as_json = mcpd("tools", "--json", socket=running.socket).stdout
     for command, run in shown.items():
         assert run.status == 0, (command, run)
         assert "\u202e" not in run.terminal and "report_\\u202efdp.exe\\u202c" in run.terminal, (command, run)
-    assert TROJAN in [tool["description"] for tool in listed["tools"]]
+    assert "\u202e" not in as_json and "\\u202e" in as_json, as_json
+    assert TROJAN in [tool["description"] for tool in json.loads(as_json)["tools"]]
 
 
 # A server that writes escape sequences to stderr and exits: they reach its `last_error`.

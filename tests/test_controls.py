@@ -1,10 +1,13 @@
 """What reaches a terminal of text mcpd does not control: control, bidi and invisible characters
-written out, every other character as it is."""
+written out, every other character as it is; JSON keeps the exact text."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from mcpd.cli.output import emit_json
 from mcpd.controls import visible
 
 
@@ -43,3 +46,17 @@ def test_right_to_left_words_and_emoji_are_shown_as_they_are(text: str) -> None:
     """Arabic and Hebrew words (the terminal orders them itself), emoji with their variation
     selector and skin tone, and layout characters are left as they are."""
     assert visible(text) == text
+
+
+def test_json_keeps_the_exact_text_and_escapes_what_would_reorder_a_terminal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--json`` output decodes to exactly the text the server sent, but the characters that a
+    terminal would obey or hide (C1 controls, bidi controls, tag characters) are JSON escapes;
+    right-to-left letters are written as they are."""
+    sent = "Opens invoice_\u202egpj.exe\u202c \x9b2J tag\U000e0041 שלום"
+    emit_json({"description": sent})
+    written = capsys.readouterr().out
+    assert json.loads(written) == {"description": sent}
+    assert not any(char in written for char in "\u202e\u202c\x9b\U000e0041")
+    assert "\\u202e" in written and "שלום" in written

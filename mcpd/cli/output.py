@@ -101,11 +101,15 @@ def error_document(error: BaseException) -> ErrorDocument:
 
 def emit_json(value: object) -> None:
     text = msgspec.json.encode(value).decode()
-    if codecs.lookup(sys.stdout.encoding or "utf-8").name != "utf-8":
-        # JSON is read as UTF-8 whatever the locale: outside ASCII (only inside strings in
-        # msgspec's output) each character is written as its JSON escape, never in the locale's
-        # encoding nor as Python's \U0001f600, which no JSON reader takes.
-        text = _NOT_ASCII.sub(lambda found: json.dumps(found[0])[1:-1], text)
+    if not text.isascii():
+        # Outside ASCII (only inside strings in msgspec's output) a character may be written as
+        # its JSON escape, which a reader decodes to the same text. JSON is read as UTF-8
+        # whatever the locale: in another, each such character is escaped, never written in the
+        # locale's encoding nor as Python's \U0001f600, which no JSON reader takes. In UTF-8, the
+        # C1 controls, bidi controls and invisible characters (``controls.HIDDEN``) are, so that a
+        # document read on a terminal shows them as they are shown elsewhere, never obeyed.
+        utf8 = codecs.lookup(sys.stdout.encoding or "utf-8").name == "utf-8"
+        text = (controls.HIDDEN if utf8 else _NOT_ASCII).sub(lambda found: json.dumps(found[0])[1:-1], text)
     sys.stdout.write(text + "\n")
 
 
@@ -261,8 +265,8 @@ def _terminal_width() -> int:
 def visible(text: str) -> str:
     """Text mcpd does not control (a server's stderr, a tool's description or result, an agent's
     request) as human output shows it (``controls.visible``). Every renderer of such text goes
-    through here (``table`` and ``clip`` do); ``--json`` escapes them anyway, and ``--raw`` writes
-    content as it is, on purpose."""
+    through here (``table`` and ``clip`` do); ``--json`` writes them as JSON escapes (``emit_json``:
+    the text a reader decodes stays exact), and ``--raw`` writes content as it is, on purpose."""
     return controls.visible(text)
 
 
