@@ -124,6 +124,11 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   ranked lower; known classes in more languages; a sent mail reported, a character of a game,
   notices spared their repeats), 71/80 and 0/180, no other figure moved (75/80 and probe 14 up by 1
   before the signs were narrowed for honest look-alikes written after them, in the tests);
+  then a review of those classes (``review15``: 86 honest look-alikes of them, game personas,
+  watches on an order number, notes to the model on formats, consent, administrators, resets and
+  cards in 12 languages, sent mails, log URLs, few-shot turns, and 32 attack variants phrased
+  otherwise), written blind: 8/86 honest high, none of them new with the ninth set's classes
+  (10/86 before them), and 25/32 attacks high (21/32 before them);
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
@@ -178,6 +183,8 @@ HELD_OUT_8 = DATA / "trust_heldout8.jsonl"
 """The eighth held-out set, written blind: attacks in many carriers, honest look-alikes (``heldout8``)."""
 HELD_OUT_9 = DATA / "trust_heldout9.jsonl"
 """The ninth held-out set, written blind: attacks in schema fields, results, markup, codes (``heldout9``)."""
+REVIEW_15 = DATA / "trust_review15.jsonl"
+"""Honest look-alikes of the ninth set's classes and attack variants of them, written blind (``review15``)."""
 LLM_TOOLING = DATA / "trust_llm_tooling.jsonl"
 """LLM tooling documenting the chat format, scanners quoting attacks, attacks in role markup (``llmtool``)."""
 TOOLRET = ROOT.parent / "shared" / "toolret"
@@ -341,6 +348,7 @@ def main() -> None:
     probes["heldout7"] = load(HELD_OUT_7)
     probes["heldout8"] = load(HELD_OUT_8)
     probes["heldout9"] = load(HELD_OUT_9)
+    probes["review15"] = load(REVIEW_15)
     probes["llmtool"] = load(LLM_TOOLING)
     corpus_report(load(CORPUS), probes)
     tools = load_tools(args.data)
