@@ -272,6 +272,8 @@ _CAST = (
     r"|unrestricted|uncensored|unfiltered|jailbroken|dan"
 )
 """What the model is cast as in an attack: a model, a rank, one without limits."""
+_NAME_WORD = rf"(?!(?:{_CAST}|free|unbound|unleashed|liberated|[\w-]*(?:bot|gpt))\b)[\w'-]+"
+"""A word of a character's name, not a model's nor a freedom's."""
 
 OVERRIDE = Intent(
     (
@@ -316,6 +318,10 @@ OVERRIDE = Intent(
         # Nor is a character of a story or a game ("you are now the innkeeper of the Prancing Pony"),
         # unless it is a model, a rank or one without limits.
         rf"(?!\s+(?:an?|the)\s+(?!(?:[\w-]+\s+){{0,2}}?(?:{_CAST})\b))"
+        # Nor one named and then said ("you are now Grimble, the grumpy blacksmith of Oakvale"),
+        # unless the name is a bot's or a freedom or what it says casts a model or frees one.
+        rf"(?!\s+{_NAME_WORD}(?:\s+{_NAME_WORD}){{0,3}},"
+        rf"\s+(?:an?|the)\s+(?!(?:[\w-]+\s+){{0,2}}?(?:{_CAST}|rules|restrictions|limits|filters|guidelines|policies|instructions)\b))"
         # "From here on you are" tells a tutorial's reader what they are or may do from that step
         # ("working in the venv", "the owner", "authorized to ..."): an identity only when it names
         # one, casts a model or takes the model's own away.
