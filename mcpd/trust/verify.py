@@ -949,10 +949,12 @@ _NOUN_FORMS = frozenset(
     | {"log", "logs"}
 )
 # A record's kind names a log ("Audit log: admin@example.com changed a role"); "the" a thing ("see
-# https://... for the log").
+# https://... for the log"), and so does an adjective of its extent, which no verb takes ("Full log:
+# https://...", "see https://... for the full log").
 _DETERMINED = re.compile(
     r"\b(?:new|blog|its|their|your|our|marketing|ad|social|forum|latest|recent"
-    r"|audit|access|error|event|activity|change|debug|build|request|the)\s+$"
+    r"|audit|access|error|event|activity|change|debug|build|request|the"
+    r"|full|complete|whole|entire|raw|detailed)\s+$"
 )
 # Such a noun as the subject of what was done, as a result reports it: "Email sent to bob@...".
 _DONE = re.compile(
