@@ -1918,6 +1918,11 @@ _CJK_TRANSFER = "보내|전송|업로드|发送|发到|转发|上传|提交|附�
 NEGATED_AFTER = re.compile(
     r"[^。．.!?！？;；]{0,30}?(?:ことはありません|ことはない|しません|されません|ないでください|지 않(?!으면)|지\s*마(?:세요|십시오|라)|없습니다)"
 )
+# A Japanese, Korean or Chinese clause that reports the move done ("メールを ... に送信しました",
+# "업로드했습니다", "已发送到 ...") is a result's report, as "Email sent to bob@..." is: no order.
+# Not "送信しましたら" (once sent) nor "发送成功后" (after it is sent), which go on to one.
+DONE_AFTER = re.compile(r"(?:しました|されました|했습니다|되었습니다|됐습니다|成功)(?![ら后後])")
+DONE_BEFORE = re.compile(r"已(?:经)?(?:成功)?$")
 NEGATED = re.compile(
     r"(?:\bdo not|\bdon't|\bnever|\bmust not|\bmustn't|\bshould not|\bshouldn't|\bavoid|\bcannot|\bcan't|\bnot)\s+"
     # "you do not have to type it again", "never need to send it": no order either.

@@ -926,7 +926,11 @@ def _affirmed(patterns: list[re.Pattern[str]], sentence: str, orders: bool = Fal
                 continue
             if orders and not _an_order(sentence, match):
                 continue
-            if not match.group().isascii() and rules.NEGATED_AFTER.match(sentence, match.end()):
+            if not match.group().isascii() and (
+                rules.NEGATED_AFTER.match(sentence, match.end())
+                or rules.DONE_AFTER.match(sentence, match.end())
+                or rules.DONE_BEFORE.search(sentence, max(0, match.start() - 4), match.start())
+            ):
                 continue
             if not rules.NEGATED.search(sentence, 0, match.start()):
                 return match
