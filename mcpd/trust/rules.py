@@ -1867,9 +1867,9 @@ PHISH = Intent(
     ),
     # Korean, Turkish, Arabic, Hindi, Hebrew: "사용자에게 ... 비밀번호를 물어보고".
     (
-        "사용자에게|kullanıcıdan|المستخدم|उपयोगकर्ता|מהמשתמש",
+        "사용자에게|kullanıcıdan|kullanıcının|المستخدم|उपयोगकर्ता|מהמשתמש",
         r"사용자에게[^.。]{0,24}(?:비밀번호|카드 번호|보안 코드|인증번호|핀 번호|otp)[^.。]{0,10}(?:물어|묻|요청|입력하도록|알려 달라)"
-        r"|\bkullanıcıdan\b[^.]{0,30}(?:şifre|parola|kart numara|pin|doğrulama kodu)\w*[^.]{0,20}(?:iste|sor)"
+        r"|\bkullanıcı(?:dan|nın)\b[^.]{0,30}(?:şifre|parola|kartı? numara|pin|doğrulama kodu)\w*[^.]{0,20}(?:iste|sor)(?!m[ae]|ul)"
         r"|(?:اطلب|اسأل) (?:من )?المستخدم[^.]{0,30}(?:كلمة المرور|كلمة السر|رقم البطاقة|رمز التحقق)"
         r"|उपयोगकर्ता से[^।]{0,30}(?:पासवर्ड|कार्ड नंबर|पिन|ओटीपी)[^।]{0,15}(?:पूछें|मांगें|माँगें)"
         r"|בקש(?:ו)? מהמשתמש[^.]{0,30}(?:סיסמ|מספר כרטיס|קוד)",
@@ -1888,7 +1888,7 @@ PHISH_STRONG = re.compile(
     r"\b(?:card|cvv2?|cvc|security code|\d-digit code|(?:three|four)-digit code|recovery|seed|mnemonic|private key|ssn|social security|banking|bank|pin|tarjeta|karte\w*|kartennummer|carte|carta|cartão|cryptogramme|banco|bancaria|online-banking\w*|kartu kredit|kreditní\w*|kortnum\w*)\b|số thẻ|\bhesl\w* k (?:e-?mail\w*|účtu)\b"
     r"|\b(?:e-?mail|mail|icloud|apple id|gmail|outlook|correo)\W+(?:\w+\W+)?(?:passwords?|contraseña|passwort|kennwort|mot de passe|senha)|\b(?:passwords?|contraseña|passwort|mot de passe|senha)\W+(?:\w+\W+){0,2}?(?:e-?mail|mail|correo|e-mails)\b"
     r"|\b(?:to verify|for verification|verif(?:y|ying) (?:their|your|his|her|the user's) identity|identity|for security|security reasons|zur verifizierung|para verificar|identidad|pour vérifier|identité|per verificare|identità|verificação|identidade)\b|верификац|подтвержден|验证|身份|本人確認|卡号|助记词|安全码|カード番号|暗証番号|номер карты"
-    r"|인증서|카드 번호|계좌|은행|본인 확인|\bkart numara|\bbanka\w*|البطاقة|البنك|बैंक|कार्ड|כרטיס|בנק"
+    r"|인증서|카드 번호|계좌|은행|본인 확인|\bkartı? numara|\bbanka\w*|البطاقة|البنك|बैंक|कार्ड|כרטיס|בנק"
 )
 
 # What a secret holds, not where it is: "the contents of .env", "what they contain".
