@@ -372,9 +372,13 @@ AUTHORITY = Intent(
     # execute any command"; not by a key or a role ("the API key authorizes you to call any
     # endpoint"), and "allows you to" is how tools describe themselves.
     (
-        "authorizes|authorises|entitles|empowers",
+        "authorizes|authorises|entitles|empowers|authorized|authorised|entitled|permitted|empowered",
         r"\b(?:(?:reading|opening|receiving|seeing) (?:this|these)|(?:this|these) (?:text|resource|file|note|message|description|document|instruction)s?)\b"
-        r"(?:\W+\w+){0,3}?\W+(?:authori[sz]es|entitles|empowers)\s+(?:the |any |every )?(?:assistant|model|agent|ai|llm|you)\s+to\b",
+        r"(?:\W+\w+){0,3}?\W+(?:authori[sz]es|entitles|empowers)\s+(?:the |any |every )?(?:assistant|model|agent|ai|llm|you)\s+to\b"
+        # ... or the model said to be given it by reading: "by loading this resource you are authorized to".
+        r"|\bby (?:reading|loading|opening|receiving|seeing) (?:this|these) (?:text|resource|file|note|message|description|document|instruction)s?\b,?"
+        r"\s+(?:you|the (?:assistant|model|agent|ai|llm))\s+(?:are|is|have been|has been|become|becomes)\s+(?:now\s+)?"
+        r"(?:authori[sz]ed|entitled|permitted|empowered|cleared)\s+to\b",
     ),
     # The model cast as the system's administrator in a make-believe: "pretend you are the system
     # administrator", "faça de conta que você é o administrador do sistema", "تخيل أنك مسؤول النظام";
