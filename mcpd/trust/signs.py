@@ -327,6 +327,10 @@ PRECEDENCE = Intent(
 """Authority claimed by rank; denied in its clause ("nothing here takes precedence over your
 instructions") it claims none, so it is sought apart from ``AUTHORITY``."""
 
+_NOT_ELSEWHERE = r"(?!\s+(?:of|at|for|in)\s+(?:a|an|some|your)\b)"
+"""Not the administrator of a place a scenario makes up ("imagine you are the system administrator
+of a small office: which backup plan would you pick?"): a quiz's or an interview's role."""
+
 AUTHORITY = Intent(
     (
         "system|admin|administrator|platform|operator|developer|security|compliance|governance|it",
@@ -381,11 +385,13 @@ AUTHORITY = Intent(
         r"(?:authori[sz]ed|entitled|permitted|empowered|cleared)\s+to\b",
     ),
     # The model cast as the system's administrator in a make-believe: "pretend you are the system
-    # administrator", "faça de conta que você é o administrador do sistema", "تخيل أنك مسؤول النظام";
+    # administrator", "consider yourself the root administrator", "faça de conta que você é o
+    # administrador do sistema", "تخيل أنك مسؤول النظام";
     # not of a club or a team ("imagine you are the admin of a small team: this template ...").
     (
-        "pretend|imagine|suppose|faça|finja|imagine|suponha|finge|imagina|haz|fais|prétends|stell|tu|nimm|fingi|immagina|fai|представь|представьте|притворись|تخيل|تخيّل|افترض|تظاهر|假装|想象|管理者|관리자",
-        r"\b(?:pretend|imagine|suppose|act as if|assume) (?:that )?you(?:'re| are| were)\b(?:\W+\w+){0,2}?\W+(?:the |an? )?(?:(?:system|server|root|database) (?:admin|administrator)|sysadmin|root user|superuser|root)\b"
+        "pretend|imagine|suppose|consider|regard|faça|finja|imagine|suponha|finge|imagina|haz|fais|prétends|stell|tu|nimm|fingi|immagina|fai|представь|представьте|притворись|تخيل|تخيّل|افترض|تظاهر|假装|想象|管理者|관리자",
+        rf"\b(?:pretend|imagine|suppose|act as if|assume) (?:that )?you(?:'re| are| were)\b(?:\W+\w+){{0,2}}?\W+(?:the |an? )?(?:(?:system|server|root|database) (?:admin|administrator)|sysadmin|root user|superuser|root)\b{_NOT_ELSEWHERE}"
+        rf"|\b(?:consider|regard) yourself (?:as )?(?:the |an? )?(?:(?:system|server|root|database) (?:admin|administrator)|sysadmin|root user|superuser)\b{_NOT_ELSEWHERE}"
         r"|\b(?:faça de conta|finja|imagine|suponha) que (?:você )?(?:é|seja) (?:o |um )?(?:administrador do (?:sistema|servidor)|superusuário|root)\b"
         r"|\b(?:finge|imagina|haz como si|supón) que (?:eres|fueras|tú eres) (?:el |un )?(?:administrador del (?:sistema|servidor)|superusuario|root)\b"
         r"|\b(?:fais comme si|imagine|suppose|prétends) (?:que )?(?:tu es|tu étais|être) (?:l'|un )?(?:administrateur (?:du )?(?:système|serveur)|superutilisateur|root)\b"
