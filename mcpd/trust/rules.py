@@ -723,6 +723,9 @@ _WHOM = r"the user|the human|users?|anyone|anybody|them|the person|the customer|
 # more than", "ranks above", "outweighs"). A claim denied in its clause ("nothing here overrides
 # your instructions") is none (``verify``).
 _RANKS = (
+    # Ranked lower than the user ("background jobs run at lower priority than the user's requests")
+    # is no claim over them.
+    r"(?<!lower )(?<!less )(?<!least )(?<!low )"
     r"(?:precedence|priority|authority|importance|weight)(?:[^\w'’-]+[\w'’-]+){0,2}?[^\w'’-]+(?:over|than|above)"
     r"|more (?:important|authoritative|binding) than|(?:matters?|counts?|weighs?) (?:for )?more than"
     r"|(?:ranks?|ranked|ranking|sits?|stands?|comes?|placed|is|are) (?:\w+ )?(?:above|ahead of)"
