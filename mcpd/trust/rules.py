@@ -315,9 +315,9 @@ OVERRIDE = Intent(
     (
         "now|here|point",
         r"\byou are now\b(?!\s+(?:connected|logged|signed|authenticated|subscribed|registered|enrolled|viewing|browsing|editing|offline|online|ready|done|in)\b)"
-        # Nor is a character of a story or a game ("you are now the innkeeper of the Prancing Pony"),
-        # unless it is a model, a rank or one without limits.
-        rf"(?!\s+(?:an?|the)\s+(?!(?:[\w-]+\s+){{0,2}}?(?:{_CAST})\b))"
+        # Nor is a character of a story or a game ("you are now the innkeeper of the Prancing Pony",
+        # "playing the role of the dungeon master"), unless it is a model, a rank or one without limits.
+        rf"(?!\s+(?:playing\s+(?:the\s+(?:role|part)\s+of\s+)?+)?+(?:an?|the)\s+(?!(?:[\w-]+\s+){{0,2}}?(?:{_CAST})\b))"
         # Nor one named and then said ("you are now Grimble, the grumpy blacksmith of Oakvale"),
         # unless the name is a bot's or a freedom or what it says casts a model or frees one.
         rf"(?!\s+{_NAME_WORD}(?:\s+{_NAME_WORD}){{0,3}},"
