@@ -591,6 +591,11 @@ class Signs(NamedTuple):
         conversation contains a password, the tool redacts it before logging")."""
         if self.rare == {WATCHING}:
             return False
+        if self.rare == {WATCHING, NOTED}:
+            # Server instructions say to the model what to do when the user shares a secret ("note
+            # to the model: if the user pastes a password, tell them to rotate it"): the note is no
+            # second sign of its kind, the lexicon's two are needed, not the model's word.
+            return len(self.common - {ALIKE}) >= 2
         common = self.common if self.rare - {NOTED} else self.common - {ALIKE}
         return len(self.rare) >= 2 or (len(self.rare) >= 1 and len(common) >= 2)
 
