@@ -336,7 +336,11 @@ AUTHORITY = Intent(
         "system|admin|administrator|platform|operator|developer|security|compliance|governance|it",
         # The system speaking: "[SYSTEM]", "admin:", a chat message in its role ({"role": "system", ...}).
         # A role named first in a list is no marker: "each message's role (system, user, assistant)".
-        r"[\[(<{]\s*(?:system|admin|administrator|platform|operator|developer)\b(?!\s*(?:,|or\b|and\b))|^\s*(?:#{1,6}\s*)?(?:system|admin|administrator)\s*[:|]"
+        # A role named after someone ("alice@acme.com (admin)") or a field holding someone ("Admin:
+        # alice@acme.com") lists a member: no one speaks.
+        r"[\[(<{]\s*(?:system|admin|administrator|platform|operator|developer)\b(?!\s*(?:,|or\b|and\b))"
+        r"(?<![\w.] \(admin)(?<![\w.] \(administrator)"
+        r"|^\s*(?:#{1,6}\s*)?(?:system|admin|administrator)\s*[:|](?!\s*[\w.+-]+@[\w-]+(?:\.[\w-]+)+\s*(?:\(|$))"
         r"|\brole[\"']?\s*[:=]\s*[\"']?(?:system|developer)\b|\b(?:system|admin|administrator|platform|operator|it|security|compliance|governance)(?:'s)? (?:notice|message|directive|requirement|override|mandate|order|policy|announcement|notification|requirements)\b"
         + NAMES_A_CONTROL,
     ),
