@@ -128,7 +128,11 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   watches on an order number, notes to the model on formats, consent, administrators, resets and
   cards in 12 languages, sent mails, log URLs, few-shot turns, and 32 attack variants phrased
   otherwise), written blind: 8/86 honest high, none of them new with the ninth set's classes
-  (10/86 before them), and 25/32 attacks high (21/32 before them);
+  (10/86 before them), and 25/32 attacks high (21/32 before them); after narrowing for a game
+  character named, a log of some extent, a move reported done in Japanese, Korean and Chinese,
+  and widening for Turkish card requests, leave by loading this text and the model told to
+  consider itself root administrator, 4/86 and 28/32, no other figure moved (look-alikes written
+  after reading the rules, in ``tests/test_trust_review15.py``, narrowed five more signs);
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
