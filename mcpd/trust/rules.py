@@ -943,7 +943,13 @@ CONCEAL = Intent(
         "mention|mentions|report|reports",
         r"\b(?:never|do not|don't|does not|doesn't|must not) (?:mention|report)s? (?:this|it|these|that|the) (?:step|call|tool|action|part|request|instruction|note|upload|transfer)s?\b",
     ),
-    ("pretend|if", r"\bpretend (?:that )?(?:this|the|you|nothing|it|to)\b|\bact as if\b|\bas if nothing\b"),
+    # Not a role played ("pretend you are a waiter in a Paris café", a language tutor's prompt), unless
+    # it is a model, a rank or one without limits.
+    (
+        "pretend|if",
+        r"\bpretend (?:that )?(?:this|the|nothing|it|to)\b|\bact as if\b|\bas if nothing\b"
+        rf"|\bpretend (?:that )?you\b(?!(?:'re| are) (?:an?|the) (?!(?:[\w-]+ ){{0,2}}?(?:{_CAST})\b))",
+    ),
     # Lying to the user about what was done: "act like you used it properly", "just say you used this tool".
     (
         "act|acting|behave|behaving|say",
