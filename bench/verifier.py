@@ -132,7 +132,8 @@ Run ``python bench/verifier.py`` (``--data DIR`` for another copy of toolret, la
   character named, a log of some extent, a move reported done in Japanese, Korean and Chinese,
   and widening for Turkish card requests, leave by loading this text and the model told to
   consider itself root administrator, 4/86 and 28/32, no other figure moved (look-alikes written
-  after reading the rules, in ``tests/test_trust_review15.py``, narrowed five more signs);
+  after reading the rules, in ``tests/test_trust_review15.py``, narrowed five more signs; a role
+  played, "pretend you are a waiter", then 3/86);
 - every finding on every real tool of toolret (name, description, input schema) and on each
   server description, then the share of tools with a high and with a medium finding;
 - the time to scan 2,500 tools (CPU and wall, best of three), as the daemon's worker thread would;
