@@ -317,7 +317,8 @@ for line in sys.stdin:
     elif method == "tools/call":
         tools.append({"name": f"added{len(tools)}", "inputSchema": {"type": "object"}})
         refuse_list = mode in ("list-fails-once", "list-fails-while")
-        send({"id": request_id, "result": {"content": []}})
+        if not message["params"]["arguments"].get("hang"):
+            send({"id": request_id, "result": {"content": []}})
         send({"method": "notifications/tools/list_changed"})
     elif method == "ping" and mode == "refuse-ping":
         with open(pings, "a") as file:
@@ -333,6 +334,7 @@ the file named next), ``list-fails-once`` refuses the first tools/list after a c
 ``prompts-only`` declares prompts alone and answers tools/list -32601, as the SDK's low-level server
 without a tools handler does (and says its tools changed once initialized, noting each tools/list in the
 file), ``list-fails-while`` refuses every tools/list after a call while the file exists,
+a call with ``hang`` true adds its tool and says so but is never answered,
 ``one-at-a-time`` works on a call (``seconds`` long) before it reads anything else, pings too, as a
 server that runs one request at a time, ``ping-errs`` answers ping -32603."""
 
@@ -615,6 +617,30 @@ async def test_a_server_whose_list_refresh_keeps_failing_stays_degraded_until_it
                 await anyio.sleep(0.02)
         await actor.wait_state(S.RUNNING, timeout=5)
     assert [change.new for change in actor.history].count(S.DEGRADED) == 1
+
+
+async def test_a_list_listed_again_leaves_last_error_naming_the_calls_that_hang(tmp_path: Path) -> None:
+    """A server degraded because its tool calls hang, whose tools/list refresh then fails and
+    succeeds, stays degraded with ``last_error`` naming the hung calls, what keeps it so. Before,
+    it kept naming the list's failure, which had passed."""
+    server, failing = scripted(
+        tmp_path, "list-fails-while", call_timeout=0.5, ping_interval=0.1, ping_timeout=1.0, unhealthy_after=1
+    )
+    async with open_supervisor(config(server)) as sup:
+        actor = sup.actor(server.name)
+        await actor.wait_state(S.RUNNING, timeout=20)
+        with pytest.raises(CallTimeout):
+            await actor.call_tool("add", {"hang": True})  # its list changes, its refresh is refused
+        with anyio.fail_after(10):  # a refresh retried after the call hung
+            while "tools/list after list_changed failed" not in (actor.last_error or ""):
+                await anyio.sleep(0.02)
+        failing.unlink()
+        with anyio.fail_after(20):
+            while "added1" not in {t.name for t in actor.tools}:
+                await anyio.sleep(0.02)
+        status = actor.status()
+    hung = "1 tool call in a row timed out (last: list-fails-while/add gave no answer within 0.5s)"
+    assert status.state is S.DEGRADED and status.last_error == hung
 
 
 async def test_a_server_that_serves_no_tools_list_runs(tmp_path: Path) -> None:

@@ -803,13 +803,24 @@ class ServerActor:
 
     def recover(self, reason: str) -> None:
         link = self._link
-        if link is not None and link.stale:
-            return  # a list it holds is old: an answered ping does not make it fresh
-        if link is not None and link.hung >= self._hung_limit():
-            return  # its tools hang: an answered ping does not make them answer
+        still = self._still_degraded(link) if link is not None else None
+        if still is not None:
+            # What degraded it last may have passed (a ping answered, a list listed again): say
+            # what keeps it so, not that.
+            self.last_error = still
+            return
         if self._state is S.DEGRADED:
             self.last_error = None
             self._set(S.RUNNING, reason)
+
+    def _still_degraded(self, link: Link) -> str | None:
+        """Why the server stays degraded whatever answers: a list it holds is old (an answered ping
+        does not make it fresh), or its tools hang (an answered ping does not make them answer)."""
+        if link.stale:
+            return next(iter(link.stale.values()))
+        if link.hung >= self._hung_limit():
+            return link.hung_said
+        return None
 
     # -- calls.CallWatch ----------------------------------------------------------------------
 

@@ -28,9 +28,9 @@ class Link:
     calls: dict[object, float] = field(default_factory=dict)
     """A token of each tool call in flight (``send_call``), with when the call began (event-loop
     time): what the server may be busy with, and since when."""
-    stale: set[str] = field(default_factory=set)
-    """The lists whose refresh after list_changed is failing (``watchers``): what we hold of them is
-    old, so the server stays degraded, whatever pings say, until they are listed again."""
+    stale: dict[str, str] = field(default_factory=dict)
+    """The lists whose refresh after list_changed is failing (``watchers``), each with why: what we
+    hold of them is old, so the server stays degraded, whatever pings say, until they are listed again."""
     answered: int = 0
     """Tool calls it answered: a server that answers calls is alive, pings answered or not."""
     hung: int = 0

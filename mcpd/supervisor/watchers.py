@@ -228,8 +228,8 @@ async def _watch_list(
             with anyio.fail_after(config.connect_timeout):
                 fresh = await fetch(link.session)
         except (TimeoutError, RequestFailed) as exc:
-            link.stale.add(what)
-            hooks.degrade(f"{what} after list_changed failed: {_describe(exc, what)}")
+            reason = link.stale[what] = f"{what} after list_changed failed: {_describe(exc, what)}"
+            hooks.degrade(reason)
             # What we hold is still the old list (the server stays degraded while it is stale,
             # ``Link.stale``), and nothing else would ask again: ask again, later each time.
             dirty.set()
@@ -237,7 +237,7 @@ async def _watch_list(
             retry = min(2 * retry, LIST_RETRY_MAX)
             continue
         retry = TOOLS_REFRESH_GAP
-        link.stale.discard(what)
+        link.stale.pop(what, None)
         listed(fresh)
         await anyio.sleep(TOOLS_REFRESH_GAP)
 
