@@ -300,6 +300,11 @@ for line in sys.stdin:
         send({"id": request_id, "result": {"prompts": [{"name": "greet"}]}})
     elif method == "notifications/initialized" and mode == "prompts-only":
         send({"method": "notifications/tools/list_changed"})
+    elif method == "tools/list" and mode.startswith("pages-") and len(tools) == 1:
+        page = int((message.get("params") or {}).get("cursor") or 0)
+        following = page + 1 if mode == "pages-endless" else (page + 1) % 3
+        tool = {"name": f"t{page}", "inputSchema": {"type": "object"}}
+        send({"id": request_id, "result": {"tools": [tool], "nextCursor": str(following)}})
     elif method == "tools/list" and mode == "list-fails-while" and refuse_list:
         answer = {"error": busy} if os.path.exists(pings) else {"result": {"tools": tools}}
         send({"id": request_id, **answer})
@@ -335,8 +340,10 @@ the file named next), ``list-fails-once`` refuses the first tools/list after a c
 without a tools handler does (and says its tools changed once initialized, noting each tools/list in the
 file), ``list-fails-while`` refuses every tools/list after a call while the file exists,
 a call with ``hang`` true adds its tool and says so but is never answered,
-``one-at-a-time`` works on a call (``seconds`` long) before it reads anything else, pings too, as a
-server that runs one request at a time, ``ping-errs`` answers ping -32603."""
+``pages-endless`` gives a tool a page, its pages never ending, ``pages-repeat`` three pages in a
+loop (both list whole, in one page, once a call added a tool), ``one-at-a-time`` works on a call
+(``seconds`` long) before it reads anything else, pings too, as a server that runs one request at a
+time, ``ping-errs`` answers ping -32603."""
 
 
 def scripted(tmp_path: Path, mode: str, **settings: Any) -> tuple[ServerConfig, Path]:
@@ -641,6 +648,33 @@ async def test_a_list_listed_again_leaves_last_error_naming_the_calls_that_hang(
         status = actor.status()
     hung = "1 tool call in a row timed out (last: list-fails-while/add gave no answer within 0.5s)"
     assert status.state is S.DEGRADED and status.last_error == hung
+
+
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        ("pages-endless", "tools/list cut at 100 items after 100 pages: its pages did not end"),
+        ("pages-repeat", "tools/list cut at 3 items after 4 pages: a cursor it had given before came again"),
+    ],
+)
+async def test_a_tools_list_whose_pages_never_end_is_cut_and_status_says_so(
+    tmp_path: Path, mode: str, said: str
+) -> None:
+    """A server whose tools/list pages never end (more than 100, or a cursor given again) runs with
+    the tools listed before the cut, and its status says the list was cut and why, until the list
+    is read whole. Before, only the daemon's log said so: status showed the tools and nothing wrong."""
+    server, _ = scripted(tmp_path, mode)
+    async with open_supervisor(config(server)) as sup:
+        actor = sup.actor(server.name)
+        await actor.wait_state(S.RUNNING, timeout=20)
+        status = actor.status()
+        assert status.state is S.RUNNING and status.last_error == said
+        assert status.tools == int(said.split()[3])
+        await actor.call_tool("t0", {})  # its list changes, and ends
+        with anyio.fail_after(10):
+            while "added1" not in {t.name for t in actor.tools}:
+                await anyio.sleep(0.02)
+        assert actor.status().last_error is None
 
 
 async def test_a_server_that_serves_no_tools_list_runs(tmp_path: Path) -> None:

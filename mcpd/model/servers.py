@@ -33,7 +33,9 @@ class ServerStatus(msgspec.Struct, frozen=True, kw_only=True):
     uptime_s: float | None
     """Seconds since the current session became ready; None when not live."""
     last_error: str | None
-    """What is wrong now; cleared by a successful start (the previous failure stays in ``last_exit``)."""
+    """What is wrong now; cleared by a successful start (the previous failure stays in ``last_exit``).
+    When nothing else is, a list of the live server that mcpd cut, its pages never ending (its
+    tools are the ones listed before the cut)."""
     tools: int
     """Tools it offers now (0 when it is not live)."""
     description: str | None

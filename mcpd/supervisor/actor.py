@@ -59,6 +59,7 @@ from mcpd.supervisor.orphans import GroupLedger
 from mcpd.supervisor.policy import Decision, Ending, GiveUp, Retry, decide
 from mcpd.supervisor.sdkload import SDK, sdk
 from mcpd.supervisor.session import (
+    ListCuts,
     NotDelivered,
     ProgressCallback,
     RequestFailed,
@@ -228,6 +229,7 @@ class ServerActor:
         """Why the last stop or restart was wished (``stop``'s ``why``), for the history and calls."""
         self._early: tuple[RunEnded, Decision] | None = None
         """How the live run ended and what was decided, before its teardown (``_ending``)."""
+        self._cuts = ListCuts()  # status says them of a live server when nothing else is wrong
 
     # -- the handle -------------------------------------------------------------------------
 
@@ -276,7 +278,7 @@ class ServerActor:
             pid=self._child.pid if self._child is not None and alive else None,
             restarts=self.restarts,
             uptime_s=round(time.monotonic() - self._live_since, 3) if live and self._live_since else None,
-            last_error=self.last_error,
+            last_error=self.last_error or (self._cuts.said() if live else None),
             tools=len(self._tools),
             description=self.config.description,
             server_info=self._server_info,
@@ -618,6 +620,7 @@ class ServerActor:
     async def _run_once(self) -> RunEnded | None:
         """One run of the server: connect, serve until it ends or we are told to stop."""
         self._early = None
+        self._cuts.clear()  # this run's lists are listed anew
         self._tools_dirty.clear()  # a list_changed of the previous run is answered by the handshake
         self._surface_dirty.clear()
         if self.config.url is not None:
@@ -692,6 +695,7 @@ class ServerActor:
             self._log_message,
             resource_updated=self._resource_updated,
             stdout=self._stdout_line,
+            paged=self._cuts.paged,
         )
 
     async def _ask(self, method: str, params: dict[str, Any]) -> ServerReply:

@@ -80,6 +80,7 @@ from mcpd.supervisor.session import (
     LogCallback,
     Malformed,
     NotDelivered,
+    Paged,
     ProgressCallback,
     ProgressParams,
     Refused,
@@ -767,10 +768,13 @@ def _with_reason(item: Any, reason: str | None) -> Any:
 class SdkSession:
     """``session.Session`` over the SDK's ``ClientSession`` (a remote server's)."""
 
-    def __init__(self, session: ClientSession, server: str, progress: _ProgressTap) -> None:
+    def __init__(
+        self, session: ClientSession, server: str, progress: _ProgressTap, paged: Paged | None
+    ) -> None:
         self._session = session
         self._server = server
         self._progress = progress
+        self._paged = paged
 
     async def initialize(self) -> ServerInfo:
         with _translated("initialize"):
@@ -789,7 +793,9 @@ class SdkSession:
                 page = await self._session.list_tools(params=_page(cursor))
             return _items(page.tools, tool_info, self._server, "tools/list"), page.next_cursor
 
-        return await every_page(fetch, lambda t: t.name, server=self._server, what="tools/list")
+        return await every_page(
+            fetch, lambda t: t.name, server=self._server, what="tools/list", paged=self._paged
+        )
 
     async def _resources(self) -> tuple[ResourceInfo, ...]:
         async def fetch(cursor: str | None) -> tuple[list[ResourceInfo], str | None]:
@@ -797,7 +803,9 @@ class SdkSession:
                 page = await self._session.list_resources(params=_page(cursor))
             return _items(page.resources, resource_info, self._server, "resources/list"), page.next_cursor
 
-        return await every_page(fetch, lambda r: r.uri, server=self._server, what="resources/list")
+        return await every_page(
+            fetch, lambda r: r.uri, server=self._server, what="resources/list", paged=self._paged
+        )
 
     async def _templates(self) -> tuple[ResourceTemplateInfo, ...]:
         async def fetch(cursor: str | None) -> tuple[list[ResourceTemplateInfo], str | None]:
@@ -807,7 +815,11 @@ class SdkSession:
             return _items(page.resource_templates, template_info, self._server, what), page.next_cursor
 
         return await every_page(
-            fetch, lambda t: t.uri_template, server=self._server, what="resources/templates/list"
+            fetch,
+            lambda t: t.uri_template,
+            server=self._server,
+            what="resources/templates/list",
+            paged=self._paged,
         )
 
     async def _prompts(self) -> tuple[PromptInfo, ...]:
@@ -816,7 +828,9 @@ class SdkSession:
                 page = await self._session.list_prompts(params=_page(cursor))
             return _items(page.prompts, prompt_info, self._server, "prompts/list"), page.next_cursor
 
-        return await every_page(fetch, lambda p: p.name, server=self._server, what="prompts/list")
+        return await every_page(
+            fetch, lambda p: p.name, server=self._server, what="prompts/list", paged=self._paged
+        )
 
     async def list_surface(self) -> Surface:
         capabilities = self._session.server_capabilities
@@ -991,7 +1005,7 @@ async def open_http_session(
             **callbacks,
         ) as session,
     ):
-        yield SdkSession(session, config.name, progress)
+        yield SdkSession(session, config.name, progress, hooks.paged)
 
 
 def is_connection_error(exc: BaseException) -> bool:

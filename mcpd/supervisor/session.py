@@ -151,6 +151,47 @@ LogCallback = Callable[[LogMessage], None]
 
 
 @dataclass(frozen=True)
+class ListCut:
+    """A paginated list that mcpd ended, not the server (``every_page``): what came is part of it."""
+
+    what: str
+    """The list's method (``tools/list``)."""
+    pages: int
+    items: int
+    repeated: bool
+    """Ended at a cursor the server had given before; else at ``MAX_PAGES`` pages."""
+
+    def __str__(self) -> str:
+        why = "a cursor it had given before came again" if self.repeated else "its pages did not end"
+        return f"{self.what} cut at {self.items} items after {self.pages} pages: {why}"
+
+
+Paged = Callable[[str, ListCut | None], None]
+"""Told how each paginated list was read to its end: (its method, None if whole, else its cut)."""
+
+
+class ListCuts:
+    """The lists of a run that mcpd cut, by method, as its session told them (``SessionHooks.paged``):
+    a list read whole again is no longer cut."""
+
+    def __init__(self) -> None:
+        self._cuts: dict[str, ListCut] = {}
+
+    def paged(self, what: str, cut: ListCut | None) -> None:
+        if cut is None:
+            self._cuts.pop(what, None)
+        else:
+            self._cuts[what] = cut
+
+    def clear(self) -> None:
+        self._cuts.clear()
+
+    def said(self) -> str | None:
+        """Each cut, or None if there is none."""
+        return "; ".join(str(cut) for _, cut in sorted(self._cuts.items())) or None
+
+
+@dataclass(frozen=True)
 class SessionHooks:
     """What a server's session reports to its actor, and who answers the server's own requests."""
 
@@ -168,6 +209,8 @@ class SessionHooks:
     resource_updated: Callable[[str, dict[str, Any] | None], None] | None = None
     """Hears that a subscribed resource changed (``notifications/resources/updated``): its URI and
     the notification's ``_meta``."""
+    paged: Paged | None = None
+    """Told whether each list was read whole or cut (its pages never ended)."""
 
 
 class Session(Protocol):
@@ -321,16 +364,18 @@ async def every_page(
     *,
     server: str,
     what: str,
+    paged: Paged | None = None,
 ) -> tuple[Item, ...]:
     """Every item of a paginated list ``what``, sorted by ``key``, each key once (the first listed):
     ``fetch(cursor)`` gives a page and the next cursor. A cursor the server gave before, or more
-    than ``MAX_PAGES`` pages, ends the list with what came so far; both are logged, as are items
-    listed twice."""
+    than ``MAX_PAGES`` pages, ends the list with what came so far: logged and told to ``paged``,
+    which hears ``None`` of a list read whole. Items listed twice are logged."""
     found: dict[str, Item] = {}
     listed = 0
     cursors: set[str] = set()
     cursor: str | None = None
-    for _ in range(MAX_PAGES):
+    cut: ListCut | None = None
+    for pages in range(1, MAX_PAGES + 1):
         page, cursor = await fetch(cursor)
         listed += len(page)
         for item in page:
@@ -339,10 +384,14 @@ async def every_page(
             break
         if cursor in cursors:
             log.warning("server.list_cursor_repeated", server=server, list=what, items=len(found))
+            cut = ListCut(what, pages, len(found), repeated=True)
             break
         cursors.add(cursor)
     else:
         log.warning("server.list_cut", server=server, list=what, pages=MAX_PAGES, items=len(found))
+        cut = ListCut(what, MAX_PAGES, len(found), repeated=False)
+    if paged is not None:
+        paged(what, cut)
     if listed > len(found):
         log.warning("server.list_duplicates", server=server, list=what, duplicates=listed - len(found))
     return tuple(sorted(found.values(), key=key))

@@ -376,7 +376,7 @@ class StdioSession:
             page = await self._request(method, _page(cursor), pages)
             return _valid(items(page), made, server, method), page.next_cursor
 
-        return await every_page(fetch, key, server=server, what=method)
+        return await every_page(fetch, key, server=server, what=method, paged=self._hooks.paged)
 
     async def list_tools(self) -> tuple[ToolInfo, ...]:
         return await self._every_page(
