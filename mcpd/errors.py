@@ -13,6 +13,7 @@
     ├── UnknownTool               1007
     ├── ToolError                 1008  the tool ran and reported failure
     ├── TransportError            1009  the server went away or answered nonsense mid-call
+    │   └── DaemonStopped         1018  (client side) the daemon's process is stopped (SIGSTOP)
     ├── CallTimeout               1010  no answer within the deadline
     ├── DaemonNotRunning          1011  (client side) nothing listens on the socket
     ├── NotApproved               1012  the tool is held back by the trust gate
@@ -95,6 +96,13 @@ class TransportError(McpdError):
     code = 1009
 
 
+class DaemonStopped(TransportError):
+    """The daemon's process is stopped (SIGSTOP, Ctrl-Z): it answers nothing until it is continued.
+    ``data["pid"]`` is its pid."""
+
+    code = 1018
+
+
 class CallTimeout(McpdError):
     code = 1010
 
@@ -140,6 +148,7 @@ ERRORS_BY_CODE: dict[int, type[McpdError]] = {
         UnknownTool,
         ToolError,
         TransportError,
+        DaemonStopped,
         CallTimeout,
         DaemonNotRunning,
         NotApproved,

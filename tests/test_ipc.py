@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import re
 import shutil
 import signal
 import socket
@@ -24,6 +26,7 @@ from mcpd.client.aio import connect
 from mcpd.errors import (
     CallTimeout,
     DaemonNotRunning,
+    DaemonStopped,
     InvalidParams,
     McpdError,
     PeerRejected,
@@ -51,7 +54,7 @@ from mcpd.model.protocol import (
 )
 from mcpd.model.servers import CallActivity, StateChanged
 from mcpd.model.tools import ToolResult
-from mcpd.testing import fixture_toml, fullserver_toml, process_gone
+from mcpd.testing import fixture_toml, fullserver_toml, process_gone, run_cli
 from mcpd.testing.daemon import DaemonProcess, running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -688,7 +691,9 @@ async def test_threads_sharing_a_blocking_client_see_the_daemon_die_as_mcpd_erro
 
 async def test_connect_timeout_bounds_the_hello(daemon: DaemonProcess) -> None:
     """A daemon that accepts but does not answer (stopped): both clients' connect(timeout=1) give
-    up with CallTimeout after about that second, not the 30 s of any other answer."""
+    up within about that second, not the 30 s of any other answer: the blocking client saying the
+    daemon is stopped (it looks once the hello has waited ``LOOK_AFTER``), the async client with
+    CallTimeout."""
 
     def blocking_connect() -> None:
         Client(daemon.socket).connect(timeout=1)
@@ -696,7 +701,7 @@ async def test_connect_timeout_bounds_the_hello(daemon: DaemonProcess) -> None:
     daemon.signal(signal.SIGSTOP)
     try:
         started = anyio.current_time()
-        with pytest.raises(CallTimeout):
+        with pytest.raises(DaemonStopped):
             await anyio.to_thread.run_sync(blocking_connect)
         with pytest.raises(CallTimeout):
             async with connect(daemon.socket, timeout=1):
@@ -705,6 +710,36 @@ async def test_connect_timeout_bounds_the_hello(daemon: DaemonProcess) -> None:
     finally:
         daemon.signal(signal.SIGCONT)
     assert took < 10
+    await assert_healthy(daemon)
+
+
+async def test_a_stopped_daemon_is_said_at_once_with_how_to_resume_it(
+    daemon: DaemonProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CLI command to a daemon stopped by SIGSTOP fails within seconds saying so, its pid and how to
+    resume it, as does the blocking client's request on a connection made before the stop
+    (``DaemonStopped``); the async client says it too once its ping goes unanswered. Each CLI
+    command took 20 s (10 of silence, 10 waiting for a ping), then said only that the daemon
+    stopped answering."""
+    _probing(monkeypatch)
+    pid = daemon.process.pid
+    said = f"the mcpd daemon (pid {pid}) is stopped (SIGSTOP); `kill -CONT {pid}` resumes it"
+    command = functools.partial(run_cli, "status", env={"MCPD_SOCKET": str(daemon.socket)}, timeout=60)
+    with Client(daemon.socket) as blocking:
+        async with connect(daemon.socket) as client:
+            daemon.signal(signal.SIGSTOP)
+            try:
+                started = anyio.current_time()
+                cli = await anyio.to_thread.run_sync(command)
+                took = anyio.current_time() - started
+                with pytest.raises(DaemonStopped) as request:
+                    await anyio.to_thread.run_sync(blocking.status)
+                with anyio.fail_after(30), pytest.raises(DaemonStopped, match=re.escape(said)):
+                    await client.status()
+            finally:
+                daemon.signal(signal.SIGCONT)
+    assert cli.returncode != 0 and said in cli.stderr and took < 10, (cli, took)
+    assert said in str(request.value) and request.value.data == {"pid": pid}
     await assert_healthy(daemon)
 
 

@@ -13,6 +13,7 @@ from mcpd.errors import (
     DECODE_FAILURES,
     ConfigError,
     DaemonNotRunning,
+    DaemonStopped,
     InvalidParams,
     TransportError,
     error_from_wire,
@@ -88,6 +89,10 @@ PROBE_AFTER = 10.0
 there (``ping``): a long call is fine, a frozen daemon (SIGSTOP, a hung loop) is not."""
 PROBE_WAIT = 10.0
 """Seconds the daemon has to answer that ``ping`` before the request fails with ``TransportError``."""
+LOOK_AFTER = 0.5
+"""Seconds the blocking client waits without a word from the daemon before it looks whether the
+daemon's process is stopped (``stopped``): one stopped by SIGSTOP is said at once, not after
+``PROBE_AFTER + PROBE_WAIT`` (20 s for every CLI command)."""
 
 
 ProgressHandler = Callable[[Progress], None]
@@ -247,6 +252,23 @@ def _wait(timeout: float | None) -> float:
 def ping() -> Call[Ok]:
     """Whether the daemon answers at all (an older daemon refuses the method: an answer too)."""
     return Call("ping", NoParams(), Ok, PROBE_WAIT)
+
+
+def stopped(pid: int | None) -> DaemonStopped | None:
+    """The error to raise if the daemon's process ``pid`` is stopped (SIGSTOP, Ctrl-Z), else None.
+    Known where ``/proc`` tells it (Linux): elsewhere a stopped daemon is found by ``ping`` alone."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read()
+    except OSError:
+        return None
+    # "pid (comm) state ...": comm may hold spaces and parentheses, the state follows the last ")".
+    if stat.rpartition(b")")[2].split()[:1] != [b"T"]:
+        return None
+    why = f"the mcpd daemon (pid {pid}) is stopped (SIGSTOP); `kill -CONT {pid}` resumes it"
+    return DaemonStopped(f"the daemon stopped answering: {why}", {"pid": pid})
 
 
 def frozen(why: str | None = None) -> TransportError:

@@ -28,7 +28,7 @@ from mcpd.client._wire import ProgressHandler
 from mcpd.client.answers import Answers, AskHandler, answer
 from mcpd.client.api import Api
 from mcpd.errors import CallTimeout, InvalidParams, McpdError, ProtocolError, TransportError
-from mcpd.ipc.endpoint import check_server
+from mcpd.ipc.endpoint import check_server, peer_pid
 from mcpd.ipc.framing import MAX_CLIENT_FRAME
 from mcpd.ipc.stream import FrameStream
 from mcpd.model.logs import LOGS_NOTIFICATION, LogEntry, LogLines
@@ -63,6 +63,8 @@ class AsyncClient(Api):
         """What this client answers when a server asks during one of its calls."""
         self._answering: set[asyncio.Task[None]] = set()
         self.hello_result: HelloResult | None = None
+        self._pid: int | None = None
+        """The daemon's pid, as its hello said (else its socket): a frozen one is looked at."""
         self._stream = stream
         self._path = path
         self._reconnect = reconnect
@@ -220,6 +222,7 @@ class AsyncClient(Api):
 
     def _start(self, stream: FrameStream) -> None:
         self._stream = stream
+        self._pid = peer_pid(stream.socket)
         self._dropped = None
         # Plain tasks rather than a task group around the caller's block, so that errors from
         # that block reach the caller as themselves, not wrapped in an ExceptionGroup.
@@ -247,7 +250,7 @@ class AsyncClient(Api):
             try:
                 await self._request_once(_wire.ping())
             except CallTimeout:
-                self._drop(_wire.frozen())
+                self._drop(_wire.stopped(self._pid) or _wire.frozen())
             except McpdError:
                 pass  # answered (an older daemon refuses the method), or dropped: the reader says so
 
@@ -359,6 +362,7 @@ class AsyncClient(Api):
             self._start(stream)
             try:
                 self.hello_result = await self._request_once(_wire.hello(self.name))
+                self._pid = self.hello_result.pid
                 refused = [call for call in list(self._restore) if not await self._restored(call)]
             except (TransportError, CallTimeout):
                 # Gone again, or listening but not answering: drop this connection and try anew.
@@ -490,6 +494,7 @@ async def connect(
     try:
         check_server(stream.socket, path)
         client.hello_result = await client._request_once(_wire.hello(name, timeout))
+        client._pid = client.hello_result.pid  # its own word: systemd's socket has systemd's pid
         capabilities = answers.capabilities()
         if capabilities.names():
             await client.request(_wire.declare_capabilities(capabilities))

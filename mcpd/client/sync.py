@@ -22,6 +22,7 @@ from mcpd.client import _wire
 from mcpd.client.answers import Answers, SyncAskHandler, answer_sync
 from mcpd.client.api import Api
 from mcpd.errors import CallTimeout, McpdError, ProtocolError, TransportError
+from mcpd.ipc.endpoint import peer_pid
 from mcpd.ipc.framing import MAX_CLIENT_FRAME, FrameBuffer
 from mcpd.model.logs import LOGS_NOTIFICATION, LogEntry
 from mcpd.model.protocol import (
@@ -44,13 +45,16 @@ KEPT = 1024
 
 
 class _Patience:
-    """How long a request waits for the daemon's next bytes: until its timeout, asking the daemon
-    whether it is there after ``PROBE_AFTER`` of silence (``ping``); no answer to that either fails
-    the request (the daemon is frozen, and the request would wait out its whole timeout)."""
+    """How long a request waits for the daemon's next bytes: until its timeout, looking whether the
+    daemon's process is stopped after ``LOOK_AFTER`` of silence (``look`` raises ``DaemonStopped``
+    then), asking the daemon whether it is there after ``PROBE_AFTER`` (``ping``); no answer to that
+    either fails the request (the daemon is frozen, and the request would wait out its whole timeout)."""
 
-    def __init__(self, timeout: float, ping: Callable[[], None]) -> None:
+    def __init__(self, timeout: float, ping: Callable[[], None], look: Callable[[], None]) -> None:
         self._deadline = time.monotonic() + timeout
         self._ping = ping
+        self._look = look
+        self._looked = False
         self._pinged = False
 
     def wait(self) -> float:
@@ -58,10 +62,12 @@ class _Patience:
         left = self._deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError
-        return min(left, _wire.PROBE_WAIT if self._pinged else _wire.PROBE_AFTER)
+        if not self._looked:
+            return min(left, _wire.LOOK_AFTER)
+        return min(left, _wire.PROBE_WAIT if self._pinged else _wire.PROBE_AFTER - _wire.LOOK_AFTER)
 
     def heard(self) -> None:
-        self._pinged = False
+        self._looked = self._pinged = False
 
     def send(self, sock: socket.socket, data: bytes) -> None:
         """Send ``data`` while the daemon takes some of it every ``PROBE_AFTER + PROBE_WAIT`` (no ping
@@ -79,12 +85,18 @@ class _Patience:
                 except TimeoutError:
                     if left <= stalled:
                         raise
+                    self._look()
                     raise _wire.frozen(f"it took none of a request for {stalled:g}s") from None
 
     def silent(self) -> None:
-        """Nothing came within ``wait()``: ask, or give up if the daemon was asked already."""
+        """Nothing came within ``wait()``: look, then ask, or give up if the daemon was asked already."""
+        self._look()
         if self._pinged:
             raise _wire.frozen()
+        if not self._looked:
+            self._looked = True
+            if _wire.PROBE_AFTER > _wire.LOOK_AFTER:
+                return  # the rest of PROBE_AFTER is waited before the ping
         if self._deadline > time.monotonic():
             self._ping()
             self._pinged = True
@@ -119,6 +131,8 @@ class Client(Api):
         self._lock = threading.Lock()
         self._owner = threading.Lock()
         """Held while the connection changes hands: who closes a socket is decided under it."""
+        self._daemon_pid: int | None = None
+        """The daemon's process, whose state a request that hears nothing looks at (``_look``)."""
         self._reading: socket.socket | None = None
         """The socket a follow (``events()``, ``follow_logs()``) is reading: close() only shuts it
         down, and the follow closes it. Closed under it, its number could be the next connection's
@@ -127,8 +141,11 @@ class Client(Api):
     def connect(self, timeout: float = _wire.DEFAULT_TIMEOUT) -> Self:
         self.close()  # connected already: that connection ends
         self._sock = _wire.connect_blocking(self.path, timeout)
+        self._daemon_pid = peer_pid(self._sock)
         try:
             self.hello_result = self.request(_wire.hello(self.name, timeout))
+            # Its own word: a listener systemd made (socket activation) has systemd's pid.
+            self._daemon_pid = self.hello_result.pid
             capabilities = self.answers.capabilities()
             if capabilities.names():
                 self.request(_wire.declare_capabilities(capabilities))
@@ -174,7 +191,9 @@ class Client(Api):
             request_id = next(self._ids)
             try:
                 ping = _wire.ping()
-                patience = _Patience(call.timeout, lambda: sock.sendall(ping.request(next(self._ids))))
+                patience = _Patience(
+                    call.timeout, lambda: sock.sendall(ping.request(next(self._ids))), self._look
+                )
                 patience.send(sock, call.request(request_id))
                 response = self._receive(sock, request_id, call, patience)
             except TimeoutError:
@@ -261,7 +280,7 @@ class Client(Api):
         (SIGSTOP, a hung loop) ends the follow with ``TransportError`` instead of blocking it for ever."""
         if self._kept:
             return self._kept.popleft()
-        patience = _Patience(math.inf, lambda: self._ping(sock))
+        patience = _Patience(math.inf, lambda: self._ping(sock), self._look)
         with self._owner:
             if self._sock is not sock:  # closed by another thread since the follow began
                 raise TransportError("lost the daemon connection: the client was closed")
@@ -288,6 +307,12 @@ class Client(Api):
                 return
             self._sock = None
             self._forget()
+
+    def _look(self) -> None:
+        """Raise ``DaemonStopped`` if the daemon's process is stopped."""
+        error = _wire.stopped(self._daemon_pid)
+        if error is not None:
+            raise error
 
     def _ping(self, sock: socket.socket) -> None:
         """Ask whether the daemon is there; under the lock, so its bytes never land inside those of

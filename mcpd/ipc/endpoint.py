@@ -302,12 +302,23 @@ def connect_within(path: str, timeout: float) -> socket.socket:
     return sock
 
 
+def _peer_credentials(sock: socket.socket) -> tuple[int, int]:
+    """(pid, uid) of the process at the other end (``SO_PEERCRED``: Linux)."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", creds)
+    return int(pid), int(uid)
+
+
+def peer_pid(sock: socket.socket) -> int | None:
+    """The pid of the process that listens at the other end (as it was when it began to listen),
+    from the kernel; None where unsupported."""
+    return _peer_credentials(sock)[0] if hasattr(socket, "SO_PEERCRED") else None
+
+
 def peer_uid(sock: socket.socket) -> int | None:
     """The uid of the process at the other end, from the kernel; None where unsupported."""
     if hasattr(socket, "SO_PEERCRED"):
-        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        _pid, uid, _gid = struct.unpack("3i", creds)
-        return int(uid)
+        return _peer_credentials(sock)[1]
     if sys.platform == "darwin":  # pragma: no cover - exercised on macOS only
         # getpeereid(3) is LOCAL_PEERCRED underneath: an xucred whose second field is the uid.
         sol_local, local_peercred = 0, 0x001
