@@ -69,6 +69,16 @@ async def test_calls_that_time_out_close_their_http_requests() -> None:
         assert actor.state is S.RUNNING
 
 
+async def test_a_remote_tools_list_whose_pages_never_end_is_cut_and_status_says_so() -> None:
+    """A remote server's tools/list whose pages never end is cut at 100 pages by the SDK's session as
+    by the stdio one, and its status says so: before, only the daemon's log did."""
+    async with hostile("--endless-pages") as (actor, _):
+        await actor.wait_state(S.RUNNING, timeout=60)
+        status = actor.status()
+    assert status.last_error == "tools/list cut at 2 items after 100 pages: its pages did not end"
+    assert status.state is S.RUNNING and status.tools == 2
+
+
 async def test_an_endless_event_stream_is_closed_when_its_call_times_out() -> None:
     """A call answered by an event stream of notifications that never ends: once the call has timed
     out, mcpd stops reading it and closes it (before: read on, half a core, for good)."""

@@ -30,6 +30,7 @@ that answers a GET resuming a stream (``Last-Event-ID``), ``"503"`` by default, 
 event stream holding the server's -32000 error answering the call ``sse_drop`` cut, then closed.
 ``forget: true`` forgets every session (the next request with one gets a 404).
 ``--hang-connections`` accepts connections and never reads them (a hung handshake).
+``endless_pages: true`` (or ``--endless-pages``) makes tools/list pages that never end.
 Loopback only; for tests and benchmarks.
 """
 
@@ -54,6 +55,7 @@ STATE: dict[str, Any] = {
     "get": "ok",
     "resume": "503",
     "tools": None,
+    "endless_pages": False,
 }
 SESSIONS: set[str] = set()
 DROPPED: dict[str, Any] = {}
@@ -96,6 +98,8 @@ def _result(message: dict[str, Any]) -> dict[str, Any]:
         }
     elif method == "tools/list":
         result = {"tools": TOOLS}
+        if STATE["endless_pages"]:  # each page the same tools, and a next cursor never given before
+            result["nextCursor"] = str(int(params.get("cursor") or 0) + 1)
     elif method == "tools/call":
         text = str((params.get("arguments") or {}).get("text", "ok"))
         result = {"content": [{"type": "text", "text": text}], "isError": False}
@@ -356,5 +360,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--hang-connections", action="store_true", help="accept connections, never read them")
+    parser.add_argument("--endless-pages", action="store_true", help="tools/list pages that never end")
     args = parser.parse_args()
+    STATE["endless_pages"] = args.endless_pages
     asyncio.run(_main(args.port, args.hang_connections))
