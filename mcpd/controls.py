@@ -25,11 +25,13 @@ _C0_C1 = "\x00-\x08\x0b-\x1f\x7f-\x9f"
 # drawn (an emoji's colour form) and honest texts use. The joiners are written out even inside an
 # emoji sequence or a Persian word: its parts then show apart, but nothing shows as less than it is.
 # Arabic and Hebrew letters are in no range: a terminal orders them itself.
-_INVISIBLE = (
+INVISIBLE = (
     "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f"
     "\u3164\ufeff\uffa0\ufff0-\ufffb\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
 )
-HIDDEN = re.compile(f"[{_C0_C1}{_INVISIBLE}]")
+"""The invisible characters as a regex character-class body: the trust verifier finds hidden text by the
+same list, so that what it flags and what the review shows written out are one set."""
+HIDDEN = re.compile(f"[{_C0_C1}{INVISIBLE}]")
 """One character ``visible`` writes out."""
 
 

@@ -16,6 +16,7 @@ import msgspec
 import pytest
 import structlog
 
+from mcpd import controls
 from mcpd.client.aio import connect
 from mcpd.config.model import ServerConfig
 from mcpd.errors import NotApproved, ServerNotRunning, UnknownTool
@@ -54,6 +55,18 @@ def test_each_kind_of_injection_has_its_rule() -> None:
     ) == {"TP007", "TP009"}
     (finding,) = scan_tool("t", "ok", {"properties": {"p": {"description": "a\u200bb"}}})
     assert finding.where == "input_schema.properties.p.description" and "<U+200B>" in finding.excerpt
+
+
+@pytest.mark.parametrize(
+    "hidden", ["\u206a", "\u206f", "\ufff9", "\ufffb", "\u17b4", "\U0001d173", "\U0001bca0"]
+)
+def test_every_character_the_review_writes_out_as_invisible_is_hidden_text_to_the_verifier(
+    hidden: str,
+) -> None:
+    """What ``mcpd diff`` writes out as drawn as nothing (``mcpd.controls``) is what the verifier calls
+    hidden: one list, not two that drifted apart (these were shown escaped, yet raised nothing)."""
+    assert controls.HIDDEN.fullmatch(hidden)
+    assert rules(f"Adds numbers.{hidden}") == {"TP006"}
 
 
 def test_ordinary_descriptions_are_clean() -> None:

@@ -21,12 +21,11 @@ from collections.abc import Iterator
 from typing import NamedTuple
 from urllib.parse import unquote
 
+from mcpd import controls
+
 # Characters that render as nothing or reorder text; kept apart from ordinary format
 # characters such as the emoji variation selector U+FE0F, which honest texts use.
-INVISIBLE = re.compile(
-    "[\u00ad\u034f\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069"
-    "\u3164\ufeff\uffa0\U000e0000-\U000e007f\U000e0100-\U000e01ef]"
-)
+INVISIBLE = re.compile(f"[{controls.INVISIBLE}]")
 _TAG_RUN = re.compile("[\U000e0020-\U000e007e]{4,}")
 # ZWJ joins emoji (family, flags); only between letters or digits does it hide anything.
 _ZWJ_IN_WORD = re.compile(r"(?<=\w)\u200d(?=\w)")
