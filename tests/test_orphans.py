@@ -551,7 +551,7 @@ async def test_a_start_whose_look_at_proc_stalls_goes_on_and_keeps_its_ledger(
     look that blocks until the test ends (no hung filesystem can be made without root)."""
     release = threading.Event()
 
-    def stalled(mark: str) -> list[tuple[int, int]]:
+    def stalled(mark: str, moved: object = None) -> list[tuple[int, int]]:
         release.wait(20)
         return []
 

@@ -12,10 +12,13 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 import pytest
+import structlog
 
 from mcpd.config.model import ServerConfig
 from mcpd.supervisor import stdin, stdio
@@ -353,7 +356,7 @@ async def test_a_stop_whose_look_at_proc_stalls_still_ends_the_child(monkeypatch
     look that blocks until the test ends (no hung filesystem can be made without root)."""
     release = threading.Event()
 
-    def stalled(mark: str) -> list[tuple[int, int]]:
+    def stalled(mark: str, moved: Callable[[], None]) -> list[tuple[int, int]]:
         release.wait(30)
         return []
 
@@ -369,6 +372,36 @@ async def test_a_stop_whose_look_at_proc_stalls_still_ends_the_child(monkeypatch
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="leftovers are found in /proc")
+async def test_a_look_at_proc_that_is_slow_but_moves_is_not_given_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A look at ``/proc`` that takes longer than ``SCAN_WAIT`` while it goes on reading processes (200
+    servers stopped at once on a loaded machine: the look's thread waits its turns) is waited for,
+    and what the child left in a session of its own is ended. Before, any look past ``SCAN_WAIT`` was
+    given up as stalled, logged as such, and the process left running."""
+
+    def slow(mark: str, moved: Callable[[], None] = lambda: None) -> list[tuple[int, int]]:
+        for _ in range(int(3 * stdio.SCAN_WAIT / 0.1)):
+            moved()
+            time.sleep(0.1)
+        return leftovers(mark, moved)
+
+    monkeypatch.setattr(stdio, "leftovers", slow)
+    detach = "setsid sleep 300 </dev/null >/dev/null 2>&1 & exec sleep 300"
+    config = ServerConfig(name="x", command="/bin/sh", args=("-c", detach), stop_grace=0.2)
+    mark = ""
+    try:
+        with structlog.testing.capture_logs() as logs:
+            async with open_stdio_child(config) as (child, _lines):
+                mark = child.mark
+                with anyio.fail_after(10):
+                    while not leftovers(mark):
+                        await anyio.sleep(0.05)
+        assert leftovers(mark) == []
+        assert not [entry for entry in logs if entry["event"] == "server.leftovers_scan_stalled"]
+    finally:
+        signal_all(leftovers(mark), signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="leftovers are found in /proc")
 async def test_stops_start_no_look_while_one_at_proc_stays_stalled(monkeypatch: pytest.MonkeyPatch) -> None:
     """While a look at ``/proc`` that was given up is still stalled, later stops start no look of
     their own: each would stall on the same process's memory map (a look reads every environment)
@@ -378,7 +411,7 @@ async def test_stops_start_no_look_while_one_at_proc_stays_stalled(monkeypatch: 
     release = threading.Event()
     entered: list[str] = []
 
-    def stalled(mark: str) -> list[tuple[int, int]]:
+    def stalled(mark: str, moved: Callable[[], None]) -> list[tuple[int, int]]:
         entered.append(mark)
         release.wait(30)
         return []

@@ -48,7 +48,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -182,14 +182,20 @@ def _marked(pid: str, mark: bytes) -> bool:
     return any(entry == mark or entry.startswith(child) for entry in data.split(b"\0"))
 
 
-def _members(mark: str) -> list[tuple[int, int]]:
+def _nothing() -> None:
+    pass
+
+
+def _members(mark: str, moved: Callable[[], None] = _nothing) -> list[tuple[int, int]]:
     """(pid, start) of this user's processes with ``mark`` in their environment (see ``_marked``),
-    in whatever session; never this process or its ancestors."""
+    in whatever session; never this process or its ancestors. ``moved`` is called before each
+    process is looked at: a look that is slow (a loaded machine) is told from one that is stuck."""
     entry_mark = f"{MARK}={mark}".encode()
     uid = os.getuid()
     spared = _lineage()
     found: list[tuple[int, int]] = []
     for entry in os.scandir("/proc"):
+        moved()
         if not entry.name.isdigit() or int(entry.name) in spared:
             continue
         try:
@@ -221,10 +227,10 @@ def signal_all(processes: Iterable[tuple[int, int]], signum: int) -> None:
             os.close(pidfd)
 
 
-def leftovers(mark: str) -> list[tuple[int, int]]:
+def leftovers(mark: str, moved: Callable[[], None] = _nothing) -> list[tuple[int, int]]:
     """What is left of the child marked ``mark`` and what it started, in its session or another:
-    (pid, start) of each process; ``OSError`` when ``/proc`` cannot be read."""
-    return _members(mark)
+    (pid, start) of each process; ``OSError`` when ``/proc`` cannot be read. ``moved``: see ``_members``."""
+    return _members(mark, moved)
 
 
 def _gone(processes: Iterable[tuple[int, int]]) -> bool:

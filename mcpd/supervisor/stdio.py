@@ -66,10 +66,15 @@ STDERR_LINE_BYTES = 64 * 1024
 KILL_WAIT = 2.0
 """Seconds to wait for the group to go after SIGKILL."""
 SCAN_WAIT = 1.0
-"""Seconds a look at ``/proc`` for what a child left may take (a few milliseconds as a rule). A read
-of a process's environment waits for its memory map's lock, which another of the user's processes
-can hold for as long as its page fault on a hung network filesystem lasts: the stop, shielded,
-waited as long (its daemon's exit with it)."""
+"""Seconds a look at ``/proc`` for what a child left may go without reaching the next process (a
+few microseconds as a rule). A read of a process's environment waits for its memory map's lock,
+which another of the user's processes can hold for as long as its page fault on a hung network
+filesystem lasts: the stop, shielded, waited as long (its daemon's exit with it). Counted from
+the last process read, not from the look's start: a look that is only slow (200 servers stopped
+at once on a loaded machine) is no stalled one, and giving it up would leave what the children
+left running."""
+_LOOK_POLL = 0.05
+"""Seconds between two checks that a look at ``/proc`` still moves."""
 _GROUP_POLL = 0.02
 _SESSION_POLL = 0.1
 """A look at the session is a read of all ``/proc``: less often than at the group."""
@@ -109,12 +114,29 @@ class _StalledLook:
 _STALLED_LOOK = _StalledLook()
 
 
-def _look(mark: str, done: threading.Event) -> list[tuple[int, int]]:
-    """``leftovers`` of ``mark``, in a worker thread; ``done`` once it is back (``_StalledLook``)."""
-    try:
-        return leftovers(mark)
-    finally:
-        done.set()
+class _Look:
+    """One look at ``/proc`` for ``leftovers`` of a mark, run in a worker thread."""
+
+    def __init__(self, mark: str) -> None:
+        self.mark = mark
+        self.done = threading.Event()
+        """Set once the thread is back (``_StalledLook``)."""
+        self._moved: float | None = None
+
+    def run(self) -> list[tuple[int, int]]:
+        self._move()
+        try:
+            return leftovers(self.mark, self._move)
+        finally:
+            self.done.set()
+
+    def _move(self) -> None:
+        self._moved = time.monotonic()
+
+    def stalled(self) -> bool:
+        """Whether the look has read no process for ``SCAN_WAIT``; not before its thread began (a wait
+        for a worker thread is no stall)."""
+        return self._moved is not None and time.monotonic() - self._moved > SCAN_WAIT
 
 
 def child_environment(extra: dict[str, str]) -> dict[str, str]:
@@ -485,15 +507,27 @@ class StdioChild:
         # Not its start time: a child that exited at once has none, and what it left carries its mark.
         if not self.mark or not sys.platform.startswith("linux") or _STALLED_LOOK.holds():
             return []
-        done = threading.Event()
-        with anyio.move_on_after(SCAN_WAIT):
+        look = _Look(self.mark)
+        found: list[tuple[int, int]] | None = None
+
+        async def read() -> None:
+            nonlocal found
             try:
                 # Abandoned, the thread gives its worker token back: a stalled look holds up no
                 # other use of the threads.
-                return await anyio.to_thread.run_sync(_look, self.mark, done, abandon_on_cancel=True)
+                found = await anyio.to_thread.run_sync(look.run, abandon_on_cancel=True)
             except OSError:  # /proc unreadable: the group is all that can be seen
-                return []
-        _STALLED_LOOK.given_up(done)
+                found = []
+            looking.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as looking:
+            looking.start_soon(read)
+            while not look.stalled():  # noqa: ASYNC110 - a thread's progress, no event to wait on
+                await anyio.sleep(_LOOK_POLL)
+            looking.cancel_scope.cancel()
+        if found is not None:
+            return found
+        _STALLED_LOOK.given_up(look.done)
         log.warning("server.leftovers_scan_stalled", server=self.server, pid=self.pid, seconds=SCAN_WAIT)
         return []
 
