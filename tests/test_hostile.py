@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gc
 import os
@@ -693,6 +694,66 @@ def exchange_on(sock: socket.socket, data: bytes) -> list[object]:
     size = int.from_bytes(sock.recv(4, socket.MSG_WAITALL), "big")
     answer: list[object] = msgspec.msgpack.decode(sock.recv(size, socket.MSG_WAITALL))
     return answer
+
+
+def send_unread(sock: socket.socket, data: bytes) -> None:
+    """Send ``data`` on ``sock`` again and again, reading nothing, until the peer has taken none of
+    it for half a second: it stopped reading, its answers to us backed up."""
+    sock.settimeout(0.5)
+    with contextlib.suppress(TimeoutError):
+        while True:
+            sock.sendall(data)
+
+
+@pytest.mark.anyio
+async def test_a_client_that_never_says_hello_nor_reads_is_dropped_leaving_nothing_behind(
+    private_dir: Path,
+) -> None:
+    """A client that sends requests but never hello, and reads none of the answers, is dropped at
+    ``hello_timeout``, and the clients that connect after it are served. Its drop closed the socket
+    under a transport still waiting to flush those answers: the event loop kept watching the closed
+    descriptor (and held the answers for good), and the next connection given that descriptor was
+    closed unanswered at once."""
+    table: MethodTable[None] = MethodTable()
+
+    @table.method("mark", Mark)
+    async def mark(_ctx: None, _conn: Connection, _params: Mark) -> Marked:
+        return Marked(0)
+
+    rpc = RpcServer(table, None, Limits(hello_timeout=2, write_timeout=60))
+    path = private_dir / "unread.sock"
+    # Made before the drop, so that the connections the daemon accepts next take the lowest free
+    # descriptors, the dropped one among them (one per hole below it: a few, not 32).
+    after = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(32)]
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(rpc.serve, endpoint.open_listener(path))
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as hostile:
+                hostile.connect(str(path))
+                await anyio.to_thread.run_sync(send_unread, hostile, request(2, "mark") * 64)
+                assert rpc.connections, "dropped before its answers backed up"
+                with anyio.fail_after(10):
+                    while rpc.connections:
+                        await anyio.sleep(0.02)
+                greeted = [await anyio.to_thread.run_sync(greets, path, sock) for sock in after]
+            tg.cancel_scope.cancel()
+    finally:
+        for sock in after:
+            sock.close()
+    assert all(greeted), greeted
+
+
+def greets(path: Path, sock: socket.socket) -> bool:
+    """Whether a hello on ``sock``, connected to ``path``, is answered with no error (the connection
+    stays open)."""
+    sock.settimeout(10)
+    sock.connect(str(path))
+    sock.sendall(hello())
+    head = sock.recv(4, socket.MSG_WAITALL)
+    if len(head) < 4:
+        return False  # closed unanswered
+    answer = msgspec.msgpack.decode(sock.recv(int.from_bytes(head, "big"), socket.MSG_WAITALL))
+    return answer[3] is None
 
 
 @pytest.mark.anyio

@@ -545,6 +545,12 @@ class RpcServer(Generic[Ctx]):
                 conn._ended = True
                 self.connections.discard(conn)
                 await conn.tasks.aclose()  # the client is gone: nobody is left to answer
+                if conn.stream.backlog():
+                    # Bytes it has not read (one dropped for never saying hello, while its answers
+                    # to other frames back up): a close would wait to flush them for ever, and the
+                    # socket closed below under that transport left the loop watching its number,
+                    # which then failed the next connection to get it.
+                    conn.stream.abort()
                 conn.stream.close()
                 # A frame cut short goes with the connection: up to ``max_frame`` bytes to give back.
                 self._reclaimer.note(CONNECTION_BYTES + conn.stream.pending)
