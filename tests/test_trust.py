@@ -69,6 +69,15 @@ def test_every_character_the_review_writes_out_as_invisible_is_hidden_text_to_th
     assert rules(f"Adds numbers.{hidden}") == {"TP006"}
 
 
+@pytest.mark.parametrize("hidden", ["\u202e", "\u200b", "\u2066"])
+def test_an_emoji_joined_ahead_hides_no_hidden_character_after_it(hidden: str) -> None:
+    """A joiner inside an emoji (a family, a profession) is no hidden text, but a zero-width or bidi
+    character after it is: it raised nothing, as only the first invisible character was looked at."""
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+    assert not rules(f"Family {family} planner. Adds numbers.")
+    assert rules(f"Family {family} planner. Adds numbers.{hidden}gnp.exe") == {"TP006"}
+
+
 def test_ordinary_descriptions_are_clean() -> None:
     """Plain tool texts, URLs and identifiers raise nothing."""
     assert not rules("Read the complete contents of a file from the file system.")

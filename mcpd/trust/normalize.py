@@ -82,12 +82,15 @@ def _unmix(folded: str) -> tuple[str, str | None]:
 
 
 def prepare(raw: str) -> Prepared:
-    hidden_match = INVISIBLE.search(raw)
     hidden = None
     text = raw
-    if hidden_match:
-        if hidden_match.group() != "\u200d" or _ZWJ_IN_WORD.search(raw):
-            hidden = (hidden_match.start(), hidden_match.group())
+    if INVISIBLE.search(raw):
+        # The first that hides anything, not merely the first: an emoji's joiner ahead would
+        # otherwise pass every zero-width or bidi character after it.
+        for found in INVISIBLE.finditer(raw):
+            if found.group() != "\u200d" or _ZWJ_IN_WORD.match(raw, found.start()):
+                hidden = (found.start(), found.group())
+                break
         text = INVISIBLE.sub("", raw)
     if not text.isascii():
         text = unicodedata.normalize("NFKC", text).translate(_QUOTES)
