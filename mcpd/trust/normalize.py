@@ -29,6 +29,10 @@ INVISIBLE = re.compile(f"[{controls.INVISIBLE}]")
 _TAG_RUN = re.compile("[\U000e0020-\U000e007e]{4,}")
 # ZWJ joins emoji (family, flags); only between letters or digits does it hide anything.
 _ZWJ_IN_WORD = re.compile(r"(?<=\w)\u200d(?=\w)")
+# Between two characters of a script whose letters join (Arabic, Syriac, the Indic scripts), the
+# non-joiner and joiner are spelling: Persian writes U+200C inside words, Hindi both in half forms.
+_JOINING = "\u0600-\u077f\u08a0-\u08ff\u0900-\u0dff\ufb50-\ufdff\ufe70-\ufefc"
+_SPELLING_JOINER = re.compile(f"(?<=[{_JOINING}])[\u200c\u200d](?=[{_JOINING}])")
 
 # Cyrillic and Greek letters that look like Latin ones; applied only inside words that
 # also contain Latin letters, so Russian and Greek text stays as it is.
@@ -88,6 +92,8 @@ def prepare(raw: str) -> Prepared:
         # The first that hides anything, not merely the first: an emoji's joiner ahead would
         # otherwise pass every zero-width or bidi character after it.
         for found in INVISIBLE.finditer(raw):
+            if _SPELLING_JOINER.match(raw, found.start()):
+                continue
             if found.group() != "\u200d" or _ZWJ_IN_WORD.match(raw, found.start()):
                 hidden = (found.start(), found.group())
                 break
