@@ -961,6 +961,13 @@ async def test_a_paused_host_subscribed_to_a_flooding_resource_loses_no_call_nor
     assert not dropped_since(daemon, mark)
 
 
+def _relay_without_daemon(tmp_path: Path, stdout: int) -> Relay:
+    """A relay in a gap: its socket path names no daemon, and it starts none."""
+    return Relay(
+        str(tmp_path / "no-daemon.sock"), config=None, state=SessionState(), autostart=False, stdout=stdout
+    )
+
+
 def _read_by_a_host_behind(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What a host reads, in order, of ``messages`` that a relay delivers while the host is behind
     (a large answer unread first: more than ``ADVISORY_LIMIT`` kept for it), once it reads all."""
@@ -1325,13 +1332,7 @@ def test_a_request_the_host_cancels_in_a_gap_is_not_run_by_the_next_daemon_howev
 
     reader = threading.Thread(target=drain)
     with tempfile.TemporaryFile() as out:
-        relay = Relay(
-            str(tmp_path / "no-daemon.sock"),
-            config=None,
-            state=SessionState(),
-            autostart=False,
-            stdout=out.fileno(),
-        )
+        relay = _relay_without_daemon(tmp_path, out.fileno())
         call: dict[str, Any] = {
             "jsonrpc": "2.0",
             "id": 1,
@@ -1364,13 +1365,7 @@ def test_a_wake_in_a_gap_costs_the_same_however_many_lines_wait(tmp_path: Path) 
     30,000 lines costs well under a second of CPU. Before, each wake looked at every line held (the
     oldest, and those due), quadratic: 9 s for 20,000, 80 s for the 60,000 ``GAP_LIMIT`` holds."""
     with tempfile.TemporaryFile() as out:
-        relay = Relay(
-            str(tmp_path / "no-daemon.sock"),
-            config=None,
-            state=SessionState(),
-            autostart=False,
-            stdout=out.fileno(),
-        )
+        relay = _relay_without_daemon(tmp_path, out.fileno())
         line = json.dumps({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}).encode()
         started = time.process_time()
         for _ in range(30_000):
